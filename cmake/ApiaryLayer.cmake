@@ -1,0 +1,14 @@
+# apiary_layer(NAME PUBLIC_DEPS...): one library per layer, built from every .cpp below
+# the calling folder, linking the warnings target privately.
+function(apiary_layer name)
+  file(GLOB_RECURSE _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  if(_srcs)
+    add_library(${name} STATIC ${_srcs})
+    target_link_libraries(${name} PUBLIC ${ARGN} PRIVATE apiary_warnings)
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  else()
+    add_library(${name} INTERFACE)   # a layer with headers only (so far)
+    target_link_libraries(${name} INTERFACE ${ARGN})
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+  endif()
+endfunction()

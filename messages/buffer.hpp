@@ -1,0 +1,44 @@
+#pragma once
+/// Buffer: a shared, immutable-after-fill byte buffer for frame payloads.
+/// Allocation does not zero the bytes (a 256 MiB payload must not pay a memset), and
+/// copies share the storage, so a payload moves from UCX to an actor without a copy.
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace apiary {
+
+class Buffer {
+ public:
+  Buffer() = default;
+
+  /// Uninitialised storage of `size` bytes, to be filled by the owner before sharing.
+  static Buffer allocate(std::size_t size) {
+    Buffer b;
+    if (size > 0) b.data_ = std::shared_ptr<std::byte[]>(new std::byte[size]);
+    b.size_ = size;
+    return b;
+  }
+  /// A copy of `bytes`.
+  static Buffer copy_of(const void* bytes, std::size_t size) {
+    Buffer b = allocate(size);
+    if (size > 0) std::memcpy(b.data(), bytes, size);
+    return b;
+  }
+  static Buffer copy_of(std::string_view s) { return copy_of(s.data(), s.size()); }
+
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  const char* chars() const { return reinterpret_cast<const char*>(data_.get()); }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::string_view view() const { return {chars(), size_}; }
+
+ private:
+  std::shared_ptr<std::byte[]> data_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace apiary

@@ -1,0 +1,109 @@
+#pragma once
+/// The transport interface: frames (an Envelope plus a payload) between processes,
+/// keyed by peer. One implementation per backend: ucx/ (UCP active messages) and
+/// local/ (in-process, for unit tests and the simulator's actor mode).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "envelope.pb.h"
+#include "messages/buffer.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::transport {
+
+/// Names the other side of a connection: "host:port" of its listen address, or
+/// "anon:N" for a peer that connected to us without listening itself.
+using PeerKey = std::string;
+
+/// The transport's clock (monotonic); the gateway passes its readings to core/.
+using Clock = std::chrono::steady_clock;
+
+/// A frame: the envelope travels as the active-message header, the payload as data.
+struct Frame {
+  pb::Envelope envelope;
+  Buffer payload;
+  /// Set on receipt when the payload was refused (e.g. larger than max_frame_bytes):
+  /// the envelope is intact, the payload is empty, and this says why.
+  std::optional<Error> payload_error;
+};
+
+/// How peers on the same host are connected.
+enum class Mode {
+  tcp,  ///< tcp lanes with UCX's PEER error mode (UCX detects dead peers too)
+  shm,  ///< shared-memory lanes (sysv + cma), error mode NONE; apiary's keepalives detect dead peers
+};
+
+/// Transport settings. Units are in the names.
+struct Config {
+  Mode mode = Mode::tcp;
+  /// Largest payload accepted from a peer; bigger ones are refused with an error frame.
+  std::size_t max_frame_bytes = std::size_t{1} << 30;
+  /// A connection silent for this long gets a KEEPALIVE probe.
+  std::chrono::milliseconds keepalive_interval{1000};
+  /// A connection silent for this long is declared dead (peer_down).
+  std::chrono::milliseconds keepalive_timeout{5000};
+  /// Spin on the network for this long before sleeping (0 = sleep at once); trades a
+  /// core for latency.
+  std::chrono::microseconds busy_poll{0};
+  /// This node's PeerID bytes, sent in HELLO.
+  std::string peer_id;
+};
+
+/// Receives what a transport produces. Every call runs on the transport's own thread.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  /// A frame arrived from `from`.
+  virtual void on_frame(const PeerKey& from, Frame frame) = 0;
+  /// `peer` is gone (connection error, keepalive timeout, or never reachable).
+  virtual void on_peer_down(const PeerKey& peer, const Error& why) = 0;
+  /// The loop woke up (after input, or at the time next_wakeup asked for).
+  virtual void on_tick(Clock::time_point now) = 0;
+  /// When the handler next needs on_tick, if ever.
+  virtual std::optional<Clock::time_point> next_wakeup() = 0;
+};
+
+/// Counters for tests and diagnostics.
+struct Stats {
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+  std::uint64_t malformed_frames = 0;   ///< unparseable envelopes, dropped with an error reply
+  std::uint64_t oversized_frames = 0;   ///< payloads refused for size
+  std::uint64_t stray_messages = 0;     ///< active messages to ids apiary does not use
+  std::uint64_t peers_down = 0;
+};
+
+/// A transport backend. Lifecycle: start → (post/send)* → stop.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  /// Starts the transport's thread, listening on host:port (port 0 picks one), and
+  /// returns the bound "host:port". `handler` must outlive stop().
+  virtual Result<std::string> start(Handler* handler, const std::string& host,
+                                    std::uint16_t port) = 0;
+  /// Runs `fn` on the transport's thread (thread-safe; the one way in from outside).
+  virtual void post(std::function<void()> fn) = 0;
+  /// Sends a frame to `to`, connecting on first use. Transport thread only.
+  /// Failure surfaces as on_peer_down(to, ...).
+  virtual void send(const PeerKey& to, Frame frame) = 0;
+  /// Forgets `peer`'s connection (e.g. after a protocol violation). Transport thread only.
+  virtual void disconnect(const PeerKey& peer) = 0;
+  /// Closes connections and joins the thread. Idempotent.
+  virtual void stop() = 0;
+  /// Snapshot of the counters (thread-safe).
+  virtual Stats stats() const = 0;
+  /// Describes how frames to `peer` travel (lanes and devices), for diagnostics and
+  /// for tests that check traffic stays on loopback. Transport thread only.
+  virtual std::string describe(const PeerKey& peer) = 0;
+};
+
+/// Serialized size limit of an envelope (well under UCX's max_am_header of 8140 B).
+inline constexpr std::size_t k_max_envelope_bytes = 4096;
+/// Longest handle name accepted.
+inline constexpr std::size_t k_max_handle_bytes = 512;
+
+}  // namespace apiary::transport

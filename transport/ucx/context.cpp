@@ -1,0 +1,76 @@
+#include "transport/ucx/context.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace apiary::transport::ucx {
+
+Error ucx_error(errc code, const char* what, ucs_status_t status) {
+  return make_error(code, "ucx: {} failed: {}", what, ucs_status_string(status));
+}
+
+Result<std::string> interface_of(const std::string& host) {
+  in6_addr want6{};
+  in_addr want4{};
+  const bool is4 = inet_pton(AF_INET, host.c_str(), &want4) == 1;
+  const bool is6 = !is4 && inet_pton(AF_INET6, host.c_str(), &want6) == 1;
+  if (!is4 && !is6) {
+    return make_error(errc::invalid_argument,
+                      "listen host '{}' is not an IPv4 or IPv6 address; use e.g. 127.0.0.1", host);
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return make_error(errc::io, "getifaddrs failed: {}", std::strerror(errno));
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(list, freeifaddrs);
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr) continue;
+    if (is4 && it->ifa_addr->sa_family == AF_INET) {
+      auto* sin = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
+      if (sin->sin_addr.s_addr == want4.s_addr) return std::string(it->ifa_name);
+    }
+    if (is6 && it->ifa_addr->sa_family == AF_INET6) {
+      auto* sin6 = reinterpret_cast<sockaddr_in6*>(it->ifa_addr);
+      if (std::memcmp(&sin6->sin6_addr, &want6, sizeof want6) == 0) return std::string(it->ifa_name);
+    }
+  }
+  // 127.0.0.0/8 addresses other than 127.0.0.1 belong to lo without being listed.
+  if (is4 && (ntohl(want4.s_addr) >> 24) == 127) return std::string("lo");
+  return make_error(errc::invalid_argument,
+                    "no network interface owns {}; listen on an address of this host", host);
+}
+
+Result<Context> Context::create(Mode mode, const std::string& net_device) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucx_error(errc::internal, "ucp_config_read", st);
+  std::unique_ptr<ucp_config_t, void (*)(ucp_config_t*)> guard(config, ucp_config_release);
+
+  // Keep every lane on the listen address's interface (e.g. lo), unless overridden.
+  if (std::getenv("UCX_NET_DEVICES") == nullptr) {
+    st = ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
+    if (st != UCS_OK) return ucx_error(errc::internal, "setting NET_DEVICES", st);
+  }
+  // tcp: tcp lanes only (PEER error mode). shm: shared memory for same-host peers;
+  // the sockaddr connection manager still needs tcp in the list.
+  const char* tls = mode == Mode::tcp ? "tcp" : "tcp,sm,self";
+  st = ucp_config_modify(config, "TLS", tls);
+  if (st != UCS_OK) return ucx_error(errc::internal, "setting TLS", st);
+
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  ucp_context_h ctx = nullptr;
+  st = ucp_init(&params, config, &ctx);
+  if (st != UCS_OK) return ucx_error(errc::unavailable, "ucp_init", st);
+  return Context(ctx);
+}
+
+Context::~Context() {
+  if (ctx_ != nullptr) ucp_cleanup(ctx_);
+}
+
+}  // namespace apiary::transport::ucx

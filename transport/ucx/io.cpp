@@ -1,0 +1,330 @@
+// The UCX transport's data path: connections, sends, active-message receipt
+// (eager and rendezvous), HELLO naming, keepalives and failure handling.
+#include <algorithm>
+
+#include "transport/ucx/transport.hpp"
+
+namespace apiary::transport::ucx {
+namespace {
+
+struct SendOp {
+  std::string header;
+  Buffer payload;
+};
+
+/// An ERROR frame for `call_id` (0 when the frame could not even be parsed).
+Frame error_frame(std::uint64_t call_id, bool from_caller, const Error& e) {
+  Frame f;
+  f.envelope.set_kind(pb::ERROR);
+  f.envelope.set_call_id(call_id);
+  f.envelope.set_from_caller(from_caller);
+  f.envelope.set_error_code(static_cast<std::uint32_t>(e.code));
+  f.envelope.set_error_message(e.message.substr(0, 1024));
+  return f;
+}
+
+}  // namespace
+
+// ---- connections ----------------------------------------------------------------
+
+void Transport::on_conn_request(ucp_conn_request_h request, void* arg) {
+  static_cast<Transport*>(arg)->conn_requests_.push_back(request);
+}
+
+void Transport::accept_pending() {
+  auto requests = std::move(conn_requests_);
+  conn_requests_.clear();
+  for (auto* req : requests) {
+    auto ep = accept_endpoint(worker_->get(), req, config_.mode, &on_ep_error, this);
+    if (!ep) continue;  // the client sees its connection fail
+    adopt(*ep, fmt::format("anon:{}", ++anon_counter_), false);
+  }
+}
+
+Endpoint* Transport::adopt(ucp_ep_h ep, PeerKey key, bool outbound) {
+  auto e = std::make_unique<Endpoint>();
+  e->ep = ep;
+  e->key = key;
+  e->outbound = outbound;
+  e->last_rx = e->last_probe = Clock::now();
+  Endpoint* raw = e.get();
+  endpoints_[ep] = std::move(e);
+  if (by_key_.count(key) == 0) by_key_[key] = raw;
+  return raw;
+}
+
+Endpoint* Transport::find_or_connect(const PeerKey& key) {
+  if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
+  auto hp = split_host_port(key);
+  if (!hp) {
+    handler_->on_peer_down(key, hp.error());
+    return nullptr;
+  }
+  auto ep = connect_endpoint(worker_->get(), hp->first, hp->second, config_.mode, &on_ep_error, this);
+  if (!ep) {
+    handler_->on_peer_down(key, ep.error());
+    return nullptr;
+  }
+  Endpoint* e = adopt(*ep, key, true);
+  // Name ourselves first: the peer keys our frames by the address we listen on.
+  Frame hello;
+  hello.envelope.set_kind(pb::HELLO);
+  hello.envelope.set_peer_id(config_.peer_id);
+  hello.envelope.set_listen_addr(bound_);
+  send_on(*e, std::move(hello));
+  return e;
+}
+
+void Transport::on_hello(Endpoint& ep, const pb::Envelope& env) {
+  const std::string& addr = env.listen_addr();
+  if (ep.outbound || addr.empty() || addr == ep.key || !split_host_port(addr)) return;
+  if (auto it = by_key_.find(ep.key); it != by_key_.end() && it->second == &ep) by_key_.erase(it);
+  ep.key = addr;
+  if (by_key_.count(addr) == 0) by_key_[addr] = &ep;
+}
+
+void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<Transport*>(arg);
+  auto it = self->endpoints_.find(ep);
+  if (it == self->endpoints_.end()) return;
+  self->mark_failed(*it->second, make_error(errc::peer_down, "connection to {} failed: {}",
+                                            it->second->key, ucs_status_string(status)));
+}
+
+void Transport::mark_failed(Endpoint& ep, Error why) {
+  if (ep.failed) return;
+  ep.failed = true;
+  ep.failure = std::move(why);
+}
+
+void Transport::reap_failed() {
+  std::vector<ucp_ep_h> dead;
+  for (auto& [h, e] : endpoints_) {
+    if (e->failed) dead.push_back(h);
+  }
+  for (ucp_ep_h h : dead) {
+    auto node = endpoints_.extract(h);
+    Endpoint& e = *node.mapped();
+    bool was_primary = false;
+    if (auto it = by_key_.find(e.key); it != by_key_.end() && it->second == &e) {
+      by_key_.erase(it);
+      was_primary = true;
+    }
+    if (void* r = close_endpoint(h, true)) closing_.push_back(r);
+    ++counters_.down;
+    // Another live connection to the same peer keeps it up.
+    bool other = false;
+    for (auto& [h2, e2] : endpoints_) {
+      if (e2->key == e.key && !e2->failed) {
+        other = true;
+        if (was_primary) by_key_[e.key] = e2.get();
+        break;
+      }
+    }
+    if (!other) handler_->on_peer_down(e.key, e.failure);
+  }
+  closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
+                                [](void* r) {
+                                  if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                  ucp_request_free(r);
+                                  return true;
+                                }),
+                 closing_.end());
+}
+
+void Transport::disconnect(const PeerKey& peer) {
+  for (auto& [h, e] : endpoints_) {
+    if (e->key == peer) mark_failed(*e, make_error(errc::peer_down, "disconnected from {}", peer));
+  }
+}
+
+std::string Transport::describe(const PeerKey& peer) {
+  auto it = by_key_.find(peer);
+  return it == by_key_.end() ? std::string{} : describe_endpoint(it->second->ep);
+}
+
+// ---- sending ----------------------------------------------------------------------
+
+void Transport::send(const PeerKey& to, Frame frame) {
+  Endpoint* ep = find_or_connect(to);
+  if (ep != nullptr) send_on(*ep, std::move(frame));
+}
+
+void Transport::send_on(Endpoint& ep, Frame frame) {
+  if (ep.failed) return;  // its peer_down is about to be reported
+  frame.envelope.set_payload_size(frame.payload.size());
+  auto op = std::make_unique<SendOp>();
+  op->header = frame.envelope.SerializeAsString();
+  op->payload = std::move(frame.payload);
+  if (op->header.size() > max_header_) {
+    // Never hand UCX 1.13 an oversized header: it would crash the sender.
+    handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),
+                                           make_error(errc::too_large,
+                                                      "envelope of {} bytes exceeds the {} byte limit",
+                                                      op->header.size(), max_header_)));
+    return;
+  }
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;  // lets the receiver know (and answer) who sent it
+  p.cb.send = &on_send_done;
+  p.user_data = op.get();
+  void* req = ucp_am_send_nbx(ep.ep, k_frame_am_id, op->header.data(), op->header.size(),
+                              op->payload.data(), op->payload.size(), &p);
+  ++counters_.sent;
+  if (req == nullptr) return;  // completed at once; op freed here
+  if (UCS_PTR_IS_ERR(req)) {
+    mark_failed(ep, make_error(errc::peer_down, "send to {} failed: {}", ep.key,
+                               ucs_status_string(UCS_PTR_STATUS(req))));
+    return;
+  }
+  op.release();  // on_send_done frees it
+}
+
+void Transport::on_send_done(void* request, ucs_status_t /*status*/, void* user_data) {
+  // A failed send also fails its endpoint, which on_ep_error reports.
+  delete static_cast<SendOp*>(user_data);
+  ucp_request_free(request);
+}
+
+void Transport::send_control(Endpoint& ep, pb::FrameKind kind) {
+  Frame f;
+  f.envelope.set_kind(kind);
+  send_on(ep, std::move(f));
+}
+
+// ---- receiving --------------------------------------------------------------------
+
+ucs_status_t Transport::on_stray_am(void* arg, const void*, size_t, void*, size_t,
+                                    const ucp_am_recv_param_t*) {
+  ++static_cast<Transport*>(arg)->counters_.stray;
+  return UCS_OK;  // drops the message (and releases rendezvous data)
+}
+
+ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header_length, void* data,
+                                    size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Transport*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) {
+    ++self->counters_.stray;  // anonymous senders are not served
+    return UCS_OK;
+  }
+  auto it = self->endpoints_.find(param->reply_ep);
+  if (it == self->endpoints_.end() || it->second->failed) {
+    ++self->counters_.stray;
+    return UCS_OK;
+  }
+  Endpoint& ep = *it->second;
+  ep.last_rx = Clock::now();
+  Frame frame;
+  if (header_length > k_max_envelope_bytes ||
+      !frame.envelope.ParseFromArray(header, static_cast<int>(header_length)) ||
+      frame.envelope.kind() == pb::FRAME_UNSPECIFIED) {
+    ++self->counters_.malformed;
+    // Answer on the same connection; the frame itself is dropped.
+    self->replies_.emplace_back(ep.key, error_frame(0, false,
+        make_error(errc::malformed, "malformed envelope of {} bytes from {}: not an apiary.pb.Envelope",
+                   header_length, ep.key)));
+    return UCS_OK;
+  }
+  ++self->counters_.received;
+  const auto kind = frame.envelope.kind();
+  if (kind == pb::HELLO) {
+    self->on_hello(ep, frame.envelope);
+    return UCS_OK;
+  }
+  if (kind == pb::KEEPALIVE) {
+    Frame ack;
+    ack.envelope.set_kind(pb::KEEPALIVE_ACK);
+    self->replies_.emplace_back(ep.key, std::move(ack));
+    return UCS_OK;
+  }
+  if (kind == pb::KEEPALIVE_ACK) return UCS_OK;
+  if (length > self->config_.max_frame_bytes) {
+    ++self->counters_.oversized;
+    frame.payload_error = make_error(errc::too_large,
+                                     "frame payload of {} bytes exceeds the limit of {} bytes", length,
+                                     self->config_.max_frame_bytes);
+    self->inbox_.emplace_back(ep.key, std::move(frame));
+    return UCS_OK;  // releases rendezvous data unread
+  }
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    auto pending = std::make_unique<PendingRndv>();
+    pending->self = self;
+    pending->from = ep.key;
+    pending->frame = std::move(frame);
+    pending->frame.payload = Buffer::allocate(length);
+    pending->desc = data;
+    self->rndv_pending_.push_back(std::move(pending));
+    return UCS_INPROGRESS;  // fetched after progress returns
+  }
+  frame.payload = Buffer::copy_of(data, length);
+  self->inbox_.emplace_back(ep.key, std::move(frame));
+  return UCS_OK;
+}
+
+void Transport::start_rndv_receives() {
+  auto pending = std::move(rndv_pending_);
+  rndv_pending_.clear();
+  for (auto& rp : pending) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = &on_rndv_done;
+    p.user_data = rp.get();
+    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, rp->frame.payload.data(),
+                                     rp->frame.payload.size(), &p);
+    if (req == nullptr) {
+      inbox_.emplace_back(rp->from, std::move(rp->frame));
+    } else if (UCS_PTR_IS_ERR(req)) {
+      rp->frame.payload = Buffer{};
+      rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
+                                           rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
+      inbox_.emplace_back(rp->from, std::move(rp->frame));
+    } else {
+      rp.release();  // on_rndv_done owns it
+    }
+  }
+}
+
+void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
+  std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
+  if (status != UCS_OK) {
+    rp->frame.payload = Buffer{};
+    rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
+                                         rp->from, ucs_status_string(status));
+  }
+  rp->self->inbox_.emplace_back(rp->from, std::move(rp->frame));
+  ucp_request_free(request);
+}
+
+void Transport::dispatch_inbox() {
+  // Sends are made here, outside UCX callbacks.
+  while (!inbox_.empty() || !replies_.empty()) {
+    auto replies = std::move(replies_);
+    replies_.clear();
+    for (auto& [to, frame] : replies) {
+      if (auto it = by_key_.find(to); it != by_key_.end()) send_on(*it->second, std::move(frame));
+    }
+    auto batch = std::move(inbox_);
+    inbox_.clear();
+    for (auto& [from, frame] : batch) handler_->on_frame(from, std::move(frame));
+  }
+}
+
+// ---- keepalives -------------------------------------------------------------------
+
+void Transport::check_keepalives(Clock::time_point now) {
+  for (auto& [h, e] : endpoints_) {
+    if (e->failed) continue;
+    const auto silent = now - e->last_rx;
+    if (silent > config_.keepalive_timeout) {
+      mark_failed(*e, make_error(errc::peer_down, "{} silent for {} ms (keepalive timeout {} ms)", e->key,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
+                                 config_.keepalive_timeout.count()));
+    } else if (silent > config_.keepalive_interval && now - e->last_probe > config_.keepalive_interval) {
+      e->last_probe = now;
+      send_control(*e, pb::KEEPALIVE);
+    }
+  }
+}
+
+}  // namespace apiary::transport::ucx

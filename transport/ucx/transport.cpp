@@ -1,0 +1,175 @@
+#include "transport/ucx/transport.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace apiary::transport::ucx {
+
+Transport::Transport(Config config) : config_(std::move(config)) {}
+
+Transport::~Transport() { stop(); }
+
+Result<std::string> Transport::start(Handler* handler, const std::string& host, std::uint16_t port) {
+  if (running_.exchange(true)) return make_error(errc::invalid_argument, "transport already started");
+  handler_ = handler;
+  std::promise<Result<std::string>> started;
+  auto fut = started.get_future();
+  thread_ = std::thread([this, host, port, &started] { run(host, port, &started); });
+  auto result = fut.get();
+  if (!result) {
+    thread_.join();
+    running_ = false;
+  }
+  return result;
+}
+
+void Transport::run(std::string host, std::uint16_t port, std::promise<Result<std::string>>* started) {
+  if (auto st = setup(host, port); !st) {
+    listener_.reset();
+    worker_.reset();
+    context_.reset();
+    started->set_value(st.error());
+    return;
+  }
+  wake_target_ = worker_->get();
+  started->set_value(bound_);
+  loop();
+  shutdown();
+}
+
+Status Transport::setup(const std::string& host, std::uint16_t port) {
+  auto dev = interface_of(host);
+  if (!dev) return dev.error();
+  auto ctx = Context::create(config_.mode, *dev);
+  if (!ctx) return ctx.error();
+  context_.emplace(std::move(*ctx));
+  auto w = Worker::create(context_->get());
+  if (!w) return w.error();
+  worker_.emplace(std::move(*w));
+  if (auto st = worker_->register_handlers(&on_frame_am, &on_stray_am, this); !st) return st.error();
+  max_header_ = std::min(worker_->max_am_header(), k_max_envelope_bytes);
+  auto l = Listener::create(worker_->get(), host, port, &on_conn_request, this);
+  if (!l) return l.error();
+  listener_.emplace(std::move(*l));
+  bound_ = listener_->bound();
+  return ok_status();
+}
+
+void Transport::post(std::function<void()> fn) {
+  bool was_empty = false;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    was_empty = posted_.empty();
+    posted_.push_back(std::move(fn));
+  }
+  // One wakeup per batch: the thread drains everything posted before it sleeps again.
+  if (was_empty) {
+    if (ucp_worker_h w = wake_target_.load()) ucp_worker_signal(w);
+  }
+}
+
+void Transport::stop() {
+  if (!running_.load() || stopping_.exchange(true)) {
+    if (thread_.joinable()) thread_.join();
+    return;
+  }
+  if (ucp_worker_h w = wake_target_.load()) ucp_worker_signal(w);
+  if (thread_.joinable()) thread_.join();
+}
+
+Stats Transport::stats() const {
+  Stats s;
+  s.frames_sent = counters_.sent;
+  s.frames_received = counters_.received;
+  s.malformed_frames = counters_.malformed;
+  s.oversized_frames = counters_.oversized;
+  s.stray_messages = counters_.stray;
+  s.peers_down = counters_.down;
+  return s;
+}
+
+void Transport::loop() {
+  using namespace std::chrono;
+  while (!stopping_.load()) {
+    run_posted();
+    accept_pending();
+    start_rndv_receives();
+    while (ucp_worker_progress(worker_->get()) != 0) {
+    }
+    dispatch_inbox();
+    reap_failed();
+    const auto now = Clock::now();
+    check_keepalives(now);
+    handler_->on_tick(now);
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      if (!posted_.empty()) continue;
+    }
+    if (!conn_requests_.empty() || !rndv_pending_.empty() || !inbox_.empty() || !replies_.empty()) continue;
+    if (config_.busy_poll.count() > 0) {
+      // Spin on the network a while before paying for a sleep and a wakeup.
+      const auto until = Clock::now() + config_.busy_poll;
+      bool busy = false;
+      while (!busy && Clock::now() < until && !stopping_.load()) {
+        busy = ucp_worker_progress(worker_->get()) != 0 || !inbox_.empty();
+        std::lock_guard<std::mutex> lock(posted_mu_);
+        busy = busy || !posted_.empty();
+      }
+      if (busy) continue;
+    }
+    worker_->wait(sleep_budget_ms(Clock::now()));
+  }
+}
+
+int Transport::sleep_budget_ms(Clock::time_point now) {
+  using namespace std::chrono;
+  // Wake at least every keepalive_interval/4 while connections exist, to probe them.
+  auto wake = now + hours(1);
+  if (!endpoints_.empty()) wake = now + config_.keepalive_interval / 4;
+  if (auto w = handler_->next_wakeup()) wake = std::min(wake, *w);
+  if (!closing_.empty()) wake = std::min(wake, now + milliseconds(10));
+  if (wake <= now) return 0;
+  return static_cast<int>(duration_cast<milliseconds>(wake - now).count()) + 1;
+}
+
+void Transport::run_posted() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    batch.swap(posted_);
+  }
+  for (auto& fn : batch) fn();
+}
+
+void Transport::shutdown() {
+  run_posted();  // deliver what was queued before stop()
+  std::vector<void*> reqs;
+  for (auto& [ep, e] : endpoints_) {
+    if (void* r = close_endpoint(ep, e->failed)) reqs.push_back(r);
+  }
+  endpoints_.clear();
+  by_key_.clear();
+  reqs.insert(reqs.end(), closing_.begin(), closing_.end());
+  closing_.clear();
+  // Flush closes for a bounded time; a frozen peer must not hold up shutdown.
+  const auto give_up = Clock::now() + std::chrono::milliseconds(500);
+  while (!reqs.empty() && Clock::now() < give_up) {
+    ucp_worker_progress(worker_->get());
+    reqs.erase(std::remove_if(reqs.begin(), reqs.end(),
+                              [](void* r) {
+                                if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                ucp_request_free(r);
+                                return true;
+                              }),
+               reqs.end());
+  }
+  for (void* r : reqs) ucp_request_cancel(worker_->get(), r);
+  for (auto* req : conn_requests_) ucp_listener_reject(listener_->get(), req);
+  wake_target_ = nullptr;
+  listener_.reset();
+  rndv_pending_.clear();
+  worker_.reset();
+  context_.reset();
+}
+
+}  // namespace apiary::transport::ucx

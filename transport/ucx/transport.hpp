@@ -1,0 +1,105 @@
+#pragma once
+/// The UCX backend: UCP active messages between processes. One thread per transport
+/// owns the context, worker, listener and endpoints; it sleeps on the worker's event
+/// fd and is woken by ucp_worker_signal when work is posted.
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/transport.hpp"
+#include "transport/ucx/context.hpp"
+#include "transport/ucx/endpoint.hpp"
+#include "transport/ucx/worker.hpp"
+
+namespace apiary::transport::ucx {
+
+class Transport final : public transport::Transport {
+ public:
+  explicit Transport(Config config);
+  ~Transport() override;
+
+  Result<std::string> start(Handler* handler, const std::string& host, std::uint16_t port) override;
+  void post(std::function<void()> fn) override;
+  void send(const PeerKey& to, Frame frame) override;
+  void disconnect(const PeerKey& peer) override;
+  void stop() override;
+  Stats stats() const override;
+  std::string describe(const PeerKey& peer) override;
+
+ private:
+  /// A frame whose payload is still arriving through rendezvous.
+  struct PendingRndv {
+    Transport* self = nullptr;
+    PeerKey from;
+    Frame frame;
+    void* desc = nullptr;  ///< UCX data descriptor
+  };
+
+  void run(std::string host, std::uint16_t port, std::promise<Result<std::string>>* started);
+  Status setup(const std::string& host, std::uint16_t port);
+  void loop();
+  void shutdown();
+  void run_posted();
+  void accept_pending();
+  void start_rndv_receives();
+  void dispatch_inbox();
+  void reap_failed();
+  void check_keepalives(Clock::time_point now);
+  int sleep_budget_ms(Clock::time_point now);
+
+  Endpoint* find_or_connect(const PeerKey& key);
+  Endpoint* adopt(ucp_ep_h ep, PeerKey key, bool outbound);
+  void send_on(Endpoint& ep, Frame frame);
+  void send_control(Endpoint& ep, pb::FrameKind kind);
+  void mark_failed(Endpoint& ep, Error why);
+  void on_hello(Endpoint& ep, const pb::Envelope& env);
+
+  // UCX callbacks (run inside ucp_worker_progress on this transport's thread).
+  static ucs_status_t on_frame_am(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_stray_am(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  static void on_conn_request(ucp_conn_request_h request, void* arg);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_rndv_done(void* request, ucs_status_t status, size_t length, void* user_data);
+
+  Config config_;
+  Handler* handler_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> running_{false};
+
+  // Posted work, guarded by posted_mu_.
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+  std::atomic<ucp_worker_h> wake_target_{nullptr};
+
+  // Owned by the transport thread only.
+  std::optional<Context> context_;
+  std::optional<Worker> worker_;
+  std::optional<Listener> listener_;
+  std::string bound_;
+  std::size_t max_header_ = 0;
+  std::vector<ucp_conn_request_h> conn_requests_;
+  std::vector<std::unique_ptr<PendingRndv>> rndv_pending_;
+  std::vector<std::pair<PeerKey, Frame>> inbox_;    ///< received, to hand to the handler
+  std::vector<std::pair<PeerKey, Frame>> replies_;  ///< transport-level answers to send
+  std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
+  std::unordered_map<PeerKey, Endpoint*> by_key_;
+  std::vector<void*> closing_;
+  std::uint64_t anon_counter_ = 0;
+
+  struct Counters {
+    std::atomic<std::uint64_t> sent{0}, received{0}, malformed{0}, oversized{0}, stray{0}, down{0};
+  } counters_;
+};
+
+}  // namespace apiary::transport::ucx

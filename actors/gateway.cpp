@@ -1,0 +1,129 @@
+#include "actors/gateway.hpp"
+
+#include "actors/type_ids.hpp"
+#include "transport/local/transport.hpp"
+#include "transport/ucx/transport.hpp"
+
+namespace apiary::actors {
+namespace {
+
+std::shared_ptr<transport::local::Fabric> process_fabric() {
+  static auto fabric = std::make_shared<transport::local::Fabric>();
+  return fabric;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, GatewayConfig config) {
+  std::unique_ptr<transport::Transport> t;
+  if (config.backend == Backend::ucx) {
+    t = std::make_unique<transport::ucx::Transport>(config.transport);
+  } else {
+    t = std::make_unique<transport::local::Transport>(process_fabric(), config.transport);
+  }
+  std::shared_ptr<Gateway> gw(new Gateway(std::move(t)));
+  auto bound = gw->transport_->start(gw.get(), config.host, config.port);
+  if (!bound) return bound.error();
+  gw->address_ = *bound;
+  return gw;
+}
+
+Gateway::~Gateway() { stop(); }
+
+void Gateway::stop() {
+  transport_->stop();
+  // The transport thread is gone: drop the actor handles, so services (which hold the
+  // gateway) and callers can terminate.
+  sinks_.clear();
+  service_sinks_.clear();
+}
+
+CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
+                     pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first,
+                     bool end) {
+  const CallId id = next_call_++;
+  transport_->post([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end]() mutable {
+    sinks_[id] = reply_to;  // caller-side sinks are the call ids themselves
+    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end));
+  });
+  return id;
+}
+
+void Gateway::send(CallId call, Buffer message, bool end) {
+  transport_->post([this, call, message = std::move(message), end]() mutable {
+    execute(engine_.send(now(), call, std::move(message), end));
+  });
+}
+
+void Gateway::end(CallId call) {
+  transport_->post([this, call] { execute(engine_.end(now(), call)); });
+}
+
+void Gateway::fail(CallId call, Error error) {
+  transport_->post([this, call, error = std::move(error)] { execute(engine_.fail(now(), call, error)); });
+}
+
+void Gateway::cancel(CallId call, std::string reason) {
+  transport_->post([this, call, reason = std::move(reason)] { execute(engine_.cancel(now(), call, reason)); });
+}
+
+void Gateway::serve(const std::string& handle, const caf::actor& service) {
+  const auto sink = next_service_sink_++;
+  transport_->post([this, handle, service, sink] {
+    if (auto old = service_sinks_.find(handle); old != service_sinks_.end()) sinks_.erase(old->second);
+    service_sinks_[handle] = sink;
+    sinks_[sink] = service;
+    engine_.serve(handle, sink);
+  });
+}
+
+void Gateway::unserve(const std::string& handle) {
+  transport_->post([this, handle] {
+    engine_.unserve(handle);
+    if (auto it = service_sinks_.find(handle); it != service_sinks_.end()) {
+      sinks_.erase(it->second);
+      service_sinks_.erase(it);
+    }
+  });
+}
+
+std::future<std::string> Gateway::describe(const PeerKey& peer) {
+  auto promise = std::make_shared<std::promise<std::string>>();
+  auto fut = promise->get_future();
+  transport_->post([this, peer, promise] { promise->set_value(transport_->describe(peer)); });
+  return fut;
+}
+
+// ---- transport thread -------------------------------------------------------------
+
+void Gateway::on_frame(const PeerKey& from, transport::Frame frame) {
+  execute(engine_.on_frame(now(), from, frame.envelope, std::move(frame.payload), frame.payload_error));
+}
+
+void Gateway::on_peer_down(const PeerKey& peer, const Error& why) {
+  execute(engine_.on_peer_down(now(), peer, why));
+}
+
+void Gateway::on_tick(transport::Clock::time_point t) { execute(engine_.on_tick(now_of(t))); }
+
+std::optional<transport::Clock::time_point> Gateway::next_wakeup() {
+  auto d = engine_.next_deadline();
+  if (!d) return std::nullopt;
+  return transport::Clock::time_point(std::chrono::duration_cast<transport::Clock::duration>(*d));
+}
+
+void Gateway::execute(core::rpc::Effects fx) {
+  for (auto& out : fx.frames) {
+    transport_->send(out.peer, transport::Frame{std::move(out.envelope), std::move(out.payload), std::nullopt});
+  }
+  for (auto& d : fx.deliveries) {
+    auto it = sinks_.find(d.sink);
+    if (it == sinks_.end()) continue;  // the service was unregistered meanwhile
+    caf::actor target = it->second;
+    // Caller-side sinks live as long as their call.
+    if (d.final && d.sink == d.call) sinks_.erase(it);
+    caf::anon_send(target, std::move(d));
+  }
+}
+
+}  // namespace apiary::actors

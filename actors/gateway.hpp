@@ -1,0 +1,100 @@
+#pragma once
+/// The gateway: one per process. It owns the transport and the RPC engine, both of
+/// which live on the transport's thread; actors reach it through thread-safe calls
+/// that post work there, and it delivers to actors with one anon_send. That is one
+/// thread hand-off each way per call, the fewest a call between actors can take.
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "core/rpc/engine.hpp"
+#include "transport/transport.hpp"
+
+namespace apiary::actors {
+
+using core::rpc::CallId;
+using core::rpc::Delivery;
+using core::rpc::DeliveryKind;
+using core::rpc::PeerKey;
+
+/// Which transport backend a gateway runs on.
+enum class Backend { ucx, local };
+
+/// Gateway settings.
+struct GatewayConfig {
+  Backend backend = Backend::ucx;
+  transport::Config transport;
+  std::string host = "127.0.0.1";  ///< listen address
+  std::uint16_t port = 0;           ///< 0 picks a free port
+};
+
+class Gateway final : private transport::Handler {
+ public:
+  /// Starts a gateway on its own transport. For Backend::local, every gateway started
+  /// in this process shares one in-process fabric.
+  static Result<std::shared_ptr<Gateway>> start(caf::actor_system& sys, GatewayConfig config);
+  ~Gateway() override;
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  /// The bound listen address, "host:port".
+  const std::string& address() const { return address_; }
+
+  // ---- thread-safe API (any thread, any actor) ----
+  /// Opens a call; every delivery for it goes to `reply_to` as a Delivery message.
+  CallId open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
+              pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first, bool end);
+  /// A unary call: open with the request and end of stream.
+  CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Buffer request,
+               std::chrono::nanoseconds timeout) {
+    return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true);
+  }
+  /// Sends a message on a call (either role); `end` closes our direction.
+  void send(CallId call, Buffer message, bool end);
+  /// Closes our direction of a call without a message.
+  void end(CallId call);
+  /// Callee: fails a call; the caller receives the error.
+  void fail(CallId call, Error error);
+  /// Either role: abandons a call; the other side is told.
+  void cancel(CallId call, std::string reason);
+  /// Routes calls to `handle` to `service` (Delivery messages, kind open first).
+  void serve(const std::string& handle, const caf::actor& service);
+  /// Stops routing `handle`.
+  void unserve(const std::string& handle);
+  /// Runs `fn` on the transport thread with the transport (diagnostics, tests).
+  std::future<std::string> describe(const PeerKey& peer);
+  /// Transport counters.
+  transport::Stats transport_stats() const { return transport_->stats(); }
+  /// Stops the transport; calls in flight end with errors. Idempotent.
+  void stop();
+
+ private:
+  explicit Gateway(std::unique_ptr<transport::Transport> t) : transport_(std::move(t)) {}
+
+  void on_frame(const PeerKey& from, transport::Frame frame) override;
+  void on_peer_down(const PeerKey& peer, const Error& why) override;
+  void on_tick(transport::Clock::time_point now) override;
+  std::optional<transport::Clock::time_point> next_wakeup() override;
+  void execute(core::rpc::Effects fx);
+  static core::TimePoint now_of(transport::Clock::time_point t) { return t.time_since_epoch(); }
+  static core::TimePoint now() { return now_of(transport::Clock::now()); }
+
+  std::unique_ptr<transport::Transport> transport_;
+  std::string address_;
+  std::atomic<CallId> next_call_{1};
+  std::atomic<core::rpc::Sink> next_service_sink_{core::rpc::Sink{1} << 62};
+
+  // Transport thread only.
+  core::rpc::Engine engine_;
+  std::unordered_map<core::rpc::Sink, caf::actor> sinks_;
+  std::unordered_map<std::string, core::rpc::Sink> service_sinks_;
+};
+
+}  // namespace apiary::actors

@@ -1,0 +1,75 @@
+#pragma once
+/// Helpers over the gateway for the common shapes: unary services as actors, and
+/// blocking waits for calls from non-actor code (main, tests, the CLI).
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/gateway.hpp"
+#include "actors/type_ids.hpp"
+
+namespace apiary::actors {
+
+/// Everything a call delivered, collected.
+struct CallOutcome {
+  std::vector<Buffer> messages;  ///< messages from the other side, in order
+  std::optional<Error> error;    ///< set when the call ended with an error
+  bool over = false;             ///< the call ended (final delivery seen)
+};
+
+/// Waits on the scoped actor until every call in `ids` is over or `patience` passes
+/// (a call still open then gets a deadline_exceeded outcome and is cancelled).
+/// Deliveries for other calls are collected too and returned.
+std::map<CallId, CallOutcome> await_calls(caf::scoped_actor& self, Gateway& gw, std::set<CallId> ids,
+                                          std::chrono::milliseconds patience);
+
+/// A blocking unary call from a scoped actor.
+Result<Buffer> call_unary(caf::scoped_actor& self, Gateway& gw, const PeerKey& peer, const std::string& handle,
+                          Buffer request, std::chrono::milliseconds timeout);
+
+/// A unary handler: the request (its caller in `request.peer`) → a response or error.
+using UnaryFn = std::function<Result<Buffer>(const Delivery& request)>;
+
+/// Spawns an actor serving `handle` with `fn` and registers it with the gateway.
+/// Errors returned and exceptions thrown become error frames for the caller.
+caf::actor serve_unary(caf::actor_system& sys, std::shared_ptr<Gateway> gw, const std::string& handle, UnaryFn fn);
+
+/// Serializes a protobuf message into a Buffer.
+template <class Message>
+Buffer to_buffer(const Message& m) {
+  Buffer b = Buffer::allocate(m.ByteSizeLong());
+  m.SerializeToArray(b.data(), static_cast<int>(b.size()));
+  return b;
+}
+
+/// Parses a protobuf message from a Buffer, naming the handle in the error.
+template <class Message>
+Result<Message> from_buffer(const Buffer& b, const std::string& what) {
+  Message m;
+  if (!m.ParseFromArray(b.data(), static_cast<int>(b.size()))) {
+    return make_error(errc::malformed, "{}: {} bytes are not a valid {}", what, b.size(),
+                      Message::descriptor()->full_name());
+  }
+  return m;
+}
+
+/// serve_unary with protobuf types: a malformed request is answered with a clear error.
+template <class Request, class Response>
+caf::actor serve_proto(caf::actor_system& sys, std::shared_ptr<Gateway> gw, const std::string& handle,
+                       std::function<Result<Response>(const PeerKey& from, const Request&)> fn) {
+  return serve_unary(sys, std::move(gw), handle, [fn, handle](const Delivery& d) -> Result<Buffer> {
+    auto req = from_buffer<Request>(d.data, "request for '" + handle + "'");
+    if (!req) return req.error();
+    auto resp = fn(d.peer, *req);
+    if (!resp) return resp.error();
+    return to_buffer(*resp);
+  });
+}
+
+}  // namespace apiary::actors

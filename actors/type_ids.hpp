@@ -1,0 +1,23 @@
+#pragma once
+/// Every type and atom apiary puts in CAF messages, in one place. These types stay
+/// inside one process (the wire format is protobuf over UCX), so they are allowed as
+/// unsafe (non-serializable) message types.
+#include <caf/all.hpp>
+
+#include "core/rpc/engine.hpp"
+#include "messages/buffer.hpp"
+#include "messages/result.hpp"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::core::rpc::Delivery)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Buffer)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::Buffer>)
+
+namespace apiary::actors {
+
+using call_atom = caf::atom_constant<caf::atom("call")>;
+using serve_atom = caf::atom_constant<caf::atom("serve")>;
+using timer_atom = caf::atom_constant<caf::atom("timer")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+}  // namespace apiary::actors

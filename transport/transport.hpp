@@ -15,8 +15,8 @@
 
 namespace apiary::transport {
 
-/// Names the other side of a connection: "host:port" of its listen address, or
-/// "anon:N" for a peer that connected to us without listening itself.
+/// Names the other side of a connection: "host:port" for a connection we dialled,
+/// "inbound:N" for one a peer opened to us (answers to its calls go back on it).
 using PeerKey = std::string;
 
 /// The transport's clock (monotonic); the gateway passes its readings to core/.

@@ -12,6 +12,21 @@ std::string clip(std::string s) {
   return s;
 }
 
+/// First id the engine gives to served calls; caller ids must stay below it (and above 0,
+/// which names no call on the wire), or a served call could take a caller's id.
+constexpr CallId k_first_served_id = CallId{1} << 63;
+
+/// `now + timeout`, saturating at the largest TimePoint instead of overflowing.
+TimePoint deadline_after(TimePoint now, Duration timeout) {
+  return now.count() >= 0 && timeout > TimePoint::max() - now ? TimePoint::max() : now + timeout;
+}
+
+/// A timeout from the wire (microseconds), saturating instead of overflowing.
+Duration timeout_from_wire(std::uint64_t us) {
+  constexpr auto max_us = static_cast<std::uint64_t>(Duration::max().count() / 1000);
+  return us > max_us ? Duration::max() : Duration(std::chrono::microseconds(static_cast<std::int64_t>(us)));
+}
+
 errc code_from_wire(std::uint32_t code) {
   return code > 0 && code <= static_cast<std::uint32_t>(errc::unsupported) ? static_cast<errc>(code)
                                                                            : errc::handler_error;
@@ -31,13 +46,21 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
   c.sink = sink;
   c.kind = kind;
   c.handle = handle;
-  if (calls_.count(id) != 0 || handle.empty() || handle.size() > k_max_handle_bytes) {
+  std::optional<Error> refused;
+  if (id == 0 || id >= k_first_served_id) {
+    refused = make_error(errc::invalid_argument,
+                         "caller call id must be 1..{}, got {}; ids with the top bit set name served calls",
+                         k_first_served_id - 1, id);
+  } else if (calls_.count(id) != 0) {
+    refused = make_error(errc::internal, "call id {} is already in use", id);
+  } else if (handle.empty() || handle.size() > k_max_handle_bytes) {
+    refused = make_error(errc::invalid_argument, "handle must be 1..{} bytes, got {} bytes", k_max_handle_bytes,
+                         handle.size());
+  }
+  if (refused) {
     Delivery d = delivery_for(id, c, DeliveryKind::error);
     d.final = true;
-    d.error = calls_.count(id) != 0
-                  ? make_error(errc::internal, "call id {} is already in use", id)
-                  : make_error(errc::invalid_argument, "handle must be 1..{} bytes, got {} bytes",
-                               k_max_handle_bytes, handle.size());
+    d.error = std::move(*refused);
     fx.deliveries.push_back(std::move(d));
     return fx;
   }
@@ -52,7 +75,7 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
   }
   fx.frames.push_back(Outgoing{peer, std::move(env), first ? std::move(*first) : Buffer{}});
   auto& stored = calls_[id] = std::move(c);
-  if (timeout.count() > 0) set_deadline(id, stored, now + timeout);
+  if (timeout.count() > 0) set_deadline(id, stored, deadline_after(now, timeout));
   ++stats_.calls_opened;
   return fx;
 }
@@ -209,7 +232,9 @@ void Engine::on_open(TimePoint now, Effects& fx, const PeerKey& peer, const pb::
   d.end_of_stream = env.end_of_stream();
   auto& stored = calls_[id] = std::move(c);
   inbound_[{peer, env.call_id()}] = id;
-  if (env.timeout_us() > 0) set_deadline(id, stored, now + std::chrono::microseconds(env.timeout_us()));
+  if (env.timeout_us() > 0) {
+    set_deadline(id, stored, deadline_after(now, timeout_from_wire(env.timeout_us())));
+  }
   ++stats_.calls_served;
   fx.deliveries.push_back(std::move(d));
 }

@@ -3,6 +3,7 @@
 /// (key, liveness for keepalives).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ucp/api/ucp.h>
 
@@ -15,9 +16,17 @@ namespace apiary::transport::ucx {
 /// close(), never by the destructor (closing needs the worker to progress).
 struct Endpoint {
   ucp_ep_h ep = nullptr;
-  PeerKey key;                       ///< "host:port", or "anon:N" until HELLO names it
+  PeerKey key;                       ///< "host:port" when we dialled, "inbound:N" when accepted
+  std::string listen_addr;           ///< the peer's listen "host:port", from its HELLO
+  std::string peer_id;               ///< the peer's PeerID bytes, from its HELLO
   bool outbound = false;             ///< we dialled it
   bool failed = false;               ///< UCX reported an error; awaiting cleanup
+  /// Dialled connections hold frames back until the peer's first frame (its HELLO)
+  /// shows the connection is wired up: UCX 1.13 can assert on rendezvous sends queued
+  /// before wireup completes (shared-memory lanes), and an unreachable peer then
+  /// fails cleanly instead of swallowing frames.
+  bool ready = true;
+  std::vector<Frame> backlog;
   Error failure;                     ///< why it failed
   Clock::time_point last_rx{};       ///< last frame received
   Clock::time_point last_probe{};    ///< last KEEPALIVE sent

@@ -37,8 +37,17 @@ void Transport::accept_pending() {
   for (auto* req : requests) {
     auto ep = accept_endpoint(worker_->get(), req, config_.mode, &on_ep_error, this);
     if (!ep) continue;  // the client sees its connection fail
-    adopt(*ep, fmt::format("anon:{}", ++anon_counter_), false);
+    Endpoint* e = adopt(*ep, fmt::format("inbound:{}", ++inbound_counter_), false);
+    send_on(*e, hello_frame());  // lets the dialler start sending
   }
+}
+
+Frame Transport::hello_frame() const {
+  Frame hello;
+  hello.envelope.set_kind(pb::HELLO);
+  hello.envelope.set_peer_id(config_.peer_id);
+  hello.envelope.set_listen_addr(bound_);
+  return hello;
 }
 
 Endpoint* Transport::adopt(ucp_ep_h ep, PeerKey key, bool outbound) {
@@ -66,21 +75,17 @@ Endpoint* Transport::find_or_connect(const PeerKey& key) {
     return nullptr;
   }
   Endpoint* e = adopt(*ep, key, true);
-  // Name ourselves first: the peer keys our frames by the address we listen on.
-  Frame hello;
-  hello.envelope.set_kind(pb::HELLO);
-  hello.envelope.set_peer_id(config_.peer_id);
-  hello.envelope.set_listen_addr(bound_);
-  send_on(*e, std::move(hello));
+  send_on(*e, hello_frame());
+  e->ready = false;  // everything after the HELLO waits for the peer's first frame
   return e;
 }
 
 void Transport::on_hello(Endpoint& ep, const pb::Envelope& env) {
-  const std::string& addr = env.listen_addr();
-  if (ep.outbound || addr.empty() || addr == ep.key || !split_host_port(addr)) return;
-  if (auto it = by_key_.find(ep.key); it != by_key_.end() && it->second == &ep) by_key_.erase(it);
-  ep.key = addr;
-  if (by_key_.count(addr) == 0) by_key_[addr] = &ep;
+  // Recorded, not used as the key: UCX 1.13 may deliver frames sent before wireup
+  // completed ahead of the HELLO sent first, so an inbound connection keeps the name
+  // it got on accept and answers go back on it.
+  ep.listen_addr = env.listen_addr().substr(0, 256);
+  ep.peer_id = env.peer_id().substr(0, 256);
 }
 
 void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -152,6 +157,10 @@ void Transport::send(const PeerKey& to, Frame frame) {
 
 void Transport::send_on(Endpoint& ep, Frame frame) {
   if (ep.failed) return;  // its peer_down is about to be reported
+  if (!ep.ready) {
+    ep.backlog.push_back(std::move(frame));
+    return;
+  }
   frame.envelope.set_payload_size(frame.payload.size());
   auto op = std::make_unique<SendOp>();
   op->header = frame.envelope.SerializeAsString();
@@ -167,6 +176,9 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;  // lets the receiver know (and answer) who sent it
+  // Large payloads always take rendezvous (zero-copy). Left to itself, UCX 1.13 sends
+  // messages queued before wireup completes as eager fragments, copied on both sides.
+  if (op->payload.size() >= k_rndv_threshold_bytes) p.flags |= UCP_AM_SEND_FLAG_RNDV;
   p.cb.send = &on_send_done;
   p.user_data = op.get();
   void* req = ucp_am_send_nbx(ep.ep, k_frame_am_id, op->header.data(), op->header.size(),
@@ -215,6 +227,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   }
   Endpoint& ep = *it->second;
   ep.last_rx = Clock::now();
+  if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
   Frame frame;
   if (header_length > k_max_envelope_bytes ||
       !frame.envelope.ParseFromArray(header, static_cast<int>(header_length)) ||
@@ -298,6 +311,13 @@ void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* u
 
 void Transport::dispatch_inbox() {
   // Sends are made here, outside UCX callbacks.
+  for (Endpoint* ep : unblocked_) {
+    if (ep->ready || ep->failed) continue;
+    ep->ready = true;
+    auto backlog = std::move(ep->backlog);
+    for (auto& f : backlog) send_on(*ep, std::move(f));
+  }
+  unblocked_.clear();
   while (!inbox_.empty() || !replies_.empty()) {
     auto replies = std::move(replies_);
     replies_.clear();

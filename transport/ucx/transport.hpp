@@ -60,6 +60,7 @@ class Transport final : public transport::Transport {
   void send_control(Endpoint& ep, pb::FrameKind kind);
   void mark_failed(Endpoint& ep, Error why);
   void on_hello(Endpoint& ep, const pb::Envelope& env);
+  Frame hello_frame() const;
 
   // UCX callbacks (run inside ucp_worker_progress on this transport's thread).
   static ucs_status_t on_frame_am(void* arg, const void* header, size_t header_length, void* data,
@@ -92,10 +93,11 @@ class Transport final : public transport::Transport {
   std::vector<std::unique_ptr<PendingRndv>> rndv_pending_;
   std::vector<std::pair<PeerKey, Frame>> inbox_;    ///< received, to hand to the handler
   std::vector<std::pair<PeerKey, Frame>> replies_;  ///< transport-level answers to send
+  std::vector<Endpoint*> unblocked_;                ///< dialled endpoints that just heard back
   std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;
-  std::uint64_t anon_counter_ = 0;
+  std::uint64_t inbound_counter_ = 0;
 
   struct Counters {
     std::atomic<std::uint64_t> sent{0}, received{0}, malformed{0}, oversized{0}, stray{0}, down{0};

@@ -12,6 +12,9 @@ namespace apiary::transport::ucx {
 
 /// The active-message id every apiary frame uses.
 inline constexpr unsigned k_frame_am_id = 0;
+/// Payloads of at least this many bytes go by rendezvous (zero-copy); smaller ones are
+/// copied eagerly, which costs less than rendezvous's extra round trip.
+inline constexpr std::size_t k_rndv_threshold_bytes = 64 * 1024;
 /// UCX 1.13 reads its handler table before range-checking an incoming id, and leaves
 /// new slots uninitialised when the table grows: one message to an unused id can crash
 /// the receiver. Every 16-bit id therefore gets a handler (ids wrap to 16 bits).

@@ -1,0 +1,59 @@
+// The backend-dispatching kernel entry points: argument checks, then the CPU twin or
+// the CUDA kernel. Plain C++: the gpu:: functions live in kernels.cu (or gpu_stub.cpp).
+#include "cuda/kernels.hpp"
+
+#include <string>
+
+namespace apiary::cuda {
+namespace {
+
+status null_pointer(const char* kernel, std::size_t n) {
+  return status::failure(std::string(kernel) + ": got a null pointer for " + std::to_string(n) +
+                         " elements; expected buffers of at least n elements (pass n = 0 "
+                         "for an empty range)");
+}
+
+}  // namespace
+
+status weighted_accumulate(backend where, float* acc, const float* x, float w, std::size_t n,
+                           stream_handle stream) {
+  if (n == 0) return ok_status();
+  if (acc == nullptr || x == nullptr) return null_pointer("weighted_accumulate", n);
+  if (where == backend::cuda) return gpu::weighted_accumulate(acc, x, w, n, stream);
+  cpu::weighted_accumulate(acc, x, w, n);
+  return ok_status();
+}
+
+status cast_f32_to_f16(backend where, std::uint16_t* dst, const float* src, std::size_t n,
+                       stream_handle stream) {
+  if (n == 0) return ok_status();
+  if (dst == nullptr || src == nullptr) return null_pointer("cast_f32_to_f16", n);
+  if (where == backend::cuda) return gpu::cast_f32_to_f16(dst, src, n, stream);
+  cpu::cast_f32_to_f16(dst, src, n);
+  return ok_status();
+}
+
+status cast_f16_to_f32(backend where, float* dst, const std::uint16_t* src, std::size_t n,
+                       stream_handle stream) {
+  if (n == 0) return ok_status();
+  if (dst == nullptr || src == nullptr) return null_pointer("cast_f16_to_f32", n);
+  if (where == backend::cuda) return gpu::cast_f16_to_f32(dst, src, n, stream);
+  cpu::cast_f16_to_f32(dst, src, n);
+  return ok_status();
+}
+
+status sum(backend where, const float* x, std::size_t n, double* out, stream_handle stream) {
+  if (out == nullptr) {
+    return status::failure("sum: got a null result pointer; expected the address of a host double");
+  }
+  if (n == 0) {
+    *out = 0.0;
+    return ok_status();
+  }
+  if (x == nullptr) return null_pointer("sum", n);
+  if (where == backend::cuda) return gpu::sum(x, n, out, stream);
+  *out = cpu::sum(x, n);
+  return ok_status();
+}
+
+}  // namespace apiary::cuda

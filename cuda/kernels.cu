@@ -1,0 +1,181 @@
+// CUDA versions of the kernels declared in kernels.hpp. Grid-stride loops, so any n
+// runs on a bounded grid; explicit __fmul_rn/__fadd_rn (never fused) and explicit NaN
+// handling make the results bit-identical to the CPU twins in cpu_kernels.cpp.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cuda/cuda_check.cuh"
+#include "cuda/kernels.hpp"
+
+namespace apiary::cuda::gpu {
+namespace {
+
+// 256 threads = 8 warps: a common sweet spot for memory-bound element-wise kernels.
+constexpr unsigned threads_per_block = 256;
+// Grid cap, in blocks: 8192 x 256 = 2M threads, about 8 waves of an H200's 132 SMs x
+// 2048 resident threads; larger arrays are covered by the grid-stride loop.
+constexpr std::size_t max_blocks = 8192;
+
+unsigned blocks_for(std::size_t n) {
+  const std::size_t wanted = (n + threads_per_block - 1) / threads_per_block;
+  return static_cast<unsigned>(std::min(wanted, max_blocks));
+}
+
+cudaStream_t as_stream(stream_handle s) { return static_cast<cudaStream_t>(s); }
+
+__device__ __forceinline__ std::size_t first_index() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ std::size_t grid_stride() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
+
+// fp32 -> fp16 bits with the clamp and NaN rule of cpu::cast_f32_to_f16.
+__device__ __forceinline__ std::uint16_t clamped_half_bits(float v) {
+  const std::uint32_t b = __float_as_uint(v);
+  const std::uint32_t mag = b & 0x7fffffffu;
+  if (mag > 0x7f800000u) {  // NaN: keep sign and top payload bits, set the quiet bit
+    return static_cast<std::uint16_t>(((b >> 16) & 0x8000u) | 0x7e00u | ((mag >> 13) & 0x3ffu));
+  }
+  v = fminf(fmaxf(v, -65504.0f), 65504.0f);
+  return __half_as_ushort(__float2half_rn(v));
+}
+
+// fp16 bits -> fp32 with the NaN rule of cpu::cast_f16_to_f32.
+__device__ __forceinline__ float float_of_half_bits(std::uint16_t h) {
+  const std::uint32_t mag = h & 0x7fffu;
+  if (mag > 0x7c00u) {  // NaN: widen the payload, set the quiet bit
+    return __uint_as_float((static_cast<std::uint32_t>(h & 0x8000u) << 16) | 0x7fc00000u |
+                           (mag << 13));
+  }
+  return __half2float(__ushort_as_half(h));
+}
+
+__global__ void __launch_bounds__(threads_per_block)
+    weighted_accumulate_kernel(float* __restrict__ acc, const float* __restrict__ x, float w,
+                               std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) {
+    acc[i] = __fadd_rn(acc[i], __fmul_rn(w, x[i]));
+  }
+}
+
+__global__ void __launch_bounds__(threads_per_block)
+    cast_f32_to_f16_kernel(std::uint16_t* __restrict__ dst, const float* __restrict__ src,
+                           std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) dst[i] = clamped_half_bits(src[i]);
+}
+
+__global__ void __launch_bounds__(threads_per_block)
+    cast_f16_to_f32_kernel(float* __restrict__ dst, const std::uint16_t* __restrict__ src,
+                           std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride())
+    dst[i] = float_of_half_bits(src[i]);
+}
+
+// Tree-sums one value per thread of the block; thread 0 gets the block's total.
+__device__ double block_total(double mine) {
+  __shared__ double tree[threads_per_block];
+  tree[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned half = threads_per_block / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  return tree[0];
+}
+
+// Step 1: each block writes the sum of its grid-stride share of x to partial[block].
+__global__ void __launch_bounds__(threads_per_block)
+    block_sums_kernel(const float* __restrict__ x, std::size_t n, double* __restrict__ partial) {
+  double mine = 0.0;
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) mine += static_cast<double>(x[i]);
+  const double total = block_total(mine);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+// Step 2: one block adds the block sums into *out.
+__global__ void __launch_bounds__(threads_per_block)
+    final_sum_kernel(const double* __restrict__ partial, unsigned count, double* __restrict__ out) {
+  double mine = 0.0;
+  for (unsigned i = threadIdx.x; i < count; i += threads_per_block) mine += partial[i];
+  const double total = block_total(mine);
+  if (threadIdx.x == 0) *out = total;
+}
+
+status launched(const char* kernel, std::size_t n) {
+  return detail::check(
+      cudaGetLastError(),
+      std::string("launch of ") + kernel + " over " + std::to_string(n) + " elements",
+      detail::launch_advice);
+}
+
+}  // namespace
+
+status weighted_accumulate(float* acc, const float* x, float w, std::size_t n,
+                           stream_handle stream) {
+  if (n == 0) return ok_status();
+  weighted_accumulate_kernel<<<blocks_for(n), threads_per_block, 0, as_stream(stream)>>>(acc, x, w,
+                                                                                         n);
+  return launched("weighted_accumulate", n);
+}
+
+status cast_f32_to_f16(std::uint16_t* dst, const float* src, std::size_t n, stream_handle stream) {
+  if (n == 0) return ok_status();
+  cast_f32_to_f16_kernel<<<blocks_for(n), threads_per_block, 0, as_stream(stream)>>>(dst, src, n);
+  return launched("cast_f32_to_f16", n);
+}
+
+status cast_f16_to_f32(float* dst, const std::uint16_t* src, std::size_t n, stream_handle stream) {
+  if (n == 0) return ok_status();
+  cast_f16_to_f32_kernel<<<blocks_for(n), threads_per_block, 0, as_stream(stream)>>>(dst, src, n);
+  return launched("cast_f16_to_f32", n);
+}
+
+status sum(const float* x, std::size_t n, double* out, stream_handle stream) {
+  if (out == nullptr) {
+    return status::failure("gpu::sum: got a null result pointer; expected a host double");
+  }
+  if (n == 0) {
+    *out = 0.0;
+    return ok_status();
+  }
+  const cudaStream_t s = as_stream(stream);
+  const unsigned blocks = blocks_for(n);
+  double* scratch = nullptr;  // `blocks` partial sums, then the total
+  if (status st = detail::check(
+          cudaMallocAsync(reinterpret_cast<void**>(&scratch), (blocks + 1) * sizeof(double), s),
+          "gpu::sum: cudaMallocAsync of its scratch",
+          "expected free device memory; free buffers and retry");
+      !st) {
+    return st;
+  }
+  // Every path below frees the scratch in stream order, then waits for the stream.
+  double total = 0.0;
+  const status computed = [&] {
+    block_sums_kernel<<<blocks, threads_per_block, 0, s>>>(x, n, scratch);
+    if (status st = launched("sum (block sums)", n); !st) return st;
+    final_sum_kernel<<<1, threads_per_block, 0, s>>>(scratch, blocks, scratch + blocks);
+    if (status st = launched("sum (final)", n); !st) return st;
+    return detail::check(
+        cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, s),
+        "gpu::sum: copying the total to the host", detail::launch_advice);
+  }();
+  const cudaError_t freed = cudaFreeAsync(scratch, s);
+  const cudaError_t synced = cudaStreamSynchronize(s);
+  if (!computed) return computed;
+  if (freed != cudaSuccess) {
+    return detail::cuda_failure("gpu::sum: cudaFreeAsync", freed, detail::launch_advice);
+  }
+  if (synced != cudaSuccess) {
+    return detail::cuda_failure("gpu::sum: waiting for the stream", synced, detail::launch_advice);
+  }
+  *out = total;
+  return ok_status();
+}
+
+}  // namespace apiary::cuda::gpu

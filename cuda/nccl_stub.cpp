@@ -1,0 +1,36 @@
+// nccl.hpp for builds without NCCL: every call fails and says how to get NCCL.
+#include <string>
+
+#include "cuda/nccl.hpp"
+
+namespace apiary::cuda {
+namespace {
+
+status not_linked(const char* what) {
+  return status::failure(std::string(what) +
+                         ": this build has no NCCL; expected APIARY_ENABLE_CUDA=ON with "
+                         "nccl.h and libnccl found (set NCCL_ROOT), then rebuild");
+}
+
+}  // namespace
+
+bool nccl_compiled() noexcept { return false; }
+
+status nccl_version(int* out) {
+  *out = 0;
+  return not_linked("nccl_version");
+}
+
+status nccl_clique::create(const std::vector<int>& /*devices*/, std::unique_ptr<nccl_clique>* out) {
+  out->reset();
+  return not_linked("nccl_clique::create");
+}
+
+nccl_clique::~nccl_clique() = default;
+
+status nccl_clique::all_reduce_sum(const std::vector<const float*>& /*send*/,
+                                   const std::vector<float*>& /*recv*/, std::size_t /*n*/) {
+  return not_linked("nccl_clique::all_reduce_sum");
+}
+
+}  // namespace apiary::cuda

@@ -1,0 +1,155 @@
+#include "messages/identity/multiaddr.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <vector>
+
+namespace apiary::messages {
+namespace {
+
+/// The shape every parse error reminds the reader of.
+constexpr const char* expected_form =
+    "expected /ip4/A.B.C.D/tcp/PORT or /ip6/ADDR/tcp/PORT, optionally followed by /p2p/PEERID";
+
+Error parse_error(std::string_view text, const std::string& problem) {
+  return make_error(errc::invalid_argument, "multiaddr \"{}\": {}; {}", text.substr(0, 200),
+                    problem, expected_form);
+}
+
+/// The canonical text of an IPv4 (`ip6` false) or IPv6 address, or nullopt if invalid.
+std::optional<std::string> canonical_ip(std::string_view ip, bool ip6) {
+  std::string input(ip);  // inet_pton needs a terminated string
+  unsigned char binary[sizeof(in6_addr)];
+  int family = ip6 ? AF_INET6 : AF_INET;
+  if (::inet_pton(family, input.c_str(), binary) != 1) return std::nullopt;
+  char text[INET6_ADDRSTRLEN];
+  if (::inet_ntop(family, binary, text, sizeof text) == nullptr) return std::nullopt;
+  return std::string(text);
+}
+
+/// A decimal port of 1-5 digits, at most 65535; nullopt otherwise.
+std::optional<std::uint16_t> parse_port(std::string_view s) {
+  if (s.empty() || s.size() > 5) return std::nullopt;
+  std::uint32_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint32_t>(c - '0');
+  }
+  if (value > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(value);
+}
+
+/// Splits "/a/b/c" into {"a", "b", "c"}; the leading '/' is already checked.
+std::vector<std::string_view> split_components(std::string_view text) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 1;
+  while (start <= text.size()) {
+    std::size_t end = text.find('/', start);
+    if (end == std::string_view::npos) end = text.size();
+    parts.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+Result<Multiaddr> Multiaddr::parse(std::string_view text) {
+  if (text.empty()) return parse_error(text, "the text is empty");
+  if (text[0] != '/')
+    return parse_error(text, fmt::format("it must start with '/', got '{}'", text[0]));
+  auto parts = split_components(text);
+  if (parts.size() > 1 && parts.back().empty()) parts.pop_back();  // one trailing '/'
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].empty())
+      return parse_error(text,
+                         fmt::format("component {} is empty (\"//\" or a lone \"/\")", i + 1));
+  }
+
+  // /ip4/ADDR or /ip6/ADDR
+  Multiaddr addr;
+  if (parts[0] != "ip4" && parts[0] != "ip6") {
+    return parse_error(text, fmt::format("unknown protocol '{}' (apiary supports ip4 and ip6; "
+                                         "resolve DNS names first)",
+                                         parts[0]));
+  }
+  addr.is_ip6 = parts[0] == "ip6";
+  if (parts.size() < 2)
+    return parse_error(text, fmt::format("the address after /{} is missing", parts[0]));
+  auto host = canonical_ip(parts[1], addr.is_ip6);
+  if (!host) return parse_error(text, fmt::format("bad {} address '{}'", parts[0], parts[1]));
+  addr.host = std::move(*host);
+
+  // /tcp/PORT
+  if (parts.size() < 3)
+    return parse_error(
+        text, fmt::format("the /tcp/PORT part after /{}/{} is missing", parts[0], parts[1]));
+  if (parts[2] != "tcp")
+    return parse_error(text, fmt::format("unknown protocol '{}' after the address (apiary supports "
+                                         "tcp only)",
+                                         parts[2]));
+  if (parts.size() < 4) return parse_error(text, "the port after /tcp is missing");
+  auto port = parse_port(parts[3]);
+  if (!port)
+    return parse_error(text,
+                       fmt::format("bad port '{}' (expected a number from 0 to 65535)", parts[3]));
+  addr.port = *port;
+
+  // optional /p2p/PEERID
+  if (parts.size() > 4) {
+    if (parts[4] != "p2p" && parts[4] != "ipfs")
+      return parse_error(text, fmt::format("unexpected '{}' after the port (only /p2p/PEERID may "
+                                           "follow)",
+                                           parts[4]));
+    if (parts.size() < 6)
+      return parse_error(text, fmt::format("the peer id after /{} is missing", parts[4]));
+    auto id = PeerId::from_string(parts[5]);
+    if (!id)
+      return parse_error(text, fmt::format("bad peer id '{}' ({})", parts[5], id.error().message));
+    addr.peer = std::move(*id);
+  }
+  if (parts.size() > 6) {
+    std::string_view rest =
+        text.substr(static_cast<std::size_t>(parts[6].data() - text.data()) - 1);
+    return parse_error(text, fmt::format("unexpected trailing '{}' after the peer id", rest));
+  }
+  return addr;
+}
+
+Result<Multiaddr> Multiaddr::from_ip(std::string_view ip, std::uint16_t port,
+                                     std::optional<PeerId> peer) {
+  bool ip6 = false;
+  auto host = canonical_ip(ip, false);
+  if (!host) {
+    host = canonical_ip(ip, true);
+    ip6 = true;
+  }
+  if (!host) {
+    return make_error(errc::invalid_argument,
+                      "multiaddr: expected an IPv4 or IPv6 address such as 127.0.0.1 or ::1, got "
+                      "'{}'; resolve host names first",
+                      ip.substr(0, 200));
+  }
+  return Multiaddr{std::move(*host), ip6, port, std::move(peer)};
+}
+
+std::string Multiaddr::to_string() const {
+  std::string text = fmt::format("/{}/{}/tcp/{}", is_ip6 ? "ip6" : "ip4", host, port);
+  if (peer) text += "/p2p/" + peer->to_string();
+  return text;
+}
+
+Multiaddr Multiaddr::with_peer(PeerId id) const {
+  Multiaddr copy = *this;
+  copy.peer = std::move(id);
+  return copy;
+}
+
+Multiaddr Multiaddr::without_peer() const {
+  Multiaddr copy = *this;
+  copy.peer.reset();
+  return copy;
+}
+
+}  // namespace apiary::messages

@@ -1,0 +1,52 @@
+#pragma once
+/// Multiaddr: a node's network address in libp2p's text form,
+/// /ip4/127.0.0.1/tcp/4100/p2p/12D3KooW... or /ip6/::1/tcp/4100 (the /p2p part is optional).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "messages/identity/peer_id.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::messages {
+
+/// A TCP address over IPv4 or IPv6, optionally naming the peer that listens there.
+struct Multiaddr {
+  /// The IP address in canonical text form (inet_ntop): "127.0.0.1", "::1".
+  std::string host;
+  /// True when `host` is an IPv6 address.
+  bool is_ip6 = false;
+  /// TCP port (0 asks the system for any free port when listening).
+  std::uint16_t port = 0;
+  /// The peer listening there, from a trailing /p2p/<PeerID>.
+  std::optional<PeerId> peer;
+
+  /// Parses /ip4/A.B.C.D/tcp/PORT or /ip6/ADDR/tcp/PORT, optionally followed by
+  /// /p2p/PEERID (or the older /ipfs/PEERID). One trailing '/' is accepted. The host is
+  /// stored in canonical form. Errors: errc::invalid_argument whose message names the
+  /// bad part (empty text, missing leading '/', unknown protocol, bad IP, bad port,
+  /// missing /tcp part, bad PeerID, trailing components).
+  static Result<Multiaddr> parse(std::string_view text);
+
+  /// The address of `ip` (IPv4 or IPv6 text, canonicalised) and `port`.
+  /// Errors: errc::invalid_argument when `ip` is not an IP address.
+  static Result<Multiaddr> from_ip(std::string_view ip, std::uint16_t port,
+                                   std::optional<PeerId> peer = std::nullopt);
+
+  /// The canonical text: "/ip4/127.0.0.1/tcp/4100/p2p/12D3KooW...".
+  [[nodiscard]] std::string to_string() const;
+
+  /// This address naming `id` as its peer.
+  [[nodiscard]] Multiaddr with_peer(PeerId id) const;
+
+  /// This address without a peer.
+  [[nodiscard]] Multiaddr without_peer() const;
+
+  friend bool operator==(const Multiaddr& a, const Multiaddr& b) {
+    return a.host == b.host && a.is_ip6 == b.is_ip6 && a.port == b.port && a.peer == b.peer;
+  }
+  friend bool operator!=(const Multiaddr& a, const Multiaddr& b) { return !(a == b); }
+};
+
+}  // namespace apiary::messages

@@ -1,0 +1,104 @@
+#include "messages/tensor/codec.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "messages/tensor/bfloat16.hpp"
+
+namespace apiary::messages {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the NONE codec copies element bytes as they are: the wire is little-endian");
+
+// bfloat16 elements (2 bytes each) -> float32 bytes (4 bytes each), written to `out`.
+void widen_bfloat16(const Buffer& bytes, std::size_t numel, std::string& out) {
+  out.resize(numel * sizeof(float));
+  for (std::size_t i = 0; i < numel; ++i) {
+    std::uint16_t half;
+    std::memcpy(&half, bytes.chars() + 2 * i, sizeof half);
+    const float wide = bfloat16_to_float(half);
+    std::memcpy(out.data() + 4 * i, &wide, sizeof wide);
+  }
+}
+
+// float32 bytes -> bfloat16 elements, rounding to nearest even.
+Buffer narrow_to_bfloat16(const std::string& buffer, std::size_t numel) {
+  Buffer out = Buffer::allocate(numel * 2);
+  for (std::size_t i = 0; i < numel; ++i) {
+    float wide;
+    std::memcpy(&wide, buffer.data() + 4 * i, sizeof wide);
+    const std::uint16_t half = float_to_bfloat16(wide);
+    std::memcpy(out.data() + 2 * i, &half, sizeof half);
+  }
+  return out;
+}
+
+Shape shape_of(const pb::Tensor& message) {
+  return Shape(message.size().begin(), message.size().end());
+}
+
+}  // namespace
+
+std::string compression_name(int compression) {
+  if (pb::CompressionType_IsValid(compression)) {
+    return pb::CompressionType_Name(static_cast<pb::CompressionType>(compression));
+  }
+  return "unknown(" + std::to_string(compression) + ")";
+}
+
+pb::Tensor encode_none(const Tensor& tensor, const EncodeOptions& options) {
+  pb::Tensor message;
+  if (tensor.type() == dtype::bfloat16 && options.legacy_bfloat16) {
+    widen_bfloat16(tensor.bytes(), tensor.numel(), *message.mutable_buffer());
+  } else {
+    message.set_buffer(tensor.bytes().chars(), tensor.byte_size());
+  }
+  message.mutable_size()->Add(tensor.shape().begin(), tensor.shape().end());
+  message.set_requires_grad(tensor.requires_grad());
+  message.set_dtype(std::string(to_string(tensor.type())));
+  message.set_compression(pb::NONE);
+  return message;
+}
+
+Result<Tensor> decode(const pb::Tensor& message) {
+  const int compression = message.compression();
+  if (!pb::CompressionType_IsValid(compression)) {
+    return make_error(errc::malformed,
+                      "tensor compression {} is not a CompressionType: expected 0..5; the "
+                      "sender uses a newer schema or the message is corrupt",
+                      compression);
+  }
+  if (compression != pb::NONE) {
+    return make_error(errc::unsupported,
+                      "tensor compression {} is not supported yet: expected NONE; ask the "
+                      "sender to send uncompressed tensors",
+                      compression_name(compression));
+  }
+  auto type = parse_dtype(message.dtype());
+  if (!type) return type.error();
+  Shape shape = shape_of(message);
+  auto numel = element_count(shape, element_size(*type) * 2);  // room for legacy bfloat16
+  if (!numel) return numel.error();
+
+  const std::string& buffer = message.buffer();
+  const std::size_t native = *numel * element_size(*type);
+  if (*type == dtype::bfloat16 && buffer.size() == *numel * sizeof(float) && *numel > 0) {
+    // Legacy bfloat16: float32 bytes on the wire, rounded back to bfloat16.
+    return Tensor::make(*type, std::move(shape), narrow_to_bfloat16(buffer, *numel),
+                        message.requires_grad());
+  }
+  if (buffer.size() != native) {
+    const char* legacy = *type == dtype::bfloat16 ? " (or 4 per element, legacy float32)" : "";
+    return make_error(errc::malformed,
+                      "tensor buffer has {} bytes, expected {} for shape {} of {} ({} elements "
+                      "of {} bytes{}); the message is truncated or its shape is wrong (a "
+                      "streamed tensor must be combined before decoding)",
+                      buffer.size(), native, format_shape(shape), to_string(*type), *numel,
+                      element_size(*type), legacy);
+  }
+  return Tensor::copy_of(*type, std::move(shape), buffer.data(), buffer.size(),
+                         message.requires_grad());
+}
+
+}  // namespace apiary::messages

@@ -1,0 +1,51 @@
+#pragma once
+/// One entry of the World's event queue. Events are ordered by (at, seq); seq grows by
+/// one per scheduled event, so equal times keep their scheduling order.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/effects.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::sim {
+
+class World;
+
+/// What an event does when it is processed.
+enum class EventKind : std::uint8_t {
+  start = 1,     ///< Host::on_start of `node`
+  request = 2,   ///< a call from `peer` arrives at `node`
+  response = 3,  ///< the outcome of `node`'s call `call` arrives
+  deadline = 4,  ///< `node`'s call `call` reaches its timeout
+  timer = 5,     ///< `node`'s timer `timer` fires (if still at `generation`)
+  kill = 6,      ///< `node` crashes
+  action = 7,    ///< a scenario's callback
+};
+
+/// A scheduled event; fields a kind does not use stay at their defaults.
+struct Event {
+  core::TimePoint at{};    ///< virtual time it is due (ns)
+  std::uint64_t seq = 0;   ///< tie-breaker: scheduling order
+  EventKind kind = EventKind::action;
+  std::size_t node = 0;    ///< the node it happens at
+  std::size_t peer = 0;    ///< request: the caller
+  core::CallId call = 0;   ///< request/response/deadline: the caller's call id
+  std::uint64_t serial = 0;      ///< request/response/deadline: world-unique call serial
+  core::TimerId timer = 0;       ///< timer: the id
+  std::uint64_t generation = 0;  ///< timer: which arming this firing belongs to
+  std::string handle;            ///< request: the service handle
+  Result<std::string> payload{std::string{}};  ///< request bytes, or the call's outcome
+  std::function<void(World&)> action;          ///< action: what to run
+};
+
+/// Heap order: true when `a` is due after `b` (std::push_heap then keeps the earliest
+/// event at the front).
+inline bool later(const Event& a, const Event& b) {
+  if (a.at != b.at) return a.at > b.at;
+  return a.seq > b.seq;
+}
+
+}  // namespace apiary::sim

@@ -1,0 +1,213 @@
+#include "sim/world.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace apiary::sim {
+
+World::World(std::uint64_t seed) : seed_(seed), rng_(seed) { trace_.add_u64(seed); }
+
+std::string World::summary() const {
+  return fmt::format("seed={} trace_hash=0x{:016x} now_ns={} events={}", seed_, trace_hash(),
+                     now_.count(), stats_.events);
+}
+
+Result<std::size_t> World::index_of(const PeerAddr& addr) const {
+  auto it = by_addr_.find(addr);
+  if (it == by_addr_.end()) {
+    return make_error(errc::not_found, "expected a node added to the world, got unknown '{}'; "
+                                       "call add_node first", addr);
+  }
+  return it->second;
+}
+
+Result<Host*> World::add_node(const PeerAddr& addr, std::unique_ptr<Host> host) {
+  if (addr.empty() || !host) {
+    return make_error(errc::invalid_argument,
+                      "expected a non-empty address and a host, got address '{}' and {} host; "
+                      "pass both", addr, host ? "a" : "no");
+  }
+  if (by_addr_.count(addr) != 0) {
+    return make_error(errc::invalid_argument,
+                      "expected a free address, got '{}' which node {} already uses; pick "
+                      "another", addr, by_addr_.at(addr));
+  }
+  by_addr_.emplace(addr, nodes_.size());
+  nodes_.push_back(Node{addr, std::move(host), NodeState::added, {}, {}, {}});
+  return nodes_.back().host.get();
+}
+
+Status World::start_node(const PeerAddr& addr, TimePoint at) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  Event event;
+  event.at = at;
+  event.kind = EventKind::start;
+  event.node = *idx;
+  push(std::move(event));
+  return ok_status();
+}
+
+Status World::kill_node(const PeerAddr& addr, TimePoint at) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  Event event;
+  event.at = at;
+  event.kind = EventKind::kill;
+  event.node = *idx;
+  push(std::move(event));
+  return ok_status();
+}
+
+bool World::running(const PeerAddr& addr) const {
+  auto idx = index_of(addr);
+  return idx && nodes_[*idx].state == NodeState::running;
+}
+
+bool World::killed(const PeerAddr& addr) const {
+  auto idx = index_of(addr);
+  return idx && nodes_[*idx].state == NodeState::dead;
+}
+
+std::vector<PeerAddr> World::nodes() const {
+  std::vector<PeerAddr> out;
+  out.reserve(nodes_.size());
+  for (const auto& node : nodes_) out.push_back(node.addr);
+  return out;
+}
+
+Host* World::host(const PeerAddr& addr) const {
+  auto idx = index_of(addr);
+  return idx ? nodes_[*idx].host.get() : nullptr;
+}
+
+Status World::submit(const PeerAddr& addr, core::Effects effects) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  if (nodes_[*idx].state != NodeState::running) {
+    return make_error(errc::unavailable,
+                      "expected a running node to act for, got '{}' which is {}; start it "
+                      "first", addr,
+                      nodes_[*idx].state == NodeState::dead ? "killed" : "not started");
+  }
+  execute(*idx, std::move(effects));
+  return ok_status();
+}
+
+void World::schedule(TimePoint at, std::function<void(World&)> action) {
+  Event event;
+  event.at = at;
+  event.kind = EventKind::action;
+  event.action = std::move(action);
+  push(std::move(event));
+}
+
+void World::push(Event event) {
+  event.at = std::max(event.at, now_);
+  event.seq = next_seq_++;
+  queue_.push_back(std::move(event));
+  std::push_heap(queue_.begin(), queue_.end(), later);
+}
+
+bool World::step() {
+  if (queue_.empty()) return false;
+  std::pop_heap(queue_.begin(), queue_.end(), later);
+  Event event = std::move(queue_.back());
+  queue_.pop_back();
+  now_ = event.at;
+  stats_.events += 1;
+  hash(event);
+  process(event);
+  return true;
+}
+
+void World::run_until(TimePoint t) {
+  while (!queue_.empty() && queue_.front().at <= t) step();
+  now_ = std::max(now_, t);
+}
+
+void World::run_for(Duration d) { run_until(now_ + d); }
+
+void World::hash(const Event& event) {
+  trace_.add_u64(static_cast<std::uint64_t>(event.at.count()));
+  trace_.add_u64(event.seq);
+  trace_.add_u64(static_cast<std::uint64_t>(event.kind));
+  trace_.add_u64(event.node);
+  trace_.add_u64(event.peer);
+  trace_.add_u64(event.call);
+  trace_.add_u64(event.serial);
+  trace_.add_u64(event.timer);
+  trace_.add_u64(event.generation);
+  trace_.add_string(event.handle);
+  if (event.payload.ok()) {
+    trace_.add_u64(0);
+    trace_.add_string(event.payload.value());
+  } else {
+    trace_.add_u64(static_cast<std::uint64_t>(event.payload.error().code));
+    trace_.add_string(event.payload.error().message);
+  }
+}
+
+void World::anomaly(Error error) { anomalies_.push_back(std::move(error)); }
+
+void World::process(Event& event) {
+  if (event.kind == EventKind::action) {
+    if (event.action) event.action(*this);
+    return;
+  }
+  Node& node = nodes_[event.node];
+  switch (event.kind) {
+    case EventKind::start:
+      if (node.state != NodeState::added) {
+        anomaly(make_error(errc::invalid_argument,
+                           "expected to start a fresh node, got '{}' already started or killed;"
+                           " start each node once", node.addr));
+        return;
+      }
+      node.state = NodeState::running;
+      execute(event.node, node.host->on_start(now_));
+      return;
+    case EventKind::kill:
+      // A crash: everything the node was waiting for is forgotten.
+      node.state = NodeState::dead;
+      node.timers.clear();
+      node.calls.clear();
+      node.inbound.clear();
+      return;
+    case EventKind::timer: {
+      if (node.state != NodeState::running) return;
+      auto it = node.timers.find(event.timer);
+      if (it == node.timers.end() || it->second != event.generation) return;  // re-armed or cancelled
+      node.timers.erase(it);
+      execute(event.node, node.host->on_timer(now_, event.timer));
+      return;
+    }
+    case EventKind::deadline: {
+      if (node.state != NodeState::running) return;
+      auto it = node.calls.find(event.call);
+      if (it == node.calls.end() || it->second.serial != event.serial) return;  // answered
+      node.calls.erase(it);
+      stats_.timeouts += 1;
+      execute(event.node,
+              node.host->on_response(
+                  now_, event.call,
+                  make_error(errc::deadline_exceeded,
+                             "expected a reply from '{}' within the call's timeout, got none by "
+                             "{} ns; the peer may be down or the link lossy",
+                             nodes_[event.peer].addr, now_.count())));
+      return;
+    }
+    case EventKind::request:
+      deliver_request(event);
+      return;
+    case EventKind::response:
+      deliver_response(event);
+      return;
+    case EventKind::action:
+      return;
+  }
+}
+
+}  // namespace apiary::sim

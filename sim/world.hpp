@@ -1,0 +1,143 @@
+#pragma once
+/// The deterministic simulated world: a virtual clock starting at 0, one seeded Rng, an
+/// event queue ordered by (time, seq), the network model, and the nodes' Hosts. The
+/// World executes the effects hosts return: a Call is delivered after the link's delay
+/// to the callee's on_request; its Reply travels back to the caller's on_response; a
+/// call with no answer by its timeout gets errc::deadline_exceeded. Nothing here reads
+/// a real clock, so a seed replays exactly, and trace_hash() proves it.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/effects.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+#include "sim/event.hpp"
+#include "sim/host.hpp"
+#include "sim/network.hpp"
+#include "sim/rng.hpp"
+#include "sim/trace_hash.hpp"
+
+namespace apiary::sim {
+
+/// Counters over a run, for checkers and summaries.
+struct WorldStats {
+  std::uint64_t events = 0;          ///< events popped from the queue
+  std::uint64_t calls = 0;           ///< Call effects executed
+  std::uint64_t requests = 0;        ///< requests handed to a live callee
+  std::uint64_t responses = 0;       ///< replies handed to a waiting caller
+  std::uint64_t timeouts = 0;        ///< calls failed with deadline_exceeded
+  std::uint64_t lost = 0;            ///< messages dropped by link loss
+  std::uint64_t to_dead = 0;         ///< messages that reached a killed node and vanished
+  std::uint64_t late = 0;            ///< replies that came after their call had timed out
+};
+
+/// A simulated world. Not copyable; pass it by reference (there are no globals).
+class World {
+ public:
+  /// A world whose every random draw comes from `seed`.
+  explicit World(std::uint64_t seed);
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  /// The seed this world was made with.
+  [[nodiscard]] std::uint64_t seed() const { return seed_; }
+  /// FNV-1a 64 over every event processed so far; same seed and setup, same hash.
+  [[nodiscard]] std::uint64_t trace_hash() const { return trace_.value(); }
+  /// Virtual time now (ns since the start of the run).
+  [[nodiscard]] TimePoint now() const { return now_; }
+  /// The world's one random generator (for scenarios and fault injectors).
+  [[nodiscard]] Rng& rng() { return rng_; }
+  /// The network model; change links at any time.
+  [[nodiscard]] Network& network() { return network_; }
+  /// Counters so far.
+  [[nodiscard]] const WorldStats& stats() const { return stats_; }
+  /// Host misbehaviour seen so far (reply to an unknown request, reused call id, ...),
+  /// one Error each; empty in a correct run.
+  [[nodiscard]] const std::vector<Error>& anomalies() const { return anomalies_; }
+  /// "seed=42 trace_hash=0x... now_ns=... events=..." for logs and test output.
+  [[nodiscard]] std::string summary() const;
+
+  /// Adds node `addr` run by `host`, not yet started. Errors: empty or taken address.
+  [[nodiscard]] Result<Host*> add_node(const PeerAddr& addr, std::unique_ptr<Host> host);
+  /// Schedules `addr`'s Host::on_start at `at` (clamped to now). Error: unknown node.
+  [[nodiscard]] Status start_node(const PeerAddr& addr, TimePoint at);
+  /// Schedules a crash of `addr` at `at` (clamped to now): from then its timers and
+  /// calls are forgotten and messages to it vanish, so calls to it time out.
+  [[nodiscard]] Status kill_node(const PeerAddr& addr, TimePoint at);
+  /// True when `addr` was started and not killed.
+  [[nodiscard]] bool running(const PeerAddr& addr) const;
+  /// True when `addr` was killed.
+  [[nodiscard]] bool killed(const PeerAddr& addr) const;
+  /// Every node's address, in the order they were added.
+  [[nodiscard]] std::vector<PeerAddr> nodes() const;
+  /// The Host of `addr`, or nullptr.
+  [[nodiscard]] Host* host(const PeerAddr& addr) const;
+
+  /// Executes `effects` now on behalf of running node `addr` (for inputs from outside
+  /// the protocol, e.g. a local API call made by a scenario). Error: node not running.
+  [[nodiscard]] Status submit(const PeerAddr& addr, core::Effects effects);
+  /// Runs `action` at `at` (clamped to now), e.g. a workload step or a fault.
+  void schedule(TimePoint at, std::function<void(World&)> action);
+
+  /// Processes the earliest event; false when the queue is empty.
+  bool step();
+  /// Processes every event due at or before `t`, then sets the clock to `t` (if later).
+  void run_until(TimePoint t);
+  /// run_until(now() + d).
+  void run_for(Duration d);
+  /// Events waiting in the queue (stale ones included).
+  [[nodiscard]] std::size_t queued() const { return queue_.size(); }
+
+ private:
+  enum class NodeState { added, running, dead };
+  struct PendingCall {
+    std::uint64_t serial = 0;  ///< world-unique id of this call
+  };
+  struct InboundRequest {
+    std::size_t caller = 0;
+    core::CallId call = 0;
+    std::uint64_t serial = 0;
+  };
+  struct Node {
+    PeerAddr addr;
+    std::unique_ptr<Host> host;
+    NodeState state = NodeState::added;
+    std::map<core::TimerId, std::uint64_t> timers;     ///< armed timer -> its generation
+    std::map<core::CallId, PendingCall> calls;         ///< calls awaiting an outcome
+    std::map<core::RequestId, InboundRequest> inbound;  ///< requests awaiting a Reply
+  };
+
+  void push(Event event);
+  void hash(const Event& event);
+  void process(Event& event);
+  void execute(std::size_t node, core::Effects effects);
+  void execute_call(std::size_t node, core::Call call);
+  void execute_reply(std::size_t node, core::Reply reply);
+  void send_response(std::size_t from, std::size_t to, core::CallId call, std::uint64_t serial,
+                     Result<std::string> payload);
+  void deliver_request(Event& event);
+  void deliver_response(Event& event);
+  void anomaly(Error error);
+  [[nodiscard]] Result<std::size_t> index_of(const PeerAddr& addr) const;
+
+  std::uint64_t seed_;
+  Rng rng_;
+  Network network_;
+  TraceHash trace_;
+  WorldStats stats_;
+  std::vector<Error> anomalies_;
+  TimePoint now_{};
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t next_serial_ = 0;
+  core::RequestId next_request_ = 1;
+  std::vector<Event> queue_;  ///< a min-heap on (at, seq)
+  std::vector<Node> nodes_;
+  std::map<PeerAddr, std::size_t> by_addr_;
+};
+
+}  // namespace apiary::sim

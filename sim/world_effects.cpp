@@ -1,0 +1,156 @@
+// How the World executes a node's effects and moves calls and replies over the network.
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+#include "sim/world.hpp"
+
+namespace apiary::sim {
+
+void World::execute(std::size_t node, core::Effects effects) {
+  for (auto& effect : effects) {
+    if (auto* call = std::get_if<core::Call>(&effect)) {
+      execute_call(node, std::move(*call));
+    } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
+      execute_reply(node, std::move(*reply));
+    } else if (auto* set = std::get_if<core::SetTimer>(&effect)) {
+      // Re-arming replaces the earlier arming: the old event finds a newer generation.
+      const std::uint64_t generation = ++next_serial_;
+      nodes_[node].timers[set->id] = generation;
+      Event event;
+      event.at = set->at;
+      event.kind = EventKind::timer;
+      event.node = node;
+      event.timer = set->id;
+      event.generation = generation;
+      push(std::move(event));
+    } else if (auto* cancel = std::get_if<core::CancelTimer>(&effect)) {
+      nodes_[node].timers.erase(cancel->id);
+    }
+  }
+}
+
+void World::execute_call(std::size_t node, core::Call call) {
+  stats_.calls += 1;
+  Node& caller = nodes_[node];
+  if (caller.calls.count(call.id) != 0) {
+    anomaly(make_error(errc::invalid_argument,
+                       "expected a fresh call id from '{}', got {} which is still in flight; "
+                       "the call was dropped, pick unique ids", caller.addr, call.id));
+    return;
+  }
+  const std::uint64_t serial = ++next_serial_;
+  auto callee = by_addr_.find(call.peer);
+  if (callee == by_addr_.end()) {
+    // Nobody listens there: the call is refused at once (and needs no deadline).
+    caller.calls.emplace(call.id, PendingCall{serial});
+    Event refusal;
+    refusal.at = now_;
+    refusal.kind = EventKind::response;
+    refusal.node = node;
+    refusal.peer = node;
+    refusal.call = call.id;
+    refusal.serial = serial;
+    refusal.payload = make_error(errc::unavailable,
+                                 "expected a node listening on '{}', got none; check the "
+                                 "address", call.peer);
+    push(std::move(refusal));
+    return;
+  }
+  const std::size_t callee_idx = callee->second;
+  caller.calls.emplace(call.id, PendingCall{serial});
+
+  // The deadline fires unless an outcome arrives first.
+  Event deadline;
+  deadline.at = now_ + std::max(call.timeout, Duration::zero());
+  deadline.kind = EventKind::deadline;
+  deadline.node = node;
+  deadline.peer = callee_idx;
+  deadline.call = call.id;
+  deadline.serial = serial;
+  push(std::move(deadline));
+
+  // The request crosses the link (or is lost and the deadline will fire).
+  auto delay = network_.transit(caller.addr, call.peer, rng_);
+  if (!delay) {
+    stats_.lost += 1;
+    return;
+  }
+  Event request;
+  request.at = now_ + *delay;
+  request.kind = EventKind::request;
+  request.node = callee_idx;
+  request.peer = node;
+  request.call = call.id;
+  request.serial = serial;
+  request.handle = std::move(call.handle);
+  request.payload = std::move(call.request);
+  push(std::move(request));
+}
+
+void World::execute_reply(std::size_t node, core::Reply reply) {
+  Node& callee = nodes_[node];
+  auto it = callee.inbound.find(reply.request);
+  if (it == callee.inbound.end()) {
+    anomaly(make_error(errc::not_found,
+                       "expected a reply to an open request at '{}', got one to request {} "
+                       "which is unknown or already answered; answer each request once",
+                       callee.addr, reply.request));
+    return;
+  }
+  const InboundRequest inbound = it->second;
+  callee.inbound.erase(it);
+  send_response(node, inbound.caller, inbound.call, inbound.serial, std::move(reply.response));
+}
+
+void World::send_response(std::size_t from, std::size_t to, core::CallId call,
+                          std::uint64_t serial, Result<std::string> payload) {
+  auto delay = network_.transit(nodes_[from].addr, nodes_[to].addr, rng_);
+  if (!delay) {
+    stats_.lost += 1;
+    return;
+  }
+  Event response;
+  response.at = now_ + *delay;
+  response.kind = EventKind::response;
+  response.node = to;
+  response.peer = from;
+  response.call = call;
+  response.serial = serial;
+  response.payload = std::move(payload);
+  push(std::move(response));
+}
+
+void World::deliver_request(Event& event) {
+  Node& callee = nodes_[event.node];
+  if (callee.state == NodeState::dead) {
+    stats_.to_dead += 1;  // a crashed node answers nothing: the caller times out
+    return;
+  }
+  if (callee.state == NodeState::added) {
+    send_response(event.node, event.peer, event.call, event.serial,
+                  make_error(errc::unavailable,
+                             "expected '{}' to be listening, got a node not started yet; "
+                             "retry later", callee.addr));
+    return;
+  }
+  stats_.requests += 1;
+  const core::RequestId id = next_request_++;
+  callee.inbound.emplace(id, InboundRequest{event.peer, event.call, event.serial});
+  execute(event.node, callee.host->on_request(now_, id, event.handle, event.payload.value()));
+}
+
+void World::deliver_response(Event& event) {
+  Node& caller = nodes_[event.node];
+  if (caller.state != NodeState::running) return;
+  auto it = caller.calls.find(event.call);
+  if (it == caller.calls.end() || it->second.serial != event.serial) {
+    stats_.late += 1;  // the call already timed out
+    return;
+  }
+  caller.calls.erase(it);
+  stats_.responses += 1;
+  execute(event.node, caller.host->on_response(now_, event.call, event.payload));
+}
+
+}  // namespace apiary::sim

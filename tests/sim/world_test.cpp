@@ -1,0 +1,186 @@
+// The World's contract with any Host, checked with small scripted hosts.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/rng.hpp"
+#include "sim/world.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using apiary::errc;
+using apiary::Result;
+using apiary::core::Call;
+using apiary::core::CallId;
+using apiary::core::CancelTimer;
+using apiary::core::Effects;
+using apiary::core::Reply;
+using apiary::core::RequestId;
+using apiary::core::SetTimer;
+using apiary::core::TimePoint;
+using apiary::core::TimerId;
+using apiary::sim::Host;
+using apiary::sim::World;
+
+/// Records every input; answers requests with "echo:" + request, and runs `on_start`'s
+/// effects when started.
+class ScriptHost : public Host {
+ public:
+  struct Outcome {
+    TimePoint at;
+    CallId call;
+    Result<std::string> response;
+  };
+  Effects start_effects;
+  std::vector<Outcome> outcomes;
+  std::vector<std::pair<TimePoint, TimerId>> fired;
+  std::vector<std::string> requests;
+  bool answer = true;
+
+  Effects on_start(TimePoint) override { return start_effects; }
+  Effects on_request(TimePoint, RequestId id, const std::string& handle,
+                     const std::string& req) override {
+    requests.push_back(handle + "/" + req);
+    if (!answer) return {};
+    return {Reply{id, "echo:" + req}};
+  }
+  Effects on_response(TimePoint now, CallId call, const Result<std::string>& r) override {
+    outcomes.push_back({now, call, r});
+    return {};
+  }
+  Effects on_timer(TimePoint now, TimerId id) override {
+    fired.emplace_back(now, id);
+    return {};
+  }
+};
+
+struct Pair {
+  World world{3};
+  ScriptHost* a = nullptr;
+  ScriptHost* b = nullptr;
+  Pair() {
+    REQUIRE(world.network().set_default({2ms, 0ms, 0.0}).ok());
+    auto ha = std::make_unique<ScriptHost>();
+    auto hb = std::make_unique<ScriptHost>();
+    a = ha.get();
+    b = hb.get();
+    REQUIRE(world.add_node("a", std::move(ha)).ok());
+    REQUIRE(world.add_node("b", std::move(hb)).ok());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a call is delivered after the link delay and answered after another") {
+  Pair p;
+  p.a->start_effects = {Call{1, "b", "svc", "hi", 1s}};
+  REQUIRE(p.world.start_node("b", 0ms).ok());
+  REQUIRE(p.world.start_node("a", 10ms).ok());
+  p.world.run_until(TimePoint(1s));
+  CHECK(p.b->requests == std::vector<std::string>{"svc/hi"});
+  REQUIRE(p.a->outcomes.size() == 1);
+  CHECK(p.a->outcomes[0].at == TimePoint(14ms));
+  CHECK(p.a->outcomes[0].call == 1);
+  REQUIRE(p.a->outcomes[0].response.ok());
+  CHECK(p.a->outcomes[0].response.value() == "echo:hi");
+  CHECK(p.world.now() == TimePoint(1s));
+  CHECK(p.world.anomalies().empty());
+}
+
+TEST_CASE("an unanswered call fails with deadline_exceeded at its timeout") {
+  Pair p;
+  p.b->answer = false;
+  p.a->start_effects = {Call{4, "b", "svc", "x", 300ms}};
+  REQUIRE(p.world.start_node("b", 0ms).ok());
+  REQUIRE(p.world.start_node("a", 0ms).ok());
+  p.world.run_until(TimePoint(1s));
+  REQUIRE(p.a->outcomes.size() == 1);
+  CHECK(p.a->outcomes[0].at == TimePoint(300ms));
+  CHECK(p.a->outcomes[0].response.error().code == errc::deadline_exceeded);
+  CHECK(p.world.stats().timeouts == 1);
+}
+
+TEST_CASE("calls to unknown, unstarted and killed nodes fail") {
+  Pair p;
+  REQUIRE(p.world.start_node("a", 0ms).ok());
+  REQUIRE(p.world.kill_node("a", 50ms).ok());
+  p.world.run_until(TimePoint(1ms));
+  REQUIRE(p.world.submit("a", {Call{1, "nowhere", "svc", "", 1s}, Call{2, "b", "svc", "", 1s}})
+              .ok());
+  p.world.run_until(TimePoint(20ms));
+  REQUIRE(p.a->outcomes.size() == 2);
+  CHECK(p.a->outcomes[0].call == 1);
+  CHECK(p.a->outcomes[0].response.error().code == errc::unavailable);
+  CHECK(p.a->outcomes[1].call == 2);
+  CHECK(p.a->outcomes[1].at == TimePoint(5ms));  // refused by b, 2 ms each way
+  CHECK(p.a->outcomes[1].response.error().code == errc::unavailable);
+
+  // b calls a, which dies before the request lands: b times out, a hears nothing.
+  REQUIRE(p.world.start_node("b", 49ms).ok());
+  p.b->start_effects = {Call{9, "a", "svc", "late", 500ms}};
+  p.world.run_until(TimePoint(2s));
+  CHECK(p.a->requests.empty());
+  REQUIRE(p.b->outcomes.size() == 1);
+  CHECK(p.b->outcomes[0].at == TimePoint(549ms));
+  CHECK(p.b->outcomes[0].response.error().code == errc::deadline_exceeded);
+  CHECK_FALSE(p.world.running("a"));
+  CHECK(p.world.stats().to_dead == 1);
+  CHECK_FALSE(p.world.submit("a", {}).ok());
+}
+
+TEST_CASE("timers fire once, re-arming replaces, cancelling disarms") {
+  Pair p;
+  p.a->start_effects = {SetTimer{1, TimePoint(100ms)}, SetTimer{2, TimePoint(200ms)},
+                        SetTimer{1, TimePoint(150ms)}, SetTimer{3, TimePoint(300ms)},
+                        CancelTimer{3}};
+  REQUIRE(p.world.start_node("a", 0ms).ok());
+  p.world.run_until(TimePoint(1s));
+  using Fired = std::vector<std::pair<TimePoint, TimerId>>;
+  CHECK(p.a->fired == Fired{{TimePoint(150ms), 1}, {TimePoint(200ms), 2}});
+}
+
+TEST_CASE("host misbehaviour is reported as anomalies") {
+  Pair p;
+  p.a->start_effects = {Reply{123, std::string("nobody asked")}, Call{1, "b", "s", "", 1s},
+                        Call{1, "b", "s", "", 1s}};
+  REQUIRE(p.world.start_node("a", 0ms).ok());
+  REQUIRE(p.world.start_node("a", 1ms).ok());
+  p.world.run_until(TimePoint(2s));
+  REQUIRE(p.world.anomalies().size() == 3);
+  CHECK(p.world.anomalies()[0].code == errc::not_found);
+  CHECK(p.world.anomalies()[1].code == errc::invalid_argument);
+  CHECK(p.world.anomalies()[2].code == errc::invalid_argument);
+  CHECK_FALSE(p.world.add_node("a", std::make_unique<ScriptHost>()).ok());
+  CHECK_FALSE(p.world.start_node("zzz", 0ms).ok());
+}
+
+TEST_CASE("invalid link models are rejected") {
+  World world(1);
+  CHECK(world.network().set_default({-1ms, 0ms, 0.0}).error().code == errc::invalid_argument);
+  CHECK_FALSE(world.network().set_link("a", "b", {1ms, -1ms, 0.0}).ok());
+  CHECK_FALSE(world.network().set_one_way("a", "b", {1ms, 0ms, 1.5}).ok());
+}
+
+TEST_CASE("the rng replays per seed and stays in its bounds") {
+  apiary::sim::Rng a(17), b(17), c(18);
+  bool differs = false;
+  for (int i = 0; i < 100; ++i) {
+    const auto x = a.next_u64();
+    CHECK(x == b.next_u64());
+    differs = differs || x != c.next_u64();
+  }
+  CHECK(differs);
+  for (int i = 0; i < 1000; ++i) {
+    CHECK(a.uniform(7) < 7);
+    const double u = a.uniform01();
+    CHECK(u >= 0.0);
+    CHECK(u < 1.0);
+  }
+  CHECK(a.uniform(0) == 0);
+  CHECK_FALSE(a.chance(0.0));
+  CHECK(a.chance(1.0));
+}

@@ -1,0 +1,23 @@
+#pragma once
+/// The `apiary` subcommands. Each registers its options on the app and returns the
+/// function that runs it (exit code: 0 ok, 1 failure, 2 bad usage).
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace apiary::apps {
+
+using Command = std::function<int()>;
+
+Command add_node_command(CLI::App& app);
+Command add_ping_command(CLI::App& app);
+Command add_identity_commands(CLI::App& app);
+Command add_bench_commands(CLI::App& app);
+
+/// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
+/// so that wait_for_shutdown_signal can take them synchronously.
+void block_shutdown_signals();
+/// Waits for SIGINT or SIGTERM; returns the signal number.
+int wait_for_shutdown_signal();
+
+}  // namespace apiary::apps

@@ -1,0 +1,27 @@
+// apiary: run a node, ping one, manage identities, run benchmarks.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "apps/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};
+  app.require_subcommand(1);
+  const std::vector<std::pair<std::string, apiary::apps::Command>> commands = {
+      {"node", apiary::apps::add_node_command(app)},
+      {"ping", apiary::apps::add_ping_command(app)},
+      {"identity", apiary::apps::add_identity_commands(app)},
+      {"bench", apiary::apps::add_bench_commands(app)},
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // --help exits 0; usage errors exit 2
+  }
+  for (const auto& [name, run] : commands) {
+    if (app.got_subcommand(name)) return run();
+  }
+  return 2;
+}

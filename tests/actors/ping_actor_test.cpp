@@ -1,0 +1,105 @@
+// The ping core (core/ping) running unchanged under real actors and the real gateway:
+// the same Pinger the simulator drives (tests/sim/ping_sim_test.cpp) finds a swarm and
+// measures RTTs here, over the in-process transport and over UCX.
+#include <catch2/catch.hpp>
+
+#include "actors/ping/ping_actor.hpp"
+#include "actors/type_ids.hpp"
+#include "api/node.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Asks a ping actor for its table until `done(table)` holds or `patience` passes.
+template <class Pred>
+std::string wait_for_table(caf::actor_system& sys, const caf::actor& ping, Pred done, std::chrono::seconds patience) {
+  caf::scoped_actor self{sys};
+  std::string table;
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  while (std::chrono::steady_clock::now() < give_up) {
+    self->request(ping, 1s, actors::report_atom::value).receive([&](std::string& t) { table = t; }, [](caf::error&) {});
+    if (done(table)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return table;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("ping actors over the in-process transport find each other", "[actor]") {
+  caf::actor_system_config cfg;
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+  caf::actor_system sys{cfg};
+  actors::GatewayConfig gc;
+  gc.backend = actors::Backend::local;
+  std::vector<std::shared_ptr<actors::Gateway>> gws;
+  std::vector<caf::actor> pings;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 4; ++i) {
+    auto gw = actors::Gateway::start(sys, gc);
+    REQUIRE(gw.ok());
+    gws.push_back(*gw);
+    const auto& a = (*gw)->address();
+    addrs.push_back("/ip4/" + a.substr(0, a.find(':')) + "/tcp/" + a.substr(a.find(':') + 1));
+  }
+  core::ping::Config pc;
+  pc.interval = 50ms;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::string> bootstrap;
+    if (i > 0) bootstrap.push_back(addrs[0]);
+    pings.push_back(actors::spawn_ping_actor(sys, gws[i], addrs[i], pc, bootstrap));
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto table = wait_for_table(sys, pings[i], [&](const std::string& t) {
+      for (int j = 0; j < 4; ++j) {
+        if (j != i && t.find(addrs[j] + " ") == std::string::npos) return false;
+      }
+      return count(t, "/0 ") == 0 && count(t, " 0/") == 0;  // every peer answered at least once
+    }, 20s);
+    INFO(table);
+    for (int j = 0; j < 4; ++j) {
+      if (j != i) CHECK(table.find(addrs[j] + " ") != std::string::npos);
+    }
+    CHECK(table.find(addrs[i] + " ") == std::string::npos);  // never itself
+  }
+  for (auto& p : pings) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  for (auto& g : gws) g->stop();
+}
+
+TEST_CASE("nodes over UCX find each other from one bootstrap address", "[actor][integration]") {
+  NodeOptions first;
+  first.ping_interval = 100ms;
+  auto a = Node::start(first);
+  REQUIRE(a.ok());
+  NodeOptions rest = first;
+  rest.bootstrap = {(*a)->address().to_string()};  // with /p2p/..., as users pass it
+  auto b = Node::start(rest);
+  auto c = Node::start(rest);
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  const std::string addr_a = (*a)->address().without_peer().to_string();
+  const std::string addr_b = (*b)->address().without_peer().to_string();
+  const std::string addr_c = (*c)->address().without_peer().to_string();
+  std::string table;
+  for (int i = 0; i < 200; ++i) {
+    table = (*b)->rtt_table();
+    if (table.find(addr_c + " ") != std::string::npos && table.find(addr_a + " ") != std::string::npos &&
+        count(table, " 0/") == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO(table);
+  CHECK(table.find(addr_a + " ") != std::string::npos);
+  CHECK(table.find(addr_c + " ") != std::string::npos);
+  CHECK(table.find("/p2p/") == std::string::npos);  // one name per peer
+  CHECK(count(table, "/ip4/") == 3);                // the header line names b itself, then a and c
+}

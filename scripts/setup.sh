@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package apiary needs (idempotent) and builds it.
+# Usage: scripts/setup.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+
+PACKAGES=(
+  cmake ninja-build g++ pkg-config ccache
+  libcaf-dev libprotobuf-dev protobuf-compiler
+  libucx-dev ucx-utils
+  libfmt-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# CUDA kernels are built when nvcc is present (/usr/local/cuda); everything works without.
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${APIARY_CMAKE_ARGS:-}
+cmake --build "$BUILD" -j "${APIARY_JOBS:-2}"

@@ -31,6 +31,9 @@ Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, Gate
 Gateway::~Gateway() { stop(); }
 
 void Gateway::stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);  // callable from several threads
+  if (stopped_) return;
+  stopped_ = true;
   transport_->stop();
   // The transport thread is gone: drop the actor handles, so services (which hold the
   // gateway) and callers can terminate.

@@ -30,6 +30,7 @@ struct Endpoint {
   Error failure;                     ///< why it failed
   Clock::time_point last_rx{};       ///< last frame received
   Clock::time_point last_probe{};    ///< last KEEPALIVE sent
+  std::size_t transfers = 0;         ///< rendezvous sends and receives in flight
 };
 
 /// Dials host:port with the error mode matching `mode`. `err_cb(arg, ep, status)` is

@@ -10,6 +10,8 @@ namespace {
 struct SendOp {
   std::string header;
   Buffer payload;
+  Transport* self = nullptr;
+  PeerKey key;         ///< set for rendezvous sends, which count as traffic in flight
 };
 
 /// An ERROR frame for `call_id` (0 when the frame could not even be parsed).
@@ -178,13 +180,19 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   p.flags = UCP_AM_SEND_FLAG_REPLY;  // lets the receiver know (and answer) who sent it
   // Large payloads always take rendezvous (zero-copy). Left to itself, UCX 1.13 sends
   // messages queued before wireup completes as eager fragments, copied on both sides.
-  if (op->payload.size() >= k_rndv_threshold_bytes) p.flags |= UCP_AM_SEND_FLAG_RNDV;
+  const bool large = op->payload.size() >= k_rndv_threshold_bytes;
+  if (large) {
+    p.flags |= UCP_AM_SEND_FLAG_RNDV;
+    op->self = this;
+    op->key = ep.key;
+  }
   p.cb.send = &on_send_done;
   p.user_data = op.get();
   void* req = ucp_am_send_nbx(ep.ep, k_frame_am_id, op->header.data(), op->header.size(),
                               op->payload.data(), op->payload.size(), &p);
   ++counters_.sent;
   if (req == nullptr) return;  // completed at once; op freed here
+  if (large) ++ep.transfers;
   if (UCS_PTR_IS_ERR(req)) {
     mark_failed(ep, make_error(errc::peer_down, "send to {} failed: {}", ep.key,
                                ucs_status_string(UCS_PTR_STATUS(req))));
@@ -195,7 +203,8 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
 
 void Transport::on_send_done(void* request, ucs_status_t /*status*/, void* user_data) {
   // A failed send also fails its endpoint, which on_ep_error reports.
-  delete static_cast<SendOp*>(user_data);
+  std::unique_ptr<SendOp> op(static_cast<SendOp*>(user_data));
+  if (op->self != nullptr) op->self->transfer_done(op->key);
   ucp_request_free(request);
 }
 
@@ -268,6 +277,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     pending->frame.payload = Buffer::allocate(length);
     pending->desc = data;
     self->rndv_pending_.push_back(std::move(pending));
+    ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
   frame.payload = Buffer::copy_of(data, length);
@@ -286,8 +296,10 @@ void Transport::start_rndv_receives() {
     void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, rp->frame.payload.data(),
                                      rp->frame.payload.size(), &p);
     if (req == nullptr) {
+      transfer_done(rp->from);
       inbox_.emplace_back(rp->from, std::move(rp->frame));
     } else if (UCS_PTR_IS_ERR(req)) {
+      transfer_done(rp->from);
       rp->frame.payload = Buffer{};
       rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
                                            rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
@@ -300,6 +312,7 @@ void Transport::start_rndv_receives() {
 
 void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
   std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
+  rp->self->transfer_done(rp->from);
   if (status != UCS_OK) {
     rp->frame.payload = Buffer{};
     rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
@@ -332,9 +345,26 @@ void Transport::dispatch_inbox() {
 
 // ---- keepalives -------------------------------------------------------------------
 
+void Transport::transfer_done(const PeerKey& key) {
+  for (auto& [h, e] : endpoints_) {
+    if (e->key == key && e->transfers > 0) {
+      --e->transfers;
+      e->last_rx = Clock::now();  // a finished transfer is a sign of life
+      return;
+    }
+  }
+}
+
 void Transport::check_keepalives(Clock::time_point now) {
   for (auto& [h, e] : endpoints_) {
     if (e->failed) continue;
+    // A large transfer can hold the connection (and the probes queued behind it) for
+    // longer than the keepalive timeout on a slow or loaded link; while one is in
+    // flight the call deadlines, not keepalives, bound the wait.
+    if (e->transfers > 0) {
+      e->last_rx = now;
+      continue;
+    }
     const auto silent = now - e->last_rx;
     if (silent > config_.keepalive_timeout) {
       mark_failed(*e, make_error(errc::peer_down, "{} silent for {} ms (keepalive timeout {} ms)", e->key,

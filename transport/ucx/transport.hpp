@@ -52,6 +52,7 @@ class Transport final : public transport::Transport {
   void dispatch_inbox();
   void reap_failed();
   void check_keepalives(Clock::time_point now);
+  void transfer_done(const PeerKey& key);
   int sleep_budget_ms(Clock::time_point now);
 
   Endpoint* find_or_connect(const PeerKey& key);

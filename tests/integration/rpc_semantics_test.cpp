@@ -177,3 +177,25 @@ TEST_CASE("many calls in flight at once on one peer", "[integration]") {
     CHECK(number(o.messages[0]) == want[id]);
   }
 }
+
+TEST_CASE("many calls in flight at once across several peers", "[integration]") {
+  Fixture f;
+  auto second = testing::start_test_server({"--mode", "tcp"});
+  auto third = testing::start_test_server({"--mode", "tcp"});
+  const std::vector<std::string> peers{f.peer, second.second, third.second};
+  caf::scoped_actor self{*f.sys};
+  std::set<actors::CallId> ids;
+  std::map<actors::CallId, int> want;
+  for (int i = 0; i < 300; ++i) {
+    auto id = f.gw->unary(self, peers[i % 3], "test.rpc_square", req(i), 10s);
+    ids.insert(id);
+    want[id] = i * i;
+  }
+  auto out = actors::await_calls(self, *f.gw, ids, 15s);
+  REQUIRE(out.size() == 300);
+  for (auto& [id, o] : out) {
+    REQUIRE_FALSE(o.error);
+    REQUIRE(o.messages.size() == 1);
+    CHECK(number(o.messages[0]) == want[id]);
+  }
+}

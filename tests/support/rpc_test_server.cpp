@@ -1,5 +1,10 @@
 // A process serving the test services: prints "listening HOST:PORT", then serves
 // until its stdin closes (the test that started it exited or killed it) or SIGTERM.
+//
+// With `--call-forever HOST:PORT` it is a client instead: it opens test.rpc_forever
+// at HOST:PORT, prints "streaming" once the first message arrives, and keeps the
+// stream open until its stdin closes or it is killed (tests kill it mid-stream).
+// Should the call end, it prints "call ended: <error>".
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -10,10 +15,36 @@
 
 #include <caf/all.hpp>
 
+#include "actors/rpc.hpp"
+#include "test.pb.h"
 #include "tests/support/test_services.hpp"
+
+namespace {
+
+/// Receives the deliveries of the rpc_forever call and reports on stdout.
+caf::behavior stream_reporter(caf::event_based_actor* self) {
+  auto seen = std::make_shared<long>(0);
+  return {
+      [self, seen](apiary::actors::Delivery& d) {
+        if (d.has_message && ++*seen == 1) {
+          std::printf("streaming\n");
+          std::fflush(stdout);
+        }
+        if (d.final) {
+          std::printf("call ended: %s\n", d.kind == apiary::actors::DeliveryKind::error ? d.error.what().c_str()
+                                                                                          : "completed");
+          std::fflush(stdout);
+          self->quit();
+        }
+      },
+  };
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   apiary::actors::GatewayConfig cfg;
+  std::string call_forever;  // target of --call-forever, empty when serving
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--mode") cfg.transport.mode = v == "shm" ? apiary::transport::Mode::shm : apiary::transport::Mode::tcp;
@@ -21,6 +52,8 @@ int main(int argc, char** argv) {
     else if (k == "--keepalive-ms") {
       cfg.transport.keepalive_interval = std::chrono::milliseconds(std::stoi(v));
       cfg.transport.keepalive_timeout = 4 * cfg.transport.keepalive_interval;
+    } else if (k == "--call-forever") {
+      call_forever = v;
     } else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -34,8 +67,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", gw.error().what().c_str());
     return 1;
   }
-  apiary::testing::install_test_services(sys, *gw);
-  std::printf("listening %s\n", (*gw)->address().c_str());
+  if (call_forever.empty()) {
+    apiary::testing::install_test_services(sys, *gw);
+    std::printf("listening %s\n", (*gw)->address().c_str());
+  } else {
+    apiary::pb::TestRequest request;
+    auto reporter = sys.spawn(stream_reporter);
+    (*gw)->open(reporter, call_forever, "test.rpc_forever", apiary::pb::SERVER_STREAM, std::chrono::minutes(10),
+                apiary::actors::to_buffer(request), true);
+  }
   std::fflush(stdout);
   char buf[256];
   while (read(STDIN_FILENO, buf, sizeof buf) > 0) {

@@ -238,14 +238,19 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   ep.last_rx = Clock::now();
   if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
   Frame frame;
-  if (header_length > k_max_envelope_bytes ||
-      !frame.envelope.ParseFromArray(header, static_cast<int>(header_length)) ||
-      frame.envelope.kind() == pb::FRAME_UNSPECIFIED) {
+  std::string bad;  // why the envelope is refused, if it is
+  if (header_length > k_max_envelope_bytes) {
+    bad = fmt::format("over the {} byte limit", k_max_envelope_bytes);
+  } else if (!frame.envelope.ParseFromArray(header, static_cast<int>(header_length))) {
+    bad = "not an apiary.pb.Envelope";
+  } else if (frame.envelope.kind() == pb::FRAME_UNSPECIFIED || !pb::FrameKind_IsValid(frame.envelope.kind())) {
+    bad = fmt::format("unknown frame kind {}", static_cast<int>(frame.envelope.kind()));
+  }
+  if (!bad.empty()) {
     ++self->counters_.malformed;
     // Answer on the same connection; the frame itself is dropped.
     self->replies_.emplace_back(ep.key, error_frame(0, false,
-        make_error(errc::malformed, "malformed envelope of {} bytes from {}: not an apiary.pb.Envelope",
-                   header_length, ep.key)));
+        make_error(errc::malformed, "malformed envelope of {} bytes from {}: {}", header_length, ep.key, bad)));
     return UCS_OK;
   }
   ++self->counters_.received;
@@ -261,6 +266,15 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     return UCS_OK;
   }
   if (kind == pb::KEEPALIVE_ACK) return UCS_OK;
+  if (frame.envelope.payload_size() != length) {
+    ++self->counters_.malformed;
+    frame.payload_error = make_error(errc::malformed,
+                                     "frame payload of {} bytes from {} does not match the {} bytes its envelope "
+                                     "announces; the frame was truncated or forged",
+                                     length, ep.key, frame.envelope.payload_size());
+    self->inbox_.emplace_back(ep.key, std::move(frame));
+    return UCS_OK;  // releases rendezvous data unread
+  }
   if (length > self->config_.max_frame_bytes) {
     ++self->counters_.oversized;
     frame.payload_error = make_error(errc::too_large,

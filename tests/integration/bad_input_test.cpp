@@ -1,0 +1,241 @@
+// Bad input between real processes over UCX on loopback: garbage envelopes and
+// messages to unused active-message ids from a raw UCX client, malformed request
+// bodies, oversized frames and envelopes, listen addresses in use or invalid, and
+// unreachable peers. Every case ends with a clear error, and the server keeps serving.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "actors/rpc.hpp"
+#include "test.pb.h"
+#include "tests/integration/raw_ucx_client.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/test_services.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+using actors::to_buffer;
+
+namespace {
+
+/// A test server process plus a client gateway in this process.
+struct Fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<actors::Gateway> gw;
+  std::unique_ptr<testing::Process> server;
+  std::string peer;
+
+  explicit Fixture(const std::vector<std::string>& server_args = {}) {
+    cfg.set("work-stealing.moderate-poll-attempts", 0);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    auto started = testing::start_test_server(server_args);
+    server = std::move(started.first);
+    peer = started.second;
+    auto g = actors::Gateway::start(*sys, actors::GatewayConfig{});
+    REQUIRE(g.ok());
+    gw = *g;
+  }
+  ~Fixture() { gw->stop(); }
+
+  /// rpc_square(n) answers n*n: the server is alive and serving this gateway.
+  void check_serving(int n) {
+    caf::scoped_actor self{*sys};
+    pb::TestRequest r;
+    r.set_number(n);
+    auto out = actors::call_unary(self, *gw, peer, "test.rpc_square", to_buffer(r), 20s);
+    REQUIRE(out.ok());
+    auto resp = actors::from_buffer<pb::TestResponse>(*out, "rpc_square response");
+    REQUIRE(resp.ok());
+    CHECK(resp->number() == n * n);
+    CHECK(server->wait(10ms) == -1);  // still running
+  }
+};
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then released).
+std::uint16_t unused_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sin;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) == 0);
+  close(fd);
+  return ntohs(sin.sin_port);
+}
+
+Buffer bytes(std::size_t n, std::uint64_t seed) {
+  Buffer b = Buffer::allocate(n);
+  testing::fill_pattern(b.data(), n, seed);
+  return b;
+}
+
+/// Waits for the server's HELLO: once heard, the server has adopted the connection.
+void connect(testing::RawUcxClient& raw) {
+  if (!raw.ok()) FAIL(raw.error());
+  if (!raw.next_frame(pb::HELLO, 20s)) FAIL("no HELLO from the server: " << raw.error());
+}
+
+}  // namespace
+
+TEST_CASE("garbage envelopes are answered with ERROR frames on the same connection", "[integration]") {
+  Fixture f;
+  testing::RawUcxClient raw(f.peer);
+  connect(raw);
+  struct Case {
+    const char* what;
+    std::string header;
+    std::string payload;
+    std::uint64_t call_id;  ///< the ERROR names the call when the envelope named one
+    std::string says;
+  };
+  pb::Envelope no_kind;  // well-formed protobuf, but no frame
+  no_kind.set_call_id(77);
+  no_kind.set_handle("test.rpc_square");
+  pb::Envelope odd_kind = no_kind;
+  odd_kind.set_kind(static_cast<pb::FrameKind>(99));
+  pb::Envelope long_one;  // longer than apiary's 4096-byte limit, under UCX's max_am_header
+  long_one.set_kind(pb::OPEN);
+  long_one.set_call_id(5);
+  long_one.set_from_caller(true);
+  long_one.set_handle(std::string(5000, 'h'));
+  pb::Envelope lying;  // announces more payload than it carries
+  lying.set_kind(pb::OPEN);
+  lying.set_call_id(9);
+  lying.set_from_caller(true);
+  lying.set_handle("test.rpc_square");
+  lying.set_has_message(true);
+  lying.set_end_of_stream(true);
+  lying.set_payload_size(1000);
+  const std::vector<Case> cases{
+      {"40 bytes of 0xff", std::string(40, '\xff'), "payload", 0, "malformed envelope of 40 bytes"},
+      {"an envelope without a kind", no_kind.SerializeAsString(), {}, 0, "malformed envelope"},
+      {"an envelope of unknown kind", odd_kind.SerializeAsString(), {}, 0, "unknown frame kind 99"},
+      {"an envelope over the size limit", long_one.SerializeAsString(), {}, 0, "4096 byte limit"},
+      {"a payload shorter than announced", lying.SerializeAsString(), "\x08\x03", 9, "match the 1000 bytes"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    if (!raw.send(0, c.header, c.payload, 20s)) FAIL(raw.error());
+    auto err = raw.next_frame(pb::ERROR, 20s);
+    if (!err) FAIL("no ERROR frame: " << raw.error());
+    CHECK(err->call_id() == c.call_id);
+    CHECK(err->error_code() == static_cast<std::uint32_t>(errc::malformed));
+    CHECK_THAT(err->error_message(), Catch::Contains(c.says));
+  }
+  CHECK(raw.error() == "");
+  f.check_serving(12);
+}
+
+TEST_CASE("messages to unused active-message ids are dropped without harm", "[integration]") {
+  Fixture f;
+  testing::RawUcxClient raw(f.peer);
+  connect(raw);
+  // Including the ids that crash an unprotected UCX 1.13 receiver (stack.md,
+  // active-message hazards 1 and 2).
+  for (unsigned id : {1u, 13u, 14u, 15u, 16383u, 32767u, 65535u}) {
+    if (!raw.send(id, "hdr", "data", 20s)) FAIL("active-message id " << id << ": " << raw.error());
+  }
+  // Big enough for rendezvous: the server must release its data, or this send would
+  // never complete (hazard 6).
+  if (!raw.send(7, "hdr", std::string(std::size_t{1} << 20, 'x'), 20s)) FAIL("rendezvous to id 7: " << raw.error());
+  // A garbage envelope answered after them: the server got past them on this connection.
+  if (!raw.send(0, std::string(8, '\xff'), {}, 20s)) FAIL(raw.error());
+  auto err = raw.next_frame(pb::ERROR, 20s);
+  if (!err) FAIL("no ERROR frame after the stray messages: " << raw.error());
+  CHECK(err->error_code() == static_cast<std::uint32_t>(errc::malformed));
+  CHECK(raw.stray_received() == 0);
+  CHECK(raw.error() == "");
+  f.check_serving(8);
+}
+
+TEST_CASE("a malformed request body is answered with an error naming the handle and type", "[integration]") {
+  Fixture f;
+  caf::scoped_actor self{*f.sys};
+  auto r = actors::call_unary(self, *f.gw, f.peer, "test.rpc_square", Buffer::copy_of("\xff\xff\xff\xff\xff"), 20s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::malformed);
+  CHECK_THAT(r.error().message, Catch::Contains("test.rpc_square") && Catch::Contains("apiary.pb.TestRequest"));
+  f.check_serving(5);
+}
+
+TEST_CASE("an oversized frame is refused with both sizes, and the connection survives", "[integration]") {
+  Fixture f({"--max-frame", "1048576"});
+  caf::scoped_actor self{*f.sys};
+  auto big = actors::call_unary(self, *f.gw, f.peer, "test.rpc_hash", bytes(2 << 20, 1), 20s);
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().code == errc::too_large);
+  CHECK_THAT(big.error().message, Catch::Contains("2097152") && Catch::Contains("1048576"));
+
+  // At the limit and well under it, on the same connection.
+  for (std::size_t size : {std::size_t{1} << 20, std::size_t{1024}}) {
+    INFO("payload " << size << " B");
+    Buffer payload = bytes(size, size);
+    const std::uint64_t want = testing::fnv1a(payload.data(), payload.size());
+    auto ok = actors::call_unary(self, *f.gw, f.peer, "test.rpc_hash", payload, 20s);
+    REQUIRE(ok.ok());
+    REQUIRE(ok->size() == 16);
+    std::uint64_t got = 0, n = 0;
+    std::memcpy(&got, ok->data(), 8);
+    std::memcpy(&n, ok->data() + 8, 8);
+    CHECK(got == want);
+    CHECK(n == size);
+  }
+  CHECK(f.gw->transport_stats().peers_down == 0);
+  f.check_serving(3);
+}
+
+TEST_CASE("an oversized envelope is refused locally and nothing is sent", "[integration]") {
+  Fixture f;
+  caf::scoped_actor self{*f.sys};
+  auto r = actors::call_unary(self, *f.gw, f.peer, std::string(600, 'h'), Buffer::copy_of("x"), 20s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK_THAT(r.error().message, Catch::Contains("600") && Catch::Contains("512"));
+  CHECK(f.gw->transport_stats().frames_sent == 0);  // not even a connection was made
+  // The longest handle allowed travels, and the server answers that it does not know it.
+  auto longest = actors::call_unary(self, *f.gw, f.peer, std::string(512, 'h'), Buffer::copy_of("x"), 20s);
+  REQUIRE_FALSE(longest.ok());
+  CHECK(longest.error().code == errc::not_found);
+  f.check_serving(4);
+}
+
+TEST_CASE("listening on a port in use or on a bad host fails clearly", "[integration]") {
+  Fixture f;
+  const auto port = static_cast<std::uint16_t>(std::stoi(f.peer.substr(f.peer.rfind(':') + 1)));
+  actors::GatewayConfig taken;
+  taken.port = port;
+  auto second = actors::Gateway::start(*f.sys, taken);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == errc::unavailable);
+  CHECK_THAT(second.error().message, Catch::Contains(f.peer) && Catch::Contains("in use"));
+
+  actors::GatewayConfig bad_host;
+  bad_host.host = "300.1.2.3";
+  auto third = actors::Gateway::start(*f.sys, bad_host);
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == errc::invalid_argument);
+  CHECK_THAT(third.error().message, Catch::Contains("300.1.2.3"));
+  f.check_serving(6);
+}
+
+TEST_CASE("a call to an unreachable peer fails with peer_down, not at its deadline", "[integration]") {
+  Fixture f;
+  caf::scoped_actor self{*f.sys};
+  const std::string nowhere = "127.0.0.1:" + std::to_string(unused_port());
+  pb::TestRequest req;
+  req.set_number(2);
+  auto r = actors::call_unary(self, *f.gw, nowhere, "test.rpc_square", to_buffer(req), 30s);
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().what());
+  CHECK((r.error().code == errc::peer_down || r.error().code == errc::unavailable));
+  CHECK_THAT(r.error().message, Catch::Contains(nowhere));
+  // The gateway still reaches live peers.
+  f.check_serving(9);
+}

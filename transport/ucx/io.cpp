@@ -94,8 +94,14 @@ void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* self = static_cast<Transport*>(arg);
   auto it = self->endpoints_.find(ep);
   if (it == self->endpoints_.end()) return;
-  self->mark_failed(*it->second, make_error(errc::peer_down, "connection to {} failed: {}",
-                                            it->second->key, ucs_status_string(status)));
+  Endpoint& ep = *it->second;
+  if (ep.outbound && !ep.ready) {
+    self->mark_failed(ep, make_error(errc::peer_down, "cannot reach {}: {}; check that an apiary node listens there",
+                                     ep.key, ucs_status_string(status)));
+  } else {
+    self->mark_failed(ep, make_error(errc::peer_down, "connection to {} failed: {}", ep.key,
+                                     ucs_status_string(status)));
+  }
 }
 
 void Transport::mark_failed(Endpoint& ep, Error why) {

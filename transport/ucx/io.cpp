@@ -94,13 +94,13 @@ void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* self = static_cast<Transport*>(arg);
   auto it = self->endpoints_.find(ep);
   if (it == self->endpoints_.end()) return;
-  Endpoint& ep = *it->second;
-  if (ep.outbound && !ep.ready) {
-    self->mark_failed(ep, make_error(errc::peer_down, "cannot reach {}: {}; check that an apiary node listens there",
-                                     ep.key, ucs_status_string(status)));
+  Endpoint& e = *it->second;
+  if (e.outbound && !e.ready) {
+    self->mark_failed(e, make_error(errc::peer_down, "cannot reach {}: {}; check that an apiary node listens there",
+                                    e.key, ucs_status_string(status)));
   } else {
-    self->mark_failed(ep, make_error(errc::peer_down, "connection to {} failed: {}", ep.key,
-                                     ucs_status_string(status)));
+    self->mark_failed(e, make_error(errc::peer_down, "connection to {} failed: {}", e.key,
+                                    ucs_status_string(status)));
   }
 }
 

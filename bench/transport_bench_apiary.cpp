@@ -1,0 +1,267 @@
+#include "bench/transport_bench_apiary.hpp"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "actors/rpc.hpp"
+#include "actors/type_ids.hpp"
+
+namespace apiary::bench::transport_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+/// Deadline of every benchmark call; generous, since a 16 MiB call on a loaded box can
+/// take a while, and a late reply is an error rather than a figure.
+constexpr std::chrono::seconds k_call_timeout{20};
+
+double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+struct driver_state {
+  std::shared_ptr<actors::Gateway> gw;
+  DriveSpec spec;
+  std::size_t issued = 0;
+  std::size_t finished = 0;
+  std::unordered_map<actors::CallId, Clock::time_point> started;
+  Clock::time_point first;
+  CallRun run;
+  std::shared_ptr<std::promise<Result<CallRun>>> done;
+};
+
+using driver_actor = caf::stateful_actor<driver_state>*;
+
+void issue(driver_actor self) {
+  auto& st = self->state;
+  const auto t = Clock::now();
+  const auto id = st.gw->unary(caf::actor_cast<caf::actor>(self), st.spec.peer, st.spec.handle,
+                               st.spec.payload, k_call_timeout);
+  st.started.emplace(id, t);
+  ++st.issued;
+}
+
+void finish(driver_actor self, Result<CallRun> result) {
+  self->state.done->set_value(std::move(result));
+  self->quit();
+}
+
+/// Issues the first `window` calls at start, then one more from the handler of every
+/// reply, so the window stays full; timestamps are taken in this actor, so a round trip
+/// includes both hops between the gateway thread and the actors.
+caf::behavior call_driver(driver_actor self, std::shared_ptr<actors::Gateway> gw, DriveSpec spec,
+                          std::shared_ptr<std::promise<Result<CallRun>>> done) {
+  auto& st = self->state;
+  st.gw = std::move(gw);
+  st.spec = std::move(spec);
+  st.done = std::move(done);
+  st.run.rtt_us.reserve(st.spec.calls);
+  st.first = Clock::now();
+  while (st.issued < std::min(st.spec.window, st.spec.calls)) issue(self);
+  return {
+      [self](actors::Delivery& d) {
+        const auto now = Clock::now();
+        auto& st = self->state;
+        auto it = st.started.find(d.call);
+        if (it == st.started.end()) return;
+        if (d.kind == actors::DeliveryKind::error) {
+          finish(self, make_error(d.error.code, "call {} of {} to '{}' at {} failed: {}", st.finished + 1,
+                                  st.spec.calls, st.spec.handle, st.spec.peer, d.error.message));
+          return;
+        }
+        if (!d.final) return;  // a unary reply ends the call; nothing else is expected
+        if (d.data.size() != st.spec.reply_bytes) {
+          finish(self, make_error(errc::protocol, "'{}' answered {} bytes, expected {}; is the server an "
+                                  "apiary transport-server of the same build?",
+                                  st.spec.handle, d.data.size(), st.spec.reply_bytes));
+          return;
+        }
+        st.run.rtt_us.push_back(micros(now - it->second));
+        st.started.erase(it);
+        ++st.finished;
+        if (st.issued < st.spec.calls) {
+          issue(self);
+        } else if (st.finished == st.spec.calls) {
+          st.run.seconds = std::chrono::duration<double>(now - st.first).count();
+          finish(self, std::move(st.run));
+        }
+      },
+  };
+}
+
+/// The server's context switches, through its stats handle.
+std::optional<ProcessCounters> server_counters(caf::actor_system& sys, actors::Gateway& gw,
+                                               const std::string& peer) {
+  caf::scoped_actor self{sys};
+  auto r = actors::call_unary(self, gw, peer, k_stats_handle, Buffer{}, 5000ms);
+  if (!r || r->size() != 24) return std::nullopt;
+  ProcessCounters c;
+  std::memcpy(&c.voluntary, r->data(), 8);
+  std::memcpy(&c.involuntary, r->data() + 8, 8);
+  std::memcpy(&c.minor_faults, r->data() + 16, 8);
+  return c;
+}
+
+Buffer pattern(std::size_t size) {
+  Buffer b = Buffer::allocate(size);
+  if (size > 0) std::memset(b.data(), 0xa5, size);
+  return b;
+}
+
+RttFigure summarize(std::vector<double> us) {
+  RttFigure f;
+  f.iters = us.size();
+  if (us.empty()) return f;
+  std::sort(us.begin(), us.end());
+  f.median_us = us[us.size() / 2];
+  f.p99_us = us[std::min(us.size() - 1, (us.size() * 99 + 99) / 100 - 1)];
+  f.mean_us = std::accumulate(us.begin(), us.end(), 0.0) / static_cast<double>(us.size());
+  return f;
+}
+
+void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw, const std::string& peer,
+             const SessionPlan& plan, SessionFigures& out) {
+  const Buffer small = pattern(64);
+  const auto patience = 120s;
+  // Warm-up: connects, and lets both processes fault in their pages and caches.
+  auto warm = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, std::max<std::size_t>(plan.rtt_iters / 10, 50), 1},
+                          patience);
+  if (!warm) {
+    Error e{warm.error().code, "warm-up calls failed: " + warm.error().message};
+    out.fail(e);
+    return;
+  }
+  // Sequential round trips, with the context switches they cost on both sides.
+  const auto server_before = server_counters(sys, *gw, peer);
+  const auto client_before = process_counters();
+  auto rtt = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, plan.rtt_iters, 1}, patience);
+  const auto client_after = process_counters();
+  const auto server_after = server_counters(sys, *gw, peer);
+  if (rtt) {
+    RttFigure f = summarize(std::move(rtt->rtt_us));
+    const double n = static_cast<double>(std::max<std::size_t>(f.iters, 1));
+    f.client_switches_per_call = static_cast<double>(client_after.voluntary - client_before.voluntary) / n;
+    if (server_before && server_after)
+      f.server_switches_per_call = static_cast<double>(server_after->voluntary - server_before->voluntary) / n;
+    out.rtt = f;
+  } else {
+    out.rtt = rtt.error();
+  }
+  // Calls per second with a full window.
+  if (plan.rate_calls > 0) {
+    auto rate = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, plan.rate_calls, plan.rate_in_flight}, patience);
+    if (rate) {
+      out.calls_per_s = static_cast<double>(plan.rate_calls) / rate->seconds;
+      out.rate_call_max_us = *std::max_element(rate->rtt_us.begin(), rate->rtt_us.end());
+      out.rate_call_p99_us = summarize(std::move(rate->rtt_us)).p99_us;
+    } else {
+      out.calls_per_s = rate.error();
+    }
+  }
+  // One-way bandwidth to the sink, 4 payloads in flight (one buffer, reused, as perftest does).
+  if (plan.bw_iters > 0) {
+    const Buffer big = pattern(plan.bw_size);
+    auto bw_warm = drive_calls(sys, gw, {peer, k_sink_handle, big, 8, 2, 1}, patience);
+    const auto server_before = server_counters(sys, *gw, peer);
+    const auto client_before = process_counters();
+    auto bw = bw_warm ? drive_calls(sys, gw, {peer, k_sink_handle, big, 8, plan.bw_iters, 4}, patience) : bw_warm;
+    const auto client_after = process_counters();
+    const auto server_after = server_counters(sys, *gw, peer);
+    const double n = static_cast<double>(plan.bw_iters);
+    out.client_faults_per_payload = static_cast<double>(client_after.minor_faults - client_before.minor_faults) / n;
+    if (server_before && server_after)
+      out.server_faults_per_payload = static_cast<double>(server_after->minor_faults - server_before->minor_faults) / n;
+    if (bw) {
+      const double bytes = static_cast<double>(plan.bw_iters) * static_cast<double>(plan.bw_size);
+      out.mib_per_s = bytes / bw->seconds / (1024.0 * 1024.0);
+    } else {
+      out.mib_per_s = bw.error();
+    }
+  }
+}
+
+/// Pins the calling thread (and so the threads and processes it starts) to `cpu`.
+void pin_calling_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  ::sched_setaffinity(0, sizeof set, &set);  // best effort: unpinned figures are still figures
+}
+
+}  // namespace
+
+void apply_caf_config(caf::actor_system_config& cfg) {
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+}
+
+std::string caf_config_line() {
+  return "scheduler.policy=stealing (default), work-stealing.moderate-poll-attempts=0; same in both processes";
+}
+
+ProcessCounters process_counters() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);  // RUSAGE_SELF sums every thread of the process
+  return {static_cast<std::uint64_t>(ru.ru_nvcsw), static_cast<std::uint64_t>(ru.ru_nivcsw),
+          static_cast<std::uint64_t>(ru.ru_minflt)};
+}
+
+Result<CallRun> drive_calls(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
+                            const DriveSpec& spec, std::chrono::seconds patience) {
+  if (spec.calls == 0 || spec.window == 0)
+    return make_error(errc::invalid_argument, "expected calls and window > 0, got {} and {}", spec.calls,
+                      spec.window);
+  auto done = std::make_shared<std::promise<Result<CallRun>>>();
+  auto result = done->get_future();
+  auto driver = sys.spawn(call_driver, gw, spec, done);
+  if (result.wait_for(patience) != std::future_status::ready) {
+    caf::anon_send_exit(driver, caf::exit_reason::kill);
+    return make_error(errc::deadline_exceeded, "{} calls to '{}' at {} did not finish within {} s; is the "
+                      "machine overloaded?", spec.calls, spec.handle, spec.peer, patience.count());
+  }
+  return result.get();
+}
+
+SessionFigures run_session(const SessionPlan& plan) {
+  SessionFigures out;
+  cpu_set_t original;
+  CPU_ZERO(&original);
+  const bool have_original = ::sched_getaffinity(0, sizeof original, &original) == 0;
+  if (plan.cpus) pin_calling_thread(plan.cpus->first);
+  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, 30s);
+  if (plan.cpus) pin_calling_thread(plan.cpus->second);
+  if (server) {
+    // The actor system and the gateway start their threads here, on the client's CPU.
+    caf::actor_system_config cfg;
+    apply_caf_config(cfg);
+    caf::actor_system sys{cfg};
+    out.caf_workers = sys.scheduler().num_workers();
+    actors::GatewayConfig gc;
+    gc.transport.mode = plan.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+    if (plan.busy) gc.transport.busy_poll = k_busy_poll;
+    auto gw = actors::Gateway::start(sys, gc);
+    if (gw) {
+      measure(sys, *gw, server->address(), plan, out);
+      (*gw)->stop();
+    } else {
+      out.fail(gw.error());
+    }
+  } else {
+    out.fail(server.error());
+  }
+  if (have_original) ::sched_setaffinity(0, sizeof original, &original);
+  if (server) {
+    auto stopped = server->stop(10s);
+    // A server that crashed during the run invalidates figures that still look fine.
+    if (!stopped && out.rtt) out.rtt = stopped.error();
+  }
+  return out;
+}
+
+}  // namespace apiary::bench::transport_bench

@@ -1,0 +1,151 @@
+#pragma once
+/// The apiary half of `apiary bench transport` (internal to bench/): the server process
+/// that serves the benchmark handles, the event-based actor that drives calls against
+/// it, and one measurement session (server + client gateway) per transport variant.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/gateway.hpp"
+#include "messages/buffer.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::bench::transport_bench {
+
+/// Returns the request as is (the 64 B round trip).
+inline constexpr const char* k_echo_handle = "bench.echo";
+/// Accepts any payload and answers 8 bytes: the payload's size, little endian.
+inline constexpr const char* k_sink_handle = "bench.sink";
+/// Answers 24 bytes: the server process's ProcessCounters so far (three little-endian
+/// u64 in declaration order), to count hand-offs and page faults per call on its side.
+inline constexpr const char* k_stats_handle = "bench.stats";
+/// Spin time of the busy-poll variant, on both sides (transport::Config::busy_poll).
+inline constexpr std::chrono::microseconds k_busy_poll{50};
+
+/// Sets the CAF options both benchmark processes run with (the ones DESIGN.md asks for:
+/// no idle polling between messages).
+void apply_caf_config(caf::actor_system_config& cfg);
+/// Those options as one line for the report.
+std::string caf_config_line();
+
+/// Counters of this whole process so far (every thread, getrusage).
+struct ProcessCounters {
+  std::uint64_t voluntary = 0;     ///< context switches: a thread went to sleep (a hand-off)
+  std::uint64_t involuntary = 0;   ///< context switches: a thread was preempted
+  std::uint64_t minor_faults = 0;  ///< page faults served without I/O (e.g. first touch of fresh memory)
+};
+ProcessCounters process_counters();
+
+/// The benchmark server as a child process, started as
+/// `<exe> bench transport-server --mode <mode> [--busy]`. Its stdin is a pipe we hold:
+/// closing it tells the server to stop. Its stdout+stderr come back through a pipe.
+class ServerProcess {
+ public:
+  /// Starts the server (on the CPUs the calling thread may use) and waits up to
+  /// `patience` for its "listening HOST:PORT" line.
+  static Result<ServerProcess> start(const std::string& exe, const std::string& mode, bool busy,
+                                     std::chrono::seconds patience);
+  ServerProcess(ServerProcess&& other) noexcept;
+  ServerProcess& operator=(ServerProcess&&) = delete;
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  /// Stops the server if still running (see stop(), 5 s patience).
+  ~ServerProcess();
+
+  /// The address it listens on, "host:port".
+  const std::string& address() const { return address_; }
+  /// Closes its stdin and waits up to `patience` for it to exit; kills it after that.
+  /// An error says how it ended and what it printed last.
+  Status stop(std::chrono::seconds patience);
+
+ private:
+  ServerProcess(pid_t pid, int in_fd, int out_fd) : pid_(pid), in_fd_(in_fd), out_fd_(out_fd) {}
+  /// Appends what the child printed within `timeout_ms`; false once its output ended.
+  bool pump(int timeout_ms);
+
+  pid_t pid_ = -1;
+  int in_fd_ = -1;   ///< write end of its stdin
+  int out_fd_ = -1;  ///< read end of its stdout+stderr
+  bool reaped_ = false;
+  std::string output_;
+  std::string address_;
+};
+
+/// One run of unary calls from one actor.
+struct CallRun {
+  std::vector<double> rtt_us;  ///< round trip of every call, µs, in completion order
+  double seconds = 0;          ///< from the first issue to the last completion
+};
+
+/// What a call driver does: `calls` unary calls of `payload` to `handle` at `peer`,
+/// `window` in flight, each reply expected to be `reply_bytes` long.
+struct DriveSpec {
+  std::string peer;
+  std::string handle;
+  Buffer payload;
+  std::size_t reply_bytes = 0;
+  std::size_t calls = 0;
+  std::size_t window = 1;
+};
+
+/// Spawns an event-based actor that runs `spec` (it issues the next call from the
+/// handler of each reply and timestamps there) and waits for it up to `patience`.
+Result<CallRun> drive_calls(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
+                            const DriveSpec& spec, std::chrono::seconds patience);
+
+/// A round-trip figure with the hand-offs it cost.
+struct RttFigure {
+  double median_us = 0;
+  double p99_us = 0;
+  double mean_us = 0;
+  std::size_t iters = 0;
+  double client_switches_per_call = 0;  ///< voluntary context switches of the client process
+  double server_switches_per_call = -1; ///< same for the server; -1 when it could not be read
+};
+
+/// Which figures a session measures, and how the two processes are placed.
+struct SessionPlan {
+  std::string exe;                 ///< executable that runs the server side
+  std::string mode = "tcp";        ///< "tcp" or "shm"
+  bool busy = false;               ///< busy-poll k_busy_poll on both sides
+  std::optional<std::pair<int, int>> cpus;  ///< pin server to .first, client to .second
+  std::size_t rtt_iters = 5000;
+  std::size_t rate_calls = 0;      ///< 0: skip the calls/s figure
+  std::size_t rate_in_flight = 64;
+  std::size_t bw_size = 16u << 20; ///< bytes per payload to the sink
+  std::size_t bw_iters = 0;        ///< 0: skip the bandwidth figure
+};
+
+/// Figures of one session; each one is an error when it could not be measured.
+struct SessionFigures {
+  Result<RttFigure> rtt = make_error(errc::unavailable, "not measured");
+  Result<double> calls_per_s = make_error(errc::unavailable, "not measured");
+  Result<double> mib_per_s = make_error(errc::unavailable, "not measured");  ///< MiB/s one way
+  double rate_call_p99_us = 0;  ///< calls/s run: 99th percentile of one call's time in the window, µs
+  double rate_call_max_us = 0;  ///< calls/s run: the slowest call, µs
+  double client_faults_per_payload = -1;  ///< bandwidth run: minor page faults per payload; -1 unknown
+  double server_faults_per_payload = -1;  ///< same for the server
+  std::size_t caf_workers = 0;  ///< CAF scheduler threads of the client
+
+  /// Marks every figure as not measured, for `why`.
+  void fail(const Error& why) {
+    rtt = why;
+    calls_per_s = why;
+    mib_per_s = why;
+  }
+};
+
+/// Starts a server, a client actor system and gateway (pinned as planned; the calling
+/// thread's CPU set is restored afterwards), warms the connection up and measures.
+SessionFigures run_session(const SessionPlan& plan);
+
+}  // namespace apiary::bench::transport_bench

@@ -168,7 +168,7 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
   // One-way bandwidth to the sink, 4 payloads in flight (one buffer, reused, as perftest does).
   if (plan.bw_iters > 0) {
     const Buffer big = pattern(plan.bw_size);
-    auto bw_warm = drive_calls(sys, gw, {peer, k_sink_handle, big, 8, 2, 1}, patience);
+    auto bw_warm = drive_calls(sys, gw, {peer, k_sink_handle, big, 8, 8, 4}, patience);  // warm-up at the same window
     const auto server_before = server_counters(sys, *gw, peer);
     const auto client_before = process_counters();
     auto bw = bw_warm ? drive_calls(sys, gw, {peer, k_sink_handle, big, 8, plan.bw_iters, 4}, patience) : bw_warm;

@@ -10,17 +10,20 @@
 
 namespace apiary {
 
+/// Smallest allocation served from the buffer pool, in bytes.
+inline constexpr std::size_t k_pooled_min_bytes = std::size_t{64} << 10;
+/// Most bytes the pool keeps in released blocks; beyond it, blocks are freed.
+inline constexpr std::size_t k_pool_capacity_bytes = std::size_t{512} << 20;
+
 class Buffer {
  public:
   Buffer() = default;
 
   /// Uninitialised storage of `size` bytes, to be filled by the owner before sharing.
-  static Buffer allocate(std::size_t size) {
-    Buffer b;
-    if (size > 0) b.data_ = std::shared_ptr<std::byte[]>(new std::byte[size]);
-    b.size_ = size;
-    return b;
-  }
+  /// Blocks of k_pooled_min_bytes or more come from a process-wide pool of released
+  /// blocks, so a stream of large payloads reuses memory whose pages are already
+  /// mapped instead of faulting in fresh pages for every payload.
+  static Buffer allocate(std::size_t size);
   /// A copy of `bytes`.
   static Buffer copy_of(const void* bytes, std::size_t size) {
     Buffer b = allocate(size);

@@ -13,7 +13,7 @@
 #include "actors/rpc.hpp"
 #include "test.pb.h"
 #include "tests/integration/raw_ucx_client.hpp"
-#include "tests/support/process.hpp"
+#include "tests/support/server_fixture.hpp"
 #include "tests/support/test_services.hpp"
 
 using namespace apiary;
@@ -23,24 +23,8 @@ using actors::to_buffer;
 namespace {
 
 /// A test server process plus a client gateway in this process.
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::shared_ptr<actors::Gateway> gw;
-  std::unique_ptr<testing::Process> server;
-  std::string peer;
-
-  explicit Fixture(const std::vector<std::string>& server_args = {}) {
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    auto started = testing::start_test_server(server_args);
-    server = std::move(started.first);
-    peer = started.second;
-    auto g = actors::Gateway::start(*sys, actors::GatewayConfig{});
-    REQUIRE(g.ok());
-    gw = *g;
-  }
-  ~Fixture() { gw->stop(); }
+struct Fixture : testing::ServerFixture {
+  explicit Fixture(const std::vector<std::string>& server_args = {}) : ServerFixture(server_args) {}
 
   /// rpc_square(n) answers n*n: the server is alive and serving this gateway.
   void check_serving(int n) {

@@ -5,7 +5,7 @@
 
 #include "actors/rpc.hpp"
 #include "test.pb.h"
-#include "tests/support/process.hpp"
+#include "tests/support/server_fixture.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -13,26 +13,13 @@ using actors::to_buffer;
 
 namespace {
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::shared_ptr<actors::Gateway> gw;
-  std::unique_ptr<testing::Process> server;
-  std::string peer;
-
-  explicit Fixture(const std::string& mode = "tcp") {
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    auto started = testing::start_test_server({"--mode", mode});
-    server = std::move(started.first);
-    peer = started.second;
+struct Fixture : testing::ServerFixture {
+  explicit Fixture(const std::string& mode = "tcp") : ServerFixture({}, client_config(mode)) {}
+  static actors::GatewayConfig client_config(const std::string& mode) {
     actors::GatewayConfig gc;
     gc.transport.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
-    auto g = actors::Gateway::start(*sys, gc);
-    REQUIRE(g.ok());
-    gw = *g;
+    return gc;
   }
-  ~Fixture() { gw->stop(); }
 };
 
 Buffer req(int n) {

@@ -32,8 +32,7 @@ Gateway::~Gateway() { stop(); }
 
 void Gateway::stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);  // callable from several threads
-  if (stopped_) return;
-  stopped_ = true;
+  if (stopped_.exchange(true)) return;
   transport_->stop();
   // The transport thread is gone: drop the actor handles, so services (which hold the
   // gateway) and callers can terminate.
@@ -45,6 +44,18 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
                      pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first,
                      bool end) {
   const CallId id = next_call_++;
+  if (stopped_.load()) {  // nothing would ever answer: say so at once
+    Delivery d;
+    d.call = id;
+    d.kind = DeliveryKind::error;
+    d.final = true;
+    d.handle = handle;
+    d.peer = peer;
+    d.rpc_kind = kind;
+    d.error = make_error(errc::unavailable, "the gateway is stopped; call to '{}' at {} not sent", handle, peer);
+    caf::anon_send(reply_to, std::move(d));
+    return id;
+  }
   transport_->post([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end]() mutable {
     sinks_[id] = reply_to;  // caller-side sinks are the call ids themselves
     execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end));

@@ -90,7 +90,7 @@ class Gateway final : private transport::Handler {
   std::unique_ptr<transport::Transport> transport_;
   std::string address_;
   std::mutex stop_mu_;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
   std::atomic<CallId> next_call_{1};
   std::atomic<core::rpc::Sink> next_service_sink_{core::rpc::Sink{1} << 62};
 

@@ -61,3 +61,18 @@ TEST_CASE("the gateway actor serves and calls by message", "[actor]") {
   caf::anon_send_exit(server_front, caf::exit_reason::user_shutdown);
   (*server)->stop();
 }
+
+TEST_CASE("a call on a stopped gateway fails at once", "[actor]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  actors::GatewayConfig gc;
+  gc.backend = actors::Backend::local;
+  auto gw = actors::Gateway::start(sys, gc);
+  REQUIRE(gw.ok());
+  (*gw)->stop();
+  caf::scoped_actor self{sys};
+  auto r = actors::call_unary(self, **gw, "127.0.0.1:1", "test.rpc_square", Buffer{}, 5s);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::unavailable);
+  CHECK_THAT(r.error().message, Catch::Contains("stopped"));
+}

@@ -1,0 +1,114 @@
+// The `apiary` command as a user meets it: nodes that ping each other, and clear
+// errors with the right exit codes for bad input.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "tests/support/process.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Run {
+  int rc = -1;
+  std::string out;  ///< stdout and stderr together
+};
+
+/// Runs `apiary ARGS` (through sh, to merge stderr) and collects its output.
+Run run_apiary(const std::string& args, std::chrono::seconds patience = 30s) {
+  testing::Process p({"/bin/sh", "-c", testing::sibling_executable("apiary") + " " + args + " 2>&1"});
+  Run r;
+  while (auto line = p.read_line(patience)) r.out += *line + "\n";
+  r.rc = p.wait(patience);
+  return r;
+}
+
+/// A running `apiary node` and its listen multiaddr.
+struct NodeProcess {
+  std::unique_ptr<testing::Process> proc;
+  std::string addr;
+  explicit NodeProcess(const std::string& args = "") {
+    proc = std::make_unique<testing::Process>(
+        std::vector<std::string>{"/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " node " + args});
+    auto line = proc->read_line(20s);
+    REQUIRE(line);
+    REQUIRE(line->rfind("listening /ip4/127.0.0.1/tcp/", 0) == 0);
+    addr = line->substr(10);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("apiary ping reaches a node and the node shuts down cleanly on SIGTERM", "[integration]") {
+  NodeProcess node;
+  CHECK(node.addr.find("/p2p/12D3KooW") != std::string::npos);
+  auto r = run_apiary("ping " + node.addr + " -c 3 --interval 10");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("3 probes, 3 answered"));
+  node.proc->kill(SIGTERM);
+  std::string rest;
+  while (auto line = node.proc->read_line(10s)) rest += *line + "\n";
+  CHECK(node.proc->wait(10s) == 0);
+  CHECK_THAT(rest, Catch::Contains("stopping on SIGTERM"));
+}
+
+TEST_CASE("bad input to apiary gives clear errors and exit codes", "[integration]") {
+  SECTION("garbage multiaddr") {
+    auto r = run_apiary("node --listen /ip4/127.0.0.1/udp/5");
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.out, Catch::Contains("udp"));
+    auto p = run_apiary("ping not-an-address");
+    CHECK(p.rc == 2);
+    CHECK_THAT(p.out, Catch::Contains("must start with '/'"));
+  }
+  SECTION("missing identity file") {
+    auto r = run_apiary("node --identity /nonexistent/dir/key");
+    CHECK(r.rc == 1);
+    CHECK_THAT(r.out, Catch::Contains("no such file"));
+    CHECK_THAT(r.out, Catch::Contains("apiary identity create"));
+  }
+  SECTION("port in use") {
+    NodeProcess first;
+    const std::string listen = first.addr.substr(0, first.addr.find("/p2p/"));
+    auto r = run_apiary("node --listen " + listen);
+    CHECK(r.rc == 1);
+    CHECK_THAT(r.out, Catch::Contains("in use"));
+    auto still = run_apiary("ping " + first.addr + " -c 1");  // the first node is unharmed
+    CHECK(still.rc == 0);
+  }
+  SECTION("unreachable peer") {
+    auto r = run_apiary("ping /ip4/127.0.0.1/tcp/1 -c 1 --timeout 3000");
+    CHECK(r.rc == 1);
+    CHECK_THAT(r.out, Catch::Contains("0 answered"));
+  }
+  SECTION("wrong arguments") {
+    CHECK(run_apiary("node --no-such-flag").rc == 2);
+    CHECK(run_apiary("").rc == 2);
+    CHECK(run_apiary("ping /ip4/127.0.0.1/tcp/1 -c 0").rc == 2);
+  }
+}
+
+TEST_CASE("identity files: create once, show the same PeerID, load in a node", "[integration]") {
+  char dir[] = "/tmp/apiary-cli-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/node.key";
+  auto created = run_apiary("identity create " + file);
+  REQUIRE(created.rc == 0);
+  CHECK(created.out.rfind("12D3KooW", 0) == 0);
+  auto shown = run_apiary("identity show " + file);
+  CHECK(shown.rc == 0);
+  CHECK(shown.out == created.out);
+  CHECK(run_apiary("identity create " + file).rc == 1);  // never overwrites
+  NodeProcess node("--identity " + file);
+  CHECK(node.addr.find(created.out.substr(0, created.out.size() - 1)) != std::string::npos);
+  node.proc->kill(SIGTERM);
+  node.proc->wait(10s);
+  std::remove(file.c_str());
+  rmdir(dir);
+}

@@ -64,8 +64,9 @@ void Transport::post(std::function<void()> fn) {
     was_empty = posted_.empty();
     posted_.push_back(std::move(fn));
   }
-  // One wakeup per batch: the thread drains everything posted before it sleeps again.
-  if (was_empty) {
+  // Wake the thread only if it may be asleep, and once per batch: it drains everything
+  // posted before it sleeps again. A spinning or working thread sees the queue itself.
+  if (was_empty && !awake_.load()) {
     if (ucp_worker_h w = wake_target_.load()) ucp_worker_signal(w);
   }
 }
@@ -124,7 +125,18 @@ void Transport::loop() {
       }
       if (busy) continue;
     }
+    // From here posters must signal. A post that lands after this check sees awake_
+    // false (the lock orders the two), signals, and the wait below returns at once.
+    awake_.store(false);
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      if (!posted_.empty()) {
+        awake_.store(true);
+        continue;
+      }
+    }
     worker_->wait(sleep_budget_ms(Clock::now()));
+    awake_.store(true);
   }
 }
 

@@ -83,6 +83,7 @@ class Transport final : public transport::Transport {
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;
   std::atomic<ucp_worker_h> wake_target_{nullptr};
+  std::atomic<bool> awake_{true};  ///< false while the thread is (about to be) asleep
 
   // Owned by the transport thread only.
   std::optional<Context> context_;

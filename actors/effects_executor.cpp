@@ -50,7 +50,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
 }
 
 std::optional<CoreRequest> EffectExecutor::request_of(Delivery& d) {
-  if (d.call < (CallId{1} << 63)) return std::nullopt;  // not an inbound call
+  if (d.call < core::rpc::k_first_served_call) return std::nullopt;  // not a served call
   if (d.kind == DeliveryKind::error) {
     for (auto it = requests_.begin(); it != requests_.end(); ++it) {
       if (it->second == d.call) {

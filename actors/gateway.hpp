@@ -92,7 +92,7 @@ class Gateway final : private transport::Handler {
   std::mutex stop_mu_;
   std::atomic<bool> stopped_{false};
   std::atomic<CallId> next_call_{1};
-  std::atomic<core::rpc::Sink> next_service_sink_{core::rpc::Sink{1} << 62};
+  std::atomic<core::rpc::Sink> next_service_sink_{core::rpc::Sink{1} << 62};  ///< below served call ids, above caller ids
 
   // Transport thread only.
   core::rpc::Engine engine_;

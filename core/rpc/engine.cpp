@@ -12,10 +12,6 @@ std::string clip(std::string s) {
   return s;
 }
 
-/// First id the engine gives to served calls; caller ids must stay below it (and above 0,
-/// which names no call on the wire), or a served call could take a caller's id.
-constexpr CallId k_first_served_id = CallId{1} << 63;
-
 /// `now + timeout`, saturating at the largest TimePoint instead of overflowing.
 TimePoint deadline_after(TimePoint now, Duration timeout) {
   return now.count() >= 0 && timeout > TimePoint::max() - now ? TimePoint::max() : now + timeout;
@@ -47,10 +43,10 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
   c.kind = kind;
   c.handle = handle;
   std::optional<Error> refused;
-  if (id == 0 || id >= k_first_served_id) {
+  if (id == 0 || id >= k_first_served_call) {
     refused = make_error(errc::invalid_argument,
                          "caller call id must be 1..{}, got {}; ids with the top bit set name served calls",
-                         k_first_served_id - 1, id);
+                         k_first_served_call - 1, id);
   } else if (calls_.count(id) != 0) {
     refused = make_error(errc::internal, "call id {} is already in use", id);
   } else if (handle.empty() || handle.size() > k_max_handle_bytes) {

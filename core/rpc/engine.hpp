@@ -28,6 +28,10 @@ using CallId = std::uint64_t;
 /// A local receiver of deliveries (an actor, a test inbox); chosen by the shell.
 using Sink = std::uint64_t;
 
+/// First id the engine gives to served (callee-side) calls; caller ids stay below it.
+inline constexpr CallId k_first_served_call = CallId{1} << 63;
+
+
 /// What happened to a call, as told to its local side.
 enum class DeliveryKind {
   open,     ///< callee: a new call to one of our handles (may carry the first message)
@@ -141,7 +145,7 @@ class Engine {
   std::map<std::pair<PeerKey, std::uint64_t>, CallId> inbound_;  ///< (peer, wire id) → id
   std::set<std::pair<TimePoint, CallId>> deadlines_;
   std::unordered_map<std::string, Sink> services_;
-  CallId next_inbound_ = CallId{1} << 63;
+  CallId next_inbound_ = k_first_served_call;
   EngineStats stats_;
 };
 

@@ -8,6 +8,9 @@
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
 #include "bench/transport_bench.hpp"
 #endif
+#ifdef APIARY_HAVE_CODECS_BENCH
+#include "bench/codecs_bench.hpp"
+#endif
 
 namespace apiary::apps {
 
@@ -27,7 +30,19 @@ Command add_bench_commands(CLI::App& app) {
   server->add_option("--mode", *server_mode)->check(CLI::IsMember({"tcp", "shm"}));
   server->add_flag("--busy", *server_busy);
   server->group("");  // internal: hidden from --help
+  auto* codecs = cmd->add_subcommand("codecs", "Tensor codec encode/decode GB/s on randn float32, one core, vs memcpy");
+  auto codecs_options = std::make_shared<std::pair<std::size_t, std::size_t>>(64, 3);
+  codecs->add_option("--mib", codecs_options->first, "Input size in MiB")->check(CLI::Range(1, 4096))->capture_default_str();
+  codecs->add_option("--repeat", codecs_options->second, "Timed runs per figure (best is shown)")->check(CLI::Range(1, 100))->capture_default_str();
   return [=]() {
+    if (codecs->parsed()) {
+#ifdef APIARY_HAVE_CODECS_BENCH
+      return bench::run_codecs_bench({codecs_options->first, codecs_options->second});
+#else
+      std::fprintf(stderr, "apiary bench: this build has no codecs benchmark\n");
+      return 1;
+#endif
+    }
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
     if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy);
     bench::TransportBenchOptions o;

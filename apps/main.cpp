@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
       {"ping", apiary::apps::add_ping_command(app)},
       {"identity", apiary::apps::add_identity_commands(app)},
       {"bench", apiary::apps::add_bench_commands(app)},
+      {"tensor", apiary::apps::add_tensor_commands(app)},
   };
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "messages/tensor/bfloat16.hpp"
+#include "messages/tensor/codecs.hpp"
 
 namespace apiary::messages {
 namespace {
@@ -61,6 +62,37 @@ pb::Tensor encode_none(const Tensor& tensor, const EncodeOptions& options) {
   return message;
 }
 
+Status encode_into(const Tensor& tensor, pb::CompressionType compression, pb::Tensor& message,
+                   const EncodeOptions& options) {
+  switch (compression) {
+    case pb::NONE:
+      if (tensor.type() == dtype::bfloat16 && options.legacy_bfloat16) {
+        message = encode_none(tensor, options);
+      } else {
+        detail::prepare(message, tensor, pb::NONE);
+        message.mutable_buffer()->assign(tensor.bytes().chars(), tensor.byte_size());
+      }
+      return ok_status();
+    case pb::FLOAT16: return encode_float16(tensor, message);
+    case pb::MEANSTD_16BIT: return encode_meanstd16(tensor, message);
+    case pb::UNIFORM_8BIT: return encode_uniform8(tensor, message);
+    case pb::QUANTILE_8BIT: return encode_quantile8(tensor, message);
+    case pb::BLOCKWISE_8BIT: return encode_blockwise8(tensor, message);
+    default: break;
+  }
+  return make_error(errc::invalid_argument,
+                    "compression {} is not a CompressionType: expected NONE, FLOAT16, "
+                    "MEANSTD_16BIT, QUANTILE_8BIT, UNIFORM_8BIT or BLOCKWISE_8BIT",
+                    compression_name(compression));
+}
+
+Result<pb::Tensor> encode(const Tensor& tensor, pb::CompressionType compression,
+                          const EncodeOptions& options) {
+  pb::Tensor message;
+  if (auto st = encode_into(tensor, compression, message, options); !st) return st.error();
+  return message;
+}
+
 Result<Tensor> decode(const pb::Tensor& message) {
   const int compression = message.compression();
   if (!pb::CompressionType_IsValid(compression)) {
@@ -69,17 +101,21 @@ Result<Tensor> decode(const pb::Tensor& message) {
                       "sender uses a newer schema or the message is corrupt",
                       compression);
   }
-  if (compression != pb::NONE) {
-    return make_error(errc::unsupported,
-                      "tensor compression {} is not supported yet: expected NONE; ask the "
-                      "sender to send uncompressed tensors",
-                      compression_name(compression));
-  }
   auto type = parse_dtype(message.dtype());
   if (!type) return type.error();
   Shape shape = shape_of(message);
   auto numel = element_count(shape, element_size(*type) * 2);  // room for legacy bfloat16
   if (!numel) return numel.error();
+  if (compression != pb::NONE) {
+    DecodeHeader header{*type, std::move(shape), *numel};
+    switch (compression) {
+      case pb::FLOAT16: return decode_float16(message, std::move(header));
+      case pb::MEANSTD_16BIT: return decode_meanstd16(message, std::move(header));
+      case pb::UNIFORM_8BIT:
+      case pb::QUANTILE_8BIT: return decode_codebook8(message, std::move(header));
+      default: return decode_blockwise8(message, std::move(header));
+    }
+  }
 
   const std::string& buffer = message.buffer();
   const std::size_t native = *numel * element_size(*type);

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -63,6 +64,16 @@ void* close_endpoint(ucp_ep_h ep, bool force) {
   void* req = ucp_ep_close_nbx(ep, &p);
   if (UCS_PTR_IS_ERR(req)) return nullptr;
   return req;
+}
+
+void release_completed(std::vector<void*>& requests) {
+  requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                [](void* r) {
+                                  if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                  ucp_request_free(r);
+                                  return true;
+                                }),
+                 requests.end());
 }
 
 std::string describe_endpoint(ucp_ep_h ep) {

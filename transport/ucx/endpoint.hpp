@@ -46,6 +46,9 @@ Result<ucp_ep_h> accept_endpoint(ucp_worker_h worker, ucp_conn_request_h request
 /// nullptr when it closed at once.
 void* close_endpoint(ucp_ep_h ep, bool force);
 
+/// Frees the requests in `requests` that have completed and removes them from it.
+void release_completed(std::vector<void*>& requests);
+
 /// The endpoint's lanes and devices as UCX prints them.
 std::string describe_endpoint(ucp_ep_h ep);
 

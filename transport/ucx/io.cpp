@@ -136,13 +136,7 @@ void Transport::reap_failed() {
     }
     if (!other) handler_->on_peer_down(e.key, e.failure);
   }
-  closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
-                                [](void* r) {
-                                  if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-                                  ucp_request_free(r);
-                                  return true;
-                                }),
-                 closing_.end());
+  release_completed(closing_);
 }
 
 void Transport::disconnect(const PeerKey& peer) {

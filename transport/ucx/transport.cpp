@@ -174,13 +174,7 @@ void Transport::shutdown() {
   const auto give_up = Clock::now() + std::chrono::milliseconds(500);
   while (!reqs.empty() && Clock::now() < give_up) {
     ucp_worker_progress(worker_->get());
-    reqs.erase(std::remove_if(reqs.begin(), reqs.end(),
-                              [](void* r) {
-                                if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-                                ucp_request_free(r);
-                                return true;
-                              }),
-               reqs.end());
+    release_completed(reqs);
   }
   for (void* r : reqs) ucp_request_cancel(worker_->get(), r);
   for (auto* req : conn_requests_) ucp_listener_reject(listener_->get(), req);

@@ -4,6 +4,7 @@
 /// unsafe (non-serializable) message types.
 #include <caf/all.hpp>
 
+#include "actors/device/device_messages.hpp"
 #include "core/rpc/engine.hpp"
 #include "messages/buffer.hpp"
 #include "messages/result.hpp"
@@ -11,6 +12,16 @@
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::core::rpc::Delivery)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Buffer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::Buffer>)
+// Device actors (actors/device/).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::accumulate_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::average_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::delta_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::encode_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::decode_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::ef_compress_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::ef_reset_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::pb::Tensor>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::messages::Tensor>)
 
 namespace apiary::actors {
 

@@ -1,0 +1,173 @@
+// The CPU device actor (actors/device/): every operation against a plain loop, many
+// requests in flight at once, and bad input answered with an error while the actor
+// keeps serving.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "actors/device/device_actor.hpp"
+#include "messages/tensor/codec.hpp"
+#include "messages/tensor/compressors.hpp"
+
+using namespace apiary;
+using namespace apiary::actors;
+
+namespace {
+
+Buffer buf(const std::vector<float>& v) { return Buffer::copy_of(v.data(), v.size() * sizeof(float)); }
+
+std::vector<float> vals(const Buffer& b) {
+  std::vector<float> v(b.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+/// n values with a spread of magnitudes and signs, different for each `seed`.
+std::vector<float> ramp(std::size_t n, float seed) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = seed * 0.37f + static_cast<float>(i % 97) * 0.013f - 0.5f;
+  return v;
+}
+
+messages::Tensor tensor(const std::vector<float>& v) {
+  auto t = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(v.size())}, v.data(),
+                                     v.size() * sizeof(float));
+  REQUIRE(t.ok());
+  return *t;
+}
+
+/// Sends `req` and waits for the reply of type R.
+template <class R, class Req>
+R ask(caf::scoped_actor& self, const device_actor& dev, Req req) {
+  std::optional<R> out;
+  self->request(dev, caf::infinite, std::move(req))
+      .receive([&](R& r) { out = std::move(r); },
+               [&](caf::error& e) { FAIL("device actor failed: " << self->system().render(e)); });
+  REQUIRE(out.has_value());
+  return std::move(*out);
+}
+
+struct fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  device_actor dev = spawn_cpu_device_actor(sys);
+  caf::scoped_actor self{sys};
+  ~fixture() { self->send_exit(dev, caf::exit_reason::user_shutdown); }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(fixture, "device actor: each operation equals a plain loop", "[actor]") {
+  const std::size_t n = 1000;
+  const auto a = ramp(n, 1.0f), b = ramp(n, -2.0f);
+
+  auto acc = ask<Result<Buffer>>(self, dev, accumulate_request{buf(a), buf(b), 0.25f});
+  REQUIRE(acc.ok());
+  auto sum = ask<Result<Buffer>>(self, dev, average_request{buf(a), 3});
+  REQUIRE(sum.ok());
+  auto del = ask<Result<Buffer>>(self, dev, delta_request{buf(a), buf(b)});
+  REQUIRE(del.ok());
+  const auto acc_v = vals(*acc), avg_v = vals(*sum), del_v = vals(*del);
+  REQUIRE(acc_v.size() == n);
+  REQUIRE(avg_v.size() == n);
+  REQUIRE(del_v.size() == n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float w_b = 0.25f * b[i];  // rounded separately: no fused multiply-add
+    CHECK(acc_v[i] == a[i] + w_b);
+    CHECK(avg_v[i] == a[i] / 3.0f);
+    CHECK(del_v[i] == a[i] - b[i]);
+  }
+  CHECK(vals(buf(a)) == a);  // inputs untouched
+
+  for (auto codec : {pb::CompressionType::NONE, pb::CompressionType::FLOAT16, pb::CompressionType::MEANSTD_16BIT,
+                     pb::CompressionType::UNIFORM_8BIT, pb::CompressionType::QUANTILE_8BIT,
+                     pb::CompressionType::BLOCKWISE_8BIT}) {
+    INFO(messages::compression_name(codec));
+    auto wire = ask<Result<pb::Tensor>>(self, dev, encode_request{tensor(a), codec});
+    REQUIRE(wire.ok());
+    auto direct = messages::encode(tensor(a), codec);
+    REQUIRE(direct.ok());
+    CHECK(wire->SerializeAsString() == direct->SerializeAsString());
+    auto back = ask<Result<messages::Tensor>>(self, dev, decode_request{*wire});
+    REQUIRE(back.ok());
+    auto direct_back = messages::decode(*direct);
+    REQUIRE(direct_back.ok());
+    CHECK(*back == *direct_back);
+  }
+
+  // Error feedback: the actor's residuals behave as a HorovodCompressorEF of its own.
+  messages::HorovodCompressorEF ef;
+  for (int step = 0; step < 5; ++step) {
+    auto sent = ask<Result<messages::Tensor>>(self, dev, ef_compress_request{"w", tensor(a)});
+    REQUIRE(sent.ok());
+    auto expected = ef.compress("w", tensor(a));
+    REQUIRE(expected.ok());
+    CHECK(*sent == *expected);
+  }
+  CHECK(ask<bool>(self, dev, ef_reset_request{"w"}));
+  CHECK_FALSE(ask<bool>(self, dev, ef_reset_request{"w"}));
+  ef.reset();
+  auto first = ask<Result<messages::Tensor>>(self, dev, ef_compress_request{"w", tensor(a)});
+  REQUIRE(first.ok());
+  CHECK(*first == *ef.compress("w", tensor(a)));
+}
+
+TEST_CASE_METHOD(fixture, "device actor: many requests in flight", "[actor]") {
+  const std::size_t n = 4096;
+  const int in_flight = 64;
+  std::vector<std::vector<float>> xs;
+  std::vector<decltype(self->request(dev, caf::infinite, accumulate_request{}))> handles;
+  const auto base = ramp(n, 0.5f);
+  for (int k = 0; k < in_flight; ++k) {
+    xs.push_back(ramp(n, static_cast<float>(k)));
+    handles.push_back(self->request(dev, caf::infinite, accumulate_request{buf(base), buf(xs.back()), 0.5f}));
+  }
+  // Every request was sent before any reply is read; each reply matches its request.
+  for (int k = 0; k < in_flight; ++k) {
+    std::vector<float> got;
+    handles[k].receive([&](Result<Buffer>& r) { if (r.ok()) got = vals(*r); },
+                       [&](caf::error& e) { FAIL(self->system().render(e)); });
+    REQUIRE(got.size() == n);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += got[i] != base[i] + 0.5f * xs[k][i];
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE_METHOD(fixture, "device actor: bad input gives a clear error and the actor survives", "[actor]") {
+  auto mismatch = ask<Result<Buffer>>(self, dev, accumulate_request{buf({1, 2, 3}), buf({1, 2}), 1.0f});
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK(mismatch.error().code == errc::invalid_argument);
+  CHECK(mismatch.error().message.find("same length") != std::string::npos);
+
+  auto odd = ask<Result<Buffer>>(self, dev, delta_request{Buffer::copy_of("abcde"), Buffer::copy_of("abcde")});
+  REQUIRE_FALSE(odd.ok());
+  CHECK(odd.error().message.find("float32") != std::string::npos);
+
+  auto zero = ask<Result<Buffer>>(self, dev, average_request{buf({1, 2}), 0});
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().code == errc::invalid_argument);
+
+  auto ints = messages::Tensor::zeros(messages::dtype::int32, {4});
+  REQUIRE(ints.ok());
+  auto wrong_dtype = ask<Result<messages::Tensor>>(self, dev, ef_compress_request{"i", *ints});
+  REQUIRE_FALSE(wrong_dtype.ok());
+  CHECK(wrong_dtype.error().code == errc::unsupported);
+  auto wrong_codec = ask<Result<pb::Tensor>>(self, dev, encode_request{*ints, pb::CompressionType::FLOAT16});
+  REQUIRE_FALSE(wrong_codec.ok());
+  CHECK(wrong_codec.error().code == errc::unsupported);
+  pb::Tensor garbage;
+  garbage.set_dtype("float32");
+  garbage.add_size(4);
+  garbage.set_buffer("xyz");
+  auto bad_wire = ask<Result<messages::Tensor>>(self, dev, decode_request{garbage});
+  REQUIRE_FALSE(bad_wire.ok());
+  CHECK(bad_wire.error().code == errc::malformed);
+
+  // Still serving.
+  auto fine = ask<Result<Buffer>>(self, dev, delta_request{buf({5, 7}), buf({2, 3})});
+  REQUIRE(fine.ok());
+  CHECK(vals(*fine) == std::vector<float>{3, 4});
+}

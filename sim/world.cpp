@@ -39,23 +39,16 @@ Result<Host*> World::add_node(const PeerAddr& addr, std::unique_ptr<Host> host) 
   return nodes_.back().host.get();
 }
 
-Status World::start_node(const PeerAddr& addr, TimePoint at) {
-  auto idx = index_of(addr);
-  if (!idx) return idx.error();
-  Event event;
-  event.at = at;
-  event.kind = EventKind::start;
-  event.node = *idx;
-  push(std::move(event));
-  return ok_status();
-}
+Status World::start_node(const PeerAddr& addr, TimePoint at) { return schedule(addr, at, EventKind::start); }
 
-Status World::kill_node(const PeerAddr& addr, TimePoint at) {
+Status World::kill_node(const PeerAddr& addr, TimePoint at) { return schedule(addr, at, EventKind::kill); }
+
+Status World::schedule(const PeerAddr& addr, TimePoint at, EventKind kind) {
   auto idx = index_of(addr);
   if (!idx) return idx.error();
   Event event;
   event.at = at;
-  event.kind = EventKind::kill;
+  event.kind = kind;
   event.node = *idx;
   push(std::move(event));
   return ok_status();

@@ -124,6 +124,8 @@ class World {
   void deliver_response(Event& event);
   void anomaly(Error error);
   [[nodiscard]] Result<std::size_t> index_of(const PeerAddr& addr) const;
+  /// Queues a node event (start, kill) for `addr` at `at`.
+  [[nodiscard]] Status schedule(const PeerAddr& addr, TimePoint at, EventKind kind);
 
   std::uint64_t seed_;
   Rng rng_;

@@ -13,12 +13,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-/// Checks that `d` is the final error delivery of a call, with `code`.
-void check_error(const Delivery& d, errc code) {
-  CHECK(d.kind == DeliveryKind::error);
-  CHECK(d.final);
-  CHECK(d.error.code == code);
-}
 
 }  // namespace
 

@@ -115,4 +115,11 @@ struct Link {
   }
 };
 
+/// Checks that `d` is the final error delivery of a call, with `code`.
+inline void check_error(const Delivery& d, errc code) {
+  CHECK(d.kind == DeliveryKind::error);
+  CHECK(d.final);
+  CHECK(d.error.code == code);
+}
+
 }  // namespace apiary::core::rpc::testing

@@ -15,11 +15,6 @@ namespace {
 
 const Error k_too_large = make_error(errc::too_large, "frame payload of 9000 bytes exceeds the limit of 4096 bytes");
 
-void check_error(const Delivery& d, errc code) {
-  CHECK(d.kind == DeliveryKind::error);
-  CHECK(d.final);
-  CHECK(d.error.code == code);
-}
 
 }  // namespace
 

@@ -91,6 +91,12 @@ class Traverse {
   /// candidates and beam and is never asked again. Unknown ids are ignored.
   void on_failure(TraverseRequestId id);
 
+  /// The queries request `id` carries, primary first; empty once its outcome is in.
+  [[nodiscard]] std::vector<NodeId> queries_of(TraverseRequestId id) const {
+    auto it = in_flight_.find(id);
+    return it == in_flight_.end() ? std::vector<NodeId>{} : it->second.queries;
+  }
+
   /// Ends `query` now (cancelled by the caller); no effect if unknown or already ended.
   void stop(const NodeId& query);
 

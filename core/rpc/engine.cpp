@@ -224,6 +224,8 @@ void Engine::on_open(TimePoint now, Effects& fx, const PeerKey& peer, const pb::
   c.remote_end = env.end_of_stream();
   Delivery d = delivery_for(id, c, DeliveryKind::open);
   d.has_message = env.has_message();
+  d.peer_listen_addr = env.listen_addr();
+  d.peer_id = env.peer_id();
   d.data = std::move(payload);
   d.end_of_stream = env.end_of_stream();
   auto& stored = calls_[id] = std::move(c);

@@ -52,6 +52,8 @@ struct Delivery {
   Error error;                 ///< kind == error
   std::string handle;          ///< open: the handle called
   PeerKey peer;                ///< the other side
+  std::string peer_listen_addr;  ///< open: the caller's listen "host:port" ("" for a client)
+  std::string peer_id;           ///< open: the caller's PeerID bytes, from its HELLO ("" if unknown)
   pb::RpcKind rpc_kind = pb::UNARY;
 };
 

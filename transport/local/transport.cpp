@@ -97,6 +97,10 @@ void Transport::receive(const PeerKey& from, Frame frame) {
     if (frame.payload.size() > config_.max_frame_bytes) ++stats_.oversized_frames;
   }
   contacts_.insert(from);
+  if (frame.envelope.kind() == pb::OPEN) {
+    frame.envelope.set_listen_addr(from);  // in-process keys are listen addresses
+    frame.envelope.clear_peer_id();
+  }
   if (frame.payload.size() > config_.max_frame_bytes) {
     frame.payload_error = make_error(errc::too_large,
                                      "frame payload of {} bytes exceeds the limit of {} bytes",

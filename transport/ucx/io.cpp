@@ -266,6 +266,11 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     return UCS_OK;
   }
   if (kind == pb::KEEPALIVE_ACK) return UCS_OK;
+  if (kind == pb::OPEN) {
+    // The callee learns who calls from the connection, never from what the caller claims.
+    frame.envelope.set_listen_addr(ep.outbound ? ep.key : ep.listen_addr);
+    frame.envelope.set_peer_id(ep.peer_id);
+  }
   if (frame.envelope.payload_size() != length) {
     ++self->counters_.malformed;
     frame.payload_error = make_error(errc::malformed,

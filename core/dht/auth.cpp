@@ -1,0 +1,502 @@
+#include "core/dht/auth.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "core/dht/protocol.hpp"
+#include "dht.pb.h"
+
+namespace apiary::core::dht {
+namespace {
+
+using messages::Ed25519PrivateKey;
+using messages::Ed25519PublicKey;
+
+constexpr std::int64_t k_seconds_per_day = 86400;
+
+bool is_leap(std::int64_t year) { return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0; }
+
+int days_in_month(std::int64_t year, int month) {
+  static constexpr int k_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return month == 2 && is_leap(year) ? 29 : k_days[month - 1];
+}
+
+/// Leap years among 1 .. year - 1 (year >= 1).
+std::int64_t leap_years_before(std::int64_t year) {
+  const std::int64_t y = year - 1;
+  return y / 4 - y / 100 + y / 400;
+}
+
+/// Days from 1970-01-01 to year-month-day (proleptic Gregorian, year >= 1).
+std::int64_t days_since_epoch(std::int64_t year, int month, int day) {
+  std::int64_t days = 365 * (year - 1970) + leap_years_before(year) - leap_years_before(1970);
+  for (int m = 1; m < month; ++m) days += days_in_month(year, m);
+  return days + day - 1;
+}
+
+/// Reads exactly `width` decimal digits at `at`, advancing it; nullopt otherwise.
+std::optional<int> read_digits(std::string_view text, std::size_t& at, std::size_t width) {
+  if (at + width > text.size()) return std::nullopt;
+  int value = 0;
+  for (std::size_t i = 0; i < width; ++i) {
+    const char c = text[at + i];
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  at += width;
+  return value;
+}
+
+/// True when `at` holds `c`, advancing past it.
+bool read_char(std::string_view text, std::size_t& at, char c) {
+  if (at >= text.size() || text[at] != c) return false;
+  ++at;
+  return true;
+}
+
+/// The holder key of `token`, or a malformed error.
+Result<Ed25519PublicKey> token_key(const pb::AccessToken& token) {
+  auto key = Ed25519PublicKey::from_bytes(token.public_key());
+  if (!key) {
+    return make_error(errc::malformed,
+                      "access token of \"{}\": expected a raw 32-byte Ed25519 public key, got "
+                      "{} bytes ({}); the authority must issue tokens naming raw keys",
+                      token.username(), token.public_key().size(), key.error().message);
+  }
+  return key;
+}
+
+}  // namespace
+
+Result<std::string> serialize_deterministic(const google::protobuf::MessageLite& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded)) {
+      return make_error(errc::internal,
+                        "serializing {} for signing: expected protobuf to encode it, it "
+                        "refused; check the message is fully initialized",
+                        message.GetTypeName());
+    }
+  }
+  return out;
+}
+
+Result<std::string> format_iso_time(double seconds) {
+  // Whole seconds and microseconds, rounded; 0001-01-01 .. 9999-12-31T23:59:59.999999.
+  constexpr std::int64_t k_first = -62135596800;
+  constexpr std::int64_t k_last = 253402300799;
+  const double whole = std::floor(seconds);
+  const bool in_range = whole >= static_cast<double>(k_first) &&
+                        whole <= static_cast<double>(k_last);  // false for NaN
+  auto total = in_range ? static_cast<std::int64_t>(whole) : k_last + 1;
+  auto micros = in_range ? static_cast<std::int64_t>(std::llround((seconds - whole) * 1e6)) : 0;
+  if (micros == 1000000) {
+    ++total;
+    micros = 0;
+  }
+  if (total > k_last) {
+    return make_error(errc::invalid_argument,
+                      "expected a DHT time between years 1 and 9999, got {}; pass Unix seconds",
+                      seconds);
+  }
+  // Split into days and seconds of the day (floor division for times before 1970).
+  std::int64_t days = total / k_seconds_per_day;
+  std::int64_t of_day = total % k_seconds_per_day;
+  if (of_day < 0) {
+    of_day += k_seconds_per_day;
+    --days;
+  }
+  // Find the year by estimate and correction, then the month by walking.
+  std::int64_t year = 1970 + days / 366;
+  while (days_since_epoch(year + 1, 1, 1) <= days) ++year;
+  while (days_since_epoch(year, 1, 1) > days) --year;
+  std::int64_t day_of_year = days - days_since_epoch(year, 1, 1);
+  int month = 1;
+  while (day_of_year >= days_in_month(year, month)) day_of_year -= days_in_month(year, month++);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}", year, month, day_of_year + 1,
+                     of_day / 3600, of_day / 60 % 60, of_day % 60, micros);
+}
+
+Result<double> parse_iso_time(std::string_view text) {
+  std::size_t at = 0;
+  const auto year = read_digits(text, at, 4);
+  const bool dash1 = read_char(text, at, '-');
+  const auto month = read_digits(text, at, 2);
+  const bool dash2 = read_char(text, at, '-');
+  const auto day = read_digits(text, at, 2);
+  const bool separator = read_char(text, at, 'T') || read_char(text, at, ' ');
+  const auto hour = read_digits(text, at, 2);
+  const bool colon1 = read_char(text, at, ':');
+  const auto minute = read_digits(text, at, 2);
+  const bool colon2 = read_char(text, at, ':');
+  const auto second = read_digits(text, at, 2);
+  double fraction = 0;
+  if (read_char(text, at, '.')) {
+    double scale = 0.1;
+    const std::size_t first = at;
+    for (; at < text.size() && at - first < 6 && text[at] >= '0' && text[at] <= '9'; ++at) {
+      fraction += (text[at] - '0') * scale;
+      scale /= 10;
+    }
+    if (at == first) at = text.size() + 1;  // a '.' with no digits is malformed
+  }
+  const bool fields = year && month && day && hour && minute && second && dash1 && dash2 &&
+                      separator && colon1 && colon2 && at == text.size();
+  if (!fields || *year < 1 || *month < 1 || *month > 12 || *day < 1 ||
+      *day > days_in_month(*year, *month) || *hour > 23 || *minute > 59 || *second > 59) {
+    return make_error(errc::malformed,
+                      "expected a naive UTC time \"YYYY-MM-DDTHH:MM:SS[.ffffff]\", got \"{}\"; "
+                      "write expiration times with format_iso_time",
+                      text);
+  }
+  const std::int64_t whole = days_since_epoch(*year, *month, *day) * k_seconds_per_day +
+                             *hour * 3600 + *minute * 60 + *second;
+  return static_cast<double>(whole) + fraction;
+}
+
+std::string access_token_signed_bytes(const pb::AccessToken& token) {
+  std::string out = token.username();
+  out.push_back('\0');
+  out += token.public_key();
+  out.push_back('\0');
+  out += token.expiration_time();
+  return out;
+}
+
+Result<pb::AccessToken> issue_access_token(const Ed25519PrivateKey& authority,
+                                           const std::string& username,
+                                           const Ed25519PublicKey& holder,
+                                           double expiration_time) {
+  if (username.find('\0') != std::string::npos) {
+    return make_error(errc::invalid_argument,
+                      "token username: expected no NUL byte, got one in a {}-byte name; "
+                      "choose a printable name",
+                      username.size());
+  }
+  auto expiration = format_iso_time(expiration_time);
+  if (!expiration) return expiration.error();
+  pb::AccessToken token;
+  token.set_username(username);
+  token.set_public_key(holder.bytes());
+  token.set_expiration_time(*expiration);
+  auto signature = authority.sign(access_token_signed_bytes(token));
+  if (!signature) return signature.error();
+  token.set_signature(*signature);
+  return token;
+}
+
+Status verify_access_token(const Ed25519PublicKey& authority, double now,
+                           const pb::AccessToken& token) {
+  auto holder = token_key(token);
+  if (!holder) return holder.error();
+  if (token.username().find('\0') != std::string::npos) {
+    return make_error(errc::malformed,
+                      "access token: expected a username without NUL bytes, got one; the "
+                      "authority must not issue such names");
+  }
+  if (!authority.verify(access_token_signed_bytes(token), token.signature())) {
+    return make_error(errc::crypto,
+                      "access token of \"{}\": expected the authority's signature, got one "
+                      "that does not verify; get a token from this network's authority",
+                      token.username());
+  }
+  auto expiration = parse_iso_time(token.expiration_time());
+  if (!expiration) return expiration.error();
+  if (!(now <= *expiration)) {  // also rejects a NaN now
+    return make_error(errc::protocol,
+                      "access token of \"{}\": expected it unexpired, but it expired at {} "
+                      "(DHT time {:.3f}, now {:.3f}); refresh the token",
+                      token.username(), token.expiration_time(), *expiration, now);
+  }
+  return ok_status();
+}
+
+Result<AuthorityTokenIssuer> AuthorityTokenIssuer::create(Ed25519PrivateKey authority,
+                                                          std::string username,
+                                                          Ed25519PublicKey holder,
+                                                          double lifetime) {
+  if (!(lifetime > k_token_refresh_margin) || std::isinf(lifetime)) {
+    return make_error(errc::invalid_argument,
+                      "token lifetime: expected finite seconds above the {} s refresh margin, "
+                      "got {}; pass a longer lifetime",
+                      k_token_refresh_margin, lifetime);
+  }
+  if (username.find('\0') != std::string::npos) {
+    return make_error(errc::invalid_argument,
+                      "token username: expected no NUL byte, got one; choose a printable name");
+  }
+  return AuthorityTokenIssuer(std::move(authority), std::move(username), std::move(holder),
+                              lifetime);
+}
+
+Result<pb::AccessToken> AuthorityTokenIssuer::get_token(double now) {
+  return issue_access_token(authority_, username_, holder_, now + lifetime_);
+}
+
+Status AuthorityTokenIssuer::is_token_valid(double now, const pb::AccessToken& token) const {
+  return verify_access_token(authority_.public_key(), now, token);
+}
+
+bool AuthorityTokenIssuer::does_token_need_refreshing(double now,
+                                                      const pb::AccessToken& token) const {
+  auto expiration = parse_iso_time(token.expiration_time());
+  return !expiration || *expiration < now + k_token_refresh_margin;
+}
+
+bool NonceWindow::remember(double now, const std::string& nonce) {
+  if (nonces_.contains(now, nonce)) return false;
+  return nonces_.store(now, nonce, true, now + k_auth_nonce_lifetime);
+}
+
+bool NonceWindow::contains(double now, const std::string& nonce) {
+  return nonces_.contains(now, nonce);
+}
+
+std::size_t NonceWindow::size(double now) { return nonces_.size(now); }
+
+TokenAuthorizer::TokenAuthorizer(Ed25519PrivateKey local_key, std::shared_ptr<TokenIssuer> issuer,
+                                 NonceSource next_nonce)
+    : local_key_(std::move(local_key)),
+      issuer_(std::move(issuer)),
+      next_nonce_(std::move(next_nonce)) {}
+
+Result<pb::AccessToken> TokenAuthorizer::token(double now) {
+  if (!issuer_) {
+    return make_error(errc::invalid_argument,
+                      "TokenAuthorizer: expected a token issuer, got none; construct it with "
+                      "one");
+  }
+  if (!token_ || issuer_->does_token_need_refreshing(now, *token_)) {
+    auto fresh = issuer_->get_token(now);
+    if (!fresh) return fresh.error();
+    if (fresh->public_key() != public_key().bytes()) {
+      return make_error(errc::invalid_argument,
+                        "TokenAuthorizer: expected a token for this node's key, got one for "
+                        "another {}-byte key (user \"{}\"); give the issuer this node's public "
+                        "key",
+                        fresh->public_key().size(), fresh->username());
+    }
+    token_ = std::move(*fresh);
+  }
+  return *token_;
+}
+
+Status TokenAuthorizer::sign_request_auth(double now, pb::RequestAuthInfo& auth,
+                                          std::string_view service_public_key,
+                                          const SerializeUnsigned& serialize_unsigned) {
+  auto current = token(now);
+  if (!current) return current.error();
+  std::string nonce = next_nonce_ ? next_nonce_() : std::string();
+  if (nonce.size() != k_auth_nonce_size) {
+    return make_error(errc::invalid_argument,
+                      "request nonce: expected {} random bytes from the nonce source, got {}; "
+                      "fix the NonceSource given to TokenAuthorizer",
+                      k_auth_nonce_size, nonce.size());
+  }
+  *auth.mutable_client_access_token() = std::move(*current);
+  auth.set_service_public_key(std::string(service_public_key));
+  auth.set_time(now);
+  auth.set_nonce(std::move(nonce));
+  auth.clear_signature();
+  auto bytes = serialize_unsigned();
+  if (!bytes) return bytes.error();
+  auto signature = local_key_.sign(*bytes);
+  if (!signature) return signature.error();
+  auth.set_signature(std::move(*signature));
+  return ok_status();
+}
+
+Status TokenAuthorizer::check_signed(double now, const pb::AccessToken& token,
+                                     std::string_view message, std::string_view signature,
+                                     const char* what) const {
+  if (signature.empty()) {
+    return make_error(errc::malformed,
+                      "{}: expected an auth signature, got none; the sender must sign with an "
+                      "authorizer",
+                      what);
+  }
+  if (!issuer_) {
+    return make_error(errc::invalid_argument,
+                      "TokenAuthorizer: expected a token issuer, got none; construct it with "
+                      "one");
+  }
+  auto valid = issuer_->is_token_valid(now, token);
+  if (!valid) {
+    return Error{valid.error().code, fmt::format("{}: {}", what, valid.error().message)};
+  }
+  auto holder = token_key(token);
+  if (!holder) return holder.error();
+  if (!holder->verify(message, signature)) {
+    return make_error(errc::crypto,
+                      "{}: expected a signature by the key in the access token of \"{}\", got "
+                      "one that does not verify (tampered or signed by another key); drop it",
+                      what, token.username());
+  }
+  return ok_status();
+}
+
+Status TokenAuthorizer::validate_request_auth(double now, const pb::RequestAuthInfo& auth,
+                                              std::string_view unsigned_request) {
+  // The token is valid and its holder signed the whole request.
+  auto signed_ok = check_signed(now, auth.client_access_token(), unsigned_request,
+                                auth.signature(), "request");
+  if (!signed_ok) return signed_ok;
+  // The client meant this service (or any).
+  if (!auth.service_public_key().empty() &&
+      auth.service_public_key() != public_key().bytes()) {
+    return make_error(errc::protocol,
+                      "request: expected service_public_key empty or this service's key, got "
+                      "another {}-byte key; the client addressed another service",
+                      auth.service_public_key().size());
+  }
+  // It was signed recently by the service's clock.
+  if (!(std::fabs(auth.time() - now) <= k_auth_max_clock_skew)) {  // false for NaN
+    return make_error(errc::protocol,
+                      "request: expected auth.time within {} s of now {:.3f}, got {}; sync the "
+                      "client's clock",
+                      k_auth_max_clock_skew, now, auth.time());
+  }
+  // The nonce is fresh: not seen within the nonce lifetime.
+  if (auth.nonce().size() < k_auth_min_nonce_size ||
+      auth.nonce().size() > k_auth_max_nonce_size) {
+    return make_error(errc::malformed,
+                      "request: expected a nonce of {} to {} bytes, got {}; draw {} random "
+                      "bytes per request",
+                      k_auth_min_nonce_size, k_auth_max_nonce_size, auth.nonce().size(),
+                      k_auth_nonce_size);
+  }
+  if (!recent_nonces_.remember(now, auth.nonce())) {
+    return make_error(errc::protocol,
+                      "request: expected a nonce not used in the last {} s, got a repeated "
+                      "one (a replayed request); sign each request afresh",
+                      k_auth_nonce_lifetime);
+  }
+  return ok_status();
+}
+
+Status TokenAuthorizer::sign_response_auth(double now, pb::ResponseAuthInfo& auth,
+                                           const pb::RequestAuthInfo& request_auth,
+                                           const SerializeUnsigned& serialize_unsigned) {
+  auto current = token(now);
+  if (!current) return current.error();
+  *auth.mutable_service_access_token() = std::move(*current);
+  auth.set_nonce(request_auth.nonce());
+  auth.clear_signature();
+  auto bytes = serialize_unsigned();
+  if (!bytes) return bytes.error();
+  auto signature = local_key_.sign(*bytes);
+  if (!signature) return signature.error();
+  auth.set_signature(std::move(*signature));
+  return ok_status();
+}
+
+Status TokenAuthorizer::validate_response_auth(double now, const pb::ResponseAuthInfo& auth,
+                                               const pb::RequestAuthInfo& request_auth,
+                                               std::string_view unsigned_response) {
+  // The token is valid and its holder signed the whole response.
+  auto signed_ok = check_signed(now, auth.service_access_token(), unsigned_response,
+                                auth.signature(), "response");
+  if (!signed_ok) return signed_ok;
+  // It answers our request: the nonce is echoed.
+  if (auth.nonce() != request_auth.nonce()) {
+    return make_error(errc::protocol,
+                      "response: expected the request's {}-byte nonce echoed, got another {}-byte "
+                      "nonce; it answers a different request",
+                      request_auth.nonce().size(), auth.nonce().size());
+  }
+  // It comes from the service the request named, if it named one.
+  if (!request_auth.service_public_key().empty() &&
+      auth.service_access_token().public_key() != request_auth.service_public_key()) {
+    return make_error(errc::protocol,
+                      "response: expected a token for the service_public_key the request "
+                      "named, got a token of \"{}\" for another key; ignore this response",
+                      auth.service_access_token().username());
+  }
+  return ok_status();
+}
+
+namespace {
+
+/// Runs `action` with the message types of `handle`: action(Request{}, Response{}, name).
+template <class Action>
+Result<std::string> for_handle(const std::string& handle, Action&& action) {
+  if (handle == k_ping_handle) return action(pb::PingRequest{}, pb::PingResponse{}, "Ping");
+  if (handle == k_store_handle) return action(pb::StoreRequest{}, pb::StoreResponse{}, "Store");
+  if (handle == k_find_handle) return action(pb::FindRequest{}, pb::FindResponse{}, "Find");
+  return make_error(errc::not_found,
+                    "authorization: expected one of the handles {}, {}, {}, got \"{}\"; only "
+                    "DHTProtocol RPCs carry auth",
+                    k_ping_handle, k_store_handle, k_find_handle, handle);
+}
+
+/// Parses `bytes` into `message`, or a malformed error naming the type.
+Status parse_into(google::protobuf::MessageLite& message, const std::string& bytes,
+                  const char* name, const char* kind) {
+  if (message.ParseFromString(bytes)) return ok_status();
+  return make_error(errc::malformed,
+                    "authorization: expected a serialized {}{}, got {} bytes that do not "
+                    "parse; pass the bytes of that message",
+                    name, kind, bytes.size());
+}
+
+}  // namespace
+
+Result<std::string> sign_outbound_request(Authorizer* authorizer, double now,
+                                          const std::string& handle,
+                                          const std::string& request_bytes,
+                                          std::string_view service_public_key) {
+  if (authorizer == nullptr) return request_bytes;
+  return for_handle(handle, [&](auto request, auto, const char* name) -> Result<std::string> {
+    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
+    if (auto s = authorizer->sign_request(now, request, service_public_key); !s) return s.error();
+    return serialize_deterministic(request);
+  });
+}
+
+Result<std::string> authorize_inbound(Authorizer* authorizer, double now,
+                                      const std::string& handle,
+                                      const std::string& request_bytes) {
+  if (authorizer == nullptr) return request_bytes;
+  return for_handle(handle, [&](auto request, auto, const char* name) -> Result<std::string> {
+    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
+    if (auto s = authorizer->validate_request(now, request); !s) return s.error();
+    return request_bytes;
+  });
+}
+
+Result<std::string> sign_outbound_response(Authorizer* authorizer, double now,
+                                           const std::string& handle,
+                                           const std::string& request_bytes,
+                                           const std::string& response_bytes) {
+  if (authorizer == nullptr) return response_bytes;
+  return for_handle(handle, [&](auto request, auto response,
+                                const char* name) -> Result<std::string> {
+    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
+    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
+    if (auto s = authorizer->sign_response(now, response, request); !s) return s.error();
+    return serialize_deterministic(response);
+  });
+}
+
+Result<std::string> validate_inbound_response(Authorizer* authorizer, double now,
+                                              const std::string& handle,
+                                              const std::string& request_bytes,
+                                              const std::string& response_bytes) {
+  if (authorizer == nullptr) return response_bytes;
+  return for_handle(handle, [&](auto request, auto response,
+                                const char* name) -> Result<std::string> {
+    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
+    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
+    if (auto s = authorizer->validate_response(now, response, request); !s) return s.error();
+    return response_bytes;
+  });
+}
+
+}  // namespace apiary::core::dht

@@ -1,0 +1,353 @@
+#include "core/dht/node.hpp"
+
+#include <algorithm>
+
+#include "core/dht/msgpack_value.hpp"
+#include "core/dht/node_internal.hpp"
+
+namespace apiary::core::dht {
+
+/// Largest gap between a peer's clock and ours a validating ping accepts (seconds).
+constexpr double k_max_clock_discrepancy = 3.0;
+
+Status validate(const NodeConfig& c) {
+  if (auto st = validate(c.protocol); !st) return st;
+  if (c.num_workers == 0) return make_error(errc::invalid_argument, "NodeConfig.num_workers is 0; use 1 or more");
+  if (c.chunk_size == 0) return make_error(errc::invalid_argument, "NodeConfig.chunk_size is 0; use 1 or more");
+  if (c.wait_timeout <= Duration::zero()) {
+    return make_error(errc::invalid_argument, "NodeConfig.wait_timeout must be > 0");
+  }
+  if (!(c.blacklist_time > 0) || !(c.backoff_rate >= 1)) {
+    return make_error(errc::invalid_argument,
+                      "NodeConfig: blacklist_time must be > 0 and backoff_rate >= 1, got {} and {}",
+                      c.blacklist_time, c.backoff_rate);
+  }
+  if (c.refresh_timeout && *c.refresh_timeout <= Duration::zero()) {
+    return make_error(errc::invalid_argument, "NodeConfig.refresh_timeout must be > 0 when given");
+  }
+  return ok_status();
+}
+
+Node::Node(NodeId id, PeerAddr self_addr, NodeConfig config, std::shared_ptr<RecordValidator> validator,
+           double dht_epoch)
+    : config_(std::move(config)),
+      validator_(std::move(validator)),
+      dht_epoch_(dht_epoch),
+      protocol_(id, config_.protocol.client_mode ? PeerAddr{} : std::move(self_addr), config_.protocol),
+      blacklist_(config_.blacklist_time, config_.backoff_rate),
+      rng_state_(config_.seed) {}
+
+Node::~Node() = default;
+
+Effects Node::flush() {
+  Effects out;
+  out.swap(fx_);
+  return out;
+}
+
+std::vector<OpResult> Node::take_completed() {
+  std::vector<OpResult> out;
+  out.swap(completed_);
+  return out;
+}
+
+pb::NodeInfo Node::own_info() const { return protocol_.node_info(); }
+
+CallId Node::call(const PeerAddr& peer, const char* handle, const std::string& request, OpId op, int kind) {
+  const CallId id = next_call_++;
+  auto pc = std::make_unique<PendingCall>();
+  pc->kind = static_cast<CallKind>(kind);
+  pc->peer = peer;
+  pc->op = op;
+  calls_[id] = std::move(pc);
+  fx_.push_back(Call{id, peer, handle, request, config_.wait_timeout});
+  ++stats_.calls;
+  if (auto it = ops_.find(op); it != ops_.end()) ++it->second->result.requests;
+  return id;
+}
+
+void Node::complete(OpResult result) { completed_.push_back(std::move(result)); }
+
+// ---- routing-table upkeep -------------------------------------------------------------
+
+void Node::note_sender(TimePoint now, const pb::NodeInfo& info, const PeerAddr& peer) {
+  auto id = NodeId::from_bytes(info.node_id());
+  if (!id || peer.empty() || *id == id_self()) return;
+  blacklist_.clear(peer);
+  if (!routing_table().contains(*id)) replicate_to(now, Contact{*id, peer});
+  if (auto evict = routing_table().add_or_update(from_seconds(dht_time(now)), *id, peer)) {
+    pb::PingRequest ping;
+    *ping.mutable_peer() = own_info();
+    const CallId c = call(evict->peer, k_ping_handle, ping.SerializeAsString(), 0,
+                          static_cast<int>(CallKind::evict_ping));
+    calls_[c]->node = evict->id;
+  }
+}
+
+void Node::handle_routing_events(TimePoint now) {
+  RoutingEvents events = protocol_.take_routing_events();
+  for (const Contact& c : events.joined) replicate_to(now, c);
+  for (const Contact& c : events.to_ping) {
+    pb::PingRequest ping;
+    *ping.mutable_peer() = own_info();
+    const CallId id = call(c.peer, k_ping_handle, ping.SerializeAsString(), 0, static_cast<int>(CallKind::evict_ping));
+    calls_[id]->node = c.id;
+  }
+}
+
+void Node::replicate_to(TimePoint now, const Contact& newcomer) {
+  // Kademlia's join rule (hivemind's update_routing_table): push a stored key to a new node
+  // nearer to it than our num_replicas-th neighbor, while we are nearer than our nearest.
+  const DhtTime t = dht_time(now);
+  pb::StoreRequest req;
+  for (auto& [key, stored] : protocol_.storage().items(t)) {
+    auto neighbors = routing_table().nearest(key, config_.protocol.num_replicas, newcomer.id);
+    bool push = neighbors.empty();
+    if (!push) {
+      const NodeId nearest = neighbors.front().id.distance(key);
+      const NodeId farthest = neighbors.back().id.distance(key);
+      push = newcomer.id.distance(key) < farthest && id_self().distance(key) < nearest;
+    }
+    if (!push) continue;
+    req.add_keys(key.to_bytes());
+    if (auto* regular = std::get_if<std::string>(&stored.value)) {
+      req.add_subkeys(k_subkey_regular);
+      req.add_values(*regular);
+    } else {
+      req.add_subkeys(k_subkey_dictionary);
+      req.add_values(pack_dictionary(t, std::get<DictionaryValue>(stored.value)));
+    }
+    req.add_expiration_time(stored.expiration_time);
+    req.add_in_cache(false);
+  }
+  if (req.keys_size() == 0) return;
+  *req.mutable_peer() = own_info();
+  call(newcomer.peer, k_store_handle, req.SerializeAsString(), 0, static_cast<int>(CallKind::push));
+  ++stats_.replications;
+}
+
+// ---- serving ---------------------------------------------------------------------------
+
+Effects Node::on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
+                         const std::string& body) {
+  const DhtTime t = dht_time(now);
+  ++stats_.requests_served;
+  Result<std::string> response = std::string{};
+  if (handle == k_store_handle && validator_) {
+    response = serve_store(t, from, body);
+  } else if (handle == k_ping_handle) {
+    pb::PingRequest ping;
+    if (ping.ParseFromString(body) && ping.validate() && !from.empty() && !config_.protocol.client_mode) {
+      if (auto sender = NodeId::from_bytes(ping.peer().node_id())) {
+        // Call the sender back before answering: `available` says whether that worked.
+        pb::PingRequest back;
+        *back.mutable_peer() = own_info();
+        const CallId c = call(from, k_ping_handle, back.SerializeAsString(), 0,
+                              static_cast<int>(CallKind::validate_ping));
+        calls_[c]->held_request = id;
+        calls_[c]->sender = *sender;
+        calls_[c]->peer = from;
+        validations_[id] = c;
+        held_pings_[id] = std::make_pair(from, std::move(ping));
+        handle_routing_events(now);
+        return flush();
+      }
+    }
+    response = protocol_.handle(t, handle, from, body);
+  } else {
+    response = protocol_.handle(t, handle, from, body);
+  }
+  fx_.push_back(Reply{id, std::move(response)});
+  handle_routing_events(now);
+  return flush();
+}
+
+Result<std::string> Node::serve_store(DhtTime t, const PeerAddr& from, const std::string& body) {
+  pb::StoreRequest req;
+  if (!req.ParseFromString(body)) {
+    return make_error(errc::malformed, "StoreRequest: {} bytes that do not parse; send a serialized "
+                                       "apiary.pb.StoreRequest", body.size());
+  }
+  const int n = req.keys_size();
+  if (req.subkeys_size() != n || req.values_size() != n || req.expiration_time_size() != n ||
+      req.in_cache_size() != n) {
+    return protocol_.handle(t, k_store_handle, from, body);  // the servicer names the mismatch
+  }
+  // Records the validator rejects are answered false and never reach the storage.
+  pb::StoreRequest accepted;
+  *accepted.mutable_peer() = req.peer();
+  std::vector<int> position(static_cast<std::size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    DhtRecord record{req.keys(i), req.subkeys(i), req.values(i), req.expiration_time(i)};
+    if (!validator_->validate(record)) continue;
+    position[static_cast<std::size_t>(i)] = accepted.keys_size();
+    accepted.add_keys(req.keys(i));
+    accepted.add_subkeys(req.subkeys(i));
+    accepted.add_values(req.values(i));
+    accepted.add_expiration_time(req.expiration_time(i));
+    accepted.add_in_cache(req.in_cache(i));
+  }
+  auto served = protocol_.store(t, from, accepted);
+  if (!served) return served.error();
+  pb::StoreResponse response;
+  *response.mutable_peer() = served->peer();
+  for (int i = 0; i < n; ++i) {
+    const int p = position[static_cast<std::size_t>(i)];
+    response.add_store_ok(p >= 0 && served->store_ok(p));
+  }
+  return response.SerializeAsString();
+}
+
+// ---- outcomes of calls ---------------------------------------------------------------------
+
+Effects Node::on_response(TimePoint now, CallId id, const Result<std::string>& response) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return flush();
+  std::unique_ptr<PendingCall> pc = std::move(it->second);
+  calls_.erase(it);
+  if (!response) {
+    ++stats_.failed_calls;
+    // A peer that does not answer leaves the routing table (hivemind does the same).
+    if (pc->node) routing_table().remove(*pc->node);
+    else if (auto known = routing_table().node_of(pc->peer)) routing_table().remove(*known);
+  }
+  switch (pc->kind) {
+    case CallKind::bootstrap_ping:
+    case CallKind::evict_ping:
+    case CallKind::validate_ping:
+      on_ping_response(now, *pc, response);
+      break;
+    case CallKind::find:
+      on_find_response(now, *pc, response);
+      break;
+    case CallKind::store:
+      on_store_response(now, *pc, response);
+      break;
+    case CallKind::push:
+      if (response) {
+        pb::StoreResponse r;
+        if (r.ParseFromString(*response)) note_sender(now, r.peer(), pc->peer);
+      }
+      break;
+  }
+  return flush();
+}
+
+void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::string>& response) {
+  pb::PingResponse r;
+  const bool parsed = response && r.ParseFromString(*response);
+  if (parsed) note_sender(now, r.peer(), pc.peer);
+  if (pc.kind == CallKind::validate_ping) {
+    auto held = held_pings_.find(pc.held_request);
+    if (held == held_pings_.end()) return;
+    auto [from, ping] = std::move(held->second);
+    held_pings_.erase(held);
+    validations_.erase(pc.held_request);
+    auto answer = protocol_.ping(dht_time(now), from, ping);
+    if (!answer) {
+      fx_.push_back(Reply{pc.held_request, answer.error()});
+    } else {
+      answer->set_available(parsed && r.peer().node_id() == pc.sender.to_bytes());
+      fx_.push_back(Reply{pc.held_request, answer->SerializeAsString()});
+    }
+    handle_routing_events(now);
+    return;
+  }
+  if (pc.kind != CallKind::bootstrap_ping) return;
+  auto op_it = ops_.find(pc.op);
+  if (op_it == ops_.end()) return;
+  Op& op = *op_it->second;
+  std::string why;
+  if (!response) {
+    why = response.error().message;
+  } else if (!parsed) {
+    why = "its answer is not a PingResponse";
+  } else if (r.dht_time() != 0 && (r.dht_time() < pc.sent_at - k_max_clock_discrepancy ||
+                                   r.dht_time() > dht_time(now) + k_max_clock_discrepancy)) {
+    why = fmt::format("its clock is {:.1f} s off ours (at most {} s allowed); synchronize the clocks",
+                      r.dht_time() - dht_time(now), k_max_clock_discrepancy);
+  } else if (!config_.protocol.client_mode && !r.available()) {
+    why = "it could not call us back; check that our listen address is reachable from it";
+  } else if (NodeId::from_bytes(r.peer().node_id())) {
+    ++op.answered;
+  } else {
+    why = "it runs in client mode and serves nothing";
+  }
+  if (!why.empty()) op.failures += fmt::format("{}{}: {}", op.failures.empty() ? "" : "; ", pc.peer, why);
+  if (--op.remaining == 0) bootstrap_pinged(now, op);
+}
+
+// ---- bootstrap --------------------------------------------------------------------------
+
+Effects Node::start(TimePoint now, OpId op_id, const std::vector<PeerAddr>& initial_peers) {
+  auto op = std::make_unique<Op>();
+  op->id = op_id;
+  op->kind = OpKind::bootstrap;
+  op->result.op = op_id;
+  op->initial = initial_peers;
+  Op& o = *op;
+  ops_[op_id] = std::move(op);
+  if (config_.refresh_timeout) fx_.push_back(SetTimer{k_bucket_refresh_timer, now + *config_.refresh_timeout});
+  if (initial_peers.empty()) {
+    complete(std::move(o.result));
+    ops_.erase(op_id);
+    return flush();
+  }
+  o.remaining = initial_peers.size();
+  for (const PeerAddr& peer : initial_peers) {
+    pb::PingRequest ping;
+    *ping.mutable_peer() = own_info();
+    ping.set_validate(true);
+    const CallId c = call(peer, k_ping_handle, ping.SerializeAsString(), op_id,
+                          static_cast<int>(CallKind::bootstrap_ping));
+    calls_[c]->sent_at = dht_time(now);
+  }
+  return flush();
+}
+
+void Node::bootstrap_pinged(TimePoint now, Op& op) {
+  if (op.answered == 0 && config_.ensure_bootstrap_success) {
+    op.result.status = make_error(errc::unavailable,
+                                  "DHT bootstrap failed: none of the {} initial peers answered a ping ({}); "
+                                  "check that they run and are reachable",
+                                  op.initial.size(), op.failures);
+    complete(std::move(op.result));
+    ops_.erase(op.id);
+    return;
+  }
+  // Look ourselves up: fills the routing table, and closer nodes push us their keys.
+  op.remaining = 1;
+  pump(now, start_search(now, {id_self()}, config_.protocol.bucket_size, 1, op.id,
+                         static_cast<int>(Purpose::bootstrap)));
+}
+
+// ---- timers ---------------------------------------------------------------------------------
+
+Effects Node::on_timer(TimePoint now, TimerId id) {
+  if (id == k_cache_refresh_timer) run_refresh(now);
+  if (id == k_bucket_refresh_timer) refresh_buckets(now);
+  return flush();
+}
+
+void Node::refresh_buckets(TimePoint now) {
+  const Duration every = *config_.refresh_timeout;
+  std::vector<NodeId> queries;
+  for (std::size_t b : routing_table().buckets_updated_before(from_seconds(dht_time(now)) - every)) {
+    queries.push_back(routing_table().buckets()[b].random_id([this] { return next_random(); }));
+  }
+  if (!queries.empty()) {
+    const OpId op = next_internal_op_++;
+    start_find(now, op, queries, config_.protocol.bucket_size, true, true);
+  }
+  fx_.push_back(SetTimer{k_bucket_refresh_timer, now + every});
+}
+
+std::uint64_t Node::next_random() {
+  // splitmix64: small, seedable, and enough for picking ids in a bucket.
+  std::uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace apiary::core::dht

@@ -1,0 +1,208 @@
+// The Node's search driver: one Traverse per search, fed by rpc_find answers, shared by
+// bootstrap, find_nearest, store and get.
+#include <algorithm>
+#include <cmath>
+
+#include "core/dht/node.hpp"
+#include "core/dht/node_internal.hpp"
+
+namespace apiary::core::dht {
+
+std::size_t queries_per_call_for(std::size_t queries, std::size_t cap) {
+  const auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(queries)));
+  return std::max<std::size_t>(1, std::min(root, cap));
+}
+
+std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queries, std::size_t beam,
+                                 std::size_t queries_per_call, OpId op, int purpose) {
+  const DhtTime t = dht_time(now);
+  std::map<NodeId, PeerAddr> book;
+  std::vector<NodeId> initial;
+  for (const NodeId& q : queries) {
+    for (const Contact& c : routing_table().nearest(q, beam)) {
+      if (blacklist_.is_banned(t, c.peer) || !book.emplace(c.id, c.peer).second) continue;
+      initial.push_back(c.id);
+    }
+  }
+  TraverseConfig tc;
+  tc.beam_size = std::max<std::size_t>(1, beam);
+  tc.num_workers = config_.num_workers;
+  tc.queries_per_call = std::max<std::size_t>(1, queries_per_call);
+  auto s = std::make_unique<Search>(queries, initial, std::vector<NodeId>{id_self()}, tc);
+  s->id = next_search_++;
+  s->purpose = static_cast<Purpose>(purpose);
+  s->op = op;
+  s->book = std::move(book);
+  for (const NodeId& n : initial) s->depth[n] = 1;
+  const std::uint64_t id = s->id;
+  searches_by_id_[id] = std::move(s);
+  return id;
+}
+
+void Node::pump(TimePoint now, std::uint64_t search) {
+  auto it = searches_by_id_.find(search);
+  if (it == searches_by_id_.end()) return;
+  Search& s = *it->second;
+  for (const FinishedQuery& q : s.traverse.take_finished()) finish_query(now, s, q);
+  for (const NeighborRequest& r : s.traverse.next_requests()) {
+    pb::FindRequest req;
+    *req.mutable_peer() = own_info();
+    for (const NodeId& q : r.queries) req.add_keys(q.to_bytes());
+    const OpId op = s.purpose == Purpose::get ? 0 : s.op;
+    const CallId c = call(s.book[r.peer], k_find_handle, req.SerializeAsString(), op, static_cast<int>(CallKind::find));
+    PendingCall& pc = *calls_[c];
+    pc.node = r.peer;
+    pc.search = s.id;
+    pc.traverse_request = r.id;
+    if (s.purpose == Purpose::get) {
+      // A get's requests count for every op waiting on the keys they carry.
+      std::set<OpId> counted;
+      for (const NodeId& q : r.queries) {
+        auto k = s.keys.find(q);
+        if (k == s.keys.end()) continue;
+        for (auto& [waiter, pos] : k->second.waiters) {
+          auto op_it = ops_.find(waiter);
+          if (op_it != ops_.end() && counted.insert(waiter).second) ++op_it->second->result.requests;
+        }
+      }
+    }
+  }
+  for (const FinishedQuery& q : s.traverse.take_finished()) finish_query(now, s, q);
+  if (s.traverse.done()) {
+    for (auto k = searches_.begin(); k != searches_.end();) {
+      k = k->second == s.id ? searches_.erase(k) : std::next(k);
+    }
+    searches_by_id_.erase(it);
+  }
+}
+
+void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::string>& response) {
+  auto it = searches_by_id_.find(pc.search);
+  if (it == searches_by_id_.end()) return;
+  Search& s = *it->second;
+  const DhtTime t = dht_time(now);
+  pb::FindResponse r;
+  if (!response || !r.ParseFromString(*response)) {
+    ++stats_.bans;
+    blacklist_.ban(t, pc.peer);
+    s.traverse.on_failure(pc.traverse_request);
+    pump(now, s.id);
+    return;
+  }
+  note_sender(now, r.peer(), pc.peer);
+  const std::size_t depth = s.depth.count(*pc.node) ? s.depth[*pc.node] : 1;
+  // FindResponse.results are aligned with the keys the request carried.
+  NeighborAnswers answers;
+  const std::vector<NodeId> queries = s.traverse.queries_of(pc.traverse_request);
+  for (int i = 0; i < r.results_size() && static_cast<std::size_t>(i) < queries.size(); ++i) {
+    const pb::FindResult& fr = r.results(i);
+    const NodeId& q = queries[static_cast<std::size_t>(i)];
+    QueryAnswer& a = answers[q];
+    const int n = std::min(fr.nearest_node_ids_size(), fr.nearest_peer_ids_size());
+    for (int j = 0; j < n; ++j) {
+      auto nid = NodeId::from_bytes(fr.nearest_node_ids(j));
+      const std::string& peer = fr.nearest_peer_ids(j);
+      if (!nid || peer.empty() || *nid == id_self() || blacklist_.is_banned(t, peer)) continue;
+      s.book.emplace(*nid, peer);
+      auto d = s.depth.emplace(*nid, depth + 1);
+      if (!d.second) d.first->second = std::min(d.first->second, depth + 1);
+      a.neighbors.push_back(*nid);
+    }
+    if (s.purpose == Purpose::get) {
+      auto k = s.keys.find(q);
+      if (k != s.keys.end()) {
+        offer_found(now, s, q, fr, Contact{*pc.node, pc.peer});
+        a.should_stop = !s.latest && k->second.best && k->second.best->expiration >= k->second.sufficient;
+      }
+    }
+  }
+  s.traverse.on_response(pc.traverse_request, answers);
+  pump(now, s.id);
+}
+
+std::vector<Contact> Node::contacts_of(const Search& s, const std::vector<NodeId>& ids) const {
+  std::vector<Contact> out;
+  for (const NodeId& id : ids) {
+    auto it = s.book.find(id);
+    if (it != s.book.end()) out.push_back(Contact{id, it->second});
+  }
+  return out;
+}
+
+void Node::finish_query(TimePoint now, Search& s, const FinishedQuery& q) {
+  switch (s.purpose) {
+    case Purpose::bootstrap: {
+      auto it = ops_.find(s.op);
+      if (it == ops_.end()) return;
+      complete(std::move(it->second->result));
+      ops_.erase(it);
+      return;
+    }
+    case Purpose::find_nearest: {
+      auto it = ops_.find(s.op);
+      if (it == ops_.end()) return;
+      Op& op = *it->second;
+      std::vector<Contact> nearest = contacts_of(s, q.nearest);
+      if (!op.exclude_self) {
+        nearest.push_back(Contact{id_self(), self_addr()});
+        std::sort(nearest.begin(), nearest.end(), [&](const Contact& a, const Contact& b) {
+          return a.id.distance(q.query) < b.id.distance(q.query);
+        });
+      }
+      if (nearest.size() > op.k) nearest.resize(op.k);
+      for (std::size_t pos : op.positions[q.query]) op.result.nearest[pos] = nearest;
+      if (--op.remaining == 0) {
+        if (!op.internal) complete(std::move(op.result));
+        ops_.erase(it);
+      }
+      return;
+    }
+    case Purpose::store: {
+      auto it = ops_.find(s.op);
+      if (it == ops_.end()) return;
+      on_store_found(now, *it->second, q.query, contacts_of(s, q.nearest));
+      return;
+    }
+    case Purpose::get:
+      on_get_found(now, s, q);
+      return;
+  }
+}
+
+Effects Node::find_nearest(TimePoint now, OpId op, const std::vector<NodeId>& queries, std::size_t k,
+                           bool exclude_self) {
+  start_find(now, op, queries, k, exclude_self, false);
+  return flush();
+}
+
+void Node::start_find(TimePoint now, OpId op_id, const std::vector<NodeId>& queries, std::size_t k,
+                      bool exclude_self, bool internal) {
+  auto op = std::make_unique<Op>();
+  op->id = op_id;
+  op->kind = OpKind::find_nearest;
+  op->result.op = op_id;
+  op->result.nearest.resize(queries.size());
+  op->k = k;
+  op->exclude_self = exclude_self;
+  op->internal = internal;
+  std::vector<NodeId> distinct;
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    auto& pos = op->positions[queries[i]];
+    if (pos.empty()) distinct.push_back(queries[i]);
+    pos.push_back(i);
+  }
+  op->remaining = distinct.size();
+  Op& o = *op;
+  ops_[op_id] = std::move(op);
+  if (distinct.empty()) {
+    complete(std::move(o.result));
+    ops_.erase(op_id);
+    return;
+  }
+  const std::size_t beam = std::max(k, config_.protocol.bucket_size);
+  const std::uint64_t s = start_search(now, distinct, beam, queries_per_call_for(distinct.size(), distinct.size()),
+                                       op_id, static_cast<int>(Purpose::find_nearest));
+  pump(now, s);
+}
+
+}  // namespace apiary::core::dht

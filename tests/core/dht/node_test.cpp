@@ -1,0 +1,348 @@
+// The DHT node role (hivemind's test_dht_node checklist) over an in-memory network.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "core/dht/msgpack_value.hpp"
+#include "core/dht/ownership_validator.hpp"
+#include "tests/core/dht/node_network.hpp"
+#include "tests/core/dht/traverse_network.hpp"
+
+using namespace apiary;
+using namespace apiary::core::dht;
+using apiary::core::dht::testing::NodeNetwork;
+
+namespace {
+
+NodeId random_id(std::mt19937_64& rng) {
+  return NodeId::random([&] { return rng(); });
+}
+
+/// `n` nodes, each bootstrapped from a random earlier one.
+std::vector<Node*> swarm(NodeNetwork& net, std::size_t n, std::mt19937_64& rng, NodeConfig config = {}) {
+  std::vector<Node*> nodes;
+  for (std::size_t i = 0; i < n; ++i) {
+    Node& node = net.add(random_id(rng), config);
+    std::vector<std::string> peers;
+    if (!nodes.empty()) peers.push_back(net.addr(*nodes[rng() % nodes.size()]));
+    REQUIRE(net.start(node, peers).status);
+    nodes.push_back(&node);
+  }
+  return nodes;
+}
+
+StoreItem regular(const std::string& key, const std::string& value, double expiration) {
+  return StoreItem{NodeId::of_str_key(key), k_subkey_regular, value, expiration};
+}
+
+std::string regular_value(const std::optional<FoundValue>& f) {
+  REQUIRE(f);
+  REQUIRE(std::holds_alternative<std::string>(f->value));
+  return std::get<std::string>(f->value);
+}
+
+/// Copies of `key` held in storage by all nodes.
+std::size_t copies(NodeNetwork& net, const NodeId& key) {
+  std::size_t n = 0;
+  for (const auto& addr : net.order()) n += net.node(addr).protocol().storage().contains(net.dht_now(), key) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("find_nearest returns the exact k nearest nodes, this node included unless excluded") {
+  std::mt19937_64 rng(7);
+  NodeNetwork net;
+  NodeConfig config;
+  config.protocol.bucket_size = 5;
+  config.protocol.num_replicas = 3;
+  auto nodes = swarm(net, 20, rng, config);
+  std::vector<NodeId> all;
+  for (Node* n : nodes) all.push_back(n->id());
+  Node& me = *nodes[3];
+  std::size_t top1 = 0;
+  for (int q = 0; q < 20; ++q) {
+    const NodeId query = random_id(rng);
+    const std::size_t k = 1 + rng() % 10;
+    const bool exclude = q % 2 == 0;
+    auto r = net.find(me, {query}, k, exclude);
+    REQUIRE(r.nearest.size() == 1);
+    REQUIRE(r.nearest[0].size() == k);
+    std::set<NodeId> skip;
+    if (exclude) skip.insert(me.id());
+    auto truth = testing::brute_nearest(query, all, k, skip);
+    for (std::size_t i = 1; i < k; ++i) {
+      CHECK((r.nearest[0][i - 1].id ^ query) < (r.nearest[0][i].id ^ query));
+    }
+    top1 += r.nearest[0][0].id == truth[0] ? 1 : 0;
+  }
+  CHECK(top1 >= 16);
+  // Asking for more than exist returns every node.
+  auto everyone = net.find(me, {random_id(rng)}, 120);
+  CHECK(everyone.nearest[0].size() == 20);
+  // A node that knows nobody finds only itself.
+  Node& alone = net.add(random_id(rng), config);
+  REQUIRE(net.start(alone, {}).status);
+  auto lonely = net.find(alone, {random_id(rng)}, 5);
+  REQUIRE(lonely.nearest[0].size() == 1);
+  CHECK(lonely.nearest[0][0].id == alone.id());
+}
+
+TEST_CASE("a value stored from one node is found from another with its exact expiration") {
+  std::mt19937_64 rng(11);
+  NodeNetwork net;
+  auto nodes = swarm(net, 12, rng);
+  const double exp = net.dht_now() + 100;
+  auto stored = net.store(*nodes[0], {regular("mykey", pack_str("Value"), exp)});
+  REQUIRE(stored.stored == std::vector<bool>{true});
+  auto found = net.get(*nodes[7], {NodeId::of_str_key("mykey")});
+  REQUIRE(found.found.size() == 1);
+  CHECK(regular_value(found.found[0]) == pack_str("Value"));
+  CHECK(found.found[0]->expiration == exp);
+  auto missing = net.get(*nodes[5], {NodeId::of_str_key("no such key")});
+  CHECK_FALSE(missing.found[0]);
+
+  // store_many / get_many of four keys at once.
+  std::vector<StoreItem> items;
+  std::vector<NodeId> keys;
+  for (int i = 0; i < 4; ++i) {
+    items.push_back(regular(fmt::format("k{}", i), pack_str(fmt::format("v{}", i)), exp));
+    keys.push_back(NodeId::of_str_key(fmt::format("k{}", i)));
+  }
+  auto many = net.store(*nodes[2], items);
+  CHECK(many.stored == std::vector<bool>(4, true));
+  auto got = net.get(*nodes[9], keys);
+  for (int i = 0; i < 4; ++i) CHECK(regular_value(got.found[static_cast<std::size_t>(i)]) == pack_str(fmt::format("v{}", i)));
+}
+
+TEST_CASE("dictionary subkeys: older writes rejected, newer accepted, latest get merges every subkey") {
+  std::mt19937_64 rng(13);
+  NodeNetwork net;
+  auto nodes = swarm(net, 10, rng);
+  const NodeId key = NodeId::of_str_key("dict");
+  const double now = net.dht_now();
+  auto sub = [&](const char* subkey, const char* value, double exp) {
+    return StoreItem{key, pack_str(subkey), pack_str(value), exp};
+  };
+  CHECK(net.store(*nodes[0], {sub("k1", "v1", now + 10)}).stored[0]);
+  CHECK(net.store(*nodes[1], {sub("k2", "v2", now + 20)}).stored[0]);
+  CHECK_FALSE(net.store(*nodes[2], {sub("k2", "v3", now + 10)}).stored[0]);
+  CHECK(net.store(*nodes[3], {sub("k2", "v4", now + 30)}).stored[0]);
+  CHECK(net.store(*nodes[4], {sub("k3", "v5", now + 50)}).stored[0]);
+  auto found = net.get(*nodes[8], {key}, true);
+  REQUIRE(found.found[0]);
+  auto& dict = std::get<FoundValue::Dictionary>(found.found[0]->value);
+  REQUIRE(dict.size() == 3);
+  CHECK(dict.at(pack_str("k1")).value == pack_str("v1"));
+  CHECK(dict.at(pack_str("k2")).value == pack_str("v4"));
+  CHECK(dict.at(pack_str("k2")).expiration_time == now + 30);
+  CHECK(found.found[0]->expiration == now + 50);
+}
+
+TEST_CASE("a store keeps exactly num_replicas copies, also when overwritten") {
+  for (std::size_t replicas : {1u, 3u, 5u, 12u}) {
+    std::mt19937_64 rng(17 + replicas);
+    NodeNetwork net;
+    NodeConfig config;
+    config.protocol.num_replicas = replicas;
+    config.cache_on_store = false;
+    auto nodes = swarm(net, 16, rng, config);
+    const double exp = net.dht_now() + 60;
+    auto r = net.store(*nodes[0], {regular("key1", pack_str("a"), exp), regular("key2", pack_str("b"), exp)});
+    CHECK(r.replicas == std::vector<std::size_t>{replicas, replicas});
+    CHECK(copies(net, NodeId::of_str_key("key1")) == replicas);
+    CHECK(copies(net, NodeId::of_str_key("key2")) == replicas);
+    net.store(*nodes[5], {regular("key2", pack_str("c"), exp + 1)});
+    CHECK(copies(net, NodeId::of_str_key("key2")) == replicas);
+  }
+}
+
+TEST_CASE("a dead replica is replaced by the next nearest node, and dead peers get blacklisted") {
+  std::mt19937_64 rng(19);
+  NodeNetwork net;
+  NodeConfig config;
+  config.protocol.num_replicas = 3;
+  config.blacklist_time = 999;
+  auto nodes = swarm(net, 14, rng, config);
+  const NodeId key = NodeId::of_str_key("precious");
+  auto nearest = net.find(*nodes[0], {key}, 3, true).nearest[0];
+  REQUIRE(nearest.size() == 3);
+  net.kill(nearest[0].peer);
+  net.kill(nearest[1].peer);
+  Node* storer = nodes[0];
+  auto r = net.store(*storer, {regular("precious", pack_str("x"), net.dht_now() + 60)}, true);
+  CHECK(r.replicas[0] == 3);
+  // The getter asks the dead nodes, fails, and bans them; live peers stay clear.
+  Node* getter = nodes[13];
+  auto g = net.get(*getter, {key});
+  CHECK(regular_value(g.found[0]) == pack_str("x"));
+  auto h = net.get(*getter, {NodeId::of_str_key("other key")});
+  CHECK_FALSE(h.found[0]);
+  CHECK(getter->blacklist().is_banned(net.dht_now(), nearest[0].peer));
+  CHECK(getter->blacklist().is_banned(net.dht_now(), nearest[1].peer));
+  CHECK_FALSE(getter->blacklist().is_banned(net.dht_now(), nearest[2].peer));
+  CHECK(getter->blacklist().size() == 2);
+}
+
+TEST_CASE("bootstrap fails with an error naming the peers when none answers") {
+  NodeNetwork net;
+  std::mt19937_64 rng(23);
+  Node& node = net.add(random_id(rng));
+  auto r = net.start(node, {"/ip4/10.9.9.9/tcp/1", "/ip4/10.9.9.8/tcp/2"});
+  REQUIRE_FALSE(r.status);
+  CHECK(r.status.error().message.find("none of the 2 initial peers") != std::string::npos);
+  CHECK(r.status.error().message.find("/ip4/10.9.9.8/tcp/2") != std::string::npos);
+}
+
+TEST_CASE("a client-mode node is in nobody's routing table yet stores and gets") {
+  std::mt19937_64 rng(29);
+  NodeNetwork net;
+  auto nodes = swarm(net, 8, rng);
+  NodeConfig cc;
+  cc.protocol.client_mode = true;
+  Node& client = net.add(random_id(rng), cc);
+  REQUIRE(net.start(client, {net.addr(*nodes[0])}).status);
+  CHECK(client.routing_table().size() > 0);
+  for (Node* n : nodes) CHECK_FALSE(n->routing_table().contains(client.id()));
+  auto r = net.store(client, {regular("from client", pack_str("hi"), net.dht_now() + 30)});
+  CHECK(r.stored[0]);
+  CHECK(copies(net, NodeId::of_str_key("from client")) == 5);
+  CHECK_FALSE(client.protocol().storage().contains(net.dht_now(), NodeId::of_str_key("from client")));
+  CHECK(regular_value(net.get(*nodes[3], {NodeId::of_str_key("from client")}).found[0]) == pack_str("hi"));
+}
+
+TEST_CASE("edge-case keys, subkeys and values round-trip through a latest get") {
+  std::mt19937_64 rng(31);
+  NodeNetwork net;
+  auto nodes = swarm(net, 10, rng);
+  const std::vector<std::string> objects = {std::string(1, '\0'), pack_str(""), "\xc2", "\xc3", pack_str("abyrvalg"),
+                                            std::string("\xcd\x11\xcb", 3)};
+  std::vector<std::string> keys = objects;
+  keys.push_back(pack_tuple({}));
+  std::vector<std::string> values = objects;
+  values.push_back("\x90");
+  double exp = net.dht_now() + 100;
+  for (const auto& key : keys) {
+    for (const auto& subkey : objects) {
+      for (const auto& value : values) {
+        const NodeId id = NodeId::of_packed_key(key);
+        exp += 0.5;  // each write is newer than the last, as with hivemind's get_dht_time() + 999
+        REQUIRE(net.store(*nodes[rng() % nodes.size()], {StoreItem{id, subkey, value, exp}}).stored[0]);
+        auto got = net.get(*nodes[rng() % nodes.size()], {id}, true);
+        REQUIRE(got.found[0]);
+        auto& dict = std::get<FoundValue::Dictionary>(got.found[0]->value);
+        REQUIRE(dict.count(subkey) == 1);
+        CHECK(dict.at(subkey).value == value);
+      }
+    }
+  }
+}
+
+TEST_CASE("concurrent gets of one key share one search") {
+  std::mt19937_64 rng(37);
+  NodeNetwork net;
+  auto nodes = swarm(net, 10, rng);
+  const double exp = net.dht_now() + 60;
+  net.store(*nodes[0], {regular("k1", pack_str("123"), exp), regular("k2", pack_str("567"), exp)});
+  Node& reader = *nodes[9];
+  const NodeId k1 = NodeId::of_str_key("k1"), k2 = NodeId::of_str_key("k2"), k3 = NodeId::of_str_key("k3");
+  reader.protocol().cache() = LocalStorage{};
+  reader.protocol().storage().erase(k1);
+  reader.protocol().storage().erase(k2);
+  net.submit(reader, reader.get(net.now(), 1001, {k1, k2}));
+  CHECK(reader.shared_searches() == 2);
+  net.submit(reader, reader.get(net.now(), 1002, {k1, k3}));
+  CHECK(reader.shared_searches() == 3);  // k1 joined the first search; k3 has its own
+  net.run();
+  auto& done = net.spare(reader);
+  for (auto& r : reader.take_completed()) done.push_back(std::move(r));
+  REQUIRE(done.size() == 2);
+  CHECK(reader.shared_searches() == 0);
+  for (auto& r : done) {
+    if (r.op == 1001) {
+      CHECK(regular_value(r.found[0]) == pack_str("123"));
+      CHECK(regular_value(r.found[1]) == pack_str("567"));
+    } else {
+      CHECK(regular_value(r.found[0]) == pack_str("123"));
+      CHECK_FALSE(r.found[1]);
+    }
+  }
+}
+
+TEST_CASE("a get caches the value locally and on the nearest node that lacked it; cached keys refresh") {
+  std::mt19937_64 rng(41);
+  NodeNetwork net;
+  NodeConfig config;
+  config.protocol.num_replicas = 2;
+  auto nodes = swarm(net, 12, rng, config);
+  const NodeId key = NodeId::of_str_key("cached");
+  const double exp = net.dht_now() + 30;
+  net.store(*nodes[0], {regular("cached", pack_str("v"), exp)}, true);
+  Node* reader = nullptr;
+  for (Node* n : nodes) {
+    if (n != nodes[0] && !n->protocol().storage().contains(net.dht_now(), key)) reader = n;
+  }
+  REQUIRE(reader != nullptr);
+  const auto before = net.calls();
+  CHECK(regular_value(net.get(*reader, {key}).found[0]) == pack_str("v"));
+  CHECK(reader->protocol().cache().contains(net.dht_now(), key));
+  std::size_t cached_elsewhere = 0;
+  for (Node* n : nodes) cached_elsewhere += n != reader && n->protocol().cache().contains(net.dht_now(), key) ? 1 : 0;
+  CHECK(cached_elsewhere >= 1);
+  // A second get is served from the cache (no calls) and queues a refresh before expiry.
+  const auto between = net.calls();
+  CHECK(between > before);
+  CHECK(regular_value(net.get(*reader, {key}).found[0]) == pack_str("v"));
+  CHECK(net.calls() == between);
+  CHECK(reader->refresh_queue_size() == 1);
+  net.advance(std::chrono::seconds(26));
+  CHECK(reader->refresh_queue_size() == 0);
+  CHECK(reader->stats().cache_refreshes == 1);
+}
+
+TEST_CASE("a newly joined node nearer to a stored key receives it") {
+  std::mt19937_64 rng(43);
+  NodeNetwork net;
+  NodeConfig config;
+  config.protocol.num_replicas = 1;
+  config.cache_on_store = false;
+  auto nodes = swarm(net, 6, rng, config);
+  const NodeId key = NodeId::of_str_key("moving");
+  net.store(*nodes[0], {regular("moving", pack_str("m"), net.dht_now() + 60)});
+  REQUIRE(copies(net, key) == 1);
+  // A newcomer whose id is the key itself is nearer than anyone.
+  std::string near = key.to_bytes();
+  near.back() = static_cast<char>(near.back() ^ 1);
+  Node& newcomer = net.add(*NodeId::from_bytes(near), config);
+  REQUIRE(net.start(newcomer, {net.addr(*nodes[1])}).status);
+  CHECK(newcomer.protocol().storage().contains(net.dht_now(), key));
+}
+
+TEST_CASE("ownership: mallory cannot overwrite bob's subkey, bob can update it") {
+  std::mt19937_64 rng(47);
+  auto bob_key = messages::Ed25519PrivateKey::generate();
+  auto mallory_key = messages::Ed25519PrivateKey::generate();
+  REQUIRE(bob_key);
+  REQUIRE(mallory_key);
+  NodeNetwork net;
+  std::vector<Node*> nodes;
+  for (int i = 0; i < 6; ++i) {
+    Node& n = net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(*messages::Ed25519PrivateKey::generate()));
+    REQUIRE(net.start(n, nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{net.addr(*nodes[0])}).status);
+    nodes.push_back(&n);
+  }
+  auto bob_validator = std::make_shared<OwnershipValidator>(*bob_key);
+  Node& bob = net.add(random_id(rng), {}, bob_validator);
+  Node& mallory = net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(*mallory_key));
+  REQUIRE(net.start(bob, {net.addr(*nodes[0])}).status);
+  REQUIRE(net.start(mallory, {net.addr(*nodes[0])}).status);
+  const NodeId key = NodeId::of_str_key("protected");
+  const std::string subkey = pack_str(bob_validator->own_marker());
+  const double now = net.dht_now();
+  CHECK(net.store(bob, {StoreItem{key, subkey, pack_str("true"), now + 10}}).stored[0]);
+  CHECK_FALSE(net.store(mallory, {StoreItem{key, subkey, pack_str("fake"), now + 20}}).stored[0]);
+  CHECK(net.store(bob, {StoreItem{key, subkey, pack_str("updated"), now + 30}}).stored[0]);
+  auto got = net.get(*nodes[3], {key}, true);
+  REQUIRE(got.found[0]);
+  CHECK(std::get<FoundValue::Dictionary>(got.found[0]->value).at(subkey).value == pack_str("updated"));
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/node_internal.hpp"
 
@@ -59,8 +60,21 @@ CallId Node::call(const PeerAddr& peer, const char* handle, const std::string& r
   pc->kind = static_cast<CallKind>(kind);
   pc->peer = peer;
   pc->op = op;
+  pc->handle = handle;
+  std::string body = request;
+  if (authorizer_) {
+    // A request that cannot be signed goes nowhere; it fails like an unanswered one.
+    auto signed_request = sign_outbound_request(authorizer_.get(), dht_time(last_now_), handle, request);
+    if (!signed_request) {
+      failed_now_.emplace_back(id, signed_request.error());
+      calls_[id] = std::move(pc);
+      return id;
+    }
+    body = std::move(*signed_request);
+    pc->request = body;
+  }
   calls_[id] = std::move(pc);
-  fx_.push_back(Call{id, peer, handle, request, config_.wait_timeout});
+  fx_.push_back(Call{id, peer, handle, std::move(body), config_.wait_timeout});
   ++stats_.calls;
   if (auto it = ops_.find(op); it != ops_.end()) ++it->second->result.requests;
   return id;
@@ -130,35 +144,53 @@ void Node::replicate_to(TimePoint now, const Contact& newcomer) {
 
 Effects Node::on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
                          const std::string& body) {
+  last_now_ = now;
   const DhtTime t = dht_time(now);
   ++stats_.requests_served;
-  Result<std::string> response = std::string{};
-  if (handle == k_store_handle && validator_) {
-    response = serve_store(t, from, body);
-  } else if (handle == k_ping_handle) {
-    pb::PingRequest ping;
-    if (ping.ParseFromString(body) && ping.validate() && !from.empty() && !config_.protocol.client_mode) {
-      if (auto sender = NodeId::from_bytes(ping.peer().node_id())) {
-        // Call the sender back before answering: `available` says whether that worked.
-        pb::PingRequest back;
-        *back.mutable_peer() = own_info();
-        const CallId c = call(from, k_ping_handle, back.SerializeAsString(), 0,
-                              static_cast<int>(CallKind::validate_ping));
-        calls_[c]->held_request = id;
-        calls_[c]->sender = *sender;
-        calls_[c]->peer = from;
-        validations_[id] = c;
-        held_pings_[id] = std::make_pair(from, std::move(ping));
-        handle_routing_events(now);
-        return flush();
-      }
+  if (authorizer_) {
+    if (auto ok = authorize_inbound(authorizer_.get(), t, handle, body); !ok) {
+      fx_.push_back(Reply{id, ok.error()});
+      return flush();
     }
-    response = protocol_.handle(t, handle, from, body);
-  } else {
-    response = protocol_.handle(t, handle, from, body);
   }
+  pb::PingRequest ping;
+  if (handle == k_ping_handle && !from.empty() && !config_.protocol.client_mode && ping.ParseFromString(body) &&
+      ping.validate()) {
+    if (auto sender = NodeId::from_bytes(ping.peer().node_id())) {
+      // Call the sender back before answering: `available` says whether that worked.
+      pb::PingRequest back;
+      *back.mutable_peer() = own_info();
+      const CallId c = call(from, k_ping_handle, back.SerializeAsString(), 0, static_cast<int>(CallKind::validate_ping));
+      calls_[c]->held_request = id;
+      calls_[c]->sender = *sender;
+      held_pings_[id] = std::make_pair(from, body);
+      return finish_input(now);
+    }
+  }
+  reply(t, id, handle, body, serve(t, handle, from, body));
+  return finish_input(now);
+}
+
+Result<std::string> Node::serve(DhtTime t, const std::string& handle, const PeerAddr& from, const std::string& body) {
+  if (handle == k_store_handle && validator_) return serve_store(t, from, body);
+  return protocol_.handle(t, handle, from, body);
+}
+
+void Node::reply(DhtTime t, RequestId id, const std::string& handle, const std::string& body,
+                 Result<std::string> response) {
+  if (response && authorizer_) response = sign_outbound_response(authorizer_.get(), t, handle, body, *response);
   fx_.push_back(Reply{id, std::move(response)});
+}
+
+Effects Node::finish_input(TimePoint now) {
   handle_routing_events(now);
+  // Calls that failed before leaving (unsigned) are answered as failures right away.
+  while (!failed_now_.empty()) {
+    auto [id, error] = std::move(failed_now_.back());
+    failed_now_.pop_back();
+    Effects more = on_response(now, id, Result<std::string>(std::move(error)));
+    fx_.insert(fx_.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
   return flush();
 }
 
@@ -200,11 +232,19 @@ Result<std::string> Node::serve_store(DhtTime t, const PeerAddr& from, const std
 
 // ---- outcomes of calls ---------------------------------------------------------------------
 
-Effects Node::on_response(TimePoint now, CallId id, const Result<std::string>& response) {
+Effects Node::on_response(TimePoint now, CallId id, const Result<std::string>& raw) {
+  last_now_ = now;
   auto it = calls_.find(id);
   if (it == calls_.end()) return flush();
   std::unique_ptr<PendingCall> pc = std::move(it->second);
   calls_.erase(it);
+  Result<std::string> response = raw;
+  if (response && authorizer_) {
+    // A response that fails authorization counts as no response.
+    if (auto ok = validate_inbound_response(authorizer_.get(), dht_time(now), pc->handle, pc->request, *response); !ok) {
+      response = ok.error();
+    }
+  }
   if (!response) {
     ++stats_.failed_calls;
     // A peer that does not answer leaves the routing table (hivemind does the same).
@@ -230,7 +270,7 @@ Effects Node::on_response(TimePoint now, CallId id, const Result<std::string>& r
       }
       break;
   }
-  return flush();
+  return finish_input(now);
 }
 
 void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::string>& response) {
@@ -240,17 +280,17 @@ void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::st
   if (pc.kind == CallKind::validate_ping) {
     auto held = held_pings_.find(pc.held_request);
     if (held == held_pings_.end()) return;
-    auto [from, ping] = std::move(held->second);
+    auto [from, body] = std::move(held->second);
     held_pings_.erase(held);
-    validations_.erase(pc.held_request);
+    pb::PingRequest ping;
+    ping.ParseFromString(body);
     auto answer = protocol_.ping(dht_time(now), from, ping);
     if (!answer) {
-      fx_.push_back(Reply{pc.held_request, answer.error()});
+      reply(dht_time(now), pc.held_request, k_ping_handle, body, answer.error());
     } else {
       answer->set_available(parsed && r.peer().node_id() == pc.sender.to_bytes());
-      fx_.push_back(Reply{pc.held_request, answer->SerializeAsString()});
+      reply(dht_time(now), pc.held_request, k_ping_handle, body, answer->SerializeAsString());
     }
-    handle_routing_events(now);
     return;
   }
   if (pc.kind != CallKind::bootstrap_ping) return;
@@ -280,6 +320,7 @@ void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::st
 // ---- bootstrap --------------------------------------------------------------------------
 
 Effects Node::start(TimePoint now, OpId op_id, const std::vector<PeerAddr>& initial_peers) {
+  last_now_ = now;
   auto op = std::make_unique<Op>();
   op->id = op_id;
   op->kind = OpKind::bootstrap;
@@ -300,9 +341,9 @@ Effects Node::start(TimePoint now, OpId op_id, const std::vector<PeerAddr>& init
     ping.set_validate(true);
     const CallId c = call(peer, k_ping_handle, ping.SerializeAsString(), op_id,
                           static_cast<int>(CallKind::bootstrap_ping));
-    calls_[c]->sent_at = dht_time(now);
+    if (auto it = calls_.find(c); it != calls_.end()) it->second->sent_at = dht_time(now);
   }
-  return flush();
+  return finish_input(now);
 }
 
 void Node::bootstrap_pinged(TimePoint now, Op& op) {
@@ -324,9 +365,10 @@ void Node::bootstrap_pinged(TimePoint now, Op& op) {
 // ---- timers ---------------------------------------------------------------------------------
 
 Effects Node::on_timer(TimePoint now, TimerId id) {
+  last_now_ = now;
   if (id == k_cache_refresh_timer) run_refresh(now);
   if (id == k_bucket_refresh_timer) refresh_buckets(now);
-  return flush();
+  return finish_input(now);
 }
 
 void Node::refresh_buckets(TimePoint now) {

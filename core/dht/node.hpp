@@ -198,6 +198,10 @@ class Node {
   void handle_routing_events(TimePoint now);
   void replicate_to(TimePoint now, const Contact& newcomer);
   Result<std::string> serve_store(DhtTime t, const PeerAddr& from, const std::string& body);
+  Result<std::string> serve(DhtTime t, const std::string& handle, const PeerAddr& from, const std::string& body);
+  Effects finish_input(TimePoint now);
+  void reply(DhtTime t, RequestId id, const std::string& handle, const std::string& body,
+             Result<std::string> response);
   void on_ping_response(TimePoint now, PendingCall& pc, const Result<std::string>& response);
   void bootstrap_pinged(TimePoint now, Op& op);
   void refresh_buckets(TimePoint now);
@@ -245,8 +249,9 @@ class Node {
   std::map<NodeId, std::uint64_t> searches_;  ///< key -> the search a get of it can join
   std::map<CallId, std::unique_ptr<PendingCall>> calls_;
   std::map<NodeId, DhtTime> refresh_queue_;   ///< cached key -> DHT time to refresh it
-  std::map<RequestId, CallId> validations_;   ///< validating pings held for their call back
-  std::map<RequestId, std::pair<PeerAddr, pb::PingRequest>> held_pings_;
+  std::vector<std::pair<CallId, Error>> failed_now_;  ///< calls that could not even be sent
+  TimePoint last_now_{};                      ///< `now` of the input being handled
+  std::map<RequestId, std::pair<PeerAddr, std::string>> held_pings_;  ///< caller, request bytes
   CallId next_call_ = 1;
   std::uint64_t next_search_ = 1;
   OpId next_internal_op_ = OpId{1} << 63;     ///< ops the node starts itself (refreshes)

@@ -69,8 +69,9 @@ std::optional<FoundValue> Node::to_found(DhtTime t, const NodeId& key, Candidate
 }
 
 Effects Node::get(TimePoint now, OpId op, const std::vector<NodeId>& keys, bool latest) {
+  last_now_ = now;
   start_get(now, op, keys, latest, std::nullopt, false);
-  return flush();
+  return finish_input(now);
 }
 
 void Node::start_get(TimePoint now, OpId op_id, const std::vector<NodeId>& keys, bool latest,

@@ -39,6 +39,8 @@ struct Node::PendingCall {
   RequestId held_request = 0;        ///< validate_ping: the ping request waiting for us
   NodeId sender;                     ///< validate_ping: the id the caller claimed
   DhtTime sent_at = 0;               ///< bootstrap_ping: DHT time the ping left
+  const char* handle = "";           ///< the RPC called
+  std::string request;               ///< the request as sent, kept only with an authorizer
 };
 
 /// The best value a get has seen for one key.

@@ -171,8 +171,9 @@ void Node::finish_query(TimePoint now, Search& s, const FinishedQuery& q) {
 
 Effects Node::find_nearest(TimePoint now, OpId op, const std::vector<NodeId>& queries, std::size_t k,
                            bool exclude_self) {
+  last_now_ = now;
   start_find(now, op, queries, k, exclude_self, false);
-  return flush();
+  return finish_input(now);
 }
 
 void Node::start_find(TimePoint now, OpId op_id, const std::vector<NodeId>& queries, std::size_t k,

@@ -10,6 +10,7 @@ namespace apiary::core::dht {
 std::size_t queries_per_call_for(std::size_t queries, std::size_t cap);
 
 Effects Node::store(TimePoint now, OpId op_id, std::vector<StoreItem> items, bool exclude_self) {
+  last_now_ = now;
   auto op = std::make_unique<Op>();
   op->id = op_id;
   op->kind = OpKind::store;
@@ -30,13 +31,13 @@ Effects Node::store(TimePoint now, OpId op_id, std::vector<StoreItem> items, boo
   if (keys.empty()) {
     complete(std::move(o.result));
     ops_.erase(op_id);
-    return flush();
+    return finish_input(now);
   }
   const std::size_t beam = std::max(config_.protocol.num_replicas, config_.protocol.bucket_size);
   const std::uint64_t s = start_search(now, keys, beam, queries_per_call_for(keys.size(), keys.size()), op_id,
                                        static_cast<int>(Purpose::store));
   pump(now, s);
-  return flush();
+  return finish_input(now);
 }
 
 void Node::on_store_found(TimePoint now, Op& op, const NodeId& key, std::vector<Contact> nearest) {

@@ -1,0 +1,197 @@
+#include "core/averaging/part_reducer.hpp"
+
+#include <cmath>
+#include <utility>
+
+namespace apiary::core::averaging {
+
+PartReducer::PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders)
+    : parts_(part_sizes.size()), received_(num_senders, 0), failed_after_(num_senders) {
+  for (std::size_t i = 0; i < part_sizes.size(); ++i) parts_[i].size = part_sizes[i];
+  // With no senders at all, every part is settled (and fails) right away.
+  (void)complete_ready_parts();
+}
+
+bool PartReducer::settled(std::size_t sender, std::size_t part_index) const {
+  // A failed sender never submits again: it owes nothing more.
+  return received_[sender] > part_index || failed_after_[sender].has_value();
+}
+
+std::vector<std::size_t> PartReducer::complete_ready_parts() {
+  std::vector<std::size_t> completed;
+  while (next_pending_ < parts_.size()) {
+    const std::size_t i = next_pending_;
+    for (std::size_t s = 0; s < received_.size(); ++s) {
+      if (!settled(s, i)) return completed;
+    }
+    PartSlot& part = parts_[i];
+    if (part.contributions == 0) {
+      part.state = PartState::failed;
+      part.error = make_error(errc::peer_down,
+                              "part {} has no contribution: all {} senders failed before "
+                              "submitting it; keep the local values for this part",
+                              i, received_.size());
+    } else if (!(part.denominator > 0.0)) {
+      part.state = PartState::failed;
+      part.error = make_error(errc::invalid_argument,
+                              "part {}: the {} contributions have total weight 0, so their "
+                              "average is undefined; expected at least one sender with weight > 0",
+                              i, part.contributions);
+    } else {
+      // Average: acc / denom, then the accumulator is no longer needed.
+      part.average.resize(part.size);
+      for (std::size_t k = 0; k < part.size; ++k) {
+        part.average[k] = static_cast<float>(part.acc[k] / part.denominator);
+      }
+      part.state = PartState::averaged;
+    }
+    std::vector<double>().swap(part.acc);
+    completed.push_back(i);
+    ++next_pending_;
+  }
+  return completed;
+}
+
+Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
+                                                         std::size_t part_index,
+                                                         const float* values, std::size_t count,
+                                                         double weight) {
+  if (sender >= received_.size()) {
+    return make_error(errc::invalid_argument,
+                      "reducer: sender {} is unknown; expected an index below {} (the senders "
+                      "of this group)",
+                      sender, received_.size());
+  }
+  if (failed_after_[sender]) {
+    return make_error(errc::cancelled,
+                      "reducer: sender {} was marked failed after {} parts; its part {} is "
+                      "not accepted; close its stream",
+                      sender, *failed_after_[sender], part_index);
+  }
+  if (part_index >= parts_.size()) {
+    return make_error(errc::protocol,
+                      "reducer: sender {} sent part {}, but this peer reduces only {} parts",
+                      sender, part_index, parts_.size());
+  }
+  if (part_index != received_[sender]) {
+    return make_error(errc::protocol,
+                      "reducer: expected part {} from sender {}, got part {}; each sender "
+                      "sends its parts in order, each once",
+                      received_[sender], sender, part_index);
+  }
+  PartSlot& part = parts_[part_index];
+  if (count != part.size || (count > 0 && values == nullptr)) {
+    return make_error(errc::invalid_argument,
+                      "reducer: part {} has {} elements, sender {} sent {}{}", part_index,
+                      part.size, sender, count, values == nullptr ? " (null data)" : "");
+  }
+  if (!std::isfinite(weight) || weight < 0.0) {
+    return make_error(errc::invalid_argument,
+                      "reducer: sender {} sent part {} with weight {}; expected a finite "
+                      "weight >= 0",
+                      sender, part_index, weight);
+  }
+  if (part.state != PartState::pending) {
+    return make_error(errc::internal,
+                      "reducer: part {} completed before sender {} (active) submitted it",
+                      part_index, sender);
+  }
+
+  // acc += w * x; denom += w; keep the sender's copy for its delta.
+  if (part.acc.size() != part.size) part.acc.assign(part.size, 0.0);
+  for (std::size_t k = 0; k < count; ++k) part.acc[k] += weight * static_cast<double>(values[k]);
+  part.denominator += weight;
+  ++part.contributions;
+  if (part.copies.size() != received_.size()) part.copies.resize(received_.size());
+  part.copies[sender].emplace(values, values + count);
+  ++received_[sender];
+  return complete_ready_parts();
+}
+
+Result<std::vector<std::size_t>> PartReducer::on_sender_failed(std::size_t sender) {
+  if (sender >= received_.size()) {
+    return make_error(errc::invalid_argument,
+                      "reducer: cannot mark sender {} failed; expected an index below {}",
+                      sender, received_.size());
+  }
+  if (failed_after_[sender]) return std::vector<std::size_t>{};
+  // Exclude it from every part it has not submitted yet.
+  failed_after_[sender] = received_[sender];
+  return complete_ready_parts();
+}
+
+PartState PartReducer::state(std::size_t part_index) const {
+  return part_index < parts_.size() ? parts_[part_index].state : PartState::released;
+}
+
+Result<const PartReducer::PartSlot*> PartReducer::results_of(std::size_t part_index) const {
+  if (part_index >= parts_.size()) {
+    return make_error(errc::not_found, "reducer: part {} does not exist; this peer reduces {}",
+                      part_index, parts_.size());
+  }
+  const PartSlot& part = parts_[part_index];
+  switch (part.state) {
+    case PartState::pending:
+      return make_error(errc::unavailable,
+                        "reducer: part {} is not complete yet; wait until accumulate() or "
+                        "on_sender_failed() reports it",
+                        part_index);
+    case PartState::failed:
+      return part.error;
+    case PartState::released:
+      return make_error(errc::not_found, "reducer: part {} was already released", part_index);
+    case PartState::averaged:
+      break;
+  }
+  return &part;
+}
+
+Result<std::vector<float>> PartReducer::average(std::size_t part_index) const {
+  auto part = results_of(part_index);
+  if (!part) return part.error();
+  return (*part)->average;
+}
+
+Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t part_index) const {
+  auto found = results_of(part_index);
+  if (!found) return found.error();
+  const PartSlot& part = **found;
+  if (sender >= part.copies.size() || !part.copies[sender]) {
+    return make_error(errc::not_found,
+                      "reducer: sender {} did not contribute part {}; no delta to return",
+                      sender, part_index);
+  }
+  const std::vector<float>& mine = *part.copies[sender];
+  std::vector<float> out(part.size);
+  for (std::size_t k = 0; k < part.size; ++k) {
+    out[k] = static_cast<float>(static_cast<double>(part.average[k]) - mine[k]);
+  }
+  return out;
+}
+
+Status PartReducer::release(std::size_t part_index) {
+  if (part_index >= parts_.size()) {
+    return make_error(errc::not_found, "reducer: part {} does not exist; this peer reduces {}",
+                      part_index, parts_.size());
+  }
+  PartSlot& part = parts_[part_index];
+  if (part.state == PartState::pending) {
+    return make_error(errc::unavailable,
+                      "reducer: part {} is still pending; release it once it is complete",
+                      part_index);
+  }
+  std::vector<float>().swap(part.average);
+  std::vector<std::optional<std::vector<float>>>().swap(part.copies);
+  part.state = PartState::released;
+  return ok_status();
+}
+
+std::size_t PartReducer::parts_received(std::size_t sender) const {
+  return sender < received_.size() ? received_[sender] : 0;
+}
+
+bool PartReducer::sender_failed(std::size_t sender) const {
+  return sender < failed_after_.size() && failed_after_[sender].has_value();
+}
+
+}  // namespace apiary::core::averaging

@@ -1,0 +1,110 @@
+#pragma once
+/// PartReducer: the reducing side of butterfly all-reduce for the parts one peer owns.
+///
+/// Every sender of the group streams this peer its copy of each owned part, in part
+/// order, with a weight. For part i the reducer keeps acc += w * x and denom += w; part i
+/// is complete once every sender still active for it has contributed, and then its
+/// average acc / denom and each contributor's delta (average - its own copy) are ready to
+/// send back. A sender that fails is excluded from every part it had not yet submitted,
+/// so the remaining parts complete without it; what it did submit still counts.
+///
+/// Pure: no clocks, no waiting. The caller (the reducer's actor) feeds submissions and
+/// failures as they happen and reads back which parts just completed. Accumulation is in
+/// double precision; averages and deltas are float32, the wire's type.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "messages/result.hpp"
+
+namespace apiary::core::averaging {
+
+/// Where a part stands.
+enum class PartState {
+  pending,   ///< waiting for contributions from some active sender
+  averaged,  ///< complete; average and deltas available
+  failed,    ///< complete but without an average: no weight to divide by (see error)
+  released,  ///< complete and its buffers freed by release()
+};
+
+/// Averages the parts this peer reduces, contributed by `num_senders` senders.
+class PartReducer {
+ public:
+  /// `part_sizes[i]`: elements in part i (the parts this peer owns, in order).
+  /// `num_senders`: peers that send parts (the group minus auxiliary peers), indexed
+  /// 0..num_senders-1 by the caller. With no senders every part fails at once.
+  PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders);
+
+  /// Adds sender `sender`'s copy of part `part_index` (`count` floats at `values`) with
+  /// weight `weight` (finite, >= 0). Each sender must submit parts 0, 1, 2, ... in order,
+  /// each once. Returns the parts this submission completed (in order; empty or one).
+  ///
+  /// Errors: invalid_argument for an unknown sender, a bad weight or a size that is not
+  /// the part's; protocol for a part out of range or out of order (a repeat or a skip);
+  /// cancelled when the sender was already marked failed.
+  [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
+                                                            std::size_t part_index,
+                                                            const float* values, std::size_t count,
+                                                            double weight);
+
+  /// Marks `sender` failed: it is excluded from every part it has not submitted yet.
+  /// Returns the parts that this completed (in order). Marking a sender twice is a no-op.
+  /// Error (invalid_argument) for an unknown sender.
+  [[nodiscard]] Result<std::vector<std::size_t>> on_sender_failed(std::size_t sender);
+
+  /// The state of part `part_index` (< num_parts()); PartState::released if out of range.
+  [[nodiscard]] PartState state(std::size_t part_index) const;
+
+  /// The average of a complete part. Errors: not_found (index out of range),
+  /// unavailable (pending), the part's own error (failed), or not_found (released).
+  [[nodiscard]] Result<std::vector<float>> average(std::size_t part_index) const;
+
+  /// average - sender's copy, elementwise, for a sender that contributed a complete part.
+  /// Errors: as average(), plus not_found if the sender did not contribute the part.
+  [[nodiscard]] Result<std::vector<float>> delta(std::size_t sender, std::size_t part_index) const;
+
+  /// Frees a complete part's buffers (average, contributions). Error (unavailable) for
+  /// a pending part, not_found for an index out of range.
+  [[nodiscard]] Status release(std::size_t part_index);
+
+  /// Parts this peer reduces.
+  [[nodiscard]] std::size_t num_parts() const { return parts_.size(); }
+  /// Senders of the group.
+  [[nodiscard]] std::size_t num_senders() const { return received_.size(); }
+  /// Parts 0..num_complete()-1 are complete (averaged, failed or released).
+  [[nodiscard]] std::size_t num_complete() const { return next_pending_; }
+  /// True when every part is complete.
+  [[nodiscard]] bool finished() const { return next_pending_ == parts_.size(); }
+  /// Parts received from `sender` so far (0 for an unknown sender).
+  [[nodiscard]] std::size_t parts_received(std::size_t sender) const;
+  /// True if `sender` was marked failed.
+  [[nodiscard]] bool sender_failed(std::size_t sender) const;
+
+ private:
+  /// The accumulation and results of one part.
+  struct PartSlot {
+    std::size_t size = 0;
+    PartState state = PartState::pending;
+    std::vector<double> acc;                              ///< sum of w * x (while pending)
+    double denominator = 0.0;                             ///< sum of w
+    std::size_t contributions = 0;                        ///< senders that submitted it
+    std::vector<std::optional<std::vector<float>>> copies;  ///< each sender's copy
+    std::vector<float> average;                           ///< acc / denominator
+    Error error;                                          ///< why it failed
+  };
+
+  /// Completes the parts from next_pending_ on that no active sender still owes.
+  std::vector<std::size_t> complete_ready_parts();
+  /// True if sender s has submitted part i or was excluded from it.
+  [[nodiscard]] bool settled(std::size_t sender, std::size_t part_index) const;
+  /// The slot of a complete, not released part, or the reason it has no results.
+  [[nodiscard]] Result<const PartSlot*> results_of(std::size_t part_index) const;
+
+  std::vector<PartSlot> parts_;
+  std::vector<std::size_t> received_;                   ///< parts received per sender
+  std::vector<std::optional<std::size_t>> failed_after_;  ///< parts submitted before failing
+  std::size_t next_pending_ = 0;                        ///< first part not complete
+};
+
+}  // namespace apiary::core::averaging

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dht/msgpack_value.hpp"
+#include "messages/identity/rsa.hpp"
 
 namespace apiary::core::dht {
 namespace {
@@ -142,10 +143,6 @@ bool OwnershipValidator::validate(const DhtRecord& record) const {
   for (const auto& owner : owners) {
     if (owner.content != owners.front().content) return false;
   }
-  auto raw_key = base64_decode(owners.front().content);
-  if (!raw_key) return false;
-  auto public_key = messages::Ed25519PublicKey::from_bytes(*raw_key);
-  if (!public_key) return false;
   // Exactly one signature, over the record with the signature removed.
   const auto signatures = find_markers(record.value, k_signature_open);
   if (signatures.size() != 1) return false;
@@ -153,7 +150,16 @@ bool OwnershipValidator::validate(const DhtRecord& record) const {
   if (!signature) return false;
   DhtRecord stripped = record;
   stripped.value = strip_value(record);
-  return public_key->verify(signed_message(stripped), *signature);
+  const std::string_view owner = owners.front().content;
+  if (owner.substr(0, 8) == "ssh-rsa ") {
+    // An owner named by an OpenSSH RSA key, as hivemind's RSASignatureValidator writes it.
+    auto rsa = messages::RsaPublicKey::from_openssh(owner);
+    return rsa && rsa->verify_pss(signed_message(stripped), *signature);
+  }
+  auto raw_key = base64_decode(owner);
+  if (!raw_key) return false;
+  auto public_key = messages::Ed25519PublicKey::from_bytes(*raw_key);
+  return public_key && public_key->verify(signed_message(stripped), *signature);
 }
 
 Result<std::string> OwnershipValidator::sign_value(const DhtRecord& record) const {

@@ -37,7 +37,8 @@ class OwnershipValidator final : public RecordValidator {
   /// True when neither key nor subkey holds an owner marker. Otherwise true iff every
   /// owner marker in key and subkey names the same valid public key, the value holds
   /// exactly one signature marker, and its signature verifies over signed_message of the
-  /// record with the value stripped.
+  /// record with the value stripped. An owner named "ssh-rsa <base64>" (hivemind's OpenSSH
+  /// RSA key text) needs an RSA-PSS SHA-256 signature instead of an Ed25519 one.
   [[nodiscard]] bool validate(const DhtRecord& record) const override;
 
   /// The stripped value plus this validator's signature marker when key or subkey holds

@@ -12,6 +12,7 @@
 #include "core/dht/ownership_validator.hpp"
 #include "core/dht/schema_validator.hpp"
 #include "core/dht/validation.hpp"
+#include "messages/identity/rsa.hpp"
 
 namespace dht = apiary::core::dht;
 using apiary::messages::Ed25519PrivateKey;
@@ -240,4 +241,37 @@ TEST_CASE("a composite signs upwards and validates downwards", "[dht][validation
 
   r.value = "vMLH";  // right outer tag, wrong order inside
   CHECK_FALSE(composite.validate(r));
+}
+
+TEST_CASE("records owned by an OpenSSH RSA key verify with RSA-PSS, as hivemind signs them", "[dht][validation]") {
+  auto rsa = apiary::messages::RsaPrivateKey::generate(2048);
+  REQUIRE(rsa.ok());
+  auto other = apiary::messages::RsaPrivateKey::generate(2048);
+  REQUIRE(other.ok());
+  auto reparsed = apiary::messages::RsaPublicKey::from_openssh(rsa->public_key().openssh() + " comment");
+  REQUIRE(reparsed.ok());
+  CHECK(reparsed->openssh() == rsa->public_key().openssh());
+  auto ed = Ed25519PrivateKey::generate();
+  REQUIRE(ed.ok());
+  const dht::OwnershipValidator validator(*ed);
+  dht::DhtRecord record{dht::NodeId::of_str_key("key").to_bytes(),
+                        dht::pack_str("[owner:" + rsa->public_key().openssh() + "]"), dht::pack_str("value"),
+                        1.7e9};
+  auto sign_with = [&](const apiary::messages::RsaPrivateKey& key) {
+    auto signature = key.sign_pss(dht::OwnershipValidator::signed_message(record));
+    REQUIRE(signature.ok());
+    dht::DhtRecord r = record;
+    r.value += dht::OwnershipValidator::signature_marker(*signature);
+    return r;
+  };
+  auto good = sign_with(*rsa);
+  CHECK(validator.validate(good));
+  CHECK(validator.strip_value(good) == record.value);
+  CHECK_FALSE(validator.validate(sign_with(*other)));
+  CHECK_FALSE(validator.validate(record));
+  auto tampered = good;
+  tampered.expiration += 1;
+  CHECK_FALSE(validator.validate(tampered));
+  CHECK_FALSE(apiary::messages::RsaPublicKey::from_openssh("ssh-rsa AAAA").ok());
+  CHECK_FALSE(apiary::messages::RsaPublicKey::from_openssh("ssh-ed25519 AAAA").ok());
 }

@@ -380,3 +380,18 @@ TEST_CASE("with authorization on, members of one authority work together and out
   Node& unsigned_node = net.add(random_id(rng));
   CHECK_FALSE(net.start(unsigned_node, {net.addr(*nodes[0])}).status);
 }
+
+TEST_CASE("with refresh_timeout, buckets not updated for that long are looked up again") {
+  std::mt19937_64 rng(59);
+  NodeNetwork net;
+  auto nodes = swarm(net, 8, rng);  // these never refresh, so every call below is the watcher's
+  NodeConfig config;
+  config.refresh_timeout = std::chrono::seconds(10);
+  Node& watcher = net.add(random_id(rng), config);
+  REQUIRE(net.start(watcher, {net.addr(*nodes[0])}).status);
+  net.advance(std::chrono::seconds(5));
+  const auto early = watcher.stats().calls;
+  net.advance(std::chrono::seconds(16));  // the second round (t = 20 s) finds them stale
+  CHECK(watcher.stats().calls > early);
+  CHECK(net.spare(watcher).empty());  // refreshes are the node's own: never reported as ops
+}

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       {"identity", apiary::apps::add_identity_commands(app)},
       {"bench", apiary::apps::add_bench_commands(app)},
       {"tensor", apiary::apps::add_tensor_commands(app)},
+      {"sim", apiary::apps::add_sim_commands(app)},
   };
   try {
     app.parse(argc, argv);

@@ -24,6 +24,17 @@ class Host {
                                                  const std::string& handle,
                                                  const std::string& request) = 0;
 
+  /// As on_request, also naming the caller: `from` is the address of the node that made
+  /// the call. The World calls this one; the default forgets `from` and forwards to
+  /// on_request, so a role that does not care who called overrides on_request only.
+  [[nodiscard]] virtual core::Effects on_request_from(core::TimePoint now, core::RequestId id,
+                                                      const std::string& handle,
+                                                      const core::PeerAddr& from,
+                                                      const std::string& request) {
+    (void)from;
+    return on_request(now, id, handle, request);
+  }
+
   /// The outcome of this node's call `call`: the reply, the callee's error, or
   /// errc::deadline_exceeded when nothing came back before the call's timeout.
   [[nodiscard]] virtual core::Effects on_response(core::TimePoint now, core::CallId call,

@@ -40,14 +40,21 @@ Status Network::set_one_way(const PeerAddr& from, const PeerAddr& to, LinkModel 
   return ok_status();
 }
 
-const LinkModel& Network::link(const PeerAddr& from, const PeerAddr& to) const {
-  auto it = overrides_.find({from, to});
-  return it == overrides_.end() ? default_ : it->second;
+LinkModel Network::link(const PeerAddr& from, const PeerAddr& to) const {
+  if (!overrides_.empty()) {
+    auto it = overrides_.find({from, to});
+    if (it != overrides_.end()) return it->second;
+  }
+  if (rule_) {
+    LinkModel model = rule_(from, to);
+    if (validate(model).ok()) return model;
+  }
+  return default_;
 }
 
 std::optional<Duration> Network::transit(const PeerAddr& from, const PeerAddr& to,
                                          Rng& rng) const {
-  const LinkModel& model = link(from, to);
+  const LinkModel model = link(from, to);
   if (rng.chance(model.loss)) return std::nullopt;
   Duration delay = model.latency;
   if (model.jitter > Duration::zero()) {

@@ -2,6 +2,7 @@
 /// The simulated network: per directed link, a one-way delay of `latency` plus a
 /// uniform jitter in [0, jitter], and an independent loss probability per message.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <utility>
@@ -30,7 +31,12 @@ struct LinkModel {
 /// Checks a LinkModel; the error names the bad field, its value and the accepted range.
 [[nodiscard]] Status validate(const LinkModel& link);
 
-/// Link models: one default plus per-pair overrides.
+/// Computes the model of a link that has no override, e.g. a latency drawn once per link
+/// from a seeded hash of the two addresses. Must be a pure function of its arguments so a
+/// seed replays.
+using LinkRule = std::function<LinkModel(const PeerAddr& from, const PeerAddr& to)>;
+
+/// Link models: one default (or a rule) plus per-pair overrides.
 class Network {
  public:
   /// A network where every link behaves as a default-constructed LinkModel (1 ms, no
@@ -40,14 +46,19 @@ class Network {
   /// Replaces the model of every link without an override.
   [[nodiscard]] Status set_default(LinkModel link);
 
+  /// Computes every link without an override with `rule` instead of the default; an
+  /// empty rule restores the default. A model the rule returns that fails validate() is
+  /// replaced by the default.
+  void set_rule(LinkRule rule) { rule_ = std::move(rule); }
+
   /// Sets the model of both directions between `a` and `b`.
   [[nodiscard]] Status set_link(const PeerAddr& a, const PeerAddr& b, LinkModel link);
 
   /// Sets the model of the one direction `from` -> `to`.
   [[nodiscard]] Status set_one_way(const PeerAddr& from, const PeerAddr& to, LinkModel link);
 
-  /// The model of `from` -> `to`.
-  [[nodiscard]] const LinkModel& link(const PeerAddr& from, const PeerAddr& to) const;
+  /// The model of `from` -> `to`: its override, else the rule's, else the default.
+  [[nodiscard]] LinkModel link(const PeerAddr& from, const PeerAddr& to) const;
 
   /// Draws the fate of one message on `from` -> `to`: its delay, or nullopt if lost.
   /// Draws from `rng` in a fixed order (loss first, then jitter), only when needed.
@@ -56,6 +67,7 @@ class Network {
 
  private:
   LinkModel default_;
+  LinkRule rule_;
   std::map<std::pair<PeerAddr, PeerAddr>, LinkModel> overrides_;
 };
 

@@ -137,7 +137,8 @@ void World::deliver_request(Event& event) {
   stats_.requests += 1;
   const core::RequestId id = next_request_++;
   callee.inbound.emplace(id, InboundRequest{event.peer, event.call, event.serial});
-  execute(event.node, callee.host->on_request(now_, id, event.handle, event.payload.value()));
+  execute(event.node, callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
+                                                   event.payload.value()));
 }
 
 void World::deliver_response(Event& event) {

@@ -1,0 +1,133 @@
+// `apiary sim dht`: a simulated DHT of N nodes in one deterministic process (sim/), with
+// churn, per-link latencies and loss; prints success rates, hops, messages per
+// operation, the seed and the trace hash, plus the wall time and peak memory of the run.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "messages/result.hpp"
+#include "sim/scenarios/dht_scenario.hpp"
+
+namespace apiary::apps {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// A latency range in milliseconds.
+struct LatencyRange {
+  double min_ms = 0.0;
+  double max_ms = 0.0;
+};
+
+/// Parses "MIN-MAX" (or a single "MS") in milliseconds, 0 <= MIN <= MAX.
+Result<LatencyRange> parse_latency(const std::string& text) {
+  auto bad = [&text]() {
+    return make_error(errc::invalid_argument,
+                      "expected --latency-ms MIN-MAX in milliseconds with 0 <= MIN <= MAX "
+                      "(e.g. 1-50, or 5 for a fixed latency), got '{}'; fix the range", text);
+  };
+  const auto dash = text.find('-', 1);  // not a leading minus sign
+  const std::string lo = dash == std::string::npos ? text : text.substr(0, dash);
+  const std::string hi = dash == std::string::npos ? text : text.substr(dash + 1);
+  LatencyRange range;
+  try {
+    std::size_t used_lo = 0;
+    std::size_t used_hi = 0;
+    range.min_ms = std::stod(lo, &used_lo);
+    range.max_ms = std::stod(hi, &used_hi);
+    if (used_lo != lo.size() || used_hi != hi.size()) return bad();
+  } catch (const std::exception&) {
+    return bad();
+  }
+  if (!(range.min_ms >= 0.0) || !(range.max_ms >= range.min_ms) || range.max_ms > 1e7) return bad();
+  return range;
+}
+
+core::Duration from_ms(double ms) {
+  return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// Peak resident memory of this process so far, in MiB (ru_maxrss is in KiB on Linux).
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+Command add_sim_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("sim", "Simulated clusters: many nodes in one deterministic process");
+  cmd->require_subcommand(1);
+  auto* dht = cmd->add_subcommand("dht", "A simulated DHT: stores then gets under churn, latency and loss");
+  auto nodes = std::make_shared<std::size_t>(1000);
+  auto churn = std::make_shared<double>(0.1);
+  auto latency = std::make_shared<std::string>("1-50");
+  auto loss = std::make_shared<double>(0.0);
+  auto gets = std::make_shared<std::size_t>(1000);
+  auto seed = std::make_shared<std::uint64_t>(1);
+  auto replace = std::make_shared<bool>(false);
+  dht->add_option("--nodes", *nodes, "Nodes in the swarm")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  dht->add_option("--churn", *churn, "Fraction of nodes killed while storing and getting, in [0, 1)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  dht->add_option("--latency-ms", *latency, "One-way latency range MIN-MAX in ms, drawn once per link")
+      ->capture_default_str();
+  dht->add_option("--loss", *loss, "Probability that a message is lost, in [0, 1]")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  dht->add_option("--gets", *gets, "Keys stored, then got back (one store and one get each)")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  dht->add_option("--seed", *seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  dht->add_flag("--replace", *replace, "Replace every killed node by a fresh joiner");
+  return [=]() {
+    auto range = parse_latency(*latency);
+    if (!range) {
+      std::fprintf(stderr, "apiary sim dht: %s\n", range.error().what().c_str());
+      return 2;
+    }
+    sim::scenarios::DhtScenarioConfig config;
+    config.seed = *seed;
+    config.nodes = *nodes;
+    config.churn = *churn;
+    config.replace_killed = *replace;
+    config.min_latency = from_ms(range->min_ms);
+    config.max_latency = from_ms(range->max_ms);
+    config.loss = *loss;
+    config.keys = *gets;
+    config.gets = *gets;
+    // Wall-clock marks of each phase, read here: the simulation itself never reads a clock.
+    std::map<sim::scenarios::DhtPhase, Clock::time_point> marks;
+    config.on_phase = [&marks](sim::scenarios::DhtPhase p) { marks[p] = Clock::now(); };
+    const Clock::time_point begin = Clock::now();
+    auto report = sim::scenarios::run_dht_scenario(config);
+    const Clock::time_point end = Clock::now();
+    if (!report) {
+      std::fprintf(stderr, "apiary sim dht: %s\n", report.error().what().c_str());
+      return report.error().code == errc::invalid_argument ? 2 : 1;
+    }
+    using sim::scenarios::DhtPhase;
+    std::printf("apiary sim dht: %zu nodes, churn %.3f%s, latency %s ms per link, loss %.4f, %zu keys\n",
+                *nodes, *churn, *replace ? " (replaced)" : "", latency->c_str(), *loss, *gets);
+    std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
+    std::printf("wall time:              %.2f s (bootstrap %.2f s, stores %.2f s, gets %.2f s)\n",
+                seconds_between(begin, end), seconds_between(marks[DhtPhase::bootstrap], marks[DhtPhase::stores]),
+                seconds_between(marks[DhtPhase::stores], marks[DhtPhase::gets]),
+                seconds_between(marks[DhtPhase::gets], marks[DhtPhase::done]));
+    std::printf("peak memory:            %.1f MiB\n", peak_rss_mib());
+    return 0;
+  };
+}
+
+}  // namespace apiary::apps

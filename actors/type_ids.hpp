@@ -32,3 +32,11 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 
 }  // namespace apiary::actors
+
+// DHT actor (actors/dht/dht_messages.hpp).
+namespace apiary::actors {
+struct dht_op_message;
+struct dht_look_message;
+}  // namespace apiary::actors
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_op_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_look_message)

@@ -15,8 +15,12 @@ Command add_identity_commands(CLI::App& app);
 Command add_bench_commands(CLI::App& app);
 /// `apiary tensor encode|decode`: raw values <-> serialized Tensor messages.
 Command add_tensor_commands(CLI::App& app);
+/// `apiary dht [store|get]`: a DHT node, or one-shot store/get clients.
+Command add_dht_commands(CLI::App& app);
 /// `apiary sim dht`: a simulated DHT swarm under churn, latency and loss.
 Command add_sim_commands(CLI::App& app);
+/// `apiary strategy build|check`: AutoDist strategies from a graph item and a resource spec.
+Command add_strategy_commands(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.

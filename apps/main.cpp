@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
       {"identity", apiary::apps::add_identity_commands(app)},
       {"bench", apiary::apps::add_bench_commands(app)},
       {"tensor", apiary::apps::add_tensor_commands(app)},
+      {"dht", apiary::apps::add_dht_commands(app)},
       {"sim", apiary::apps::add_sim_commands(app)},
+      {"strategy", apiary::apps::add_strategy_commands(app)},
   };
   try {
     app.parse(argc, argv);

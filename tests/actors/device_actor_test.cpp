@@ -1,13 +1,21 @@
-// The CPU device actor (actors/device/): every operation against a plain loop, many
-// requests in flight at once, and bad input answered with an error while the actor
-// keeps serving.
+// The device actors (actors/device/): every operation against a plain loop, many
+// requests in flight at once, bad input answered with an error while the actor keeps
+// serving; the context (CUDA) actor against the CPU one; the NCCL id over the RPC.
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/device/device_actor.hpp"
+#include "actors/device/nccl_bootstrap.hpp"
+#include "actors/rpc.hpp"
+#include "cuda/buffer.hpp"
+#include "cuda/nccl.hpp"
+#include "cuda/device.hpp"
+#include "cuda/runtime.hpp"
 #include "messages/tensor/codec.hpp"
 #include "messages/tensor/compressors.hpp"
 
@@ -170,4 +178,141 @@ TEST_CASE_METHOD(fixture, "device actor: bad input gives a clear error and the a
   auto fine = ask<Result<Buffer>>(self, dev, delta_request{buf({5, 7}), buf({2, 3})});
   REQUIRE(fine.ok());
   CHECK(vals(*fine) == std::vector<float>{3, 4});
+}
+
+namespace {
+
+/// The replies of `dev` to one request of each element-wise kind and an fp16 encode, on
+/// the same inputs, as float vectors (or the encoded bytes).
+struct replies {
+  std::vector<float> acc, avg, del;
+  std::string encoded;
+};
+
+replies run_each(caf::scoped_actor& self, const device_actor& dev) {
+  const std::size_t n = 4099;
+  const auto a = ramp(n, 3.0f), b = ramp(n, -1.5f);
+  replies out;
+  auto acc = ask<Result<Buffer>>(self, dev, accumulate_request{buf(a), buf(b), 0.3f});
+  auto avg = ask<Result<Buffer>>(self, dev, average_request{buf(a), 7});
+  auto del = ask<Result<Buffer>>(self, dev, delta_request{buf(a), buf(b)});
+  auto enc = ask<Result<pb::Tensor>>(self, dev, encode_request{tensor(a), pb::BLOCKWISE_8BIT});
+  REQUIRE(acc.ok());
+  REQUIRE(avg.ok());
+  REQUIRE(del.ok());
+  REQUIRE(enc.ok());
+  out.acc = vals(*acc);
+  out.avg = vals(*avg);
+  out.del = vals(*del);
+  out.encoded = enc->buffer();
+  return out;
+}
+
+void require_same(const replies& got, const replies& want) {
+  CHECK(std::memcmp(got.acc.data(), want.acc.data(), want.acc.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(got.avg.data(), want.avg.data(), want.avg.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(got.del.data(), want.del.data(), want.del.size() * sizeof(float)) == 0);
+  CHECK(got.encoded == want.encoded);
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(fixture, "context device actor on the CPU backend: the CPU actor's replies, bit for bit",
+                 "[actor]") {
+  auto ctx_dev = spawn_backend_device_actor(sys, cuda::backend::cpu, 0);
+  REQUIRE(ctx_dev.ok());
+  require_same(run_each(self, *ctx_dev), run_each(self, dev));
+  // Bad input: the same clear errors, and the actor keeps serving.
+  auto bad = ask<Result<Buffer>>(self, *ctx_dev, delta_request{buf({1.0f}), buf({1.0f, 2.0f})});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == errc::invalid_argument);
+  auto zero = ask<Result<Buffer>>(self, *ctx_dev, average_request{buf({1.0f}), 0});
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().code == errc::invalid_argument);
+  CHECK(ask<Result<Buffer>>(self, *ctx_dev, average_request{buf({6.0f}), 3}).ok());
+  self->send_exit(*ctx_dev, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(fixture, "spawn_device_actor picks a backend that works", "[actor]") {
+  const device_actor chosen = spawn_device_actor(sys);
+  require_same(run_each(self, chosen), run_each(self, dev));
+  self->send_exit(chosen, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(fixture, "CUDA device actor: the CPU actor's replies, bit for bit (gpu; skipped without one)",
+                 "[actor][gpu]") {
+  if (cuda::default_backend() != cuda::backend::cuda) {
+    WARN("skipped: no usable CUDA device (" << cuda::device_info() << ")");
+    auto refused = spawn_cuda_device_actor(sys, 0);
+    if (!cuda::gpu::compiled()) CHECK_FALSE(refused.ok());
+    return;
+  }
+  auto gpu_dev = spawn_cuda_device_actor(sys, 0);
+  REQUIRE(gpu_dev.ok());
+  require_same(run_each(self, *gpu_dev), run_each(self, dev));
+  self->send_exit(*gpu_dev, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the NCCL unique id travels over the RPC: served by the root, fetched by a rank", "[actor]") {
+  using namespace std::chrono_literals;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  actors::GatewayConfig gc;
+  gc.backend = actors::Backend::local;
+  auto root = actors::Gateway::start(sys, gc);
+  auto rank = actors::Gateway::start(sys, gc);
+  REQUIRE(root.ok());
+  REQUIRE(rank.ok());
+  cuda::nccl_id id;
+  for (std::size_t i = 0; i < id.bytes.size(); ++i) id.bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  auto server = serve_nccl_id(sys, *root, "grad-sync", id);
+  caf::scoped_actor self{sys};
+  auto got = fetch_nccl_id(self, **rank, (*root)->address(), "grad-sync", 5s);
+  for (int attempt = 0; attempt < 50 && !got.ok() && got.error().code == errc::not_found; ++attempt) {
+    std::this_thread::sleep_for(20ms);  // the registration is asynchronous
+    got = fetch_nccl_id(self, **rank, (*root)->address(), "grad-sync", 5s);
+  }
+  REQUIRE(got.ok());
+  CHECK(got->bytes == id.bytes);
+  // Another group is not served there: a clear not_found naming the handle.
+  auto other = fetch_nccl_id(self, **rank, (*root)->address(), "other", 5s);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == errc::not_found);
+  CHECK_THAT(other.error().message, Catch::Contains("nccl.id/other"));
+  // Something else under a group's handle: the size is checked.
+  auto wrong = serve_unary(sys, *root, nccl_id_handle("short"),
+                           [](const Delivery&) -> Result<Buffer> { return Buffer::copy_of("abc"); });
+  auto bad = fetch_nccl_id(self, **rank, (*root)->address(), "short", 5s);
+  for (int attempt = 0; attempt < 50 && !bad.ok() && bad.error().code == errc::not_found; ++attempt) {
+    std::this_thread::sleep_for(20ms);
+    bad = fetch_nccl_id(self, **rank, (*root)->address(), "short", 5s);
+  }
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == errc::malformed);
+  self->send_exit(server, caf::exit_reason::user_shutdown);
+  self->send_exit(wrong, caf::exit_reason::user_shutdown);
+  (*root)->stop();
+  (*rank)->stop();
+}
+
+TEST_CASE("NCCL over the RPC on GPUs: a one-rank group forms and all-reduces (gpu; skipped without one)",
+          "[actor][gpu]") {
+  if (cuda::default_backend() != cuda::backend::cuda || !cuda::nccl_compiled()) {
+    WARN("skipped: no usable CUDA device or no NCCL in this build");
+    return;
+  }
+  cuda::nccl_id id;
+  REQUIRE(cuda::nccl_new_id(&id).ok());
+  std::unique_ptr<cuda::nccl_communicator> comm;
+  const cuda::status st = cuda::nccl_communicator::create(id, 1, 0, 0, &comm);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  cuda::device_buffer b;
+  REQUIRE(cuda::device_buffer::allocate(cuda::backend::cuda, 4 * sizeof(float), &b).ok());
+  const float v[4] = {1, 2, 3, 4};
+  REQUIRE(b.upload(v, sizeof v).ok());
+  REQUIRE(comm->all_reduce(b.as<float>(), b.as<float>(), 4).ok());
+  float back[4] = {};
+  REQUIRE(b.download(back, sizeof back).ok());
+  CHECK(std::memcmp(back, v, sizeof v) == 0);
 }

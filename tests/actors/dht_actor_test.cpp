@@ -1,0 +1,348 @@
+// The DHT node core (core/dht/node.hpp) running under real actors and the real gateway:
+// several nodes in one process store and get through each other, over the in-process
+// transport (actors directly) and over UCX (through apiary::Dht).
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include <caf/all.hpp>
+
+#include "actors/dht/dht_actor.hpp"
+#include "actors/type_ids.hpp"
+#include "api/dht.hpp"
+#include "core/dht/auth.hpp"
+#include "core/dht/msgpack_value.hpp"
+#include "core/dht/ownership_validator.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+using core::dht::FoundValue;
+using core::dht::Node;
+using core::dht::OpId;
+using core::dht::OpResult;
+
+namespace {
+
+/// Waits for an operation's result (the node bounds every operation by its deadlines).
+OpResult wait(std::future<OpResult> f) {
+  REQUIRE(f.wait_for(30s) == std::future_status::ready);
+  return f.get();
+}
+
+/// `n` DHT actors on in-process gateways, each bootstrapped from the first.
+struct LocalSwarm {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<std::shared_ptr<actors::Gateway>> gws;
+  std::vector<caf::actor> nodes;
+  std::vector<std::string> addrs;
+
+  LocalSwarm(int n, core::dht::NodeConfig config) {
+    cfg.set("work-stealing.moderate-poll-attempts", 0);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    actors::GatewayConfig gc;
+    gc.backend = actors::Backend::local;
+    std::mt19937_64 rng(42);
+    for (int i = 0; i < n; ++i) {
+      auto gw = actors::Gateway::start(*sys, gc);
+      REQUIRE(gw.ok());
+      gws.push_back(*gw);
+      const auto& a = (*gw)->address();
+      // The in-process transport names callers by listen address alone (no PeerID).
+      addrs.push_back(actors::peer_addr_of(a, ""));
+      REQUIRE(!addrs.back().empty());
+      actors::DhtActorConfig ac;
+      ac.id = core::dht::NodeId::random(rng);
+      ac.self_addr = addrs.back();
+      ac.node = config;
+      nodes.push_back(actors::spawn_dht_actor(*sys, gws.back(), ac));
+      std::vector<std::string> initial;
+      if (i > 0) initial.push_back(addrs[0]);
+      auto boot = wait(actors::submit_dht_op(
+          nodes.back(), [initial](Node& node, core::TimePoint now, OpId op) { return node.start(now, op, initial); }));
+      REQUIRE(boot.status.ok());
+    }
+  }
+  ~LocalSwarm() {
+    for (std::size_t i = 0; i < nodes.size(); ++i) actors::stop_dht_actor(*gws[i], nodes[i]);
+    for (auto& g : gws) g->stop();
+  }
+
+  OpResult store(int at, std::vector<core::dht::StoreItem> items) {
+    return wait(actors::submit_dht_op(
+        nodes[at], [items](Node& node, core::TimePoint now, OpId op) { return node.store(now, op, items); }));
+  }
+  OpResult get(int at, const core::dht::NodeId& key, bool latest) {
+    return wait(actors::submit_dht_op(nodes[at], [key, latest](Node& node, core::TimePoint now, OpId op) {
+      return node.get(now, op, {key}, latest);
+    }));
+  }
+  /// Nodes whose main storage holds `key`.
+  int copies(const core::dht::NodeId& key) {
+    int n = 0;
+    for (auto& a : nodes) {
+      auto has = actors::look_at_dht<bool>(
+          a, [key](Node& node, core::TimePoint now) { return node.protocol().storage().contains(node.dht_time(now), key); });
+      REQUIRE(has.ok());
+      n += *has ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+double unix_now() { return Dht::now(); }
+
+}  // namespace
+
+TEST_CASE("peer_addr_of names a caller by its listen address and PeerID", "[actor]") {
+  CHECK(actors::peer_addr_of("", "").empty());
+  CHECK(actors::peer_addr_of("127.0.0.1:4100", "") == "/ip4/127.0.0.1/tcp/4100");
+  CHECK(actors::peer_addr_of("[::1]:4100", "") == "/ip6/::1/tcp/4100");
+  CHECK(actors::peer_addr_of("127.0.0.1:notaport", "").empty());
+  auto key = messages::Ed25519PrivateKey::generate();
+  REQUIRE(key.ok());
+  const auto id = messages::PeerId::from_public_key(key->public_key());
+  CHECK(actors::peer_addr_of("127.0.0.1:4100", id.bytes()) == "/ip4/127.0.0.1/tcp/4100/p2p/" + id.to_string());
+  CHECK(actors::peer_addr_of("127.0.0.1:4100", "garbage") == "/ip4/127.0.0.1/tcp/4100");
+}
+
+TEST_CASE("DHT actors over the in-process transport store, get and merge subkeys", "[actor]") {
+  core::dht::NodeConfig config;
+  config.protocol.num_replicas = 3;
+  config.cache_locally = false;
+  LocalSwarm swarm(5, config);
+  const double expiration = unix_now() + 60;
+
+  SECTION("a value stored from one node is found from another, on num_replicas nodes") {
+    const auto key = core::dht::NodeId::of_str_key("key");
+    auto stored = swarm.store(1, {{key, core::dht::k_subkey_regular, core::dht::pack_str("value"), expiration}});
+    REQUIRE(stored.status.ok());
+    REQUIRE(stored.stored.size() == 1);
+    CHECK(stored.stored[0]);
+    CHECK(stored.replicas[0] == 3);
+    CHECK(swarm.copies(key) == 3);
+    for (int at : {0, 4}) {
+      auto got = swarm.get(at, key, false);
+      REQUIRE(got.status.ok());
+      REQUIRE(got.found.size() == 1);
+      REQUIRE(got.found[0].has_value());
+      CHECK(std::get<std::string>(got.found[0]->value) == core::dht::pack_str("value"));
+      CHECK(got.found[0]->expiration == Approx(expiration));
+    }
+  }
+
+  SECTION("a missing key is not found") {
+    auto got = swarm.get(2, core::dht::NodeId::of_str_key("nobody stored this"), true);
+    REQUIRE(got.status.ok());
+    REQUIRE(got.found.size() == 1);
+    CHECK_FALSE(got.found[0].has_value());
+  }
+
+  SECTION("subkeys stored from two nodes are merged by a latest get") {
+    const auto key = core::dht::NodeId::of_str_key("dictionary");
+    auto a = swarm.store(1, {{key, core::dht::pack_str("a"), core::dht::pack_str("from 1"), expiration}});
+    auto b = swarm.store(3, {{key, core::dht::pack_str("b"), core::dht::pack_str("from 3"), expiration + 1}});
+    REQUIRE(a.status.ok());
+    REQUIRE(b.status.ok());
+    CHECK(a.stored[0]);
+    CHECK(b.stored[0]);
+    auto got = swarm.get(4, key, true);
+    REQUIRE(got.status.ok());
+    REQUIRE(got.found[0].has_value());
+    const auto* dict = std::get_if<FoundValue::Dictionary>(&got.found[0]->value);
+    REQUIRE(dict != nullptr);
+    REQUIRE(dict->size() == 2);
+    CHECK(dict->at(core::dht::pack_str("a")).value == core::dht::pack_str("from 1"));
+    CHECK(dict->at(core::dht::pack_str("b")).value == core::dht::pack_str("from 3"));
+    CHECK(got.found[0]->expiration == Approx(expiration + 1));
+  }
+
+  SECTION("an older value does not replace a newer one") {
+    const auto key = core::dht::NodeId::of_str_key("newest wins");
+    auto newer = swarm.store(0, {{key, core::dht::k_subkey_regular, core::dht::pack_str("new"), expiration + 10}});
+    auto older = swarm.store(2, {{key, core::dht::k_subkey_regular, core::dht::pack_str("old"), expiration}});
+    CHECK(newer.stored[0]);
+    CHECK_FALSE(older.stored[0]);
+    auto got = swarm.get(4, key, true);
+    REQUIRE(got.found[0].has_value());
+    CHECK(std::get<std::string>(got.found[0]->value) == core::dht::pack_str("new"));
+  }
+}
+
+TEST_CASE("Dht nodes over UCX share one actor system, and a missing initial peer is a clear error", "[actor]") {
+  caf::actor_system_config cfg;
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+  caf::actor_system sys{cfg};
+  DhtOptions first;
+  first.system = &sys;
+  first.node.wait_timeout = 1s;
+  auto a = Dht::start(first);
+  REQUIRE(a.ok());
+  REQUIRE((*a)->visible_addrs().size() == 1);
+  CHECK((*a)->visible_addrs()[0].find("/p2p/" + (*a)->peer_id().to_string()) != std::string::npos);
+  DhtOptions rest = first;
+  rest.initial_peers = (*a)->visible_addrs();
+  auto b = Dht::start(rest);
+  REQUIRE(b.ok());
+  rest.client_mode = true;
+  auto client = Dht::start(rest);
+  REQUIRE(client.ok());
+  CHECK((*client)->visible_addrs().empty());
+
+  const double expiration = Dht::now() + 30;
+  auto stored = (*client)->store(DhtKey::str("mykey"), core::dht::pack_str("hello"), expiration).get();
+  REQUIRE(stored.ok());
+  CHECK(*stored);
+  auto got = (*b)->get(DhtKey::str("mykey")).get();
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("hello"));
+  auto missing = (*a)->get(DhtKey::bytes("key"), true).get();
+  REQUIRE(missing.ok());
+  CHECK_FALSE(missing->has_value());
+
+  // The client is never in a routing table; a and b know each other.
+  auto sa = (*a)->stats();
+  REQUIRE(sa.ok());
+  CHECK(sa->routing_table == 1);
+  CHECK(sa->node.requests_served > 0);
+
+  // A peer that is not there: the error names it, and comes back after the deadline.
+  DhtOptions lonely = first;
+  const std::string gone = "/ip4/127.0.0.1/tcp/1/p2p/" + (*a)->peer_id().to_string();
+  lonely.initial_peers = {gone};
+  auto failed = Dht::start(lonely);
+  REQUIRE_FALSE(failed.ok());
+  INFO(failed.error().what());
+  CHECK_THAT(failed.error().message, Catch::Contains("/ip4/127.0.0.1/tcp/1"));
+
+  (*client)->stop();
+  (*client)->stop();  // idempotent
+  auto after = (*client)->get(DhtKey::str("mykey")).get();
+  CHECK_FALSE(after.ok());
+}
+
+TEST_CASE("DhtKey names keys as hivemind does", "[actor]") {
+  CHECK(DhtKey::str("key").id().to_hex() == "88c6f489594d5d9a9d57d93567bfb6ee377abd24");
+  CHECK(DhtKey::bytes("key").id().to_hex() == "a62f2225bf70bfaccbc7f1ef2a397836717377de");
+  auto packed = DhtKey::packed(core::dht::pack_str("mykey"));
+  REQUIRE(packed.ok());
+  CHECK(packed->id().to_hex() == "6a9a82708532eead9c87b7c2aa81916d0a0c4619");
+  CHECK_FALSE(DhtKey::packed("\x92\x01").ok());  // an array missing an element
+}
+
+TEST_CASE("an owner's subkey cannot be overwritten by another key's holder", "[actor]") {
+  caf::actor_system_config cfg;
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+  caf::actor_system sys{cfg};
+  auto validator = [] {
+    auto key = messages::Ed25519PrivateKey::generate();
+    REQUIRE(key.ok());
+    return std::make_shared<core::dht::OwnershipValidator>(*key);
+  };
+  DhtOptions base;
+  base.system = &sys;
+  base.node.wait_timeout = 2s;
+  std::vector<std::unique_ptr<Dht>> servers;
+  for (int i = 0; i < 3; ++i) {
+    DhtOptions o = base;
+    o.validator = validator();
+    if (i > 0) o.initial_peers = servers[0]->visible_addrs();
+    auto d = Dht::start(o);
+    REQUIRE(d.ok());
+    servers.push_back(std::move(*d));
+  }
+  auto bob_validator = validator();
+  auto mallory_validator = validator();
+  DhtOptions bob_opts = base;
+  bob_opts.initial_peers = servers[0]->visible_addrs();
+  bob_opts.validator = bob_validator;
+  auto bob = Dht::start(bob_opts);
+  REQUIRE(bob.ok());
+  DhtOptions mallory_opts = bob_opts;
+  mallory_opts.validator = mallory_validator;
+  auto mallory = Dht::start(mallory_opts);
+  REQUIRE(mallory.ok());
+
+  const auto key = DhtKey::str("experts");
+  const auto bob_subkey = DhtKey::str(bob_validator->own_marker());
+  const double expiration = Dht::now() + 30;
+  auto stored = (*bob)->store(key, core::dht::pack_str("bob's"), expiration, bob_subkey).get();
+  REQUIRE(stored.ok());
+  CHECK(*stored);
+  auto overwrite = (*mallory)->store(key, core::dht::pack_str("mallory's"), expiration + 10, bob_subkey).get();
+  REQUIRE(overwrite.ok());
+  CHECK_FALSE(*overwrite);
+  // Mallory can write under her own subkey of the same key.
+  const auto mallory_subkey = DhtKey::str(mallory_validator->own_marker());
+  auto own = (*mallory)->store(key, core::dht::pack_str("mallory's"), expiration, mallory_subkey).get();
+  REQUIRE(own.ok());
+  CHECK(*own);
+
+  auto got = servers[2]->get(key, true).get();
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  const auto& dict = std::get<FoundValue::Dictionary>((*got)->value);
+  REQUIRE(dict.count(bob_subkey.packed()) == 1);
+  CHECK(dict.at(bob_subkey.packed()).value == core::dht::pack_str("bob's"));  // signature stripped
+  CHECK(dict.count(mallory_subkey.packed()) == 1);
+}
+
+TEST_CASE("with authorization on, nodes holding the authority's tokens talk and others are refused", "[actor]") {
+  caf::actor_system_config cfg;
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+  caf::actor_system sys{cfg};
+  auto new_key = [] {
+    auto key = messages::Ed25519PrivateKey::generate();
+    REQUIRE(key.ok());
+    return *key;
+  };
+  auto authorizer = [&](const messages::Ed25519PrivateKey& authority, const std::string& user) {
+    const auto holder = new_key();
+    auto issuer = core::dht::AuthorityTokenIssuer::create(authority, user, holder.public_key());
+    REQUIRE(issuer.ok());
+    auto counter = std::make_shared<std::uint64_t>(0);
+    core::dht::NonceSource nonces = [user, counter] {
+      std::string n(core::dht::k_auth_nonce_size, user.empty() ? '?' : user[0]);
+      n.replace(1, 7, fmt::format("{:07}", ++*counter % 10000000));
+      return n;
+    };
+    return std::make_shared<core::dht::TokenAuthorizer>(
+        holder, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), nonces);
+  };
+  const auto authority = new_key();
+  DhtOptions base;
+  base.system = &sys;
+  base.node.wait_timeout = 1s;
+  DhtOptions o1 = base;
+  o1.authorizer = authorizer(authority, "alice");
+  auto alice = Dht::start(o1);
+  REQUIRE(alice.ok());
+  DhtOptions o2 = base;
+  o2.authorizer = authorizer(authority, "bob");
+  o2.initial_peers = (*alice)->visible_addrs();
+  auto bob = Dht::start(o2);
+  REQUIRE(bob.ok());
+  auto stored = (*bob)->store(DhtKey::str("authorized"), core::dht::pack_str("yes"), Dht::now() + 30).get();
+  REQUIRE(stored.ok());
+  CHECK(*stored);
+  auto got = (*alice)->get(DhtKey::str("authorized"), true).get();
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("yes"));
+
+  // No token at all, or a token of another authority: no initial peer answers.
+  DhtOptions anonymous = base;
+  anonymous.initial_peers = (*alice)->visible_addrs();
+  auto a = Dht::start(anonymous);
+  REQUIRE_FALSE(a.ok());
+  INFO(a.error().what());
+  CHECK_THAT(a.error().message, Catch::Contains((*alice)->visible_addrs()[0]));
+  CHECK_THAT(a.error().message, Catch::Contains("auth"));
+  DhtOptions stranger = anonymous;
+  stranger.authorizer = authorizer(new_key(), "carol");
+  auto c = Dht::start(stranger);
+  REQUIRE_FALSE(c.ok());
+  INFO(c.error().what());
+  CHECK_THAT(c.error().message, Catch::Contains("token"));
+}

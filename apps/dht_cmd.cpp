@@ -5,9 +5,13 @@
 #include <ctime>
 #include <sstream>
 
+#include <random>
+
 #include "api/dht.hpp"
 #include "apps/commands.hpp"
+#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "messages/identity/key_file.hpp"
 
 namespace apiary::apps {
 namespace {
@@ -48,7 +52,30 @@ std::string format_packed(const std::string& packed) {
 struct ClientArgs {
   std::string peer;
   std::string mode = "tcp";
+  std::string authority;
 };
+
+/// Request authorization for a swarm whose members share the authority key in
+/// `authority_file`: this node mints its own token for `identity_file`'s key (a fresh key
+/// when empty). Errors: the key files' (not_found, malformed).
+Result<std::shared_ptr<core::dht::Authorizer>> authorizer_from(const std::string& authority_file,
+                                                              const std::string& identity_file) {
+  auto authority = messages::load_key_file(authority_file);
+  if (!authority) return authority.error();
+  auto local = identity_file.empty() ? messages::Ed25519PrivateKey::generate() : messages::load_key_file(identity_file);
+  if (!local) return local.error();
+  auto issuer = core::dht::AuthorityTokenIssuer::create(*authority, "apiary-dht", local->public_key());
+  if (!issuer) return issuer.error();
+  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+  core::dht::NonceSource nonces = [rng] {
+    std::string nonce(8, '\0');
+    const std::uint64_t bits = (*rng)();
+    for (std::size_t i = 0; i < 8; ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
+    return nonce;
+  };
+  return std::shared_ptr<core::dht::Authorizer>(std::make_shared<core::dht::TokenAuthorizer>(
+      *local, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), std::move(nonces)));
+}
 
 /// Starts a client-mode node bootstrapped from `args.peer`; prints the error and sets
 /// `rc` if it cannot.
@@ -57,6 +84,16 @@ std::unique_ptr<Dht> start_client(const char* what, const ClientArgs& args, int&
   o.client_mode = true;
   o.mode = parse_mode(args.mode);
   o.initial_peers = {args.peer};
+  if (!args.authority.empty()) {
+    auto authorizer = authorizer_from(args.authority, "");
+    if (!authorizer) {
+      std::fprintf(stderr, "apiary dht %s: --authority %s: %s\n", what, args.authority.c_str(),
+                   authorizer.error().what().c_str());
+      rc = 1;
+      return nullptr;
+    }
+    o.authorizer = *authorizer;
+  }
   if (auto peer = messages::Multiaddr::parse(args.peer)) {
     // Listen (ephemerally) on the interface the peer is reached through.
     o.listen = messages::Multiaddr::from_ip(peer->host, 0)->to_string();
@@ -142,6 +179,11 @@ Command add_dht_commands(CLI::App& app) {
   cmd->add_option("--identity", opts->identity_file,
                   "Ed25519 key file (see `apiary identity create`); default: a fresh key for this run");
   cmd->add_option("--mode", *mode, "Same-host lanes: tcp or shm")->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  auto authority = std::make_shared<std::string>();
+  const char* authority_help =
+      "Turn on request authorization: an Ed25519 key file (see `apiary identity create`) shared by the "
+      "swarm's members, which each mint their own token with it; requests without one are refused";
+  cmd->add_option("--authority", *authority, authority_help);
 
   auto client = std::make_shared<ClientArgs>();
   auto key = std::make_shared<std::string>();
@@ -156,11 +198,13 @@ Command add_dht_commands(CLI::App& app) {
   auto* subkey_opt = store->add_option("--subkey", *subkey, "Store one entry of a dictionary value under this subkey");
   store->add_option("--ttl", *ttl, "Seconds the value lives")->check(CLI::Range(0.001, 1e9))->capture_default_str();
   store->add_option("--mode", client->mode, "tcp or shm (must match the node's)")->check(CLI::IsMember({"tcp", "shm"}));
+  store->add_option("--authority", client->authority, authority_help);
   auto* get = cmd->add_subcommand("get", "Print the value of a string KEY found through the node at --peer");
   get->add_option("--peer", client->peer, "Multiaddr of a DHT node")->required();
   get->add_option("key", *key, "The key (a string)")->required();
   get->add_flag("--latest", *latest, "Ask every replica and merge dictionary subkeys");
   get->add_option("--mode", client->mode, "tcp or shm (must match the node's)")->check(CLI::IsMember({"tcp", "shm"}));
+  get->add_option("--authority", client->authority, authority_help);
 
   return [=]() {
     if (store->parsed()) {
@@ -170,6 +214,14 @@ Command add_dht_commands(CLI::App& app) {
     if (get->parsed()) return run_get(*client, *key, *latest);
     block_shutdown_signals();
     opts->mode = parse_mode(*mode);
+    if (!authority->empty()) {
+      auto authorizer = authorizer_from(*authority, opts->identity_file);
+      if (!authorizer) {
+        std::fprintf(stderr, "apiary dht: --authority %s: %s\n", authority->c_str(), authorizer.error().what().c_str());
+        return 1;
+      }
+      opts->authorizer = *authorizer;
+    }
     auto dht = Dht::start(*opts);
     if (!dht) {
       std::fprintf(stderr, "apiary dht: %s\n", dht.error().what().c_str());

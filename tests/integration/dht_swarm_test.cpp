@@ -217,3 +217,35 @@ TEST_CASE("apiary dht store/get report bad usage and unreachable peers", "[integ
   CHECK(unreachable.rc == 1);
   CHECK_THAT(unreachable.out, Catch::Contains("/ip4/127.0.0.1/tcp/1"));
 }
+
+TEST_CASE("with --authority, members store and get while clients without a token are refused", "[integration]") {
+  char dir_template[] = "/tmp/apiary-auth-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string authority = std::string(dir_template) + "/authority.key";
+  const std::string other = std::string(dir_template) + "/other.key";
+  REQUIRE(run_apiary("identity create " + authority).rc == 0);
+  REQUIRE(run_apiary("identity create " + other).rc == 0);
+  std::vector<DhtProcess> nodes;
+  nodes.push_back(spawn_node("--listen /ip4/127.0.0.1/tcp/0 --authority " + authority));
+  await_listening(nodes[0]);
+  for (int i = 1; i < 3; ++i) nodes.push_back(spawn_node("--listen /ip4/127.0.0.1/tcp/0 --authority " + authority +
+                                                         " --initial-peers " + nodes[0].addr));
+  for (int i = 1; i < 3; ++i) await_listening(nodes[i]);
+  auto stored = run_apiary("dht store --authority " + authority + " --peer " + nodes[1].addr + " secret value");
+  INFO(stored.out);
+  CHECK(stored.rc == 0);
+  auto got = run_apiary("dht get --authority " + authority + " --peer " + nodes[2].addr + " secret");
+  INFO(got.out);
+  CHECK(got.rc == 0);
+  CHECK(got.out.find("secret = \"value\"") != std::string::npos);
+  auto anonymous = run_apiary("dht get --peer " + nodes[2].addr + " secret");
+  INFO(anonymous.out);
+  CHECK(anonymous.rc == 1);
+  CHECK(anonymous.out.find("none of the 1 initial peers") != std::string::npos);
+  auto stranger = run_apiary("dht get --authority " + other + " --peer " + nodes[2].addr + " secret");
+  CHECK(stranger.rc == 1);
+  for (auto& n : nodes) {
+    n.proc->kill(SIGTERM);
+    CHECK(n.proc->wait(30s) == 0);
+  }
+}

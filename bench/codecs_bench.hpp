@@ -9,6 +9,9 @@ namespace apiary::bench {
 struct CodecsBenchOptions {
   std::size_t mib = 64;    ///< size of the float32 input tensor, MiB
   std::size_t repeat = 3;  ///< timed runs per figure; the best is reported
+  /// Time by this thread's CPU clock instead of the wall clock: steadier figures on a
+  /// loaded machine (time spent descheduled is not counted), for memcpy and codecs alike.
+  bool thread_cpu_clock = false;
 };
 
 /// Prints one row per codec: encode (into a reused message, and into a new one) and

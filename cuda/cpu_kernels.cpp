@@ -107,6 +107,10 @@ APIARY_CPU_CLONES void cast_f16_to_f32(float* dst, const std::uint16_t* src,
   for (std::size_t i = 0; i < n; ++i) d[i] = float_of(bits_from_half(s[i]));
 }
 
+APIARY_CPU_CLONES void divide(float* dst, const float* src, float divisor, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] / divisor;
+}
+
 APIARY_CPU_CLONES double sum(const float* x, std::size_t n) noexcept {
   double lane[sum_lanes] = {};
   std::size_t i = 0;

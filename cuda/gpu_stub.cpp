@@ -74,6 +74,10 @@ status cast_f16_to_f32(float*, const std::uint16_t*, std::size_t, stream_handle)
   return not_compiled("gpu::cast_f16_to_f32");
 }
 
+status divide(float*, const float*, float, std::size_t, stream_handle) {
+  return not_compiled("gpu::divide");
+}
+
 status sum(const float*, std::size_t, double* out, stream_handle) {
   if (out != nullptr) *out = 0.0;
   return not_compiled("gpu::sum");

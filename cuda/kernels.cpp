@@ -42,6 +42,15 @@ status cast_f16_to_f32(backend where, float* dst, const std::uint16_t* src, std:
   return ok_status();
 }
 
+status divide(backend where, float* dst, const float* src, float divisor, std::size_t n,
+              stream_handle stream) {
+  if (n == 0) return ok_status();
+  if (dst == nullptr || src == nullptr) return null_pointer("divide", n);
+  if (where == backend::cuda) return gpu::divide(dst, src, divisor, n, stream);
+  cpu::divide(dst, src, divisor, n);
+  return ok_status();
+}
+
 status sum(backend where, const float* x, std::size_t n, double* out, stream_handle stream) {
   if (out == nullptr) {
     return status::failure("sum: got a null result pointer; expected the address of a host double");

@@ -9,52 +9,11 @@
 #include <string>
 
 #include "cuda/cuda_check.cuh"
+#include "cuda/device_math.cuh"
 #include "cuda/kernels.hpp"
 
 namespace apiary::cuda::gpu {
 namespace {
-
-// 256 threads = 8 warps: a common sweet spot for memory-bound element-wise kernels.
-constexpr unsigned threads_per_block = 256;
-// Grid cap, in blocks: 8192 x 256 = 2M threads, about 8 waves of an H200's 132 SMs x
-// 2048 resident threads; larger arrays are covered by the grid-stride loop.
-constexpr std::size_t max_blocks = 8192;
-
-unsigned blocks_for(std::size_t n) {
-  const std::size_t wanted = (n + threads_per_block - 1) / threads_per_block;
-  return static_cast<unsigned>(std::min(wanted, max_blocks));
-}
-
-cudaStream_t as_stream(stream_handle s) { return static_cast<cudaStream_t>(s); }
-
-__device__ __forceinline__ std::size_t first_index() {
-  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ __forceinline__ std::size_t grid_stride() {
-  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
-}
-
-// fp32 -> fp16 bits with the clamp and NaN rule of cpu::cast_f32_to_f16.
-__device__ __forceinline__ std::uint16_t clamped_half_bits(float v) {
-  const std::uint32_t b = __float_as_uint(v);
-  const std::uint32_t mag = b & 0x7fffffffu;
-  if (mag > 0x7f800000u) {  // NaN: keep sign and top payload bits, set the quiet bit
-    return static_cast<std::uint16_t>(((b >> 16) & 0x8000u) | 0x7e00u | ((mag >> 13) & 0x3ffu));
-  }
-  v = fminf(fmaxf(v, -65504.0f), 65504.0f);
-  return __half_as_ushort(__float2half_rn(v));
-}
-
-// fp16 bits -> fp32 with the NaN rule of cpu::cast_f16_to_f32.
-__device__ __forceinline__ float float_of_half_bits(std::uint16_t h) {
-  const std::uint32_t mag = h & 0x7fffu;
-  if (mag > 0x7c00u) {  // NaN: widen the payload, set the quiet bit
-    return __uint_as_float((static_cast<std::uint32_t>(h & 0x8000u) << 16) | 0x7fc00000u |
-                           (mag << 13));
-  }
-  return __half2float(__ushort_as_half(h));
-}
 
 __global__ void __launch_bounds__(threads_per_block)
     weighted_accumulate_kernel(float* __restrict__ acc, const float* __restrict__ x, float w,
@@ -75,6 +34,11 @@ __global__ void __launch_bounds__(threads_per_block)
                            std::size_t n) {
   for (std::size_t i = first_index(); i < n; i += grid_stride())
     dst[i] = float_of_half_bits(src[i]);
+}
+
+__global__ void __launch_bounds__(threads_per_block)
+    divide_kernel(float* dst, const float* src, float divisor, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) dst[i] = __fdiv_rn(src[i], divisor);
 }
 
 // Tree-sums one value per thread of the block; thread 0 gets the block's total.
@@ -107,13 +71,6 @@ __global__ void __launch_bounds__(threads_per_block)
   if (threadIdx.x == 0) *out = total;
 }
 
-status launched(const char* kernel, std::size_t n) {
-  return detail::check(
-      cudaGetLastError(),
-      std::string("launch of ") + kernel + " over " + std::to_string(n) + " elements",
-      detail::launch_advice);
-}
-
 }  // namespace
 
 status weighted_accumulate(float* acc, const float* x, float w, std::size_t n,
@@ -134,6 +91,12 @@ status cast_f16_to_f32(float* dst, const std::uint16_t* src, std::size_t n, stre
   if (n == 0) return ok_status();
   cast_f16_to_f32_kernel<<<blocks_for(n), threads_per_block, 0, as_stream(stream)>>>(dst, src, n);
   return launched("cast_f16_to_f32", n);
+}
+
+status divide(float* dst, const float* src, float divisor, std::size_t n, stream_handle stream) {
+  if (n == 0) return ok_status();
+  divide_kernel<<<blocks_for(n), threads_per_block, 0, as_stream(stream)>>>(dst, src, divisor, n);
+  return launched("divide", n);
 }
 
 status sum(const float* x, std::size_t n, double* out, stream_handle stream) {

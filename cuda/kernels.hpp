@@ -33,6 +33,10 @@ void cast_f32_to_f16(std::uint16_t* dst, const float* src, std::size_t n) noexce
 /// NaN with its payload and quiet bit set, as F16C).
 void cast_f16_to_f32(float* dst, const std::uint16_t* src, std::size_t n) noexcept;
 
+/// dst[i] = src[i] / divisor (one rounded float division; averaging a sum of `divisor`
+/// contributions). dst may equal src.
+void divide(float* dst, const float* src, float divisor, std::size_t n) noexcept;
+
 /// Sum of x[0..n) accumulated in double in a fixed order (8 interleaved partial sums,
 /// then the tail, then a pairwise combination), so it is the same on every run.
 double sum(const float* x, std::size_t n) noexcept;
@@ -61,6 +65,10 @@ status cast_f32_to_f16(std::uint16_t* dst, const float* src, std::size_t n,
 status cast_f16_to_f32(float* dst, const std::uint16_t* src, std::size_t n,
                        stream_handle stream = nullptr);
 
+/// cpu::divide on device pointers, enqueued on `stream`.
+status divide(float* dst, const float* src, float divisor, std::size_t n,
+              stream_handle stream = nullptr);
+
 /// Sum of the device array x[0..n) in double (per-thread partial sums, a block tree,
 /// then one block over the block sums: deterministic for a given n). Waits for
 /// `stream` and writes the result to the host double `*out`.
@@ -79,6 +87,10 @@ status cast_f32_to_f16(backend where, std::uint16_t* dst, const float* src, std:
 /// cast_f16_to_f32 on `where`'s memory.
 status cast_f16_to_f32(backend where, float* dst, const std::uint16_t* src, std::size_t n,
                        stream_handle stream = nullptr);
+
+/// divide on `where`'s memory.
+status divide(backend where, float* dst, const float* src, float divisor, std::size_t n,
+              stream_handle stream = nullptr);
 
 /// sum on `where`'s memory; the result always lands in the host double `*out`.
 status sum(backend where, const float* x, std::size_t n, double* out,

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/device/device_checks.hpp"
 #include "cuda/kernels.hpp"
 #include "messages/tensor/codec.hpp"
 #include "messages/tensor/compressors.hpp"
@@ -9,36 +10,9 @@
 namespace apiary::actors {
 namespace {
 
-/// The number of float32 values in `b`, or errc::invalid_argument naming the operation
-/// and the argument when its byte count is not a multiple of 4.
-Result<std::size_t> float_count(const Buffer& b, const char* op, const char* arg) {
-  if (b.size() % sizeof(float) != 0) {
-    return make_error(errc::invalid_argument,
-                      "device {}: expected '{}' to hold float32 values (a multiple of 4 bytes), "
-                      "got {} bytes; pass float32 data or convert it first",
-                      op, arg, b.size());
-  }
-  return b.size() / sizeof(float);
-}
-
-/// The common length of two float32 buffers, or errc::invalid_argument.
-Result<std::size_t> same_length(const Buffer& a, const Buffer& b, const char* op, const char* a_name,
-                                const char* b_name) {
-  auto na = float_count(a, op, a_name);
-  if (!na) return na;
-  auto nb = float_count(b, op, b_name);
-  if (!nb) return nb;
-  if (*na != *nb) {
-    return make_error(errc::invalid_argument,
-                      "device {}: expected '{}' and '{}' of the same length, got {} and {} float32 "
-                      "values; pass tensors of the same shape",
-                      op, a_name, b_name, *na, *nb);
-  }
-  return *na;
-}
-
-float* floats(Buffer& b) { return reinterpret_cast<float*>(b.data()); }
-const float* floats(const Buffer& b) { return reinterpret_cast<const float*>(b.data()); }
+using device_checks::float_count;
+using device_checks::floats;
+using device_checks::same_length;
 
 struct cpu_device_state {
   messages::HorovodCompressorEF ef;
@@ -87,10 +61,7 @@ Result<Buffer> average(const average_request& r) {
                       "when nothing was summed");
   }
   Buffer out = Buffer::allocate(r.sum.size());
-  const float count = static_cast<float>(r.count);
-  const float* in = floats(r.sum);
-  float* o = floats(out);
-  for (std::size_t i = 0; i < *n; ++i) o[i] = in[i] / count;
+  cuda::cpu::divide(floats(out), floats(r.sum), static_cast<float>(r.count), *n);
   return out;
 }
 

@@ -20,7 +20,7 @@ constexpr float range_in_sigmas = 6.0f;
 // from a histogram in one pass (a sort of 64 MiB would take a second).
 constexpr std::size_t exact_quantile_limit = std::size_t{1} << 16;
 constexpr std::size_t header_bytes = sizeof(std::int64_t);
-// Fewest elements for which building a BinnedBorders table (0.5 MiB) pays off.
+// Fewest elements for which building a BinnedBorders table (256 KiB) pays off.
 constexpr std::size_t binned_search_min = std::size_t{1} << 16;
 
 bool applies(dtype type) { return is_floating_point(type); }

@@ -3,6 +3,7 @@
 /// single-threaded, compiled so that the compiler vectorizes them (codec_kernels.cpp is
 /// built with the dynamic vectorizer cost model, and for AVX2 beside the baseline on
 /// x86-64). Sizes are element counts.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -47,10 +48,10 @@ void search_borders(std::uint8_t* idx, const float* x, std::size_t n, float divi
                     const float* borders);
 /// search_borders through a table, for borders that are at most one per bin of the top 16
 /// bits of order_key (bins 2^-7 wide relative to their values; true of the dynamic code
-/// table's midpoints and of quantiles of most data): per bin, the borders in earlier bins
-/// and the one inside (or +inf), so a search is two table reads and one compare.
-/// Worth building (0.5 MiB, about 0.1 ms) for 2^16 values or more. Same results as
-/// search_borders for non-NaN values.
+/// table's midpoints and of quantiles of most data): per bin, the count of borders in
+/// earlier bins and the low 16 key bits of the one inside, packed in one uint32, so a
+/// search is one table read and one compare. Worth building (256 KiB, about 0.1 ms) for
+/// 2^16 values or more. Same results as search_borders for non-NaN values.
 class BinnedBorders {
  public:
   /// Builds the table over 255 ascending borders; false if a bin holds two of them (then
@@ -60,8 +61,41 @@ class BinnedBorders {
   void search(std::uint8_t* idx, const float* x, std::size_t n, float divisor) const;
 
  private:
-  std::vector<std::uint32_t> below_;  // per bin: borders in earlier bins
-  std::vector<float> inside_;         // per bin: its border, or +inf
+  // Per bin: (borders in earlier bins) << 16 | low 16 bits of its border's order_key, or
+  // 0xffff without a border (no key of the bin lies above it).
+  std::vector<std::uint32_t> entries_;
+};
+
+/// search_borders for 255 ascending borders mirrored about zero (the j-th negative border
+/// from zero is minus the j-th positive one; the positives may have extra ones at the top),
+/// whose positive borders fit in 256 bins of at most 8 top mantissa bits per binade: the
+/// dynamic code table's midpoints. With AVX-512 VBMI the tables sit in registers and 64
+/// values take a few byte permutes; otherwise the search is scalar (use BinnedBorders).
+/// Same results as search_borders for every value, NaN included (index 0).
+class MirroredBorders {
+ public:
+  /// Builds the tables over 255 ascending borders; false if they are not mirrored or do
+  /// not fit (then use BinnedBorders or search_borders).
+  bool build(const float* borders);
+  /// idx[i] = number of borders below x[i] / divisor; divisor > 0. After build() is true.
+  /// `next` (optional): n values the caller reads afterwards (its next block), which the
+  /// vector search brings into cache while it computes.
+  void search(std::uint8_t* idx, const float* x, std::size_t n, float divisor,
+              const float* next = nullptr) const;
+  /// True when this CPU runs the vector search (x86-64 with AVX-512 F, BW, VL, DQ, VBMI).
+  static bool vectorized();
+
+ private:
+  [[nodiscard]] std::uint8_t search_one(float v) const;
+
+  std::uint32_t negatives_ = 0;      // borders below zero
+  std::int32_t lowest_exponent_ = 0; // biased float exponent of the smallest positive border
+  std::int32_t binades_ = 0;         // binades from the smallest to the largest border
+  // Per binade slot (below the lowest, each binade, above): first bin | mantissa shift << 16.
+  std::array<std::uint32_t, 32> binade_params_{};
+  std::array<std::uint8_t, 256> below_{};  // per bin: positive borders in earlier bins
+  // Per bin: the mantissa of its border (0x7fffff without one), low byte first.
+  std::array<std::array<std::uint8_t, 256>, 3> mantissa_bytes_{};
 };
 
 /// sums[k] += x[i] and counts[k] += 1 for k = idx[i]; sums and counts have 256 entries.

@@ -124,19 +124,20 @@ void search_borders(std::uint8_t* idx, const float* x, std::size_t n, float divi
 
 bool BinnedBorders::build(const float* borders) {
   constexpr std::size_t bins = std::size_t{1} << 16;
-  below_.assign(bins, 0);
-  inside_.assign(bins, __builtin_inff());
+  constexpr std::uint32_t no_border = 0xffffu;
   std::vector<std::uint32_t> per_bin(bins, 0);
+  std::vector<std::uint32_t> low_key(bins, no_border);
   for (std::size_t k = 0; k < 255; ++k) {
     // -0 and +0 are equal values: keep the border in +0's bin so both compare alike.
     const float b = borders[k] == 0.0f ? 0.0f : borders[k];
-    const std::uint32_t bin = order_key(bits_of_float(b)) >> 16;
-    if (++per_bin[bin] > 1) return false;
-    inside_[bin] = b;
+    const std::uint32_t key = order_key(bits_of_float(b));
+    if (++per_bin[key >> 16] > 1) return false;
+    low_key[key >> 16] = key & 0xffffu;
   }
+  entries_.assign(bins, 0);
   std::uint32_t below = 0;
   for (std::size_t bin = 0; bin < bins; ++bin) {
-    below_[bin] = below;
+    entries_[bin] = (below << 16) | low_key[bin];
     below += per_bin[bin];
   }
   return true;
@@ -144,13 +145,13 @@ bool BinnedBorders::build(const float* borders) {
 
 namespace {
 
+// Within a bin, border < v exactly when the low key bits of v are above the border's.
 APIARY_CODEC_CLONES void binned_search_portable(std::uint8_t* idx, const float* x, std::size_t n,
-                                                float divisor, const std::uint32_t* below,
-                                                const float* inside) {
+                                                float divisor, const std::uint32_t* entries) {
   for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] / divisor;
-    const std::uint32_t bin = order_key(bits_of_float(v)) >> 16;
-    idx[i] = static_cast<std::uint8_t>(below[bin] + (inside[bin] < v ? 1u : 0u));
+    const std::uint32_t key = order_key(bits_of_float(x[i] / divisor));
+    const std::uint32_t entry = entries[key >> 16];
+    idx[i] = static_cast<std::uint8_t>((entry >> 16) + ((key & 0xffffu) > (entry & 0xffffu) ? 1u : 0u));
   }
 }
 
@@ -158,24 +159,22 @@ APIARY_CODEC_CLONES void binned_search_portable(std::uint8_t* idx, const float* 
 // The same, 32 values per step with AVX2 gathers; same comparisons, same results.
 __attribute__((target("avx2"))) void binned_search_avx2(std::uint8_t* idx, const float* x,
                                                         std::size_t n, float divisor,
-                                                        const std::uint32_t* below,
-                                                        const float* inside) {
+                                                        const std::uint32_t* entries) {
   constexpr std::size_t group = 32;
   const __m256 div = _mm256_set1_ps(divisor);
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i low16 = _mm256_set1_epi32(0xffff);
   const std::size_t body = n - n % group;
   for (std::size_t i = 0; i < body; i += group) {
     __m256i count[4];
     for (int g = 0; g < 4; ++g) {
-      const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * g), div);
-      const __m256i bits = _mm256_castps_si256(v);
+      const __m256i bits = _mm256_castps_si256(_mm256_div_ps(_mm256_loadu_ps(x + i + 8 * g), div));
       // order_key: flip all bits of negatives, only the sign bit of the others.
       const __m256i key = _mm256_xor_si256(bits, _mm256_or_si256(_mm256_srai_epi32(bits, 31), sign));
-      const __m256i bin = _mm256_srli_epi32(key, 16);
-      const __m256i base = _mm256_i32gather_epi32(reinterpret_cast<const int*>(below), bin, 4);
-      const __m256 border = _mm256_i32gather_ps(inside, bin, 4);
-      const __m256i lt = _mm256_castps_si256(_mm256_cmp_ps(border, v, _CMP_LT_OQ));
-      count[g] = _mm256_sub_epi32(base, lt);  // lt is -1 where the border is below
+      const __m256i entry = _mm256_i32gather_epi32(reinterpret_cast<const int*>(entries),
+                                                   _mm256_srli_epi32(key, 16), 4);
+      const __m256i above = _mm256_cmpgt_epi32(_mm256_and_si256(key, low16), _mm256_and_si256(entry, low16));
+      count[g] = _mm256_sub_epi32(_mm256_srli_epi32(entry, 16), above);  // above is -1 or 0
     }
     const __m256i lo = _mm256_packus_epi32(count[0], count[1]);
     const __m256i hi = _mm256_packus_epi32(count[2], count[3]);
@@ -183,7 +182,7 @@ __attribute__((target("avx2"))) void binned_search_avx2(std::uint8_t* idx, const
     const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + i), ordered);
   }
-  binned_search_portable(idx + body, x + body, n - body, divisor, below, inside);
+  binned_search_portable(idx + body, x + body, n - body, divisor, entries);
 }
 #endif
 
@@ -192,9 +191,9 @@ __attribute__((target("avx2"))) void binned_search_avx2(std::uint8_t* idx, const
 void BinnedBorders::search(std::uint8_t* idx, const float* x, std::size_t n, float divisor) const {
 #if APIARY_CODEC_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return binned_search_avx2(idx, x, n, divisor, below_.data(), inside_.data());
+  if (avx2) return binned_search_avx2(idx, x, n, divisor, entries_.data());
 #endif
-  binned_search_portable(idx, x, n, divisor, below_.data(), inside_.data());
+  binned_search_portable(idx, x, n, divisor, entries_.data());
 }
 
 }  // namespace apiary::messages::kernels

@@ -117,3 +117,49 @@ TEST_CASE("the clamped float16 conversion matches the scalar reference on any bi
   }
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("the mirrored search of the dynamic code table's midpoints counts like the plain one") {
+  const std::vector<float>& code = msg::dynamic_code_table();
+  std::vector<float> mids(code.size() - 1);
+  for (std::size_t k = 0; k + 1 < code.size(); ++k) {
+    mids[k] = static_cast<float>((static_cast<double>(code[k]) + code[k + 1]) / 2.0);
+  }
+  kernels::MirroredBorders mirrored;
+  REQUIRE(mirrored.build(mids.data()));
+  // Values on, next to and between every border, both signs; zeros, infinities, NaN,
+  // subnormals, 1 and beyond; then randn. 4099 values per copy leave a scalar tail.
+  std::vector<float> x;
+  for (float m : mids) {
+    for (float v : {m, std::nextafter(m, 0.0f), std::nextafter(m, 2.0f * m), -m,
+                    std::nextafter(-m, 0.0f), std::nextafter(-m, -2.0f * m)}) {
+      x.push_back(v);
+    }
+  }
+  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, 1.5f, -1.5f, 1e-30f, -1e-30f, 1e-42f, -1e-42f,
+                  INFINITY, -INFINITY, NAN, -NAN, 3e38f, -3e38f}) {
+    x.push_back(v);
+  }
+  const std::vector<float> noise = apiary::testing::randn(4099 * 3, 11);
+  x.insert(x.end(), noise.begin(), noise.end());
+  for (float divisor : {1.0f, 3.5f, 1e-20f}) {
+    auto expected = reference_search(x, divisor, mids);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i] / divisor)) expected[i] = 0;
+    }
+    for (std::size_t offset : {std::size_t{0}, std::size_t{13}}) {
+      std::vector<std::uint8_t> got(x.size() - offset, 0xAA);
+      mirrored.search(got.data(), x.data() + offset, x.size() - offset, divisor);
+      CHECK(got == std::vector<std::uint8_t>(expected.begin() + static_cast<std::ptrdiff_t>(offset), expected.end()));
+    }
+  }
+}
+
+TEST_CASE("the mirrored search refuses borders that are not mirrored about zero") {
+  const std::vector<float> x = apiary::testing::randn(100003, 7);
+  const std::vector<float> borders = msg::quantile_borders(x.data(), x.size());
+  kernels::MirroredBorders mirrored;
+  CHECK_FALSE(mirrored.build(borders.data()));
+  std::vector<float> shifted(255);
+  for (std::size_t k = 0; k < 255; ++k) shifted[k] = static_cast<float>(k) - 100.0f;
+  CHECK_FALSE(mirrored.build(shifted.data()));
+}

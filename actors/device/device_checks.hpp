@@ -1,0 +1,44 @@
+#pragma once
+/// Argument checks shared by the device actors (internal to actors/device/): float32
+/// buffer lengths, with errors that name the operation and the argument.
+#include <cstddef>
+
+#include "messages/buffer.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::actors::device_checks {
+
+/// The number of float32 values in `b`, or errc::invalid_argument naming the operation
+/// and the argument when its byte count is not a multiple of 4.
+inline Result<std::size_t> float_count(const Buffer& b, const char* op, const char* arg) {
+  if (b.size() % sizeof(float) != 0) {
+    return make_error(errc::invalid_argument,
+                      "device {}: expected '{}' to hold float32 values (a multiple of 4 bytes), "
+                      "got {} bytes; pass float32 data or convert it first",
+                      op, arg, b.size());
+  }
+  return b.size() / sizeof(float);
+}
+
+/// The common length of two float32 buffers, or errc::invalid_argument.
+inline Result<std::size_t> same_length(const Buffer& a, const Buffer& b, const char* op,
+                                       const char* a_name, const char* b_name) {
+  auto na = float_count(a, op, a_name);
+  if (!na) return na;
+  auto nb = float_count(b, op, b_name);
+  if (!nb) return nb;
+  if (*na != *nb) {
+    return make_error(errc::invalid_argument,
+                      "device {}: expected '{}' and '{}' of the same length, got {} and {} float32 "
+                      "values; pass tensors of the same shape",
+                      op, a_name, b_name, *na, *nb);
+  }
+  return *na;
+}
+
+/// The bytes of `b` as float32 values.
+inline float* floats(Buffer& b) { return reinterpret_cast<float*>(b.data()); }
+/// The bytes of `b` as float32 values.
+inline const float* floats(const Buffer& b) { return reinterpret_cast<const float*>(b.data()); }
+
+}  // namespace apiary::actors::device_checks

@@ -1,8 +1,12 @@
 // `apiary bench transport`: actor-to-actor RPC over UCX beside ucx_perftest and a bare
 // UCX ping-pong from the same run. `bench transport-server` is its server side.
+// `apiary bench dht`: N DHT nodes per process beside OpenDHT; `bench dht-child` is apiary's side.
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "apps/commands.hpp"
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
@@ -11,8 +15,25 @@
 #ifdef APIARY_HAVE_CODECS_BENCH
 #include "bench/codecs_bench.hpp"
 #endif
+#ifdef APIARY_HAVE_DHT_BENCH
+#include "bench/dht_bench.hpp"
+#endif
 
 namespace apiary::apps {
+namespace {
+
+/// `bench dht` flags, held until the command runs (defaults: bench::DhtBenchOptions's).
+struct DhtFlags {
+  std::vector<std::size_t> nodes{32, 128, 256};
+  std::size_t ops = 1000;
+  std::vector<std::size_t> concs{1, 16};
+  std::size_t reps = 1;
+  bool latest = false;
+  std::vector<std::string> systems{"apiary", "opendht"};
+  std::string mode = "tcp";
+};
+
+}  // namespace
 
 Command add_bench_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmarks, printed beside established peers from the same run");
@@ -34,7 +55,48 @@ Command add_bench_commands(CLI::App& app) {
   auto codecs_options = std::make_shared<std::pair<std::size_t, std::size_t>>(64, 3);
   codecs->add_option("--mib", codecs_options->first, "Input size in MiB")->check(CLI::Range(1, 4096))->capture_default_str();
   codecs->add_option("--repeat", codecs_options->second, "Timed runs per figure (best is shown)")->check(CLI::Range(1, 100))->capture_default_str();
+  auto* dht = cmd->add_subcommand("dht", "N DHT nodes in one process: put/get latency, success, memory vs OpenDHT");
+  auto df = std::make_shared<DhtFlags>();
+  dht->add_option("--nodes", df->nodes, "Node counts, one child process per system and count")
+      ->delimiter(',')->check(CLI::Range(2, 100000))->capture_default_str();
+  dht->add_option("--ops", df->ops, "Puts, then as many gets, per concurrency level")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  dht->add_option("--conc", df->concs, "Operations in flight")
+      ->delimiter(',')->check(CLI::Range(1, 1024))->capture_default_str();
+  dht->add_option("--reps", df->reps, "Child runs per system and count (medians shown)")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  dht->add_flag("--latest", df->latest, "apiary gets ask every replica (get(key, latest=true))");
+  dht->add_option("--systems", df->systems, "Systems to run")
+      ->delimiter(',')->check(CLI::IsMember({"apiary", "opendht"}))->capture_default_str();
+  dht->add_option("--mode", df->mode, "apiary's UCX lanes between the in-process nodes")
+      ->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  auto* dht_child = cmd->add_subcommand("dht-child", "apiary side of `bench dht` (started by it)");
+  dht_child->prefix_command();  // its flags are parsed by the child itself
+  dht_child->group("");         // internal: hidden from --help
   return [=]() {
+    if (dht->parsed() || dht_child->parsed()) {
+#ifdef APIARY_HAVE_DHT_BENCH
+      if (dht_child->parsed()) {
+        std::vector<std::string> args = {"dht-child"};
+        for (auto& a : dht_child->remaining()) args.push_back(a);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        return bench::run_dht_bench_apiary_child(static_cast<int>(argv.size()), argv.data());
+      }
+      bench::DhtBenchOptions o;
+      o.nodes = df->nodes;
+      o.ops = df->ops;
+      o.concs = df->concs;
+      o.reps = df->reps;
+      o.latest = df->latest;
+      o.systems = df->systems;
+      o.mode = df->mode;
+      return bench::run_dht_bench(o);
+#else
+      std::fprintf(stderr, "apiary bench: this build has no DHT benchmark\n");
+      return 1;
+#endif
+    }
     if (codecs->parsed()) {
 #ifdef APIARY_HAVE_CODECS_BENCH
       return bench::run_codecs_bench({codecs_options->first, codecs_options->second});

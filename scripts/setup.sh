@@ -10,6 +10,7 @@ PACKAGES=(
   libcaf-dev libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils
   libfmt-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
+  libopendht-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

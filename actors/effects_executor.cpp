@@ -26,7 +26,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
         continue;
       }
       const CallId id = gw_->unary(caf::actor_cast<caf::actor>(self_), *key, call->handle,
-                                   Buffer::copy_of(call->request), call->timeout);
+                                   Buffer::copy_of(call->request), call->timeout, call->caller);
       calls_[id] = call->id;
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       auto it = requests_.find(reply->request);

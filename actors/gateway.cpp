@@ -25,6 +25,13 @@ Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, Gate
   auto bound = gw->transport_->start(gw.get(), config.host, config.port);
   if (!bound) return bound.error();
   gw->address_ = *bound;
+  // Calls to our own address never leave the process (see execute); the key is the
+  // transport thread's to read, so it is set there.
+  Gateway* raw = gw.get();
+  gw->transport_->post([raw, self = *bound, peer_id = config.transport.peer_id] {
+    raw->self_key_ = self;
+    raw->self_peer_id_ = peer_id;
+  });
   return gw;
 }
 
@@ -42,7 +49,7 @@ void Gateway::stop() {
 
 CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
                      pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first,
-                     bool end) {
+                     bool end, std::string caller) {
   const CallId id = next_call_++;
   if (stopped_.load()) {  // nothing would ever answer: say so at once
     Delivery d;
@@ -56,9 +63,10 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
     caf::anon_send(reply_to, std::move(d));
     return id;
   }
-  transport_->post([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end]() mutable {
+  transport_->post([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end,
+                     caller = std::move(caller)]() mutable {
     sinks_[id] = reply_to;  // caller-side sinks are the call ids themselves
-    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end));
+    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller));
   });
   return id;
 }
@@ -127,8 +135,26 @@ std::optional<transport::Clock::time_point> Gateway::next_wakeup() {
 }
 
 void Gateway::execute(core::rpc::Effects fx) {
-  for (auto& out : fx.frames) {
-    transport_->send(out.peer, transport::Frame{std::move(out.envelope), std::move(out.payload), std::nullopt});
+  // Frames to our own address (several nodes behind this gateway calling each other) are
+  // handed straight back to the engine as if received: the caller's side sees them come
+  // from self_key_, the callee's side from k_loop_key, and answers travel the same way.
+  std::vector<core::rpc::Outgoing> frames = std::move(fx.frames);
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    auto& out = frames[i];
+    const bool to_self = !self_key_.empty() && out.peer == self_key_;
+    if (!to_self && out.peer != k_loop_key) {
+      transport_->send(out.peer, transport::Frame{std::move(out.envelope), std::move(out.payload), std::nullopt});
+      continue;
+    }
+    pb::Envelope& env = out.envelope;
+    env.set_payload_size(out.payload.size());
+    if (to_self && env.kind() == pb::OPEN) {
+      env.set_listen_addr(self_key_);
+      if (env.peer_id().empty()) env.set_peer_id(self_peer_id_);
+    }
+    auto more = engine_.on_frame(now(), to_self ? k_loop_key : self_key_, env, std::move(out.payload), std::nullopt);
+    for (auto& f : more.frames) frames.push_back(std::move(f));
+    for (auto& d : more.deliveries) fx.deliveries.push_back(std::move(d));
   }
   for (auto& d : fx.deliveries) {
     auto it = sinks_.find(d.sink);

@@ -51,11 +51,13 @@ class Gateway final : private transport::Handler {
   // ---- thread-safe API (any thread, any actor) ----
   /// Opens a call; every delivery for it goes to `reply_to` as a Delivery message.
   CallId open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
-              pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first, bool end);
-  /// A unary call: open with the request and end of stream.
+              pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first, bool end,
+              std::string caller = {});
+  /// A unary call: open with the request and end of stream. `caller` names the calling
+  /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
   CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Buffer request,
-               std::chrono::nanoseconds timeout) {
-    return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true);
+               std::chrono::nanoseconds timeout, std::string caller = {}) {
+    return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller));
   }
   /// Sends a message on a call (either role); `end` closes our direction.
   void send(CallId call, Buffer message, bool end);
@@ -94,7 +96,12 @@ class Gateway final : private transport::Handler {
   std::atomic<CallId> next_call_{1};
   std::atomic<core::rpc::Sink> next_service_sink_{core::rpc::Sink{1} << 62};  ///< below served call ids, above caller ids
 
+  /// The peer key under which calls from this gateway to itself are served.
+  static constexpr const char* k_loop_key = "loop:self";
+
   // Transport thread only.
+  std::string self_key_;      ///< own "host:port": calls to it stay in the process
+  std::string self_peer_id_;  ///< the transport's PeerID, for calls to self that name no caller
   core::rpc::Engine engine_;
   std::unordered_map<core::rpc::Sink, caf::actor> sinks_;
   std::unordered_map<std::string, core::rpc::Sink> service_sinks_;

@@ -123,17 +123,25 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
     dht->system_ = dht->own_system_.get();
   }
 
-  actors::GatewayConfig gc;
-  gc.transport.mode = options.mode;
-  gc.transport.peer_id = dht->peer_id_.bytes();
-  gc.host = listen->host;
-  gc.port = listen->port;
-  auto gw = actors::Gateway::start(*dht->system_, gc);
-  if (!gw) return gw.error();
-  dht->gateway_ = *gw;
+  if (options.gateway) {
+    dht->gateway_ = options.gateway;
+    dht->shared_gateway_ = true;
+  } else {
+    actors::GatewayConfig gc;
+    gc.transport.mode = options.mode;
+    gc.transport.peer_id = dht->peer_id_.bytes();
+    gc.host = listen->host;
+    gc.port = listen->port;
+    auto gw = actors::Gateway::start(*dht->system_, gc);
+    if (!gw) return gw.error();
+    dht->gateway_ = *gw;
+  }
   const auto& bound_text = dht->gateway_->address();
-  const auto port = static_cast<std::uint16_t>(std::stoi(bound_text.substr(bound_text.rfind(':') + 1)));
-  auto bound = messages::Multiaddr::from_ip(listen->host, port, dht->peer_id_);
+  const auto colon = bound_text.rfind(':');
+  const auto port = static_cast<std::uint16_t>(std::stoi(bound_text.substr(colon + 1)));
+  std::string bound_host = bound_text.substr(0, colon);
+  if (bound_host.size() >= 2 && bound_host.front() == '[') bound_host = bound_host.substr(1, bound_host.size() - 2);
+  auto bound = messages::Multiaddr::from_ip(bound_host, port, dht->peer_id_);
   if (!bound) return bound.error();
   dht->address_ = *bound;
 
@@ -148,6 +156,8 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
   ac.node = node_config;
   ac.validator = options.validator;
   ac.authorizer = options.authorizer;
+  ac.peer_id = dht->peer_id_;
+  ac.shared_gateway = dht->shared_gateway_;
   dht->impl_ = std::make_unique<Impl>();
   dht->impl_->dht = actors::spawn_dht_actor(*dht->system_, dht->gateway_, std::move(ac));
 
@@ -273,10 +283,10 @@ Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
 
 void Dht::stop() {
   if (impl_ && impl_->dht) {
-    actors::stop_dht_actor(*gateway_, impl_->dht);
+    actors::stop_dht_actor(*gateway_, impl_->dht, peer_id_, shared_gateway_);
     impl_->dht = caf::actor{};
   }
-  if (gateway_) gateway_->stop();
+  if (gateway_ && !shared_gateway_) gateway_->stop();
 }
 
 }  // namespace apiary

@@ -55,6 +55,10 @@ struct DhtOptions {
   /// An actor system to share among many Dht in one process (it must outlive them);
   /// null = this Dht makes its own.
   caf::actor_system* system = nullptr;
+  /// A gateway (on `system`) to share among many Dht in one process: one transport, one
+  /// progress thread and one connection per pair of processes for all of them; each node
+  /// is still addressed by its own PeerID (`listen` is then ignored). Null = an own one.
+  std::shared_ptr<actors::Gateway> gateway;
 };
 
 /// A key or subkey as hivemind names it: its msgpack bytes, and the 160-bit id they hash to.
@@ -166,6 +170,7 @@ class Dht {
   messages::PeerId peer_id_;
   core::dht::NodeId node_id_;
   bool client_ = false;
+  bool shared_gateway_ = false;
 };
 
 }  // namespace apiary

@@ -31,6 +31,7 @@ struct DhtFlags {
   bool latest = false;
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
+  std::size_t per_gateway = 16;
 };
 
 }  // namespace
@@ -70,6 +71,10 @@ Command add_bench_commands(CLI::App& app) {
       ->delimiter(',')->check(CLI::IsMember({"apiary", "opendht"}))->capture_default_str();
   dht->add_option("--mode", df->mode, "apiary's UCX lanes between the in-process nodes")
       ->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  dht->add_option("--per-gateway", df->per_gateway,
+                  "apiary nodes sharing one gateway (one transport, one connection per pair of gateways); "
+                  "1 = a gateway per node, like a process per node")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
   auto* dht_child = cmd->add_subcommand("dht-child", "apiary side of `bench dht` (started by it)");
   dht_child->prefix_command();  // its flags are parsed by the child itself
   dht_child->group("");         // internal: hidden from --help
@@ -91,6 +96,7 @@ Command add_bench_commands(CLI::App& app) {
       o.latest = df->latest;
       o.systems = df->systems;
       o.mode = df->mode;
+      o.per_gateway = df->per_gateway;
       return bench::run_dht_bench(o);
 #else
       std::fprintf(stderr, "apiary bench: this build has no DHT benchmark\n");

@@ -1,6 +1,6 @@
 // `apiary bench dht-child`: apiary's side of `apiary bench dht`. N apiary::Dht nodes in
-// this process on one shared actor system, each with its own gateway on
-// 127.0.0.1:ephemeral, all bootstrapped to node 0; then per concurrency level the
+// this process on one shared actor system, `--per-gateway` of them sharing each gateway on
+// 127.0.0.1:ephemeral (1: a gateway per node), all bootstrapped to node 0; then per concurrency level the
 // workload's puts and gets (bench/dht_bench_report.hpp), `conc` operations in flight.
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -18,10 +18,13 @@
 
 #include <caf/all.hpp>
 
+#include "actors/gateway.hpp"
 #include "api/dht.hpp"
 #include "bench/dht_bench.hpp"
 #include "bench/dht_bench_report.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "messages/identity/ed25519.hpp"
+#include "messages/identity/peer_id.hpp"
 
 namespace apiary::bench {
 namespace {
@@ -159,13 +162,31 @@ void print_phase(const char* name, std::size_t nodes, std::size_t conc, const Ph
 }
 
 /// Starts node 0, then the others bootstrapping from it; fills `nodes`. Error: the first failure.
-Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector<std::unique_ptr<Dht>>& nodes) {
+Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector<std::unique_ptr<Dht>>& nodes,
+                   std::vector<std::shared_ptr<actors::Gateway>>& gateways) {
   const std::size_t count = a.nodes;
   DhtOptions base;
   base.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   base.listen = "/ip4/127.0.0.1/tcp/0";
   base.system = &system;
+  // Node i runs on gateway i / per_gateway (a gateway of its own when per_gateway is 1).
+  if (a.per_gateway > 1) {
+    for (std::size_t g = 0; g * a.per_gateway < count; ++g) {
+      actors::GatewayConfig gc;
+      gc.transport.mode = base.mode;
+      auto key = messages::Ed25519PrivateKey::generate();
+      if (!key) return key.error();
+      gc.transport.peer_id = messages::PeerId::from_public_key(key->public_key()).bytes();
+      auto gw = actors::Gateway::start(system, gc);
+      if (!gw) return gw.error();
+      gateways.push_back(*gw);
+    }
+  }
+  auto gateway_of = [&](std::size_t i) {
+    return gateways.empty() ? std::shared_ptr<actors::Gateway>{} : gateways[i / a.per_gateway];
+  };
   nodes.resize(count);
+  base.gateway = gateway_of(0);
   auto first = Dht::start(base);
   if (!first) return first.error();
   nodes[0] = std::move(*first);
@@ -181,6 +202,7 @@ Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector
       for (std::size_t i = next++; i < count; i = next++) {
         DhtOptions o = base;
         o.node.seed = i + 1;
+        o.gateway = gateway_of(i);
         auto node = Dht::start(o);
         if (node) nodes[i] = std::move(*node);
         else {
@@ -215,7 +237,8 @@ int run_dht_bench_apiary_child(int argc, char** argv) {
   guard.phase("bootstrap");
   const auto start = r::Clock::now();
   std::vector<std::unique_ptr<Dht>> nodes;
-  if (auto st = start_nodes(system, a, nodes); !st) {
+  std::vector<std::shared_ptr<actors::Gateway>> gateways;
+  if (auto st = start_nodes(system, a, nodes, gateways); !st) {
     std::printf("error: apiary bench dht-child: %s\n", st.error().message.c_str());
     std::fflush(stdout);
     std::_Exit(1);  // nodes and futures may still be busy; the figures are lost anyway
@@ -259,6 +282,7 @@ int run_dht_bench_apiary_child(int argc, char** argv) {
   const auto t_stop = r::Clock::now();
   for (auto& n : nodes) n->stop();
   nodes.clear();
+  for (auto& g : gateways) g->stop();
   std::printf("dht_result phase=teardown system=apiary nodes=%zu s=%.2f\n", a.nodes,
               r::ms_between(t_stop, r::Clock::now()) / 1000.0);
   std::fflush(stdout);

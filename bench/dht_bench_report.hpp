@@ -85,7 +85,7 @@ inline int open_fds() {
 
 /// What a child runs; both children take the same flags:
 /// --nodes N --ops P --conc C1,C2,... --value-bytes B --seed S --timeout-s T [--latest]
-/// [--mode tcp|shm]
+/// [--mode tcp|shm] [--per-gateway K]
 struct ChildArgs {
   std::size_t nodes = 32;                 ///< DHT nodes hosted in the process
   std::size_t ops = 1000;                 ///< puts, then as many gets, per concurrency
@@ -95,6 +95,7 @@ struct ChildArgs {
   int timeout_s = 90;                     ///< per phase: give up waiting after this many seconds
   bool latest = false;                    ///< apiary only: get(key, latest=true)
   std::string mode = "tcp";               ///< apiary only: UCX lanes, "tcp" or "shm"
+  std::size_t per_gateway = 16;           ///< apiary only: nodes sharing one gateway (transport)
 };
 
 /// Parses the child flags; on a bad flag returns false with `error` saying which.
@@ -143,8 +144,10 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
     else if (flag == "--value-bytes") out.value_bytes = n;
     else if (flag == "--seed") out.seed = n;
     else if (flag == "--timeout-s") out.timeout_s = static_cast<int>(n);
+    else if (flag == "--per-gateway") out.per_gateway = n;
     else {
-      error = "unknown flag '" + flag + "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --mode";
+      error = "unknown flag '" + flag +
+              "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --mode --per-gateway";
       return false;
     }
   }

@@ -31,6 +31,9 @@ struct Call {
   std::string handle;   ///< service name, e.g. "apiary.Ping.rpc_ping"
   std::string request;  ///< serialized request message
   Duration timeout{};   ///< deadline relative to now
+  /// The calling node's PeerID bytes when several nodes share one gateway (the callee
+  /// learns it as the caller's id); empty: the gateway's own.
+  std::string caller;
 };
 
 /// Answer an inbound request (a serialized response, or an error sent back as an

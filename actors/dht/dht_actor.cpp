@@ -13,6 +13,7 @@ namespace apiary::actors {
 namespace {
 
 struct dht_state {
+  std::string caller;  ///< PeerID bytes named in calls when the gateway is shared
   std::unique_ptr<core::dht::Node> node;
   std::unique_ptr<EffectExecutor> fx;
   std::map<core::dht::OpId, std::shared_ptr<DhtOpDone>> waiting;  ///< op -> its caller
@@ -23,6 +24,14 @@ using self_t = caf::stateful_actor<dht_state>;
 
 /// Executes effects; calls that fail on the spot go straight back to the node.
 void run(self_t* self, core::Effects effects) {
+  for (auto& effect : effects) {
+    auto* call = std::get_if<core::Call>(&effect);
+    if (call == nullptr) continue;
+    // Address the node behind the peer's gateway by its PeerID, when the address names it.
+    auto addr = messages::Multiaddr::parse(call->peer);
+    if (addr && addr->peer) call->handle = addressed_handle(call->handle.c_str(), *addr->peer);
+    call->caller = self->state.caller;
+  }
   auto failed = self->state.fx->execute(std::move(effects));
   for (auto& r : failed) run(self, self->state.node->on_response(core_now(), r.call, r.result));
 }
@@ -47,13 +56,15 @@ caf::behavior dht_actor(self_t* self, std::shared_ptr<Gateway> gw, DhtActorConfi
   self->state.node = std::make_unique<core::dht::Node>(config.id, config.self_addr, config.node,
                                                        std::move(config.validator), epoch);
   if (config.authorizer) self->state.node->set_authorizer(std::move(config.authorizer));
+  if (config.shared_gateway) self->state.caller = config.peer_id.bytes();
   self->state.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   return {
       [self](Delivery& d) {
         auto& st = self->state;
         if (auto req = st.fx->request_of(d)) {
           const auto from = peer_addr_of(d.peer_listen_addr, d.peer_id);
-          settle(self, st.node->on_request(core_now(), req->id, req->handle, from, req->body));
+          const std::string base = req->handle.substr(0, req->handle.find('@'));
+          settle(self, st.node->on_request(core_now(), req->id, base, from, req->body));
         }
         if (auto resp = st.fx->response_of(d)) settle(self, st.node->on_response(core_now(), resp->call, resp->result));
       },
@@ -72,22 +83,38 @@ caf::behavior dht_actor(self_t* self, std::shared_ptr<Gateway> gw, DhtActorConfi
 
 }  // namespace
 
+std::string addressed_handle(const char* base, const messages::PeerId& peer) {
+  return std::string(base) + "@" + peer.to_string();
+}
+
+namespace {
+
+/// The handles a node serves: addressed to its PeerID, and the plain ones too (for
+/// callers that know only host:port) unless the gateway is shared.
+std::vector<std::string> served_handles(const messages::PeerId& peer, bool shared) {
+  std::vector<std::string> out;
+  for (const char* handle : {core::dht::k_ping_handle, core::dht::k_store_handle, core::dht::k_find_handle}) {
+    out.push_back(addressed_handle(handle, peer));
+    if (!shared) out.emplace_back(handle);
+  }
+  return out;
+}
+
+}  // namespace
+
 caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config) {
   const bool serve = !config.node.protocol.client_mode;
+  const auto handles = served_handles(config.peer_id, config.shared_gateway);
   auto gw_ref = gw;
   auto a = sys.spawn(dht_actor, std::move(gw), std::move(config));
   if (serve) {
-    for (const char* handle : {core::dht::k_ping_handle, core::dht::k_store_handle, core::dht::k_find_handle}) {
-      gw_ref->serve(handle, a);
-    }
+    for (const auto& handle : handles) gw_ref->serve(handle, a);
   }
   return a;
 }
 
-void stop_dht_actor(Gateway& gw, const caf::actor& dht) {
-  for (const char* handle : {core::dht::k_ping_handle, core::dht::k_store_handle, core::dht::k_find_handle}) {
-    gw.unserve(handle);
-  }
+void stop_dht_actor(Gateway& gw, const caf::actor& dht, const messages::PeerId& peer, bool shared) {
+  for (const auto& handle : served_handles(peer, shared)) gw.unserve(handle);
   if (dht) caf::anon_send_exit(dht, caf::exit_reason::user_shutdown);
 }
 

@@ -13,6 +13,7 @@
 #include "actors/dht/dht_messages.hpp"
 #include "actors/gateway.hpp"
 #include "core/dht/node.hpp"
+#include "messages/identity/peer_id.hpp"
 
 namespace apiary::actors {
 
@@ -28,7 +29,16 @@ struct DhtActorConfig {
   std::shared_ptr<core::dht::RecordValidator> validator;
   /// Signs outbound and checks inbound requests and responses (null: off).
   std::shared_ptr<core::dht::Authorizer> authorizer;
+  /// The node's PeerID.
+  messages::PeerId peer_id;
+  /// The gateway hosts other DHT nodes too: calls name this node as their caller, and
+  /// only the handles addressed to this node (`<handle>@<PeerID>`) are served.
+  bool shared_gateway = false;
 };
+
+/// The handle a node serves `base` under when callers address it by PeerID:
+/// "DHTProtocol.rpc_find@12D3KooW...". Several nodes can then share one gateway.
+std::string addressed_handle(const char* base, const messages::PeerId& peer);
 
 /// Spawns the DHT actor on `gw` and, unless it is a client, registers it for the three
 /// DHTProtocol handles. DHT time is Unix time: the node's epoch is the system clock
@@ -36,7 +46,7 @@ struct DhtActorConfig {
 caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config);
 
 /// Stops routing the DHTProtocol handles to the actor on `gw` and stops the actor.
-void stop_dht_actor(Gateway& gw, const caf::actor& dht);
+void stop_dht_actor(Gateway& gw, const caf::actor& dht, const messages::PeerId& peer, bool shared);
 
 /// Starts an operation on `dht`; the future receives its OpResult (status cancelled if
 /// the actor stops first).

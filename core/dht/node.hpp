@@ -40,6 +40,10 @@ struct NodeConfig {
   ProtocolConfig protocol;
   /// Find requests in flight at once per search (>= 1).
   std::size_t num_workers = 4;
+  /// Beam of a store's search: its nearest max(num_replicas, store_beam_size) nodes are
+  /// visited (hivemind: bucket_size). A store needs only the num_replicas nearest; a wider
+  /// beam costs calls, not accuracy. 0 = bucket_size, as hivemind.
+  std::size_t store_beam_size = 5;
   /// Most keys packed into one find request of a get (>= 1).
   std::size_t chunk_size = 16;
   /// Deadline of every call this node makes.

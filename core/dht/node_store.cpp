@@ -33,7 +33,8 @@ Effects Node::store(TimePoint now, OpId op_id, std::vector<StoreItem> items, boo
     ops_.erase(op_id);
     return finish_input(now);
   }
-  const std::size_t beam = std::max(config_.protocol.num_replicas, config_.protocol.bucket_size);
+  const std::size_t wide = config_.store_beam_size == 0 ? config_.protocol.bucket_size : config_.store_beam_size;
+  const std::size_t beam = std::max(config_.protocol.num_replicas, wide);
   const std::uint64_t s = start_search(now, keys, beam, queries_per_call_for(keys.size(), keys.size()), op_id,
                                        static_cast<int>(Purpose::store));
   pump(now, s);

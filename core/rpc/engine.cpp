@@ -33,7 +33,8 @@ errc code_from_wire(std::uint32_t code) {
 // ---- local commands -------------------------------------------------------------
 
 Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, const std::string& handle,
-                     pb::RpcKind kind, Duration timeout, std::optional<Buffer> first, bool end) {
+                     pb::RpcKind kind, Duration timeout, std::optional<Buffer> first, bool end,
+                     const std::string& caller) {
   Effects fx;
   Call c;
   c.caller = true;
@@ -66,6 +67,7 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
   env.set_rpc_kind(kind);
   env.set_end_of_stream(end);
   env.set_has_message(first.has_value());
+  if (!caller.empty()) env.set_peer_id(caller);
   if (timeout.count() > 0) {
     env.set_timeout_us(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()));
   }

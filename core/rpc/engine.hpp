@@ -87,7 +87,7 @@ class Engine {
   /// `end` says the caller sends nothing after it. Deliveries go to `sink`.
   [[nodiscard]] Effects open(TimePoint now, CallId id, Sink sink, const PeerKey& peer,
                              const std::string& handle, pb::RpcKind kind, Duration timeout,
-                             std::optional<Buffer> first, bool end);
+                             std::optional<Buffer> first, bool end, const std::string& caller = {});
   /// Sends a message on call `id` (either role); `end` closes our direction.
   [[nodiscard]] Effects send(TimePoint now, CallId id, Buffer message, bool end);
   /// Closes our direction of call `id` without a message.

@@ -64,7 +64,7 @@ struct LocalSwarm {
     }
   }
   ~LocalSwarm() {
-    for (std::size_t i = 0; i < nodes.size(); ++i) actors::stop_dht_actor(*gws[i], nodes[i]);
+    for (std::size_t i = 0; i < nodes.size(); ++i) actors::stop_dht_actor(*gws[i], nodes[i], {}, false);
     for (auto& g : gws) g->stop();
   }
 
@@ -220,6 +220,53 @@ TEST_CASE("Dht nodes over UCX share one actor system, and a missing initial peer
   (*client)->stop();  // idempotent
   auto after = (*client)->get(DhtKey::str("mykey")).get();
   CHECK_FALSE(after.ok());
+}
+
+TEST_CASE("many Dht share one gateway: each is reached by its own PeerID, also from other gateways", "[actor]") {
+  caf::actor_system_config cfg;
+  cfg.set("work-stealing.moderate-poll-attempts", 0);
+  caf::actor_system sys{cfg};
+  actors::GatewayConfig gc;
+  gc.transport.peer_id = messages::PeerId::from_public_key(messages::Ed25519PrivateKey::generate()->public_key()).bytes();
+  auto gw = actors::Gateway::start(sys, gc);
+  REQUIRE(gw.ok());
+  DhtOptions shared;
+  shared.system = &sys;
+  shared.gateway = *gw;
+  shared.node.wait_timeout = 2s;
+  std::vector<std::unique_ptr<Dht>> nodes;
+  for (int i = 0; i < 6; ++i) {
+    if (!nodes.empty()) shared.initial_peers = nodes[0]->visible_addrs();
+    auto d = Dht::start(shared);
+    REQUIRE(d.ok());
+    nodes.push_back(std::move(*d));
+  }
+  // Same host:port, distinct PeerIDs; every node knows the others by their own address.
+  CHECK(nodes[1]->address().port == nodes[2]->address().port);
+  CHECK(nodes[1]->peer_id() != nodes[2]->peer_id());
+  auto s3 = nodes[3]->stats();
+  REQUIRE(s3.ok());
+  CHECK(s3->routing_table == 5);
+  // A node on a gateway of its own joins them and reads what they stored.
+  DhtOptions own;
+  own.system = &sys;
+  own.initial_peers = nodes[4]->visible_addrs();
+  auto outsider = Dht::start(own);
+  REQUIRE(outsider.ok());
+  auto stored = nodes[2]->store(DhtKey::str("shared"), core::dht::pack_str("gateway"), Dht::now() + 30).get();
+  REQUIRE(stored.ok());
+  CHECK(*stored);
+  auto got = (*outsider)->get(DhtKey::str("shared"), true).get();
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("gateway"));
+  std::size_t replicas = 0;
+  for (auto& n : nodes) replicas += *n->stores_locally(DhtKey::str("shared")) ? 1 : 0;
+  replicas += *(*outsider)->stores_locally(DhtKey::str("shared")) ? 1 : 0;
+  CHECK(replicas == 5);
+  (*outsider)->stop();
+  for (auto& n : nodes) n->stop();
+  (*gw)->stop();
 }
 
 TEST_CASE("DhtKey names keys as hivemind does", "[actor]") {

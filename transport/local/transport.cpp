@@ -99,7 +99,6 @@ void Transport::receive(const PeerKey& from, Frame frame) {
   contacts_.insert(from);
   if (frame.envelope.kind() == pb::OPEN) {
     frame.envelope.set_listen_addr(from);  // in-process keys are listen addresses
-    frame.envelope.clear_peer_id();
   }
   if (frame.payload.size() > config_.max_frame_bytes) {
     frame.payload_error = make_error(errc::too_large,

@@ -269,7 +269,8 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   if (kind == pb::OPEN) {
     // The callee learns who calls from the connection, never from what the caller claims.
     frame.envelope.set_listen_addr(ep.outbound ? ep.key : ep.listen_addr);
-    frame.envelope.set_peer_id(ep.peer_id);
+    // A caller naming itself is one of several nodes behind the connection's gateway.
+    if (frame.envelope.peer_id().empty()) frame.envelope.set_peer_id(ep.peer_id);
   }
   if (frame.envelope.payload_size() != length) {
     ++self->counters_.malformed;

@@ -8,6 +8,7 @@
 #include "actors/dht/dht_actor.hpp"
 #include "actors/gateway.hpp"
 #include "actors/type_ids.hpp"
+#include "api/startup.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "messages/identity/key_file.hpp"
 
@@ -97,16 +98,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
   if (auto ok = core::dht::validate(node_config); !ok) {
     return make_error(errc::invalid_argument, "DHT node config: {}", ok.error().message);
   }
-  Result<messages::Ed25519PrivateKey> key = make_error(errc::internal, "unset");
-  if (options.identity_file.empty()) {
-    key = messages::Ed25519PrivateKey::generate();
-  } else {
-    key = messages::load_key_file(options.identity_file);
-    if (!key && key.error().code == errc::not_found) {
-      return make_error(errc::not_found, "identity file {}: no such file; create one with `apiary identity create {}`",
-                        options.identity_file, options.identity_file);
-    }
-  }
+  auto key = api::load_identity(options.identity_file);
   if (!key) return key.error();
 
   std::unique_ptr<Dht> dht(new Dht());
@@ -115,10 +107,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
   if (options.system != nullptr) {
     dht->system_ = options.system;
   } else {
-    dht->config_ = std::make_unique<caf::actor_system_config>();
-    // CAF's idle workers otherwise poll with 50 µs sleeps, adding 50-100 µs per hop.
-    dht->config_->set("work-stealing.moderate-poll-attempts", 0);
-    if (options.threads > 0) dht->config_->set("scheduler.max-threads", options.threads);
+    dht->config_ = api::node_actor_system_config(options.threads);
     dht->own_system_ = std::make_unique<caf::actor_system>(*dht->config_);
     dht->system_ = dht->own_system_.get();
   }

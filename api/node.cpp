@@ -4,6 +4,7 @@
 
 #include "actors/ping/ping_actor.hpp"
 #include "actors/type_ids.hpp"
+#include "api/startup.hpp"
 #include "messages/identity/key_file.hpp"
 
 namespace apiary {
@@ -23,24 +24,12 @@ Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
     if (!m) return make_error(errc::invalid_argument, "--bootstrap '{}': {}", b, m.error().message);
     bootstrap.push_back(m->without_peer().to_string());
   }
-  Result<messages::Ed25519PrivateKey> key = make_error(errc::internal, "unset");
-  if (options.identity_file.empty()) {
-    key = messages::Ed25519PrivateKey::generate();
-  } else {
-    key = messages::load_key_file(options.identity_file);
-    if (!key && key.error().code == errc::not_found) {
-      return make_error(errc::not_found, "identity file {}: no such file; create one with `apiary identity create {}`",
-                        options.identity_file, options.identity_file);
-    }
-  }
+  auto key = api::load_identity(options.identity_file);
   if (!key) return key.error();
 
   std::unique_ptr<Node> node(new Node());
   node->id_ = messages::PeerId::from_public_key(key->public_key());
-  node->config_ = std::make_unique<caf::actor_system_config>();
-  // CAF's idle workers otherwise poll with 50 µs sleeps, adding 50-100 µs per hop.
-  node->config_->set("work-stealing.moderate-poll-attempts", 0);
-  if (options.threads > 0) node->config_->set("scheduler.max-threads", options.threads);
+  node->config_ = api::node_actor_system_config(options.threads);
   node->system_ = std::make_unique<caf::actor_system>(*node->config_);
 
   actors::GatewayConfig gc;

@@ -1,0 +1,25 @@
+#pragma once
+/// What every embedding facade does at start-up: load (or make) the node's identity and
+/// configure its actor system.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "messages/identity/ed25519.hpp"
+#include "messages/result.hpp"
+
+namespace caf {
+class actor_system_config;
+}
+
+namespace apiary::api {
+
+/// The key in `identity_file` (libp2p format), or a fresh key for this run when the name
+/// is empty. Errors: not_found saying how to create the file, malformed, io.
+Result<messages::Ed25519PrivateKey> load_identity(const std::string& identity_file);
+
+/// An actor system configuration for a node: idle workers do not poll (CAF's 50 µs
+/// sleeps would add 50-100 µs per hop); `threads` > 0 caps the scheduler's threads.
+std::unique_ptr<caf::actor_system_config> node_actor_system_config(std::size_t threads);
+
+}  // namespace apiary::api

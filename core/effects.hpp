@@ -24,23 +24,64 @@ using RequestId = std::uint64_t;
 /// Identifies a timer; chosen by the core.
 using TimerId = std::uint64_t;
 
-/// Issue a unary call to `peer`; the answer comes back through the core's on_response.
+/// Issue a call to `peer`.
+///
+/// Unary (`stream == false`): `request` is the one message; the answer (or an error)
+/// comes back through the core's on_response(call, result).
+///
+/// Streaming (`stream == true`): `request` is the caller's first message; unless `last`,
+/// the caller sends more with Send. Every message the callee sends comes back through
+/// on_message(call, message), in order; the end comes through on_response(call, result):
+/// an empty string when the callee ended normally, else the error (deadline, peer down,
+/// the callee's error, cancel).
 struct Call {
   CallId id = 0;
   PeerAddr peer;
   std::string handle;   ///< service name, e.g. "apiary.Ping.rpc_ping"
-  std::string request;  ///< serialized request message
-  Duration timeout{};   ///< deadline relative to now
+  std::string request;  ///< serialized request message (a stream's first message)
+  Duration timeout{};   ///< deadline relative to now (of the whole call)
   /// The calling node's PeerID bytes when several nodes share one gateway (the callee
   /// learns it as the caller's id); empty: the gateway's own.
   std::string caller;
+  bool stream = false;  ///< a streaming call (see above)
+  bool last = true;     ///< streaming: `request` is the caller's only message
 };
 
-/// Answer an inbound request (a serialized response, or an error sent back as an
-/// error frame).
+/// A unary call (the other fields at their defaults).
+inline Call unary_call(CallId id, PeerAddr peer, std::string handle, std::string request, Duration timeout) {
+  Call c;
+  c.id = id;
+  c.peer = std::move(peer);
+  c.handle = std::move(handle);
+  c.request = std::move(request);
+  c.timeout = timeout;
+  return c;
+}
+
+/// Caller: one more message on open streaming call `call`; `last` ends the caller's
+/// direction (the callee's on_request_message sees last = true). After `last`, or on a
+/// unary call, it is an anomaly.
+struct Send {
+  CallId call = 0;
+  std::string message;
+  bool last = false;
+};
+
+/// Callee: answer inbound request `request`. With `last` (always, for a unary call) the
+/// call ends: the response is its final message. Without `last` (only for a request of
+/// a streaming call) one message goes to the caller and the call stays open. An error
+/// always ends the call and reaches the caller's on_response.
 struct Reply {
   RequestId request = 0;
   Result<std::string> response{std::string{}};
+  bool last = true;
+};
+
+/// Caller: abandon call `call`; the callee's on_request_message sees errc::cancelled
+/// with `reason`. The core hears nothing more of the call.
+struct Cancel {
+  CallId call = 0;
+  std::string reason;
 };
 
 /// Arm (or re-arm) timer `id` to fire at absolute time `at`.
@@ -55,7 +96,15 @@ struct CancelTimer {
 };
 
 /// One effect.
-using Effect = std::variant<Call, Reply, SetTimer, CancelTimer>;
+using Effect = std::variant<Call, Send, Reply, Cancel, SetTimer, CancelTimer>;
+
+// Inputs of a core that takes streaming calls, besides on_request / on_response /
+// on_timer (names by convention, not an interface):
+//   on_message(now, CallId, std::string message)            caller: a callee's message
+//   on_request_message(now, RequestId, Result<std::string> message, bool last)
+//       callee: the caller's next message of a streaming call (`last`: the caller's
+//       direction ended, the message may then be empty), or an error when the caller
+//       cancelled or went away (the request is over: Reply to it is ignored).
 
 /// The effects of one input, in the order they must be executed.
 using Effects = std::vector<Effect>;

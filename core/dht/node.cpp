@@ -74,7 +74,7 @@ CallId Node::call(const PeerAddr& peer, const char* handle, const std::string& r
     pc->request = body;
   }
   calls_[id] = std::move(pc);
-  fx_.push_back(Call{id, peer, handle, std::move(body), config_.wait_timeout});
+  fx_.push_back(unary_call(id, peer, handle, std::move(body), config_.wait_timeout));
   ++stats_.calls;
   if (auto it = ops_.find(op); it != ops_.end()) ++it->second->result.requests;
   return id;

@@ -91,7 +91,7 @@ Effects Pinger::on_timer(TimePoint now, TimerId id) {
     const std::uint64_t seq = next_seq_++;
     in_flight_.emplace(call, InFlight{addr, now, seq});
     stats.sent += 1;
-    out.emplace_back(Call{call, addr, k_handle, make_probe(seq), config_.timeout});
+    out.emplace_back(unary_call(call, addr, k_handle, make_probe(seq), config_.timeout));
   }
   // Schedule the next round (at least 1 ns ahead, so a zero interval cannot spin).
   out.emplace_back(SetTimer{k_round_timer, now + std::max(config_.interval, Duration{1})});

@@ -15,6 +15,7 @@ using namespace std::chrono_literals;
 using apiary::errc;
 using apiary::Result;
 using apiary::core::Call;
+using apiary::core::unary_call;
 using apiary::core::CallId;
 using apiary::core::CancelTimer;
 using apiary::core::Effects;
@@ -77,7 +78,7 @@ struct Pair {
 
 TEST_CASE("a call is delivered after the link delay and answered after another") {
   Pair p;
-  p.a->start_effects = {Call{1, "b", "svc", "hi", 1s}};
+  p.a->start_effects = {unary_call(1, "b", "svc", "hi", 1s)};
   REQUIRE(p.world.start_node("b", 0ms).ok());
   REQUIRE(p.world.start_node("a", 10ms).ok());
   p.world.run_until(TimePoint(1s));
@@ -94,7 +95,7 @@ TEST_CASE("a call is delivered after the link delay and answered after another")
 TEST_CASE("an unanswered call fails with deadline_exceeded at its timeout") {
   Pair p;
   p.b->answer = false;
-  p.a->start_effects = {Call{4, "b", "svc", "x", 300ms}};
+  p.a->start_effects = {unary_call(4, "b", "svc", "x", 300ms)};
   REQUIRE(p.world.start_node("b", 0ms).ok());
   REQUIRE(p.world.start_node("a", 0ms).ok());
   p.world.run_until(TimePoint(1s));
@@ -109,7 +110,7 @@ TEST_CASE("calls to unknown, unstarted and killed nodes fail") {
   REQUIRE(p.world.start_node("a", 0ms).ok());
   REQUIRE(p.world.kill_node("a", 50ms).ok());
   p.world.run_until(TimePoint(1ms));
-  REQUIRE(p.world.submit("a", {Call{1, "nowhere", "svc", "", 1s}, Call{2, "b", "svc", "", 1s}})
+  REQUIRE(p.world.submit("a", {unary_call(1, "nowhere", "svc", "", 1s), unary_call(2, "b", "svc", "", 1s)})
               .ok());
   p.world.run_until(TimePoint(20ms));
   REQUIRE(p.a->outcomes.size() == 2);
@@ -121,7 +122,7 @@ TEST_CASE("calls to unknown, unstarted and killed nodes fail") {
 
   // b calls a, which dies before the request lands: b times out, a hears nothing.
   REQUIRE(p.world.start_node("b", 49ms).ok());
-  p.b->start_effects = {Call{9, "a", "svc", "late", 500ms}};
+  p.b->start_effects = {unary_call(9, "a", "svc", "late", 500ms)};
   p.world.run_until(TimePoint(2s));
   CHECK(p.a->requests.empty());
   REQUIRE(p.b->outcomes.size() == 1);
@@ -145,8 +146,8 @@ TEST_CASE("timers fire once, re-arming replaces, cancelling disarms") {
 
 TEST_CASE("host misbehaviour is reported as anomalies") {
   Pair p;
-  p.a->start_effects = {Reply{123, std::string("nobody asked")}, Call{1, "b", "s", "", 1s},
-                        Call{1, "b", "s", "", 1s}};
+  p.a->start_effects = {Reply{123, std::string("nobody asked")}, unary_call(1, "b", "s", "", 1s),
+                        unary_call(1, "b", "s", "", 1s)};
   REQUIRE(p.world.start_node("a", 0ms).ok());
   REQUIRE(p.world.start_node("a", 1ms).ok());
   p.world.run_until(TimePoint(2s));

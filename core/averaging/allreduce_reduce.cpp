@@ -1,0 +1,172 @@
+// The reducing side of AllReduceRunner: serving the part streams of the other senders.
+#include <algorithm>
+#include <utility>
+
+#include "core/averaging/allreduce.hpp"
+
+namespace apiary::core::averaging {
+
+Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr& from,
+                                    const std::string& message) {
+  Effects fx;
+  auto refuse = [&](pb::MessageCode code) {
+    fx.push_back(Reply{id, encode_code_message(code), true});
+    return fx;
+  };
+  // A round that is over takes no more parts.
+  if (finished_) return refuse(outcome_.status ? pb::INTERNAL_ERROR : pb::CANCELLED);
+  auto msg = decode_part_message(message);
+  if (!msg) return refuse(pb::PROTOCOL_VIOLATION);
+  if (msg->group_id != config_.group_id) return refuse(pb::BAD_GROUP_ID);
+  if (msg->code != pb::PART_FOR_AVERAGING) return refuse(pb::PROTOCOL_VIOLATION);
+  // The caller must be a sender of this group, other than this peer, with one stream.
+  const PeerAddr& name = from.empty() ? msg->peer_id : from;
+  const auto found = std::find(config_.peers.begin(), config_.peers.end(), name);
+  const auto peer = static_cast<std::size_t>(found - config_.peers.begin());
+  if (found == config_.peers.end() || peer == config_.self || !is_sender(peer) || !reducer_ ||
+      sender_seen_[peer]) {
+    return refuse(pb::PROTOCOL_VIOLATION);
+  }
+  sender_seen_[peer] = true;
+  if (sender_failed_[peer]) return refuse(pb::CANCELLED);  // it came after sender_timeout
+  Incoming& in = incoming_[id];
+  in.peer = peer;
+  in.sender = *sender_index_[peer];
+  fx.push_back(SetTimer{incoming_timer(peer), now + config_.sender_timeout});
+  serve_part(fx, id, in, std::move(*msg));
+  maybe_finish(fx);
+  return fx;
+}
+
+Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
+                                            const Result<std::string>& message, bool last) {
+  Effects fx;
+  auto it = incoming_.find(id);
+  if (finished_ || it == incoming_.end() || !it->second.open) return fx;
+  Incoming& in = it->second;
+  if (!message) {
+    // The stream broke (sender gone or cancelled): nothing more can be answered.
+    in.open = false;
+    fx.push_back(CancelTimer{incoming_timer(in.peer)});
+    fail_sender(fx, in.peer);
+    maybe_finish(fx);
+    return fx;
+  }
+  if (!message->empty()) {
+    auto msg = decode_part_message(*message);
+    if (!msg || (!msg->group_id.empty() && msg->group_id != config_.group_id) ||
+        (msg->code != pb::NO_CODE && msg->code != pb::PART_FOR_AVERAGING)) {
+      close_incoming(fx, id, in, msg && !msg->group_id.empty() &&
+                                         msg->group_id != config_.group_id
+                                     ? pb::BAD_GROUP_ID
+                                     : pb::PROTOCOL_VIOLATION);
+      fail_sender(fx, in.peer);
+      maybe_finish(fx);
+      return fx;
+    }
+    serve_part(fx, id, in, std::move(*msg));
+  }
+  if (in.open && last) {
+    in.input_ended = true;
+    fx.push_back(CancelTimer{incoming_timer(in.peer)});
+    // A sender that ends before its last part is excluded from the rest.
+    if (reducer_->parts_received(in.sender) < reducer_->num_parts()) fail_sender(fx, in.peer);
+  } else if (in.open) {
+    fx.push_back(SetTimer{incoming_timer(in.peer), now + config_.sender_timeout});
+  }
+  flush_answers(fx);
+  maybe_finish(fx);
+  return fx;
+}
+
+void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg) {
+  // acc += w * x for the sender's next part; a bad part bans the sender.
+  const std::size_t index = reducer_->parts_received(in.sender);
+  auto done = reducer_->accumulate(in.sender, index, msg.values.data(), msg.values.size(),
+                                   msg.weight);
+  if (!done) {
+    close_incoming(fx, id, in, pb::PROTOCOL_VIOLATION);
+    fail_sender(fx, in.peer);
+    return;
+  }
+  in.codecs.push_back(msg.compression);
+  copy_own_results();
+  flush_answers(fx);
+}
+
+void AllReduceRunner::fail_sender(Effects& fx, std::size_t peer) {
+  if (sender_failed_[peer]) return;
+  sender_failed_[peer] = true;
+  if (!reducer_) return;
+  // Excluded from every part it has not sent; those may now be complete.
+  (void)reducer_->on_sender_failed(*sender_index_[peer]);
+  copy_own_results();
+  flush_answers(fx);
+}
+
+void AllReduceRunner::close_incoming(Effects& fx, RequestId id, Incoming& in,
+                                     pb::MessageCode code) {
+  if (!in.open) return;
+  in.open = false;
+  fx.push_back(Reply{id, encode_code_message(code), true});
+  fx.push_back(CancelTimer{incoming_timer(in.peer)});
+}
+
+void AllReduceRunner::flush_answers(Effects& fx) {
+  if (!reducer_) return;
+  const auto& own = partition_.parts_by_peer[config_.self];
+  for (auto& [request, in] : incoming_) {
+    if (!in.open) continue;
+    // A client reads only after it finished sending: its answers wait for that.
+    if (config_.modes[in.peer] == AveragingMode::client && !in.input_ended) continue;
+    const std::size_t sent = reducer_->parts_received(in.sender);
+    const std::size_t ready = std::min(sent, reducer_->num_complete());
+    for (; in.replied < ready; ++in.replied) {
+      const std::size_t k = in.replied;
+      const Part& part = partition_.parts[own[k]];
+      // avg - sender's copy; a part without an average (weight 0) keeps its values.
+      auto delta = reducer_->delta(in.sender, k);
+      std::vector<float> zeros;
+      if (!delta) zeros.assign(static_cast<std::size_t>(part.length), 0.0f);
+      const std::vector<float>& values = delta ? *delta : zeros;
+      auto msg = encode_part_message(pb::AVERAGED_PART, "", "", values.data(), values.size(),
+                                     in.codecs[k], 0.0);
+      if (!msg) {
+        close_incoming(fx, request, in, pb::INTERNAL_ERROR);
+        break;
+      }
+      fx.push_back(Reply{request, std::move(*msg), false});
+    }
+    // Every part it sent is answered and it sends no more: end the stream.
+    if (in.open && in.input_ended && in.replied == sent) {
+      in.open = false;
+      fx.push_back(Reply{request, std::string{}, true});
+      fx.push_back(CancelTimer{incoming_timer(in.peer)});
+    }
+  }
+  release_answered_parts();
+}
+
+void AllReduceRunner::copy_own_results() {
+  if (!reducer_ || !is_sender(config_.self)) return;
+  const auto& own = partition_.parts_by_peer[config_.self];
+  for (; own_results_ < reducer_->num_complete(); ++own_results_) {
+    const Part& part = partition_.parts[own[own_results_]];
+    auto delta = reducer_->delta(*sender_index_[config_.self], own_results_);
+    if (!delta) continue;  // no average: the local values stay
+    std::copy(delta->begin(), delta->end(),
+              outcome_.deltas[part.tensor_index].begin() + part.offset);
+  }
+}
+
+void AllReduceRunner::release_answered_parts() {
+  // A part is freed once the own copy and every open stream that sent it got answers.
+  const std::size_t own_done = is_sender(config_.self) ? own_results_ : reducer_->num_complete();
+  std::size_t limit = std::min(own_done, reducer_->num_complete());
+  for (const auto& [request, in] : incoming_) {
+    if (in.open) limit = std::min(limit, in.replied);
+  }
+  for (; released_ < limit; ++released_) (void)reducer_->release(released_);
+}
+
+}  // namespace apiary::core::averaging

@@ -1,0 +1,214 @@
+#pragma once
+/// A small in-memory network for AllReduceRunner tests: a virtual clock, events ordered
+/// by (time, seq), FIFO links where each message occupies its link for `gap` and then
+/// travels for `latency`, timers, streaming calls with cancel, and faults (killing a
+/// peer with or without notifying its partners, slowing a peer's stream messages or its
+/// answers after a number of them, cancelling a peer's round).
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/averaging/allreduce.hpp"
+
+namespace apiary::core::averaging::testing {
+
+using namespace std::chrono_literals;
+
+/// Fault settings of one peer.
+struct PeerFaults {
+  std::optional<TimePoint> kill_at;      ///< dies at this time (before start if 0)
+  bool notify_partners = true;           ///< partners see their calls with it break
+  std::optional<TimePoint> cancel_at;    ///< calls cancel() at this time
+  std::size_t slow_sends_after = SIZE_MAX;    ///< stream messages sent at normal pace
+  std::size_t slow_replies_after = SIZE_MAX;  ///< answers sent at normal pace
+  Duration slow_gap = 300ms;             ///< link time of each later message
+};
+
+/// The network and the runners on it.
+class Net {
+ public:
+  Duration latency = 1ms;  ///< travel time of every message
+  Duration gap = 1ms;      ///< link time of every message (serializes a link)
+
+  explicit Net(std::vector<AllReduceRunner> runners, std::vector<PeerFaults> faults = {})
+      : runners_(std::move(runners)), faults_(std::move(faults)),
+        dead_(runners_.size(), false), sends_(runners_.size(), 0), replies_(runners_.size(), 0),
+        next_rid_(runners_.size(), 0) {
+    faults_.resize(runners_.size());
+  }
+
+  /// Starts every runner at time 0 (after the faults due at 0) and runs to quiescence
+  /// or `until`.
+  void run(TimePoint until = std::chrono::seconds(30)) {
+    for (std::size_t p = 0; p < runners_.size(); ++p) {
+      const PeerFaults& f = faults_[p];
+      if (f.kill_at && *f.kill_at == TimePoint{}) { dead_[p] = true; continue; }
+      if (f.kill_at) at(*f.kill_at, [this, p] { kill(p); });
+      if (f.cancel_at) at(*f.cancel_at, [this, p] { execute(p, runners_[p].cancel(now_)); });
+      execute(p, runners_[p].start(now_));
+    }
+    while (!events_.empty() && events_.top().at <= until) {
+      Event e = events_.top();
+      events_.pop();
+      now_ = e.at;
+      e.fn();
+    }
+  }
+
+  [[nodiscard]] AllReduceRunner& runner(std::size_t p) { return runners_[p]; }
+  [[nodiscard]] bool dead(std::size_t p) const { return dead_[p]; }
+  [[nodiscard]] TimePoint now() const { return now_; }
+
+ private:
+  struct Event {
+    TimePoint at;
+    std::uint64_t seq;
+    std::function<void()> fn;
+    bool operator>(const Event& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
+  };
+  /// An open streaming call, by (caller, call id).
+  struct Stream {
+    std::size_t callee = 0;
+    RequestId rid = 0;
+    bool caller_open = true;  ///< the caller still hears of it
+    bool callee_open = true;  ///< the callee still serves it
+    bool delivered = false;   ///< the first message reached the callee
+    bool cancelled = false;   ///< the caller cancelled: its queued messages are dropped
+  };
+
+  void at(TimePoint t, std::function<void()> fn) { events_.push(Event{t, seq_++, std::move(fn)}); }
+
+  /// Delivery time of a message on link from -> to occupying it for `busy`.
+  TimePoint link(std::size_t from, std::size_t to, Duration busy) {
+    TimePoint& free = link_free_[{from, to}];
+    free = std::max(free, now_) + busy;
+    return free + latency;
+  }
+
+  static PeerAddr addr_of(std::size_t p) { return "/ip4/10.0.0." + std::to_string(p) + "/tcp/1"; }
+
+  void kill(std::size_t p) {
+    dead_[p] = true;
+    if (!faults_[p].notify_partners) return;
+    for (auto& [key, s] : streams_) {
+      const std::size_t caller = key.first;
+      const CallId call = key.second;
+      if (caller == p && s.callee_open && s.delivered && !dead_[s.callee]) {
+        s.callee_open = false;
+        const std::size_t callee = s.callee;
+        const RequestId rid = s.rid;
+        at(now_ + latency, [this, callee, rid] {
+          execute(callee, runners_[callee].on_request_message(
+                              now_, rid, make_error(errc::peer_down, "caller died"), true));
+        });
+      } else if (s.callee == p && s.caller_open && !dead_[caller]) {
+        s.caller_open = false;
+        at(now_ + latency, [this, caller, call] {
+          execute(caller, runners_[caller].on_response(
+                              now_, call, make_error(errc::peer_down, "callee died")));
+        });
+      }
+    }
+  }
+
+  void execute(std::size_t p, Effects fx) {
+    if (dead_[p]) return;
+    for (Effect& e : fx) std::visit([&](auto& x) { apply(p, x); }, e);
+  }
+
+  void apply(std::size_t p, Call& c) {
+    const std::size_t to = std::stoul(c.peer.substr(std::string("/ip4/10.0.0.").size()));
+    streams_[{p, c.id}] = Stream{to};
+    const CallId id = c.id;
+    at(link(p, to, send_gap(p)), [this, p, to, id, msg = c.request] {
+      Stream& s = streams_[{p, id}];
+      if (dead_[p] || dead_[to] || !s.callee_open) return;
+      s.rid = ++next_rid_[to];
+      s.delivered = true;
+      rid_owner_[{to, s.rid}] = {p, id};
+      execute(to, runners_[to].on_request(now_, s.rid, addr_of(p), msg));
+    });
+  }
+  void apply(std::size_t p, Send& m) {
+    const std::size_t to = streams_[{p, m.call}].callee;
+    const CallId id = m.call;
+    at(link(p, to, send_gap(p)), [this, p, to, id, msg = m.message, last = m.last] {
+      Stream& s = streams_[{p, id}];
+      if (dead_[p] || dead_[to] || !s.callee_open || !s.delivered || s.cancelled) return;
+      if (last) s.callee_open = false;
+      execute(to, runners_[to].on_request_message(now_, s.rid, msg, last));
+    });
+  }
+  void apply(std::size_t p, Reply& r) {
+    auto [caller, id] = rid_owner_.at({p, r.request});
+    Stream& s0 = streams_[{caller, id}];
+    if (r.last || !r.response) s0.callee_open = false;
+    const Duration busy = replies_[p]++ >= faults_[p].slow_replies_after ? faults_[p].slow_gap : gap;
+    at(link(p, caller, busy), [this, p, caller = caller, id = id, r] {
+      Stream& s = streams_[{caller, id}];
+      if (dead_[p] || dead_[caller] || !s.caller_open) return;
+      if (!r.response) {
+        s.caller_open = false;
+        execute(caller, runners_[caller].on_response(now_, id, r.response));
+        return;
+      }
+      if (!r.response->empty()) execute(caller, runners_[caller].on_message(now_, id, *r.response));
+      if (r.last && s.caller_open) {
+        s.caller_open = false;
+        execute(caller, runners_[caller].on_response(now_, id, std::string{}));
+      }
+    });
+  }
+  void apply(std::size_t p, Cancel& c) {
+    Stream& s = streams_[{p, c.call}];
+    s.caller_open = false;
+    s.cancelled = true;
+    const std::size_t to = s.callee;
+    const CallId id = c.call;
+    // The cancel overtakes the caller's queued messages, which are dropped.
+    at(now_ + latency, [this, p, to, id] {
+      Stream& st = streams_[{p, id}];
+      if (dead_[to] || !st.callee_open || !st.delivered) return;
+      st.callee_open = false;
+      execute(to, runners_[to].on_request_message(
+                      now_, st.rid, make_error(errc::cancelled, "caller cancelled"), true));
+    });
+  }
+  void apply(std::size_t p, SetTimer& t) {
+    const std::uint64_t generation = ++timer_gen_[{p, t.id}];
+    at(std::max(t.at, now_), [this, p, id = t.id, generation] {
+      if (timer_gen_[{p, id}] != generation || dead_[p]) return;
+      execute(p, runners_[p].on_timer(now_, id));
+    });
+  }
+  void apply(std::size_t p, CancelTimer& t) { ++timer_gen_[{p, t.id}]; }
+
+  Duration send_gap(std::size_t p) {
+    return sends_[p]++ >= faults_[p].slow_sends_after ? faults_[p].slow_gap : gap;
+  }
+
+  std::vector<AllReduceRunner> runners_;
+  std::vector<PeerFaults> faults_;
+  std::vector<bool> dead_;
+  std::vector<std::size_t> sends_, replies_;
+  std::vector<RequestId> next_rid_;
+  std::map<std::pair<std::size_t, CallId>, Stream> streams_;
+  std::map<std::pair<std::size_t, RequestId>, std::pair<std::size_t, CallId>> rid_owner_;
+  std::map<std::pair<std::size_t, std::size_t>, TimePoint> link_free_;
+  std::map<std::pair<std::size_t, TimerId>, std::uint64_t> timer_gen_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  TimePoint now_{};
+  std::uint64_t seq_ = 0;
+};
+
+/// The address of test peer `p` (what Net routes by).
+inline PeerAddr test_addr(std::size_t p) { return "/ip4/10.0.0." + std::to_string(p) + "/tcp/1"; }
+
+}  // namespace apiary::core::averaging::testing

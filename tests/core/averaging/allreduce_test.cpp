@@ -1,0 +1,211 @@
+// AllReduceRunner: groups of runners on the in-memory network of allreduce_harness.hpp.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/averaging/allreduce.hpp"
+#include "core/averaging/allreduce_wire.hpp"
+#include "tests/core/averaging/allreduce_group.hpp"
+
+namespace apiary::core::averaging {
+namespace {
+
+using namespace testing;
+
+/// Runs a healthy group; every sender must get the weighted mean within `atol`, and
+/// every aux peer its own tensors back.
+void check_group(const GroupSpec& spec, double atol) {
+  Group g = make_group(spec);
+  const Tensors reference = weighted_mean(g, senders_of(spec));
+  Net net(std::move(g.runners));
+  net.run();
+  for (std::size_t p = 0; p < spec.modes.size(); ++p) {
+    INFO("peer " << p << " mode " << static_cast<int>(spec.modes[p]));
+    REQUIRE(net.runner(p).finished());
+    REQUIRE(net.runner(p).outcome().status);
+    CHECK(net.runner(p).outcome().failed_senders.empty());
+    CHECK(net.runner(p).outcome().failed_reducers.empty());
+    const Tensors result = result_of(net, g, p);
+    if (spec.modes[p] == AveragingMode::aux) {
+      CHECK(max_error(result, g.inputs[p]) == 0.0);
+    } else {
+      CHECK(max_error(result, reference) <= atol);
+    }
+  }
+}
+
+TEST_CASE("allreduce: four nodes get the exact mean for every part size", "[allreduce]") {
+  GroupSpec spec;
+  spec.modes.assign(4, AveragingMode::node);
+  // 17 floats (parts split tensors, many parts per peer), 512 bytes, one part per tensor.
+  for (std::int64_t part_size : {std::int64_t{68}, std::int64_t{512}, std::int64_t{1} << 19}) {
+    INFO("part_size_bytes " << part_size);
+    spec.part_size_bytes = part_size;
+    check_group(spec, 1e-6);
+  }
+}
+
+TEST_CASE("allreduce: weighted mean with two client peers", "[allreduce]") {
+  GroupSpec spec;
+  spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::client,
+                AveragingMode::node};
+  spec.weights = {0.5, 7.25, 3.0, 0.01};
+  spec.seed = 7;
+  check_group(spec, 1e-6);
+}
+
+TEST_CASE("allreduce: 0-2 client and 0-2 aux peers among four", "[allreduce]") {
+  for (int clients = 0; clients <= 2; ++clients) {
+    for (int aux = 0; aux <= 2; ++aux) {
+      INFO(clients << " clients, " << aux << " aux");
+      GroupSpec spec;
+      spec.seed = static_cast<std::uint64_t>(10 + clients * 3 + aux);
+      spec.part_size_bytes = 100;
+      for (int i = 0; i < 4; ++i) {
+        spec.modes.push_back(i < clients                ? AveragingMode::client
+                             : i >= 4 - aux             ? AveragingMode::aux
+                                                        : AveragingMode::node);
+      }
+      check_group(spec, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("allreduce: edge groups (all aux, one node and three aux, one client)", "[allreduce]") {
+  GroupSpec spec;
+  spec.modes.assign(4, AveragingMode::aux);
+  {
+    // No sender: nothing to average, every tensor stays as it is.
+    Group g = make_group(spec);
+    Net net(std::move(g.runners));
+    net.run();
+    for (std::size_t p = 0; p < 4; ++p) {
+      REQUIRE(net.runner(p).finished());
+      CHECK(max_error(result_of(net, g, p), g.inputs[p]) == 0.0);
+    }
+  }
+  spec.modes = {AveragingMode::node, AveragingMode::aux, AveragingMode::aux, AveragingMode::aux};
+  check_group(spec, 1e-6);
+  spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::node};
+  check_group(spec, 1e-6);
+}
+
+TEST_CASE("allreduce: compressed parts stay within the codec's error", "[allreduce]") {
+  GroupSpec spec;
+  spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node,
+                AveragingMode::aux};
+  spec.part_size_bytes = 200;
+  spec.codecs = {pb::FLOAT16};
+  check_group(spec, 2e-3);
+  spec.codecs = {pb::UNIFORM_8BIT};
+  check_group(spec, 6e-2);
+  // One codec per tensor, all six.
+  spec.codecs = {pb::NONE,          pb::FLOAT16,     pb::MEANSTD_16BIT,
+                 pb::QUANTILE_8BIT, pb::UNIFORM_8BIT, pb::BLOCKWISE_8BIT};
+  check_group(spec, 6e-2);
+}
+
+TEST_CASE("allreduce: bad streams are refused with their code", "[allreduce]") {
+  GroupSpec spec;
+  spec.modes = {AveragingMode::node, AveragingMode::node, AveragingMode::aux};
+  Group g = make_group(spec);
+  AllReduceRunner& r = g.runners[0];
+  (void)r.start(0ns);
+  const float values[1] = {1.0f};
+  auto code_of = [](const Effects& fx) {
+    REQUIRE(fx.size() >= 1);
+    const auto* reply = std::get_if<Reply>(&fx[0]);
+    REQUIRE(reply);
+    CHECK(reply->last);
+    REQUIRE(reply->response);
+    auto msg = decode_part_message(*reply->response);
+    REQUIRE(msg);
+    return msg->code;
+  };
+  auto wrong_group = encode_part_message(pb::PART_FOR_AVERAGING, "other", "", values, 1,
+                                         pb::NONE, 1.0);
+  REQUIRE(wrong_group);
+  CHECK(code_of(r.on_request(0ns, 1, test_addr(1), *wrong_group)) == pb::BAD_GROUP_ID);
+  auto good = encode_part_message(pb::PART_FOR_AVERAGING, "group-1", "", values, 1, pb::NONE, 1.0);
+  REQUIRE(good);
+  // The aux peer sends nothing, a stranger is not in the group.
+  CHECK(code_of(r.on_request(0ns, 2, test_addr(2), *good)) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 3, "/ip4/1.2.3.4/tcp/9", *good)) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 4, test_addr(1), "not a message")) == pb::PROTOCOL_VIOLATION);
+  auto not_first = encode_part_message(pb::AVERAGED_PART, "group-1", "", values, 1, pb::NONE, 1.0);
+  REQUIRE(not_first);
+  CHECK(code_of(r.on_request(0ns, 5, test_addr(1), *not_first)) == pb::PROTOCOL_VIOLATION);
+}
+
+/// Replies to `request` among `fx`: (number of AVERAGED_PART messages, ended with last).
+std::pair<std::size_t, bool> answers(const Effects& fx, RequestId request) {
+  std::size_t parts = 0;
+  bool ended = false;
+  for (const Effect& e : fx) {
+    const auto* reply = std::get_if<Reply>(&e);
+    if (!reply || reply->request != request) continue;
+    REQUIRE(reply->response);
+    if (!reply->response->empty()) {
+      auto msg = decode_part_message(*reply->response);
+      REQUIRE(msg);
+      CHECK(msg->code == pb::AVERAGED_PART);
+      ++parts;
+    }
+    ended = ended || reply->last;
+  }
+  return {parts, ended};
+}
+
+TEST_CASE("allreduce: a client's answers wait until its input ends, a node's do not",
+          "[allreduce]") {
+  for (AveragingMode mode : {AveragingMode::client, AveragingMode::node}) {
+    INFO("sender mode " << static_cast<int>(mode));
+    GroupSpec spec;
+    spec.modes = {AveragingMode::node, mode};
+    spec.sizes = {40};
+    spec.part_size_bytes = 80;  // 20 floats: two parts, both reduced by peer 0
+    Group g = make_group(spec);
+    AllReduceRunner& reducer = g.runners[0];
+    if (mode == AveragingMode::node) {
+      // Give every part to peer 0 by rebuilding it with fraction 0 for peer 1.
+      AllReduceConfig c;
+      c.group_id = "group-1";
+      c.peers = {test_addr(0), test_addr(1)};
+      c.modes = spec.modes;
+      c.tensor_sizes = spec.sizes;
+      c.peer_fractions = {1.0, 0.0};
+      c.part_size_bytes = spec.part_size_bytes;
+      auto r = AllReduceRunner::create(c, g.inputs[0]);
+      REQUIRE(r);
+      reducer = std::move(*r);
+    }
+    REQUIRE(reducer.partition().num_parts_by_peer[0] == 2);
+    (void)reducer.start(0ns);
+    const float* x = g.inputs[1][0].data();
+    auto part0 = encode_part_message(pb::PART_FOR_AVERAGING, "group-1", "", x, 20, pb::NONE, 1.0);
+    auto part1 = encode_part_message(pb::NO_CODE, "", "", x + 20, 20, pb::NONE, 1.0);
+    REQUIRE(part0);
+    REQUIRE(part1);
+    const auto first = answers(reducer.on_request(1ms, 9, test_addr(1), *part0), 9);
+    const auto second = answers(reducer.on_request_message(2ms, 9, *part1, false), 9);
+    const auto end = answers(reducer.on_request_message(3ms, 9, std::string{}, true), 9);
+    if (mode == AveragingMode::client) {
+      CHECK(first.first + second.first == 0);
+      CHECK(end == std::make_pair(std::size_t{2}, true));
+    } else {
+      CHECK(first == std::make_pair(std::size_t{1}, false));
+      CHECK(second == std::make_pair(std::size_t{1}, false));
+      CHECK(end == std::make_pair(std::size_t{0}, true));
+    }
+    CHECK(reducer.finished());
+    // The reducer's own result is the mean of both copies.
+    for (std::size_t k = 0; k < 40; ++k) {
+      const float mean = (g.inputs[0][0][k] + g.inputs[1][0][k]) / 2;
+      CHECK(g.inputs[0][0][k] + reducer.outcome().deltas[0][k] == Approx(mean).margin(1e-6));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace apiary::core::averaging

@@ -27,8 +27,8 @@ std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queri
   TraverseConfig tc;
   tc.beam_size = std::max<std::size_t>(1, beam);
   // A store's narrow beam is asked all at once: one round fewer, no more calls.
-  tc.num_workers = static_cast<Purpose>(purpose) == Purpose::store ? std::max(config_.num_workers, beam)
-                                                                   : config_.num_workers;
+  // A store needs its whole beam visited anyway: twice the workers take fewer rounds.
+  tc.num_workers = static_cast<Purpose>(purpose) == Purpose::store ? 2 * config_.num_workers : config_.num_workers;
   tc.queries_per_call = std::max<std::size_t>(1, queries_per_call);
   auto s = std::make_unique<Search>(queries, initial, std::vector<NodeId>{id_self()}, tc);
   s->id = next_search_++;

@@ -16,6 +16,25 @@ Result<PeerKey> peer_key_of(const core::PeerAddr& addr) {
 EffectExecutor::EffectExecutor(caf::event_based_actor* self, std::shared_ptr<Gateway> gw)
     : self_(self), gw_(std::move(gw)) {}
 
+namespace {
+
+/// Marks every part of `d` as taken: no translator finds anything in it any more (no
+/// call has id 0).
+void take_all(Delivery& d) {
+  d.call = 0;
+  d.has_message = false;
+  d.data = Buffer{};
+}
+
+/// Leaves only the end of stream in `d` once its message is taken.
+void leave_end(Delivery& d) {
+  d.kind = DeliveryKind::end;
+  d.has_message = false;
+  d.data = Buffer{};
+}
+
+}  // namespace
+
 std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
   std::vector<CoreResponse> failed;
   for (auto& effect : fx) {
@@ -25,18 +44,48 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
         failed.push_back(CoreResponse{call->id, key.error()});
         continue;
       }
-      const CallId id = gw_->unary(caf::actor_cast<caf::actor>(self_), *key, call->handle,
-                                   Buffer::copy_of(call->request), call->timeout, call->caller);
-      calls_[id] = call->id;
+      const auto me = caf::actor_cast<caf::actor>(self_);
+      const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
+                                                 Buffer::copy_of(call->request), call->last, call->caller)
+                                     : gw_->unary(me, *key, call->handle, Buffer::copy_of(call->request),
+                                                  call->timeout, call->caller);
+      calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last};
+      by_core_[call->id] = id;
+    } else if (auto* send = std::get_if<core::Send>(&effect)) {
+      auto it = by_core_.find(send->call);
+      if (it == by_core_.end()) continue;  // the call is over (its end may be on the way)
+      OutCall& out = calls_.at(it->second);
+      if (!out.stream || out.local_end) {
+        ++anomalies_;  // Send on a unary call or after `last`: dropped
+        continue;
+      }
+      out.local_end = send->last;
+      gw_->send(it->second, Buffer::copy_of(send->message), send->last);
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       auto it = requests_.find(reply->request);
       if (it == requests_.end()) continue;  // the call ended (cancel, deadline) meanwhile
-      if (reply->response) {
-        gw_->send(it->second, Buffer::copy_of(*reply->response), true);
+      const InRequest in = it->second;
+      if (!reply->response) {
+        gw_->fail(in.call, reply->response.error());
+        requests_.erase(it);
+      } else if (!reply->last && !in.stream) {
+        ++anomalies_;  // a unary call has one answer: fail it rather than pass a part off
+        gw_->fail(in.call, make_error(errc::internal,
+                                      "expected one answer to a unary call, got a stream message "
+                                      "(Reply with last = false); the callee's role is faulty"));
+        requests_.erase(it);
+      } else if (in.stream && reply->last && reply->response->empty()) {
+        gw_->end(in.call);  // an empty last reply ends the stream without a message
+        requests_.erase(it);
       } else {
-        gw_->fail(it->second, reply->response.error());
+        gw_->send(in.call, Buffer::copy_of(*reply->response), reply->last);
+        if (reply->last) requests_.erase(it);
       }
-      requests_.erase(it);
+    } else if (auto* cancel_call = std::get_if<core::Cancel>(&effect)) {
+      auto it = by_core_.find(cancel_call->call);
+      if (it == by_core_.end()) continue;  // over already
+      gw_->cancel(it->second, cancel_call->reason);
+      forget_call(calls_.find(it->second));
     } else if (auto* set = std::get_if<core::SetTimer>(&effect)) {
       const auto gen = next_generation_++;
       timers_[set->id] = gen;
@@ -49,29 +98,94 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
   return failed;
 }
 
+void EffectExecutor::forget_call(std::unordered_map<CallId, OutCall>::iterator it) {
+  if (it == calls_.end()) return;
+  auto core_it = by_core_.find(it->second.core);
+  if (core_it != by_core_.end() && core_it->second == it->first) by_core_.erase(core_it);
+  partial_.erase(it->first);
+  calls_.erase(it);
+}
+
 std::optional<CoreRequest> EffectExecutor::request_of(Delivery& d) {
   if (d.call < core::rpc::k_first_served_call) return std::nullopt;  // not a served call
   if (d.kind == DeliveryKind::error) {
-    for (auto it = requests_.begin(); it != requests_.end(); ++it) {
-      if (it->second == d.call) {
-        requests_.erase(it);
-        break;
-      }
+    // A unary request that ends in an error (cancel, deadline) is dropped quietly; a
+    // streaming one's error is request_message_of's to tell.
+    auto it = requests_.find(d.call);
+    if (it != requests_.end() && !it->second.stream) {
+      requests_.erase(it);
+      take_all(d);
     }
     return std::nullopt;
   }
   if (d.kind != DeliveryKind::open) return std::nullopt;
   const core::RequestId id = d.call;  // unique while the call is open
-  requests_[id] = d.call;
-  return CoreRequest{id, d.handle, d.peer, std::string(d.data.view())};
+  const bool stream = d.rpc_kind != pb::UNARY;
+  requests_[id] = InRequest{d.call, stream};
+  CoreRequest r{id, d.handle, d.peer, std::string(d.data.view())};
+  if (stream && d.end_of_stream) {
+    leave_end(d);  // the first message was the caller's last: request_message_of says so
+  } else {
+    take_all(d);
+  }
+  return r;
+}
+
+std::optional<CoreRequestMessage> EffectExecutor::request_message_of(Delivery& d) {
+  if (d.call < core::rpc::k_first_served_call || d.kind == DeliveryKind::open) return std::nullopt;
+  auto it = requests_.find(d.call);
+  if (it == requests_.end()) {
+    take_all(d);  // the core already ended the request: the rest is not its business
+    return std::nullopt;
+  }
+  if (!it->second.stream) return std::nullopt;
+  CoreRequestMessage m{d.call, std::string{}, true};
+  if (d.kind == DeliveryKind::message) {
+    m.message = std::string(d.data.view());
+    m.last = d.end_of_stream;
+  } else if (d.kind == DeliveryKind::error) {
+    m.message = d.error;
+    requests_.erase(it);
+  }
+  take_all(d);
+  return m;
+}
+
+std::optional<CoreMessage> EffectExecutor::message_of(Delivery& d) {
+  if (d.call == 0 || d.call >= core::rpc::k_first_served_call || !d.has_message) return std::nullopt;
+  auto it = calls_.find(d.call);
+  if (it == calls_.end() || !it->second.stream) return std::nullopt;
+  if (d.end_of_stream && d.data.size() == 0) {
+    leave_end(d);  // an empty last message is no message (as the simulator has it)
+    return std::nullopt;
+  }
+  CoreMessage m{it->second.core, std::string(d.data.view())};
+  if (d.end_of_stream) {
+    leave_end(d);  // the callee's last message: response_of ends the call
+  } else {
+    take_all(d);
+  }
+  return m;
 }
 
 std::optional<CoreResponse> EffectExecutor::response_of(Delivery& d) {
   auto it = calls_.find(d.call);
   if (it == calls_.end()) return std::nullopt;
+  CoreResponse r{it->second.core, std::string{}};
+  if (it->second.stream) {
+    // The end of a streaming call: the callee's error, or its end of stream.
+    if (d.kind != DeliveryKind::error && (!d.end_of_stream || d.has_message)) return std::nullopt;
+    if (d.kind == DeliveryKind::error) {
+      r.result = d.error;
+    } else if (!it->second.local_end) {
+      gw_->end(d.call);  // the callee finished first: close our direction too
+    }
+    forget_call(it);
+    take_all(d);
+    return r;
+  }
   if (d.has_message) partial_[d.call] = std::move(d.data);
   if (!d.final) return std::nullopt;
-  CoreResponse r{it->second, std::string{}};
   if (d.kind == DeliveryKind::error) {
     r.result = d.error;
   } else if (auto p = partial_.find(d.call); p != partial_.end()) {
@@ -79,8 +193,8 @@ std::optional<CoreResponse> EffectExecutor::response_of(Delivery& d) {
   } else {
     r.result = make_error(errc::protocol, "call ended without a response");
   }
-  partial_.erase(d.call);
-  calls_.erase(it);
+  forget_call(it);
+  take_all(d);
   return r;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-/// The one shared effect executor: runs what a core returns (calls, replies, timers)
-/// on behalf of an event-based actor, over the gateway. It also translates the
-/// gateway's deliveries back into the core's terms (requests and responses).
+/// The one shared effect executor: runs what a core returns (unary and streaming calls,
+/// messages, replies, cancels, timers) on behalf of an event-based actor, over the
+/// gateway. It also translates the gateway's deliveries back into the core's terms
+/// (requests, request messages, call messages, responses).
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,10 +25,28 @@ struct CoreRequest {
   std::string body;
 };
 
-/// The outcome of a core's call in the core's terms.
+/// The outcome of a core's call in the core's terms: a unary call's response, or a
+/// streaming call's end ("" when the callee ended normally) or error.
 struct CoreResponse {
   core::CallId call = 0;
   Result<std::string> result{std::string{}};
+};
+
+/// Caller side of a streaming call: one message from the callee, for the core's
+/// on_message(now, call, message).
+struct CoreMessage {
+  core::CallId call = 0;
+  std::string message;
+};
+
+/// Callee side of a streaming request: the caller's next message, the end of its
+/// direction (`last`; the message may then be ""), or an error that ends the request
+/// (cancelled, deadline, peer down; `last` is then true), for the core's
+/// on_request_message(now, request, message, last).
+struct CoreRequestMessage {
+  core::RequestId request = 0;
+  Result<std::string> message{std::string{}};
+  bool last = false;
 };
 
 /// The time core/ sees in this process: the steady clock since its epoch.
@@ -36,6 +55,23 @@ core::TimePoint core_now();
 /// "host:port" for a core peer address (a multiaddr such as /ip4/127.0.0.1/tcp/4100).
 Result<PeerKey> peer_key_of(const core::PeerAddr& addr);
 
+/// Runs one core's effects and translates the deliveries addressed to it. Feed every
+/// Delivery through the four translators in this order, feeding each input they return
+/// to the core (and executing its effects) before calling the next:
+///
+///     request_of → request_message_of → message_of → response_of
+///
+/// Each takes its own part of the delivery and leaves the rest (a delivery can hold two
+/// inputs: a callee's last message and the call's end; a request's only message and the
+/// end of the caller's direction); a part whose call the core already ended or cancelled
+/// is dropped. A taken delivery keeps its peer fields but no call (d.call == 0). Roles
+/// that make and serve only unary calls may use request_of and response_of alone.
+///
+/// Streaming calls open as pb::BIDI_STREAM (any of the three streaming kinds behaves
+/// alike here). An empty Reply{last = true} on a streaming request ends it without a
+/// message, and an empty last message from a callee is no message, so a core sees the
+/// same inputs here and in the simulator. When the callee ends first, the caller's
+/// direction is closed for the core (its later Sends are dropped as the call is over).
 class EffectExecutor {
  public:
   EffectExecutor(caf::event_based_actor* self, std::shared_ptr<Gateway> gw);
@@ -46,19 +82,39 @@ class EffectExecutor {
 
   /// A delivery that opens a request to this actor's core, translated.
   std::optional<CoreRequest> request_of(Delivery& d);
-  /// A delivery that ends one of the core's calls, translated.
+  /// Callee: the caller's later message, end or error on a streaming request, translated.
+  std::optional<CoreRequestMessage> request_message_of(Delivery& d);
+  /// Caller: one callee message on one of the core's streaming calls, translated.
+  std::optional<CoreMessage> message_of(Delivery& d);
+  /// A delivery that ends one of the core's calls (unary or streaming), translated.
   std::optional<CoreResponse> response_of(Delivery& d);
   /// Whether a timer message (id, generation) is the timer's current arming.
   bool timer_is_current(core::TimerId id, std::uint64_t generation) const;
+  /// Effects dropped because they broke the rules of core/effects.hpp (Send on a unary
+  /// call or after `last`; Reply{last = false} to a unary request, which fails the call).
+  std::uint64_t anomalies() const { return anomalies_; }
 
  private:
+  struct OutCall {
+    core::CallId core = 0;   ///< the core's id of the call
+    bool stream = false;     ///< a streaming call
+    bool local_end = true;   ///< the core's direction has ended (always, for unary)
+  };
+  struct InRequest {
+    CallId call = 0;      ///< the gateway's id of the served call
+    bool stream = false;  ///< a streaming call's request
+  };
+  void forget_call(std::unordered_map<CallId, OutCall>::iterator it);
+
   caf::event_based_actor* self_;
   std::shared_ptr<Gateway> gw_;
-  std::unordered_map<CallId, core::CallId> calls_;      ///< gateway call → core call
-  std::unordered_map<core::RequestId, CallId> requests_;  ///< core request → gateway call
+  std::unordered_map<CallId, OutCall> calls_;             ///< gateway call → core call
+  std::unordered_map<core::CallId, CallId> by_core_;      ///< core call → gateway call
+  std::unordered_map<core::RequestId, InRequest> requests_;  ///< core request → served call
   std::unordered_map<CallId, Buffer> partial_;          ///< responses awaiting their end
   std::unordered_map<core::TimerId, std::uint64_t> timers_;  ///< current generation per timer
   std::uint64_t next_generation_ = 1;
+  std::uint64_t anomalies_ = 0;
 };
 
 }  // namespace apiary::actors

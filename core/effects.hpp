@@ -68,9 +68,10 @@ struct Send {
 };
 
 /// Callee: answer inbound request `request`. With `last` (always, for a unary call) the
-/// call ends: the response is its final message. Without `last` (only for a request of
-/// a streaming call) one message goes to the caller and the call stays open. An error
-/// always ends the call and reaches the caller's on_response.
+/// call ends: the response is its final message (on a streaming call, an empty response
+/// is no message: the caller only sees the end, on_response ""). Without `last` (only
+/// for a request of a streaming call) one message goes to the caller and the call stays
+/// open. An error always ends the call and reaches the caller's on_response.
 struct Reply {
   RequestId request = 0;
   Result<std::string> response{std::string{}};

@@ -23,6 +23,9 @@ enum class EventKind : std::uint8_t {
   timer = 5,     ///< `node`'s timer `timer` fires (if still at `generation`)
   kill = 6,      ///< `node` crashes
   action = 7,    ///< a scenario's callback
+  call_message = 8,      ///< streaming: a caller's later message, end or cancel reaches callee `node`
+  reply_message = 9,     ///< streaming: a callee's message, end or error reaches caller `node`
+  request_deadline = 10, ///< streaming: callee `node`'s request of call `serial` reaches its timeout
 };
 
 /// A scheduled event; fields a kind does not use stay at their defaults.
@@ -37,7 +40,10 @@ struct Event {
   core::TimerId timer = 0;       ///< timer: the id
   std::uint64_t generation = 0;  ///< timer: which arming this firing belongs to
   std::string handle;            ///< request: the service handle
-  Result<std::string> payload{std::string{}};  ///< request bytes, or the call's outcome
+  Result<std::string> payload{std::string{}};  ///< request bytes, a stream message, or an outcome
+  bool stream = false;           ///< the event belongs to a streaming call
+  bool last = false;             ///< stream: the sender's direction ends with this message
+  core::Duration timeout{};      ///< stream request: the call's timeout (the callee's side too)
   std::function<void(World&)> action;          ///< action: what to run
 };
 

@@ -42,6 +42,28 @@ class Host {
 
   /// Timer `id` fired.
   [[nodiscard]] virtual core::Effects on_timer(core::TimePoint now, core::TimerId id) = 0;
+
+  /// Caller of streaming call `call`: one message the callee sent (a Reply), in order
+  /// (an empty Reply with last is no message). The call's end follows through
+  /// on_response: "" when the callee ended normally, else the error. The default ignores
+  /// it (roles that make no streaming calls).
+  [[nodiscard]] virtual core::Effects on_message(core::TimePoint now, core::CallId call,
+                                                 const std::string& message) {
+    (void)now, (void)call, (void)message;
+    return {};
+  }
+
+  /// Callee of streaming request `id`: the caller's next message (Send), in order;
+  /// `last` when the caller's direction ended (the message is then "" if the caller's
+  /// first message was already its last). An error (cancelled, deadline_exceeded) ends
+  /// the request: later Replies to it are ignored. Never called for unary requests. The
+  /// default ignores it (roles that serve no streaming calls).
+  [[nodiscard]] virtual core::Effects on_request_message(core::TimePoint now, core::RequestId id,
+                                                         const Result<std::string>& message,
+                                                         bool last) {
+    (void)now, (void)id, (void)message, (void)last;
+    return {};
+  }
 };
 
 }  // namespace apiary::sim

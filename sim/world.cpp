@@ -35,7 +35,10 @@ Result<Host*> World::add_node(const PeerAddr& addr, std::unique_ptr<Host> host) 
                       "another", addr, by_addr_.at(addr));
   }
   by_addr_.emplace(addr, nodes_.size());
-  nodes_.push_back(Node{addr, std::move(host), NodeState::added, {}, {}, {}});
+  Node node;
+  node.addr = addr;
+  node.host = std::move(host);
+  nodes_.push_back(std::move(node));
   return nodes_.back().host.get();
 }
 
@@ -141,6 +144,11 @@ void World::hash(const Event& event) {
     trace_.add_u64(static_cast<std::uint64_t>(event.payload.error().code));
     trace_.add_string(event.payload.error().message);
   }
+  // Only streaming events fold their flags, so runs of unary calls keep their hashes.
+  if (event.stream) {
+    trace_.add_u64(event.last ? 3 : 1);
+    trace_.add_u64(static_cast<std::uint64_t>(event.timeout.count()));
+  }
 }
 
 void World::anomaly(Error error) { anomalies_.push_back(std::move(error)); }
@@ -168,6 +176,8 @@ void World::process(Event& event) {
       node.timers.clear();
       node.calls.clear();
       node.inbound.clear();
+      node.streams.clear();
+      node.ended.clear();
       return;
     case EventKind::timer: {
       if (node.state != NodeState::running) return;
@@ -181,8 +191,10 @@ void World::process(Event& event) {
       if (node.state != NodeState::running) return;
       auto it = node.calls.find(event.call);
       if (it == node.calls.end() || it->second.serial != event.serial) return;  // answered
+      const PendingCall call = it->second;
       node.calls.erase(it);
       stats_.timeouts += 1;
+      if (call.stream) cancel_stream_on_deadline(event.node, event, call);
       execute(event.node,
               node.host->on_response(
                   now_, event.call,
@@ -197,6 +209,15 @@ void World::process(Event& event) {
       return;
     case EventKind::response:
       deliver_response(event);
+      return;
+    case EventKind::call_message:
+      deliver_call_message(event);
+      return;
+    case EventKind::reply_message:
+      deliver_reply_message(event);
+      return;
+    case EventKind::request_deadline:
+      expire_request(event);
       return;
     case EventKind::action:
       return;

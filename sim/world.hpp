@@ -3,12 +3,15 @@
 /// event queue ordered by (time, seq), the network model, and the nodes' Hosts. The
 /// World executes the effects hosts return: a Call is delivered after the link's delay
 /// to the callee's on_request; its Reply travels back to the caller's on_response; a
-/// call with no answer by its timeout gets errc::deadline_exceeded. Nothing here reads
-/// a real clock, so a seed replays exactly, and trace_hash() proves it.
+/// call with no answer by its timeout gets errc::deadline_exceeded. Streaming calls
+/// (Call::stream) carry Send, Reply{last = false} and Cancel as messages over the same
+/// links, in order per call and direction (world_streams.cpp). Nothing here reads a real
+/// clock, so a seed replays exactly, and trace_hash() proves it.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,8 @@ struct WorldStats {
   std::uint64_t lost = 0;            ///< messages dropped by link loss
   std::uint64_t to_dead = 0;         ///< messages that reached a killed node and vanished
   std::uint64_t late = 0;            ///< replies that came after their call had timed out
+  std::uint64_t stream_messages = 0;  ///< stream messages and ends handed to a host
+  std::uint64_t cancels = 0;          ///< Cancel effects executed on calls in flight
 };
 
 /// A simulated world. Not copyable; pass it by reference (there are no globals).
@@ -95,13 +100,21 @@ class World {
 
  private:
   enum class NodeState { added, running, dead };
+  /// PendingCall::callee of a call refused at once (no node at the address).
+  static constexpr std::size_t k_no_node = static_cast<std::size_t>(-1);
   struct PendingCall {
     std::uint64_t serial = 0;  ///< world-unique id of this call
+    bool stream = false;       ///< a streaming call
+    bool local_end = true;     ///< stream: the caller's direction has ended
+    std::size_t callee = k_no_node;  ///< stream: the callee's index
+    TimePoint fifo{};          ///< stream: arrival of the latest caller -> callee message
   };
   struct InboundRequest {
     std::size_t caller = 0;
     core::CallId call = 0;
     std::uint64_t serial = 0;
+    bool stream = false;  ///< a streaming call's request
+    TimePoint fifo{};     ///< stream: arrival of the latest callee -> caller message
   };
   struct Node {
     PeerAddr addr;
@@ -110,6 +123,8 @@ class World {
     std::map<core::TimerId, std::uint64_t> timers;     ///< armed timer -> its generation
     std::map<core::CallId, PendingCall> calls;         ///< calls awaiting an outcome
     std::map<core::RequestId, InboundRequest> inbound;  ///< requests awaiting a Reply
+    std::map<std::uint64_t, core::RequestId> streams;   ///< open streaming request by call serial
+    std::set<core::RequestId> ended;  ///< streaming requests the caller ended (Reply ignored)
   };
 
   void push(Event event);
@@ -122,6 +137,19 @@ class World {
                      Result<std::string> payload);
   void deliver_request(Event& event);
   void deliver_response(Event& event);
+  // Streaming calls (world_streams.cpp).
+  void execute_send(std::size_t node, core::Send send);
+  void execute_cancel(std::size_t node, core::Cancel cancel);
+  void execute_stream_reply(std::size_t node, core::RequestId id, InboundRequest& inbound,
+                            core::Reply reply);
+  void open_stream_request(Event& event, core::RequestId id);
+  void send_stream(EventKind kind, std::size_t from, std::size_t to, core::CallId call,
+                   std::uint64_t serial, Result<std::string> payload, bool last, TimePoint& fifo);
+  void deliver_call_message(Event& event);
+  void deliver_reply_message(Event& event);
+  void expire_request(Event& event);
+  void cancel_stream_on_deadline(std::size_t node, const Event& deadline, const PendingCall& call);
+  void end_stream_request(Node& callee, core::RequestId id);
   void anomaly(Error error);
   [[nodiscard]] Result<std::size_t> index_of(const PeerAddr& addr) const;
   /// Queues a node event (start, kill) for `addr` at `at`.

@@ -11,8 +11,12 @@ void World::execute(std::size_t node, core::Effects effects) {
   for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) {
       execute_call(node, std::move(*call));
+    } else if (auto* send = std::get_if<core::Send>(&effect)) {
+      execute_send(node, std::move(*send));
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       execute_reply(node, std::move(*reply));
+    } else if (auto* cancel_call = std::get_if<core::Cancel>(&effect)) {
+      execute_cancel(node, std::move(*cancel_call));
     } else if (auto* set = std::get_if<core::SetTimer>(&effect)) {
       // Re-arming replaces the earlier arming: the old event finds a newer generation.
       const std::uint64_t generation = ++next_serial_;
@@ -43,7 +47,10 @@ void World::execute_call(std::size_t node, core::Call call) {
   auto callee = by_addr_.find(call.peer);
   if (callee == by_addr_.end()) {
     // Nobody listens there: the call is refused at once (and needs no deadline).
-    caller.calls.emplace(call.id, PendingCall{serial});
+    PendingCall& refused = caller.calls[call.id];
+    refused.serial = serial;
+    refused.stream = call.stream;
+    refused.local_end = !call.stream || call.last;  // Sends until the refusal go nowhere
     Event refusal;
     refusal.at = now_;
     refusal.kind = EventKind::response;
@@ -58,7 +65,12 @@ void World::execute_call(std::size_t node, core::Call call) {
     return;
   }
   const std::size_t callee_idx = callee->second;
-  caller.calls.emplace(call.id, PendingCall{serial});
+  PendingCall& pending = caller.calls[call.id];
+  pending.serial = serial;
+  pending.stream = call.stream;
+  pending.local_end = !call.stream || call.last;
+  pending.callee = callee_idx;
+  pending.fifo = now_;
 
   // The deadline fires unless an outcome arrives first.
   Event deadline;
@@ -73,11 +85,15 @@ void World::execute_call(std::size_t node, core::Call call) {
   // The request crosses the link (or is lost and the deadline will fire).
   auto delay = network_.transit(caller.addr, call.peer, rng_);
   if (!delay) {
-    stats_.lost += 1;
+    stats_.lost += 1;  // a lost open: a stream's later messages find no request either
     return;
   }
   Event request;
   request.at = now_ + *delay;
+  pending.fifo = request.at;  // a stream's later messages arrive after its open
+  request.stream = call.stream;
+  request.last = call.stream && call.last;
+  if (call.stream) request.timeout = call.timeout;
   request.kind = EventKind::request;
   request.node = callee_idx;
   request.peer = node;
@@ -91,6 +107,7 @@ void World::execute_call(std::size_t node, core::Call call) {
 void World::execute_reply(std::size_t node, core::Reply reply) {
   Node& callee = nodes_[node];
   auto it = callee.inbound.find(reply.request);
+  if (it == callee.inbound.end() && callee.ended.count(reply.request) != 0) return;  // caller ended it
   if (it == callee.inbound.end()) {
     anomaly(make_error(errc::not_found,
                        "expected a reply to an open request at '{}', got one to request {} "
@@ -98,8 +115,22 @@ void World::execute_reply(std::size_t node, core::Reply reply) {
                        callee.addr, reply.request));
     return;
   }
+  if (it->second.stream) {
+    execute_stream_reply(node, reply.request, it->second, std::move(reply));
+    return;
+  }
   const InboundRequest inbound = it->second;
   callee.inbound.erase(it);
+  if (!reply.last && reply.response.ok()) {
+    // A unary call has one answer: fail it rather than pass a part off as the whole.
+    anomaly(make_error(errc::invalid_argument,
+                       "expected Reply{{last = true}} to unary request {} at '{}', got last = false; "
+                       "the call was failed, stream only on a Call with stream = true",
+                       reply.request, callee.addr));
+    reply.response = make_error(errc::internal,
+                                "expected one answer from '{}' to a unary call, got a stream "
+                                "message; the callee's role is faulty", callee.addr);
+  }
   send_response(node, inbound.caller, inbound.call, inbound.serial, std::move(reply.response));
 }
 
@@ -136,7 +167,14 @@ void World::deliver_request(Event& event) {
   }
   stats_.requests += 1;
   const core::RequestId id = next_request_++;
-  callee.inbound.emplace(id, InboundRequest{event.peer, event.call, event.serial});
+  InboundRequest& inbound = callee.inbound[id];
+  inbound.caller = event.peer;
+  inbound.call = event.call;
+  inbound.serial = event.serial;
+  if (event.stream) {
+    open_stream_request(event, id);
+    return;
+  }
   execute(event.node, callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
                                                    event.payload.value()));
 }

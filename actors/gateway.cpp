@@ -74,11 +74,21 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
 void Gateway::send(CallId call, Buffer message, bool end) {
   transport_->post([this, call, message = std::move(message), end]() mutable {
     execute(engine_.send(now(), call, std::move(message), end));
+    forget_if_over(call);
   });
 }
 
 void Gateway::end(CallId call) {
-  transport_->post([this, call] { execute(engine_.end(now(), call)); });
+  transport_->post([this, call] {
+    execute(engine_.end(now(), call));
+    forget_if_over(call);
+  });
+}
+
+void Gateway::forget_if_over(CallId call) {
+  // A call can end without a final delivery (cancelled, or ended by us after the callee
+  // had): its caller-side sink would otherwise hold the actor until the gateway stops.
+  if (call < core::rpc::k_first_served_call && !engine_.has_call(call)) sinks_.erase(call);
 }
 
 void Gateway::fail(CallId call, Error error) {
@@ -86,7 +96,10 @@ void Gateway::fail(CallId call, Error error) {
 }
 
 void Gateway::cancel(CallId call, std::string reason) {
-  transport_->post([this, call, reason = std::move(reason)] { execute(engine_.cancel(now(), call, reason)); });
+  transport_->post([this, call, reason = std::move(reason)] {
+    execute(engine_.cancel(now(), call, reason));
+    forget_if_over(call);
+  });
 }
 
 void Gateway::serve(const std::string& handle, const caf::actor& service) {

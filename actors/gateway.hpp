@@ -86,6 +86,8 @@ class Gateway final : private transport::Handler {
   void on_tick(transport::Clock::time_point now) override;
   std::optional<transport::Clock::time_point> next_wakeup() override;
   void execute(core::rpc::Effects fx);
+  /// Drops the caller-side sink of `call` once the engine no longer has it.
+  void forget_if_over(CallId call);
   static core::TimePoint now_of(transport::Clock::time_point t) { return t.time_since_epoch(); }
   static core::TimePoint now() { return now_of(transport::Clock::now()); }
 

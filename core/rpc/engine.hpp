@@ -115,6 +115,8 @@ class Engine {
 
   /// Number of calls in flight (both roles).
   std::size_t open_calls() const { return calls_.size(); }
+  /// Whether call `id` is still open.
+  [[nodiscard]] bool has_call(CallId id) const { return calls_.count(id) != 0; }
   const EngineStats& stats() const { return stats_; }
 
  private:

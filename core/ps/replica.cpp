@@ -1,0 +1,150 @@
+#include "core/ps/replica.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace apiary::core::ps {
+
+namespace {
+const char* phase_name(ReplicaPhase p) {
+  switch (p) {
+    case ReplicaPhase::idle: return "idle";
+    case ReplicaPhase::pulling: return "pulling";
+    case ReplicaPhase::computing: return "computing";
+    case ReplicaPhase::pushing: return "pushing";
+  }
+  return "unknown";
+}
+}  // namespace
+
+Result<Replica> Replica::create(std::int32_t id, std::vector<VariablePlan> variables) {
+  std::vector<Planned> planned;
+  std::map<std::size_t, std::pair<std::size_t, std::size_t>> where;
+  for (auto& v : variables) {
+    auto layouts = shard_layouts(v.shape, v.partitioner);
+    if (!layouts) return make_error(layouts.error().code, "variable {}: {}", v.name, layouts.error().message);
+    if (layouts->size() != v.shards.size()) {
+      return make_error(errc::invalid_argument, "variable {}: expected {} shard ids (one per piece), got {}", v.name,
+                        layouts->size(), v.shards.size());
+    }
+    if (v.sparse && (v.shape.empty() || layouts->front().axis != 0)) {
+      return make_error(errc::invalid_argument,
+                        "variable {}: expected a sparse variable of rank >= 1 split along axis 0, got rank {} "
+                        "split along axis {}", v.name, v.shape.size(), layouts->front().axis);
+    }
+    for (std::size_t piece = 0; piece < v.shards.size(); ++piece) {
+      if (!where.emplace(v.shards[piece], std::make_pair(planned.size(), piece)).second) {
+        return make_error(errc::invalid_argument, "variable {}: shard id {} is already used; give each piece its own",
+                          v.name, v.shards[piece]);
+      }
+    }
+    planned.push_back(Planned{std::move(v), std::move(*layouts)});
+  }
+  return Replica(id, std::move(planned), std::move(where));
+}
+
+Replica::Replica(std::int32_t id, std::vector<Planned> variables,
+                 std::map<std::size_t, std::pair<std::size_t, std::size_t>> where)
+    : id_(id), variables_(std::move(variables)), where_(std::move(where)) {}
+
+Error Replica::wrong_phase(const char* call, const char* expected) const {
+  return make_error(errc::protocol, "replica {}: {} expects phase {}, but the replica is {} at step {}", id_, call,
+                    expected, phase_name(phase_), step_);
+}
+
+Result<std::vector<ShardPull>> Replica::start_pull() {
+  if (phase_ != ReplicaPhase::idle) return wrong_phase("start_pull", "idle");
+  phase_ = ReplicaPhase::pulling;
+  pulled_.clear();
+  min_version_ = std::numeric_limits<std::int64_t>::max();
+  std::vector<ShardPull> out;
+  for (const auto& [shard, _] : where_) out.push_back(ShardPull{shard, step_});
+  return out;
+}
+
+Result<bool> Replica::on_pull_reply(std::size_t shard, const PullReply& reply) {
+  if (phase_ != ReplicaPhase::pulling) return wrong_phase("on_pull_reply", "pulling");
+  auto it = where_.find(shard);
+  if (it == where_.end() || pulled_.count(shard) != 0 || reply.replica != id_ || reply.step != step_) {
+    return make_error(errc::protocol,
+                      "replica {}: expected one reply per shard for replica {} step {}, got shard {} replica {} "
+                      "step {} (unknown or repeated shard?)", id_, id_, step_, shard, reply.replica, reply.step);
+  }
+  const auto& layout = variables_[it->second.first].layouts[it->second.second];
+  if (reply.values.size() != layout.size()) {
+    return make_error(errc::invalid_argument, "replica {}: expected {} values from shard {}, got {}", id_,
+                      layout.size(), shard, reply.values.size());
+  }
+  pulled_.emplace(shard, reply.values);
+  min_version_ = std::min(min_version_, reply.version);
+  if (pulled_.size() < where_.size()) return false;
+  phase_ = ReplicaPhase::computing;
+  return true;
+}
+
+Result<std::map<std::string, std::vector<float>>> Replica::parameters() const {
+  if (phase_ != ReplicaPhase::computing) return wrong_phase("parameters", "computing");
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& v : variables_) {
+    std::vector<std::vector<float>> pieces;
+    for (auto shard : v.plan.shards) pieces.push_back(pulled_.at(shard));
+    auto whole = reassemble(pieces, v.plan.shape, v.layouts);
+    if (!whole) return whole.error();
+    out.emplace(v.plan.name, std::move(*whole));
+  }
+  return out;
+}
+
+Result<std::vector<ShardPush>> Replica::push(const std::map<std::string, Gradient>& gradients, double samples) {
+  if (phase_ != ReplicaPhase::computing) return wrong_phase("push", "computing");
+  if (gradients.size() != variables_.size()) {
+    return make_error(errc::invalid_argument, "replica {}: expected a gradient for each of {} variables, got {}", id_,
+                      variables_.size(), gradients.size());
+  }
+  std::vector<ShardPush> out;
+  for (const auto& v : variables_) {
+    auto it = gradients.find(v.plan.name);
+    if (it == gradients.end()) {
+      return make_error(errc::invalid_argument, "replica {}: expected a gradient for variable {}, got none", id_,
+                        v.plan.name);
+    }
+    if (std::holds_alternative<SparseGradient>(it->second) != v.plan.sparse) {
+      return make_error(errc::invalid_argument, "replica {}: expected a {} gradient for variable {}", id_,
+                        v.plan.sparse ? "sparse" : "dense", v.plan.name);
+    }
+    std::vector<Gradient> pieces;
+    if (v.plan.sparse) {
+      auto parts = split_sparse(std::get<SparseGradient>(it->second), v.plan.shape.front(),
+                                v.layouts.front().row_width(), static_cast<std::int64_t>(v.layouts.size()));
+      if (!parts) return make_error(parts.error().code, "variable {}: {}", v.plan.name, parts.error().message);
+      pieces.assign(parts->begin(), parts->end());
+    } else {
+      auto parts = split_dense(std::get<std::vector<float>>(it->second), v.plan.shape, v.layouts);
+      if (!parts) return make_error(parts.error().code, "variable {}: {}", v.plan.name, parts.error().message);
+      pieces.assign(parts->begin(), parts->end());
+    }
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      out.push_back(ShardPush{v.plan.shards[i], Push{id_, step_, std::move(pieces[i]), samples}});
+    }
+  }
+  phase_ = ReplicaPhase::pushing;
+  acked_.clear();
+  return out;
+}
+
+Result<bool> Replica::on_push_ack(std::size_t shard, const PushAck& ack) {
+  if (phase_ != ReplicaPhase::pushing) return wrong_phase("on_push_ack", "pushing");
+  if (where_.count(shard) == 0 || acked_.count(shard) != 0 || ack.replica != id_ || ack.step != step_) {
+    return make_error(errc::protocol,
+                      "replica {}: expected one ack per shard for replica {} step {}, got shard {} replica {} step {}",
+                      id_, id_, step_, shard, ack.replica, ack.step);
+  }
+  acked_.emplace(shard, true);
+  if (acked_.size() < where_.size()) return false;
+  phase_ = ReplicaPhase::idle;
+  ++step_;
+  return true;
+}
+
+}  // namespace apiary::core::ps

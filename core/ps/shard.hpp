@@ -1,0 +1,155 @@
+#pragma once
+/// A parameter-server shard: one variable, or one partition of one, with its
+/// optimizer. Replicas push gradients (dense or sparse) tagged with their step and pull
+/// parameters for a step; the shard decides when a request is admitted and when the
+/// optimizer runs (reference autodist.md §3.2, §3.8 items 1, 6, 7):
+///
+/// - sync, staleness 0 (BSP): the gradients of step s from every replica are
+///   aggregated and applied once, as soon as the last one arrives; a pull for step s is
+///   answered only after steps 0..s-1 are applied, so every replica reads version s.
+/// - sync, staleness k > 0 (SSP): as above, but a replica's pull or push for step s is
+///   admitted only while s <= slowest + k, where slowest is the smallest number of steps
+///   any replica has pushed. The bound is exact (a PS-side clock vector), unlike
+///   upstream's token queues. A pull for step s then sees version >= s - k.
+/// - not sync (async): every push is applied on its own, immediately, and nothing waits.
+///
+/// Requests that are not admitted are held and come back later, in the `Released` of
+/// the call that admits them. The shard applies updates itself when a step completes
+/// (no chief on the critical path, §3.8 item 6).
+///
+/// Aggregation of a synchronous step (§3.8 item 1):
+/// - host_mean (AutoDist's PS): each host's replicas are averaged, then the host means
+///   are averaged: g = (1/H) sum_h (1/N_h) sum_{r on h} g_r.
+/// - sample_weighted (AutoDist's all-reduce, the default): g = sum_r n_r g_r / sum_r n_r
+///   with n_r the samples behind replica r's gradient (1 each: the GPU-weighted mean).
+/// Sparse gradients are averaged row-wise over all replicas (a row a replica did not
+/// send counts as zero, as TensorFlow's sparse accumulator does) and applied without
+/// densifying.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/ps/optimizer.hpp"
+#include "core/ps/partition.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::core::ps {
+
+/// How a synchronous step's gradients are combined.
+enum class Aggregation { sample_weighted, host_mean };
+
+/// What a shard holds and how it synchronizes.
+struct ShardConfig {
+  std::string variable;                     ///< variable (or partition) name, for messages
+  ShardLayout layout;                       ///< the shard's shape
+  bool sparse = false;                      ///< gradients come as rows (SparseGradient)
+  OptimizerConfig optimizer;                ///< update rule
+  bool sync = true;                         ///< false: asynchronous updates
+  std::int64_t staleness = 0;               ///< steps a replica may run ahead (sync only)
+  std::vector<std::int32_t> replica_hosts;  ///< host index of each replica id 0..R-1
+  Aggregation aggregation = Aggregation::sample_weighted;  ///< sync aggregation rule
+};
+
+/// A gradient for the whole shard: dense values, or rows.
+using Gradient = std::variant<std::vector<float>, SparseGradient>;
+
+/// A replica's gradient for one step.
+struct Push {
+  std::int32_t replica = 0;  ///< replica id in [0, replica_hosts.size())
+  std::int64_t step = 0;     ///< the replica's step, 0, 1, 2, ... in order
+  Gradient gradient;         ///< dense or sparse, matching ShardConfig::sparse
+  double samples = 1.0;      ///< examples behind the gradient (sample_weighted), > 0
+};
+
+/// A push the shard has taken in.
+struct PushAck {
+  std::int32_t replica = 0;  ///< who pushed
+  std::int64_t step = 0;     ///< which step
+};
+
+/// Parameters handed to a replica.
+struct PullReply {
+  std::int32_t replica = 0;   ///< who asked
+  std::int64_t step = 0;      ///< the step the replica asked for
+  std::int64_t version = 0;   ///< updates applied to `values`
+  std::vector<float> values;  ///< the shard's parameters, row-major
+};
+
+/// Requests answered by one call: the caller's own, if admitted, plus held ones that
+/// the call made admissible, in the order they were admitted.
+struct Released {
+  std::vector<PushAck> acks;      ///< admitted pushes
+  std::vector<PullReply> pulls;   ///< answered pulls
+};
+
+/// The shard's state machine. Not thread-safe; one owner (an actor) drives it.
+class Shard {
+ public:
+  /// A shard starting from `initial` (layout.size() values). Errors: invalid_argument
+  /// on a size mismatch, no replicas, negative staleness, staleness with async, or a
+  /// bad optimizer configuration.
+  [[nodiscard]] static Result<Shard> create(ShardConfig config, std::vector<float> initial);
+
+  /// Takes a replica's gradient for its next step. Errors: invalid_argument (unknown
+  /// replica, wrong gradient kind or size, samples <= 0) or protocol (a step other than
+  /// the replica's next one). A refused push changes nothing.
+  [[nodiscard]] Result<Released> push(Push p);
+
+  /// Asks for the parameters to compute step `step` with. Errors: invalid_argument on an
+  /// unknown replica or a negative step.
+  [[nodiscard]] Result<Released> pull(std::int32_t replica, std::int64_t step);
+
+  /// Current parameters.
+  [[nodiscard]] const std::vector<float>& values() const { return values_; }
+  /// Number of optimizer updates applied.
+  [[nodiscard]] std::int64_t version() const { return version_; }
+  /// Steps replica `r` has had admitted (its clock).
+  [[nodiscard]] std::int64_t clock(std::int32_t r) const { return clock_.at(static_cast<std::size_t>(r)); }
+  /// The smallest clock (the slowest replica's).
+  [[nodiscard]] std::int64_t slowest() const;
+  /// Requests held back by the staleness bound.
+  [[nodiscard]] std::size_t held() const { return held_pushes_.size() + held_pulls_.size(); }
+  /// The optimizer (slots, update count).
+  [[nodiscard]] const Optimizer& optimizer() const { return optimizer_; }
+  /// The configuration.
+  [[nodiscard]] const ShardConfig& config() const { return config_; }
+
+ private:
+  /// One synchronous step's running weighted sum.
+  struct StepSum {
+    std::vector<float> dense;                           ///< sum of w_r g_r (dense)
+    std::map<std::int64_t, std::vector<float>> rows;    ///< sum of w_r g_r per row (sparse)
+    double divisor = 0.0;                               ///< sum of n_r (sample_weighted)
+  };
+
+  /// A pull waiting for the staleness bound.
+  struct HeldPull {
+    std::int32_t replica = 0;
+    std::int64_t step = 0;
+  };
+
+  Shard(ShardConfig config, std::vector<float> initial, std::vector<double> host_weight);
+  [[nodiscard]] Status check(const Push& p) const;
+  [[nodiscard]] bool admitted(std::int64_t step) const;
+  [[nodiscard]] Status accept(Push p, Released& out);
+  [[nodiscard]] Status apply_step(std::int64_t step);
+  [[nodiscard]] Status drain(Released& out);
+  [[nodiscard]] PullReply reply(std::int32_t replica, std::int64_t step) const;
+
+  ShardConfig config_;
+  std::vector<float> values_;
+  Optimizer optimizer_;
+  std::vector<double> host_weight_;    ///< host_mean: 1 / (H * N_h) per replica
+  std::vector<std::int64_t> clock_;    ///< admitted pushes per replica
+  std::vector<std::int64_t> next_;     ///< next step each replica may push (held included)
+  std::int64_t version_ = 0;
+  std::int64_t applied_steps_ = 0;     ///< sync: steps 0..applied_steps_-1 are applied
+  std::map<std::int64_t, StepSum> sums_;
+  std::deque<Push> held_pushes_;
+  std::deque<HeldPull> held_pulls_;
+};
+
+}  // namespace apiary::core::ps

@@ -42,9 +42,8 @@ struct NodeConfig {
   std::size_t num_workers = 4;
   /// Beam of a store's search: its nearest max(num_replicas, store_beam_size) nodes are
   /// visited, with twice num_workers requests in flight (hivemind: bucket_size and
-  /// num_workers). A store needs only the num_replicas nearest; 10 finds them as reliably
-  /// as 20 in our runs (a beam of 5 missed about 1 key in 1,000 at 256 nodes) at half
-  /// the calls. 0 = bucket_size.
+  /// num_workers). The beam must exceed num_replicas, so that dead replicas are replaced;
+  /// 10 does that at half the calls of 20. 0 = bucket_size.
   std::size_t store_beam_size = 10;
   /// Most keys packed into one find request of a get (>= 1).
   std::size_t chunk_size = 16;

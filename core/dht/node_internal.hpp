@@ -102,6 +102,7 @@ struct Node::Op {
   std::vector<PeerAddr> initial;
   std::size_t answered = 0;
   std::string failures;
+  bool refreshing = false;           ///< the self-lookup is done; far buckets are being filled
 };
 
 /// Timer of the cache refresher.

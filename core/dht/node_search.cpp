@@ -136,7 +136,26 @@ void Node::finish_query(TimePoint now, Search& s, const FinishedQuery& q) {
     case Purpose::bootstrap: {
       auto it = ops_.find(s.op);
       if (it == ops_.end()) return;
-      complete(std::move(it->second->result));
+      Op& op = *it->second;
+      if (!op.refreshing) {
+        // Kademlia's join: after the self-lookup, look up an id in every bucket that does not
+        // hold our own id, so far parts of the id space are known before the first store.
+        op.refreshing = true;
+        std::vector<NodeId> queries;
+        for (const Bucket& b : routing_table().buckets()) {
+          if (!b.contains(id_self())) queries.push_back(b.random_id([this] { return next_random(); }));
+        }
+        if (!queries.empty()) {
+          op.remaining = queries.size();
+          pump(now, start_search(now, queries, config_.protocol.bucket_size,
+                                 queries_per_call_for(queries.size(), config_.chunk_size), op.id,
+                                 static_cast<int>(Purpose::bootstrap)));
+          return;
+        }
+        op.remaining = 1;
+      }
+      if (--op.remaining > 0) return;
+      complete(std::move(op.result));
       ops_.erase(it);
       return;
     }

@@ -39,11 +39,16 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
   std::vector<CoreResponse> failed;
   for (auto& effect : fx) {
     if (auto* call = std::get_if<core::Call>(&effect)) {
-      auto key = peer_key_of(call->peer);
-      if (!key) {
-        failed.push_back(CoreResponse{call->id, key.error()});
-        continue;
+      auto cached = keys_.find(call->peer);
+      if (cached == keys_.end()) {
+        auto parsed = peer_key_of(call->peer);
+        if (!parsed) {
+          failed.push_back(CoreResponse{call->id, parsed.error()});
+          continue;
+        }
+        cached = keys_.emplace(call->peer, std::move(*parsed)).first;
       }
+      const PeerKey* key = &cached->second;
       const auto me = caf::actor_cast<caf::actor>(self_);
       const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
                                                  Buffer::copy_of(call->request), call->last, call->caller)

@@ -112,6 +112,7 @@ class EffectExecutor {
   std::unordered_map<core::CallId, CallId> by_core_;      ///< core call → gateway call
   std::unordered_map<core::RequestId, InRequest> requests_;  ///< core request → served call
   std::unordered_map<CallId, Buffer> partial_;          ///< responses awaiting their end
+  std::unordered_map<core::PeerAddr, PeerKey> keys_;         ///< multiaddr → "host:port", parsed once
   std::unordered_map<core::TimerId, std::uint64_t> timers_;  ///< current generation per timer
   std::uint64_t next_generation_ = 1;
   std::uint64_t anomalies_ = 0;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <unordered_map>
 
 #include <caf/all.hpp>
 
@@ -14,6 +15,9 @@ namespace {
 
 struct dht_state {
   std::string caller;  ///< PeerID bytes named in calls when the gateway is shared
+  /// "@<PeerID>" per peer address already seen ("" when it names no peer): calls to a
+  /// known peer skip parsing its multiaddr again.
+  std::unordered_map<std::string, std::string> suffixes;
   std::unique_ptr<core::dht::Node> node;
   std::unique_ptr<EffectExecutor> fx;
   std::map<core::dht::OpId, std::shared_ptr<DhtOpDone>> waiting;  ///< op -> its caller
@@ -28,8 +32,13 @@ void run(self_t* self, core::Effects effects) {
     auto* call = std::get_if<core::Call>(&effect);
     if (call == nullptr) continue;
     // Address the node behind the peer's gateway by its PeerID, when the address names it.
-    auto addr = messages::Multiaddr::parse(call->peer);
-    if (addr && addr->peer) call->handle = addressed_handle(call->handle.c_str(), *addr->peer);
+    auto known = self->state.suffixes.find(call->peer);
+    if (known == self->state.suffixes.end()) {
+      auto addr = messages::Multiaddr::parse(call->peer);
+      std::string suffix = addr && addr->peer ? "@" + addr->peer->to_string() : std::string{};
+      known = self->state.suffixes.emplace(call->peer, std::move(suffix)).first;
+    }
+    call->handle += known->second;
     call->caller = self->state.caller;
   }
   auto failed = self->state.fx->execute(std::move(effects));

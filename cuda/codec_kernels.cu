@@ -16,19 +16,6 @@ namespace {
 
 constexpr unsigned entries = static_cast<unsigned>(codebook_entries);
 
-// Sums one double per thread of the block (fixed tree order); every thread gets the total.
-__device__ double block_sum(double mine) {
-  __shared__ double tree[threads_per_block];
-  __syncthreads();  // the previous call's readers are done with tree
-  tree[threadIdx.x] = mine;
-  __syncthreads();
-  for (unsigned half = threads_per_block / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
-    __syncthreads();
-  }
-  return tree[0];
-}
-
 // Borders strictly below v among 255 ascending ones (NaN: 0), as the CPU twin.
 __device__ __forceinline__ unsigned borders_below(const float* borders, float v) {
   unsigned pos = 0;
@@ -91,15 +78,6 @@ __global__ void __launch_bounds__(threads_per_block)
   }
   const double total = block_sum(mine);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-// Step 2: one block adds the block totals.
-__global__ void __launch_bounds__(threads_per_block)
-    total_kernel(const double* partial, unsigned count, double* out) {
-  double mine = 0.0;
-  for (unsigned i = threadIdx.x; i < count; i += threads_per_block) mine += partial[i];
-  const double total = block_sum(mine);
-  if (threadIdx.x == 0) *out = total;
 }
 
 __global__ void __launch_bounds__(threads_per_block)
@@ -246,37 +224,12 @@ status sum_squared_deviation(const float* x, std::size_t n, double center, doubl
   *out = 0.0;
   if (n == 0) return ok_status();
   const cudaStream_t s = as_stream(stream);
-  const unsigned blocks = blocks_for(n);
-  double* scratch = nullptr;  // `blocks` partial sums, then the total
-  if (status st = detail::check(
-          cudaMallocAsync(reinterpret_cast<void**>(&scratch), (blocks + 1) * sizeof(double), s),
-          "gpu::sum_squared_deviation: cudaMallocAsync of its scratch",
-          "expected free device memory; free buffers and retry");
-      !st) {
-    return st;
-  }
-  double total = 0.0;
-  const status computed = [&] {
-    ssd_blocks_kernel<<<blocks, threads_per_block, 0, s>>>(x, n, center, scratch);
-    if (status st = launched("sum_squared_deviation (blocks)", n); !st) return st;
-    total_kernel<<<1, threads_per_block, 0, s>>>(scratch, blocks, scratch + blocks);
-    if (status st = launched("sum_squared_deviation (total)", n); !st) return st;
-    return detail::check(
-        cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, s),
-        "gpu::sum_squared_deviation: copying the total to the host", detail::launch_advice);
-  }();
-  const cudaError_t freed = cudaFreeAsync(scratch, s);
-  const cudaError_t synced = cudaStreamSynchronize(s);
-  if (!computed) return computed;
-  if (freed != cudaSuccess) {
-    return detail::cuda_failure("gpu::sum_squared_deviation: cudaFreeAsync", freed, detail::launch_advice);
-  }
-  if (synced != cudaSuccess) {
-    return detail::cuda_failure("gpu::sum_squared_deviation: waiting for the stream", synced,
-                                detail::launch_advice);
-  }
-  *out = total;
-  return ok_status();
+  return two_pass_sum(
+      "gpu::sum_squared_deviation", n, s,
+      [&](unsigned blocks, double* partial) {
+        ssd_blocks_kernel<<<blocks, threads_per_block, 0, s>>>(x, n, center, partial);
+      },
+      out);
 }
 
 status uniform_indices(std::uint8_t* idx, const float* x, std::size_t n, float shift, float scale,

@@ -63,5 +63,62 @@ inline status launched(const char* kernel, std::size_t n) {
       detail::launch_advice);
 }
 
+// Tree-sums one value per thread of the block; every thread gets the block's total. Safe to
+// call several times in one kernel.
+__device__ double block_sum(double mine) {
+  __shared__ double tree[threads_per_block];
+  __syncthreads();  // the previous call's readers are done with tree
+  tree[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned half = threads_per_block / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  return tree[0];
+}
+
+// Step 2 of a two-pass sum: one block adds the `count` block sums into *out.
+__global__ void __launch_bounds__(threads_per_block)
+    final_sum_kernel(const double* __restrict__ partial, unsigned count, double* __restrict__ out) {
+  double mine = 0.0;
+  for (unsigned i = threadIdx.x; i < count; i += threads_per_block) mine += partial[i];
+  const double total = block_sum(mine);
+  if (threadIdx.x == 0) *out = total;
+}
+
+// A two-pass sum over n > 0 elements into the host double *out: `step1(blocks, partial)`
+// launches blocks_for(n) blocks that each write their share's sum to partial[block]; then
+// one block adds those. The scratch is freed in stream order on every path, and the
+// stream is waited for. `what` names the operation in errors ("gpu::sum").
+template <class Step1>
+status two_pass_sum(const std::string& what, std::size_t n, cudaStream_t s, Step1 step1, double* out) {
+  const unsigned blocks = blocks_for(n);
+  double* scratch = nullptr;  // `blocks` partial sums, then the total
+  if (status st = detail::check(
+          cudaMallocAsync(reinterpret_cast<void**>(&scratch), (blocks + 1) * sizeof(double), s),
+          what + ": cudaMallocAsync of its scratch", "expected free device memory; free buffers and retry");
+      !st) {
+    return st;
+  }
+  double total = 0.0;
+  const status computed = [&] {
+    step1(blocks, scratch);
+    if (status st = launched((what + " (block sums)").c_str(), n); !st) return st;
+    final_sum_kernel<<<1, threads_per_block, 0, s>>>(scratch, blocks, scratch + blocks);
+    if (status st = launched((what + " (total)").c_str(), n); !st) return st;
+    return detail::check(cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, s),
+                         what + ": copying the total to the host", detail::launch_advice);
+  }();
+  const cudaError_t freed = cudaFreeAsync(scratch, s);
+  const cudaError_t synced = cudaStreamSynchronize(s);
+  if (!computed) return computed;
+  if (freed != cudaSuccess) return detail::cuda_failure(what + ": cudaFreeAsync", freed, detail::launch_advice);
+  if (synced != cudaSuccess) {
+    return detail::cuda_failure(what + ": waiting for the stream", synced, detail::launch_advice);
+  }
+  *out = total;
+  return ok_status();
+}
+
 }  // namespace
 }  // namespace apiary::cuda::gpu

@@ -41,34 +41,13 @@ __global__ void __launch_bounds__(threads_per_block)
   for (std::size_t i = first_index(); i < n; i += grid_stride()) dst[i] = __fdiv_rn(src[i], divisor);
 }
 
-// Tree-sums one value per thread of the block; thread 0 gets the block's total.
-__device__ double block_total(double mine) {
-  __shared__ double tree[threads_per_block];
-  tree[threadIdx.x] = mine;
-  __syncthreads();
-  for (unsigned half = threads_per_block / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
-    __syncthreads();
-  }
-  return tree[0];
-}
-
 // Step 1: each block writes the sum of its grid-stride share of x to partial[block].
 __global__ void __launch_bounds__(threads_per_block)
     block_sums_kernel(const float* __restrict__ x, std::size_t n, double* __restrict__ partial) {
   double mine = 0.0;
   for (std::size_t i = first_index(); i < n; i += grid_stride()) mine += static_cast<double>(x[i]);
-  const double total = block_total(mine);
+  const double total = block_sum(mine);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-// Step 2: one block adds the block sums into *out.
-__global__ void __launch_bounds__(threads_per_block)
-    final_sum_kernel(const double* __restrict__ partial, unsigned count, double* __restrict__ out) {
-  double mine = 0.0;
-  for (unsigned i = threadIdx.x; i < count; i += threads_per_block) mine += partial[i];
-  const double total = block_total(mine);
-  if (threadIdx.x == 0) *out = total;
 }
 
 }  // namespace
@@ -108,37 +87,10 @@ status sum(const float* x, std::size_t n, double* out, stream_handle stream) {
     return ok_status();
   }
   const cudaStream_t s = as_stream(stream);
-  const unsigned blocks = blocks_for(n);
-  double* scratch = nullptr;  // `blocks` partial sums, then the total
-  if (status st = detail::check(
-          cudaMallocAsync(reinterpret_cast<void**>(&scratch), (blocks + 1) * sizeof(double), s),
-          "gpu::sum: cudaMallocAsync of its scratch",
-          "expected free device memory; free buffers and retry");
-      !st) {
-    return st;
-  }
-  // Every path below frees the scratch in stream order, then waits for the stream.
-  double total = 0.0;
-  const status computed = [&] {
-    block_sums_kernel<<<blocks, threads_per_block, 0, s>>>(x, n, scratch);
-    if (status st = launched("sum (block sums)", n); !st) return st;
-    final_sum_kernel<<<1, threads_per_block, 0, s>>>(scratch, blocks, scratch + blocks);
-    if (status st = launched("sum (final)", n); !st) return st;
-    return detail::check(
-        cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, s),
-        "gpu::sum: copying the total to the host", detail::launch_advice);
-  }();
-  const cudaError_t freed = cudaFreeAsync(scratch, s);
-  const cudaError_t synced = cudaStreamSynchronize(s);
-  if (!computed) return computed;
-  if (freed != cudaSuccess) {
-    return detail::cuda_failure("gpu::sum: cudaFreeAsync", freed, detail::launch_advice);
-  }
-  if (synced != cudaSuccess) {
-    return detail::cuda_failure("gpu::sum: waiting for the stream", synced, detail::launch_advice);
-  }
-  *out = total;
-  return ok_status();
+  return two_pass_sum(
+      "gpu::sum", n, s,
+      [&](unsigned blocks, double* partial) { block_sums_kernel<<<blocks, threads_per_block, 0, s>>>(x, n, partial); },
+      out);
 }
 
 }  // namespace apiary::cuda::gpu

@@ -26,16 +26,7 @@ device_actor::behavior_type cpu_device_behavior(device_actor::stateful_pointer<c
       [](const encode_request& r) { return messages::encode(r.tensor, r.codec); },
       [](const decode_request& r) { return messages::decode(r.message); },
       [self](const ef_compress_request& r) { return self->state.ef.compress(r.key, r.tensor); },
-      [self](const ef_reset_request& r) {
-        auto& ef = self->state.ef;
-        const bool had = r.key.empty() ? ef.size() > 0 : !ef.residual(r.key).empty();
-        if (r.key.empty()) {
-          ef.reset();
-        } else {
-          ef.reset(r.key);
-        }
-        return had;
-      },
+      [self](const ef_reset_request& r) { return device_checks::reset_residuals(self->state.ef, r.key); },
   };
 }
 

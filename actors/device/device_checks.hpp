@@ -1,10 +1,12 @@
 #pragma once
-/// Argument checks shared by the device actors (internal to actors/device/): float32
-/// buffer lengths, with errors that name the operation and the argument.
+/// What the device actors share (internal to actors/device/): float32 buffer lengths,
+/// with errors that name the operation and the argument, and the error-feedback reset.
 #include <cstddef>
+#include <string>
 
 #include "messages/buffer.hpp"
 #include "messages/result.hpp"
+#include "messages/tensor/compressors.hpp"
 
 namespace apiary::actors::device_checks {
 
@@ -34,6 +36,18 @@ inline Result<std::size_t> same_length(const Buffer& a, const Buffer& b, const c
                       op, a_name, b_name, *na, *nb);
   }
   return *na;
+}
+
+/// Forgets the error-feedback residual of `key` (every residual when `key` is empty);
+/// true when there was one to forget. The ef_reset_request of every device actor.
+inline bool reset_residuals(messages::HorovodCompressorEF& ef, const std::string& key) {
+  const bool had = key.empty() ? ef.size() > 0 : !ef.residual(key).empty();
+  if (key.empty()) {
+    ef.reset();
+  } else {
+    ef.reset(key);
+  }
+  return had;
 }
 
 /// The bytes of `b` as float32 values.

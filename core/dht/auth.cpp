@@ -304,13 +304,7 @@ Status TokenAuthorizer::sign_request_auth(double now, pb::RequestAuthInfo& auth,
   auth.set_service_public_key(std::string(service_public_key));
   auth.set_time(now);
   auth.set_nonce(std::move(nonce));
-  auth.clear_signature();
-  auto bytes = serialize_unsigned();
-  if (!bytes) return bytes.error();
-  auto signature = local_key_.sign(*bytes);
-  if (!signature) return signature.error();
-  auth.set_signature(std::move(*signature));
-  return ok_status();
+  return sign_into(auth, serialize_unsigned);
 }
 
 Status TokenAuthorizer::check_signed(double now, const pb::AccessToken& token,
@@ -388,13 +382,7 @@ Status TokenAuthorizer::sign_response_auth(double now, pb::ResponseAuthInfo& aut
   if (!current) return current.error();
   *auth.mutable_service_access_token() = std::move(*current);
   auth.set_nonce(request_auth.nonce());
-  auth.clear_signature();
-  auto bytes = serialize_unsigned();
-  if (!bytes) return bytes.error();
-  auto signature = local_key_.sign(*bytes);
-  if (!signature) return signature.error();
-  auth.set_signature(std::move(*signature));
-  return ok_status();
+  return sign_into(auth, serialize_unsigned);
 }
 
 Status TokenAuthorizer::validate_response_auth(double now, const pb::ResponseAuthInfo& auth,

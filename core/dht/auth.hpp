@@ -251,6 +251,18 @@ class TokenAuthorizer final : public Authorizer {
   /// name `what` ("request", "response").
   Status check_signed(double now, const pb::AccessToken& token, std::string_view message,
                       std::string_view signature, const char* what) const;
+  /// Clears `auth`'s signature, then signs the message as `serialize_unsigned` writes it
+  /// and stores the signature in `auth`.
+  template <class AuthInfo>
+  Status sign_into(AuthInfo& auth, const SerializeUnsigned& serialize_unsigned) const {
+    auth.clear_signature();
+    auto bytes = serialize_unsigned();
+    if (!bytes) return bytes.error();
+    auto signature = local_key_.sign(*bytes);
+    if (!signature) return signature.error();
+    auth.set_signature(std::move(*signature));
+    return ok_status();
+  }
 
   messages::Ed25519PrivateKey local_key_;
   std::shared_ptr<TokenIssuer> issuer_;

@@ -19,7 +19,6 @@ class Blacklist {
     auto& e = entries_[peer];
     e.until = now + base_ * std::pow(rate_, static_cast<double>(e.failures));
     ++e.failures;
-    ++total_bans_;
     return e.until;
   }
   /// True while `peer` is banned at `now`.
@@ -36,8 +35,6 @@ class Blacklist {
   }
   /// Peers with a failure on record (banned now or before).
   [[nodiscard]] std::size_t size() const { return entries_.size(); }
-  /// Bans issued over the blacklist's life.
-  [[nodiscard]] std::size_t total_bans() const { return total_bans_; }
 
  private:
   struct Entry {
@@ -47,7 +44,6 @@ class Blacklist {
   double base_;
   double rate_;
   std::map<std::string, Entry> entries_;
-  std::size_t total_bans_ = 0;
 };
 
 }  // namespace apiary::core::dht

@@ -40,3 +40,13 @@ struct dht_look_message;
 }  // namespace apiary::actors
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_op_message)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_look_message)
+
+// Averager actor (actors/averaging/averager_messages.hpp).
+namespace apiary::actors {
+struct averager_step_message;
+struct averager_control_message;
+struct averager_dht_message;
+}  // namespace apiary::actors
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_step_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_control_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_dht_message)

@@ -46,6 +46,8 @@ struct Dht::Impl {
   caf::actor dht;
 };
 
+const caf::actor& Dht::actor() const { return impl_->dht; }
+
 namespace {
 
 using StartFn = std::function<core::Effects(Node&, core::TimePoint, OpId)>;

@@ -155,6 +155,10 @@ class Dht {
   [[nodiscard]] Result<std::size_t> blacklist_failures(const std::string& peer);
   /// The actor system the node runs on.
   [[nodiscard]] caf::actor_system& system() { return *system_; }
+  /// The gateway the node serves on (roles beside the node, e.g. an Averager, share it).
+  [[nodiscard]] const std::shared_ptr<actors::Gateway>& gateway() const { return gateway_; }
+  /// The DHT actor (roles beside the node run their DHT operations on it).
+  [[nodiscard]] const caf::actor& actor() const;
   /// Stops the node: operations in flight end cancelled. Idempotent.
   void stop();
 

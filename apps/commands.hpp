@@ -21,6 +21,8 @@ Command add_dht_commands(CLI::App& app);
 Command add_sim_commands(CLI::App& app);
 /// `apiary strategy build|check`: AutoDist strategies from a graph item and a resource spec.
 Command add_strategy_commands(CLI::App& app);
+/// `apiary average`: an averager process averaging one vector with its peers.
+Command add_average_command(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       {"dht", apiary::apps::add_dht_commands(app)},
       {"sim", apiary::apps::add_sim_commands(app)},
       {"strategy", apiary::apps::add_strategy_commands(app)},
+      {"average", apiary::apps::add_average_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -71,6 +71,8 @@ class Handler {
 struct Stats {
   std::uint64_t frames_sent = 0;
   std::uint64_t frames_received = 0;
+  std::uint64_t bytes_sent = 0;       ///< envelope + payload bytes of the frames sent
+  std::uint64_t bytes_received = 0;   ///< envelope + payload bytes of the frames received
   std::uint64_t malformed_frames = 0;   ///< unparseable envelopes, dropped with an error reply
   std::uint64_t oversized_frames = 0;   ///< payloads refused for size
   std::uint64_t stray_messages = 0;     ///< active messages to ids apiary does not use

@@ -1,10 +1,9 @@
 #pragma once
-/// One simulated averager: its own core::dht::Node (the swarm's DHT is made of these), a
-/// core::averaging::Matchmaking that finds a group through that node, and per round an
-/// AllReduceRunner that averages the peer's vector with the group. Inputs are routed by
-/// handle (DHT handles to the node, the join stream to matchmaking, the part stream to
-/// the runner); the three roles' call and timer ids live in disjoint ranges (see the
-/// k_*_id_base constants). Matchmaking's DHT operations become node stores and gets:
+/// One simulated averager: its own core::dht::Node (the swarm's DHT is made of these) and a
+/// core::averaging::AveragerRole (matchmaking through that node, then the all-reduce)
+/// averaging the peer's vector once per round. Inputs are routed by handle (the role's
+/// handles to the role, the rest to the node) and by id (the role's ids start at
+/// k_role_id_base). The role's DHT operations become node stores and gets:
 /// key NodeId::of_str_key(group key), subkey msgpack bin of the peer id, value msgpack
 /// bool. A peer's id is its World address.
 #include <cstddef>
@@ -15,8 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/averaging/allreduce.hpp"
-#include "core/averaging/matchmaking.hpp"
+#include "core/averaging/averager_role.hpp"
 #include "core/dht/node.hpp"
 #include "core/effects.hpp"
 #include "core/time.hpp"
@@ -26,13 +24,8 @@
 
 namespace apiary::sim::scenarios {
 
-/// Call and timer ids below this are the DHT node's.
-inline constexpr std::uint64_t k_matchmaking_id_base = std::uint64_t{1} << 48;
-/// Call and timer ids from here are the runners': round r uses
-/// k_allreduce_id_base + r * k_allreduce_round_ids.
-inline constexpr std::uint64_t k_allreduce_id_base = std::uint64_t{2} << 48;
-/// Ids reserved for one round's runner (a runner uses at most 2 + 2 * group size).
-inline constexpr std::uint64_t k_allreduce_round_ids = std::uint64_t{1} << 24;
+/// Call and timer ids below this are the DHT node's; the averager role's start here.
+inline constexpr std::uint64_t k_role_id_base = std::uint64_t{1} << 48;
 
 /// What one round did for one peer.
 struct PeerRound {
@@ -99,52 +92,33 @@ class AveragerHost : public Host {
   /// True once the DHT node's bootstrap finished (ok or not).
   [[nodiscard]] bool bootstrapped() const { return bootstrapped_; }
   /// The group key to use next (Moshpit: the last group's next key, else "").
-  [[nodiscard]] const std::string& next_group_key() const { return next_group_key_; }
+  [[nodiscard]] const std::string& next_group_key() const { return role_.next_group_key(); }
 
  private:
-  /// Which role serves an inbound request.
-  enum class Role { dht, join, part };
-  /// A part stream input that arrived before this peer's runner for its group.
-  struct Held {
-    core::RequestId id = 0;
-    core::PeerAddr from;
-    Result<std::string> message{std::string{}};
-    bool last = false;
-    bool open = false;  ///< the stream's first message (else a later one)
-    std::string group;  ///< the group id of a first message
-  };
   /// A matchmaking DHT operation in flight on the node.
   struct PendingDht {
     core::averaging::DhtOpId op = 0;
     bool declare = false;
   };
 
-  core::Effects absorb(core::TimePoint now, core::averaging::MatchmakingEffects mfx);
+  core::Effects absorb(core::TimePoint now, core::averaging::AveragerEffects afx);
   void drain(core::TimePoint now, core::Effects& out);
-  void on_outcome(core::TimePoint now, Result<core::averaging::GroupInfo> outcome, core::Effects& out);
-  void runner_done();
-  [[nodiscard]] bool for_runner(std::uint64_t id) const;
+  void on_outcome(Result<core::averaging::AveragerStepResult> outcome);
   [[nodiscard]] std::vector<core::averaging::Averager> averagers_of(
       core::TimePoint now, const std::optional<core::dht::FoundValue>& found) const;
 
   AveragerSettings settings_;
   Rng rng_;
   core::dht::Node node_;
-  core::averaging::Matchmaking matchmaking_;
+  core::averaging::AveragerRole role_;
   std::vector<core::PeerAddr> bootstrap_;
   std::vector<float> values_;
   bool bootstrapped_ = false;
 
   std::size_t round_ = 0;
-  bool in_round_ = false;
-  std::optional<core::averaging::AllReduceRunner> runner_;
-  std::string runner_group_;
-  std::vector<Held> held_;
-  std::map<core::RequestId, Role> requests_;
   std::map<core::dht::OpId, PendingDht> dht_ops_;
   core::dht::OpId next_op_ = 2;
   std::map<std::size_t, PeerRound> rounds_;
-  std::string next_group_key_;
 };
 
 }  // namespace apiary::sim::scenarios

@@ -191,6 +191,7 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   void* req = ucp_am_send_nbx(ep.ep, k_frame_am_id, op->header.data(), op->header.size(),
                               op->payload.data(), op->payload.size(), &p);
   ++counters_.sent;
+  counters_.bytes_sent += op->header.size() + op->payload.size();
   if (req == nullptr) return;  // completed at once; op freed here
   if (large) ++ep.transfers;
   if (UCS_PTR_IS_ERR(req)) {
@@ -254,6 +255,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     return UCS_OK;
   }
   ++self->counters_.received;
+  self->counters_.bytes_received += header_length + length;
   const auto kind = frame.envelope.kind();
   if (kind == pb::HELLO) {
     self->on_hello(ep, frame.envelope);

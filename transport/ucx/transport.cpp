@@ -84,6 +84,8 @@ Stats Transport::stats() const {
   Stats s;
   s.frames_sent = counters_.sent;
   s.frames_received = counters_.received;
+  s.bytes_sent = counters_.bytes_sent;
+  s.bytes_received = counters_.bytes_received;
   s.malformed_frames = counters_.malformed;
   s.oversized_frames = counters_.oversized;
   s.stray_messages = counters_.stray;

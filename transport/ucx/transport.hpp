@@ -102,7 +102,7 @@ class Transport final : public transport::Transport {
   std::uint64_t inbound_counter_ = 0;
 
   struct Counters {
-    std::atomic<std::uint64_t> sent{0}, received{0}, malformed{0}, oversized{0}, stray{0}, down{0};
+    std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0};
   } counters_;
 };
 

@@ -1,0 +1,50 @@
+#pragma once
+/// The averager as an actor: a thin shell around core::averaging::AveragerRole that serves
+/// the join stream and the part stream over the gateway, runs the role's calls and
+/// timers, and runs its DHT declarations and reads on a DHT actor (actors/dht/). Steps,
+/// triggers, weight changes and cancels come as messages built by the functions below;
+/// each step's outcome goes back through its own callback, exactly once (cancelled if the
+/// actor stops first).
+#include <functional>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/gateway.hpp"
+#include "core/averaging/averager_role.hpp"
+
+namespace apiary::actors {
+
+/// What an averager actor is made of.
+struct AveragerActorConfig {
+  /// The role's settings; role.peer_id is the averager's multiaddr with /p2p/<PeerID>
+  /// (groupmates call it there), role.dht_epoch is set by the actor (Unix time).
+  core::averaging::AveragerRoleConfig role;
+  /// The DHT actor that stores declarations and reads group keys.
+  caf::actor dht;
+  /// Seeds the generator of group ids and member orders.
+  std::uint64_t seed = 0;
+  /// The averager's PeerID bytes, named as the caller of its calls (the callee then knows
+  /// it as role.peer_id).
+  std::string caller;
+  /// Serve the join stream (false for a client: it only joins others' groups).
+  bool serve_join = true;
+};
+
+/// A step's outcome, delivered once on the actor's thread (keep it short).
+using StepDone = std::function<void(Result<core::averaging::AveragerStepResult>)>;
+
+/// Spawns the actor and registers its handles on `gw`.
+caf::actor spawn_averager_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, AveragerActorConfig config);
+/// Unregisters the handles and stops the actor (a running step ends cancelled).
+void stop_averager_actor(Gateway& gw, const caf::actor& averager, const AveragerActorConfig& config);
+
+/// Starts a step; `done` gets its outcome.
+void submit_step(const caf::actor& averager, core::averaging::AveragerStep step, StepDone done);
+/// Runs `control` on the role (trigger, cancel, set_weight...) on the actor's thread and
+/// executes the effects it returns.
+void submit_control(const caf::actor& averager,
+                    std::function<core::averaging::AveragerEffects(core::averaging::AveragerRole&, core::TimePoint)> control);
+
+}  // namespace apiary::actors

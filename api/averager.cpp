@@ -1,0 +1,202 @@
+#include "api/averager.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/averaging/averager_actor.hpp"
+#include "actors/gateway.hpp"
+#include "actors/type_ids.hpp"
+#include "core/averaging/group_key.hpp"
+
+namespace apiary {
+
+namespace mm = core::averaging;
+
+struct Averager::Impl {
+  AveragerOptions options;
+  actors::AveragerActorConfig actor_config;
+  std::shared_ptr<actors::Gateway> gateway;
+  caf::actor actor;
+  mutable std::mutex mutex;  ///< guards options.tensors and group_key
+  std::string group_key;
+  std::string schema_hash;
+};
+
+namespace {
+
+core::Duration seconds(double s) {
+  return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double>(s));
+}
+
+/// What every groupmate must agree on: element counts and codecs.
+std::string schema_of(const AveragerOptions& options) {
+  std::string out = "float32";
+  for (const auto& t : options.tensors) out += fmt::format(":{}", t.size());
+  out += "|codecs";
+  for (auto codec : options.codecs) out += fmt::format(":{}", static_cast<int>(codec));
+  return out;
+}
+
+Status check(const AveragerOptions& o) {
+  auto key = mm::make_group_key(o.prefix, o.initial_group_bits);
+  if (!key) return key.error();
+  if (o.tensors.empty()) return make_error(errc::invalid_argument, "expected at least one tensor to average, got none");
+  if (o.min_group_size < 1) return make_error(errc::invalid_argument, "expected min_group_size >= 1, got 0");
+  if (!(o.averaging_alpha > 0) || !std::isfinite(o.averaging_alpha)) {
+    return make_error(errc::invalid_argument, "expected averaging_alpha > 0, got {}", o.averaging_alpha);
+  }
+  if (!(o.min_matchmaking_time > 0) || !(o.request_timeout > 0) || !(o.sender_timeout > 0) ||
+      !(o.reducer_timeout > o.sender_timeout)) {
+    return make_error(errc::invalid_argument,
+                      "expected min_matchmaking_time, request_timeout, sender_timeout > 0 and "
+                      "reducer_timeout > sender_timeout, got {}, {}, {}, {} s",
+                      o.min_matchmaking_time, o.request_timeout, o.sender_timeout, o.reducer_timeout);
+  }
+  if (o.codecs.size() != 1 && o.codecs.size() != o.tensors.size()) {
+    return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}",
+                      o.tensors.size(), o.codecs.size());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions options) {
+  if (auto status = check(options); !status) return status.error();
+  std::unique_ptr<Averager> averager(new Averager());
+  averager->impl_ = std::make_shared<Impl>();
+  Impl& impl = *averager->impl_;
+  averager->id_ = dht.address().to_string();
+  impl.group_key = mm::make_group_key(options.prefix, options.initial_group_bits).value();
+  impl.schema_hash = schema_of(options);
+  impl.gateway = dht.gateway();
+  impl.actor_config.role.peer_id = averager->id_;
+  impl.actor_config.dht = dht.actor();
+  impl.actor_config.caller = dht.peer_id().bytes();
+  impl.actor_config.serve_join = options.mode != mm::AveragingMode::client;
+  std::uint64_t seed = options.seed;
+  if (seed == 0) {
+    for (char c : dht.peer_id().bytes()) seed = seed * 1099511628211ULL ^ static_cast<unsigned char>(c);
+  }
+  impl.actor_config.seed = seed;
+  impl.options = std::move(options);
+  impl.actor = actors::spawn_averager_actor(dht.system(), impl.gateway, impl.actor_config);
+  return averager;
+}
+
+Averager::~Averager() {
+  if (impl_ && impl_->actor) actors::stop_averager_actor(*impl_->gateway, impl_->actor, impl_->actor_config);
+}
+
+std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions& options) {
+  auto promise = std::make_shared<std::promise<Result<AveragerStepReport>>>();
+  auto future = promise->get_future();
+  if (!std::isfinite(options.weight) || options.weight < 0 || !(options.timeout > 0) || options.scheduled_in < 0) {
+    promise->set_value(make_error(errc::invalid_argument,
+                                  "expected weight >= 0, timeout > 0 and scheduled_in >= 0, got {}, {} s, {} s",
+                                  options.weight, options.timeout, options.scheduled_in));
+    return future;
+  }
+  const AveragerOptions& o = impl_->options;
+  const double now = Dht::now();
+  mm::AveragerStep s;
+  s.params.scheduled_time = now + options.scheduled_in;
+  s.params.deadline = now + options.timeout;
+  s.params.weight = options.weight;
+  s.params.gather = options.gather;
+  s.params.target_group_size = o.target_group_size;
+  s.params.min_group_size = o.min_group_size;
+  s.params.min_matchmaking_time = seconds(o.min_matchmaking_time);
+  s.params.request_timeout = seconds(o.request_timeout);
+  s.params.schema_hash = impl_->schema_hash;
+  s.mode = o.mode;
+  s.bandwidth = o.bandwidth;
+  s.codecs = o.codecs;
+  s.part_size_bytes = o.part_size_bytes;
+  s.min_vector_size = o.min_vector_size;
+  s.sender_timeout = seconds(o.sender_timeout);
+  s.reducer_timeout = seconds(o.reducer_timeout);
+  s.call_timeout = seconds(options.timeout + o.reducer_timeout);
+  s.require_trigger = options.require_trigger;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    s.params.group_key = impl_->group_key;
+    s.tensors = impl_->options.tensors;
+    for (const auto& t : s.tensors) s.tensor_sizes.push_back(static_cast<std::int64_t>(t.size()));
+  }
+  std::shared_ptr<Impl> impl = impl_;
+  actors::submit_step(impl_->actor, std::move(s), [impl, promise](Result<mm::AveragerStepResult> outcome) {
+    if (!outcome) {
+      promise->set_value(outcome.error());
+      return;
+    }
+    mm::AveragerStepResult& r = outcome.value();
+    AveragerStepReport report;
+    {
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      const double alpha = impl->options.averaging_alpha;
+      auto& tensors = impl->options.tensors;
+      for (std::size_t t = 0; t < tensors.size() && t < r.deltas.size(); ++t) {
+        for (std::size_t i = 0; i < tensors[t].size() && i < r.deltas[t].size(); ++i) {
+          tensors[t][i] += static_cast<float>(alpha * r.deltas[t][i]);
+        }
+      }
+      if (!r.group.next_group_key.empty()) impl->group_key = r.group.next_group_key;
+    }
+    report.group_id = r.group.group_id;
+    report.peers = r.group.peers;
+    report.gathered = r.group.gathered;
+    report.my_index = r.group.my_index;
+    report.shares = r.shares;
+    report.failed_senders = r.failed_senders;
+    report.failed_reducers = r.failed_reducers;
+    report.attempts = r.attempts;
+    report.next_group_key = r.group.next_group_key;
+    promise->set_value(std::move(report));
+  });
+  return future;
+}
+
+void Averager::trigger() {
+  actors::submit_control(impl_->actor, [](mm::AveragerRole& role, core::TimePoint now) { return role.trigger(now); });
+}
+
+void Averager::cancel() {
+  actors::submit_control(impl_->actor, [](mm::AveragerRole& role, core::TimePoint now) { return role.cancel(now); });
+}
+
+bool Averager::set_weight(double weight) {
+  auto promise = std::make_shared<std::promise<bool>>();
+  auto future = promise->get_future();
+  actors::submit_control(impl_->actor, [promise, weight](mm::AveragerRole& role, core::TimePoint) {
+    promise->set_value(role.set_weight(weight));
+    return mm::AveragerEffects{};
+  });
+  if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return false;
+  return future.get();
+}
+
+void Averager::with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  fn(impl_->options.tensors);
+}
+
+std::vector<std::vector<float>> Averager::tensors() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->options.tensors;
+}
+
+std::string Averager::group_key() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->group_key;
+}
+
+std::pair<std::uint64_t, std::uint64_t> Averager::transport_bytes() const {
+  const transport::Stats s = impl_->gateway->transport_stats();
+  return {s.bytes_sent, s.bytes_received};
+}
+
+}  // namespace apiary

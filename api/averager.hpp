@@ -1,0 +1,129 @@
+#pragma once
+/// apiary::Averager: decentralized averaging of a trainer's tensors (hivemind's
+/// DecentralizedAverager). It runs beside a Dht (same gateway, same actor system): each
+/// step() finds a group through the DHT (matchmaking), averages the tensors with it by
+/// butterfly all-reduce, and applies tensor += averaging_alpha * (average - tensor) to
+/// the tensors it holds. The trainer reads and updates those tensors between steps with
+/// with_tensors(); an update made while a step runs is kept (the step adds a delta).
+///
+/// The tensors are host float32 vectors. Groups name members by their multiaddr with
+/// /p2p/<PeerID>; the group key is `<prefix>.0b<bits>` with the Moshpit update applied
+/// after every round.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/dht.hpp"
+#include "core/averaging/averager_role.hpp"
+#include "messages/result.hpp"
+
+namespace apiary {
+
+/// How to start an averager.
+struct AveragerOptions {
+  /// The experiment's name: group keys are `<prefix>.0b<bits>` (no dots).
+  std::string prefix;
+  /// The tensors to average (float32, flattened); every peer of the swarm must pass the
+  /// same sizes and codecs.
+  std::vector<std::vector<float>> tensors;
+  /// node (sends and reduces), client (sends, never reduces) or aux (reduces only).
+  core::averaging::AveragingMode mode = core::averaging::AveragingMode::node;
+  /// Groups are assembled as soon as they have this many members.
+  std::size_t target_group_size = 16;
+  /// A group smaller than this at the leader's expiration is disbanded (>= 1).
+  std::size_t min_group_size = 2;
+  /// The initial group bits (Moshpit grid); "" = one bucket.
+  std::string initial_group_bits;
+  /// Least time spent matchmaking before a group may start, seconds.
+  double min_matchmaking_time = 5.0;
+  /// How long a follower waits for a leader's answer, seconds.
+  double request_timeout = 3.0;
+  /// tensor += alpha * (average - tensor).
+  double averaging_alpha = 1.0;
+  /// This peer's bandwidth for load balancing (any unit the swarm agrees on); nullopt:
+  /// an equal share.
+  std::optional<double> bandwidth;
+  /// Codec of each tensor's parts (one entry applies to all).
+  std::vector<pb::CompressionType> codecs{pb::NONE};
+  /// Largest compressed part, bytes.
+  std::int64_t part_size_bytes = std::int64_t{1} << 19;
+  /// A peer whose share would be below this many elements reduces nothing.
+  std::int64_t min_vector_size = 0;
+  double sender_timeout = 5.0;   ///< seconds: a sender's silence before it is excluded
+  double reducer_timeout = 10.0; ///< seconds: a reducer's silence before its parts stay local
+  /// Seeds group ids and member orders (0: from the PeerID).
+  std::uint64_t seed = 0;
+};
+
+/// One step's settings.
+struct AveragerStepOptions {
+  /// This peer's averaging weight (>= 0).
+  double weight = 1.0;
+  /// The whole step (matchmaking retries included) fails after this many seconds.
+  double timeout = 30.0;
+  /// When the all-reduce should begin, seconds from now (0: as soon as a group forms,
+  /// after min_matchmaking_time).
+  double scheduled_in = 0;
+  /// Bytes delivered to every groupmate (their `gathered`).
+  std::string gather;
+  /// Begin the all-reduce only after trigger() (matchmaking runs meanwhile).
+  bool require_trigger = false;
+};
+
+/// What a step did.
+struct AveragerStepReport {
+  std::string group_id;               ///< raw bytes
+  std::vector<std::string> peers;     ///< members in the group's order (multiaddrs)
+  std::vector<std::string> gathered;  ///< each member's gather bytes, aligned with peers
+  std::size_t my_index = 0;           ///< this peer's index in peers
+  std::vector<std::int64_t> shares;   ///< elements each member reduced
+  std::vector<std::string> failed_senders;   ///< excluded senders, as seen here
+  std::vector<std::string> failed_reducers;  ///< reducers whose parts kept local values
+  std::size_t attempts = 1;           ///< matchmaking attempts
+  std::string next_group_key;         ///< the key of the next round
+};
+
+class Averager {
+ public:
+  /// Starts an averager on `dht`'s gateway and actor system (`dht` must outlive it).
+  /// Errors: bad options (invalid_argument).
+  static Result<std::unique_ptr<Averager>> start(Dht& dht, AveragerOptions options);
+  ~Averager();
+  Averager(const Averager&) = delete;
+  Averager& operator=(const Averager&) = delete;
+
+  /// Runs one averaging step; the future is ready once the step's deltas are applied or
+  /// it failed (no group before the timeout, cancel, another step running).
+  std::future<Result<AveragerStepReport>> step(const AveragerStepOptions& options = {});
+  /// Lets a require_trigger step begin its all-reduce.
+  void trigger();
+  /// Cancels the running step (its future gets errc::cancelled).
+  void cancel();
+  /// Changes the running step's weight before its all-reduce begins; false afterwards.
+  bool set_weight(double weight);
+
+  /// Runs `fn` on the tensors under the averager's lock (read or update them).
+  void with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn);
+  /// A copy of the tensors.
+  [[nodiscard]] std::vector<std::vector<float>> tensors() const;
+  /// The averager's id in groups: its multiaddr with /p2p/<PeerID>.
+  [[nodiscard]] const std::string& id() const { return id_; }
+  /// The group key the next step uses.
+  [[nodiscard]] std::string group_key() const;
+  /// Bytes this process's transport sent and received so far (all traffic).
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> transport_bytes() const;
+
+ private:
+  Averager() = default;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  ///< shared with the callback of a running step
+  std::string id_;
+};
+
+}  // namespace apiary

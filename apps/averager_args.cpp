@@ -1,0 +1,90 @@
+#include "apps/averager_args.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "runtime.pb.h"
+
+namespace apiary::apps {
+
+void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
+  cmd.add_option("--listen", a.listen, "Listen multiaddr (port 0 picks one)")->capture_default_str();
+  cmd.add_option("--initial-peers", a.initial_peers, "Multiaddrs (with /p2p/) of DHT nodes to bootstrap from");
+  cmd.add_option("--prefix", a.prefix, "Experiment name: group keys are <prefix>.0b<bits>")->capture_default_str();
+  cmd.add_option("--mode", a.mode, "node (sends and reduces), client (sends only) or aux (reduces only)")
+      ->check(CLI::IsMember({"node", "client", "aux"}))
+      ->capture_default_str();
+  cmd.add_option("--codec", a.codec,
+                 "Part codec: NONE, FLOAT16, MEANSTD_16BIT, QUANTILE_8BIT, UNIFORM_8BIT, BLOCKWISE_8BIT")
+      ->capture_default_str();
+  cmd.add_option("--group-bits", a.group_bits, "Initial Moshpit group bits, e.g. 01");
+  cmd.add_option("--target-group-size", a.target_group_size, "Assemble a group at this size")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  cmd.add_option("--min-group-size", a.min_group_size, "Disband smaller groups")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
+      ->capture_default_str();
+  cmd.add_option("--min-matchmaking-time", a.min_matchmaking_time, "Seconds of matchmaking before a group starts")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+  cmd.add_option("--request-timeout", a.request_timeout, "Seconds a follower waits for a leader")
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd.add_option("--sender-timeout", a.sender_timeout, "Seconds of a sender's silence before exclusion")
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd.add_option("--reducer-timeout", a.reducer_timeout, "Seconds of a reducer's silence before local values")
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd.add_option("--alpha", a.alpha, "tensor += alpha * (average - tensor)")->check(CLI::Range(1e-9, 1.0));
+  cmd.add_option("--bandwidth", a.bandwidth, "Declared bandwidth for load balancing (0: undeclared)")
+      ->check(CLI::Range(0.0, 1e12));
+  cmd.add_option("--part-size", a.part_size, "Largest part of the all-reduce, bytes")
+      ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 30));
+}
+
+AveragerOptions averager_options(const AveragerArgs& a) {
+  namespace mm = core::averaging;
+  AveragerOptions o;
+  o.prefix = a.prefix;
+  o.mode = a.mode == "client" ? mm::AveragingMode::client
+         : a.mode == "aux"    ? mm::AveragingMode::aux
+                              : mm::AveragingMode::node;
+  o.initial_group_bits = a.group_bits;
+  o.target_group_size = a.target_group_size;
+  o.min_group_size = a.min_group_size;
+  o.min_matchmaking_time = a.min_matchmaking_time;
+  o.request_timeout = a.request_timeout;
+  o.sender_timeout = a.sender_timeout;
+  o.reducer_timeout = a.reducer_timeout;
+  o.averaging_alpha = a.alpha;
+  if (a.bandwidth > 0) o.bandwidth = a.bandwidth;
+  o.part_size_bytes = a.part_size;
+  return o;
+}
+
+Result<AveragerNode> start_averager_node(const AveragerArgs& args, AveragerOptions options, const char* command) {
+  auto fail = [command](Error e) {
+    std::fprintf(stderr, "apiary %s: %s\n", command, e.what().c_str());
+    return e;
+  };
+  std::string upper = args.codec;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  pb::CompressionType codec = pb::NONE;
+  if (!pb::CompressionType_Parse(upper, &codec)) {
+    return fail(make_error(errc::invalid_argument,
+                           "expected --codec NONE, FLOAT16, MEANSTD_16BIT, QUANTILE_8BIT, UNIFORM_8BIT or "
+                           "BLOCKWISE_8BIT, got '{}'", args.codec));
+  }
+  options.codecs = {codec};
+  DhtOptions dht_options;
+  dht_options.listen = args.listen;
+  dht_options.initial_peers = args.initial_peers;
+  auto dht = Dht::start(dht_options);
+  if (!dht) return fail(dht.error());
+  auto averager = Averager::start(**dht, std::move(options));
+  if (!averager) return fail(averager.error());
+  std::printf("listening %s\n", (*dht)->address().to_string().c_str());
+  std::fflush(stdout);
+  return AveragerNode{std::move(*dht), std::move(*averager)};
+}
+
+}  // namespace apiary::apps

@@ -1,5 +1,6 @@
 #include "api/averager.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -10,6 +11,8 @@
 #include "actors/gateway.hpp"
 #include "actors/type_ids.hpp"
 #include "core/averaging/group_key.hpp"
+#include "core/averaging/state_sharing.hpp"
+#include "core/dht/msgpack_value.hpp"
 
 namespace apiary {
 
@@ -23,6 +26,7 @@ struct Averager::Impl {
   mutable std::mutex mutex;  ///< guards options.tensors and group_key
   std::string group_key;
   std::string schema_hash;
+  std::string metadata;  ///< sent with this peer's state ("": msgpack str of the group key)
 };
 
 namespace {
@@ -82,6 +86,27 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
     for (char c : dht.peer_id().bytes()) seed = seed * 1099511628211ULL ^ static_cast<unsigned char>(c);
   }
   impl.actor_config.seed = seed;
+  impl.actor_config.prefix = options.prefix;
+  impl.actor_config.sharing_priority = options.state_sharing_priority;
+  impl.actor_config.declare_period = options.declare_state_period;
+  if (options.state_sharing_priority) {
+    std::weak_ptr<Impl> weak = averager->impl_;
+    impl.actor_config.state_stream = [weak]() -> Result<std::vector<std::string>> {
+      auto raw = weak.lock();
+      if (!raw) return make_error(errc::cancelled, "expected a running averager to share its state, but it stopped");
+      std::vector<std::vector<float>> tensors;
+      std::string metadata;
+      {
+        std::lock_guard<std::mutex> lock(raw->mutex);
+        tensors = raw->options.tensors;
+        metadata = raw->metadata.empty() ? core::dht::pack_str(raw->group_key) : raw->metadata;
+      }
+      std::vector<messages::Shape> shapes;
+      for (const auto& t : tensors) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+      return mm::make_state_stream(metadata, tensors, shapes, pb::NONE);
+    };
+  }
+  averager->dht_ = &dht;
   impl.options = std::move(options);
   impl.actor = actors::spawn_averager_actor(dht.system(), impl.gateway, impl.actor_config);
   return averager;
@@ -177,6 +202,53 @@ bool Averager::set_weight(double weight) {
   });
   if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return false;
   return future.get();
+}
+
+std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeout) {
+  auto promise = std::make_shared<std::promise<Result<AveragerState>>>();
+  auto future = promise->get_future();
+  const std::string key = mm::state_sharing_key(impl_->options.prefix);
+  auto found = dht_->get(DhtKey::str(key), true).get();
+  if (!found) {
+    promise->set_value(found.error());
+    return future;
+  }
+  std::vector<mm::StateDonor> donors;
+  if (found->has_value()) {
+    if (const auto* dict = std::get_if<core::dht::FoundValue::Dictionary>(&(*found)->value)) {
+      donors = mm::order_state_donors(*dict, id_, Dht::now());
+    }
+  }
+  if (donors.empty()) {
+    promise->set_value(make_error(errc::not_found, "expected a peer sharing its state under {}, found none; "
+                                                   "start one with state_sharing_priority set", key));
+    return future;
+  }
+  mm::StateLoaderConfig config;
+  for (const auto& donor : donors) config.donors.push_back(donor.peer);
+  config.call_timeout = seconds(timeout);
+  config.chunk_timeout = seconds(std::min(timeout, 15.0));
+  std::vector<messages::Shape> shapes;
+  for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+  config.expected_shapes = shapes;
+  std::shared_ptr<Impl> impl = impl_;
+  actors::submit_load_state(impl_->actor, std::move(config), [impl, promise](Result<mm::DownloadedState> r) {
+    if (!r) {
+      promise->set_value(r.error());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      impl->options.tensors = std::move(r->tensors);
+    }
+    promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor)});
+  });
+  return future;
+}
+
+void Averager::set_state_metadata(std::string metadata) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->metadata = std::move(metadata);
 }
 
 void Averager::with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn) {

@@ -57,6 +57,11 @@ struct AveragerOptions {
   std::int64_t min_vector_size = 0;
   double sender_timeout = 5.0;   ///< seconds: a sender's silence before it is excluded
   double reducer_timeout = 10.0; ///< seconds: a reducer's silence before its parts stay local
+  /// Share this peer's tensors with newcomers (load_state_from_peers) with this priority:
+  /// the highest-priority donor is asked first. nullopt: do not share.
+  std::optional<double> state_sharing_priority;
+  /// Seconds between state-sharing declarations in the DHT.
+  double declare_state_period = 30.0;
   /// Seeds group ids and member orders (0: from the PeerID).
   std::uint64_t seed = 0;
 };
@@ -89,6 +94,12 @@ struct AveragerStepReport {
   std::string next_group_key;         ///< the key of the next round
 };
 
+/// A state downloaded from a peer.
+struct AveragerState {
+  std::string metadata;   ///< the donor's metadata bytes (see Averager::set_state_metadata)
+  std::string donor;      ///< the donor's multiaddr
+};
+
 class Averager {
  public:
   /// Starts an averager on `dht`'s gateway and actor system (`dht` must outlive it).
@@ -108,6 +119,13 @@ class Averager {
   /// Changes the running step's weight before its all-reduce begins; false afterwards.
   bool set_weight(double weight);
 
+  /// Replaces the tensors with those of the highest-priority peer sharing its state,
+  /// falling back to the next donor when one fails, stalls or sends another schema.
+  /// Errors: no donor (not_found), every donor failed (unavailable, naming each).
+  std::future<Result<AveragerState>> load_state_from_peers(double timeout = 60.0);
+  /// The metadata sent with this peer's state (default: msgpack str of the group key).
+  void set_state_metadata(std::string metadata);
+
   /// Runs `fn` on the tensors under the averager's lock (read or update them).
   void with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn);
   /// A copy of the tensors.
@@ -121,6 +139,7 @@ class Averager {
 
  private:
   Averager() = default;
+  Dht* dht_ = nullptr;
   struct Impl;
   std::shared_ptr<Impl> impl_;  ///< shared with the callback of a running step
   std::string id_;

@@ -48,7 +48,7 @@ Command add_average_command(CLI::App& app) {
   auto values = std::make_shared<std::string>();
   auto size = std::make_shared<std::size_t>(1000);
   auto value_seed = std::make_shared<double>(0);
-  auto steps = std::make_shared<int>(1);
+  auto steps = std::make_shared<int>(1);  // 0: only serve (e.g. share the state) until --linger ends
   auto weight = std::make_shared<double>(1.0);
   auto timeout = std::make_shared<double>(30.0);
   auto linger = std::make_shared<double>(2.0);
@@ -56,7 +56,7 @@ Command add_average_command(CLI::App& app) {
   cmd->add_option("--size", *size, "Elements of a generated vector: element i is sin(1.7 s + 0.37 i), s = --value-seed")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));
   cmd->add_option("--value-seed", *value_seed, "s of the generated vector");
-  cmd->add_option("--steps", *steps, "Averaging steps to run")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--steps", *steps, "Averaging steps to run")->check(CLI::Range(0, 1000000));
   cmd->add_option("--weight", *weight, "This peer's averaging weight")->check(CLI::Range(0.0, 1e12));
   cmd->add_option("--timeout", *timeout, "Seconds each step may take (matchmaking retries included)")
       ->check(CLI::Range(0.1, 1e6));

@@ -39,6 +39,9 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
       ->check(CLI::Range(0.0, 1e12));
   cmd.add_option("--part-size", a.part_size, "Largest part of the all-reduce, bytes")
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 30));
+  cmd.add_option("--share-state", a.share_state, "Share this peer's tensors with newcomers at this priority (>= 0)")
+      ->check(CLI::Range(0.0, 1e12));
+  cmd.add_flag("--load-state", a.load_state, "Download the tensors from the highest-priority sharing peer first");
 }
 
 AveragerOptions averager_options(const AveragerArgs& a) {
@@ -58,6 +61,10 @@ AveragerOptions averager_options(const AveragerArgs& a) {
   o.averaging_alpha = a.alpha;
   if (a.bandwidth > 0) o.bandwidth = a.bandwidth;
   o.part_size_bytes = a.part_size;
+  if (a.share_state >= 0) {
+    o.state_sharing_priority = a.share_state;
+    o.declare_state_period = 10.0;
+  }
   return o;
 }
 
@@ -84,6 +91,12 @@ Result<AveragerNode> start_averager_node(const AveragerArgs& args, AveragerOptio
   if (!averager) return fail(averager.error());
   std::printf("listening %s\n", (*dht)->address().to_string().c_str());
   std::fflush(stdout);
+  if (args.load_state) {
+    auto state = (*averager)->load_state_from_peers().get();
+    if (!state) return fail(state.error());
+    std::printf("loaded state from %s\n", state->donor.c_str());
+    std::fflush(stdout);
+  }
   return AveragerNode{std::move(*dht), std::move(*averager)};
 }
 

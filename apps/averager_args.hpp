@@ -29,6 +29,8 @@ struct AveragerArgs {
   double alpha = 1.0;
   double bandwidth = 0;  ///< 0: undeclared
   std::int64_t part_size = std::int64_t{1} << 19;
+  double share_state = -1;  ///< state-sharing priority (< 0: do not share)
+  bool load_state = false;  ///< download the state from peers before the first step
 };
 
 /// Registers the shared options on `cmd`.

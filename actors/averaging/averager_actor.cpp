@@ -16,6 +16,14 @@ namespace {
 
 namespace mm = core::averaging;
 
+using declare_atom = caf::atom_constant<caf::atom("declare")>;
+
+/// Call and timer ids of the state download (below the role's, above none of the
+/// executor's: the actor hosts only these two cores).
+constexpr std::uint64_t k_loader_base = std::uint64_t{1} << 40;
+
+using LoadDone = std::function<void(Result<mm::DownloadedState>)>;
+
 struct averager_state {
   std::unique_ptr<mm::AveragerRole> role;
   std::unique_ptr<EffectExecutor> fx;
@@ -23,12 +31,17 @@ struct averager_state {
   caf::actor dht;
   std::shared_ptr<StepDoneOnce> done;  ///< the running step's caller
   std::string caller;                  ///< PeerID bytes named in calls
+  AveragerActorConfig config;
+  std::optional<mm::StateLoader> loader;  ///< the running state download
+  std::shared_ptr<LoadDone> loader_done;
 };
 
 using self_t = caf::stateful_actor<averager_state>;
 
 /// Executes one input's effects: calls and timers on the gateway, DHT operations on the
 /// DHT actor, the outcome to the step's caller.
+void run(self_t* self, core::Effects effects);
+
 void apply(self_t* self, mm::AveragerEffects afx) {
   auto& st = self->state;
   for (auto& op : afx.dht) {
@@ -53,12 +66,56 @@ void apply(self_t* self, mm::AveragerEffects afx) {
     auto done = std::move(st.done);
     done->deliver(std::move(*afx.outcome));
   }
-  for (auto& effect : afx.rpc) {
+  run(self, std::move(afx.rpc));
+}
+
+bool for_loader(std::uint64_t id) { return id >= k_loader_base && id < k_loader_base + mm::k_round_ids; }
+
+/// Hands a finished download to its caller.
+void settle_loader(self_t* self) {
+  auto& st = self->state;
+  if (!st.loader || !st.loader->finished()) return;
+  auto outcome = st.loader->take_outcome();
+  st.loader.reset();
+  auto done = std::move(st.loader_done);
+  if (done && *done && outcome) (*done)(std::move(*outcome));
+}
+
+/// Executes calls, replies and timers; calls that fail on the spot go back to their core.
+void run(self_t* self, core::Effects effects) {
+  auto& st = self->state;
+  for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) call->caller = st.caller;
   }
-  for (auto& failed : st.fx->execute(std::move(afx.rpc))) {
-    apply(self, st.role->on_response(core_now(), failed.call, failed.result));
+  for (auto& failed : st.fx->execute(std::move(effects))) {
+    if (for_loader(failed.call)) {
+      if (st.loader) run(self, st.loader->on_response(core_now(), failed.call, failed.result));
+      settle_loader(self);
+    } else {
+      apply(self, st.role->on_response(core_now(), failed.call, failed.result));
+    }
   }
+}
+
+/// Stores this peer's state-sharing declaration and schedules the next one.
+void declare_state(self_t* self) {
+  auto& st = self->state;
+  const double period = st.config.declare_period;
+  auto priority = mm::encode_sharing_priority(st.config.sharing_priority);
+  if (!priority) return;
+  core::dht::StoreItem item{core::dht::NodeId::of_str_key(mm::state_sharing_key(st.config.prefix)),
+                            mm::state_sharing_subkey(st.config.role.peer_id), std::move(priority.value()), 0};
+  submit_dht_op(
+      st.dht,
+      [item, period](core::dht::Node& node, core::TimePoint now, core::dht::OpId id) {
+        core::dht::StoreItem fresh = item;
+        fresh.expiration = node.dht_time(now) + period;
+        return node.store(now, id, {fresh});
+      },
+      [](core::dht::OpResult) {});
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::duration<double>(period / 2)),
+                     declare_atom::value);
 }
 
 caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, AveragerActorConfig config) {
@@ -72,23 +129,71 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
   st.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   st.dht = config.dht;
   st.caller = config.caller;
+  if (config.sharing_priority) self->send(self, declare_atom::value);
+  st.config = std::move(config);
   return {
       [self](Delivery& d) {
         auto& st = self->state;
         if (auto req = st.fx->request_of(d)) {
-          const auto from = peer_addr_of(d.peer_listen_addr, d.peer_id);
-          apply(self, st.role->on_request(core_now(), req->id, req->handle, from, req->body));
+          if (req->handle == mm::k_download_state_handle) {
+            const bool sharing = static_cast<bool>(st.config.state_stream);
+            run(self, mm::serve_state_stream(req->id, sharing ? st.config.state_stream()
+                                                              : Result<std::vector<std::string>>(std::vector<std::string>{})));
+          } else {
+            const auto from = peer_addr_of(d.peer_listen_addr, d.peer_id);
+            apply(self, st.role->on_request(core_now(), req->id, req->handle, from, req->body));
+          }
         }
         if (auto m = st.fx->request_message_of(d)) {
-          apply(self, st.role->on_request_message(core_now(), m->request, m->message, m->last));
+          if (st.role->owns_request(m->request)) {
+            apply(self, st.role->on_request_message(core_now(), m->request, m->message, m->last));
+          }
         }
-        if (auto m = st.fx->message_of(d)) apply(self, st.role->on_message(core_now(), m->call, m->message));
-        if (auto r = st.fx->response_of(d)) apply(self, st.role->on_response(core_now(), r->call, r->result));
+        if (auto m = st.fx->message_of(d)) {
+          if (for_loader(m->call)) {
+            if (st.loader) run(self, st.loader->on_message(core_now(), m->call, m->message));
+            settle_loader(self);
+          } else {
+            apply(self, st.role->on_message(core_now(), m->call, m->message));
+          }
+        }
+        if (auto r = st.fx->response_of(d)) {
+          if (for_loader(r->call)) {
+            if (st.loader) run(self, st.loader->on_response(core_now(), r->call, r->result));
+            settle_loader(self);
+          } else {
+            apply(self, st.role->on_response(core_now(), r->call, r->result));
+          }
+        }
       },
       [self](timer_atom, core::TimerId id, std::uint64_t generation) {
-        if (self->state.fx->timer_is_current(id, generation)) {
-          apply(self, self->state.role->on_timer(core_now(), id));
+        auto& st = self->state;
+        if (!st.fx->timer_is_current(id, generation)) return;
+        if (for_loader(id)) {
+          if (st.loader) run(self, st.loader->on_timer(core_now(), id));
+          settle_loader(self);
+        } else {
+          apply(self, st.role->on_timer(core_now(), id));
         }
+      },
+      [self](declare_atom) { declare_state(self); },
+      [self](averager_load_state_message& m) {
+        auto& st = self->state;
+        if (st.loader) {
+          (*m.done)(make_error(errc::unavailable, "expected one state download at a time, but one is running; "
+                                                  "wait for it"));
+          return;
+        }
+        m.config.id_base = k_loader_base;
+        auto loader = mm::StateLoader::create(std::move(m.config));
+        if (!loader) {
+          (*m.done)(loader.error());
+          return;
+        }
+        st.loader.emplace(std::move(loader.value()));
+        st.loader_done = std::move(m.done);
+        run(self, st.loader->start(core_now()));
+        settle_loader(self);
       },
       [self](averager_step_message& m) {
         auto& st = self->state;
@@ -120,7 +225,7 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
 }
 
 std::vector<std::string> handles_of(const AveragerActorConfig& config) {
-  std::vector<std::string> out{config.role.part_handle};
+  std::vector<std::string> out{config.role.part_handle, mm::k_download_state_handle};
   if (config.serve_join) out.emplace_back(mm::k_join_handle);
   return out;
 }
@@ -142,6 +247,25 @@ void stop_averager_actor(Gateway& gw, const caf::actor& averager, const Averager
 
 void submit_step(const caf::actor& averager, mm::AveragerStep step, StepDone done) {
   caf::anon_send(averager, averager_step_message{std::move(step), std::make_shared<StepDoneOnce>(std::move(done))});
+}
+
+void submit_load_state(const caf::actor& averager, mm::StateLoaderConfig config,
+                       std::function<void(Result<mm::DownloadedState>)> done) {
+  // Dropped unanswered (the actor stopped): the caller hears "cancelled".
+  struct Once {
+    std::function<void(Result<mm::DownloadedState>)> fn;
+    ~Once() {
+      if (fn) fn(make_error(errc::cancelled, "the averager stopped before the state download finished"));
+    }
+  };
+  auto once = std::make_shared<Once>();
+  once->fn = std::move(done);
+  auto wrapped = std::make_shared<LoadDone>([once](Result<mm::DownloadedState> r) {
+    auto fn = std::move(once->fn);
+    once->fn = nullptr;
+    if (fn) fn(std::move(r));
+  });
+  caf::anon_send(averager, averager_load_state_message{std::move(config), std::move(wrapped)});
 }
 
 void submit_control(const caf::actor& averager,

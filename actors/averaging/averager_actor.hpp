@@ -7,12 +7,16 @@
 /// actor stops first).
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
 #include "actors/gateway.hpp"
 #include "core/averaging/averager_role.hpp"
+#include "core/averaging/state_sharing.hpp"
 
 namespace apiary::actors {
 
@@ -28,6 +32,15 @@ struct AveragerActorConfig {
   /// The averager's PeerID bytes, named as the caller of its calls (the callee then knows
   /// it as role.peer_id).
   std::string caller;
+  /// Builds this peer's state stream (rpc_download_state messages) when a peer asks;
+  /// null: the peer does not share its state (it answers with an empty stream). Runs on
+  /// the actor's thread.
+  std::function<Result<std::vector<std::string>>()> state_stream;
+  /// Declares this peer as a state donor under `<prefix>.all_averagers` with this
+  /// priority, every declare_period seconds (nullopt: no declaration).
+  std::optional<double> sharing_priority;
+  std::string prefix;            ///< the experiment's prefix (for the declaration key)
+  double declare_period = 30.0;  ///< seconds between declarations
   /// Serve the join stream (false for a client: it only joins others' groups).
   bool serve_join = true;
 };
@@ -42,6 +55,10 @@ void stop_averager_actor(Gateway& gw, const caf::actor& averager, const Averager
 
 /// Starts a step; `done` gets its outcome.
 void submit_step(const caf::actor& averager, core::averaging::AveragerStep step, StepDone done);
+/// Downloads the state from the donors of `config` (best first); `done` gets the state
+/// or why every donor failed.
+void submit_load_state(const caf::actor& averager, core::averaging::StateLoaderConfig config,
+                       std::function<void(Result<core::averaging::DownloadedState>)> done);
 /// Runs `control` on the role (trigger, cancel, set_weight...) on the actor's thread and
 /// executes the effects it returns.
 void submit_control(const caf::actor& averager,

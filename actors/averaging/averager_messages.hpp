@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/averaging/averager_role.hpp"
+#include "core/averaging/state_sharing.hpp"
 #include "core/dht/node.hpp"
 
 namespace apiary::actors {
@@ -42,6 +43,13 @@ struct averager_step_message {
 /// Runs a control function on the role.
 struct averager_control_message {
   std::function<core::averaging::AveragerEffects(core::averaging::AveragerRole&, core::TimePoint)> run;
+};
+
+/// Downloads the state from `donors` (best first) with `config`; `done` gets the outcome
+/// once, on the actor's thread (cancelled if the actor stops first).
+struct averager_load_state_message {
+  core::averaging::StateLoaderConfig config;
+  std::shared_ptr<std::function<void(Result<core::averaging::DownloadedState>)>> done;
 };
 
 /// A DHT operation of the role finished on the DHT actor.

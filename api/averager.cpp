@@ -49,6 +49,10 @@ Status check(const AveragerOptions& o) {
   if (!key) return key.error();
   if (o.tensors.empty()) return make_error(errc::invalid_argument, "expected at least one tensor to average, got none");
   if (o.min_group_size < 1) return make_error(errc::invalid_argument, "expected min_group_size >= 1, got 0");
+  if (o.target_group_size != 0 && o.target_group_size < o.min_group_size) {
+    return make_error(errc::invalid_argument, "expected target_group_size 0 or >= min_group_size {}, got {}",
+                      o.min_group_size, o.target_group_size);
+  }
   if (!(o.averaging_alpha > 0) || !std::isfinite(o.averaging_alpha)) {
     return make_error(errc::invalid_argument, "expected averaging_alpha > 0, got {}", o.averaging_alpha);
   }

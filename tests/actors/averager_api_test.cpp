@@ -1,0 +1,126 @@
+// apiary::Averager over UCX in one process (each averager beside its own Dht and
+// gateway): step control (require_trigger, set_weight before the all-reduce, cancel),
+// a lone averager's clear failure, and the Moshpit key moving after a round.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include "api/averager.hpp"
+#include "api/dht.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Averagers beside DHT nodes on one actor system, bootstrapped from the first node.
+struct Swarm {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<std::unique_ptr<Dht>> dhts;
+  std::vector<std::unique_ptr<Averager>> averagers;
+
+  explicit Swarm(const std::vector<std::vector<float>>& values, std::size_t target = 0) {
+    cfg.set("work-stealing.moderate-poll-attempts", 0);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      DhtOptions d;
+      d.system = sys.get();
+      d.node.wait_timeout = 1s;
+      if (!dhts.empty()) d.initial_peers = dhts[0]->visible_addrs();
+      auto dht = Dht::start(d);
+      REQUIRE(dht.ok());
+      dhts.push_back(std::move(*dht));
+      AveragerOptions o;
+      o.prefix = "test";
+      o.tensors = {values[i]};
+      o.target_group_size = target == 0 ? values.size() : target;
+      o.min_matchmaking_time = 1.0;
+      o.request_timeout = 1.0;
+      auto averager = Averager::start(*dhts.back(), o);
+      REQUIRE(averager.ok());
+      averagers.push_back(std::move(*averager));
+    }
+  }
+  ~Swarm() {
+    averagers.clear();
+    for (auto& d : dhts) d->stop();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a require_trigger step finds its group but averages only after trigger, with the weight set last",
+          "[actor][averaging]") {
+  Swarm swarm({{0.0f, 4.0f}, {4.0f, 0.0f}});
+  AveragerStepOptions step;
+  step.require_trigger = true;
+  step.timeout = 30;
+  auto first = swarm.averagers[0]->step(step);
+  auto second = swarm.averagers[1]->step(step);
+  // The group forms after min_matchmaking_time; without a trigger nothing is averaged.
+  CHECK(first.wait_for(3s) == std::future_status::timeout);
+  CHECK(swarm.averagers[0]->tensors()[0] == std::vector<float>{0.0f, 4.0f});
+  CHECK(swarm.averagers[0]->set_weight(3.0));
+  swarm.averagers[0]->trigger();
+  swarm.averagers[1]->trigger();
+  auto a = first.get();
+  auto b = second.get();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->peers.size() == 2);
+  CHECK(a->peers == b->peers);
+  // Weighted mean: (3 * [0, 4] + 1 * [4, 0]) / 4 = [1, 3].
+  for (const auto& averager : swarm.averagers) {
+    const auto t = averager->tensors()[0];
+    CHECK(t[0] == Approx(1.0f).margin(1e-6));
+    CHECK(t[1] == Approx(3.0f).margin(1e-6));
+  }
+  CHECK_FALSE(swarm.averagers[0]->set_weight(1.0));  // no step runs any more
+}
+
+TEST_CASE("a lone averager fails with a clear error at its timeout, and a cancelled step says so",
+          "[actor][averaging]") {
+  Swarm swarm({{1.0f, 2.0f}}, 2);
+  AveragerStepOptions step;
+  step.timeout = 3;
+  auto alone = swarm.averagers[0]->step(step).get();
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.error().message.find("group") != std::string::npos);
+  CHECK(swarm.averagers[0]->tensors()[0] == std::vector<float>{1.0f, 2.0f});
+
+  step.timeout = 600;
+  auto pending = swarm.averagers[0]->step(step);
+  swarm.averagers[0]->cancel();
+  auto cancelled = pending.get();
+  REQUIRE_FALSE(cancelled.ok());
+  INFO(cancelled.error().what());
+  CHECK(cancelled.error().code == errc::cancelled);
+}
+
+TEST_CASE("two steps at once: the second is refused while the first runs", "[actor][averaging]") {
+  Swarm swarm(std::vector<std::vector<float>>{{1.0f}}, 2);
+  AveragerStepOptions step;
+  step.timeout = 600;
+  auto first = swarm.averagers[0]->step(step);
+  auto second = swarm.averagers[0]->step(step).get();
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message.find("one averaging step at a time") != std::string::npos);
+  swarm.averagers[0]->cancel();
+  CHECK(first.get().error().code == errc::cancelled);
+}
+
+TEST_CASE("bad averager options are refused with the field named", "[actor][averaging]") {
+  Swarm swarm(std::vector<std::vector<float>>{{1.0f}}, 2);
+  AveragerOptions o;
+  o.prefix = "bad.prefix";
+  o.tensors = {{1.0f}};
+  auto bad = Averager::start(*swarm.dhts[0], o);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == errc::invalid_argument);
+  o.prefix = "fine";
+  o.tensors.clear();
+  auto empty = Averager::start(*swarm.dhts[0], o);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().message.find("tensor") != std::string::npos);
+}

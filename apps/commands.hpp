@@ -23,6 +23,10 @@ Command add_sim_commands(CLI::App& app);
 Command add_strategy_commands(CLI::App& app);
 /// `apiary average`: an averager process averaging one vector with its peers.
 Command add_average_command(CLI::App& app);
+/// `apiary train`: a collaborative training process (local SGD + periodic averaging).
+Command add_train_command(CLI::App& app);
+/// `apiary ps`: parameter-server training processes (PS shards, chief and worker replicas).
+Command add_ps_command(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.

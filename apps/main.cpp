@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
       {"dht", apiary::apps::add_dht_commands(app)},
       {"sim", apiary::apps::add_sim_commands(app)},
       {"strategy", apiary::apps::add_strategy_commands(app)},
+      {"ps", apiary::apps::add_ps_command(app)},
       {"average", apiary::apps::add_average_command(app)},
+      {"train", apiary::apps::add_train_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,202 @@
+#include "actors/ps/replica_driver.hpp"
+
+#include <optional>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "actors/rpc.hpp"
+#include "core/ps/wire.hpp"
+
+namespace apiary::actors {
+
+Result<std::unique_ptr<ReplicaDriver>> ReplicaDriver::create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
+                                                             ReplicaDriverConfig config) {
+  const auto& plan = config.plan;
+  if (config.replica < 0 || static_cast<std::size_t>(config.replica) >= plan.replicas.size()) {
+    return make_error(errc::invalid_argument, "replica id: expected 0..{} (the strategy's {} replicas), got {}",
+                      static_cast<std::int64_t>(plan.replicas.size()) - 1, plan.replicas.size(), config.replica);
+  }
+  for (const auto& device : plan.servers) {
+    if (config.servers.count(device) == 0) {
+      return make_error(errc::invalid_argument,
+                        "PS addresses: expected one for PS device {} (it holds shards of the strategy), got none; "
+                        "add {}=<host:port> to --peers",
+                        device, device);
+    }
+  }
+  if (config.timeout <= std::chrono::milliseconds::zero()) {
+    return make_error(errc::invalid_argument, "call timeout: expected > 0 ms, got {} ms", config.timeout.count());
+  }
+  auto replica = core::ps::Replica::create(config.replica, plan.variables);
+  if (!replica) return replica.error();
+  std::unique_ptr<ReplicaDriver> driver(new ReplicaDriver(sys, std::move(gw), std::move(config), std::move(*replica)));
+  driver->join();
+  return driver;
+}
+
+void ReplicaDriver::join() {
+  // A session lasts as long as training: its deadline is far beyond any job (one year).
+  constexpr auto k_session_deadline = std::chrono::hours(24 * 365);
+  pb::PsJoinRequest m;
+  m.set_replica(config_.replica);
+  for (const auto& device : config_.plan.servers) {
+    const CallId id = gw_->open(self_, config_.servers.at(device), core::ps::k_ps_join_handle, pb::BIDI_STREAM,
+                                k_session_deadline, to_buffer(m), false);
+    sessions_.emplace(id, device);
+  }
+}
+
+Status ReplicaDriver::leave(std::chrono::milliseconds patience) {
+  std::set<CallId> open;
+  const auto devices = std::move(sessions_);
+  sessions_.clear();
+  for (const auto& [id, device] : devices) {
+    gw_->end(id);
+    open.insert(id);
+  }
+  // The PS ends its side once it has taken our end in (an error end counts too: there
+  // is nothing more to wait for from that PS).
+  const auto outcomes = await_calls(self_, *gw_, open, patience);
+  std::string late;  // PS devices that did not answer
+  for (const auto& [id, o] : outcomes) {
+    if (devices.count(id) == 0 || !o.error || o.error->code != errc::deadline_exceeded) continue;
+    late += (late.empty() ? "" : ", ") + devices.at(id);
+  }
+  if (!late.empty()) {
+    return make_error(errc::deadline_exceeded,
+                      "replica {}: PS processes did not acknowledge its leaving within {} ms "
+                      "({}); they may take its exit for a failure",
+                      config_.replica, patience.count(), late);
+  }
+  return ok_status();
+}
+
+ReplicaDriver::~ReplicaDriver() {
+  for (const auto& [id, device] : sessions_) gw_->end(id);
+}
+
+ReplicaDriver::ReplicaDriver(caf::actor_system& sys, std::shared_ptr<Gateway> gw, ReplicaDriverConfig config,
+                             core::ps::Replica replica)
+    : self_(sys), gw_(std::move(gw)), config_(std::move(config)), replica_(std::move(replica)) {}
+
+Error ReplicaDriver::describe(const char* what, std::size_t shard, const Error& e) const {
+  const auto& s = config_.plan.shards[shard];
+  const std::string& addr = config_.servers.at(s.device);
+  std::string hint;
+  if (e.code == errc::peer_down) {
+    hint =
+        "; the PS process is not running there (not started yet, or stopped: its shards' state is then "
+        "lost and the job must restart)";
+  } else if (e.code == errc::deadline_exceeded) {
+    hint = fmt::format(
+        "; no answer within {} ms: the PS process is stuck, or (synchronous training) another "
+        "replica stopped or lags more than the timeout",
+        config_.timeout.count());
+  }
+  return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {} failed: {}{}", config_.replica, what,
+                    s.config.variable, replica_.step(), s.device, addr, e.message, hint);
+}
+
+Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, const char* handle,
+                                                              std::vector<std::pair<std::size_t, Buffer>> requests) {
+  std::map<CallId, std::size_t> shard_of;
+  std::set<CallId> ids;
+  for (auto& [shard, body] : requests) {
+    const auto& peer = config_.servers.at(config_.plan.shards[shard].device);
+    const CallId id = gw_->unary(self_, peer, handle, std::move(body), config_.timeout);
+    shard_of.emplace(id, shard);
+    ids.insert(id);
+  }
+  // Collect the answers; the first failure cancels the other calls, so that a dead PS
+  // is reported at once even when another shard holds this replica's request.
+  std::map<std::size_t, Buffer> out;
+  std::map<CallId, Buffer> partial;
+  const auto patience = config_.timeout + std::chrono::seconds(1);  // the gateway's deadline fires first
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  std::optional<Error> failure;
+  while (!ids.empty() && !failure) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+    if (left <= std::chrono::milliseconds::zero()) {
+      failure = describe(what, shard_of.at(*ids.begin()),
+                         make_error(errc::deadline_exceeded, "no answer within {} ms", patience.count()));
+      break;
+    }
+    self_->receive(
+        [&](Delivery& d) {
+          auto it = shard_of.find(d.call);
+          if (it == shard_of.end() || ids.count(d.call) == 0) return;  // a call given up earlier
+          if (d.kind == DeliveryKind::error) {
+            failure = describe(what, it->second, d.error);
+          } else if (d.has_message) {
+            partial[d.call] = std::move(d.data);
+          }
+          if (!d.final) return;
+          ids.erase(d.call);
+          auto body = partial.find(d.call);
+          if (body != partial.end()) {
+            out.emplace(it->second, std::move(body->second));
+          } else if (!failure) {
+            failure = describe(what, it->second, make_error(errc::protocol, "the call ended without a response"));
+          }
+        },
+        caf::after(left + std::chrono::milliseconds(1)) >> [] {});
+  }
+  if (failure) {
+    for (CallId id : ids) gw_->cancel(id, "the replica gave up the step: another shard failed");
+    return *failure;
+  }
+  return out;
+}
+
+Result<std::map<std::string, std::vector<float>>> ReplicaDriver::pull() {
+  auto pulls = replica_.start_pull();
+  if (!pulls) return pulls.error();
+  std::vector<std::pair<std::size_t, Buffer>> requests;
+  for (const auto& p : *pulls) {
+    pb::PsPullRequest m;
+    m.set_shard(config_.plan.shards[p.shard].config.variable);
+    m.set_replica(config_.replica);
+    m.set_step(p.step);
+    requests.emplace_back(p.shard, to_buffer(m));
+  }
+  auto answers = call_all("pull", core::ps::k_ps_pull_handle, std::move(requests));
+  if (!answers) return answers.error();
+  for (auto& [shard, body] : *answers) {
+    auto m = from_buffer<pb::PsPullResponse>(body, "pull response");
+    if (!m) return describe("pull", shard, m.error());
+    const auto reply = core::ps::from_pb(*m);
+    const auto& config = config_.plan.shards[shard].config;
+    // The synchronization contract, checked on every answer: a synchronous shard
+    // answers step s with at least s - staleness updates applied.
+    if (config.sync && reply.version < reply.step - config.staleness) {
+      return describe("pull", shard,
+                      make_error(errc::internal,
+                                 "expected version >= {} (step {} with staleness {}), got version {}: the "
+                                 "shard broke its staleness bound",
+                                 reply.step - config.staleness, reply.step, config.staleness, reply.version));
+    }
+    if (auto r = replica_.on_pull_reply(shard, reply); !r) return describe("pull", shard, r.error());
+  }
+  return replica_.parameters();
+}
+
+Status ReplicaDriver::push(const std::map<std::string, core::ps::Gradient>& gradients, double samples) {
+  auto pushes = replica_.push(gradients, samples);
+  if (!pushes) return pushes.error();
+  std::vector<std::pair<std::size_t, Buffer>> requests;
+  for (const auto& p : *pushes) {
+    requests.emplace_back(p.shard, to_buffer(core::ps::to_pb(config_.plan.shards[p.shard].config.variable, p.push)));
+  }
+  auto answers = call_all("push", core::ps::k_ps_push_handle, std::move(requests));
+  if (!answers) return answers.error();
+  for (auto& [shard, body] : *answers) {
+    auto m = from_buffer<pb::PsPushResponse>(body, "push response");
+    if (!m) return describe("push", shard, m.error());
+    core::ps::PushAck ack{m->replica(), m->step()};
+    if (auto r = replica_.on_push_ack(shard, ack); !r) return describe("push", shard, r.error());
+  }
+  return ok_status();
+}
+
+}  // namespace apiary::actors

@@ -1,0 +1,24 @@
+#pragma once
+/// The parameter-server role as an actor: a thin shell around core::ps::ShardServer
+/// that serves the push and pull handles (core/ps/wire.hpp) over the gateway and sends
+/// each answer when the server releases it. Replicas talk to it with ReplicaDriver
+/// (actors/ps/replica_driver.hpp).
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/gateway.hpp"
+#include "core/ps/server.hpp"
+
+namespace apiary::actors {
+
+/// Spawns the PS actor owning `server` on `gw` and registers it for the push and pull
+/// handles (one PS actor per gateway).
+caf::actor spawn_ps_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, core::ps::ShardServer server);
+
+/// Stops routing the PS handles to the actor on `gw` and stops the actor.
+void stop_ps_actor(Gateway& gw, const caf::actor& ps);
+
+}  // namespace apiary::actors

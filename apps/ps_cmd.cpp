@@ -1,0 +1,327 @@
+// `apiary ps`: parameter-server training as standalone processes. One process per PS
+// device (--role ps) serves the shards the strategy places there; one process per
+// replica (--role chief for replica 0, --role worker for the others) trains the
+// built-in logistic-regression model, pulling parameters and pushing gradients each step.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/ps/replica_driver.hpp"
+#include "actors/ps/shard_actor.hpp"
+#include "api/startup.hpp"
+#include "apps/commands.hpp"
+#include "core/ps/logistic_regression.hpp"
+#include "core/ps/plan.hpp"
+#include "core/strategy/strategy_io.hpp"
+#include "core/strategy/validate.hpp"
+
+namespace apiary::apps {
+namespace {
+
+namespace cps = core::ps;
+namespace cs = core::strategy;
+
+struct PsArgs {
+  std::string role;
+  std::string strategy;
+  bool text = false;
+  std::string resource_spec;
+  std::string listen = "127.0.0.1:0";
+  std::vector<std::string> peers;
+  std::string device;
+  std::int32_t replica = -1;
+  std::int64_t steps = 20;
+  std::size_t batch = 32;
+  std::size_t samples = 4096;
+  std::size_t features = 16;
+  std::uint64_t seed = 1;
+  std::string optimizer = "sgd";
+  float learning_rate = 0.5F;
+  std::int64_t timeout_ms = 30000;
+  std::int64_t step_delay_ms = 0;
+  std::string mode = "tcp";
+  bool stdin_stops = false;
+};
+
+/// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
+int fail(const Error& e) {
+  std::fprintf(stderr, "apiary ps: %s\n", e.what().c_str());
+  return e.code == errc::invalid_argument ? 2 : 1;
+}
+
+Result<std::string> read_text(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
+Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what) {
+  const auto colon = text.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
+    return make_error(errc::invalid_argument, "{}: expected host:port such as 127.0.0.1:7000, got '{}'", what, text);
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, static_cast<std::uint16_t>(std::stoul(port)));
+}
+
+/// The training plan from the files, checked against the model and the cluster.
+Result<cps::TrainingPlan> load_plan(const PsArgs& a) {
+  auto bytes = read_text(a.strategy, "strategy");
+  if (!bytes) return bytes.error();
+  auto strategy =
+      cs::parse_strategy(*bytes, a.text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, a.strategy);
+  if (!strategy) return strategy.error();
+  auto spec_text = read_text(a.resource_spec, "resource spec");
+  if (!spec_text) return spec_text.error();
+  auto spec = cs::parse_resource_spec(*spec_text, a.resource_spec);
+  if (!spec) return spec.error();
+  const auto item = cps::logistic_graph_item(a.features);
+  if (auto valid = cs::validate(*strategy, item, *spec); !valid) {
+    return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
+                      a.strategy, valid.error().message, cps::k_logreg_weights, a.features, cps::k_logreg_bias);
+  }
+  cps::OptimizerConfig opt;
+  opt.learning_rate = a.learning_rate;
+  opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
+             : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
+                                         : cps::OptimizerKind::sgd;
+  return cps::plan_training(*strategy, item, opt);
+}
+
+/// --peers DEVICE=HOST:PORT entries.
+Result<std::map<std::string, actors::PeerKey>> parse_peers(const std::vector<std::string>& peers) {
+  std::map<std::string, actors::PeerKey> out;
+  for (const auto& p : peers) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos) {
+      return make_error(errc::invalid_argument,
+                        "--peers: expected DEVICE=HOST:PORT such as "
+                        "localhost:CPU:0=127.0.0.1:7000, got '{}'",
+                        p);
+    }
+    if (auto hp = split_host_port(p.substr(eq + 1), "--peers"); !hp) return hp.error();
+    out[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return out;
+}
+
+/// Set when stdin closed under --stop-on-stdin-eof.
+std::atomic<bool> g_stdin_closed{false};
+
+/// Watches stdin: at its end, sets g_stdin_closed and raises SIGTERM (which a PS process
+/// waits for; replicas check the flag between steps). A parent holding the pipe stops
+/// the process by closing it, or by dying.
+void watch_stdin() {
+  std::thread([] {
+    char buf[256];
+    while (std::fread(buf, 1, sizeof buf, stdin) > 0) {
+    }
+    g_stdin_closed = true;
+    ::kill(::getpid(), SIGTERM);
+  }).detach();
+}
+
+/// A caf system and a gateway listening on --listen.
+struct Runtime {
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<actors::Gateway> gateway;
+};
+
+Result<Runtime> start_runtime(const PsArgs& a) {
+  auto hp = split_host_port(a.listen, "--listen");
+  if (!hp) return hp.error();
+  Runtime rt;
+  rt.config = api::node_actor_system_config(0);
+  rt.system = std::make_unique<caf::actor_system>(*rt.config);
+  actors::GatewayConfig gc;
+  gc.transport.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  gc.host = hp->first;
+  gc.port = hp->second;
+  auto gw = actors::Gateway::start(*rt.system, gc);
+  if (!gw) return gw.error();
+  rt.gateway = *gw;
+  return rt;
+}
+
+int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
+  const auto ids = plan.shards_on(a.device);
+  if (ids.empty()) {
+    std::string servers;
+    for (const auto& s : plan.servers) servers += (servers.empty() ? "" : ", ") + s;
+    return fail(make_error(errc::invalid_argument, "--device: expected a PS device of the strategy ({}), got '{}'",
+                           servers, a.device));
+  }
+  auto initial = cps::initial_pieces(plan, cps::logistic_initial(a.features));
+  if (!initial) return fail(initial.error());
+  std::map<std::string, cps::Shard> shards;
+  std::string names;
+  for (auto id : ids) {
+    auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
+    if (!shard) return fail(shard.error());
+    names += (names.empty() ? "" : ",") + plan.shards[id].config.variable;
+    shards.emplace(plan.shards[id].config.variable, std::move(*shard));
+  }
+  auto rt = start_runtime(a);
+  if (!rt) return fail(rt.error());
+  auto actor = actors::spawn_ps_actor(*rt->system, rt->gateway, cps::ShardServer(a.device, std::move(shards)));
+  std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt->gateway->address().c_str(), names.c_str());
+  std::fflush(stdout);
+  if (a.stdin_stops) watch_stdin();
+  const int sig = wait_for_shutdown_signal();
+  std::printf("ps %s stopping on %s\n", a.device.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  actors::stop_ps_actor(*rt->gateway, actor);
+  rt->gateway->stop();
+  return 0;
+}
+
+int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
+  const std::int32_t id = a.role == "chief" ? 0 : a.replica;
+  if (a.role == "worker" && id <= 0) {
+    return fail(make_error(errc::invalid_argument,
+                           "--replica: expected a worker's replica id 1..{}, got {} "
+                           "(replica 0 is the chief)",
+                           static_cast<std::int64_t>(plan.replicas.size()) - 1, id));
+  }
+  auto servers = parse_peers(a.peers);
+  if (!servers) return fail(servers.error());
+  auto rt = start_runtime(a);
+  if (!rt) return fail(rt.error());
+  const std::size_t replicas = plan.replicas.size();
+  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms)};
+  auto driver = actors::ReplicaDriver::create(*rt->system, rt->gateway, std::move(dc));
+  if (!driver) return fail(driver.error());
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples\n", id, replicas, a.role.c_str(),
+              rt->gateway->address().c_str(), static_cast<long long>(a.steps), a.batch);
+  std::fflush(stdout);
+  if (a.stdin_stops) watch_stdin();
+  int rc = 0;
+  double total_ms = 0;
+  for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
+    if (g_stdin_closed) {
+      rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+      break;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto params = (*driver)->pull();
+    if (!params) {
+      rc = fail(params.error());
+      break;
+    }
+    const auto version = (*driver)->min_version();
+    std::map<std::string, std::vector<float>> grads;
+    const double loss =
+        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), *params, &grads);
+    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
+    std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
+    if (auto pushed = (*driver)->push(gradients, static_cast<double>(a.batch)); !pushed) {
+      rc = fail(pushed.error());
+      break;
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    total_ms += ms;
+    if (id == 0) {
+      std::printf("step %lld replica %d version %lld batch_loss %.6f loss %.6f step_ms %.3f\n",
+                  static_cast<long long>(step), id, static_cast<long long>(version), loss,
+                  cps::logistic_full_loss(data, *params), ms);
+    } else {
+      std::printf("step %lld replica %d version %lld batch_loss %.6f step_ms %.3f\n", static_cast<long long>(step), id,
+                  static_cast<long long>(version), loss, ms);
+    }
+    std::fflush(stdout);
+  }
+  if (rc == 0) {
+    // The parameters after the last step (in BSP: every replica's updates applied).
+    auto params = (*driver)->pull();
+    if (!params) {
+      rc = fail(params.error());
+    } else {
+      std::printf("final replica %d version %lld loss %.6f mean_step_ms %.3f\n", id,
+                  static_cast<long long>((*driver)->min_version()), cps::logistic_full_loss(data, *params),
+                  a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0);
+      for (const auto& [name, values] : *params) {
+        std::printf("final %s", name.c_str());
+        for (float v : values) std::printf(" %.9g", v);
+        std::printf("\n");
+      }
+    }
+  }
+  if (rc == 0) {
+    if (auto left = (*driver)->leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  }
+  std::fflush(stdout);
+  driver->reset();
+  rt->gateway->stop();
+  return rc;
+}
+
+}  // namespace
+
+Command add_ps_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("ps",
+                                 "Parameter-server training: a PS process, or a replica training logistic "
+                                 "regression on synthetic data");
+  auto a = std::make_shared<PsArgs>();
+  cmd->add_option("--role", a->role, "ps (serve a PS device's shards), chief (replica 0) or worker")
+      ->required()
+      ->check(CLI::IsMember({"ps", "chief", "worker"}));
+  cmd->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
+      ->required();
+  cmd->add_flag("--text", a->text, "The strategy file is protobuf text format");
+  cmd->add_option("--resource-spec", a->resource_spec, "resource_spec.yml the strategy was built for")->required();
+  cmd->add_option("--listen", a->listen, "Listen address host:port (port 0: any)")->capture_default_str();
+  cmd->add_option("--peers", a->peers,
+                  "Replicas: DEVICE=HOST:PORT of every PS device, e.g. "
+                  "localhost:CPU:0=127.0.0.1:7000")
+      ->expected(0, -1);
+  cmd->add_option("--device", a->device, "PS role: the PS device this process serves, e.g. localhost:CPU:0");
+  cmd->add_option("--replica", a->replica, "Worker role: replica id 1..R-1 (graph_config.replicas order)");
+  cmd->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Samples per replica per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--samples", a->samples, "Samples in the synthetic data set")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--features", a->features, "Features per sample")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the synthetic data")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "PS role: sgd, momentum or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+      ->capture_default_str();
+  cmd->add_option("--learning-rate", a->learning_rate, "PS role: step size")->capture_default_str();
+  cmd->add_option("--timeout-ms", a->timeout_ms, "Replicas: deadline of each pull and push (ms)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}))
+      ->capture_default_str();
+  cmd->add_option("--step-delay-ms", a->step_delay_ms, "Replicas: extra time per step (ms), to make a straggler")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{3600000}))
+      ->capture_default_str();
+  cmd->add_flag("--stop-on-stdin-eof", a->stdin_stops, "Stop when stdin closes (for a parent that holds the pipe)");
+  cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  return [a]() {
+    block_shutdown_signals();
+    auto plan = load_plan(*a);
+    if (!plan) return fail(plan.error());
+    if (a->role == "ps") return run_ps(*a, *plan);
+    return run_replica(*a, std::move(*plan));
+  };
+}
+
+}  // namespace apiary::apps

@@ -1,0 +1,111 @@
+#include "core/ps/logistic_regression.hpp"
+
+#include <cmath>
+#include <numeric>
+
+namespace apiary::core::ps {
+namespace {
+
+/// SplitMix64: a portable, seedable stream (the same numbers on every platform).
+class SplitMix {
+ public:
+  explicit SplitMix(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [-1, 1), from the top 24 bits (exact in float).
+  float symmetric() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 23) - 1.0F; }
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace
+
+LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed) {
+  SplitMix rng(seed);
+  std::vector<float> truth(features);
+  for (auto& w : truth) w = 2.0F * rng.symmetric();
+  const float bias = 0.5F * rng.symmetric();
+  LogisticData d;
+  d.features = features;
+  d.x.resize(samples * features);
+  d.y.resize(samples);
+  for (std::size_t i = 0; i < samples; ++i) {
+    double z = bias;
+    for (std::size_t j = 0; j < features; ++j) {
+      d.x[i * features + j] = rng.symmetric();
+      z += static_cast<double>(truth[j]) * d.x[i * features + j];
+    }
+    z += 0.1 * rng.symmetric();
+    d.y[i] = z > 0 ? 1.0F : 0.0F;
+  }
+  return d;
+}
+
+strategy::GraphItem logistic_graph_item(std::size_t features) {
+  strategy::GraphItem item;
+  strategy::Variable w;
+  w.name = k_logreg_weights;
+  w.shape = {static_cast<std::int64_t>(features)};
+  strategy::Variable b;
+  b.name = k_logreg_bias;
+  b.shape = {1};
+  item.variables = {w, b};
+  item.grad_target_pairs = {{"gradients/logreg/w_grad:0", k_logreg_weights},
+                            {"gradients/logreg/b_grad:0", k_logreg_bias}};
+  return item;
+}
+
+std::map<std::string, std::vector<float>> logistic_initial(std::size_t features) {
+  return {{k_logreg_weights, std::vector<float>(features, 0.0F)}, {k_logreg_bias, std::vector<float>(1, 0.0F)}};
+}
+
+std::vector<std::size_t> logistic_batch(const LogisticData& data, std::size_t replicas, std::size_t replica,
+                                        std::int64_t step, std::size_t batch) {
+  std::vector<std::size_t> out(batch);
+  const std::size_t n = data.samples();
+  const std::size_t start = ((static_cast<std::size_t>(step) * replicas + replica) * batch) % n;
+  for (std::size_t i = 0; i < batch; ++i) out[i] = (start + i) % n;
+  return out;
+}
+
+double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& indices,
+                     const std::map<std::string, std::vector<float>>& params,
+                     std::map<std::string, std::vector<float>>* gradients) {
+  const auto& w = params.at(k_logreg_weights);
+  const double b = params.at(k_logreg_bias).at(0);
+  const std::size_t d = data.features;
+  std::vector<double> gw(d, 0.0);
+  double gb = 0.0;
+  double loss = 0.0;
+  for (std::size_t i : indices) {
+    const float* x = &data.x[i * d];
+    double z = b;
+    for (std::size_t j = 0; j < d; ++j) z += static_cast<double>(w[j]) * x[j];
+    // Cross-entropy in a stable form: log(1 + e^z) - y z.
+    loss += (z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z))) - data.y[i] * z;
+    const double err = 1.0 / (1.0 + std::exp(-z)) - data.y[i];
+    for (std::size_t j = 0; j < d; ++j) gw[j] += err * x[j];
+    gb += err;
+  }
+  const double n = indices.empty() ? 1.0 : static_cast<double>(indices.size());
+  if (gradients != nullptr) {
+    std::vector<float> fw(d);
+    for (std::size_t j = 0; j < d; ++j) fw[j] = static_cast<float>(gw[j] / n);
+    (*gradients)[k_logreg_weights] = std::move(fw);
+    (*gradients)[k_logreg_bias] = {static_cast<float>(gb / n)};
+  }
+  return loss / n;
+}
+
+double logistic_full_loss(const LogisticData& data, const std::map<std::string, std::vector<float>>& params) {
+  std::vector<std::size_t> all(data.samples());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  return logistic_loss(data, all, params, nullptr);
+}
+
+}  // namespace apiary::core::ps

@@ -1,0 +1,82 @@
+#pragma once
+/// A parameter-server process's protocol role: the shards one PS device holds, served
+/// over the two RPC handles of core/ps/wire.hpp. It decodes requests, hands them to the
+/// right Shard, and answers each request when its shard releases it: at once, or
+/// later, from the call that admits it (BSP and SSP hold pulls and pushes). The shell
+/// (actors/ps/shard_actor.hpp) delivers requests and executes the returned Replies.
+///
+/// Replicas also hold a session stream open (k_ps_join_handle). When one fails (the
+/// replica died, or its connection did), a synchronous step can never complete again:
+/// the server then fails every request held on a synchronous shard, and refuses new
+/// ones, with an error naming the lost replica, rather than letting the others wait for
+/// their deadlines. A session ended normally (the replica finished) changes nothing.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "core/effects.hpp"
+#include "core/ps/shard.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::core::ps {
+
+/// Counters of a server, for logs and tests.
+struct ServerStats {
+  std::uint64_t pushes = 0;    ///< push requests admitted
+  std::uint64_t pulls = 0;     ///< pull requests answered
+  std::uint64_t refused = 0;   ///< requests answered with an error
+  std::uint64_t sessions = 0;  ///< replica sessions opened
+};
+
+/// The shards of one PS device. Not thread-safe; one owner drives it.
+class ShardServer {
+ public:
+  /// A server named `device` (for messages) holding `shards`, keyed by shard name.
+  ShardServer(std::string device, std::map<std::string, Shard> shards);
+
+  /// A request to a handle of core/ps/wire.hpp. Returns the Replies to send: this
+  /// request's own when it is answered (or refused) now, and those of held requests it
+  /// released. A malformed request, an unknown handle or shard, or a request the shard
+  /// refuses is answered with an error saying what was expected.
+  [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
+                                   const std::string& body);
+
+  /// The next message, end or error of a session stream (request `id` of
+  /// k_ps_join_handle): an error marks its replica lost (see the file comment); the end
+  /// closes the session. Returns the Replies to send.
+  [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, const Result<std::string>& message, bool last);
+
+  /// The replicas whose session failed, with why.
+  [[nodiscard]] const std::map<std::int32_t, std::string>& lost() const { return lost_; }
+  /// The shard named `name`, or nullptr.
+  [[nodiscard]] const Shard* shard(const std::string& name) const;
+  /// Requests held, waiting for other replicas.
+  [[nodiscard]] std::size_t held() const;
+  /// Counters.
+  [[nodiscard]] const ServerStats& stats() const { return stats_; }
+
+ private:
+  /// (shard, pull?, replica, step): identifies a held request to answer later.
+  using Key = std::tuple<std::string, bool, std::int32_t, std::int64_t>;
+
+  Effects push(RequestId id, const std::string& body);
+  Effects pull(RequestId id, const std::string& body);
+  Effects join(RequestId id, const std::string& body, const PeerAddr& from);
+  /// The error for a request to a synchronous shard once a replica is lost.
+  [[nodiscard]] Error lost_error(const std::string& shard) const;
+  /// Replies to the held requests `released` answers (and the caller's own, `id`).
+  Effects answer(const std::string& shard, const Released& released, Effects out);
+  Effects refuse(RequestId id, Error error);
+  Shard* find(const std::string& name, RequestId id, Effects& out);
+
+  std::string device_;
+  std::map<std::string, Shard> shards_;
+  std::map<Key, std::deque<RequestId>> waiting_;
+  std::map<RequestId, std::pair<std::int32_t, PeerAddr>> sessions_;  ///< session -> (replica, its address)
+  std::map<std::int32_t, std::string> lost_;                         ///< replica -> why it was lost
+  ServerStats stats_;
+};
+
+}  // namespace apiary::core::ps

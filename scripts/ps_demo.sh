@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Parameter-server training on one machine: builds a PSLoadBalancing strategy for the
+# logistic-regression model of `apiary ps` (examples/ps/), starts one PS process per PS
+# device of the strategy (two) and four replica processes (one chief, three workers),
+# all on 127.0.0.1, and prints the chief's loss and step time per step.
+# Usage: scripts/ps_demo.sh [STEPS=30] [STALENESS=0] [BUILDER=PSLoadBalancing]
+# Env: APIARY (default build/bin/apiary; run scripts/setup.sh first), STRAGGLER_MS
+# (extra time per step of the last worker, default 0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${1:-30}
+STALENESS=${2:-0}
+BUILDER=${3:-PSLoadBalancing}
+APIARY=${APIARY:-build/bin/apiary}
+export UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n   # loopback only
+[ -x "$APIARY" ] || { echo "no $APIARY; build first (scripts/setup.sh) or set APIARY"; exit 1; }
+OUT=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$OUT"; }
+trap cleanup EXIT
+
+SPEC=examples/ps/resource_spec.yml
+"$APIARY" strategy build --builder "$BUILDER" --staleness "$STALENESS" --graph examples/ps/graph_item.json \
+  --resource-spec "$SPEC" --out "$OUT/strategy"
+COMMON=(--strategy "$OUT/strategy" --resource-spec "$SPEC" --features 16 --steps "$STEPS" --batch 32)
+
+# One PS process per PS device the strategy uses.
+DEVICES=$("$APIARY" strategy build --builder "$BUILDER" --staleness "$STALENESS" --graph examples/ps/graph_item.json \
+  --resource-spec "$SPEC" | sed -n 's/.*reduction_destination: "\([^"]*\)".*/\1/p' | sort -u)
+PEERS=()
+i=0
+for dev in $DEVICES; do
+  "$APIARY" ps --role ps --device "$dev" --listen 127.0.0.1:0 "${COMMON[@]}" >"$OUT/ps$i.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q ' listening ' "$OUT/ps$i.log" && break; sleep 0.1; done
+  addr=$(sed -n 's/.* listening \([^ ]*\) .*/\1/p' "$OUT/ps$i.log")
+  [ -n "$addr" ] || { echo "PS $dev did not start:"; cat "$OUT/ps$i.log"; exit 1; }
+  echo "PS $dev at $addr: $(sed -n 's/.* shards //p' "$OUT/ps$i.log")"
+  PEERS+=("$dev=$addr")
+  i=$((i + 1))
+done
+
+# Four replicas: the chief (replica 0) and three workers.
+rpids=()
+"$APIARY" ps --role chief "${COMMON[@]}" --peers "${PEERS[@]}" >"$OUT/replica0.log" 2>&1 &
+rpids+=($!)
+for r in 1 2 3; do
+  extra=()
+  [ "$r" = 3 ] && [ -n "${STRAGGLER_MS:-}" ] && extra=(--step-delay-ms "$STRAGGLER_MS")
+  "$APIARY" ps --role worker --replica "$r" "${COMMON[@]}" --peers "${PEERS[@]}" "${extra[@]}" \
+    >"$OUT/replica$r.log" 2>&1 &
+  rpids+=($!)
+done
+rc=0
+for p in "${rpids[@]}"; do wait "$p" || rc=1; done
+echo "== chief (replica 0)"
+cat "$OUT/replica0.log"
+for r in 1 2 3; do echo "== replica $r (last 2 lines)"; tail -n 2 "$OUT/replica$r.log"; done
+exit $rc

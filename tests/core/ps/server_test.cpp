@@ -1,0 +1,143 @@
+// The PS server role (core/ps/server.hpp): requests in wire form, answers as Replies,
+// held requests answered by the call that releases them.
+#include "core/ps/server.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "core/ps/wire.hpp"
+
+using namespace apiary;
+using namespace apiary::core::ps;
+using apiary::core::Reply;
+
+namespace {
+
+ShardServer two_replica_server() {
+  ShardConfig c;
+  c.variable = "w:0";
+  c.layout.shape = {2};
+  c.optimizer.learning_rate = 1.0F;
+  c.replica_hosts = {0, 0};
+  auto shard = Shard::create(c, {0.0F, 0.0F});
+  REQUIRE(shard.ok());
+  std::map<std::string, Shard> shards;
+  shards.emplace("w:0", std::move(*shard));
+  return ShardServer("localhost:CPU:0", std::move(shards));
+}
+
+std::string pull_body(std::int32_t replica, std::int64_t step, const std::string& shard = "w:0") {
+  pb::PsPullRequest m;
+  m.set_shard(shard);
+  m.set_replica(replica);
+  m.set_step(step);
+  return m.SerializeAsString();
+}
+
+std::string push_body(std::int32_t replica, std::int64_t step, std::vector<float> g) {
+  Push p;
+  p.replica = replica;
+  p.step = step;
+  p.gradient = std::move(g);
+  return to_pb("w:0", p).SerializeAsString();
+}
+
+Reply only_reply(const core::Effects& fx) {
+  REQUIRE(fx.size() == 1);
+  REQUIRE(std::holds_alternative<Reply>(fx[0]));
+  return std::get<Reply>(fx[0]);
+}
+
+}  // namespace
+
+TEST_CASE("a BSP pull is held until every replica pushed the step before, then answered") {
+  auto server = two_replica_server();
+  const core::TimePoint now{};
+  CHECK(only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0))).request == 1);
+  CHECK(only_reply(server.on_request(now, 2, k_ps_pull_handle, "", pull_body(1, 0))).request == 2);
+  CHECK(only_reply(server.on_request(now, 3, k_ps_push_handle, "", push_body(0, 0, {1.0F, 2.0F}))).request == 3);
+  // Replica 0 runs ahead: its pull for step 1 waits for replica 1's push.
+  CHECK(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)).empty());
+  CHECK(server.held() == 1);
+  auto fx = server.on_request(now, 5, k_ps_push_handle, "", push_body(1, 0, {3.0F, 4.0F}));
+  REQUIRE(fx.size() == 2);
+  CHECK(std::get<Reply>(fx[0]).request == 5);
+  const auto& released = std::get<Reply>(fx[1]);
+  CHECK(released.request == 4);
+  REQUIRE(released.response.ok());
+  pb::PsPullResponse m;
+  REQUIRE(m.ParseFromString(*released.response));
+  CHECK(m.version() == 1);
+  REQUIRE(m.values_size() == 2);
+  CHECK(m.values(0) == Approx(-2.0F));  // 0 - 1.0 * mean(1, 3)
+  CHECK(m.values(1) == Approx(-3.0F));
+  CHECK(server.held() == 0);
+}
+
+TEST_CASE("the PS server answers bad requests with errors saying what was expected") {
+  auto server = two_replica_server();
+  const core::TimePoint now{};
+  auto unknown = only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0, "v:0")));
+  REQUIRE_FALSE(unknown.response.ok());
+  CHECK(unknown.response.error().code == errc::not_found);
+  CHECK(unknown.response.error().message.find("w:0") != std::string::npos);
+  auto garbage = only_reply(server.on_request(now, 2, k_ps_push_handle, "", "\xff\xff\xff"));
+  REQUIRE_FALSE(garbage.response.ok());
+  CHECK(garbage.response.error().code == errc::malformed);
+  auto handle = only_reply(server.on_request(now, 3, "apiary.ParameterServer.rpc_nope", "", ""));
+  CHECK(handle.response.error().code == errc::not_found);
+  // Out of order: step 1 before step 0 is refused, and nothing is held for it.
+  auto order = only_reply(server.on_request(now, 4, k_ps_push_handle, "", push_body(0, 1, {1.0F, 1.0F})));
+  REQUIRE_FALSE(order.response.ok());
+  CHECK(order.response.error().code == errc::protocol);
+  CHECK(server.held() == 0);
+  CHECK(server.stats().refused == 4);
+}
+
+TEST_CASE("a sparse push survives the wire and updates only its rows") {
+  ShardConfig c;
+  c.variable = "emb:0";
+  c.layout.shape = {4, 2};
+  c.sparse = true;
+  c.optimizer.learning_rate = 1.0F;
+  c.replica_hosts = {0};
+  auto shard = Shard::create(c, std::vector<float>(8, 0.0F));
+  REQUIRE(shard.ok());
+  std::map<std::string, Shard> shards;
+  shards.emplace("emb:0", std::move(*shard));
+  ShardServer server("localhost:CPU:0", std::move(shards));
+  Push p;
+  p.gradient = SparseGradient{{2, 0, 2}, {1.0F, 1.0F, 2.0F, 2.0F, 3.0F, 3.0F}};
+  const auto wire = to_pb("emb:0", p);
+  const auto back = from_pb(wire);
+  REQUIRE(std::holds_alternative<SparseGradient>(back.gradient));
+  CHECK(std::get<SparseGradient>(back.gradient).rows == std::vector<std::int64_t>{2, 0, 2});
+  REQUIRE(only_reply(server.on_request({}, 1, k_ps_push_handle, "", wire.SerializeAsString())).response.ok());
+  CHECK(server.shard("emb:0")->values() == std::vector<float>{-2, -2, 0, 0, -4, -4, 0, 0});
+}
+
+TEST_CASE("a lost replica session fails held synchronous requests and refuses new ones") {
+  auto server = two_replica_server();
+  const core::TimePoint now{};
+  pb::PsJoinRequest join;
+  join.set_replica(1);
+  CHECK(server.on_request(now, 10, k_ps_join_handle, "127.0.0.1:9", join.SerializeAsString()).empty());
+  join.set_replica(0);
+  CHECK(server.on_request(now, 11, k_ps_join_handle, "127.0.0.1:8", join.SerializeAsString()).empty());
+  (void)server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0));
+  (void)server.on_request(now, 2, k_ps_push_handle, "", push_body(0, 0, {1.0F, 1.0F}));
+  CHECK(server.on_request(now, 3, k_ps_pull_handle, "", pull_body(0, 1)).empty());  // waits for replica 1
+  // Replica 0 finishes normally: its session ends, nothing is lost.
+  const auto& bye = only_reply(server.on_request_message(now, 11, std::string{}, true));
+  CHECK(bye.request == 11);
+  CHECK(server.lost().empty());
+  // Replica 1's session fails: the held pull is answered with an error naming it.
+  const auto& failed = only_reply(server.on_request_message(now, 10, make_error(errc::peer_down, "gone"), true));
+  CHECK(failed.request == 3);
+  REQUIRE_FALSE(failed.response.ok());
+  CHECK(failed.response.error().code == errc::unavailable);
+  CHECK(failed.response.error().message.find("replica 1 at 127.0.0.1:9 went down") != std::string::npos);
+  CHECK(server.held() == 0);
+  const auto& later = only_reply(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)));
+  REQUIRE_FALSE(later.response.ok());
+  CHECK(later.response.error().code == errc::unavailable);
+}

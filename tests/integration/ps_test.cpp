@@ -1,0 +1,299 @@
+// Parameter-server training between real processes over UCX on loopback: `apiary ps`
+// PS processes (one per PS device of the strategy) and four replica processes training
+// logistic regression. BSP must equal single-process SGD on the concatenated batch;
+// SSP must keep every replica within its staleness bound behind a straggler; a killed
+// PS process or replica must end the others with an error naming what failed.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/ps/logistic_regression.hpp"
+#include "core/ps/plan.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "core/strategy/strategy_io.hpp"
+#include "tests/support/process.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+namespace cs = core::strategy;
+namespace cps = core::ps;
+
+namespace {
+
+constexpr int k_replicas = 4;
+constexpr std::size_t k_features = 16;
+constexpr std::size_t k_batch = 16;
+constexpr std::size_t k_samples = 1024;
+constexpr float k_learning_rate = 0.5F;
+
+/// One GPU-less node with four CPU devices: four replicas, four candidate PS devices.
+constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+
+/// A strategy and a resource spec on disk, and the plan they make.
+struct Job {
+  /// Removes the job's directory when the last copy goes.
+  std::shared_ptr<void> cleanup;
+  std::string dir;
+  std::string strategy;
+  std::string spec;
+  cps::TrainingPlan plan;
+};
+
+Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name) {
+  Job job;
+  job.dir = "/tmp/apiary_ps_test_" + std::to_string(getpid()) + "_" + name;
+  REQUIRE(std::system(("mkdir -p " + job.dir).c_str()) == 0);
+  job.cleanup =
+      std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
+  auto spec = cs::parse_resource_spec(k_spec, "spec");
+  REQUIRE(spec.ok());
+  const auto item = cps::logistic_graph_item(k_features);
+  auto strategy = cs::build_strategy(kind, options, item, *spec, "20260101T000000M000000");
+  REQUIRE(strategy.ok());
+  job.strategy = job.dir + "/strategy";
+  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
+  REQUIRE(bytes.ok());
+  std::ofstream(job.strategy, std::ios::binary) << *bytes;
+  job.spec = job.dir + "/resource_spec.yml";
+  std::ofstream(job.spec) << k_spec;
+  cps::OptimizerConfig sgd;
+  sgd.learning_rate = k_learning_rate;
+  auto plan = cps::plan_training(*strategy, item, sgd);
+  REQUIRE(plan.ok());
+  job.plan = std::move(*plan);
+  return job;
+}
+
+std::string common_args(const Job& job) {
+  return fmt::format("--strategy {} --resource-spec {} --features {} --samples {} --batch {} --learning-rate {}",
+                     job.strategy, job.spec, k_features, k_samples, k_batch, k_learning_rate);
+}
+
+std::unique_ptr<testing::Process> spawn(const std::string& args) {
+  return std::make_unique<testing::Process>(std::vector<std::string>{
+      "/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " ps " + args + " 2>&1"});
+}
+
+/// The PS processes of a job, started and listening; `peers` is the replicas' --peers.
+struct Servers {
+  std::vector<std::unique_ptr<testing::Process>> procs;
+  std::vector<std::string> devices;
+  std::string peers;
+
+  ~Servers() {
+    for (auto& p : procs) p->kill(SIGTERM);
+  }
+};
+
+void start_servers(const Job& job, Servers& s) {
+  for (const auto& device : job.plan.servers) {
+    auto p = spawn("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job));
+    auto line = p->read_line(30s);
+    REQUIRE(line);
+    INFO(*line);
+    const auto at = line->find(" listening ");
+    REQUIRE(at != std::string::npos);
+    const std::string rest = line->substr(at + 11);
+    s.peers += " " + device + "=" + rest.substr(0, rest.find(' '));
+    s.devices.push_back(device);
+    s.procs.push_back(std::move(p));
+  }
+}
+
+/// What a replica printed and how it ended.
+struct ReplicaRun {
+  int rc = -1;
+  std::vector<std::string> lines;
+  std::string text;
+};
+
+std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const Servers& s,
+                                                              const std::string& extra,
+                                                              const std::string& straggler_extra = "") {
+  std::vector<std::unique_ptr<testing::Process>> out;
+  for (int r = 0; r < k_replicas; ++r) {
+    const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
+    const std::string more = r == k_replicas - 1 ? straggler_extra : "";
+    out.push_back(
+        spawn(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + s.peers + " " + extra + " " + more));
+  }
+  return out;
+}
+
+ReplicaRun finish(testing::Process& p) {
+  ReplicaRun run;
+  while (auto line = p.read_line(120s)) {
+    run.lines.push_back(*line);
+    run.text += *line + "\n";
+  }
+  run.rc = p.wait(30s);
+  return run;
+}
+
+/// The values printed on the "final <name> v v v" line.
+std::vector<float> final_values(const ReplicaRun& run, const std::string& name) {
+  for (const auto& line : run.lines) {
+    std::istringstream in(line);
+    std::string word, var;
+    in >> word >> var;
+    if (word != "final" || var != name) continue;
+    std::vector<float> out;
+    float v = 0;
+    while (in >> v) out.push_back(v);
+    return out;
+  }
+  return {};
+}
+
+/// (step, version) of every "step S replica R version V ..." line.
+std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const ReplicaRun& run) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto& line : run.lines) {
+    std::istringstream in(line);
+    std::string w1, w2, w3;
+    std::int64_t step = 0, replica = 0, version = 0;
+    if (in >> w1 >> step >> w2 >> replica >> w3 >> version && w1 == "step" && w3 == "version") {
+      out.emplace_back(step, version);
+    }
+  }
+  return out;
+}
+
+/// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
+std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps) {
+  const auto data = cps::make_logistic_data(k_samples, k_features, 1);
+  auto params = cps::logistic_initial(k_features);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    std::map<std::string, std::vector<float>> grads;
+    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * k_batch), params, &grads);
+    for (auto& [name, values] : params) {
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= k_learning_rate * grads[name][i];
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concatenated batch", "[ps][integration]") {
+  auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
+  const std::int64_t steps = 12;
+  const Job job = make_job(builder, {}, "bsp" + std::to_string(static_cast<int>(builder)));
+  INFO("PS devices: " << job.plan.servers.size() << ", shards: " << job.plan.shards.size());
+  REQUIRE(job.plan.servers.size() >= 2);
+  Servers servers;
+  start_servers(job, servers);
+  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps));
+  std::vector<ReplicaRun> runs;
+  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto expected = reference_sgd(steps);
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    // Every step is computed on the parameters of exactly the steps before it.
+    const auto sv = step_versions(runs[r]);
+    REQUIRE(sv.size() == static_cast<std::size_t>(steps));
+    for (const auto& [step, version] : sv) CHECK(version == step);
+    for (const auto& [name, values] : expected) {
+      const auto got = final_values(runs[r], name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+      // Every replica reads the same final parameters.
+      CHECK(got == final_values(runs[0], name));
+    }
+  }
+}
+
+TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler", "[ps][integration]") {
+  const std::int32_t staleness = 2;
+  const std::int64_t steps = 12;
+  cs::BuilderOptions options;
+  options.staleness = staleness;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, options, "ssp");
+  Servers servers;
+  start_servers(job, servers);
+  // The last replica sleeps 150 ms per step; the others do not wait at all.
+  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps), "--step-delay-ms 150");
+  std::int64_t most_ahead = 0;
+  for (int r = 0; r < k_replicas; ++r) {
+    const auto run = finish(*procs[r]);
+    INFO("replica " << r << " printed:\n" << run.text);
+    // A replica that saw a bound broken exits with an error (the driver checks every pull).
+    REQUIRE(run.rc == 0);
+    const auto sv = step_versions(run);
+    REQUIRE(sv.size() == static_cast<std::size_t>(steps));
+    for (const auto& [step, version] : sv) {
+      CHECK(step - version <= staleness);
+      CHECK(version <= step);
+      if (r != k_replicas - 1) most_ahead = std::max(most_ahead, step - version);
+    }
+  }
+  // The fast replicas did run ahead of the straggler (else the test proves nothing).
+  CHECK(most_ahead >= 1);
+}
+
+TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps][integration]") {
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killps");
+  Servers servers;
+  start_servers(job, servers);
+  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000");
+  // Wait for training to run, then kill the first PS process.
+  bool training = false;
+  std::string chief_text;
+  while (auto line = procs[0]->read_line(60s)) {
+    chief_text += *line + "\n";
+    if (line->rfind("step 3 ", 0) == 0) {
+      training = true;
+      break;
+    }
+  }
+  INFO("chief printed:\n" << chief_text);
+  REQUIRE(training);
+  servers.procs[0]->kill(SIGKILL);
+  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  bool named_dead = false;
+  for (int r = 0; r < k_replicas; ++r) {
+    const auto run = finish(*procs[r]);
+    INFO("replica " << r << " printed:\n" << run.text);
+    REQUIRE(run.rc == 1);
+    CHECK(run.text.find("apiary ps: ") != std::string::npos);
+    CHECK(run.text.find(" on PS localhost:CPU:") != std::string::npos);
+    if (run.text.find("on PS " + servers.devices[0]) != std::string::npos &&
+        (run.text.find("peer_down") != std::string::npos || run.text.find("unavailable") != std::string::npos)) {
+      named_dead = true;
+    }
+  }
+  CHECK(named_dead);
+}
+
+TEST_CASE("a killed replica ends the others with an error naming it, before any deadline", "[ps][integration]") {
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killreplica");
+  Servers servers;
+  start_servers(job, servers);
+  // Deadlines far away: the PS processes must tell the others from the lost session.
+  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 600000");
+  bool training = false;
+  while (auto line = procs[k_replicas - 1]->read_line(60s)) {
+    if (line->rfind("step 3 ", 0) == 0) {
+      training = true;
+      break;
+    }
+  }
+  REQUIRE(training);
+  procs[k_replicas - 1]->kill(SIGKILL);
+  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  for (int r = 0; r < k_replicas - 1; ++r) {
+    const auto run = finish(*procs[r]);
+    INFO("replica " << r << " printed:\n" << run.text);
+    REQUIRE(run.rc == 1);
+    CHECK(run.text.find("unavailable") != std::string::npos);
+    CHECK(run.text.find("replica 3 at ") != std::string::npos);
+    CHECK(run.text.find("went down") != std::string::npos);
+  }
+}

@@ -2,24 +2,30 @@
 // device (--role ps) serves the shards the strategy places there; one process per
 // replica (--role chief for replica 0, --role worker for the others) trains the
 // built-in logistic-regression model, pulling parameters and pushing gradients each step.
+// --embedded runs the whole job (every PS device and every replica) in this one process,
+// on one actor system, each role on its own in-process gateway.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include "actors/ps/proxy_actor.hpp"
 #include "actors/ps/replica_driver.hpp"
 #include "actors/ps/shard_actor.hpp"
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
+#include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "core/strategy/validate.hpp"
 
@@ -49,6 +55,7 @@ struct PsArgs {
   std::int64_t step_delay_ms = 0;
   std::string mode = "tcp";
   bool stdin_stops = false;
+  bool embedded = false;
 };
 
 /// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
@@ -156,27 +163,36 @@ Result<Runtime> start_runtime(const PsArgs& a) {
   return rt;
 }
 
-int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
-  const auto ids = plan.shards_on(a.device);
+/// The shards PS device `device` holds, at their initial values; `names` gets their
+/// names, comma-separated. Errors: invalid_argument when the device holds none.
+Result<std::map<std::string, cps::Shard>> make_shards(const PsArgs& a, const cps::TrainingPlan& plan,
+                                                      const std::string& device, std::string& names) {
+  const auto ids = plan.shards_on(device);
   if (ids.empty()) {
     std::string servers;
     for (const auto& s : plan.servers) servers += (servers.empty() ? "" : ", ") + s;
-    return fail(make_error(errc::invalid_argument, "--device: expected a PS device of the strategy ({}), got '{}'",
-                           servers, a.device));
+    return make_error(errc::invalid_argument, "--device: expected a PS device of the strategy ({}), got '{}'", servers,
+                      device);
   }
   auto initial = cps::initial_pieces(plan, cps::logistic_initial(a.features));
-  if (!initial) return fail(initial.error());
+  if (!initial) return initial.error();
   std::map<std::string, cps::Shard> shards;
-  std::string names;
   for (auto id : ids) {
     auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
-    if (!shard) return fail(shard.error());
+    if (!shard) return shard.error();
     names += (names.empty() ? "" : ",") + plan.shards[id].config.variable;
     shards.emplace(plan.shards[id].config.variable, std::move(*shard));
   }
+  return shards;
+}
+
+int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
+  std::string names;
+  auto shards = make_shards(a, plan, a.device, names);
+  if (!shards) return fail(shards.error());
   auto rt = start_runtime(a);
   if (!rt) return fail(rt.error());
-  auto actor = actors::spawn_ps_actor(*rt->system, rt->gateway, cps::ShardServer(a.device, std::move(shards)));
+  auto actor = actors::spawn_ps_actor(*rt->system, rt->gateway, cps::ShardServer(a.device, std::move(*shards)));
   std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt->gateway->address().c_str(), names.c_str());
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
@@ -186,6 +202,68 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   actors::stop_ps_actor(*rt->gateway, actor);
   rt->gateway->stop();
   return 0;
+}
+
+/// Trains with `driver` for --steps steps, then pulls the final parameters and leaves;
+/// prints one line per step and the final parameters (one fputs per line, so replicas
+/// sharing the process keep their lines whole). Returns the exit code.
+int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) {
+  const std::int32_t id = driver.id();
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  int rc = 0;
+  double total_ms = 0;
+  for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
+    if (g_stdin_closed) {
+      rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+      break;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto params = driver.pull();
+    if (!params) {
+      rc = fail(params.error());
+      break;
+    }
+    const auto version = driver.min_version();
+    std::map<std::string, std::vector<float>> grads;
+    const double loss =
+        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), *params, &grads);
+    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
+    std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
+    if (auto pushed = driver.push(gradients, static_cast<double>(a.batch)); !pushed) {
+      rc = fail(pushed.error());
+      break;
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    total_ms += ms;
+    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, *params)) : "";
+    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
+                           loss, full, ms)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  if (rc == 0) {
+    // The parameters after the last step (in BSP: every replica's updates applied).
+    auto params = driver.pull();
+    if (!params) {
+      rc = fail(params.error());
+    } else {
+      std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f}\n", id,
+                                    driver.min_version(), cps::logistic_full_loss(data, *params),
+                                    a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0);
+      for (const auto& [name, values] : *params) {
+        out += "final " + name;
+        for (float v : values) out += fmt::format(" {:.9g}", v);
+        out += "\n";
+      }
+      std::fputs(out.c_str(), stdout);
+    }
+  }
+  if (rc == 0) {
+    if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  }
+  std::fflush(stdout);
+  return rc;
 }
 
 int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
@@ -201,72 +279,128 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
   auto rt = start_runtime(a);
   if (!rt) return fail(rt.error());
   const std::size_t replicas = plan.replicas.size();
-  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms)};
+  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms), {}};
   auto driver = actors::ReplicaDriver::create(*rt->system, rt->gateway, std::move(dc));
   if (!driver) return fail(driver.error());
-  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples\n", id, replicas, a.role.c_str(),
               rt->gateway->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
-  int rc = 0;
-  double total_ms = 0;
-  for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
-    if (g_stdin_closed) {
-      rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
-      break;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    auto params = (*driver)->pull();
-    if (!params) {
-      rc = fail(params.error());
-      break;
-    }
-    const auto version = (*driver)->min_version();
-    std::map<std::string, std::vector<float>> grads;
-    const double loss =
-        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), *params, &grads);
-    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
-    if (auto pushed = (*driver)->push(gradients, static_cast<double>(a.batch)); !pushed) {
-      rc = fail(pushed.error());
-      break;
-    }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    total_ms += ms;
-    if (id == 0) {
-      std::printf("step %lld replica %d version %lld batch_loss %.6f loss %.6f step_ms %.3f\n",
-                  static_cast<long long>(step), id, static_cast<long long>(version), loss,
-                  cps::logistic_full_loss(data, *params), ms);
-    } else {
-      std::printf("step %lld replica %d version %lld batch_loss %.6f step_ms %.3f\n", static_cast<long long>(step), id,
-                  static_cast<long long>(version), loss, ms);
-    }
-    std::fflush(stdout);
-  }
-  if (rc == 0) {
-    // The parameters after the last step (in BSP: every replica's updates applied).
-    auto params = (*driver)->pull();
-    if (!params) {
-      rc = fail(params.error());
-    } else {
-      std::printf("final replica %d version %lld loss %.6f mean_step_ms %.3f\n", id,
-                  static_cast<long long>((*driver)->min_version()), cps::logistic_full_loss(data, *params),
-                  a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0);
-      for (const auto& [name, values] : *params) {
-        std::printf("final %s", name.c_str());
-        for (float v : values) std::printf(" %.9g", v);
-        std::printf("\n");
-      }
-    }
-  }
-  if (rc == 0) {
-    if (auto left = (*driver)->leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
-  }
-  std::fflush(stdout);
+  const int rc = train(a, **driver, replicas);
   driver->reset();
   rt->gateway->stop();
   return rc;
+}
+
+/// A node's proxy in an embedded job.
+struct EmbeddedProxy {
+  std::string node;
+  std::shared_ptr<actors::Gateway> gateway;
+  caf::actor actor;
+  std::shared_ptr<actors::ProxyCounters> counters = std::make_shared<actors::ProxyCounters>();
+};
+
+/// --embedded: every PS device and every replica of the job in this process, on one
+/// actor system; each PS device, each node's proxy (shards with local_replication) and
+/// each replica has its own in-process gateway, so the roles talk over the same RPC as
+/// separate processes do. Replicas train on their own threads. Returns the first
+/// failing replica's exit code, or 0.
+int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan) {
+  auto config = api::node_actor_system_config(0);
+  caf::actor_system sys(*config);
+  std::vector<std::shared_ptr<actors::Gateway>> gateways;  // PS devices', then replicas'
+  auto start_gateway = [&]() -> Result<std::shared_ptr<actors::Gateway>> {
+    actors::GatewayConfig gc;
+    gc.backend = actors::Backend::local;
+    auto gw = actors::Gateway::start(sys, gc);
+    if (gw) gateways.push_back(*gw);
+    return gw;
+  };
+  auto stop_all = [&gateways] {
+    for (auto& gw : gateways) gw->stop();
+  };
+  std::map<std::string, actors::PeerKey> servers;
+  std::vector<std::pair<std::shared_ptr<actors::Gateway>, caf::actor>> ps_actors;
+  for (const auto& device : plan.servers) {
+    std::string names;
+    auto shards = make_shards(a, plan, device, names);
+    auto gw = shards ? start_gateway() : Result<std::shared_ptr<actors::Gateway>>(shards.error());
+    if (!gw) {
+      stop_all();
+      return fail(gw.error());
+    }
+    ps_actors.emplace_back(*gw, actors::spawn_ps_actor(sys, *gw, cps::ShardServer(device, std::move(*shards))));
+    servers[device] = (*gw)->address();
+    std::printf("ps %s embedded at %s shards %s\n", device.c_str(), (*gw)->address().c_str(), names.c_str());
+  }
+  const std::size_t replicas = plan.replicas.size();
+  // One proxy per node (host of the replicas' devices) for the shards with local_replication.
+  std::map<std::string, core::PeerAddr> proxied;  // shard name -> its PS as a multiaddr
+  for (const auto& s : plan.shards) {
+    if (!s.local_replication) continue;
+    auto hp = split_host_port(servers.at(s.device), "PS address");
+    if (!hp) return fail(hp.error());
+    proxied[s.config.variable] = fmt::format("/ip4/{}/tcp/{}", hp->first, hp->second);
+  }
+  std::vector<EmbeddedProxy> proxies;
+  std::vector<std::map<std::size_t, actors::PeerKey>> pull_via(replicas);
+  for (std::size_t r = 0; r < replicas && !proxied.empty(); ++r) {
+    auto device = cs::parse_device_name(plan.replicas[r]);
+    if (!device) return fail(device.error());
+    auto it = std::find_if(proxies.begin(), proxies.end(), [&](const auto& p) { return p.node == device->host; });
+    if (it == proxies.end()) {
+      auto gw = start_gateway();
+      if (!gw) return fail(gw.error());
+      EmbeddedProxy p{device->host, *gw, {}};
+      p.actor = actors::spawn_ps_proxy_actor(sys, *gw,
+                                             cps::ProxyServer(device->host, proxied, static_cast<std::int32_t>(r),
+                                                              std::chrono::milliseconds(a.timeout_ms)),
+                                             p.counters);
+      std::printf("proxy %s embedded at %s shards %zu\n", p.node.c_str(), (*gw)->address().c_str(), proxied.size());
+      proxies.push_back(std::move(p));
+      it = proxies.end() - 1;
+    }
+    for (std::size_t id = 0; id < plan.shards.size(); ++id) {
+      if (plan.shards[id].local_replication) pull_via[r][id] = it->gateway->address();
+    }
+  }
+  std::vector<std::unique_ptr<actors::ReplicaDriver>> drivers;
+  for (std::size_t r = 0; r < replicas; ++r) {
+    auto gw = start_gateway();
+    actors::ReplicaDriverConfig dc{static_cast<std::int32_t>(r), plan, servers, std::chrono::milliseconds(a.timeout_ms),
+                                   pull_via[r]};
+    auto driver = gw ? actors::ReplicaDriver::create(sys, *gw, std::move(dc))
+                     : Result<std::unique_ptr<actors::ReplicaDriver>>(gw.error());
+    if (!driver) {
+      drivers.clear();
+      stop_all();
+      return fail(driver.error());
+    }
+    drivers.push_back(std::move(*driver));
+  }
+  std::printf("embedded job: %zu PS devices, %zu replicas: %lld steps of %zu samples\n", plan.servers.size(), replicas,
+              static_cast<long long>(a.steps), a.batch);
+  std::fflush(stdout);
+  if (a.stdin_stops) watch_stdin();
+  std::vector<int> rcs(replicas, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < replicas; ++r) {
+    threads.emplace_back([&, r] { rcs[r] = train(a, *drivers[r], replicas); });
+  }
+  for (auto& t : threads) t.join();
+  drivers.clear();
+  for (const auto& p : proxies) {
+    std::printf("proxy %s: %lld pulls for %lld reads\n", p.node.c_str(),
+                static_cast<long long>(p.counters->pulls.load()), static_cast<long long>(p.counters->reads.load()));
+    actors::stop_ps_proxy_actor(*p.gateway, p.actor);
+  }
+  std::fflush(stdout);
+  for (auto& [gw, actor] : ps_actors) actors::stop_ps_actor(*gw, actor);
+  stop_all();
+  for (int rc : rcs) {
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -276,8 +410,8 @@ Command add_ps_command(CLI::App& app) {
                                  "Parameter-server training: a PS process, or a replica training logistic "
                                  "regression on synthetic data");
   auto a = std::make_shared<PsArgs>();
-  cmd->add_option("--role", a->role, "ps (serve a PS device's shards), chief (replica 0) or worker")
-      ->required()
+  cmd->add_option("--role", a->role,
+                  "ps (serve a PS device's shards), chief (replica 0) or worker; required unless --embedded")
       ->check(CLI::IsMember({"ps", "chief", "worker"}));
   cmd->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
       ->required();
@@ -311,6 +445,8 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--step-delay-ms", a->step_delay_ms, "Replicas: extra time per step (ms), to make a straggler")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{3600000}))
       ->capture_default_str();
+  cmd->add_flag("--embedded", a->embedded,
+                "Run the whole job in this process: every PS device and every replica (no --role, --peers)");
   cmd->add_flag("--stop-on-stdin-eof", a->stdin_stops, "Stop when stdin closes (for a parent that holds the pipe)");
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
@@ -319,6 +455,11 @@ Command add_ps_command(CLI::App& app) {
     block_shutdown_signals();
     auto plan = load_plan(*a);
     if (!plan) return fail(plan.error());
+    if (a->embedded != a->role.empty()) {
+      return fail(make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
+                             a->embedded ? "both" : "neither"));
+    }
+    if (a->embedded) return run_embedded(*a, *plan);
     if (a->role == "ps") return run_ps(*a, *plan);
     return run_replica(*a, std::move(*plan));
   };

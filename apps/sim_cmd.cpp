@@ -4,19 +4,28 @@
 // `apiary sim averaging`: N simulated averagers forming groups through their DHT and
 // averaging vectors round after round while peers die; prints per-round completion,
 // group sizes, spread and mean, the seed and the trace hash, and the wall time.
+// `apiary sim ps`: a parameter-server job (a strategy's PS devices and replicas training
+// logistic regression) on a simulated network, with a straggler or a killed PS or replica;
+// prints per-step loss, versions and virtual step times, the seed and the trace hash.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "apps/commands.hpp"
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/strategy_io.hpp"
+#include "core/strategy/validate.hpp"
 #include "messages/result.hpp"
 #include "sim/scenarios/averaging_scenario.hpp"
 #include "sim/scenarios/dht_scenario.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
 
 namespace apiary::apps {
 
@@ -128,6 +137,106 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   };
 }
 
+/// The contents of `path`. Errors: not_found.
+Result<std::string> read_file_text(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Adds `apiary sim ps` to `cmd`; returns its action (-1 when not chosen).
+std::function<int()> add_ps_sim_command(CLI::App& cmd) {
+  auto* ps = cmd.add_subcommand("ps", "A simulated parameter-server job: a strategy's PS devices and replicas");
+  struct Args {
+    std::string strategy, resource_spec, latency = "1-10";
+    bool text = false;
+    std::int64_t steps = 20, kill_ps_at = -1, kill_replica_at = -1;
+    double straggler_ms = 0.0, compute_ms = 10.0;
+    std::size_t batch = 16, samples = 1024, features = 16;
+    float learning_rate = 0.5F;
+    std::uint64_t seed = 1;
+  };
+  auto a = std::make_shared<Args>();
+  ps->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
+      ->required();
+  ps->add_flag("--text", a->text, "The strategy file is protobuf text format");
+  ps->add_option("--resource-spec", a->resource_spec, "resource_spec.yml the strategy was built for")->required();
+  ps->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
+  ps->add_option("--latency-ms", a->latency, "One-way latency range MIN-MAX in ms, drawn once per link")
+      ->capture_default_str();
+  ps->add_option("--compute-ms", a->compute_ms, "Virtual compute time of a step (ms)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  ps->add_option("--straggler-ms", a->straggler_ms, "Extra compute time per step of the last replica (ms)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
+  ps->add_option("--kill-replica-at", a->kill_replica_at, "Kill the last replica when it begins this step")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
+  ps->add_option("--batch", a->batch, "Samples per replica per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  ps->add_option("--samples", a->samples, "Samples in the synthetic data set")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  ps->add_option("--features", a->features, "Features per sample")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  ps->add_option("--learning-rate", a->learning_rate, "SGD step size")->capture_default_str();
+  ps->add_option("--seed", a->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  return [=]() {
+    if (!ps->parsed()) return -1;
+    auto fail = [](const Error& e) {
+      std::fprintf(stderr, "apiary sim ps: %s\n", e.what().c_str());
+      return e.code == errc::invalid_argument ? 2 : 1;
+    };
+    auto range = parse_latency(a->latency);
+    if (!range) return fail(range.error());
+    auto bytes = read_file_text(a->strategy, "strategy");
+    if (!bytes) return fail(bytes.error());
+    namespace cs = core::strategy;
+    auto strategy =
+        cs::parse_strategy(*bytes, a->text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, a->strategy);
+    if (!strategy) return fail(strategy.error());
+    auto spec_text = read_file_text(a->resource_spec, "resource spec");
+    if (!spec_text) return fail(spec_text.error());
+    auto spec = cs::parse_resource_spec(*spec_text, a->resource_spec);
+    if (!spec) return fail(spec.error());
+    if (auto valid = cs::validate(*strategy, core::ps::logistic_graph_item(a->features), *spec); !valid) {
+      return fail(make_error(errc::invalid_argument, "{}: {}", a->strategy, valid.error().message));
+    }
+    sim::scenarios::PsScenarioConfig config;
+    config.seed = a->seed;
+    config.strategy = std::move(*strategy);
+    config.features = a->features;
+    config.samples = a->samples;
+    config.batch = a->batch;
+    config.steps = a->steps;
+    config.optimizer.learning_rate = a->learning_rate;
+    config.min_latency = from_ms(range->min_ms);
+    config.max_latency = from_ms(range->max_ms);
+    config.compute = from_ms(a->compute_ms);
+    config.straggler = from_ms(a->straggler_ms);
+    config.kill_ps_at = a->kill_ps_at;
+    config.kill_replica_at = a->kill_replica_at;
+    const Clock::time_point begin = Clock::now();
+    auto report = sim::scenarios::run_ps_scenario(config);
+    const Clock::time_point end = Clock::now();
+    if (!report) return fail(report.error());
+    std::printf("apiary sim ps: %lld steps, latency %s ms per link, compute %.3f ms, straggler +%.3f ms\n",
+                static_cast<long long>(a->steps), a->latency.c_str(), a->compute_ms, a->straggler_ms);
+    std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
+    std::printf("wall time:    %.3f s\n", seconds_between(begin, end));
+    // A clean run finishes every replica; with a kill, every survivor must end with an error.
+    if (report->hung) return 1;
+    for (const auto& r : report->replicas) {
+      if (!r.finished) return 1;
+    }
+    return 0;
+  };
+}
+
 }  // namespace
 
 Command add_sim_commands(CLI::App& app) {
@@ -156,8 +265,10 @@ Command add_sim_commands(CLI::App& app) {
   dht->add_option("--seed", *seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
   dht->add_flag("--replace", *replace, "Replace every killed node by a fresh joiner");
   auto averaging = add_averaging_command(*cmd);
+  auto ps = add_ps_sim_command(*cmd);
   return [=]() {
     if (const int rc = averaging(); rc >= 0) return rc;
+    if (const int rc = ps(); rc >= 0) return rc;
     auto range = parse_latency(*latency);
     if (!range) {
       std::fprintf(stderr, "apiary sim dht: %s\n", range.error().what().c_str());

@@ -82,7 +82,10 @@ ReplicaDriver::ReplicaDriver(caf::actor_system& sys, std::shared_ptr<Gateway> gw
 
 Error ReplicaDriver::describe(const char* what, std::size_t shard, const Error& e) const {
   const auto& s = config_.plan.shards[shard];
-  const std::string& addr = config_.servers.at(s.device);
+  std::string addr = config_.servers.at(s.device);
+  if (auto via = config_.pull_via.find(shard); via != config_.pull_via.end() && std::string(what) == "pull") {
+    addr += " through the proxy at " + via->second;
+  }
   std::string hint;
   if (e.code == errc::peer_down) {
     hint =
@@ -103,7 +106,9 @@ Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, 
   std::map<CallId, std::size_t> shard_of;
   std::set<CallId> ids;
   for (auto& [shard, body] : requests) {
-    const auto& peer = config_.servers.at(config_.plan.shards[shard].device);
+    auto via = config_.pull_via.find(shard);
+    const bool proxied = via != config_.pull_via.end() && std::string(handle) == core::ps::k_ps_pull_handle;
+    const auto& peer = proxied ? via->second : config_.servers.at(config_.plan.shards[shard].device);
     const CallId id = gw_->unary(self_, peer, handle, std::move(body), config_.timeout);
     shard_of.emplace(id, shard);
     ids.insert(id);

@@ -34,6 +34,10 @@ struct ReplicaDriverConfig {
   /// Deadline of each pull or push (ms). A synchronous pull waits for the slowest
   /// replica, so this bounds how long a replica may lag before the others give up.
   std::chrono::milliseconds timeout{30000};
+  /// Shards whose pulls go to this node's proxy instead of their PS (local_replication,
+  /// actors/ps/proxy_actor.hpp): shard id -> the proxy's "host:port". Pushes always go
+  /// to the PS.
+  std::map<std::size_t, PeerKey> pull_via;
 };
 
 /// One replica's blocking step driver. Use from one thread.

@@ -99,6 +99,7 @@ Result<TrainingPlan> plan_training(const Strategy& strategy, const strategy::Gra
       s.config.aggregation = aggregation;
       const std::string part_where = partitioned ? where + " part " + std::to_string(i) : where;
       if (auto st = apply_synchronizer(part, part_where, s.config, s.device); !st) return st.error();
+      s.local_replication = part.pssynchronizer().local_replication() && !var->sparse;
       if (std::find(plan.servers.begin(), plan.servers.end(), s.device) == plan.servers.end()) {
         plan.servers.push_back(s.device);
       }

@@ -24,6 +24,9 @@ struct PlannedShard {
   std::string variable;   ///< the whole variable it belongs to
   std::size_t piece = 0;  ///< its index among the variable's pieces
   std::string device;     ///< the PS device holding it, e.g. "localhost:CPU:0"
+  /// local_replication of its synchronizer (dense shards only): each node's replicas
+  /// read it through the node's proxy (core/ps/proxy_server.hpp).
+  bool local_replication = false;
 };
 
 /// The whole job.

@@ -3,6 +3,7 @@
 // logistic regression. BSP must equal single-process SGD on the concatenated batch;
 // SSP must keep every replica within its staleness bound behind a straggler; a killed
 // PS process or replica must end the others with an error naming what failed.
+// `apiary ps --embedded` runs the same job in one process and must equal the same SGD.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -295,5 +296,65 @@ TEST_CASE("a killed replica ends the others with an error naming it, before any 
     CHECK(run.text.find("unavailable") != std::string::npos);
     CHECK(run.text.find("replica 3 at ") != std::string::npos);
     CHECK(run.text.find("went down") != std::string::npos);
+  }
+}
+
+TEST_CASE("an embedded job (every PS device and replica in one process) equals single-process SGD",
+          "[ps][integration]") {
+  auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
+  const std::int64_t steps = 12;
+  const Job job = make_job(builder, {}, "embedded" + std::to_string(static_cast<int>(builder)));
+  REQUIRE(job.plan.servers.size() >= 2);
+  auto proc = spawn("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
+  const auto run = finish(*proc);
+  INFO("the embedded job printed:\n" << run.text);
+  REQUIRE(run.rc == 0);
+  // Every replica's steps, interleaved: each computed on exactly the steps before it.
+  const auto sv = step_versions(run);
+  REQUIRE(sv.size() == static_cast<std::size_t>(steps) * k_replicas);
+  for (const auto& [step, version] : sv) CHECK(version == step);
+  // Every replica prints its final parameters: all equal the reference.
+  const auto expected = reference_sgd(steps);
+  for (const auto& [name, values] : expected) {
+    std::size_t finals = 0;
+    for (const auto& line : run.lines) {
+      std::istringstream in(line);
+      std::string word, var;
+      in >> word >> var;
+      if (word != "final" || var != name) continue;
+      ++finals;
+      std::vector<float> got;
+      float v = 0;
+      while (in >> v) got.push_back(v);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+    }
+    CHECK(finals == static_cast<std::size_t>(k_replicas));
+  }
+}
+
+TEST_CASE("an embedded job with local_replication pulls each variable once per step for the node",
+          "[ps][integration]") {
+  const std::int64_t steps = 10;
+  cs::BuilderOptions options;
+  options.local_proxy_variable = true;
+  const Job job = make_job(cs::BuilderKind::partitioned_ps, options, "embedded_proxy");
+  auto proc = spawn("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
+  const auto run = finish(*proc);
+  INFO("the embedded job printed:\n" << run.text);
+  REQUIRE(run.rc == 0);
+  // The four replicas share one node (localhost): one proxy, one pull per shard per
+  // step (and the final pull), every replica's read answered from it.
+  const auto pulls = static_cast<long long>(job.plan.shards.size()) * (steps + 1);
+  CHECK(run.text.find(fmt::format("proxy localhost: {} pulls for {} reads", pulls, pulls * k_replicas)) !=
+        std::string::npos);
+  const auto sv = step_versions(run);
+  REQUIRE(sv.size() == static_cast<std::size_t>(steps) * k_replicas);
+  for (const auto& [step, version] : sv) CHECK(version == step);
+  const auto expected = reference_sgd(steps);
+  for (const auto& [name, values] : expected) {
+    const auto got = final_values(run, name);
+    REQUIRE(got.size() == values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
   }
 }

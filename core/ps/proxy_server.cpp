@@ -1,0 +1,128 @@
+#include "core/ps/proxy_server.hpp"
+
+#include <fmt/format.h>
+
+#include "core/ps/wire.hpp"
+
+namespace apiary::core::ps {
+namespace {
+
+template <class Message>
+std::string serialize(const Message& m) {
+  std::string out;
+  m.SerializeToString(&out);
+  return out;
+}
+
+}  // namespace
+
+ProxyServer::ProxyServer(std::string node, std::map<std::string, PeerAddr> shards, std::int32_t replica,
+                         Duration call_timeout)
+    : node_(std::move(node)), shards_(std::move(shards)), replica_(replica), call_timeout_(call_timeout) {}
+
+Reply ProxyServer::answer(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step,
+                          std::int64_t version, const std::vector<float>& values) {
+  ++reads_;
+  return Reply{id, serialize(to_pb(shard, PullReply{replica, step, version, values})), true};
+}
+
+void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step) {
+  pb::PsPullRequest m;
+  m.set_shard(shard);
+  m.set_replica(replica_);
+  m.set_step(step);
+  pulls_.emplace(next_call_, std::make_pair(shard, step));
+  out.push_back(unary_call(next_call_++, shards_.at(shard), k_ps_pull_handle, serialize(m), call_timeout_));
+}
+
+Effects ProxyServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle,
+                                const std::string& request) {
+  if (handle != k_ps_pull_handle) {
+    return {Reply{
+        id, make_error(errc::not_found, "proxy of {}: expected handle {}, got '{}'", node_, k_ps_pull_handle, handle),
+        true}};
+  }
+  pb::PsPullRequest m;
+  if (!m.ParseFromString(request)) {
+    return {Reply{
+        id, make_error(errc::malformed, "proxy of {}: {} bytes are not a PsPullRequest", node_, request.size()), true}};
+  }
+  if (shards_.count(m.shard()) == 0) {
+    return {Reply{
+        id,
+        make_error(errc::not_found, "proxy of {}: expected a proxied shard, got '{}'; pull it from its PS instead",
+                   node_, m.shard()),
+        true}};
+  }
+  if (auto f = failed_.find(m.shard()); f != failed_.end()) return {Reply{id, f->second, true}};
+  auto read = cache_.read(m.replica(), m.shard(), m.step());
+  Effects out;
+  switch (read.outcome) {
+    case ProxyOutcome::hit:
+      out.push_back(answer(id, m.shard(), m.replica(), m.step(), read.version, read.values));
+      break;
+    case ProxyOutcome::pull:
+      waiting_[Key{m.shard(), m.replica(), m.step()}].push_back(id);
+      pull(out, m.shard(), m.step());
+      break;
+    case ProxyOutcome::wait:
+      waiting_[Key{m.shard(), m.replica(), m.step()}].push_back(id);
+      break;
+  }
+  return out;
+}
+
+Effects ProxyServer::on_response(TimePoint /*now*/, CallId call, const Result<std::string>& response) {
+  auto it = pulls_.find(call);
+  if (it == pulls_.end()) return {};
+  const std::string shard = it->second.first;
+  const std::int64_t step = it->second.second;
+  pulls_.erase(it);
+  Effects out;
+  auto refresh = [&]() -> Result<ProxyRefresh> {
+    if (!response.ok()) return response.error();
+    pb::PsPullResponse m;
+    if (!m.ParseFromString(*response)) return make_error(errc::malformed, "the PS answered with no PsPullResponse");
+    auto reply = from_pb(m);
+    return cache_.on_refresh(shard, step, reply.version, std::move(reply.values));
+  }();
+  if (!refresh.ok()) {
+    // The copy can no longer be refreshed: fail its readers now and later.
+    const Error e = make_error(refresh.error().code, "proxy of {}: refresh of shard '{}' (step {}) failed: {}", node_,
+                               shard, step, refresh.error().message);
+    failed_.emplace(shard, e);
+    for (auto w = waiting_.begin(); w != waiting_.end();) {
+      if (std::get<0>(w->first) != shard) {
+        ++w;
+        continue;
+      }
+      for (auto id : w->second) out.push_back(Reply{id, e, true});
+      w = waiting_.erase(w);
+    }
+    return out;
+  }
+  for (const auto& r : refresh->released) {
+    auto w = waiting_.find(Key{shard, r.replica, r.step});
+    if (w == waiting_.end() || w->second.empty()) continue;
+    out.push_back(answer(w->second.front(), shard, r.replica, r.step, r.version, r.values));
+    w->second.erase(w->second.begin());
+    if (w->second.empty()) waiting_.erase(w);
+  }
+  if (refresh->pull_step >= 0) pull(out, shard, refresh->pull_step);
+  return out;
+}
+
+Effects ProxyServer::peer_down(TimePoint now, const PeerAddr& peer) {
+  std::vector<CallId> broken;
+  for (const auto& [call, what] : pulls_) {
+    if (shards_.at(what.first) == peer) broken.push_back(call);
+  }
+  Effects out;
+  for (auto call : broken) {
+    auto fx = on_response(now, call, make_error(errc::peer_down, "the connection to the PS at {} broke", peer));
+    out.insert(out.end(), std::make_move_iterator(fx.begin()), std::make_move_iterator(fx.end()));
+  }
+  return out;
+}
+
+}  // namespace apiary::core::ps

@@ -1,0 +1,122 @@
+#pragma once
+/// The parameter-server scenario (`apiary sim ps`): the job of `apiary ps` on the
+/// simulated network. A strategy (PS synchronizers: BSP, SSP or async, partitions
+/// included) is laid out for the logistic-regression model; one PsServerHost per PS
+/// device serves its shards and one PsReplicaHost per replica trains, each link with
+/// its own seeded latency; variables with local_replication are read through one
+/// PsProxyHost per node. Faults: a straggler (the last replica computes longer), a PS
+/// process killed when the chief begins a step, a replica killed when it begins a step;
+/// a kill breaks its peers' connections to it after `failure_detection`. The checker
+/// reports per step the chief's loss, every replica's version and the virtual step
+/// times, then each replica's outcome, the seed and the trace hash (same config, same
+/// hash). A run never hangs: it ends when every replica has finished or failed, or
+/// reports `hung` at `max_time`.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ps/shard.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+#include "sim/world.hpp"
+#include "strategy.pb.h"
+
+namespace apiary::sim::scenarios {
+
+/// What to run.
+struct PsScenarioConfig {
+  std::uint64_t seed = 1;           ///< seeds the World (link latencies, trace)
+  pb::autodist::Strategy strategy;  ///< PS synchronizers for the logistic-regression model
+  std::size_t features = 16;        ///< model size (w has `features` values)
+  std::size_t samples = 1024;       ///< synthetic data set size
+  std::uint64_t data_seed = 1;      ///< seed of the data set
+  std::size_t batch = 16;           ///< samples per replica per step
+  std::int64_t steps = 10;          ///< training steps (>= 0)
+  core::ps::OptimizerConfig optimizer = [] {
+    core::ps::OptimizerConfig o;
+    o.learning_rate = 0.5F;
+    return o;
+  }();                                                                         ///< every shard's update rule (SGD, 0.5)
+  core::ps::Aggregation aggregation = core::ps::Aggregation::sample_weighted;  ///< sync aggregation
+  core::Duration min_latency = std::chrono::milliseconds(1);                   ///< one-way, per link
+  core::Duration max_latency = std::chrono::milliseconds(10);                  ///< one-way, per link
+  core::Duration compute = std::chrono::milliseconds(10);                      ///< virtual compute time per step
+  core::Duration straggler = core::Duration::zero();  ///< extra compute per step of the last replica
+  std::int64_t kill_ps_at = -1;       ///< >= 0: kill the first PS device when the chief begins this step
+  std::int64_t kill_replica_at = -1;  ///< >= 0: kill the last replica when it begins this step
+  /// After a kill, the time until its peers see their connections to it break (a
+  /// transport's failure detection).
+  core::Duration failure_detection = std::chrono::milliseconds(100);
+  core::Duration call_timeout = std::chrono::seconds(30);  ///< deadline of each pull and push
+  /// Honour the strategy's local_replication: the replicas of a node (a host of the
+  /// resource spec) pull its proxied dense shards through one PsProxyHost per node;
+  /// false: every replica pulls from the PS.
+  bool proxies = true;
+  core::Duration local_latency = std::chrono::microseconds(50);  ///< one-way, replica <-> its node's proxy
+  core::Duration max_time = std::chrono::hours(1);               ///< virtual time after which the run is hung
+};
+
+/// Checks a PsScenarioConfig's numbers; the error names the field, its value and the range.
+[[nodiscard]] Status validate(const PsScenarioConfig& config);
+
+/// One node's proxy.
+struct PsProxyReport {
+  std::string node;          ///< host of the resource spec
+  std::size_t replicas = 0;  ///< replicas reading through it
+  std::size_t shards = 0;    ///< shards it caches
+  std::int64_t pulls = 0;    ///< pulls it sent to the PS (one per shard per step)
+  std::int64_t reads = 0;    ///< reads it answered
+};
+
+/// One step, over the replicas that reached it.
+struct PsStepReport {
+  std::int64_t step = 0;
+  double loss = -1.0;                  ///< the chief's loss over the whole data set (-1: not reached)
+  double batch_loss = 0.0;             ///< mean batch loss of the replicas that reached the step
+  std::vector<std::int64_t> versions;  ///< per replica: version pulled (-1: not reached)
+  core::Duration chief_time{};         ///< the chief's virtual step time
+  core::Duration max_time{};           ///< the slowest replica's
+};
+
+/// How one replica ended.
+struct PsReplicaOutcome {
+  std::int32_t replica = 0;
+  std::string device;                                          ///< its device in the strategy
+  bool finished = false;                                       ///< pulled the final parameters
+  bool killed = false;                                         ///< killed by the fault injector
+  std::string error;                                           ///< why it stopped early ("" when finished)
+  std::int64_t steps = 0;                                      ///< steps computed
+  std::int64_t final_version = 0;                              ///< version of the final pull (finished only)
+  std::map<std::string, std::vector<float>> final_parameters;  ///< finished only
+  core::TimePoint end{};                                       ///< virtual time it finished or failed
+};
+
+/// What a run measured.
+struct PsScenarioReport {
+  std::uint64_t seed = 0;
+  std::uint64_t trace_hash = 0;
+  std::vector<std::string> servers;  ///< PS devices
+  std::size_t shards = 0;
+  std::string mode;  ///< "BSP", "SSP staleness k" or "async" (of the first shard)
+  std::vector<PsStepReport> steps;
+  std::vector<PsReplicaOutcome> replicas;
+  std::vector<PsProxyReport> proxies;  ///< one per node with proxied shards (config.proxies)
+  std::uint64_t ps_pulls = 0;          ///< pulls the PS servers answered, in all
+  std::string killed;                  ///< what the fault injector killed and when ("" if nothing)
+  bool hung = false;                   ///< max_time passed, or nothing was left to happen, with replicas still running
+  core::TimePoint virtual_time{};      ///< virtual time at the end of the run
+  WorldStats world;                    ///< the World's counters at the end
+  std::size_t anomalies = 0;           ///< World::anomalies() (0 in a correct run)
+};
+
+/// Runs the scenario to the end. Errors: a config that fails validate(), a strategy
+/// that is not a PS strategy for the model (invalid_argument).
+[[nodiscard]] Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& config);
+
+/// The report as readable lines: one per step, one per replica, then seed and trace hash.
+[[nodiscard]] std::string format_report(const PsScenarioReport& report);
+
+}  // namespace apiary::sim::scenarios

@@ -1,0 +1,273 @@
+// The parameter-server job on the simulated network (sim/scenarios/ps_scenario.hpp):
+// BSP equals single-process SGD on the concatenated batch, SSP keeps its bound behind a
+// straggler, a killed PS or replica ends every other replica with an error naming it
+// (never a hang), a seed replays its trace hash, and local_replication makes the
+// replicas of a node pull each proxied variable once per step.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+namespace cs = core::strategy;
+namespace cps = core::ps;
+using sim::scenarios::PsScenarioConfig;
+using sim::scenarios::PsScenarioReport;
+
+namespace {
+
+constexpr std::size_t k_replicas = 4;
+
+/// One node with four CPU devices: four replicas, four candidate PS devices.
+constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+
+/// Two nodes with two CPU devices each: two replicas per node.
+constexpr const char* k_two_nodes =
+    "nodes:\n  - address: 10.0.0.1\n    cpus: [0, 1]\n    chief: true\n"
+    "  - address: 10.0.0.2\n    cpus: [0, 1]\n    ssh_config: c\nssh:\n  c: {username: u}\n";
+
+PsScenarioConfig make_config(cs::BuilderKind kind, cs::BuilderOptions options = {}, const char* spec_text = k_spec) {
+  auto spec = cs::parse_resource_spec(spec_text, "spec");
+  REQUIRE(spec.ok());
+  PsScenarioConfig c;
+  auto strategy =
+      cs::build_strategy(kind, options, cps::logistic_graph_item(c.features), *spec, "20260101T000000M000000");
+  REQUIRE(strategy.ok());
+  c.strategy = std::move(*strategy);
+  c.steps = 12;
+  return c;
+}
+
+PsScenarioReport run(const PsScenarioConfig& c) {
+  auto report = sim::scenarios::run_ps_scenario(c);
+  REQUIRE(report.ok());
+  INFO(sim::scenarios::format_report(*report));
+  CHECK(report->anomalies == 0);
+  CHECK_FALSE(report->hung);
+  REQUIRE(report->replicas.size() == k_replicas);
+  return std::move(*report);
+}
+
+/// Single-process SGD on the concatenated batch of all replicas.
+std::map<std::string, std::vector<float>> reference_sgd(const PsScenarioConfig& c) {
+  const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
+  auto params = cps::logistic_initial(c.features);
+  for (std::int64_t s = 0; s < c.steps; ++s) {
+    std::map<std::string, std::vector<float>> grads;
+    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * c.batch), params, &grads);
+    for (auto& [name, values] : params) {
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= c.optimizer.learning_rate * grads[name][i];
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+TEST_CASE("simulated BSP equals single-process SGD on the concatenated batch", "[sim][ps]") {
+  auto kind = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
+  auto c = make_config(kind);
+  c.min_latency = 1ms;
+  c.max_latency = 20ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  REQUIRE(report.servers.size() >= 2);
+  CHECK(report.mode == "BSP");
+  REQUIRE(report.steps.size() == static_cast<std::size_t>(c.steps));
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) CHECK(v == s.step);  // every replica reads exactly the steps before
+    CHECK(s.max_time >= c.compute);
+  }
+  // The loss goes down.
+  CHECK(report.steps.back().loss < report.steps.front().loss);
+  const auto expected = reference_sgd(c);
+  for (const auto& r : report.replicas) {
+    REQUIRE(r.finished);
+    CHECK(r.final_version == c.steps);
+    for (const auto& [name, values] : expected) {
+      const auto& got = r.final_parameters.at(name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+      CHECK(got == report.replicas.front().final_parameters.at(name));
+    }
+  }
+}
+
+TEST_CASE("simulated SSP keeps every replica within its staleness bound behind a straggler", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.staleness = 2;
+  auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
+  c.straggler = 150ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.mode == "SSP staleness 2");
+  std::int64_t most_ahead = 0;
+  for (const auto& s : report.steps) {
+    for (std::size_t r = 0; r < s.versions.size(); ++r) {
+      const auto v = s.versions[r];
+      CHECK(v >= 0);
+      CHECK(s.step - v <= 2);
+      CHECK(v <= s.step);
+      if (r + 1 != s.versions.size()) most_ahead = std::max(most_ahead, s.step - v);
+    }
+  }
+  // The fast replicas did run ahead of the straggler (else the test proves nothing).
+  CHECK(most_ahead >= 1);
+  for (const auto& r : report.replicas) CHECK(r.finished);
+}
+
+TEST_CASE("simulated async training runs every replica to the end", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.sync = false;
+  auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
+  c.straggler = 50ms;
+  const auto report = run(c);
+  CHECK(report.mode == "async");
+  for (const auto& r : report.replicas) CHECK(r.finished);
+  CHECK(report.steps.back().loss < report.steps.front().loss);
+}
+
+TEST_CASE("a simulated PS killed mid-training ends every replica with an error naming it", "[sim][ps]") {
+  auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  c.steps = 1000;
+  c.kill_ps_at = 3;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK_FALSE(report.killed.empty());
+  bool named_dead = false;
+  for (const auto& r : report.replicas) {
+    CHECK_FALSE(r.finished);
+    REQUIRE_FALSE(r.error.empty());
+    CHECK(r.steps < 10);
+    // Broken connections and lost sessions end the run long before any call deadline.
+    CHECK(r.end < c.call_timeout);
+    if (r.error.find("on PS " + report.servers.front()) != std::string::npos &&
+        r.error.find("peer_down") != std::string::npos) {
+      named_dead = true;
+    }
+  }
+  CHECK(named_dead);
+}
+
+TEST_CASE("a simulated replica killed mid-training ends the others with an error naming it", "[sim][ps]") {
+  auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  c.steps = 1000;
+  c.kill_replica_at = 3;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.replicas.back().killed);
+  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+    const auto& o = report.replicas[r];
+    CHECK_FALSE(o.finished);
+    CHECK(o.error.find("unavailable") != std::string::npos);
+    CHECK(o.error.find("replica 3 at ") != std::string::npos);
+    CHECK(o.error.find("went down") != std::string::npos);
+    CHECK(o.end < c.call_timeout);
+  }
+}
+
+TEST_CASE("the PS scenario replays its trace hash from its seed", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.staleness = 1;
+  auto c = make_config(cs::BuilderKind::partitioned_ps, options);
+  c.straggler = 30ms;
+  c.seed = 7;
+  const auto a = run(c);
+  const auto b = run(c);
+  CHECK(a.trace_hash == b.trace_hash);
+  CHECK(a.world.events == b.world.events);
+  CHECK(sim::scenarios::format_report(a) == sim::scenarios::format_report(b));
+  c.seed = 8;  // other link latencies, another trace
+  const auto d = run(c);
+  CHECK(d.trace_hash != a.trace_hash);
+}
+
+TEST_CASE("the PS scenario refuses bad configs", "[sim][ps]") {
+  auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  c.min_latency = 5ms;
+  c.max_latency = 1ms;
+  auto r = sim::scenarios::run_ps_scenario(c);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK(r.error().message.find("latencies") != std::string::npos);
+  auto ar = make_config(cs::BuilderKind::all_reduce);
+  r = sim::scenarios::run_ps_scenario(ar);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::invalid_argument);
+}
+
+TEST_CASE("local_replication: a node's replicas pull each variable once per step through its proxy", "[sim][ps]") {
+  auto spec = GENERATE(k_spec, k_two_nodes);
+  const std::uint64_t nodes = spec == k_spec ? 1 : 2;
+  cs::BuilderOptions options;
+  options.local_proxy_variable = true;
+  auto c = make_config(cs::BuilderKind::ps_load_balancing, options, spec);
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  // One proxy per node; each pulls every shard once per step, plus the final pull.
+  const auto pulls_per_node = static_cast<std::int64_t>(report.shards) * (c.steps + 1);
+  REQUIRE(report.proxies.size() == nodes);
+  for (const auto& p : report.proxies) {
+    CHECK(p.replicas == k_replicas / nodes);
+    CHECK(p.pulls == pulls_per_node);
+    CHECK(p.reads == static_cast<std::int64_t>(p.replicas) * pulls_per_node);
+  }
+  CHECK(report.ps_pulls == nodes * static_cast<std::uint64_t>(pulls_per_node));
+  // The same training as without proxies: BSP still equals single-process SGD.
+  const auto expected = reference_sgd(c);
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) CHECK(v == s.step);
+  }
+  for (const auto& r : report.replicas) {
+    REQUIRE(r.finished);
+    for (const auto& [name, values] : expected) {
+      const auto& got = r.final_parameters.at(name);
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+    }
+  }
+  // Without the proxies every replica pulls every shard itself.
+  c.proxies = false;
+  const auto direct = run(c);
+  CHECK(direct.proxies.empty());
+  CHECK(direct.ps_pulls == k_replicas * static_cast<std::uint64_t>(pulls_per_node));
+}
+
+TEST_CASE("local_replication under SSP with a straggler keeps the bound and never stalls", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.local_proxy_variable = true;
+  options.staleness = 2;
+  auto c = make_config(cs::BuilderKind::partitioned_ps, options, k_two_nodes);
+  c.straggler = 120ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  REQUIRE(report.proxies.size() == 2);
+  for (const auto& r : report.replicas) CHECK(r.finished);
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) {
+      CHECK(s.step - v <= 2);
+      CHECK(v <= s.step);
+    }
+  }
+  // Fewer PS pulls than replicas x shards x steps: the proxies served some reads.
+  CHECK(report.ps_pulls < k_replicas * report.shards * static_cast<std::uint64_t>(c.steps + 1));
+}
+
+TEST_CASE("local_replication: a killed PS fails the readers waiting at a proxy too", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.local_proxy_variable = true;
+  auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
+  c.steps = 1000;
+  c.kill_ps_at = 4;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  for (const auto& r : report.replicas) {
+    CHECK_FALSE(r.finished);
+    CHECK_FALSE(r.error.empty());
+    CHECK(r.end < c.call_timeout);
+  }
+}

@@ -2,7 +2,8 @@
 // order and with the sender's key; oversized payloads are refused with an error;
 // unreachable and stopped peers surface as on_peer_down; every handler call and every
 // posted function runs on the transport's own thread. Waits use condition variables
-// with generous limits; nothing depends on how long anything takes.
+// with generous limits; nothing depends on how long anything takes. The last case checks
+// the UCX backend's order: a small frame never overtakes a rendezvous frame sent before it.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "transport/local/transport.hpp"
+#include "transport/ucx/transport.hpp"
 
 using namespace apiary;
 using namespace apiary::transport;
@@ -317,4 +319,36 @@ TEST_CASE("listening on a key in use fails with unavailable", "[transport][local
   auto reuse = fourth.start(&r, "127.0.0.1", 10000);
   REQUIRE(reuse.ok());
   fourth.stop();
+}
+
+TEST_CASE("ucx: a rendezvous frame and the small frames after it arrive in the order they were sent",
+          "[transport][ucx]") {
+  // Frames of 256 KiB travel by rendezvous (their payload is fetched after the header
+  // arrives); the small ones are eager. A small frame must never overtake a large one.
+  const Mode mode = GENERATE(Mode::tcp, Mode::shm);
+  Config config;
+  config.mode = mode;
+  Recorder ra, rb;
+  ucx::Transport a(config), b(config);
+  auto ka = a.start(&ra, "127.0.0.1", 0);
+  auto kb = b.start(&rb, "127.0.0.1", 0);
+  REQUIRE(ka.ok());
+  REQUIRE(kb.ok());
+  constexpr std::uint64_t k_frames = 40;
+  for (std::uint64_t i = 0; i < k_frames; ++i) {
+    const std::size_t size = i % 2 == 0 ? std::size_t{256} << 10 : 10;
+    run_on(a, [&, i, size] { a.send(*kb, frame(i, payload_for(i, size))); });
+  }
+  const auto got = rb.wait_frames(k_frames);
+  std::uint64_t next = 0;
+  for (const Received& r : got) {
+    if (r.frame.envelope.kind() != pb::MESSAGE) continue;
+    CHECK(r.frame.envelope.call_id() == next);
+    CHECK(std::string(r.frame.payload.view()) ==
+          payload_for(next, next % 2 == 0 ? std::size_t{256} << 10 : 10));
+    ++next;
+  }
+  CHECK(next == k_frames);
+  a.stop();
+  b.stop();
 }

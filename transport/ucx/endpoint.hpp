@@ -2,6 +2,8 @@
 /// One connection to a peer: its UCP endpoint plus what apiary tracks about it
 /// (key, liveness for keepalives).
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,14 @@
 #include "transport/transport.hpp"
 
 namespace apiary::transport::ucx {
+
+/// An inbound frame held so that frames reach the handler in the order the peer sent
+/// them: a rendezvous frame is delivered once its payload is in, and the frames that came
+/// after it wait behind it.
+struct RxSlot {
+  Frame frame;
+  bool ready = false;  ///< the payload is in (or failed)
+};
 
 /// A live or failing connection. Owned by the transport; the endpoint is closed by
 /// close(), never by the destructor (closing needs the worker to progress).
@@ -31,6 +41,9 @@ struct Endpoint {
   Clock::time_point last_rx{};       ///< last frame received
   Clock::time_point last_probe{};    ///< last KEEPALIVE sent
   std::size_t transfers = 0;         ///< rendezvous sends and receives in flight
+  /// Inbound frames behind a rendezvous receive still in flight, in arrival order
+  /// (empty: frames go straight to the handler).
+  std::deque<std::shared_ptr<RxSlot>> rx_order;
 };
 
 /// Dials host:port with the error mode matching `mode`. `err_cb(arg, ep, status)` is

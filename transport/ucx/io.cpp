@@ -1,8 +1,8 @@
 // The UCX transport's data path: connections, sends, active-message receipt
 // (eager and rendezvous), HELLO naming, keepalives and failure handling.
-#include <algorithm>
-
 #include "transport/ucx/transport.hpp"
+
+#include <algorithm>
 
 namespace apiary::transport::ucx {
 namespace {
@@ -280,7 +280,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
                                      "frame payload of {} bytes from {} does not match the {} bytes its envelope "
                                      "announces; the frame was truncated or forged",
                                      length, ep.key, frame.envelope.payload_size());
-    self->inbox_.emplace_back(ep.key, std::move(frame));
+    self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
   if (length > self->config_.max_frame_bytes) {
@@ -288,23 +288,51 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     frame.payload_error = make_error(errc::too_large,
                                      "frame payload of {} bytes exceeds the limit of {} bytes", length,
                                      self->config_.max_frame_bytes);
-    self->inbox_.emplace_back(ep.key, std::move(frame));
+    self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto pending = std::make_unique<PendingRndv>();
     pending->self = self;
     pending->from = ep.key;
-    pending->frame = std::move(frame);
-    pending->frame.payload = Buffer::allocate(length);
+    pending->slot = std::make_shared<RxSlot>();
+    pending->slot->frame = std::move(frame);
+    pending->slot->frame.payload = Buffer::allocate(length);
     pending->desc = data;
+    ep.rx_order.push_back(pending->slot);  // later frames of this peer wait behind it
     self->rndv_pending_.push_back(std::move(pending));
     ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
   frame.payload = Buffer::copy_of(data, length);
-  self->inbox_.emplace_back(ep.key, std::move(frame));
+  self->receive(ep, std::move(frame));
   return UCS_OK;
+}
+
+void Transport::receive(Endpoint& ep, Frame frame) {
+  if (ep.rx_order.empty()) {
+    inbox_.emplace_back(ep.key, std::move(frame));
+    return;
+  }
+  auto slot = std::make_shared<RxSlot>();
+  slot->frame = std::move(frame);
+  slot->ready = true;
+  ep.rx_order.push_back(std::move(slot));
+}
+
+void Transport::flush_in_order(const PeerKey& from, const std::shared_ptr<RxSlot>& slot) {
+  slot->ready = true;
+  for (auto& [h, e] : endpoints_) {
+    if (e->key != from) continue;
+    auto& order = e->rx_order;
+    if (std::find(order.begin(), order.end(), slot) == order.end()) continue;
+    while (!order.empty() && order.front()->ready) {
+      inbox_.emplace_back(from, std::move(order.front()->frame));
+      order.pop_front();
+    }
+    return;
+  }
+  inbox_.emplace_back(from, std::move(slot->frame));  // the connection is gone: deliver as is
 }
 
 void Transport::start_rndv_receives() {
@@ -315,17 +343,17 @@ void Transport::start_rndv_receives() {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = &on_rndv_done;
     p.user_data = rp.get();
-    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, rp->frame.payload.data(),
-                                     rp->frame.payload.size(), &p);
+    Frame& frame = rp->slot->frame;
+    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, frame.payload.data(), frame.payload.size(), &p);
     if (req == nullptr) {
       transfer_done(rp->from);
-      inbox_.emplace_back(rp->from, std::move(rp->frame));
+      flush_in_order(rp->from, rp->slot);
     } else if (UCS_PTR_IS_ERR(req)) {
       transfer_done(rp->from);
-      rp->frame.payload = Buffer{};
-      rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
-                                           rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
-      inbox_.emplace_back(rp->from, std::move(rp->frame));
+      frame.payload = Buffer{};
+      frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
+                                       rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
+      flush_in_order(rp->from, rp->slot);
     } else {
       rp.release();  // on_rndv_done owns it
     }
@@ -336,11 +364,11 @@ void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* u
   std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
   rp->self->transfer_done(rp->from);
   if (status != UCS_OK) {
-    rp->frame.payload = Buffer{};
-    rp->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
-                                         rp->from, ucs_status_string(status));
+    rp->slot->frame.payload = Buffer{};
+    rp->slot->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
+                                               rp->from, ucs_status_string(status));
   }
-  rp->self->inbox_.emplace_back(rp->from, std::move(rp->frame));
+  rp->self->flush_in_order(rp->from, rp->slot);
   ucp_request_free(request);
 }
 

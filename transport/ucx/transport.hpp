@@ -38,10 +38,15 @@ class Transport final : public transport::Transport {
   struct PendingRndv {
     Transport* self = nullptr;
     PeerKey from;
-    Frame frame;
+    std::shared_ptr<RxSlot> slot;  ///< the frame, in its connection's arrival order
     void* desc = nullptr;  ///< UCX data descriptor
   };
 
+  /// Hands `frame` from `ep` to the handler in arrival order (behind pending rendezvous).
+  void receive(Endpoint& ep, Frame frame);
+  /// A rendezvous frame of `from` completed: delivers the ready frames at the head of its
+  /// connection's order.
+  void flush_in_order(const PeerKey& from, const std::shared_ptr<RxSlot>& slot);
   void run(std::string host, std::uint16_t port, std::promise<Result<std::string>>* started);
   Status setup(const std::string& host, std::uint16_t port);
   void loop();

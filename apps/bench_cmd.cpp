@@ -1,6 +1,7 @@
 // `apiary bench transport`: actor-to-actor RPC over UCX beside ucx_perftest and a bare
 // UCX ping-pong from the same run. `bench transport-server` is its server side.
 // `apiary bench dht`: N DHT nodes per process beside OpenDHT; `bench dht-child` is apiary's side.
+// `apiary bench allreduce`: all-reduce beside Gloo and Open MPI; `bench allreduce-rank` is apiary's rank.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +19,10 @@
 #ifdef APIARY_HAVE_DHT_BENCH
 #include "bench/dht_bench.hpp"
 #endif
+#ifdef APIARY_HAVE_ALLREDUCE_BENCH
+#include "bench/allreduce_bench.hpp"
+#include "bench/allreduce_bench_apiary.hpp"
+#endif
 
 namespace apiary::apps {
 namespace {
@@ -32,6 +37,20 @@ struct DhtFlags {
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
   std::size_t per_gateway = 16;
+};
+
+/// `bench allreduce` flags (defaults: bench::AllReduceBenchOptions's).
+struct AllReduceFlags {
+  std::vector<std::size_t> ranks{2, 4};
+  std::vector<std::size_t> sizes{4096, 1048576, 16777216, 67108864};
+  std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "gloo", "mpi-shm", "mpi-tcp"};
+  std::int64_t part_size = std::int64_t{1} << 19;
+  bool quick = false;
+  bool no_timers = false;
+  bool keep_heap = false;
+  bool no_coalesce = false;
+  bool one_timer = false;
+  int busy_poll_us = 0;
 };
 
 }  // namespace
@@ -78,7 +97,51 @@ Command add_bench_commands(CLI::App& app) {
   auto* dht_child = cmd->add_subcommand("dht-child", "apiary side of `bench dht` (started by it)");
   dht_child->prefix_command();  // its flags are parsed by the child itself
   dht_child->group("");         // internal: hidden from --help
+  auto* allreduce = cmd->add_subcommand("allreduce", "float32 all-reduce, 2 and 4 processes: apiary vs Gloo ring and Open MPI");
+  auto ar = std::make_shared<AllReduceFlags>();
+  allreduce->add_option("--ranks", ar->ranks, "Group sizes")->delimiter(',')->check(CLI::Range(2, 64))->capture_default_str();
+  allreduce->add_option("--sizes", ar->sizes, "Buffer sizes in bytes (multiples of 4)")->delimiter(',')->capture_default_str();
+  allreduce->add_option("--systems", ar->systems, "Systems to run")->delimiter(',')
+      ->check(CLI::IsMember({"apiary-tcp", "apiary-shm", "gloo", "mpi-shm", "mpi-tcp"}))->capture_default_str();
+  allreduce->add_option("--part-size", ar->part_size, "apiary's part size in bytes")->check(CLI::Range(64, 1 << 30))->capture_default_str();
+  allreduce->add_flag("--quick", ar->quick, "About a tenth of the iterations (a smoke run, under 2 min)");
+  allreduce->add_flag("--no-timers", ar->no_timers, "apiary ranks drop the runner's fault timers (profiling only)");
+  allreduce->add_flag("--keep-heap", ar->keep_heap, "apiary ranks keep freed memory in the heap (no fresh page faults per op)");
+  allreduce->add_flag("--no-coalesce", ar->no_coalesce, "apiary ranks send each empty end of stream as a frame of its own");
+  allreduce->add_flag("--one-timer", ar->one_timer, "apiary ranks keep the runner's timers behind one CAF wake-up");
+  allreduce->add_option("--busy-poll-us", ar->busy_poll_us, "apiary ranks' transport busy-polls this long before sleeping")
+      ->check(CLI::Range(0, 100000))->capture_default_str();
+  auto* allreduce_rank = cmd->add_subcommand("allreduce-rank", "apiary rank of `bench allreduce` (started by it)");
+  allreduce_rank->prefix_command();  // its flags are parsed by the rank itself
+  allreduce_rank->group("");         // internal: hidden from --help
   return [=]() {
+    if (allreduce->parsed() || allreduce_rank->parsed()) {
+#ifdef APIARY_HAVE_ALLREDUCE_BENCH
+      if (allreduce_rank->parsed()) {
+        std::vector<std::string> args = {"allreduce-rank"};
+        for (auto& a : allreduce_rank->remaining()) args.push_back(a);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        return bench::run_allreduce_rank(static_cast<int>(argv.size()), argv.data());
+      }
+      bench::AllReduceBenchOptions o;
+      o.ranks = ar->ranks;
+      o.sizes = ar->sizes;
+      o.systems = ar->systems;
+      o.part_size_bytes = ar->part_size;
+      o.quick = ar->quick;
+      o.timers = !ar->no_timers;
+      o.keep_heap = ar->keep_heap;
+      o.coalesce = !ar->no_coalesce;
+      o.one_timer = ar->one_timer;
+      o.busy_poll_us = ar->busy_poll_us;
+      if (o.quick) o.quiet_wait_s = 5;
+      return bench::run_allreduce_bench(o);
+#else
+      std::fprintf(stderr, "apiary bench: this build has no all-reduce benchmark\n");
+      return 1;
+#endif
+    }
     if (dht->parsed() || dht_child->parsed()) {
 #ifdef APIARY_HAVE_DHT_BENCH
       if (dht_child->parsed()) {

@@ -11,6 +11,7 @@ PACKAGES=(
   libucx-dev ucx-utils
   libfmt-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
   libopendht-dev
+  libgloo-dev openmpi-bin libopenmpi-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

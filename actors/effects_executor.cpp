@@ -35,7 +35,42 @@ void leave_end(Delivery& d) {
 
 }  // namespace
 
+void fold_stream_ends(core::Effects& fx) {
+  core::Effects out;
+  out.reserve(fx.size());
+  for (auto& e : fx) {
+    auto* send = std::get_if<core::Send>(&e);
+    auto* reply = std::get_if<core::Reply>(&e);
+    const bool empty_end = (send && send->last && send->message.empty()) ||
+                           (reply && reply->last && reply->response && reply->response->empty());
+    bool folded = false;
+    // The latest earlier effect on the same stream (effects on other streams and timers
+    // may sit in between; moving an end before them changes nothing for them).
+    for (auto it = out.rbegin(); empty_end && it != out.rend(); ++it) {
+      if (send) {
+        if (auto* c = std::get_if<core::Call>(&*it); c && c->id == send->call) {
+          folded = c->stream && !c->last;
+          if (folded) c->last = true;
+          break;
+        }
+        if (auto* s = std::get_if<core::Send>(&*it); s && s->call == send->call) {
+          folded = !s->last;
+          if (folded) s->last = true;
+          break;
+        }
+      } else if (auto* r = std::get_if<core::Reply>(&*it); r && r->request == reply->request) {
+        folded = !r->last && r->response.ok();
+        if (folded) r->last = true;
+        break;
+      }
+    }
+    if (!folded) out.push_back(std::move(e));
+  }
+  fx = std::move(out);
+}
+
 std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
+  fold_stream_ends(fx);
   std::vector<CoreResponse> failed;
   for (auto& effect : fx) {
     if (auto* call = std::get_if<core::Call>(&effect)) {
@@ -51,8 +86,8 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       const PeerKey* key = &cached->second;
       const auto me = caf::actor_cast<caf::actor>(self_);
       const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
-                                                 Buffer::copy_of(call->request), call->last, call->caller)
-                                     : gw_->unary(me, *key, call->handle, Buffer::copy_of(call->request),
+                                                 Buffer::adopt(std::move(call->request)), call->last, call->caller)
+                                     : gw_->unary(me, *key, call->handle, Buffer::adopt(std::move(call->request)),
                                                   call->timeout, call->caller);
       calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last};
       by_core_[call->id] = id;
@@ -65,7 +100,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
         continue;
       }
       out.local_end = send->last;
-      gw_->send(it->second, Buffer::copy_of(send->message), send->last);
+      gw_->send(it->second, Buffer::adopt(std::move(send->message)), send->last);
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       auto it = requests_.find(reply->request);
       if (it == requests_.end()) continue;  // the call ended (cancel, deadline) meanwhile
@@ -83,7 +118,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
         gw_->end(in.call);  // an empty last reply ends the stream without a message
         requests_.erase(it);
       } else {
-        gw_->send(in.call, Buffer::copy_of(*reply->response), reply->last);
+        gw_->send(in.call, Buffer::adopt(std::move(*reply->response)), reply->last);
         if (reply->last) requests_.erase(it);
       }
     } else if (auto* cancel_call = std::get_if<core::Cancel>(&effect)) {

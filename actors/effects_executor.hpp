@@ -55,6 +55,14 @@ core::TimePoint core_now();
 /// "host:port" for a core peer address (a multiaddr such as /ip4/127.0.0.1/tcp/4100).
 Result<PeerKey> peer_key_of(const core::PeerAddr& addr);
 
+/// Folds each empty end of stream into the latest earlier message of the same stream in
+/// one batch: Call{last = false} + Send{"", last} becomes Call{last = true}, Send{m} +
+/// Send{"", last} becomes Send{m, last}, and Reply{m, last = false} + Reply{"", last}
+/// becomes Reply{m, last = true}; effects on other streams and timers in between keep
+/// their order. The core sees the same inputs either way (an empty last message is no
+/// message); one frame and one hand-off fewer go over the wire. execute() applies it.
+void fold_stream_ends(core::Effects& fx);
+
 /// Runs one core's effects and translates the deliveries addressed to it. Feed every
 /// Delivery through the four translators in this order, feeding each input they return
 /// to the core (and executing its effects) before calling the next:

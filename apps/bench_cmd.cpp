@@ -48,7 +48,6 @@ struct AllReduceFlags {
   bool quick = false;
   bool no_timers = false;
   bool keep_heap = false;
-  bool no_coalesce = false;
   bool one_timer = false;
   int busy_poll_us = 0;
 };
@@ -107,7 +106,6 @@ Command add_bench_commands(CLI::App& app) {
   allreduce->add_flag("--quick", ar->quick, "About a tenth of the iterations (a smoke run, under 2 min)");
   allreduce->add_flag("--no-timers", ar->no_timers, "apiary ranks drop the runner's fault timers (profiling only)");
   allreduce->add_flag("--keep-heap", ar->keep_heap, "apiary ranks keep freed memory in the heap (no fresh page faults per op)");
-  allreduce->add_flag("--no-coalesce", ar->no_coalesce, "apiary ranks send each empty end of stream as a frame of its own");
   allreduce->add_flag("--one-timer", ar->one_timer, "apiary ranks keep the runner's timers behind one CAF wake-up");
   allreduce->add_option("--busy-poll-us", ar->busy_poll_us, "apiary ranks' transport busy-polls this long before sleeping")
       ->check(CLI::Range(0, 100000))->capture_default_str();
@@ -132,7 +130,6 @@ Command add_bench_commands(CLI::App& app) {
       o.quick = ar->quick;
       o.timers = !ar->no_timers;
       o.keep_heap = ar->keep_heap;
-      o.coalesce = !ar->no_coalesce;
       o.one_timer = ar->one_timer;
       o.busy_poll_us = ar->busy_poll_us;
       if (o.quick) o.quiet_wait_s = 5;

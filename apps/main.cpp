@@ -1,4 +1,6 @@
 // apiary: run a node, ping one, manage identities, run benchmarks.
+#include <malloc.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -6,6 +8,11 @@
 #include "apps/commands.hpp"
 
 int main(int argc, char** argv) {
+  // Tensors, parts and frames of hundreds of KiB come and go every round: serve them from
+  // the heap (up to glibc's largest mmap threshold, 32 MiB) and keep freed memory there,
+  // so each round reuses pages already mapped instead of faulting in fresh ones.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};
   app.require_subcommand(1);
   const std::vector<std::pair<std::string, apiary::apps::Command>> commands = {

@@ -126,7 +126,6 @@ Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllRedu
                                      std::to_string(o.timeout_s)};
     if (o.quick) argv.emplace_back("--quick");
     if (!o.timers) argv.emplace_back("--no-timers");
-    if (!o.coalesce) argv.emplace_back("--no-coalesce");
     if (o.one_timer) argv.emplace_back("--one-timer");
     if (o.busy_poll_us > 0) argv.insert(argv.end(), {"--busy-poll-us", std::to_string(o.busy_poll_us)});
     argvs.push_back(std::move(argv));
@@ -316,7 +315,7 @@ int run_allreduce_bench(const AllReduceBenchOptions& o) {
              joined(o.sizes), joined(o.ranks), o.quick ? "quick (about a tenth of the iterations), " : "",
              o.part_size_bytes, o.keep_heap ? ", heap kept" : "",
              !o.timers ? ", no fault timers" : o.one_timer ? ", one timer per actor" : "",
-             std::string(o.coalesce ? "" : ", ends not coalesced") +
+             
                  (o.busy_poll_us > 0 ? fmt::format(", busy-poll {} us", o.busy_poll_us) : ""));
   fmt::print("time/op: slowest rank's mean; busbw = algbw * 2(n-1)/n; switches: voluntary context switches per op, "
              "all ranks summed (thread hand-offs); CPU: CPU time per op, all ranks summed\n");

@@ -27,7 +27,6 @@ struct AllReduceBenchOptions {
   std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< apiary's part size, bytes
   bool quick = false;   ///< about a tenth of the iterations (a smoke run, < 2 min)
   bool timers = true;   ///< false: apiary ranks drop the runner's fault timers (profiling)
-  bool coalesce = true; ///< apiary ranks fold each empty end of stream into the message before it
   /// apiary ranks keep freed memory in the heap (GLIBC_TUNABLES mmap and trim thresholds
   /// at 4 GiB), so the buffers of one op reuse the pages of the last instead of faulting
   /// in fresh ones.

@@ -112,7 +112,6 @@ void run(driver* self, core::Effects effects) {
                                  }),
                   effects.end());
   }
-  if (st.opt.coalesce) coalesce_ends(effects);
   for (auto& r : st.fx->execute(std::move(effects))) run(self, st.runner->on_response(actors::core_now(), r.call, r.result));
 }
 
@@ -123,7 +122,8 @@ void append(core::Effects& fx, core::Effects more) {
 
 /// Feeds one delivery to the runner, in the order effects_executor.hpp asks for. The
 /// effects of the (up to two) inputs one delivery holds run as one batch, so that a
-/// reducer's last answer and its end of stream go out as one frame (coalesce_ends); the
+/// reducer's last answer and its end of stream go out as one frame (the executor folds
+/// them, actors::fold_stream_ends); the
 /// runner ignores an input for a stream its own earlier answer closed.
 void feed(driver* self, actors::Delivery& d) {
   auto& st = self->state;
@@ -198,7 +198,7 @@ void finish_op(driver* self) {
   if (!out.status || !out.failed_senders.empty() || !out.failed_reducers.empty()) {
     return finish(self, make_error(errc::internal, "op {} ({} B): expected every peer to take part, got "
                                    "status '{}', {} failed senders, {} failed reducers (a stream that stalled or ended early: "
-                                   "with --no-coalesce, see bench/README.md; else an overloaded machine)",
+                                   "an overloaded machine?)",
                                    st.seq, st.opt.sizes[st.size_index], out.status ? "ok" : out.status.error().message,
                                    out.failed_senders.size(), out.failed_reducers.size()));
   }
@@ -330,40 +330,6 @@ Result<Figures> run_rank(const AllReduceRankOptions& o) {
 
 }  // namespace
 
-void coalesce_ends(core::Effects& fx) {
-  core::Effects out;
-  out.reserve(fx.size());
-  for (auto& e : fx) {
-    auto* send = std::get_if<core::Send>(&e);
-    auto* reply = std::get_if<core::Reply>(&e);
-    const bool empty_end = (send && send->last && send->message.empty()) ||
-                           (reply && reply->last && reply->response && reply->response->empty());
-    bool folded = false;
-    // The latest earlier effect on the same stream (effects on other streams and timers
-    // may sit in between; moving an end before them changes nothing for them).
-    for (auto it = out.rbegin(); empty_end && it != out.rend(); ++it) {
-      if (send) {
-        if (auto* c = std::get_if<core::Call>(&*it); c && c->id == send->call) {
-          folded = c->stream && !c->last;
-          if (folded) c->last = true;
-          break;
-        }
-        if (auto* s = std::get_if<core::Send>(&*it); s && s->call == send->call) {
-          folded = !s->last;
-          if (folded) s->last = true;
-          break;
-        }
-      } else if (auto* r = std::get_if<core::Reply>(&*it); r && r->request == reply->request) {
-        folded = !r->last && r->response.ok();
-        if (folded) r->last = true;
-        break;
-      }
-    }
-    if (!folded) out.push_back(std::move(e));
-  }
-  fx = std::move(out);
-}
-
 bool parse_allreduce_rank_options(int argc, char** argv, AllReduceRankOptions& o) {
   o.rank = static_cast<std::size_t>(std::strtoull(wl::flag_value(argc, argv, "--rank", "0").c_str(), nullptr, 10));
   o.ports.clear();
@@ -374,7 +340,6 @@ bool parse_allreduce_rank_options(int argc, char** argv, AllReduceRankOptions& o
   o.barrier_dir = wl::flag_value(argc, argv, "--barrier");
   o.quick = wl::has_flag(argc, argv, "--quick");
   o.timers = !wl::has_flag(argc, argv, "--no-timers");
-  o.coalesce = !wl::has_flag(argc, argv, "--no-coalesce");
   o.one_timer = wl::has_flag(argc, argv, "--one-timer");
   o.busy_poll_us = std::atoi(wl::flag_value(argc, argv, "--busy-poll-us", "0").c_str());
   o.timeout_s = std::atoi(wl::flag_value(argc, argv, "--timeout-s", "300").c_str());

@@ -24,9 +24,6 @@ struct AllReduceRankOptions {
   std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< AllReduceConfig::part_size_bytes
   bool quick = false;               ///< the workload's smaller iteration counts
   bool timers = true;               ///< false: drop the runner's fault timers (profiling only)
-  /// Folds each empty end of stream into the message before it (one frame, not two);
-  /// false sends them as the runner returns them. See coalesce_ends in the .cpp.
-  bool coalesce = true;
   /// Keeps the runner's timers in the actor with one pending CAF wake-up
   /// (bench/allreduce_bench_timers.hpp) instead of one CAF delayed message per SetTimer.
   bool one_timer = false;
@@ -37,20 +34,10 @@ struct AllReduceRankOptions {
 
 /// Parses the rank's flags (argv[0] is skipped):
 ///   --rank R --ports P0,P1,... --mode tcp|shm --sizes B1,B2,... --part-size B
-///   --barrier DIR [--quick] [--no-timers] [--no-coalesce] [--one-timer] [--busy-poll-us U]
+///   --barrier DIR [--quick] [--no-timers] [--one-timer] [--busy-poll-us U]
 ///   [--timeout-s S]
 /// Returns false (and says why on stderr) for flags that do not make a rank.
 bool parse_allreduce_rank_options(int argc, char** argv, AllReduceRankOptions& out);
-
-/// Folds each empty end of stream into the latest earlier message of the same stream:
-/// Call{last = false} + Send{"", last} becomes Call{last = true}, Send{m} + Send{"", last}
-/// becomes Send{m, last}, and Reply{m, last = false} + Reply{"", last} becomes
-/// Reply{m, last = true}; effects on other streams and timers in between keep their
-/// order. The UCX transport hands a frame that arrived by rendezvous (>= 64 KiB) to the
-/// engine only once its data is in, so an empty end frame sent after it overtakes it and
-/// the engine drops the end of a call it does not know yet; one frame also costs one
-/// hand-off less.
-void coalesce_ends(core::Effects& fx);
 
 /// Runs one rank (`apiary bench allreduce-rank FLAGS`) and prints its result lines.
 /// Returns 0 when every check passed, 1 on a failed check or run, 2 on bad flags.

@@ -31,6 +31,15 @@ class Buffer {
     return b;
   }
   static Buffer copy_of(std::string_view s) { return copy_of(s.data(), s.size()); }
+  /// Takes `bytes` over without copying: the string's storage becomes the buffer's.
+  static Buffer adopt(std::string&& bytes) {
+    if (bytes.empty()) return Buffer{};
+    auto owner = std::make_shared<std::string>(std::move(bytes));
+    Buffer b;
+    b.size_ = owner->size();
+    b.data_ = std::shared_ptr<std::byte[]>(owner, reinterpret_cast<std::byte*>(owner->data()));
+    return b;
+  }
 
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "core/averaging/allreduce_fastwire.hpp"
 #include "messages/tensor/codec.hpp"
 #include "messages/tensor/tensor.hpp"
 
@@ -11,6 +12,7 @@ Result<std::string> encode_part_message(pb::MessageCode code, const std::string&
                                         const std::string& peer_id, const float* values,
                                         std::size_t count, pb::CompressionType codec,
                                         double weight) {
+  if (codec == pb::NONE) return encode_none_part(code, group_id, peer_id, values, count, weight);
   auto tensor = messages::Tensor::copy_of(messages::dtype::float32,
                                           {static_cast<std::uint32_t>(count)}, values,
                                           count * sizeof(float));
@@ -48,6 +50,7 @@ std::string encode_code_message(pb::MessageCode code) {
 }
 
 Result<PartMessage> decode_part_message(const std::string& bytes) {
+  if (PartMessage fast; decode_none_part(bytes, fast)) return fast;
   pb::AveragingData data;
   if (!data.ParseFromString(bytes)) {
     return make_error(errc::malformed,

@@ -39,13 +39,14 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
                               i, part.contributions);
     } else {
       // Average: acc / denom, then the accumulator is no longer needed.
-      part.average.resize(part.size);
-      for (std::size_t k = 0; k < part.size; ++k) {
-        part.average[k] = static_cast<float>(part.acc[k] / part.denominator);
-      }
+      // The accumulator becomes the average in place (float32, as the tensors).
+      const float inverse = static_cast<float>(1.0 / part.denominator);
+      float* acc = part.acc.data();
+      for (std::size_t k = 0; k < part.size; ++k) acc[k] *= inverse;
+      part.average = std::move(part.acc);
       part.state = PartState::averaged;
     }
-    std::vector<double>().swap(part.acc);
+    std::vector<float>().swap(part.acc);
     completed.push_back(i);
     ++next_pending_;
   }
@@ -98,8 +99,16 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
   }
 
   // acc += w * x; denom += w; keep the sender's copy for its delta.
-  if (part.acc.size() != part.size) part.acc.assign(part.size, 0.0);
-  for (std::size_t k = 0; k < count; ++k) part.acc[k] += weight * static_cast<double>(values[k]);
+  const float w = static_cast<float>(weight);
+  if (part.acc.size() != part.size) {
+    // The first contribution initialises the sum (no zero-fill pass).
+    part.acc.resize(part.size);
+    float* acc = part.acc.data();
+    for (std::size_t k = 0; k < count; ++k) acc[k] = w * values[k];
+  } else {
+    float* acc = part.acc.data();
+    for (std::size_t k = 0; k < count; ++k) acc[k] += w * values[k];
+  }
   part.denominator += weight;
   ++part.contributions;
   if (part.copies.size() != received_.size()) part.copies.resize(received_.size());
@@ -164,7 +173,7 @@ Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t pa
   const std::vector<float>& mine = *part.copies[sender];
   std::vector<float> out(part.size);
   for (std::size_t k = 0; k < part.size; ++k) {
-    out[k] = static_cast<float>(static_cast<double>(part.average[k]) - mine[k]);
+    out[k] = part.average[k] - mine[k];
   }
   return out;
 }

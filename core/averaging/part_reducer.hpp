@@ -86,7 +86,7 @@ class PartReducer {
   struct PartSlot {
     std::size_t size = 0;
     PartState state = PartState::pending;
-    std::vector<double> acc;                              ///< sum of w * x (while pending)
+    std::vector<float> acc;                               ///< sum of w * x (while pending)
     double denominator = 0.0;                             ///< sum of w
     std::size_t contributions = 0;                        ///< senders that submitted it
     std::vector<std::optional<std::vector<float>>> copies;  ///< each sender's copy

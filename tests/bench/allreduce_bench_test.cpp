@@ -2,6 +2,7 @@
 // --one-timer, and how the parent folds the ranks' result lines.
 #include <catch2/catch.hpp>
 
+#include "actors/effects_executor.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/allreduce_bench_apiary.hpp"
 #include "bench/allreduce_bench_timers.hpp"
@@ -23,9 +24,9 @@ core::Call stream_call(core::CallId id, std::string first) {
 
 }  // namespace
 
-TEST_CASE("coalesce_ends folds an empty end into the call it ends") {
+TEST_CASE("fold_stream_ends folds an empty end into the call it ends") {
   core::Effects fx{stream_call(7, "part"), core::SetTimer{3, core::TimePoint{}}, core::Send{7, "", true}};
-  coalesce_ends(fx);
+  actors::fold_stream_ends(fx);
   REQUIRE(fx.size() == 2);
   const auto& call = std::get<core::Call>(fx[0]);
   CHECK(call.last);
@@ -33,10 +34,10 @@ TEST_CASE("coalesce_ends folds an empty end into the call it ends") {
   CHECK(std::holds_alternative<core::SetTimer>(fx[1]));
 }
 
-TEST_CASE("coalesce_ends folds a reducer's empty last reply into its last answer, past other streams") {
+TEST_CASE("fold_stream_ends folds a reducer's empty last reply into its last answer, past other streams") {
   core::Effects fx{core::Reply{1, std::string("d1"), false}, core::Reply{2, std::string("d2"), false},
                    core::CancelTimer{9}, core::Reply{1, std::string(), true}};
-  coalesce_ends(fx);
+  actors::fold_stream_ends(fx);
   REQUIRE(fx.size() == 3);
   const auto& first = std::get<core::Reply>(fx[0]);
   CHECK(first.request == 1);
@@ -45,15 +46,15 @@ TEST_CASE("coalesce_ends folds a reducer's empty last reply into its last answer
   CHECK_FALSE(std::get<core::Reply>(fx[1]).last);
 }
 
-TEST_CASE("coalesce_ends leaves an end alone when there is nothing to fold it into") {
+TEST_CASE("fold_stream_ends leaves an end alone when there is nothing to fold it into") {
   // A refusal (an error reply), an end of another stream, and a Send after a closed call stay.
   core::Effects fx{core::Reply{1, make_error(errc::cancelled, "x"), true}, core::Reply{1, std::string(), true},
                    core::Reply{2, std::string(), true}};
-  coalesce_ends(fx);
+  actors::fold_stream_ends(fx);
   CHECK(fx.size() == 3);
   core::Effects unary{core::unary_call(4, "/ip4/127.0.0.1/tcp/1", "h", "r", std::chrono::seconds(1)),
                       core::Send{4, "", true}};
-  coalesce_ends(unary);
+  actors::fold_stream_ends(unary);
   CHECK(unary.size() == 2);
 }
 

@@ -1,0 +1,179 @@
+// The part stream's float32 parts without a codec (NONE), written and read straight
+// between the float values and the wire bytes: one copy each way instead of the
+// general path's three (Tensor, pb::Tensor, serialization; parse, decode, assign).
+// The bytes are the protobuf encoding of the same AveragingData the general path
+// produces, so either side may use either path.
+#include "core/averaging/allreduce_fastwire.hpp"
+
+#include <cstring>
+
+namespace apiary::core::averaging {
+
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "NONE parts copy float bytes as they are: the wire is little-endian");
+
+// Protobuf wire types.
+constexpr std::uint32_t k_varint = 0;
+constexpr std::uint32_t k_fixed64 = 1;
+constexpr std::uint32_t k_len = 2;
+constexpr std::uint32_t k_fixed32 = 5;
+
+std::size_t varint_size(std::uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_tag(std::string& out, std::uint32_t field, std::uint32_t wire) { put_varint(out, (field << 3) | wire); }
+
+void put_bytes(std::string& out, std::uint32_t field, const char* data, std::size_t size) {
+  put_tag(out, field, k_len);
+  put_varint(out, size);
+  out.append(data, size);
+}
+
+/// Reads protobuf fields from [p, end); false on malformed input.
+struct Reader {
+  const char* p;
+  const char* end;
+
+  bool varint(std::uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const auto byte = static_cast<unsigned char>(*p++);
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  /// The next field: its number, wire type, and for k_len its bytes / else its value.
+  bool field(std::uint32_t& number, std::uint32_t& wire, std::string_view& bytes, std::uint64_t& value) {
+    std::uint64_t tag = 0;
+    if (!varint(tag)) return false;
+    number = static_cast<std::uint32_t>(tag >> 3);
+    wire = static_cast<std::uint32_t>(tag & 7);
+    switch (wire) {
+      case k_varint: return varint(value);
+      case k_fixed64:
+        if (end - p < 8) return false;
+        std::memcpy(&value, p, 8);
+        p += 8;
+        return true;
+      case k_fixed32: {
+        if (end - p < 4) return false;
+        std::uint32_t v32 = 0;
+        std::memcpy(&v32, p, 4);
+        value = v32;
+        p += 4;
+        return true;
+      }
+      case k_len: {
+        std::uint64_t size = 0;
+        if (!varint(size) || size > static_cast<std::uint64_t>(end - p)) return false;
+        bytes = std::string_view(p, size);
+        p += size;
+        return true;
+      }
+      default: return false;
+    }
+  }
+};
+
+}  // namespace
+
+std::string encode_none_part(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
+                             const float* values, std::size_t count, double weight) {
+  static constexpr char k_dtype[] = "float32";
+  const std::size_t data_bytes = count * sizeof(float);
+  // Tensor: buffer (1), size (2, packed), dtype (4); compression NONE is the default (0).
+  const std::size_t size_field = varint_size(count);
+  // proto3 leaves an empty buffer out.
+  const std::size_t buffer_field = data_bytes == 0 ? 0 : 1 + varint_size(data_bytes) + data_bytes;
+  const std::size_t tensor_bytes = buffer_field + 1 + varint_size(size_field) + size_field +  //
+                                   1 + 1 + sizeof(k_dtype) - 1;
+  std::string out;
+  out.reserve(tensor_bytes + group_id.size() + peer_id.size() + 32);
+  if (code != pb::NO_CODE) {
+    put_tag(out, 1, k_varint);
+    put_varint(out, static_cast<std::uint64_t>(code));
+  }
+  if (!group_id.empty()) put_bytes(out, 2, group_id.data(), group_id.size());
+  if (!peer_id.empty()) put_bytes(out, 3, peer_id.data(), peer_id.size());
+  put_tag(out, 4, k_len);
+  put_varint(out, tensor_bytes);
+  if (data_bytes > 0) put_bytes(out, 1, reinterpret_cast<const char*>(values), data_bytes);
+  put_tag(out, 2, k_len);
+  put_varint(out, size_field);
+  put_varint(out, count);
+  put_bytes(out, 4, k_dtype, sizeof(k_dtype) - 1);
+  if (weight != 0.0) {
+    put_tag(out, 5, k_fixed64);
+    char bits[8];
+    std::memcpy(bits, &weight, 8);
+    out.append(bits, 8);
+  }
+  return out;
+}
+
+bool decode_none_part(const std::string& bytes, PartMessage& out) {
+  Reader r{bytes.data(), bytes.data() + bytes.size()};
+  std::string_view tensor;
+  bool has_tensor = false;
+  while (r.p < r.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!r.field(number, wire, field, value)) return false;
+    if (number == 1 && wire == k_varint) out.code = static_cast<pb::MessageCode>(value);
+    else if (number == 2 && wire == k_len) out.group_id.assign(field);
+    else if (number == 3 && wire == k_len) out.peer_id.assign(field);
+    else if (number == 4 && wire == k_len) tensor = field, has_tensor = true;
+    else if (number == 5 && wire == k_fixed64) std::memcpy(&out.weight, &value, 8);
+    else return false;  // anything else: the general path decides
+  }
+  if (!has_tensor) return true;
+  Reader t{tensor.data(), tensor.data() + tensor.size()};
+  std::string_view buffer;
+  std::string_view dtype;
+  std::uint64_t elements = 0;
+  std::size_t dims = 0;
+  while (t.p < t.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!t.field(number, wire, field, value)) return false;
+    if (number == 1 && wire == k_len) {
+      buffer = field;
+    } else if (number == 2 && wire == k_len) {
+      Reader sizes{field.data(), field.data() + field.size()};
+      while (sizes.p < sizes.end) {
+        if (!sizes.varint(elements)) return false;
+        ++dims;
+      }
+    } else if (number == 4 && wire == k_len) {
+      dtype = field;
+    } else if (!(number == 5 && wire == k_varint && value == pb::NONE)) {
+      return false;  // a codec, chunks, requires_grad...: the general path decides
+    }
+  }
+  if (dtype != "float32" || dims != 1 || buffer.size() != elements * sizeof(float)) return false;
+  out.compression = pb::NONE;
+  out.values.resize(elements);
+  if (elements > 0) std::memcpy(out.values.data(), buffer.data(), buffer.size());
+  return true;
+}
+
+}  // namespace apiary::core::averaging

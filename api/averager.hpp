@@ -87,7 +87,9 @@ struct AveragerStepReport {
   std::vector<std::string> peers;     ///< members in the group's order (multiaddrs)
   std::vector<std::string> gathered;  ///< each member's gather bytes, aligned with peers
   std::size_t my_index = 0;           ///< this peer's index in peers
-  std::vector<std::int64_t> shares;   ///< elements each member reduced
+  /// Elements load balancing gave each member; parts are whole, so a part straddling two
+  /// shares is reduced by the member with the larger overlap.
+  std::vector<std::int64_t> shares;
   std::vector<std::string> failed_senders;   ///< excluded senders, as seen here
   std::vector<std::string> failed_reducers;  ///< reducers whose parts kept local values
   std::size_t attempts = 1;           ///< matchmaking attempts

@@ -10,9 +10,12 @@
 int main(int argc, char** argv) {
   // Tensors, parts and frames of hundreds of KiB come and go every round: serve them from
   // the heap (up to glibc's largest mmap threshold, 32 MiB) and keep freed memory there,
-  // so each round reuses pages already mapped instead of faulting in fresh ones.
+  // so each round reuses pages already mapped instead of faulting in fresh ones. One arena:
+  // a buffer freed on one thread serves the next allocation on any other (the actor, the
+  // transport and CAF's workers all touch the same parts).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_ARENA_MAX, 1);
   CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};
   app.require_subcommand(1);
   const std::vector<std::pair<std::string, apiary::apps::Command>> commands = {

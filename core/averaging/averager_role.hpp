@@ -84,7 +84,8 @@ struct AveragerStepResult {
   GroupInfo group;
   /// Each member's mode, aligned with group.peers.
   std::vector<AveragingMode> modes;
-  /// Elements each member reduced, aligned with group.peers.
+  /// Elements load balancing gave each member, aligned with group.peers (whole parts go
+  /// to the member with the larger overlap).
   std::vector<std::int64_t> shares;
   /// Per tensor, the group average minus this peer's value (0 where unknown).
   std::vector<std::vector<float>> deltas;

@@ -81,6 +81,8 @@ MatchmakingEffects Matchmaking::on_declared(TimePoint /*now*/, DhtOpId op, bool 
   declare_op_ = 0;
   // A failed store leaves the previous state; the next expiration declares again.
   if (ok) declared_ = true;
+  // Declared: whoever declared meanwhile is visible now; look for a leader among them.
+  if (ok && !join_ && queue_.empty()) read_queue(fx);
   return fx;
 }
 

@@ -23,8 +23,16 @@ void Matchmaking::try_next_leader(TimePoint now, MatchmakingEffects& fx) {
     send_join(now, fx, head.second);
     return;
   }
-  // Nobody to ask yet: read the queue again a little later.
-  fx.rpc.push_back(SetTimer{k_refresh_timer, now + params_.request_timeout});
+  // Nobody to ask yet: read the queue again a little later, at most halfway to our own
+  // expiration. Peers that start together read an empty queue before any of them has
+  // declared; were the next read due at the expiration itself, it would find the others
+  // between their expiring and their renewed declarations, round after round.
+  Duration wait = params_.request_timeout;
+  if (declared_exp_) {
+    const Duration half = (at_dht(*declared_exp_) - now) / 2;
+    wait = std::max(std::min(wait, half), params_.request_timeout / 8);
+  }
+  fx.rpc.push_back(SetTimer{k_refresh_timer, now + wait});
 }
 
 void Matchmaking::send_join(TimePoint now, MatchmakingEffects& fx, const PeerIdBytes& leader) {

@@ -127,8 +127,14 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       gw_->cancel(it->second, cancel_call->reason);
       forget_call(calls_.find(it->second));
     } else if (auto* set = std::get_if<core::SetTimer>(&effect)) {
+      auto armed = timers_.find(set->id);
+      if (armed != timers_.end() && armed->second.wake <= set->at) {
+        // A wake-up is already due no later: it re-sends itself for the rest of the time.
+        armed->second.at = set->at;
+        continue;
+      }
       const auto gen = next_generation_++;
-      timers_[set->id] = gen;
+      timers_[set->id] = Armed{gen, set->at, set->at};
       const auto delay = std::max(core::Duration::zero(), set->at - core_now());
       self_->delayed_send(self_, delay, timer_atom::value, set->id, gen);
     } else if (auto* cancel = std::get_if<core::CancelTimer>(&effect)) {
@@ -238,9 +244,18 @@ std::optional<CoreResponse> EffectExecutor::response_of(Delivery& d) {
   return r;
 }
 
-bool EffectExecutor::timer_is_current(core::TimerId id, std::uint64_t generation) const {
+bool EffectExecutor::timer_is_current(core::TimerId id, std::uint64_t generation) {
   auto it = timers_.find(id);
-  return it != timers_.end() && it->second == generation;
+  if (it == timers_.end() || it->second.generation != generation) return false;  // cancelled or re-armed
+  const core::TimePoint now = core_now();
+  if (now < it->second.at) {
+    // Pushed later since this wake-up was sent: wake again at the new time.
+    it->second.wake = it->second.at;
+    self_->delayed_send(self_, it->second.at - now, timer_atom::value, id, generation);
+    return false;
+  }
+  timers_.erase(it);
+  return true;
 }
 
 }  // namespace apiary::actors

@@ -97,7 +97,8 @@ class EffectExecutor {
   /// A delivery that ends one of the core's calls (unary or streaming), translated.
   std::optional<CoreResponse> response_of(Delivery& d);
   /// Whether a timer message (id, generation) is the timer's current arming.
-  bool timer_is_current(core::TimerId id, std::uint64_t generation) const;
+  /// A timer that fires is forgotten; one pushed later since is re-sent for the rest.
+  bool timer_is_current(core::TimerId id, std::uint64_t generation);
   /// Effects dropped because they broke the rules of core/effects.hpp (Send on a unary
   /// call or after `last`; Reply{last = false} to a unary request, which fails the call).
   std::uint64_t anomalies() const { return anomalies_; }
@@ -121,7 +122,16 @@ class EffectExecutor {
   std::unordered_map<core::RequestId, InRequest> requests_;  ///< core request → served call
   std::unordered_map<CallId, Buffer> partial_;          ///< responses awaiting their end
   std::unordered_map<core::PeerAddr, PeerKey> keys_;         ///< multiaddr → "host:port", parsed once
-  std::unordered_map<core::TimerId, std::uint64_t> timers_;  ///< current generation per timer
+  /// An armed timer: the generation of its pending wake-up message, when it is due, and
+  /// when that message arrives. Re-arming it later sends nothing: the wake-up, when it
+  /// comes early, sends itself again for the rest (one CAF message per timer at a time,
+  /// not one per re-arm: a stream re-arms its timer at every message).
+  struct Armed {
+    std::uint64_t generation = 0;
+    core::TimePoint at{};
+    core::TimePoint wake{};
+  };
+  std::unordered_map<core::TimerId, Armed> timers_;
   std::uint64_t next_generation_ = 1;
   std::uint64_t anomalies_ = 0;
 };

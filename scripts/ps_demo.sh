@@ -4,14 +4,17 @@
 # device of the strategy (two) and four replica processes (one chief, three workers),
 # all on 127.0.0.1, and prints the chief's loss and step time per step.
 # Usage: scripts/ps_demo.sh [STEPS=30] [STALENESS=0] [BUILDER=PSLoadBalancing]
-# Env: APIARY (default build/bin/apiary; run scripts/setup.sh first), STRAGGLER_MS
-# (extra time per step of the last worker, default 0).
+# Env: APIARY (default: set up and build with scripts/setup.sh, then build/bin/apiary),
+# STRAGGLER_MS (extra time per step of the last worker, default 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-30}
 STALENESS=${2:-0}
 BUILDER=${3:-PSLoadBalancing}
-APIARY=${APIARY:-build/bin/apiary}
+if [ -z "${APIARY:-}" ]; then
+  scripts/setup.sh build >/dev/null
+  APIARY=build/bin/apiary
+fi
 export UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n   # loopback only
 [ -x "$APIARY" ] || { echo "no $APIARY; build first (scripts/setup.sh) or set APIARY"; exit 1; }
 OUT=$(mktemp -d)

@@ -52,6 +52,7 @@ Command add_average_command(CLI::App& app) {
   auto weight = std::make_shared<double>(1.0);
   auto timeout = std::make_shared<double>(30.0);
   auto linger = std::make_shared<double>(2.0);
+  auto every = std::make_shared<double>(0.0);
   auto* values_opt = cmd->add_option("--values", *values, "The vector, e.g. 1,2.5,-3 (overrides --size)");
   cmd->add_option("--size", *size, "Elements of a generated vector: element i is sin(1.7 s + 0.37 i), s = --value-seed")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 28));
@@ -60,6 +61,10 @@ Command add_average_command(CLI::App& app) {
   cmd->add_option("--weight", *weight, "This peer's averaging weight")->check(CLI::Range(0.0, 1e12));
   cmd->add_option("--timeout", *timeout, "Seconds each step may take (matchmaking retries included)")
       ->check(CLI::Range(0.1, 1e6));
+  cmd->add_option("--every", *every,
+                  "Schedule step k at the next multiple of this many seconds of Unix time, so that "
+                  "processes started apart step together (0: each step as soon as the last ends)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--linger", *linger, "Seconds to keep serving after the last step (groupmates may still need it)")
       ->check(CLI::Range(0.0, 1e6));
 
@@ -83,6 +88,13 @@ Command add_average_command(CLI::App& app) {
       AveragerStepOptions step;
       step.weight = *weight;
       step.timeout = *timeout;
+      if (*every > 0) {
+        // The next boundary at least min_matchmaking_time away: every process aims at it.
+        const double now = Dht::now();
+        const double earliest = now + args->min_matchmaking_time;
+        step.scheduled_in = std::ceil(earliest / *every) * *every - now;
+        step.timeout = step.scheduled_in + *timeout;
+      }
       auto report = averager.step(step).get();
       if (!report) {
         std::fprintf(stderr, "apiary average: step %d: %s\n", s, report.error().what().c_str());

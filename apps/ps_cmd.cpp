@@ -3,7 +3,8 @@
 // replica (--role chief for replica 0, --role worker for the others) trains the
 // built-in logistic-regression model, pulling parameters and pushing gradients each step.
 // --embedded runs the whole job (every PS device and every replica) in this one process,
-// on one actor system, each role on its own in-process gateway.
+// on one actor system, each role on its own in-process gateway. An all-reduce strategy
+// has no PS role: its replicas average gradients among themselves (apps/ps_allreduce.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "actors/ps/shard_actor.hpp"
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
+#include "apps/ps_allreduce.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
@@ -403,6 +405,30 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan) {
   return 0;
 }
 
+/// The flags an all-reduce job uses.
+ArJobArgs allreduce_args(const PsArgs& a) {
+  ArJobArgs r;
+  r.role = a.role;
+  r.embedded = a.embedded;
+  r.replica = a.replica;
+  r.listen = a.listen;
+  r.peers = a.peers;
+  r.steps = a.steps;
+  r.batch = a.batch;
+  r.samples = a.samples;
+  r.features = a.features;
+  r.seed = a.seed;
+  r.optimizer.learning_rate = a.learning_rate;
+  r.optimizer.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
+                     : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
+                                                 : cps::OptimizerKind::sgd;
+  r.timeout_ms = a.timeout_ms;
+  r.step_delay_ms = a.step_delay_ms;
+  r.mode = a.mode;
+  r.stopped = &g_stdin_closed;
+  return r;
+}
+
 }  // namespace
 
 Command add_ps_command(CLI::App& app) {
@@ -420,7 +446,7 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--listen", a->listen, "Listen address host:port (port 0: any)")->capture_default_str();
   cmd->add_option("--peers", a->peers,
                   "Replicas: DEVICE=HOST:PORT of every PS device, e.g. "
-                  "localhost:CPU:0=127.0.0.1:7000")
+                  "localhost:CPU:0=127.0.0.1:7000; with an all-reduce strategy, of every replica device")
       ->expected(0, -1);
   cmd->add_option("--device", a->device, "PS role: the PS device this process serves, e.g. localhost:CPU:0");
   cmd->add_option("--replica", a->replica, "Worker role: replica id 1..R-1 (graph_config.replicas order)");
@@ -435,10 +461,11 @@ Command add_ps_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic data")->capture_default_str();
-  cmd->add_option("--optimizer", a->optimizer, "PS role: sgd, momentum or adam")
+  cmd->add_option("--optimizer", a->optimizer, "PS role (all-reduce strategies: replicas): sgd, momentum or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
       ->capture_default_str();
-  cmd->add_option("--learning-rate", a->learning_rate, "PS role: step size")->capture_default_str();
+  cmd->add_option("--learning-rate", a->learning_rate, "PS role (all-reduce strategies: replicas): step size")
+      ->capture_default_str();
   cmd->add_option("--timeout-ms", a->timeout_ms, "Replicas: deadline of each pull and push (ms)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}))
       ->capture_default_str();
@@ -453,12 +480,19 @@ Command add_ps_command(CLI::App& app) {
       ->capture_default_str();
   return [a]() {
     block_shutdown_signals();
-    auto plan = load_plan(*a);
-    if (!plan) return fail(plan.error());
     if (a->embedded != a->role.empty()) {
       return fail(make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
                              a->embedded ? "both" : "neither"));
     }
+    // An all-reduce strategy runs without PS processes (apps/ps_allreduce.hpp).
+    auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features);
+    if (!ar_plan) return fail(ar_plan.error());
+    if (*ar_plan) {
+      if (a->stdin_stops) watch_stdin();
+      return run_allreduce_job(allreduce_args(*a), **ar_plan);
+    }
+    auto plan = load_plan(*a);
+    if (!plan) return fail(plan.error());
     if (a->embedded) return run_embedded(*a, *plan);
     if (a->role == "ps") return run_ps(*a, *plan);
     return run_replica(*a, std::move(*plan));

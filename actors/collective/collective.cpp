@@ -1,0 +1,80 @@
+#include "actors/collective/collective.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/effects_executor.hpp"
+
+namespace apiary::actors {
+
+Result<std::unique_ptr<Collective>> Collective::create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
+                                                       CollectiveActorConfig config) {
+  if (config.job.empty()) {
+    return make_error(errc::invalid_argument, "collective: expected a job name (it names the handles), got none");
+  }
+  if (config.members.empty() || config.rank >= config.members.size()) {
+    return make_error(errc::invalid_argument, "collective: expected a rank below the member count {}, got {}",
+                      config.members.size(), config.rank);
+  }
+  for (const auto& m : config.members) {
+    if (auto key = peer_key_of(m); !key) {
+      return make_error(errc::invalid_argument,
+                        "collective: expected every member as a multiaddr such as /ip4/127.0.0.1/tcp/7000, got '{}'",
+                        m);
+    }
+  }
+  if (config.timeout.count() <= 0) {
+    return make_error(errc::invalid_argument, "collective: expected a timeout > 0 ms, got {}", config.timeout.count());
+  }
+  auto actor = spawn_collective_actor(sys, gw, config);
+  return std::unique_ptr<Collective>(new Collective(std::move(gw), std::move(config), std::move(actor)));
+}
+
+CollectiveResult Collective::submit(collective_op_message m, std::chrono::milliseconds limit) {
+  m.done = std::make_shared<std::promise<CollectiveResult>>();
+  auto future = m.done->get_future();
+  caf::anon_send(actor_, std::move(m));
+  // The actor's own deadlines end every op; this one only guards against a lost actor.
+  if (future.wait_for(limit) != std::future_status::ready) {
+    return make_error(errc::deadline_exceeded,
+                      "collective {}: expected the op to end within {} ms, got no outcome; the collective actor is "
+                      "stuck or gone",
+                      config_.job, limit.count());
+  }
+  return future.get();
+}
+
+Status Collective::join(std::chrono::milliseconds patience) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::barrier;
+  m.level = 0;
+  m.patience = patience;
+  auto r = submit(std::move(m), patience + config_.timeout);
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Result<std::vector<std::vector<float>>> Collective::allreduce(std::vector<std::vector<float>> tensors, double weight,
+                                                              std::vector<pb::CompressionType> codecs) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::allreduce;
+  m.tensors = std::move(tensors);
+  m.weight = weight;
+  m.codecs = std::move(codecs);
+  auto r = submit(std::move(m), 8 * config_.timeout);
+  ++ops_;
+  return r;
+}
+
+Status Collective::leave(std::chrono::milliseconds patience) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::barrier;
+  m.level = ops_;
+  m.patience = patience;
+  auto r = submit(std::move(m), patience + config_.timeout);
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Collective::~Collective() { stop_collective_actor(*gw_, config_.job, actor_); }
+
+}  // namespace apiary::actors

@@ -1,0 +1,72 @@
+#pragma once
+/// A blocking all-reduce API for a training loop, over a collective actor
+/// (actors/collective/collective_actor.hpp): one member of a fixed group. Typical use:
+///
+///     auto c = Collective::create(sys, gw, config);   // serves the group's handles
+///     c->join(patience);                               // every member is listening
+///     for each step: auto avg = c->allreduce(tensors, weight, codecs);
+///     c->leave(patience);                              // every member finished every op
+///
+/// Every member must call allreduce the same number of times with the same tensor
+/// sizes and codecs; op n of each member meets op n of the others. A member that dies
+/// or stalls past the timeout makes the op fail on the others with errc::peer_down
+/// naming it (never a hang: every wait has a deadline).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/collective/collective_actor.hpp"
+#include "actors/gateway.hpp"
+
+namespace apiary::actors {
+
+/// One member's blocking handle on its group. Use from one thread.
+class Collective {
+ public:
+  /// Checks `config` (at least one member, rank in range, multiaddr members, a job
+  /// name, a positive timeout) and starts the actor. Errors: invalid_argument.
+  [[nodiscard]] static Result<std::unique_ptr<Collective>> create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
+                                                                  CollectiveActorConfig config);
+
+  /// Waits until every member serves the group's handles (up to `patience`).
+  /// Errors: deadline_exceeded naming the members that never answered.
+  [[nodiscard]] Status join(std::chrono::milliseconds patience);
+
+  /// All-reduces `tensors` (float32; the same sizes on every member) with this
+  /// member's `weight` (e.g. its sample count; the result is sum(w_i x_i) / sum(w_i)),
+  /// each tensor travelling with its codec (one entry applies to all; empty: NONE).
+  /// Errors: peer_down naming the members that failed, or the runner's error.
+  [[nodiscard]] Result<std::vector<std::vector<float>>> allreduce(std::vector<std::vector<float>> tensors,
+                                                                  double weight,
+                                                                  std::vector<pb::CompressionType> codecs = {});
+
+  /// Waits until every member finished as many all-reduces as this one (up to
+  /// `patience`), so that stopping the gateway next leaves nobody waiting for an answer.
+  /// Errors: deadline_exceeded naming the members that did not get there.
+  [[nodiscard]] Status leave(std::chrono::milliseconds patience);
+
+  /// All-reduces run so far.
+  [[nodiscard]] std::uint64_t ops() const { return ops_; }
+
+  /// Stops serving the group's handles and ends the actor.
+  ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+ private:
+  Collective(std::shared_ptr<Gateway> gw, CollectiveActorConfig config, caf::actor actor)
+      : gw_(std::move(gw)), config_(std::move(config)), actor_(std::move(actor)) {}
+  /// Sends `m` and waits for its outcome, at most `limit`.
+  CollectiveResult submit(collective_op_message m, std::chrono::milliseconds limit);
+
+  std::shared_ptr<Gateway> gw_;
+  CollectiveActorConfig config_;
+  caf::actor actor_;
+  std::uint64_t ops_ = 0;
+};
+
+}  // namespace apiary::actors

@@ -1,0 +1,311 @@
+// `apiary ps` with an all-reduce strategy: replicas averaging gradients through the
+// collective actor and applying their optimizer locally.
+#include "apps/ps_allreduce.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <fmt/format.h>
+
+#include "actors/collective/collective.hpp"
+#include "api/startup.hpp"
+#include "core/collective/synchronizer.hpp"
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "core/strategy/strategy_io.hpp"
+#include "core/strategy/validate.hpp"
+
+namespace apiary::apps {
+namespace {
+
+namespace cc = core::collective;
+namespace cps = core::ps;
+namespace cs = core::strategy;
+
+/// Every replica of a job uses this name for the collective's handles and op ids.
+constexpr const char* k_job = "apiary.ps.allreduce";
+
+int fail(const Error& e) {
+  std::fprintf(stderr, "apiary ps: %s\n", e.what().c_str());
+  return e.code == errc::invalid_argument ? 2 : 1;
+}
+
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// "/ip4/H/tcp/P" (or /ip6/) for "H:P" ("[v6]:P" too). Errors: invalid_argument.
+Result<core::PeerAddr> multiaddr_of(const std::string& host_port) {
+  const auto colon = host_port.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : host_port.substr(colon + 1);
+  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    return make_error(errc::invalid_argument,
+                      "--peers: expected HOST:PORT with a fixed port such as 127.0.0.1:7000, got '{}'", host_port);
+  }
+  std::string host = host_port.substr(0, colon);
+  const bool v6 = host.size() >= 2 && host.front() == '[';
+  if (v6) host = host.substr(1, host.size() - 2);
+  return fmt::format("/{}/{}/tcp/{}", v6 ? "ip6" : "ip4", host, port);
+}
+
+/// Every replica's multiaddr, in replica order, from --peers DEVICE=HOST:PORT.
+Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArPlan& plan,
+                                               std::vector<std::string>& host_ports) {
+  std::map<std::string, std::string> given;
+  for (const auto& p : a.peers) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos) {
+      return make_error(errc::invalid_argument,
+                        "--peers: expected DEVICE=HOST:PORT of every replica, such as localhost:CPU:0=127.0.0.1:7000, "
+                        "got '{}'",
+                        p);
+    }
+    given[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  std::vector<core::PeerAddr> out;
+  for (const auto& device : plan.replicas) {
+    auto it = given.find(device);
+    if (it == given.end()) {
+      return make_error(errc::invalid_argument,
+                        "--peers: expected an address for every replica device of the strategy, got none for {}; an "
+                        "all-reduce job needs every replica's DEVICE=HOST:PORT",
+                        device);
+    }
+    auto m = multiaddr_of(it->second);
+    if (!m) return m.error();
+    out.push_back(*m);
+    host_ports.push_back(it->second);
+  }
+  return out;
+}
+
+/// Trains replica `id` of `replicas` through `collective`. Returns the exit code.
+int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collective, std::int32_t id) {
+  const std::size_t replicas = plan.replicas.size();
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  auto sync = cc::Synchronizer::create(plan);
+  if (!sync) return fail(sync.error());
+  auto params = cps::logistic_initial(a.features);
+  std::map<std::string, cps::Optimizer> optimizers;
+  for (const auto& [name, values] : params) optimizers.emplace(name, cps::Optimizer(a.optimizer, values.size(), 1));
+  const std::chrono::milliseconds patience(a.timeout_ms);
+  if (auto joined = collective.join(patience); !joined) {
+    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+  }
+  double total_ms = 0;
+  for (std::int64_t step = 0; step < a.steps; ++step) {
+    if (a.stopped != nullptr && *a.stopped) {
+      return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::map<std::string, std::vector<float>> grads;
+    const double loss = cps::logistic_loss(
+        data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch), params, &grads);
+    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
+    // One collective per fusion group, each weighted by this replica's samples.
+    auto inputs = sync->prepare(grads);
+    if (!inputs) return fail(inputs.error());
+    std::vector<std::vector<std::vector<float>>> outputs;
+    for (auto& in : *inputs) {
+      auto avg = collective.allreduce(std::move(in.tensors), static_cast<double>(a.batch), in.codecs);
+      if (!avg) {
+        return fail(make_error(avg.error().code, "replica {} at step {} (fusion group {}): {}", id, step, in.group,
+                               avg.error().message));
+      }
+      outputs.push_back(std::move(*avg));
+    }
+    auto averaged = sync->assemble(outputs);
+    if (!averaged) return fail(averaged.error());
+    // Every replica applies the same averaged gradient to its own copy.
+    for (auto& [name, values] : params) {
+      if (auto applied = optimizers.at(name).apply_dense(values, averaged->at(name)); !applied) {
+        return fail(applied.error());
+      }
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    total_ms += ms;
+    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
+    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, step, loss,
+                           full, ms)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
+                                a.steps, cps::logistic_full_loss(data, params),
+                                a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, collective.ops());
+  for (const auto& [name, values] : params) {
+    out += "final " + name;
+    for (float v : values) out += fmt::format(" {:.9g}", v);
+    out += "\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  if (auto left = collective.leave(patience); !left)
+    std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  return 0;
+}
+
+actors::CollectiveActorConfig collective_config(const ArJobArgs& a, std::size_t rank,
+                                                std::vector<core::PeerAddr> members) {
+  actors::CollectiveActorConfig c;
+  c.job = k_job;
+  c.rank = rank;
+  c.members = std::move(members);
+  c.timeout = std::chrono::milliseconds(a.timeout_ms);
+  return c;
+}
+
+void print_plan(const cc::ArPlan& plan) {
+  std::string groups;
+  for (const auto& g : plan.groups) {
+    groups += fmt::format("{}group {} [", groups.empty() ? "" : " ", g.group);
+    for (std::size_t k = 0; k < g.tensors.size(); ++k) {
+      const auto& t = plan.tensors[g.tensors[k]];
+      groups += fmt::format("{}{} {}", k == 0 ? "" : ", ", t.name, to_string(t.compressor));
+    }
+    groups += "]";
+  }
+  std::printf("all-reduce plan: %zu replicas, %zu collectives per step (RING): %s\n", plan.replicas.size(),
+              plan.groups.size(), groups.c_str());
+  for (const auto& n : plan.notes) std::printf("note: %s\n", n.c_str());
+}
+
+int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
+  const std::int32_t id = a.role == "chief" ? 0 : a.replica;
+  if (a.role == "worker" && (id <= 0 || static_cast<std::size_t>(id) >= plan.replicas.size())) {
+    return fail(make_error(errc::invalid_argument, "--replica: expected a worker's replica id 1..{}, got {}",
+                           static_cast<std::int64_t>(plan.replicas.size()) - 1, id));
+  }
+  std::vector<std::string> host_ports;
+  auto members = members_of(a, plan, host_ports);
+  if (!members) return fail(members.error());
+  // Listen where the others will call this replica (unless --listen says otherwise).
+  const std::string listen =
+      a.listen == "127.0.0.1:0" || a.listen.empty() ? host_ports[static_cast<std::size_t>(id)] : a.listen;
+  const auto colon = listen.rfind(':');
+  auto config = api::node_actor_system_config(0);
+  caf::actor_system sys(*config);
+  actors::GatewayConfig gc;
+  gc.transport.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  gc.host = listen.substr(0, colon);
+  gc.port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
+  auto gw = actors::Gateway::start(sys, gc);
+  if (!gw) return fail(gw.error());
+  auto collective = actors::Collective::create(sys, *gw, collective_config(a, static_cast<std::size_t>(id), *members));
+  if (!collective) {
+    (*gw)->stop();
+    return fail(collective.error());
+  }
+  print_plan(plan);
+  std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
+              a.role.c_str(), (*gw)->address().c_str(), static_cast<long long>(a.steps), a.batch);
+  std::fflush(stdout);
+  const int rc = train(a, plan, **collective, id);
+  collective->reset();
+  (*gw)->stop();
+  return rc;
+}
+
+int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
+  auto config = api::node_actor_system_config(0);
+  caf::actor_system sys(*config);
+  const std::size_t replicas = plan.replicas.size();
+  std::vector<std::shared_ptr<actors::Gateway>> gateways;
+  std::vector<core::PeerAddr> members;
+  auto stop_all = [&gateways] {
+    for (auto& gw : gateways) gw->stop();
+  };
+  for (std::size_t r = 0; r < replicas; ++r) {
+    actors::GatewayConfig gc;
+    gc.backend = actors::Backend::local;
+    auto gw = actors::Gateway::start(sys, gc);
+    if (!gw) {
+      stop_all();
+      return fail(gw.error());
+    }
+    gateways.push_back(*gw);
+    auto m = multiaddr_of((*gw)->address());
+    if (!m) {
+      stop_all();
+      return fail(m.error());
+    }
+    members.push_back(*m);
+  }
+  std::vector<std::unique_ptr<actors::Collective>> collectives;
+  for (std::size_t r = 0; r < replicas; ++r) {
+    auto c = actors::Collective::create(sys, gateways[r], collective_config(a, r, members));
+    if (!c) {
+      collectives.clear();
+      stop_all();
+      return fail(c.error());
+    }
+    collectives.push_back(std::move(*c));
+  }
+  print_plan(plan);
+  std::printf("embedded all-reduce job: %zu replicas: %lld steps of %zu samples\n", replicas,
+              static_cast<long long>(a.steps), a.batch);
+  std::fflush(stdout);
+  std::vector<int> rcs(replicas, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < replicas; ++r) {
+    threads.emplace_back([&, r] { rcs[r] = train(a, plan, *collectives[r], static_cast<std::int32_t>(r)); });
+  }
+  for (auto& t : threads) t.join();
+  collectives.clear();
+  stop_all();
+  for (int rc : rcs) {
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strategy_path, bool text,
+                                                      const std::string& spec_path, std::size_t features) {
+  auto bytes = read_file(strategy_path, "strategy");
+  if (!bytes) return bytes.error();
+  auto strategy =
+      cs::parse_strategy(*bytes, text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, strategy_path);
+  if (!strategy) return strategy.error();
+  if (!cc::uses_allreduce(*strategy)) return std::optional<cc::ArPlan>{};
+  auto spec_text = read_file(spec_path, "resource spec");
+  if (!spec_text) return spec_text.error();
+  auto spec = cs::parse_resource_spec(*spec_text, spec_path);
+  if (!spec) return spec.error();
+  const auto item = cps::logistic_graph_item(features);
+  if (auto valid = cs::validate(*strategy, item, *spec); !valid) {
+    return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
+                      strategy_path, valid.error().message, cps::k_logreg_weights, features, cps::k_logreg_bias);
+  }
+  cc::ArOptions options;
+  for (const auto& device : strategy->graph_config().replicas()) {
+    auto name = cs::parse_device_name(device);
+    if (name && name->type == cs::DeviceType::gpu) options.have_gpus = true;
+  }
+  auto plan = cc::plan_allreduce(*strategy, item, options);
+  if (!plan) return Error{plan.error().code, strategy_path + ": " + plan.error().message};
+  return std::optional<cc::ArPlan>(std::move(*plan));
+}
+
+int run_allreduce_job(const ArJobArgs& a, const cc::ArPlan& plan) {
+  if (a.embedded) return run_embedded(a, plan);
+  if (a.role == "ps") {
+    return fail(make_error(errc::invalid_argument,
+                           "--role ps: expected chief or worker, got ps; an all-reduce strategy has no parameter "
+                           "servers (every replica keeps its own copy of the model)"));
+  }
+  return run_process(a, plan);
+}
+
+}  // namespace apiary::apps

@@ -1,0 +1,84 @@
+#pragma once
+/// The all-reduce side of a strategy laid out for a runtime (reference autodist.md §1.1,
+/// §3.4-§3.6): which tensors (whole variables, or the pieces of a partitioned one) are
+/// all-reduced, with which compressor and collective implementation, and how they fuse:
+/// every tensor of one AllReduceSynchronizer.group travels in ONE collective per step
+/// (AutoDist's scoped-allocator fusion, done explicitly). Every replica builds the same
+/// plan from the same inputs, so groups agree everywhere without being sent.
+///
+/// Spec: AUTO picks RING without GPUs and NCCL with them. NCCL is a hint, as in
+/// TensorFlow's communication_hint: without GPUs (or with `strict_nccl` unset) it runs
+/// as RING and the plan says so in `notes`; with `strict_nccl`, a NCCL tensor on a
+/// GPU-less cluster is an error. NCCL over device actors is not wired into this plan's
+/// runtime yet, so a cluster with GPUs asking for NCCL is refused with a clear error.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ps/replica.hpp"
+#include "core/strategy/graph_item.hpp"
+#include "messages/result.hpp"
+#include "strategy.pb.h"
+
+namespace apiary::core::collective {
+
+/// How a collective runs.
+enum class Transport { ring, nccl };
+/// What a tensor goes through before and after the collective.
+enum class CompressorKind {
+  none,        ///< NoneCompressor: float32 on the wire
+  horovod,     ///< HorovodCompressor: float16 on the wire (a real fp16 cast, §3.8 quirk 3)
+  horovod_ef,  ///< HorovodCompressorEF: float16 with a persistent error-feedback residual
+};
+
+/// "RING", "NCCL".
+const char* to_string(Transport t);
+/// "NoneCompressor", "HorovodCompressor", "HorovodCompressorEF".
+const char* to_string(CompressorKind c);
+
+/// One all-reduced tensor.
+struct ArTensor {
+  std::string name;          ///< the variable's name, or its part's ("w/part_0:0")
+  std::size_t variable = 0;  ///< index into ArPlan::variables
+  std::size_t piece = 0;     ///< index among the variable's pieces
+  std::size_t size = 0;      ///< float32 values
+  std::int32_t group = 0;    ///< fusion group
+  CompressorKind compressor = CompressorKind::none;
+  Transport transport = Transport::ring;
+};
+
+/// One fused collective: the tensors of one group, in node_config order.
+struct ArGroup {
+  std::int32_t group = 0;            ///< AllReduceSynchronizer.group
+  std::vector<std::size_t> tensors;  ///< indices into ArPlan::tensors
+  Transport transport = Transport::ring;
+};
+
+/// The all-reduce layout of a whole strategy.
+struct ArPlan {
+  std::vector<ps::VariablePlan> variables;  ///< per variable, node_config order (shards: tensor ids)
+  std::vector<ArTensor> tensors;            ///< every all-reduced tensor
+  std::vector<ArGroup> groups;              ///< ascending group index: one collective each per step
+  std::vector<std::string> replicas;        ///< graph_config.replicas (the group's members, in rank order)
+  std::vector<std::string> notes;           ///< decisions worth printing (NCCL run as RING, ...)
+};
+
+/// What the cluster offers.
+struct ArOptions {
+  bool have_gpus = false;    ///< any replica device is a GPU
+  bool strict_nccl = false;  ///< refuse NCCL instead of running it as RING without GPUs
+};
+
+/// Lays out `strategy` for `item`. Every node (and every part of a partitioned node) must
+/// use an AllReduceSynchronizer. Errors: invalid_argument naming the node (a PS
+/// synchronizer: mixed strategies such as Parallax need both runtimes; an unknown
+/// variable; a sparse variable, whose all-gather path is not implemented; a partitioner
+/// that does not fit), unsupported (NCCL under strict_nccl without GPUs, or with GPUs).
+[[nodiscard]] Result<ArPlan> plan_allreduce(const pb::autodist::Strategy& strategy, const strategy::GraphItem& item,
+                                            const ArOptions& options = {});
+
+/// Whether any node or part of `strategy` uses an AllReduceSynchronizer.
+[[nodiscard]] bool uses_allreduce(const pb::autodist::Strategy& strategy);
+
+}  // namespace apiary::core::collective

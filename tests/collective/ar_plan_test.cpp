@@ -1,0 +1,146 @@
+// plan_allreduce: golden fusion groups from the AllReduce builders, spec resolution
+// (AUTO and NCCL without GPUs), partitioned AR pieces, and the strategies it refuses.
+#include <catch2/catch.hpp>
+
+#include "core/collective/ar_plan.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+
+using namespace apiary;
+namespace cc = core::collective;
+namespace cs = core::strategy;
+using Sync = pb::autodist::AllReduceSynchronizer;
+
+namespace {
+
+/// Five dense variables: a[6], b[4], c[3, 2], d[1], e[8].
+cs::GraphItem five_variables() {
+  cs::GraphItem item;
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> vars = {
+      {"a:0", {6}}, {"b:0", {4}}, {"c:0", {3, 2}}, {"d:0", {1}}, {"e:0", {8}}};
+  for (const auto& [name, shape] : vars) {
+    cs::Variable v;
+    v.name = name;
+    v.shape = shape;
+    item.variables.push_back(v);
+  }
+  return item;
+}
+
+cs::ResourceSpec cpu_spec() {
+  auto spec = cs::parse_resource_spec("nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n", "spec");
+  REQUIRE(spec.ok());
+  return *spec;
+}
+
+pb::autodist::Strategy build(cs::BuilderKind kind, cs::BuilderOptions o, const cs::GraphItem& item) {
+  auto s = cs::build_strategy(kind, o, item, cpu_spec(), "20260101T000000M000000");
+  REQUIRE(s.ok());
+  return *s;
+}
+
+}  // namespace
+
+TEST_CASE("AllReduce with chunk_size 2 fuses variables two by two, in node order", "[collective][unit]") {
+  cs::BuilderOptions o;
+  o.chunk_size = 2;
+  o.all_reduce_spec = Sync::RING;
+  o.compressor = Sync::HorovodCompressorEF;
+  const auto item = five_variables();
+  auto plan = cc::plan_allreduce(build(cs::BuilderKind::all_reduce, o, item), item);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->groups.size() == 3);
+  std::vector<std::vector<std::string>> names;
+  for (const auto& g : plan->groups) {
+    names.emplace_back();
+    for (auto t : g.tensors) names.back().push_back(plan->tensors[t].name);
+  }
+  CHECK(names == std::vector<std::vector<std::string>>{{"a:0", "b:0"}, {"c:0", "d:0"}, {"e:0"}});
+  CHECK(plan->groups[0].group == 0);
+  CHECK(plan->groups[2].group == 2);
+  CHECK(plan->tensors[2].size == 6);
+  for (const auto& t : plan->tensors) CHECK(t.compressor == cc::CompressorKind::horovod_ef);
+  CHECK(plan->replicas.size() == 4);
+  CHECK(plan->notes.empty());
+}
+
+TEST_CASE("one fusion group when chunk_size covers every variable", "[collective][unit]") {
+  cs::BuilderOptions o;
+  o.chunk_size = 128;
+  o.all_reduce_spec = Sync::AUTO;
+  const auto item = five_variables();
+  auto plan = cc::plan_allreduce(build(cs::BuilderKind::all_reduce, o, item), item);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->groups.size() == 1);
+  CHECK(plan->groups[0].tensors == std::vector<std::size_t>{0, 1, 2, 3, 4});
+  CHECK(plan->groups[0].transport == cc::Transport::ring);  // AUTO without GPUs
+  CHECK(plan->notes.empty());
+}
+
+TEST_CASE("NCCL without GPUs runs as RING with a note, or is refused when strict", "[collective][unit]") {
+  const auto item = five_variables();
+  const auto strategy = build(cs::BuilderKind::all_reduce, {}, item);  // the default spec is NCCL
+  auto plan = cc::plan_allreduce(strategy, item);
+  REQUIRE(plan.ok());
+  for (const auto& t : plan->tensors) CHECK(t.transport == cc::Transport::ring);
+  REQUIRE(plan->notes.size() == 1);
+  CHECK(plan->notes[0].find("NCCL runs as RING") != std::string::npos);
+
+  cc::ArOptions strict;
+  strict.strict_nccl = true;
+  auto refused = cc::plan_allreduce(strategy, item, strict);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == errc::unsupported);
+  CHECK(refused.error().message.find("--spec RING") != std::string::npos);
+
+  cc::ArOptions gpus;
+  gpus.have_gpus = true;
+  auto no_nccl = cc::plan_allreduce(strategy, item, gpus);
+  REQUIRE_FALSE(no_nccl.ok());
+  CHECK(no_nccl.error().code == errc::unsupported);
+}
+
+TEST_CASE("PartitionedAR all-reduces each piece as its own tensor of its group", "[collective][unit]") {
+  cs::BuilderOptions o;
+  o.chunk_size = 1;
+  const auto item = five_variables();
+  const auto strategy = build(cs::BuilderKind::partitioned_ar, o, item);
+  auto plan = cc::plan_allreduce(strategy, item);
+  REQUIRE(plan.ok());
+  // Every planned piece sums to its variable, and every tensor sits in exactly one group.
+  std::size_t in_groups = 0;
+  for (const auto& g : plan->groups) in_groups += g.tensors.size();
+  CHECK(in_groups == plan->tensors.size());
+  REQUIRE(plan->variables.size() == 5);
+  for (std::size_t v = 0; v < plan->variables.size(); ++v) {
+    std::size_t total = 0;
+    for (auto t : plan->variables[v].shards) total += plan->tensors[t].size;
+    CHECK(static_cast<std::int64_t>(total) == item.variables[v].num_elements());
+  }
+  CHECK(plan->tensors.size() > plan->variables.size());  // a[6] at least is split
+}
+
+TEST_CASE("PS strategies, sparse variables and unknown names are refused with the node named", "[collective][unit]") {
+  const auto item = five_variables();
+  auto ps = cc::plan_allreduce(build(cs::BuilderKind::ps, {}, item), item);
+  REQUIRE_FALSE(ps.ok());
+  CHECK(ps.error().code == errc::invalid_argument);
+  CHECK(ps.error().message.find("node_config \"a:0\"") != std::string::npos);
+  CHECK(ps.error().message.find("PSSynchronizer") != std::string::npos);
+
+  auto sparse_item = item;
+  sparse_item.variables[1].sparse = true;
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  auto sparse = cc::plan_allreduce(build(cs::BuilderKind::all_reduce, o, item), sparse_item);
+  REQUIRE_FALSE(sparse.ok());
+  CHECK(sparse.error().message.find("b:0") != std::string::npos);
+
+  auto other = five_variables();
+  other.variables[0].name = "z:0";
+  auto unknown = cc::plan_allreduce(build(cs::BuilderKind::all_reduce, o, item), other);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("unknown name") != std::string::npos);
+  CHECK(cc::uses_allreduce(build(cs::BuilderKind::all_reduce, o, item)));
+  CHECK_FALSE(cc::uses_allreduce(build(cs::BuilderKind::ps, {}, item)));
+}

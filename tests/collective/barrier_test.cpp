@@ -1,0 +1,105 @@
+// Barrier: three members meet at a level; an ask to a member not listening yet is
+// retried; a member behind holds the ask until it gets there; a member that never
+// answers fails the round at its deadline, named.
+#include <catch2/catch.hpp>
+
+#include "core/collective/barrier.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+namespace cc = core::collective;
+
+namespace {
+
+cc::Barrier member(std::size_t self) {
+  cc::BarrierConfig c;
+  c.peers = {"/ip4/127.0.0.1/tcp/1", "/ip4/127.0.0.1/tcp/2", "/ip4/127.0.0.1/tcp/3"};
+  c.self = self;
+  c.handle = "job::Collective.rpc_barrier";
+  c.id_base = 1000;
+  return cc::Barrier(c);
+}
+
+template <class T>
+std::vector<T> all_of(const core::Effects& fx) {
+  std::vector<T> out;
+  for (const auto& e : fx) {
+    if (const auto* x = std::get_if<T>(&e)) out.push_back(*x);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a barrier round ends once every other member answered", "[collective][unit]") {
+  auto b = member(0);
+  const core::TimePoint t0{};
+  auto fx = b.start(t0, 0, t0 + 10s);
+  auto calls = all_of<core::Call>(fx);
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2");
+  CHECK(calls[0].request == "0 0");
+  CHECK_FALSE(b.finished());
+  // Member 2 is not listening yet: asked again after the retry pause.
+  fx = b.on_response(t0 + 1ms, calls[1].id, make_error(errc::unavailable, "connection refused"));
+  auto timers = all_of<core::SetTimer>(fx);
+  REQUIRE(timers.size() == 1);
+  fx = b.on_timer(timers[0].at, timers[0].id);
+  auto again = all_of<core::Call>(fx);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].peer == calls[1].peer);
+  (void)b.on_response(t0 + 60ms, calls[0].id, std::string("0"));
+  CHECK_FALSE(b.finished());
+  (void)b.on_response(t0 + 70ms, again[0].id, std::string("0"));
+  REQUIRE(b.finished());
+  CHECK(b.status().ok());
+}
+
+TEST_CASE("an ask for a level not reached yet is held until reach()", "[collective][unit]") {
+  auto b = member(1);
+  const core::TimePoint t0{};
+  CHECK(all_of<core::Reply>(b.on_request(t0, 7, "0 0")).size() == 1);  // level 0: at once
+  CHECK(b.on_request(t0, 8, "2 2").empty());
+  CHECK(b.reach(1).empty());
+  auto replies = all_of<core::Reply>(b.reach(2));
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].request == 8);
+  for (const char* body : {"x", "2", "2 3", "2 1x"}) {
+    auto bad = all_of<core::Reply>(b.on_request(t0, 9, body));
+    REQUIRE(bad.size() == 1);
+    CHECK_FALSE(bad[0].response.ok());
+  }
+}
+
+TEST_CASE("a member that never answers fails the round at its deadline, named", "[collective][unit]") {
+  auto b = member(0);
+  const core::TimePoint t0{};
+  auto calls = all_of<core::Call>(b.start(t0, 3, t0 + 1s));
+  REQUIRE(calls.size() == 2);
+  (void)b.on_response(t0 + 1ms, calls[0].id, std::string("3"));
+  (void)b.on_response(t0 + 990ms, calls[1].id, make_error(errc::deadline_exceeded, "no answer"));
+  auto fx = b.on_timer(t0 + 1s, 1000 + 3);
+  REQUIRE(b.finished());
+  REQUIRE_FALSE(b.status().ok());
+  CHECK(b.status().error().code == errc::deadline_exceeded);
+  CHECK(b.status().error().message.find("rank(s) 2 (/ip4/127.0.0.1/tcp/3)") != std::string::npos);
+}
+
+TEST_CASE("a member that asked at the level is not asked back, even after it left", "[collective][unit]") {
+  auto b = member(0);
+  const core::TimePoint t0{};
+  // Member 2 finished op 5 and asks; it may leave as soon as everyone answered it.
+  auto answer = all_of<core::Reply>(b.reach(5));
+  CHECK(answer.empty());
+  CHECK(all_of<core::Reply>(b.on_request(t0, 4, "5 2")).size() == 1);
+  auto calls = all_of<core::Call>(b.start(t0, 5, t0 + 1s));
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2");
+  // Member 1 asks while this member's own ask to it is still out: the round is met.
+  (void)b.on_request(t0 + 1ms, 5, "5 1");
+  REQUIRE(b.finished());
+  CHECK(b.status().ok());
+  // The late failure of the ask to member 1 changes nothing.
+  CHECK(b.on_response(t0 + 2ms, calls[0].id, make_error(errc::peer_down, "gone")).empty());
+  CHECK(b.status().ok());
+}

@@ -1,0 +1,127 @@
+// Synchronizer: per-group collective inputs with the right codecs, fp16 rounding for
+// the Horovod compressors, the error-feedback residual carried from one step to the
+// next, and assemble() undoing the cut of partitioned variables.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/collective/synchronizer.hpp"
+#include "messages/tensor/float16.hpp"
+
+using namespace apiary;
+namespace cc = core::collective;
+
+namespace {
+
+/// w[4] in group 0 and b[2] in group 1 (w cut in two pieces when `split`), both with `c`.
+cc::ArPlan two_variable_plan(cc::CompressorKind c, bool split = false) {
+  cc::ArPlan plan;
+  plan.replicas = {"localhost:CPU:0", "localhost:CPU:1"};
+  plan.variables.push_back({"w:0", {4}, split ? "2" : "", false, {}});
+  plan.variables.push_back({"b:0", {2}, "", false, {}});
+  if (split) {
+    plan.tensors.push_back({"w/part_0:0", 0, 0, 2, 0, c, cc::Transport::ring});
+    plan.tensors.push_back({"w/part_1:0", 0, 1, 2, 0, c, cc::Transport::ring});
+    plan.variables[0].shards = {0, 1};
+  } else {
+    plan.tensors.push_back({"w:0", 0, 0, 4, 0, c, cc::Transport::ring});
+    plan.variables[0].shards = {0};
+  }
+  plan.tensors.push_back({"b:0", 1, 0, 2, 1, c, cc::Transport::ring});
+  plan.variables[1].shards = {plan.tensors.size() - 1};
+  plan.groups.push_back({0, split ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{0}, cc::Transport::ring});
+  plan.groups.push_back({1, {plan.tensors.size() - 1}, cc::Transport::ring});
+  return plan;
+}
+
+float fp16(float x) { return messages::half_to_float(messages::float_to_half(x)); }
+
+}  // namespace
+
+TEST_CASE("NoneCompressor sends the gradients as they are, one input per group", "[collective][unit]") {
+  auto sync = cc::Synchronizer::create(two_variable_plan(cc::CompressorKind::none, true));
+  REQUIRE(sync.ok());
+  const std::map<std::string, std::vector<float>> g{{"w:0", {0.1F, 0.2F, 0.3F, 0.4F}}, {"b:0", {1.1F, -2.2F}}};
+  auto in = sync->prepare(g);
+  REQUIRE(in.ok());
+  REQUIRE(in->size() == 2);
+  CHECK((*in)[0].tensors == std::vector<std::vector<float>>{{0.1F, 0.2F}, {0.3F, 0.4F}});
+  CHECK((*in)[0].codecs == std::vector<pb::CompressionType>{pb::NONE, pb::NONE});
+  CHECK((*in)[1].tensors == std::vector<std::vector<float>>{{1.1F, -2.2F}});
+  // assemble() puts the pieces back together.
+  auto out = sync->assemble({(*in)[0].tensors, (*in)[1].tensors});
+  REQUIRE(out.ok());
+  CHECK(*out == g);
+  CHECK(sync->residual("w/part_0:0").empty());
+}
+
+TEST_CASE("HorovodCompressor rounds to fp16 and keeps no residual", "[collective][unit]") {
+  auto sync = cc::Synchronizer::create(two_variable_plan(cc::CompressorKind::horovod));
+  REQUIRE(sync.ok());
+  const std::map<std::string, std::vector<float>> g{{"w:0", {0.1F, 0.2F, 0.3F, 1e-5F}}, {"b:0", {1.1F, -2.2F}}};
+  for (int step = 0; step < 2; ++step) {
+    auto in = sync->prepare(g);
+    REQUIRE(in.ok());
+    CHECK((*in)[0].codecs == std::vector<pb::CompressionType>{pb::FLOAT16});
+    for (std::size_t j = 0; j < 4; ++j) CHECK((*in)[0].tensors[0][j] == fp16(g.at("w:0")[j]));
+    CHECK((*in)[0].tensors[0][0] != 0.1F);  // 0.1 is not an fp16 value
+  }
+  CHECK(sync->residual("w:0").empty());
+}
+
+TEST_CASE("HorovodCompressorEF carries its residual to the next step", "[collective][unit]") {
+  auto sync = cc::Synchronizer::create(two_variable_plan(cc::CompressorKind::horovod_ef));
+  REQUIRE(sync.ok());
+  const std::vector<float> w{0.1F, 0.2F, 0.3F, 1e-5F};
+  const std::map<std::string, std::vector<float>> g{{"w:0", w}, {"b:0", {1.1F, -2.2F}}};
+  // Step 0: c = fp16(g), e = g - c.
+  auto in0 = sync->prepare(g);
+  REQUIRE(in0.ok());
+  const auto& e0 = sync->residual("w:0");
+  REQUIRE(e0.size() == 4);
+  std::vector<float> e_prev(4);
+  for (std::size_t j = 0; j < 4; ++j) {
+    CHECK((*in0)[0].tensors[0][j] == fp16(w[j]));
+    e_prev[j] = w[j] - fp16(w[j]);
+    CHECK(e0[j] == e_prev[j]);
+  }
+  CHECK(e_prev[0] != 0.0F);
+  // Step 1: the residual of step 0 is added before rounding: c = fp16(g + e0).
+  auto in1 = sync->prepare(g);
+  REQUIRE(in1.ok());
+  for (std::size_t j = 0; j < 4; ++j) {
+    const float x = w[j] + e_prev[j];
+    CHECK((*in1)[0].tensors[0][j] == fp16(x));
+    CHECK(sync->residual("w:0")[j] == x - fp16(x));
+  }
+  // Over many steps the sum of what was sent tracks the sum of the gradients within
+  // one fp16 rounding (plain fp16 drifts by T roundings).
+  std::vector<double> sent(4, 0.0);
+  for (std::size_t j = 0; j < 4; ++j) sent[j] = (*in0)[0].tensors[0][j] + (*in1)[0].tensors[0][j];
+  const int steps = 200;
+  for (int s = 2; s < steps; ++s) {
+    auto in = sync->prepare(g);
+    REQUIRE(in.ok());
+    for (std::size_t j = 0; j < 4; ++j) sent[j] += (*in)[0].tensors[0][j];
+  }
+  for (std::size_t j = 0; j < 4; ++j) {
+    const double drift = std::abs(sent[j] - static_cast<double>(steps) * w[j]);
+    CHECK(drift <= std::abs(static_cast<double>(sync->residual("w:0")[j])) + 1e-6);
+    CHECK(drift < 1e-3);
+  }
+  CHECK(std::abs(static_cast<double>(steps) * (w[0] - fp16(w[0]))) > 1e-3);  // what fp16 alone would lose
+}
+
+TEST_CASE("a missing or mis-sized gradient is refused and changes no residual", "[collective][unit]") {
+  auto sync = cc::Synchronizer::create(two_variable_plan(cc::CompressorKind::horovod_ef));
+  REQUIRE(sync.ok());
+  auto missing = sync->prepare({{"w:0", {0.1F, 0.2F, 0.3F, 0.4F}}});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message.find("b:0") != std::string::npos);
+  auto wrong = sync->prepare({{"w:0", {0.1F}}, {"b:0", {1.0F, 2.0F}}});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(sync->residual("w:0").empty());
+  CHECK(sync->residual("b:0").empty());
+  auto bad_out = sync->assemble({{{1.0F}}});
+  REQUIRE_FALSE(bad_out.ok());
+}

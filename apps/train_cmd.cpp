@@ -2,6 +2,7 @@
 // logistic regression (core/ps/logistic_regression.hpp) by local SGD on its own batches,
 // and every few steps averages the model with a group of peers found through the DHT.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -29,7 +30,8 @@ struct TrainArgs {
   int steps = 200;
   int average_every = 20;
   double lr = 0.5;
-  double timeout = 30;
+  double timeout = 10;
+  double every = 0;
   double linger = 3;
 };
 
@@ -58,6 +60,10 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::Range(1, 100000000));
   cmd->add_option("--lr", t->lr, "Learning rate")->check(CLI::Range(1e-9, 1e3));
   cmd->add_option("--timeout", t->timeout, "Seconds each averaging round may take")->check(CLI::Range(0.1, 1e6));
+  cmd->add_option("--every", t->every,
+                  "Schedule each averaging round at the next multiple of this many seconds of Unix "
+                  "time, so that the peers' rounds line up (0: as soon as the peer gets there)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--linger", t->linger, "Seconds to keep serving after the last step")->check(CLI::Range(0.0, 1e6));
 
   return [=]() {
@@ -92,6 +98,11 @@ Command add_train_command(CLI::App& app) {
       const auto before = averager.transport_bytes();
       AveragerStepOptions round;
       round.timeout = t->timeout;
+      if (t->every > 0) {
+        const double now = Dht::now();
+        round.scheduled_in = std::ceil((now + args->min_matchmaking_time) / t->every) * t->every - now;
+        round.timeout += round.scheduled_in;
+      }
       auto report = averager.step(round).get();
       const auto after = averager.transport_bytes();
       const double loss = ps::logistic_full_loss(data, as_params(averager.tensors()));

@@ -2,11 +2,13 @@
 // UCX ping-pong from the same run. `bench transport-server` is its server side.
 // `apiary bench dht`: N DHT nodes per process beside OpenDHT; `bench dht-child` is apiary's side.
 // `apiary bench allreduce`: all-reduce beside Gloo and Open MPI; `bench allreduce-rank` is apiary's rank.
+// `apiary bench ps`: PS steps beside both all-reduces; `bench ps-process` is a PS shard or a replica.
 #include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "apps/commands.hpp"
@@ -22,6 +24,8 @@
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
 #include "bench/allreduce_bench.hpp"
 #include "bench/allreduce_bench_apiary.hpp"
+#include "bench/ps_bench.hpp"
+#include "bench/ps_bench_process.hpp"
 #endif
 
 namespace apiary::apps {
@@ -112,7 +116,34 @@ Command add_bench_commands(CLI::App& app) {
   auto* allreduce_rank = cmd->add_subcommand("allreduce-rank", "apiary rank of `bench allreduce` (started by it)");
   allreduce_rank->prefix_command();  // its flags are parsed by the rank itself
   allreduce_rank->group("");         // internal: hidden from --help
+  auto* ps = cmd->add_subcommand("ps", "PS steps, N replicas x 1 and 2 shards, vs the UCX bound and both all-reduces");
+  auto pf = std::make_shared<std::tuple<std::size_t, std::vector<std::size_t>, std::size_t, bool>>(
+      100, std::vector<std::size_t>{1, 2}, 4, false);
+  ps->add_option("--model-mb", std::get<0>(*pf), "Model size, MiB of float32")->check(CLI::Range(1, 4096))->capture_default_str();
+  ps->add_option("--shards", std::get<1>(*pf), "PS shard counts")->check(CLI::Range(1, 64))->capture_default_str();
+  ps->add_option("--replicas", std::get<2>(*pf), "Replica processes")->check(CLI::Range(2, 64))->capture_default_str();
+  ps->add_flag("--quick", std::get<3>(*pf), "Fewer steps and iterations (a smoke run, under 2 min)");
+  auto* ps_process = cmd->add_subcommand("ps-process", "PS shard or replica of `bench ps` (started by it)");
+  ps_process->prefix_command();  // its flags are parsed by the process itself
+  ps_process->group("");         // internal: hidden from --help
   return [=]() {
+    if (ps->parsed() || ps_process->parsed()) {
+#ifdef APIARY_HAVE_ALLREDUCE_BENCH
+      if (ps_process->parsed()) {
+        std::vector<std::string> args = {"ps-process"};
+        for (auto& a : ps_process->remaining()) args.push_back(a);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        return bench::run_ps_bench_process(static_cast<int>(argv.size()), argv.data());
+      }
+      bench::PsBenchOptions o;
+      std::tie(o.model_mb, o.shards, o.replicas, o.quick) = *pf;
+      return bench::run_ps_bench(o);
+#else
+      std::fprintf(stderr, "apiary bench: this build has no PS benchmark\n");
+      return 1;
+#endif
+    }
     if (allreduce->parsed() || allreduce_rank->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
       if (allreduce_rank->parsed()) {

@@ -8,12 +8,12 @@
 #include "apps/commands.hpp"
 
 int main(int argc, char** argv) {
-  // Tensors, parts and frames of hundreds of KiB come and go every round: serve them from
-  // the heap (up to glibc's largest mmap threshold, 32 MiB) and keep freed memory there,
+  // Tensors, parts and frames of hundreds of KiB to hundreds of MiB come and go every
+  // round: serve them all from the heap (never a fresh mmap) and keep freed memory there,
   // so each round reuses pages already mapped instead of faulting in fresh ones. One arena:
   // a buffer freed on one thread serves the next allocation on any other (the actor, the
   // transport and CAF's workers all touch the same parts).
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_ARENA_MAX, 1);
   CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};

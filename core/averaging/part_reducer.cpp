@@ -103,10 +103,10 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
   if (part.acc.size() != part.size) {
     // The first contribution initialises the sum (no zero-fill pass).
     part.acc.resize(part.size);
-    float* acc = part.acc.data();
+    float* __restrict acc = part.acc.data();
     for (std::size_t k = 0; k < count; ++k) acc[k] = w * values[k];
   } else {
-    float* acc = part.acc.data();
+    float* __restrict acc = part.acc.data();
     for (std::size_t k = 0; k < count; ++k) acc[k] += w * values[k];
   }
   part.denominator += weight;
@@ -170,11 +170,11 @@ Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t pa
                       "reducer: sender {} did not contribute part {}; no delta to return",
                       sender, part_index);
   }
-  const std::vector<float>& mine = *part.copies[sender];
+  const float* __restrict mine = part.copies[sender]->data();
+  const float* __restrict average = part.average.data();
   std::vector<float> out(part.size);
-  for (std::size_t k = 0; k < part.size; ++k) {
-    out[k] = part.average[k] - mine[k];
-  }
+  float* __restrict o = out.data();
+  for (std::size_t k = 0; k < part.size; ++k) o[k] = average[k] - mine[k];
   return out;
 }
 

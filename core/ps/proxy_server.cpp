@@ -5,16 +5,6 @@
 #include "core/ps/wire.hpp"
 
 namespace apiary::core::ps {
-namespace {
-
-template <class Message>
-std::string serialize(const Message& m) {
-  std::string out;
-  m.SerializeToString(&out);
-  return out;
-}
-
-}  // namespace
 
 ProxyServer::ProxyServer(std::string node, std::map<std::string, PeerAddr> shards, std::int32_t replica,
                          Duration call_timeout)
@@ -23,7 +13,7 @@ ProxyServer::ProxyServer(std::string node, std::map<std::string, PeerAddr> shard
 Reply ProxyServer::answer(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step,
                           std::int64_t version, const std::vector<float>& values) {
   ++reads_;
-  return Reply{id, serialize(to_pb(shard, PullReply{replica, step, version, values})), true};
+  return Reply{id, to_pb(shard, PullReply{replica, step, version, values}).SerializeAsString(), true};
 }
 
 void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step) {
@@ -32,7 +22,7 @@ void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step
   m.set_replica(replica_);
   m.set_step(step);
   pulls_.emplace(next_call_, std::make_pair(shard, step));
-  out.push_back(unary_call(next_call_++, shards_.at(shard), k_ps_pull_handle, serialize(m), call_timeout_));
+  out.push_back(unary_call(next_call_++, shards_.at(shard), k_ps_pull_handle, m.SerializeAsString(), call_timeout_));
 }
 
 Effects ProxyServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle,

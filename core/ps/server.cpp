@@ -5,16 +5,6 @@
 #include "core/ps/wire.hpp"
 
 namespace apiary::core::ps {
-namespace {
-
-template <class Message>
-std::string serialize(const Message& m) {
-  std::string out;
-  m.SerializeToString(&out);
-  return out;
-}
-
-}  // namespace
 
 ShardServer::ShardServer(std::string device, std::map<std::string, Shard> shards)
     : device_(std::move(device)), shards_(std::move(shards)) {}
@@ -160,13 +150,13 @@ Effects ShardServer::answer(const std::string& shard, const Released& released, 
   for (const auto& ack : released.acks) {
     if (auto id = take(Key{shard, false, ack.replica, ack.step})) {
       ++stats_.pushes;
-      out.push_back(Reply{*id, serialize(to_pb(shard, ack)), true});
+      out.push_back(Reply{*id, to_pb(shard, ack).SerializeAsString(), true});
     }
   }
   for (const auto& reply : released.pulls) {
     if (auto id = take(Key{shard, true, reply.replica, reply.step})) {
       ++stats_.pulls;
-      out.push_back(Reply{*id, serialize(to_pb(shard, reply)), true});
+      out.push_back(Reply{*id, to_pb(shard, reply).SerializeAsString(), true});
     }
   }
   return out;

@@ -19,13 +19,6 @@ constexpr core::TimerId k_compute_timer = 1;
 /// A session lasts as long as training: its deadline is far beyond any run (one year).
 constexpr core::Duration k_session_timeout = std::chrono::hours(24 * 365);
 
-template <class Message>
-std::string serialize(const Message& m) {
-  std::string out;
-  m.SerializeToString(&out);
-  return out;
-}
-
 }  // namespace
 
 // ---- PsServerHost ----
@@ -102,7 +95,7 @@ Effects PsReplicaHost::on_start(TimePoint now) {
   pb::PsJoinRequest join;
   join.set_replica(settings_.replica);
   for (const auto& device : settings_.plan->servers) {
-    core::Call c = core::unary_call(next_call_, settings_.servers.at(device), cps::k_ps_join_handle, serialize(join),
+    core::Call c = core::unary_call(next_call_, settings_.servers.at(device), cps::k_ps_join_handle, join.SerializeAsString(),
                                     k_session_timeout);
     c.stream = true;
     c.last = false;
@@ -148,7 +141,7 @@ Effects PsReplicaHost::start_pull(TimePoint now) {
     m.set_shard(settings_.plan->shards[p.shard].config.variable);
     m.set_replica(settings_.replica);
     m.set_step(p.step);
-    call(out, p.shard, true, cps::k_ps_pull_handle, serialize(m));
+    call(out, p.shard, true, cps::k_ps_pull_handle, m.SerializeAsString());
   }
   return out;
 }
@@ -236,7 +229,7 @@ Effects PsReplicaHost::push(TimePoint now) {
       return fail(now, describe("push", p.shard, make_error(errc::peer_down, "the connection is closed")));
     }
     call(out, p.shard, false, cps::k_ps_push_handle,
-         serialize(cps::to_pb(settings_.plan->shards[p.shard].config.variable, p.push)));
+         cps::to_pb(settings_.plan->shards[p.shard].config.variable, p.push).SerializeAsString());
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
+#include "tests/integration/ps_job.hpp"
 #include "tests/support/process.hpp"
 
 using namespace apiary;
@@ -28,47 +29,11 @@ using Sync = pb::autodist::AllReduceSynchronizer;
 
 namespace {
 
-constexpr int k_replicas = 4;
-constexpr std::size_t k_features = 16;
-constexpr std::size_t k_batch = 16;
-constexpr std::size_t k_samples = 1024;
-constexpr float k_learning_rate = 0.5F;
-constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+using namespace testing::ps_job;
 
-/// A strategy file and a resource spec file in a directory removed at the end.
-struct Job {
-  std::shared_ptr<void> cleanup;
-  std::string strategy;
-  std::string spec;
-};
-
-Job make_job(cs::BuilderOptions options, const std::string& name, cs::BuilderKind kind = cs::BuilderKind::all_reduce) {
-  Job job;
-  const std::string dir = "/tmp/apiary_arsync_test_" + std::to_string(getpid()) + "_" + name;
-  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
-  job.cleanup = std::shared_ptr<void>(nullptr, [dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
-  auto spec = cs::parse_resource_spec(k_spec, "spec");
-  REQUIRE(spec.ok());
-  auto strategy =
-      cs::build_strategy(kind, options, cps::logistic_graph_item(k_features), *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  job.strategy = dir + "/strategy";
-  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
-  REQUIRE(bytes.ok());
-  std::ofstream(job.strategy, std::ios::binary) << *bytes;
-  job.spec = dir + "/resource_spec.yml";
-  std::ofstream(job.spec) << k_spec;
-  return job;
-}
-
-std::string common_args(const Job& job) {
-  return fmt::format("--strategy {} --resource-spec {} --features {} --samples {} --batch {} --learning-rate {}",
-                     job.strategy, job.spec, k_features, k_samples, k_batch, k_learning_rate);
-}
-
-std::unique_ptr<testing::Process> spawn(const std::string& args) {
-  return std::make_unique<testing::Process>(std::vector<std::string>{
-      "/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " ps " + args + " 2>&1"});
+/// An all-reduce job (or `kind`) with `options`, in a directory named after `name`.
+Job make_ar_job(cs::BuilderOptions options, const std::string& name, cs::BuilderKind kind = cs::BuilderKind::all_reduce) {
+  return make_job(kind, options, name, false);
 }
 
 /// A loopback port nobody listens on right now.
@@ -92,56 +57,9 @@ std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, co
   std::vector<std::unique_ptr<testing::Process>> out;
   for (int r = 0; r < k_replicas; ++r) {
     const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
-    out.push_back(spawn(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + peers + " " + extra));
+    out.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + peers + " " + extra));
   }
   return out;
-}
-
-struct Run {
-  int rc = -1;
-  std::vector<std::string> lines;
-  std::string text;
-};
-
-Run finish(testing::Process& p) {
-  Run run;
-  while (auto line = p.read_line(120s)) {
-    run.lines.push_back(*line);
-    run.text += *line + "\n";
-  }
-  run.rc = p.wait(30s);
-  return run;
-}
-
-/// The values of "final <name> v v v" printed by replica `replica` (any, when -1).
-std::vector<float> final_values(const Run& run, const std::string& name, int replica = -1) {
-  int current = -1;
-  for (const auto& line : run.lines) {
-    std::istringstream in(line);
-    std::string word, var;
-    in >> word >> var;
-    if (word == "final" && var == "replica") in >> current;
-    if (word != "final" || var != name || (replica >= 0 && current != replica)) continue;
-    std::vector<float> out;
-    float v = 0;
-    while (in >> v) out.push_back(v);
-    return out;
-  }
-  return {};
-}
-
-/// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps) {
-  const auto data = cps::make_logistic_data(k_samples, k_features, 1);
-  auto params = cps::logistic_initial(k_features);
-  for (std::int64_t s = 0; s < steps; ++s) {
-    std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * k_batch), params, &grads);
-    for (auto& [name, values] : params) {
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= k_learning_rate * grads[name][i];
-    }
-  }
-  return params;
 }
 
 void check_close(const Run& run, const std::map<std::string, std::vector<float>>& expected, double margin,
@@ -162,7 +80,7 @@ TEST_CASE("AllReduce over 4 replica processes equals single-process SGD on the c
   cs::BuilderOptions o;
   o.chunk_size = chunk;
   o.all_reduce_spec = Sync::RING;
-  const Job job = make_job(o, "exact" + std::to_string(chunk));
+  const Job job = make_ar_job(o, "exact" + std::to_string(chunk));
   const std::int64_t steps = 12;
   auto procs = start_replicas(job, "--steps " + std::to_string(steps));
   std::vector<Run> runs;
@@ -185,7 +103,7 @@ TEST_CASE("HorovodCompressorEF over 4 replica processes converges next to uncomp
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::AUTO;
   o.compressor = Sync::HorovodCompressorEF;
-  const Job job = make_job(o, "ef");
+  const Job job = make_ar_job(o, "ef");
   const std::int64_t steps = 30;
   auto procs = start_replicas(job, "--steps " + std::to_string(steps));
   std::vector<Run> runs;
@@ -211,7 +129,7 @@ TEST_CASE("HorovodCompressorEF over 4 replica processes converges next to uncomp
 TEST_CASE("a killed replica ends the other replicas' all-reduce with an error naming it", "[allreduce][integration]") {
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::RING;
-  const Job job = make_job(o, "kill");
+  const Job job = make_ar_job(o, "kill");
   auto procs = start_replicas(job, "--steps 100000 --step-delay-ms 5 --timeout-ms 3000");
   // Let the job run a few steps, then kill replica 3.
   int seen = 0;
@@ -232,9 +150,9 @@ TEST_CASE("a killed replica ends the other replicas' all-reduce with an error na
 
 TEST_CASE("an embedded all-reduce job equals single-process SGD; NCCL runs as RING without GPUs",
           "[allreduce][integration]") {
-  const Job job = make_job({}, "embedded");  // the AllReduce builder's defaults: NCCL, chunk 128
+  const Job job = make_ar_job({}, "embedded");  // the AllReduce builder's defaults: NCCL, chunk 128
   const std::int64_t steps = 10;
-  auto p = spawn("--embedded " + common_args(job) + " --steps " + std::to_string(steps));
+  auto p = spawn_ps("--embedded " + common_args(job) + " --steps " + std::to_string(steps));
   const auto run = finish(*p);
   INFO(run.text);
   REQUIRE(run.rc == 0);
@@ -248,9 +166,9 @@ TEST_CASE("partitioned all-reduce strategies reassemble their pieces: an embedde
   const auto kind = GENERATE(cs::BuilderKind::partitioned_ar, cs::BuilderKind::random_axis_partition_ar);
   cs::BuilderOptions o;
   o.chunk_size = 1;
-  const Job job = make_job(o, "parts" + std::to_string(static_cast<int>(kind)), kind);
+  const Job job = make_ar_job(o, "parts" + std::to_string(static_cast<int>(kind)), kind);
   const std::int64_t steps = 8;
-  auto p = spawn("--embedded " + common_args(job) + " --steps " + std::to_string(steps));
+  auto p = spawn_ps("--embedded " + common_args(job) + " --steps " + std::to_string(steps));
   const auto run = finish(*p);
   INFO(run.text);
   REQUIRE(run.rc == 0);
@@ -261,13 +179,13 @@ TEST_CASE("partitioned all-reduce strategies reassemble their pieces: an embedde
 
 TEST_CASE("an all-reduce strategy has no PS role, and replicas need every replica's address",
           "[allreduce][integration]") {
-  const Job job = make_job({}, "usage");
-  auto ps = spawn("--role ps --device localhost:CPU:0 " + common_args(job));
+  const Job job = make_ar_job({}, "usage");
+  auto ps = spawn_ps("--role ps --device localhost:CPU:0 " + common_args(job));
   auto ps_run = finish(*ps);
   INFO(ps_run.text);
   CHECK(ps_run.rc == 2);
   CHECK(ps_run.text.find("no parameter servers") != std::string::npos);
-  auto lone = spawn("--role chief " + common_args(job) + " --peers localhost:CPU:0=127.0.0.1:7000");
+  auto lone = spawn_ps("--role chief " + common_args(job) + " --peers localhost:CPU:0=127.0.0.1:7000");
   auto lone_run = finish(*lone);
   INFO(lone_run.text);
   CHECK(lone_run.rc == 2);

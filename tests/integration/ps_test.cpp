@@ -18,6 +18,7 @@
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
+#include "tests/integration/ps_job.hpp"
 #include "tests/support/process.hpp"
 
 using namespace apiary;
@@ -27,59 +28,7 @@ namespace cps = core::ps;
 
 namespace {
 
-constexpr int k_replicas = 4;
-constexpr std::size_t k_features = 16;
-constexpr std::size_t k_batch = 16;
-constexpr std::size_t k_samples = 1024;
-constexpr float k_learning_rate = 0.5F;
-
-/// One GPU-less node with four CPU devices: four replicas, four candidate PS devices.
-constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
-
-/// A strategy and a resource spec on disk, and the plan they make.
-struct Job {
-  /// Removes the job's directory when the last copy goes.
-  std::shared_ptr<void> cleanup;
-  std::string dir;
-  std::string strategy;
-  std::string spec;
-  cps::TrainingPlan plan;
-};
-
-Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name) {
-  Job job;
-  job.dir = "/tmp/apiary_ps_test_" + std::to_string(getpid()) + "_" + name;
-  REQUIRE(std::system(("mkdir -p " + job.dir).c_str()) == 0);
-  job.cleanup =
-      std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
-  auto spec = cs::parse_resource_spec(k_spec, "spec");
-  REQUIRE(spec.ok());
-  const auto item = cps::logistic_graph_item(k_features);
-  auto strategy = cs::build_strategy(kind, options, item, *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  job.strategy = job.dir + "/strategy";
-  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
-  REQUIRE(bytes.ok());
-  std::ofstream(job.strategy, std::ios::binary) << *bytes;
-  job.spec = job.dir + "/resource_spec.yml";
-  std::ofstream(job.spec) << k_spec;
-  cps::OptimizerConfig sgd;
-  sgd.learning_rate = k_learning_rate;
-  auto plan = cps::plan_training(*strategy, item, sgd);
-  REQUIRE(plan.ok());
-  job.plan = std::move(*plan);
-  return job;
-}
-
-std::string common_args(const Job& job) {
-  return fmt::format("--strategy {} --resource-spec {} --features {} --samples {} --batch {} --learning-rate {}",
-                     job.strategy, job.spec, k_features, k_samples, k_batch, k_learning_rate);
-}
-
-std::unique_ptr<testing::Process> spawn(const std::string& args) {
-  return std::make_unique<testing::Process>(std::vector<std::string>{
-      "/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " ps " + args + " 2>&1"});
-}
+using namespace testing::ps_job;
 
 /// The PS processes of a job, started and listening; `peers` is the replicas' --peers.
 struct Servers {
@@ -94,7 +43,7 @@ struct Servers {
 
 void start_servers(const Job& job, Servers& s) {
   for (const auto& device : job.plan.servers) {
-    auto p = spawn("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job));
+    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job));
     auto line = p->read_line(30s);
     REQUIRE(line);
     INFO(*line);
@@ -107,13 +56,6 @@ void start_servers(const Job& job, Servers& s) {
   }
 }
 
-/// What a replica printed and how it ended.
-struct ReplicaRun {
-  int rc = -1;
-  std::vector<std::string> lines;
-  std::string text;
-};
-
 std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const Servers& s,
                                                               const std::string& extra,
                                                               const std::string& straggler_extra = "") {
@@ -122,38 +64,13 @@ std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, co
     const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
     const std::string more = r == k_replicas - 1 ? straggler_extra : "";
     out.push_back(
-        spawn(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + s.peers + " " + extra + " " + more));
+        spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + s.peers + " " + extra + " " + more));
   }
   return out;
 }
 
-ReplicaRun finish(testing::Process& p) {
-  ReplicaRun run;
-  while (auto line = p.read_line(120s)) {
-    run.lines.push_back(*line);
-    run.text += *line + "\n";
-  }
-  run.rc = p.wait(30s);
-  return run;
-}
-
-/// The values printed on the "final <name> v v v" line.
-std::vector<float> final_values(const ReplicaRun& run, const std::string& name) {
-  for (const auto& line : run.lines) {
-    std::istringstream in(line);
-    std::string word, var;
-    in >> word >> var;
-    if (word != "final" || var != name) continue;
-    std::vector<float> out;
-    float v = 0;
-    while (in >> v) out.push_back(v);
-    return out;
-  }
-  return {};
-}
-
 /// (step, version) of every "step S replica R version V ..." line.
-std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const ReplicaRun& run) {
+std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   for (const auto& line : run.lines) {
     std::istringstream in(line);
@@ -166,32 +83,18 @@ std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const ReplicaRu
   return out;
 }
 
-/// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps) {
-  const auto data = cps::make_logistic_data(k_samples, k_features, 1);
-  auto params = cps::logistic_initial(k_features);
-  for (std::int64_t s = 0; s < steps; ++s) {
-    std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * k_batch), params, &grads);
-    for (auto& [name, values] : params) {
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= k_learning_rate * grads[name][i];
-    }
-  }
-  return params;
-}
-
 }  // namespace
 
 TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concatenated batch", "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
   const std::int64_t steps = 12;
-  const Job job = make_job(builder, {}, "bsp" + std::to_string(static_cast<int>(builder)));
+  const Job job = make_job(builder, {}, "bsp" + std::to_string(static_cast<int>(builder)), true);
   INFO("PS devices: " << job.plan.servers.size() << ", shards: " << job.plan.shards.size());
   REQUIRE(job.plan.servers.size() >= 2);
   Servers servers;
   start_servers(job, servers);
   auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps));
-  std::vector<ReplicaRun> runs;
+  std::vector<Run> runs;
   for (auto& p : procs) runs.push_back(finish(*p));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) {
@@ -216,7 +119,7 @@ TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler
   const std::int64_t steps = 12;
   cs::BuilderOptions options;
   options.staleness = staleness;
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, options, "ssp");
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, options, "ssp", true);
   Servers servers;
   start_servers(job, servers);
   // The last replica sleeps 150 ms per step; the others do not wait at all.
@@ -240,7 +143,7 @@ TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler
 }
 
 TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps][integration]") {
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killps");
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killps", true);
   Servers servers;
   start_servers(job, servers);
   auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000");
@@ -274,7 +177,7 @@ TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps
 }
 
 TEST_CASE("a killed replica ends the others with an error naming it, before any deadline", "[ps][integration]") {
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killreplica");
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killreplica", true);
   Servers servers;
   start_servers(job, servers);
   // Deadlines far away: the PS processes must tell the others from the lost session.
@@ -303,9 +206,9 @@ TEST_CASE("an embedded job (every PS device and replica in one process) equals s
           "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
   const std::int64_t steps = 12;
-  const Job job = make_job(builder, {}, "embedded" + std::to_string(static_cast<int>(builder)));
+  const Job job = make_job(builder, {}, "embedded" + std::to_string(static_cast<int>(builder)), true);
   REQUIRE(job.plan.servers.size() >= 2);
-  auto proc = spawn("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
+  auto proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
   const auto run = finish(*proc);
   INFO("the embedded job printed:\n" << run.text);
   REQUIRE(run.rc == 0);
@@ -338,8 +241,8 @@ TEST_CASE("an embedded job with local_replication pulls each variable once per s
   const std::int64_t steps = 10;
   cs::BuilderOptions options;
   options.local_proxy_variable = true;
-  const Job job = make_job(cs::BuilderKind::partitioned_ps, options, "embedded_proxy");
-  auto proc = spawn("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
+  const Job job = make_job(cs::BuilderKind::partitioned_ps, options, "embedded_proxy", true);
+  auto proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
   const auto run = finish(*proc);
   INFO("the embedded job printed:\n" << run.text);
   REQUIRE(run.rc == 0);

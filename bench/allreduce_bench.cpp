@@ -88,20 +88,10 @@ Result<std::vector<int>> free_ports(std::size_t count) {
 /// Starts every argv as a child, waits for all of them, and folds their result lines.
 Result<Figures> run_children(const std::string& system, const std::vector<std::vector<std::string>>& argvs,
                              const std::vector<std::string>& env, int timeout_s) {
-  std::vector<Child> children;
-  for (const auto& argv : argvs) {
-    auto c = Child::start(argv, env);
-    if (!c) return c.error();
-    children.push_back(std::move(*c));
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  std::string output;
-  std::optional<std::string> failure;
-  for (auto& c : children) {
-    const ExitInfo exit = c.wait(deadline);
-    output += exit.output;
-    if (!exit.success() && !failure) failure = fmt::format("{}: {}", exit.describe(), exit.tail(3));
-  }
+  auto run = run_group(argvs, env, timeout_s);
+  if (!run) return run.error();
+  const std::string& output = run->output;
+  const std::optional<std::string>& failure = run->failure;
   auto figures = parse_allreduce_results(output);
   if (failure && figures.empty())
     return make_error(errc::unavailable, "expected {} to exit 0, got {}", system, *failure);

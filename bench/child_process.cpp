@@ -274,4 +274,22 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
+Result<GroupRun> run_group(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& env,
+                           int timeout_s) {
+  std::vector<Child> children;
+  for (const auto& argv : argvs) {
+    auto c = Child::start(argv, env);
+    if (!c) return c.error();
+    children.push_back(std::move(*c));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  GroupRun run;
+  for (auto& c : children) {
+    const ExitInfo exit = c.wait(deadline);
+    run.output += exit.output;
+    if (!exit.success() && !run.failure) run.failure = fmt::format("{}: {}", exit.describe(), exit.tail(3));
+  }
+  return run;
+}
+
 }  // namespace apiary::bench

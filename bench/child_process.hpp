@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,18 @@ class Child {
   int status_ = 0;       ///< waitpid status once reaped_
   std::string out_;
 };
+
+/// What a group of children printed (all of it, child by child) and the first failure
+/// ("<how it ended>: <its last lines>"), if any did not exit 0.
+struct GroupRun {
+  std::string output;
+  std::optional<std::string> failure;
+};
+
+/// Starts every argv as a child with `env` (NAME=value entries added to the
+/// environment) and waits for all of them, at most `timeout_s` seconds in all.
+Result<GroupRun> run_group(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& env,
+                           int timeout_s);
 
 /// Locates executable `name`: `explicit_path` if given, else $`env_var` if set, else the
 /// first of `dirs` that holds it, else PATH. not_found says where it looked.

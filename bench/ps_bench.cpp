@@ -60,20 +60,10 @@ std::string ms(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 /// naming the first that did not exit 0.
 Result<std::string> run_all(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& env,
                             int timeout_s) {
-  std::vector<Child> children;
-  for (const auto& argv : argvs) {
-    auto c = Child::start(argv, env);
-    if (!c) return c.error();
-    children.push_back(std::move(*c));
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  std::string output;
-  std::optional<std::string> failure;
-  for (auto& c : children) {
-    const ExitInfo exit = c.wait(deadline);
-    output += exit.output;
-    if (!exit.success() && !failure) failure = fmt::format("{}: {}", exit.describe(), exit.tail(3));
-  }
+  auto run = run_group(argvs, env, timeout_s);
+  if (!run) return run.error();
+  const std::optional<std::string>& failure = run->failure;
+  std::string output = std::move(run->output);
   if (failure) return make_error(errc::unavailable, "expected every process to exit 0, got {}", *failure);
   return output;
 }

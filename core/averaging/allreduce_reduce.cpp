@@ -82,14 +82,14 @@ Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
 void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg) {
   // acc += w * x for the sender's next part; a bad part bans the sender.
   const std::size_t index = reducer_->parts_received(in.sender);
-  auto done = reducer_->accumulate(in.sender, index, msg.values.data(), msg.values.size(),
-                                   msg.weight);
+  const pb::CompressionType codec = msg.compression;
+  auto done = reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight);
   if (!done) {
     close_incoming(fx, id, in, pb::PROTOCOL_VIOLATION);
     fail_sender(fx, in.peer);
     return;
   }
-  in.codecs.push_back(msg.compression);
+  in.codecs.push_back(codec);
   copy_own_results();
   flush_answers(fx);
 }

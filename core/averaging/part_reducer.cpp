@@ -57,6 +57,17 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
                                                          std::size_t part_index,
                                                          const float* values, std::size_t count,
                                                          double weight) {
+  if (count > 0 && values == nullptr) {
+    return make_error(errc::invalid_argument, "reducer: sender {} sent part {} with {} elements but null data",
+                      sender, part_index, count);
+  }
+  return accumulate(sender, part_index, std::vector<float>(values, values + count), weight);
+}
+
+Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std::size_t part_index,
+                                                         std::vector<float>&& copy, double weight) {
+  const float* values = copy.data();
+  const std::size_t count = copy.size();
   if (sender >= received_.size()) {
     return make_error(errc::invalid_argument,
                       "reducer: sender {} is unknown; expected an index below {} (the senders "
@@ -81,10 +92,9 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
                       received_[sender], sender, part_index);
   }
   PartSlot& part = parts_[part_index];
-  if (count != part.size || (count > 0 && values == nullptr)) {
-    return make_error(errc::invalid_argument,
-                      "reducer: part {} has {} elements, sender {} sent {}{}", part_index,
-                      part.size, sender, count, values == nullptr ? " (null data)" : "");
+  if (count != part.size) {
+    return make_error(errc::invalid_argument, "reducer: part {} has {} elements, sender {} sent {}",
+                      part_index, part.size, sender, count);
   }
   if (!std::isfinite(weight) || weight < 0.0) {
     return make_error(errc::invalid_argument,
@@ -112,7 +122,7 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
   part.denominator += weight;
   ++part.contributions;
   if (part.copies.size() != received_.size()) part.copies.resize(received_.size());
-  part.copies[sender].emplace(values, values + count);
+  part.copies[sender] = std::move(copy);
   ++received_[sender];
   return complete_ready_parts();
 }

@@ -47,6 +47,10 @@ class PartReducer {
                                                             std::size_t part_index,
                                                             const float* values, std::size_t count,
                                                             double weight);
+  /// As above, keeping `values` as the sender's copy (no copy of the part is made).
+  [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
+                                                            std::size_t part_index,
+                                                            std::vector<float>&& values, double weight);
 
   /// Marks `sender` failed: it is excluded from every part it has not submitted yet.
   /// Returns the parts that this completed (in order). Marking a sender twice is a no-op.

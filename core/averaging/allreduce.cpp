@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/averaging/allreduce_fastwire.hpp"
 #include "core/averaging/allreduce_wire.hpp"
 
 namespace apiary::core::averaging {
@@ -180,18 +181,31 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, const std::strin
   if (finished_ || call <= config_.id_base || it == outgoing_.end() || !it->second.open) return fx;
   Outgoing& out = it->second;
   const auto& parts = partition_.parts_by_peer[peer];
-  auto msg = decode_part_message(message);
-  // Anything but the next averaged part means the reducer failed.
-  if (!msg || msg->code != pb::AVERAGED_PART || out.received >= parts.size() ||
-      static_cast<std::int64_t>(msg->values.size()) !=
-          partition_.parts[parts[out.received]].length) {
+  if (out.received >= parts.size()) {
     fail_reducer(fx, peer, true);
     return fx;
   }
-  // The delta of the part goes where the part lies in its tensor.
+  // The delta of the part goes where the part lies in its tensor: straight there for an
+  // uncompressed part, else decoded first. Anything but the next averaged part means the
+  // reducer failed.
   const Part& part = partition_.parts[parts[out.received]];
-  std::copy(msg->values.begin(), msg->values.end(),
-            outcome_.deltas[part.tensor_index].begin() + part.offset);
+  float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
+  const auto length = static_cast<std::size_t>(part.length);
+  PartMessage header;
+  if (decode_none_part_into(message, header, dest, length)) {
+    if (header.code != pb::AVERAGED_PART) {
+      std::fill(dest, dest + length, 0.0f);  // not a delta: the local values stay
+      fail_reducer(fx, peer, true);
+      return fx;
+    }
+  } else {
+    auto msg = decode_part_message(message);
+    if (!msg || msg->code != pb::AVERAGED_PART || msg->values.size() != length) {
+      fail_reducer(fx, peer, true);
+      return fx;
+    }
+    std::copy(msg->values.begin(), msg->values.end(), dest);
+  }
   ++out.received;
   if (out.received == parts.size()) {
     out.open = false;

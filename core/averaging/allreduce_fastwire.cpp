@@ -128,7 +128,11 @@ std::string encode_none_part(pb::MessageCode code, const std::string& group_id, 
   return out;
 }
 
-bool decode_none_part(const std::string& bytes, PartMessage& out) {
+namespace {
+
+/// Reads the AveragingData fields into `out` (not its values) and finds its part's raw
+/// float bytes (`buffer`, empty without a part). False for anything but a NONE part.
+bool scan_none_part(const std::string& bytes, PartMessage& out, std::string_view& buffer) {
   Reader r{bytes.data(), bytes.data() + bytes.size()};
   std::string_view tensor;
   bool has_tensor = false;
@@ -144,9 +148,9 @@ bool decode_none_part(const std::string& bytes, PartMessage& out) {
     else if (number == 5 && wire == k_fixed64) std::memcpy(&out.weight, &value, 8);
     else return false;  // anything else: the general path decides
   }
+  buffer = {};
   if (!has_tensor) return true;
   Reader t{tensor.data(), tensor.data() + tensor.size()};
-  std::string_view buffer;
   std::string_view dtype;
   std::uint64_t elements = 0;
   std::size_t dims = 0;
@@ -171,8 +175,23 @@ bool decode_none_part(const std::string& bytes, PartMessage& out) {
   }
   if (dtype != "float32" || dims != 1 || buffer.size() != elements * sizeof(float)) return false;
   out.compression = pb::NONE;
-  out.values.resize(elements);
-  if (elements > 0) std::memcpy(out.values.data(), buffer.data(), buffer.size());
+  return true;
+}
+
+}  // namespace
+
+bool decode_none_part(const std::string& bytes, PartMessage& out) {
+  std::string_view buffer;
+  if (!scan_none_part(bytes, out, buffer)) return false;
+  out.values.resize(buffer.size() / sizeof(float));
+  if (!buffer.empty()) std::memcpy(out.values.data(), buffer.data(), buffer.size());
+  return true;
+}
+
+bool decode_none_part_into(const std::string& bytes, PartMessage& out, float* dest, std::size_t count) {
+  std::string_view buffer;
+  if (!scan_none_part(bytes, out, buffer) || buffer.size() != count * sizeof(float)) return false;
+  if (!buffer.empty()) std::memcpy(dest, buffer.data(), buffer.size());
   return true;
 }
 

@@ -20,4 +20,9 @@ namespace apiary::core::averaging {
 /// bytes): the caller then takes the general path, which reports errors.
 [[nodiscard]] bool decode_none_part(const std::string& bytes, PartMessage& out);
 
+/// As decode_none_part, writing the part's values to `dest` (exactly `count` floats)
+/// instead of out.values. False as well when the part does not hold `count` floats.
+[[nodiscard]] bool decode_none_part_into(const std::string& bytes, PartMessage& out, float* dest,
+                                         std::size_t count);
+
 }  // namespace apiary::core::averaging

@@ -76,3 +76,18 @@ TEST_CASE("NONE parts: codecs, code-only answers and bad bytes go to the general
   CHECK_FALSE(av::decode_part_message(truncated).ok());
   CHECK_FALSE(av::decode_none_part(std::string("\xff\xff\xff", 3), bad));
 }
+
+TEST_CASE("NONE parts decode straight into their destination, and only when the size matches",
+          "[unit][averaging]") {
+  const std::vector<float> values{1.5f, -2.0f, 0.25f, 8.0f};
+  const std::string bytes = av::encode_none_part(pb::AVERAGED_PART, "", "", values.data(), values.size(), 0.0);
+  std::vector<float> dest(4, 7.0f);
+  av::PartMessage header;
+  REQUIRE(av::decode_none_part_into(bytes, header, dest.data(), dest.size()));
+  CHECK(header.code == pb::AVERAGED_PART);
+  CHECK(dest == values);
+  std::vector<float> wrong(3, 7.0f);
+  av::PartMessage other;
+  CHECK_FALSE(av::decode_none_part_into(bytes, other, wrong.data(), wrong.size()));
+  CHECK(wrong == std::vector<float>(3, 7.0f));
+}

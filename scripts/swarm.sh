@@ -18,7 +18,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$OUT"; }
 trap cleanup EXIT
 COMMON=(train --peers "$PEERS" --steps "$STEPS" --average-every "$EVERY" --target-group-size 4
-        --min-group-size 2 --min-matchmaking-time 1 --every 2 --features 64 --samples 4096 --batch 32)
+        --min-group-size 2 --min-matchmaking-time 0.5 --every 2 --features 64 --samples 4096 --batch 32)
 
 "$APIARY" "${COMMON[@]}" --rank 0 >"$OUT/peer0.log" 2>&1 &
 pids+=($!)
@@ -30,7 +30,7 @@ for i in $(seq 1 $((PEERS - 1))); do
   "$APIARY" "${COMMON[@]}" --rank "$i" --initial-peers "$BOOT" >"$OUT/peer$i.log" 2>&1 &
   pids+=($!)
 done
-echo "$PEERS peers training ($STEPS local steps, averaging every $EVERY steps in rounds on 2 s boundaries, groups of up to 4)"
+echo "$PEERS peers training ($STEPS local steps, averaging every $EVERY steps, groups of up to 4)"
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 pids=()

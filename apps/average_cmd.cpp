@@ -83,16 +83,14 @@ Command add_average_command(CLI::App& app) {
     auto node = start_averager_node(*args, std::move(options), "average");
     if (!node) return node.error().code == errc::invalid_argument ? 2 : 1;
     Averager& averager = *node->averager;
+    RoundClock clock(*every > 0 ? *every : 1.0);
     int failures = 0;
     for (int s = 1; s <= *steps; ++s) {
       AveragerStepOptions step;
       step.weight = *weight;
       step.timeout = *timeout;
       if (*every > 0) {
-        // The next boundary at least min_matchmaking_time away: every process aims at it.
-        const double now = Dht::now();
-        const double earliest = now + args->min_matchmaking_time;
-        step.scheduled_in = std::ceil(earliest / *every) * *every - now;
+        step.scheduled_in = clock.wait_for_round(args->min_matchmaking_time);
         step.timeout = step.scheduled_in + *timeout;
       }
       auto report = averager.step(step).get();

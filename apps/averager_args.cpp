@@ -2,11 +2,23 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cmath>
+#include <thread>
 #include <cstdio>
 
 #include "runtime.pb.h"
 
 namespace apiary::apps {
+
+double RoundClock::wait_for_round(double lead) {
+  const double now = Dht::now();
+  const double boundary = std::max(std::ceil((now + lead) / every_) * every_, last_ + every_);
+  last_ = boundary;
+  const double wait = boundary - lead - now;
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  return std::max(0.0, boundary - Dht::now());
+}
 
 void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
   cmd.add_option("--listen", a.listen, "Listen multiaddr (port 0 picks one)")->capture_default_str();

@@ -2,7 +2,6 @@
 // logistic regression (core/ps/logistic_regression.hpp) by local SGD on its own batches,
 // and every few steps averages the model with a group of peers found through the DHT.
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -80,6 +79,7 @@ Command add_train_command(CLI::App& app) {
     const double initial = ps::logistic_full_loss(data, as_params(averager.tensors()));
     std::printf("rank %zu: initial loss %.4f\n", t->rank, initial);
     std::fflush(stdout);
+    RoundClock clock(t->every > 0 ? t->every : 1.0);
     int rounds = 0;
     int failed_rounds = 0;
     const auto started = std::chrono::steady_clock::now();
@@ -99,8 +99,7 @@ Command add_train_command(CLI::App& app) {
       AveragerStepOptions round;
       round.timeout = t->timeout;
       if (t->every > 0) {
-        const double now = Dht::now();
-        round.scheduled_in = std::ceil((now + args->min_matchmaking_time) / t->every) * t->every - now;
+        round.scheduled_in = clock.wait_for_round(args->min_matchmaking_time);
         round.timeout += round.scheduled_in;
       }
       auto report = averager.step(round).get();

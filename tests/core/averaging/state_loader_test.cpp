@@ -10,6 +10,7 @@
 
 #include "averaging.pb.h"
 #include "core/averaging/state_sharing.hpp"
+#include "tests/core/averaging/effects_of.hpp"
 
 namespace {
 
@@ -24,15 +25,7 @@ using apiary::core::SetTimer;
 using apiary::core::TimePoint;
 using apiary::messages::Shape;
 using std::chrono::seconds;
-
-template <class T>
-std::vector<T> all_of(const Effects& fx) {
-  std::vector<T> out;
-  for (const auto& e : fx) {
-    if (const T* x = std::get_if<T>(&e)) out.push_back(*x);
-  }
-  return out;
-}
+using apiary::testing::all_of;
 
 const std::vector<Shape> k_shapes{{3, 4}, {100}};
 

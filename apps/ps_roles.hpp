@@ -1,0 +1,58 @@
+#pragma once
+/// The pieces of `apiary ps` (apps/ps_cmd.cpp) that its embedded mode (apps/ps_embedded.cpp)
+/// shares: the parsed flags, shard building, the training loop, and error reporting.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/ps/replica_driver.hpp"
+#include "core/ps/plan.hpp"
+#include "core/ps/shard.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::apps::ps_roles {
+
+/// The flags of `apiary ps`.
+struct PsArgs {
+  std::string role;
+  std::string strategy;
+  bool text = false;
+  std::string resource_spec;
+  std::string listen = "127.0.0.1:0";
+  std::vector<std::string> peers;
+  std::string device;
+  std::int32_t replica = -1;
+  std::int64_t steps = 20;
+  std::size_t batch = 32;
+  std::size_t samples = 4096;
+  std::size_t features = 16;
+  std::uint64_t seed = 1;
+  std::string optimizer = "sgd";
+  float learning_rate = 0.5F;
+  std::int64_t timeout_ms = 30000;
+  std::int64_t step_delay_ms = 0;
+  std::string mode = "tcp";
+  bool stdin_stops = false;
+  bool embedded = false;
+};
+
+/// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
+int fail(const Error& e);
+/// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
+Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what);
+/// Watches stdin: at its end, sets the stop flag and raises SIGTERM.
+void watch_stdin();
+/// The shards PS device `device` holds, at their initial values; `names` gets their
+/// names, comma-separated. Errors: invalid_argument when the device holds none.
+Result<std::map<std::string, core::ps::Shard>> make_shards(const PsArgs& a, const core::ps::TrainingPlan& plan,
+                                                           const std::string& device, std::string& names);
+/// Trains with `driver` for --steps steps, then pulls the final parameters and leaves;
+/// prints one line per step and the final parameters. Returns the exit code.
+int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas);
+/// --embedded: the whole job in this process (apps/ps_embedded.cpp).
+int run_embedded(const PsArgs& a, const core::ps::TrainingPlan& plan);
+
+}  // namespace apiary::apps::ps_roles

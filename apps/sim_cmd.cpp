@@ -6,7 +6,9 @@
 // group sizes, spread and mean, the seed and the trace hash, and the wall time.
 // `apiary sim ps`: a parameter-server job (a strategy's PS devices and replicas training
 // logistic regression) on a simulated network, with a straggler or a killed PS or replica;
-// prints per-step loss, versions and virtual step times, the seed and the trace hash.
+// an all-reduce strategy (AllReduce, PartitionedAR, RandomAxisPartitionAR) runs its
+// replicas' collectives instead, with no PS; prints per-step loss, versions and virtual
+// step times, the seed and the trace hash.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -146,7 +148,7 @@ Result<std::string> read_file_text(const std::string& path, const char* what) {
 
 /// Adds `apiary sim ps` to `cmd`; returns its action (-1 when not chosen).
 std::function<int()> add_ps_sim_command(CLI::App& cmd) {
-  auto* ps = cmd.add_subcommand("ps", "A simulated parameter-server job: a strategy's PS devices and replicas");
+  auto* ps = cmd.add_subcommand("ps", "A simulated training job: a strategy's PS devices and replicas, or its all-reduce replicas");
   struct Args {
     std::string strategy, resource_spec, latency = "1-10";
     bool text = false;
@@ -170,7 +172,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   ps->add_option("--straggler-ms", a->straggler_ms, "Extra compute time per step of the last replica (ms)")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
-  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step")
+  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step (PS strategies only)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   ps->add_option("--kill-replica-at", a->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));

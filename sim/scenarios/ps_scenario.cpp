@@ -6,10 +6,12 @@
 #include <memory>
 #include <utility>
 
+#include "core/collective/ar_plan.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/validate.hpp"
+#include "sim/scenarios/ar_scenario.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/scenarios/ps_proxy_host.hpp"
@@ -259,6 +261,8 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
     return make_error(errc::invalid_argument, "strategy: {} (the model is logistic regression: {} [{}] and {} [1])",
                       st.error().message, cps::k_logreg_weights, c.features, cps::k_logreg_bias);
   }
+  // All-reduce strategies have no PS: every replica keeps its own copy (ar_scenario.hpp).
+  if (core::collective::uses_allreduce(c.strategy)) return run_ar_scenario(c);
   auto plan = cps::plan_training(c.strategy, item, c.optimizer, c.aggregation);
   if (!plan) return plan.error();
   auto shared_plan = std::make_shared<const cps::TrainingPlan>(std::move(*plan));

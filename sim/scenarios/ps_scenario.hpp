@@ -112,8 +112,9 @@ struct PsScenarioReport {
   std::size_t anomalies = 0;           ///< World::anomalies() (0 in a correct run)
 };
 
-/// Runs the scenario to the end. Errors: a config that fails validate(), a strategy
-/// that is not a PS strategy for the model (invalid_argument).
+/// Runs the scenario to the end; an all-reduce strategy runs as run_ar_scenario
+/// (ar_scenario.hpp) does. Errors: a config that fails validate(), a strategy that is
+/// neither a PS nor an all-reduce strategy for the model (invalid_argument).
 [[nodiscard]] Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& config);
 
 /// The report as readable lines: one per step, one per replica, then seed and trace hash.

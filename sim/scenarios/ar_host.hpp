@@ -1,0 +1,142 @@
+#pragma once
+/// All-reduce training as simulated nodes: one ArReplicaHost per replica of an
+/// all-reduce strategy (core/collective/ar_plan.hpp). Every replica keeps its own copy of
+/// the logistic-regression model; a step, in virtual time: compute the batch gradient ->
+/// wait `compute` (a timer) -> per fusion group, in plan order, one
+/// core::averaging::AllReduceRunner over the World's network (fixed group: every replica
+/// in rank order, group id "<job>/<op>", weight = the batch's samples, codecs as the
+/// plan says) -> assemble the averaged gradients (core::collective::Synchronizer) ->
+/// apply the optimizer locally. It follows the collective actor of actors/collective/:
+/// op n of one replica meets op n of the others; a stream for an op this replica has not
+/// started yet is held and replayed when it starts.
+///
+/// Failures are errors, never hangs: an op in which a member did not take part (the
+/// runner's failed senders or reducers, or its error) ends the replica with
+/// errc::peer_down naming every such member by rank and address; so does a member whose
+/// connection broke (peer_down) while the replica still needs it. A failed replica
+/// refuses every later stream, so that the others fail too instead of waiting.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/averaging/allreduce.hpp"
+#include "core/collective/ar_plan.hpp"
+#include "core/collective/synchronizer.hpp"
+#include "core/effects.hpp"
+#include "core/ps/logistic_regression.hpp"
+#include "core/ps/optimizer.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+#include "sim/host.hpp"
+#include "sim/scenarios/ps_host.hpp"
+
+namespace apiary::sim::scenarios {
+
+/// Fixed settings of one all-reduce replica.
+struct ArReplicaSettings {
+  std::size_t rank = 0;                                      ///< index in plan->replicas and members
+  std::shared_ptr<const core::collective::ArPlan> plan;     ///< the job's all-reduce layout
+  std::vector<core::PeerAddr> members;                      ///< every replica's World address, rank order
+  std::string job = "apiary.sim.allreduce";                 ///< names the part handles and group ids
+  std::shared_ptr<const core::ps::LogisticData> data;       ///< the data set
+  std::map<std::string, std::vector<float>> initial;        ///< initial parameters by variable name
+  core::ps::OptimizerConfig optimizer;                      ///< the local update rule
+  std::size_t batch = 16;                                   ///< samples per step (also the averaging weight)
+  std::int64_t steps = 10;                                  ///< training steps
+  core::Duration compute = std::chrono::milliseconds(10);   ///< virtual compute time per step
+  /// Longest wait for a sender's next part (AllReduceConfig::sender_timeout); a
+  /// reducer's answers may take twice as long, a whole part stream four times.
+  core::Duration timeout = std::chrono::seconds(5);
+  std::int64_t part_size_bytes = 4096;                      ///< largest all-reduce part (bytes)
+  bool full_loss = false;                                   ///< also compute the loss over the whole data set each step
+};
+
+/// One all-reduce replica as a simulated node.
+class ArReplicaHost : public Host {
+ public:
+  /// A replica with `settings`. Errors: invalid_argument (rank out of range, members not
+  /// one per replica, no data, a plan the Synchronizer refuses, parameters missing).
+  [[nodiscard]] static Result<std::unique_ptr<ArReplicaHost>> create(ArReplicaSettings settings);
+
+  [[nodiscard]] core::Effects on_start(core::TimePoint now) override;
+  [[nodiscard]] core::Effects on_request(core::TimePoint now, core::RequestId id, const std::string& handle,
+                                         const std::string& request) override;
+  [[nodiscard]] core::Effects on_request_from(core::TimePoint now, core::RequestId id, const std::string& handle,
+                                              const core::PeerAddr& from, const std::string& request) override;
+  [[nodiscard]] core::Effects on_response(core::TimePoint now, core::CallId call,
+                                          const Result<std::string>& response) override;
+  [[nodiscard]] core::Effects on_timer(core::TimePoint now, core::TimerId id) override;
+  [[nodiscard]] core::Effects on_message(core::TimePoint now, core::CallId call, const std::string& message) override;
+  [[nodiscard]] core::Effects on_request_message(core::TimePoint now, core::RequestId id,
+                                                 const Result<std::string>& message, bool last) override;
+
+  /// The connection to `peer` broke: if it is a member this replica still needs (it is
+  /// not finished), the replica fails naming it. Returns the effects for World::submit.
+  [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer);
+
+  /// Steps completed so far (version = the step: every replica applies every average).
+  [[nodiscard]] const std::vector<PsReplicaStep>& steps() const { return steps_; }
+  /// True once every step was applied.
+  [[nodiscard]] bool finished() const { return finished_; }
+  /// Why the replica stopped early, if it did.
+  [[nodiscard]] const std::optional<Error>& error() const { return error_; }
+  /// The parameters by variable name (final once finished).
+  [[nodiscard]] const std::map<std::string, std::vector<float>>& parameters() const { return params_; }
+  /// Virtual time at which the replica finished or failed.
+  [[nodiscard]] core::TimePoint end_time() const { return end_; }
+  /// Collectives completed so far.
+  [[nodiscard]] std::uint64_t ops() const { return done_ops_; }
+  /// The replica's rank.
+  [[nodiscard]] std::size_t rank() const { return settings_.rank; }
+
+ private:
+  /// An inbound part stream of an op not started yet, with what came on it since.
+  struct Held {
+    core::RequestId id = 0;
+    core::PeerAddr from;
+    std::string first;
+    std::vector<std::pair<Result<std::string>, bool>> messages;  ///< (message, last), in order
+  };
+
+  ArReplicaHost(ArReplicaSettings settings, core::collective::Synchronizer sync);
+  core::Effects begin_step(core::TimePoint now);
+  core::Effects start_op(core::TimePoint now);
+  /// Ends the running op if its runner finished; starts the next op or step.
+  core::Effects advance(core::TimePoint now, core::Effects out);
+  core::Effects finish_step(core::TimePoint now);
+  core::Effects fail(core::TimePoint now, Error error);
+  [[nodiscard]] std::string handle_of(std::uint64_t op) const;
+  /// The op a part handle names, if it is one of this job's.
+  [[nodiscard]] std::optional<std::uint64_t> op_of(const std::string& handle) const;
+  [[nodiscard]] std::uint64_t id_base(std::uint64_t op) const;
+  /// "rank R (addr)" for each of `peers`.
+  [[nodiscard]] std::string names(const std::vector<core::PeerAddr>& peers) const;
+
+  ArReplicaSettings settings_;
+  core::collective::Synchronizer sync_;
+  std::map<std::string, core::ps::Optimizer> optimizers_;
+  std::map<std::string, std::vector<float>> params_;
+  std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until prepared
+  std::vector<core::collective::CollectiveInput> inputs_;  ///< this step's collectives
+  std::vector<std::vector<std::vector<float>>> outputs_;   ///< their averages so far
+  std::optional<core::averaging::AllReduceRunner> runner_;
+  std::vector<std::vector<float>> op_tensors_;  ///< the running op's own tensors
+  std::uint64_t op_ = 0;                        ///< the running (or next) op
+  std::uint64_t done_ops_ = 0;
+  std::map<std::uint64_t, std::vector<Held>> held_;  ///< by op
+  std::map<core::RequestId, std::uint64_t> held_ids_;  ///< held request -> its op
+  std::map<core::RequestId, core::PeerAddr> open_;     ///< the running op's inbound streams -> caller
+  std::set<core::PeerAddr> down_;
+  core::TimePoint step_begin_{};
+  std::vector<PsReplicaStep> steps_;
+  bool finished_ = false;
+  std::optional<Error> error_;
+  core::TimePoint end_{};
+};
+
+}  // namespace apiary::sim::scenarios

@@ -1,0 +1,189 @@
+#include "sim/scenarios/ar_scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "core/collective/ar_plan.hpp"
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "sim/scenarios/ar_host.hpp"
+#include "sim/scenarios/dht_swarm.hpp"
+
+namespace apiary::sim::scenarios {
+
+namespace cc = core::collective;
+namespace cps = core::ps;
+using core::TimePoint;
+
+namespace {
+
+/// The job in one World.
+struct ArRun {
+  explicit ArRun(std::uint64_t seed) : world(seed) {}
+  World world;
+  std::vector<core::PeerAddr> addrs;
+  std::vector<ArReplicaHost*> replicas;
+};
+
+/// "all-reduce, 2 collectives per step: group 0 [w NoneCompressor], ...".
+std::string mode_of(const cc::ArPlan& plan) {
+  std::string groups;
+  for (const auto& g : plan.groups) {
+    groups += fmt::format("{}group {} {} [", groups.empty() ? "" : ", ", g.group, cc::to_string(g.transport));
+    for (std::size_t k = 0; k < g.tensors.size(); ++k) {
+      const auto& t = plan.tensors[g.tensors[k]];
+      groups += fmt::format("{}{} {}", k == 0 ? "" : ", ", t.name, cc::to_string(t.compressor));
+    }
+    groups += "]";
+  }
+  return fmt::format("all-reduce, {} collectives per step: {}", plan.groups.size(), groups);
+}
+
+Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr<const cc::ArPlan>& plan) {
+  const std::size_t n = plan->replicas.size();
+  for (std::size_t r = 0; r < n; ++r) run.addrs.push_back(fmt::format("replica/{}/{}", r, plan->replicas[r]));
+  auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
+  for (std::size_t r = 0; r < n; ++r) {
+    ArReplicaSettings s;
+    s.rank = r;
+    s.plan = plan;
+    s.members = run.addrs;
+    s.data = data;
+    s.initial = cps::logistic_initial(c.features);
+    s.optimizer = c.optimizer;
+    s.batch = c.batch;
+    s.steps = c.steps;
+    s.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
+    // A part stream as a whole may last call_timeout; a sender may be silent a quarter of it.
+    s.timeout = c.call_timeout / 4;
+    s.full_loss = r == 0;
+    auto host = ArReplicaHost::create(std::move(s));
+    if (!host) return host.error();
+    run.replicas.push_back(host->get());
+    if (auto added = run.world.add_node(run.addrs[r], std::move(*host)); !added) return added.error();
+    if (auto st = run.world.start_node(run.addrs[r], TimePoint{}); !st) return st.error();
+  }
+  return ok_status();
+}
+
+bool all_done(const ArRun& run) {
+  for (std::size_t i = 0; i < run.replicas.size(); ++i) {
+    const auto* r = run.replicas[i];
+    if (!r->finished() && !r->error() && !run.world.killed(run.addrs[i])) return false;
+  }
+  return true;
+}
+
+/// Runs events until every replica finished or failed, killing the last replica on cue;
+/// after `failure_detection` every live peer sees its connection to it break.
+void drive(ArRun& run, const PsScenarioConfig& c, PsScenarioReport& report) {
+  World& world = run.world;
+  bool killed = false;
+  while (!all_done(run)) {
+    const auto* last = run.replicas.back();
+    if (c.kill_replica_at >= 0 && !killed && static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at &&
+        !last->finished() && !last->error()) {
+      killed = true;
+      report.killed = fmt::format("replica {} at step {} ({:.3f} ms)", last->rank(), c.kill_replica_at,
+                                  core::to_seconds(world.now()) * 1e3);
+      const core::PeerAddr victim = run.addrs.back();
+      (void)world.kill_node(victim, world.now());
+      world.schedule(world.now() + c.failure_detection, [&run, victim](World& w) {
+        for (std::size_t i = 0; i < run.replicas.size(); ++i) {
+          if (w.running(run.addrs[i])) (void)w.submit(run.addrs[i], run.replicas[i]->peer_down(w.now(), victim));
+        }
+      });
+    }
+    if (!world.step() || world.now() > c.max_time) {
+      report.hung = true;
+      return;
+    }
+  }
+}
+
+void collect(const ArRun& run, const PsScenarioConfig& c, const cc::ArPlan& plan, PsScenarioReport& report) {
+  const std::size_t n = run.replicas.size();
+  for (std::int64_t s = 0; s < c.steps; ++s) {
+    PsStepReport step;
+    step.step = s;
+    step.versions.assign(n, -1);
+    std::size_t reached = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto& steps = run.replicas[r]->steps();
+      if (static_cast<std::int64_t>(steps.size()) <= s) continue;
+      const auto& rec = steps[static_cast<std::size_t>(s)];
+      ++reached;
+      step.versions[r] = rec.version;
+      step.batch_loss += rec.batch_loss;
+      step.max_time = std::max(step.max_time, rec.time);
+      if (r == 0) {
+        step.loss = rec.full_loss;
+        step.chief_time = rec.time;
+      }
+    }
+    if (reached == 0) break;
+    step.batch_loss /= static_cast<double>(reached);
+    report.steps.push_back(std::move(step));
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto* host = run.replicas[r];
+    PsReplicaOutcome o;
+    o.replica = static_cast<std::int32_t>(r);
+    o.device = plan.replicas[r];
+    o.finished = host->finished();
+    o.killed = run.world.killed(run.addrs[r]);
+    if (host->error()) o.error = host->error()->what();
+    o.steps = static_cast<std::int64_t>(host->steps().size());
+    if (o.finished) {
+      o.final_version = c.steps;
+      o.final_parameters = host->parameters();
+    }
+    o.end = host->end_time();
+    report.replicas.push_back(std::move(o));
+  }
+}
+
+}  // namespace
+
+Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
+  if (auto st = validate(c); !st) return st.error();
+  if (c.kill_ps_at >= 0) {
+    return make_error(errc::invalid_argument,
+                      "kill_ps_at (--kill-ps-at): expected -1 for an all-reduce strategy (it has no PS devices), got "
+                      "{}; kill a replica instead",
+                      c.kill_ps_at);
+  }
+  cc::ArOptions options;
+  for (const auto& device : c.strategy.graph_config().replicas()) {
+    auto name = core::strategy::parse_device_name(device);
+    if (name && name->type == core::strategy::DeviceType::gpu) options.have_gpus = true;
+  }
+  auto plan = cc::plan_allreduce(c.strategy, cps::logistic_graph_item(c.features), options);
+  if (!plan) return plan.error();
+  if (plan->replicas.empty()) {
+    return make_error(errc::invalid_argument, "strategy: expected at least one replica, got none");
+  }
+  auto shared_plan = std::make_shared<const cc::ArPlan>(std::move(*plan));
+
+  auto run = std::make_unique<ArRun>(c.seed);
+  auto rule = dht_link_rule(c.seed, c.min_latency, c.max_latency, 0.0);
+  if (!rule) return rule.error();
+  run->world.network().set_rule(std::move(rule.value()));
+  if (auto st = add_replicas(*run, c, shared_plan); !st) return st.error();
+
+  PsScenarioReport report;
+  report.seed = c.seed;
+  report.mode = mode_of(*shared_plan);
+  drive(*run, c, report);
+  collect(*run, c, *shared_plan, report);
+  report.trace_hash = run->world.trace_hash();
+  report.virtual_time = run->world.now();
+  report.world = run->world.stats();
+  report.anomalies = run->world.anomalies().size();
+  return report;
+}
+
+}  // namespace apiary::sim::scenarios

@@ -1,0 +1,193 @@
+// All-reduce strategies on the simulated network (sim/scenarios/ar_scenario.hpp, reached
+// through run_ps_scenario): with NoneCompressor, AllReduce, PartitionedAR and
+// RandomAxisPartitionAR equal single-process SGD on the concatenated batch; fp16 with
+// error feedback lands next to it; a killed replica ends the others with an error
+// naming it (never a hang); a seed replays its trace hash.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
+
+using namespace apiary;
+using namespace std::chrono_literals;
+namespace cs = core::strategy;
+namespace cps = core::ps;
+using sim::scenarios::PsScenarioConfig;
+using sim::scenarios::PsScenarioReport;
+using Sync = pb::autodist::AllReduceSynchronizer;
+
+namespace {
+
+constexpr std::size_t k_replicas = 4;
+
+/// One node with four CPU devices: four replicas.
+constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+
+PsScenarioConfig make_config(cs::BuilderKind kind, cs::BuilderOptions options = {}) {
+  auto spec = cs::parse_resource_spec(k_spec, "spec");
+  REQUIRE(spec.ok());
+  PsScenarioConfig c;
+  auto strategy =
+      cs::build_strategy(kind, options, cps::logistic_graph_item(c.features), *spec, "20260101T000000M000000");
+  REQUIRE(strategy.ok());
+  c.strategy = std::move(*strategy);
+  c.steps = 12;
+  return c;
+}
+
+PsScenarioReport run(const PsScenarioConfig& c) {
+  auto report = sim::scenarios::run_ps_scenario(c);
+  if (!report.ok()) FAIL(report.error().what());
+  INFO(sim::scenarios::format_report(*report));
+  CHECK(report->anomalies == 0);
+  CHECK_FALSE(report->hung);
+  CHECK(report->servers.empty());
+  REQUIRE(report->replicas.size() == k_replicas);
+  return std::move(*report);
+}
+
+/// Single-process SGD on the concatenated batch of all replicas (the formula of
+/// tests/integration/allreduce_sync_test.cpp's reference).
+std::map<std::string, std::vector<float>> reference_sgd(const PsScenarioConfig& c) {
+  const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
+  auto params = cps::logistic_initial(c.features);
+  for (std::int64_t s = 0; s < c.steps; ++s) {
+    std::map<std::string, std::vector<float>> grads;
+    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * c.batch), params, &grads);
+    for (auto& [name, values] : params) {
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= c.optimizer.learning_rate * grads[name][i];
+    }
+  }
+  return params;
+}
+
+void check_close(const PsScenarioReport& report, const std::map<std::string, std::vector<float>>& expected,
+                 double margin) {
+  for (const auto& r : report.replicas) {
+    INFO("replica " << r.replica << ": " << r.error);
+    REQUIRE(r.finished);
+    for (const auto& [name, values] : expected) {
+      const auto& got = r.final_parameters.at(name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(margin));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD on the concatenated batch",
+          "[sim][allreduce]") {
+  // chunk_size 1: w and b in two groups (two collectives per step); 128: one fused collective.
+  const std::int64_t chunk = GENERATE(1, 128);
+  cs::BuilderOptions o;
+  o.chunk_size = chunk;
+  o.all_reduce_spec = Sync::RING;
+  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  c.min_latency = 1ms;
+  c.max_latency = 20ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.mode.find(fmt::format("all-reduce, {} collectives per step", chunk == 1 ? 2 : 1)) == 0);
+  CHECK(report.mode.find("NoneCompressor") != std::string::npos);
+  REQUIRE(report.steps.size() == static_cast<std::size_t>(c.steps));
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) CHECK(v == s.step);
+    CHECK(s.max_time >= c.compute);
+  }
+  CHECK(report.steps.back().loss < report.steps.front().loss);
+  check_close(report, reference_sgd(c), 1e-5);
+  // Every replica holds the same model, up to float rounding (each adds the group's delta to its own copy).
+  for (const auto& r : report.replicas) {
+    for (const auto& [name, values] : report.replicas.front().final_parameters) {
+      const auto& got = r.final_parameters.at(name);
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("simulated PartitionedAR and RandomAxisPartitionAR equal single-process SGD", "[sim][allreduce]") {
+  const auto kind = GENERATE(cs::BuilderKind::partitioned_ar, cs::BuilderKind::random_axis_partition_ar);
+  auto c = make_config(kind);
+  c.straggler = 40ms;  // the fast replicas open their streams early; they are held, not lost
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  if (kind == cs::BuilderKind::partitioned_ar) CHECK(report.mode.find("part_") != std::string::npos);
+  check_close(report, reference_sgd(c), 1e-5);
+}
+
+TEST_CASE("simulated HorovodCompressorEF (fp16 on the wire) trains next to uncompressed SGD", "[sim][allreduce]") {
+  cs::BuilderOptions o;
+  o.compressor = Sync::HorovodCompressorEF;
+  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  c.steps = 30;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.mode.find("HorovodCompressorEF") != std::string::npos);
+  check_close(report, reference_sgd(c), 2e-2);
+}
+
+TEST_CASE("a simulated all-reduce replica killed mid-training ends the others with an error naming it",
+          "[sim][allreduce]") {
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  c.steps = 1000;
+  c.kill_replica_at = 3;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.killed.find("replica 3 at step 3") == 0);
+  CHECK(report.replicas.back().killed);
+  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+    const auto& o = report.replicas[r];
+    CHECK_FALSE(o.finished);
+    CHECK(o.error.find("peer_down") != std::string::npos);
+    CHECK(o.error.find("rank 3 (replica/3/") != std::string::npos);
+    CHECK(o.steps <= 5);
+    // The broken connection ends the run long before any all-reduce deadline.
+    CHECK(o.end < c.call_timeout / 4);
+  }
+}
+
+TEST_CASE("without failure detection, the all-reduce timeouts still end a killed replica's job", "[sim][allreduce]") {
+  auto c = make_config(cs::BuilderKind::all_reduce);
+  c.steps = 1000;
+  c.kill_replica_at = 2;
+  c.failure_detection = std::chrono::hours(2);  // never within the run
+  c.call_timeout = 4s;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+    const auto& o = report.replicas[r];
+    CHECK_FALSE(o.finished);
+    CHECK(o.error.find("peer_down") != std::string::npos);
+    CHECK(o.error.find("rank 3 (replica/3/") != std::string::npos);
+  }
+}
+
+TEST_CASE("the all-reduce scenario replays its trace hash from its seed", "[sim][allreduce]") {
+  auto c = make_config(cs::BuilderKind::partitioned_ar);
+  c.straggler = 30ms;
+  c.seed = 7;
+  const auto a = run(c);
+  const auto b = run(c);
+  CHECK(a.trace_hash == b.trace_hash);
+  CHECK(a.world.events == b.world.events);
+  CHECK(sim::scenarios::format_report(a) == sim::scenarios::format_report(b));
+  c.seed = 8;  // other link latencies, another trace
+  const auto d = run(c);
+  CHECK(d.trace_hash != a.trace_hash);
+}
+
+TEST_CASE("the all-reduce scenario refuses a PS kill: there is no PS", "[sim][allreduce]") {
+  auto c = make_config(cs::BuilderKind::all_reduce);
+  c.kill_ps_at = 1;
+  auto r = sim::scenarios::run_ps_scenario(c);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK(r.error().message.find("kill_ps_at") != std::string::npos);
+}

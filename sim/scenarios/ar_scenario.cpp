@@ -106,28 +106,9 @@ void drive(ArRun& run, const PsScenarioConfig& c, PsScenarioReport& report) {
 
 void collect(const ArRun& run, const PsScenarioConfig& c, const cc::ArPlan& plan, PsScenarioReport& report) {
   const std::size_t n = run.replicas.size();
-  for (std::int64_t s = 0; s < c.steps; ++s) {
-    PsStepReport step;
-    step.step = s;
-    step.versions.assign(n, -1);
-    std::size_t reached = 0;
-    for (std::size_t r = 0; r < n; ++r) {
-      const auto& steps = run.replicas[r]->steps();
-      if (static_cast<std::int64_t>(steps.size()) <= s) continue;
-      const auto& rec = steps[static_cast<std::size_t>(s)];
-      ++reached;
-      step.versions[r] = rec.version;
-      step.batch_loss += rec.batch_loss;
-      step.max_time = std::max(step.max_time, rec.time);
-      if (r == 0) {
-        step.loss = rec.full_loss;
-        step.chief_time = rec.time;
-      }
-    }
-    if (reached == 0) break;
-    step.batch_loss /= static_cast<double>(reached);
-    report.steps.push_back(std::move(step));
-  }
+  std::vector<const std::vector<PsReplicaStep>*> steps;
+  for (const auto* host : run.replicas) steps.push_back(&host->steps());
+  report.steps = step_reports(steps, c.steps);
   for (std::size_t r = 0; r < n; ++r) {
     const auto* host = run.replicas[r];
     PsReplicaOutcome o;
@@ -179,10 +160,7 @@ Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
   report.mode = mode_of(*shared_plan);
   drive(*run, c, report);
   collect(*run, c, *shared_plan, report);
-  report.trace_hash = run->world.trace_hash();
-  report.virtual_time = run->world.now();
-  report.world = run->world.stats();
-  report.anomalies = run->world.anomalies().size();
+  record_world(run->world, report);
   return report;
 }
 

@@ -21,6 +21,7 @@
 #include "core/ps/shard.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
+#include "sim/scenarios/ps_host.hpp"
 #include "sim/world.hpp"
 #include "strategy.pb.h"
 
@@ -116,6 +117,15 @@ struct PsScenarioReport {
 /// (ar_scenario.hpp) does. Errors: a config that fails validate(), a strategy that is
 /// neither a PS nor an all-reduce strategy for the model (invalid_argument).
 [[nodiscard]] Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& config);
+
+/// The per-step rows of a report from every replica's completed steps (replica 0 is the
+/// chief), for steps 0..steps-1 that at least one replica reached. Shared by the PS and
+/// all-reduce scenarios.
+[[nodiscard]] std::vector<PsStepReport> step_reports(const std::vector<const std::vector<PsReplicaStep>*>& replicas,
+                                                     std::int64_t steps);
+
+/// Fills the world's part of a report: trace hash, virtual time, counters, anomalies.
+void record_world(const World& world, PsScenarioReport& report);
 
 /// The report as readable lines: one per step, one per replica, then seed and trace hash.
 [[nodiscard]] std::string format_report(const PsScenarioReport& report);

@@ -40,39 +40,6 @@ std::string time_name(double us) {
   return fmt::format("{:.1f} us", us);
 }
 
-/// Busy percentage of all CPUs over `ms` milliseconds (/proc/stat), -1 if unreadable.
-int cpu_busy_pct(int ms) {
-  auto sample = [](long long& total, long long& idle) {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    long long v[8] = {};
-    if (!(in >> cpu)) return false;
-    for (auto& x : v) in >> x;
-    total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
-    idle = v[3] + v[4];
-    return static_cast<bool>(in);
-  };
-  long long t1 = 0, i1 = 0, t2 = 0, i2 = 0;
-  if (!sample(t1, i1)) return -1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (!sample(t2, i2) || t2 <= t1) return -1;
-  return static_cast<int>(100 * ((t2 - t1) - (i2 - i1)) / (t2 - t1));
-}
-
-/// A fresh empty directory under $TMPDIR (or /tmp); removed by the destructor.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/apiary_allreduce.XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
 /// `count` distinct free ports on 127.0.0.1.
 Result<std::vector<int>> free_ports(std::size_t count) {
   std::vector<int> ports;
@@ -104,7 +71,7 @@ Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllRedu
   const std::string exe = o.self_exe.empty() ? self_dir() + "/apiary" : o.self_exe;
   auto ports = free_ports(n);
   if (!ports) return ports.error();
-  TempDir barrier;
+  TempDir barrier("apiary_allreduce");
   if (barrier.path.empty()) return make_error(errc::io, "cannot create a temporary directory; is $TMPDIR writable?");
   std::string port_list;
   for (const int p : *ports) port_list += (port_list.empty() ? "" : ",") + std::to_string(p);
@@ -131,7 +98,7 @@ Result<Figures> run_gloo(std::size_t n, const AllReduceBenchOptions& o) {
   auto exe = find_executable("apiary_allreduce_gloo_peer", o.gloo_path, "APIARY_ALLREDUCE_GLOO_PEER",
                              {self_dir(), self_dir() + "/../bench"});
   if (!exe) return exe.error();
-  TempDir store;
+  TempDir store("apiary_allreduce");
   if (store.path.empty()) return make_error(errc::io, "cannot create a temporary directory; is $TMPDIR writable?");
   std::vector<std::vector<std::string>> argvs;
   for (std::size_t r = 0; r < n; ++r) {

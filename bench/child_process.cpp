@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -290,6 +291,35 @@ Result<GroupRun> run_group(const std::vector<std::vector<std::string>>& argvs, c
     if (!exit.success() && !run.failure) run.failure = fmt::format("{}: {}", exit.describe(), exit.tail(3));
   }
   return run;
+}
+
+int cpu_busy_pct(int ms) {
+  auto sample = [](long long& total, long long& idle) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    long long v[8] = {};
+    if (!(in >> cpu)) return false;
+    for (auto& x : v) in >> x;
+    total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    idle = v[3] + v[4];
+    return static_cast<bool>(in);
+  };
+  long long t1 = 0, i1 = 0, t2 = 0, i2 = 0;
+  if (!sample(t1, i1)) return -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (!sample(t2, i2) || t2 <= t1) return -1;
+  return static_cast<int>(100 * ((t2 - t1) - (i2 - i1)) / (t2 - t1));
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/" + prefix + ".XXXXXX";
+  if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path.empty()) std::filesystem::remove_all(path, ec);
 }
 
 }  // namespace apiary::bench

@@ -79,6 +79,19 @@ struct GroupRun {
 Result<GroupRun> run_group(const std::vector<std::vector<std::string>>& argvs, const std::vector<std::string>& env,
                            int timeout_s);
 
+/// Busy percentage of all CPUs over `ms` milliseconds (/proc/stat), -1 if unreadable.
+int cpu_busy_pct(int ms);
+
+/// A fresh empty directory `$TMPDIR/<prefix>.XXXXXX` (or under /tmp); removed, with
+/// what it holds, by the destructor. `path` is empty if it could not be made.
+struct TempDir {
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path;
+};
+
 /// Locates executable `name`: `explicit_path` if given, else $`env_var` if set, else the
 /// first of `dirs` that holds it, else PATH. not_found says where it looked.
 Result<std::string> find_executable(std::string_view name, std::string_view explicit_path,

@@ -37,25 +37,6 @@ std::string load_average() {
   return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
 }
 
-/// Busy percentage of all CPUs over `ms` milliseconds (/proc/stat), -1 if unreadable.
-int cpu_busy_pct(int ms) {
-  auto sample = [](long long& total, long long& idle) {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    long long v[8] = {};
-    if (!(in >> cpu)) return false;
-    for (auto& x : v) in >> x;
-    total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
-    idle = v[3] + v[4];
-    return static_cast<bool>(in);
-  };
-  long long t1 = 0, i1 = 0, t2 = 0, i2 = 0;
-  if (!sample(t1, i1)) return -1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  if (!sample(t2, i2) || t2 <= t1) return -1;
-  return static_cast<int>(100 * ((t2 - t1) - (i2 - i1)) / (t2 - t1));
-}
-
 std::string self_exe() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);

@@ -34,20 +34,6 @@ struct Row {
   bool ok = false;
 };
 
-/// A fresh empty directory under $TMPDIR (or /tmp); removed by the destructor.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/apiary_ps_bench.XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
 std::string joined(const std::vector<int>& v) {
   std::string s;
   for (const auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -94,7 +80,7 @@ Row run_ps(std::size_t k, std::size_t model_bytes, const PsBenchOptions& o, cons
   row.moved_bytes = 2.0 * static_cast<double>(model_bytes);
   row.bound_us = bound_us;
   auto ports = free_ports(k);
-  TempDir barrier;
+  TempDir barrier("apiary_ps_bench");
   if (!ports || barrier.path.empty()) {
     row.median_us = ports ? make_error(errc::io, "cannot create a temporary directory; is $TMPDIR writable?") : ports.error();
     return row;
@@ -156,7 +142,7 @@ Row run_allreduce(bool gloo, std::size_t model_bytes, const PsBenchOptions& o, c
   row.name = gloo ? "gloo ring all-reduce" : "apiary all-reduce (tcp)";
   // Butterfly and ring alike: each rank sends and receives 2(n-1)/n of the buffer.
   row.moved_bytes = 4.0 * static_cast<double>(n - 1) / static_cast<double>(n) * static_cast<double>(model_bytes);
-  TempDir dir;
+  TempDir dir("apiary_ps_bench");
   auto ports = free_ports(n);
   if (!ports || dir.path.empty()) {
     row.median_us = ports ? make_error(errc::io, "cannot create a temporary directory; is $TMPDIR writable?") : ports.error();

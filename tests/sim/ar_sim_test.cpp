@@ -11,6 +11,7 @@
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
+#include "tests/sim/ps_job_config.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -22,22 +23,7 @@ using Sync = pb::autodist::AllReduceSynchronizer;
 
 namespace {
 
-constexpr std::size_t k_replicas = 4;
-
-/// One node with four CPU devices: four replicas.
-constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
-
-PsScenarioConfig make_config(cs::BuilderKind kind, cs::BuilderOptions options = {}) {
-  auto spec = cs::parse_resource_spec(k_spec, "spec");
-  REQUIRE(spec.ok());
-  PsScenarioConfig c;
-  auto strategy =
-      cs::build_strategy(kind, options, cps::logistic_graph_item(c.features), *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  c.strategy = std::move(*strategy);
-  c.steps = 12;
-  return c;
-}
+using namespace testing::sim_ps;
 
 PsScenarioReport run(const PsScenarioConfig& c) {
   auto report = sim::scenarios::run_ps_scenario(c);
@@ -48,21 +34,6 @@ PsScenarioReport run(const PsScenarioConfig& c) {
   CHECK(report->servers.empty());
   REQUIRE(report->replicas.size() == k_replicas);
   return std::move(*report);
-}
-
-/// Single-process SGD on the concatenated batch of all replicas (the formula of
-/// tests/integration/allreduce_sync_test.cpp's reference).
-std::map<std::string, std::vector<float>> reference_sgd(const PsScenarioConfig& c) {
-  const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
-  auto params = cps::logistic_initial(c.features);
-  for (std::int64_t s = 0; s < c.steps; ++s) {
-    std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * c.batch), params, &grads);
-    for (auto& [name, values] : params) {
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= c.optimizer.learning_rate * grads[name][i];
-    }
-  }
-  return params;
 }
 
 void check_close(const PsScenarioReport& report, const std::map<std::string, std::vector<float>>& expected,

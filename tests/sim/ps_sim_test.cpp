@@ -11,6 +11,7 @@
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
+#include "tests/sim/ps_job_config.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -21,27 +22,12 @@ using sim::scenarios::PsScenarioReport;
 
 namespace {
 
-constexpr std::size_t k_replicas = 4;
-
-/// One node with four CPU devices: four replicas, four candidate PS devices.
-constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+using namespace testing::sim_ps;
 
 /// Two nodes with two CPU devices each: two replicas per node.
 constexpr const char* k_two_nodes =
     "nodes:\n  - address: 10.0.0.1\n    cpus: [0, 1]\n    chief: true\n"
     "  - address: 10.0.0.2\n    cpus: [0, 1]\n    ssh_config: c\nssh:\n  c: {username: u}\n";
-
-PsScenarioConfig make_config(cs::BuilderKind kind, cs::BuilderOptions options = {}, const char* spec_text = k_spec) {
-  auto spec = cs::parse_resource_spec(spec_text, "spec");
-  REQUIRE(spec.ok());
-  PsScenarioConfig c;
-  auto strategy =
-      cs::build_strategy(kind, options, cps::logistic_graph_item(c.features), *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  c.strategy = std::move(*strategy);
-  c.steps = 12;
-  return c;
-}
 
 PsScenarioReport run(const PsScenarioConfig& c) {
   auto report = sim::scenarios::run_ps_scenario(c);
@@ -51,20 +37,6 @@ PsScenarioReport run(const PsScenarioConfig& c) {
   CHECK_FALSE(report->hung);
   REQUIRE(report->replicas.size() == k_replicas);
   return std::move(*report);
-}
-
-/// Single-process SGD on the concatenated batch of all replicas.
-std::map<std::string, std::vector<float>> reference_sgd(const PsScenarioConfig& c) {
-  const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
-  auto params = cps::logistic_initial(c.features);
-  for (std::int64_t s = 0; s < c.steps; ++s) {
-    std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * c.batch), params, &grads);
-    for (auto& [name, values] : params) {
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= c.optimizer.learning_rate * grads[name][i];
-    }
-  }
-  return params;
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#pragma once
+/// What the simulated PS and all-reduce tests share: a job on one node of four CPU
+/// devices (four replicas) and the single-process SGD it must match.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
+
+namespace apiary::testing::sim_ps {
+
+inline constexpr std::size_t k_replicas = 4;
+
+/// One node with four CPU devices: four replicas, four candidate PS devices.
+inline constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
+
+/// A 12-step job of the strategy `kind` builds with `options` for the resource spec
+/// `spec_text`, the logistic-regression model and the scenario's defaults otherwise.
+inline sim::scenarios::PsScenarioConfig make_config(core::strategy::BuilderKind kind,
+                                                    core::strategy::BuilderOptions options = {},
+                                                    const char* spec_text = k_spec) {
+  auto spec = core::strategy::parse_resource_spec(spec_text, "spec");
+  REQUIRE(spec.ok());
+  sim::scenarios::PsScenarioConfig c;
+  auto strategy = core::strategy::build_strategy(kind, options, core::ps::logistic_graph_item(c.features), *spec,
+                                                 "20260101T000000M000000");
+  REQUIRE(strategy.ok());
+  c.strategy = std::move(*strategy);
+  c.steps = 12;
+  return c;
+}
+
+/// Single-process SGD on the concatenated batch of all replicas, c.steps steps.
+inline std::map<std::string, std::vector<float>> reference_sgd(const sim::scenarios::PsScenarioConfig& c) {
+  namespace cps = core::ps;
+  const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
+  auto params = cps::logistic_initial(c.features);
+  for (std::int64_t s = 0; s < c.steps; ++s) {
+    std::map<std::string, std::vector<float>> grads;
+    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * c.batch), params, &grads);
+    for (auto& [name, values] : params) {
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= c.optimizer.learning_rate * grads[name][i];
+    }
+  }
+  return params;
+}
+
+}  // namespace apiary::testing::sim_ps

@@ -36,37 +36,39 @@ void leave_end(Delivery& d) {
 }  // namespace
 
 void fold_stream_ends(core::Effects& fx) {
-  core::Effects out;
-  out.reserve(fx.size());
-  for (auto& e : fx) {
-    auto* send = std::get_if<core::Send>(&e);
-    auto* reply = std::get_if<core::Reply>(&e);
+  // Compacts in place: fx[0, kept) are the effects kept so far.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < fx.size(); ++i) {
+    auto* send = std::get_if<core::Send>(&fx[i]);
+    auto* reply = std::get_if<core::Reply>(&fx[i]);
     const bool empty_end = (send && send->last && send->message.empty()) ||
                            (reply && reply->last && reply->response && reply->response->empty());
     bool folded = false;
     // The latest earlier effect on the same stream (effects on other streams and timers
     // may sit in between; moving an end before them changes nothing for them).
-    for (auto it = out.rbegin(); empty_end && it != out.rend(); ++it) {
+    for (std::size_t j = kept; empty_end && j-- > 0;) {
       if (send) {
-        if (auto* c = std::get_if<core::Call>(&*it); c && c->id == send->call) {
+        if (auto* c = std::get_if<core::Call>(&fx[j]); c && c->id == send->call) {
           folded = c->stream && !c->last;
           if (folded) c->last = true;
           break;
         }
-        if (auto* s = std::get_if<core::Send>(&*it); s && s->call == send->call) {
+        if (auto* s = std::get_if<core::Send>(&fx[j]); s && s->call == send->call) {
           folded = !s->last;
           if (folded) s->last = true;
           break;
         }
-      } else if (auto* r = std::get_if<core::Reply>(&*it); r && r->request == reply->request) {
+      } else if (auto* r = std::get_if<core::Reply>(&fx[j]); r && r->request == reply->request) {
         folded = !r->last && r->response.ok();
         if (folded) r->last = true;
         break;
       }
     }
-    if (!folded) out.push_back(std::move(e));
+    if (folded) continue;
+    if (kept != i) fx[kept] = std::move(fx[i]);
+    ++kept;
   }
-  fx = std::move(out);
+  fx.resize(kept);
 }
 
 std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {

@@ -215,9 +215,7 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
         } else {
           const std::optional<core::dht::FoundValue> none;
           const auto& found = m.result.found.empty() ? none : m.result.found[0];
-          const double dht_now = core::to_seconds(now) +
-                                 (std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-                                  core::to_seconds(core_now()));
+          const double dht_now = core::to_seconds(now) + st.config.role.dht_epoch;
           apply(self, st.role->on_averagers(now, m.op, mm::declared_averagers(found, dht_now)));
         }
       },

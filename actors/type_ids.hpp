@@ -20,6 +20,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::encode_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::decode_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::ef_compress_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::ef_reset_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::reduce_part_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::core::averaging::ReducedPart>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::pb::Tensor>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::Result<apiary::messages::Tensor>)
 

@@ -23,6 +23,7 @@ struct Averager::Impl {
   actors::AveragerActorConfig actor_config;
   std::shared_ptr<actors::Gateway> gateway;
   caf::actor actor;
+  std::optional<actors::device_actor> device;  ///< where part reductions run (if not in the role)
   mutable std::mutex mutex;  ///< guards options.tensors and group_key
   std::string group_key;
   std::string schema_hash;
@@ -110,6 +111,23 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
       return mm::make_state_stream(metadata, tensors, shapes, pb::NONE);
     };
   }
+  switch (options.reduce_on) {
+    case ReduceOn::automatic:
+      impl.device = actors::spawn_device_actor(dht.system(), options.gpu);
+      break;
+    case ReduceOn::cpu:
+      impl.device = actors::spawn_cpu_device_actor(dht.system());
+      break;
+    case ReduceOn::gpu: {
+      auto gpu = actors::spawn_cuda_device_actor(dht.system(), options.gpu);
+      if (!gpu) return gpu.error();
+      impl.device = *gpu;
+      break;
+    }
+    case ReduceOn::in_role:
+      break;
+  }
+  impl.actor_config.device = impl.device;
   averager->dht_ = &dht;
   impl.options = std::move(options);
   impl.actor = actors::spawn_averager_actor(dht.system(), impl.gateway, impl.actor_config);
@@ -118,6 +136,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
 
 Averager::~Averager() {
   if (impl_ && impl_->actor) actors::stop_averager_actor(*impl_->gateway, impl_->actor, impl_->actor_config);
+  if (impl_ && impl_->device) caf::anon_send_exit(*impl_->device, caf::exit_reason::user_shutdown);
 }
 
 std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions& options) {

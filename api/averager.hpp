@@ -26,6 +26,15 @@
 namespace apiary {
 
 /// How to start an averager.
+/// Where an averager's part reductions run (the weighted sums of its span of the
+/// all-reduce and each sender's delta).
+enum class ReduceOn {
+  automatic,  ///< the GPU `gpu` when apiary has CUDA and it opens, else the CPU device actor
+  cpu,        ///< the CPU device actor (a thread of its own, vectorised loops)
+  gpu,        ///< the CUDA device actor of GPU `gpu`; start() fails when it cannot open
+  in_role,    ///< inline in the averager's protocol core as parts arrive (no thread hop)
+};
+
 struct AveragerOptions {
   /// The experiment's name: group keys are `<prefix>.0b<bits>` (no dots).
   std::string prefix;
@@ -64,6 +73,9 @@ struct AveragerOptions {
   double declare_state_period = 30.0;
   /// Seeds group ids and member orders (0: from the PeerID).
   std::uint64_t seed = 0;
+  /// Where the part reductions run, and which GPU (a CUDA ordinal) for automatic and gpu.
+  ReduceOn reduce_on = ReduceOn::automatic;
+  int gpu = 0;
 };
 
 /// One step's settings.

@@ -54,6 +54,14 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
   cmd.add_option("--share-state", a.share_state, "Share this peer's tensors with newcomers at this priority (>= 0)")
       ->check(CLI::Range(0.0, 1e12));
   cmd.add_flag("--load-state", a.load_state, "Download the tensors from the highest-priority sharing peer first");
+  cmd.add_option("--reduce-on", a.reduce_on,
+                 "Where part reductions run: auto (the GPU if usable, else the CPU device actor), cpu, gpu, "
+                 "or role (inline in the averager)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu", "role"}))
+      ->capture_default_str();
+  cmd.add_option("--gpu", a.gpu, "CUDA device ordinal for --reduce-on auto|gpu")
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
 }
 
 AveragerOptions averager_options(const AveragerArgs& a) {
@@ -73,6 +81,11 @@ AveragerOptions averager_options(const AveragerArgs& a) {
   o.averaging_alpha = a.alpha;
   if (a.bandwidth > 0) o.bandwidth = a.bandwidth;
   o.part_size_bytes = a.part_size;
+  o.reduce_on = a.reduce_on == "cpu"    ? ReduceOn::cpu
+              : a.reduce_on == "gpu"    ? ReduceOn::gpu
+              : a.reduce_on == "role"   ? ReduceOn::in_role
+                                        : ReduceOn::automatic;
+  o.gpu = a.gpu;
   if (a.share_state >= 0) {
     o.state_sharing_priority = a.share_state;
     o.declare_state_period = 10.0;

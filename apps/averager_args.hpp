@@ -31,6 +31,8 @@ struct AveragerArgs {
   std::int64_t part_size = std::int64_t{1} << 19;
   double share_state = -1;  ///< state-sharing priority (< 0: do not share)
   bool load_state = false;  ///< download the state from peers before the first step
+  std::string reduce_on = "auto";  ///< auto, cpu, gpu or role (ReduceOn)
+  int gpu = 0;                     ///< CUDA ordinal for auto and gpu
 };
 
 /// Rounds on common time boundaries (multiples of `every` seconds of Unix time): each

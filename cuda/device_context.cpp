@@ -1,9 +1,11 @@
 // memory_pool and device_context: the per-device state of a device actor.
 #include "cuda/device_context.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/kernels.hpp"
 #include "cuda/runtime.hpp"
@@ -90,6 +92,55 @@ status device_context::divide(float* out, const float* sum, float divisor, std::
   if (st) st = gpu::synchronize(stream_);
   if (st) st = d_sum.download(out, bytes);
   pool_.release(std::move(d_sum));
+  return st;
+}
+
+status device_context::weighted_average(const float* const* inputs, const float* weights,
+                                        std::size_t count, std::size_t n, float divisor, float* average,
+                                        float* const* deltas) {
+  if (n == 0) return ok_status();
+  if (where_ == backend::cpu) {
+    std::fill(average, average + n, 0.0f);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (status st = cuda::weighted_accumulate(backend::cpu, average, inputs[i], weights[i], n); !st) return st;
+    }
+    if (status st = cuda::divide(backend::cpu, average, average, divisor, n); !st) return st;
+    std::vector<float> scratch(n);
+    for (std::size_t i = 0; i < count; ++i) {
+      // average + (-1) * x: the negation is exact, so this is average - x.
+      std::copy(average, average + n, scratch.begin());
+      if (status st = cuda::weighted_accumulate(backend::cpu, scratch.data(), inputs[i], -1.0f, n); !st) return st;
+      std::copy(scratch.begin(), scratch.end(), deltas[i]);
+    }
+    return ok_status();
+  }
+  if (status st = gpu::set_device(device_); !st) return st;
+  const std::size_t bytes = n * sizeof(float);
+  std::vector<device_buffer> d_inputs(count);
+  device_buffer d_average;
+  status st = pool_.acquire(bytes, &d_average);
+  if (st) st = d_average.fill_bytes(0);
+  for (std::size_t i = 0; st && i < count; ++i) {
+    st = pool_.acquire(bytes, &d_inputs[i]);
+    if (st) st = d_inputs[i].upload(inputs[i], bytes);
+  }
+  for (std::size_t i = 0; st && i < count; ++i) {
+    st = cuda::weighted_accumulate(where_, d_average.as<float>(), d_inputs[i].as<float>(), weights[i], n, stream_);
+  }
+  if (st) st = cuda::divide(where_, d_average.as<float>(), d_average.as<float>(), divisor, n, stream_);
+  if (st) st = gpu::synchronize(stream_);
+  if (st) st = d_average.download(average, bytes);
+  // Each delta as on the host: a fresh copy of the average, + (-1) * x (an exact negation).
+  for (std::size_t i = 0; st && i < count; ++i) {
+    st = d_average.upload(average, bytes);
+    if (st) st = cuda::weighted_accumulate(where_, d_average.as<float>(), d_inputs[i].as<float>(), -1.0f, n, stream_);
+    if (st) st = gpu::synchronize(stream_);
+    if (st) st = d_average.download(deltas[i], bytes);
+  }
+  pool_.release(std::move(d_average));
+  for (auto& b : d_inputs) {
+    if (b.size_bytes() > 0) pool_.release(std::move(b));
+  }
   return st;
 }
 

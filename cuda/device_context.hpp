@@ -64,6 +64,12 @@ class device_context {
   status accumulate(float* out, const float* acc, const float* x, float weight, std::size_t n);
   /// out[i] = sum[i] / divisor for n floats (host arrays; out may equal sum).
   status divide(float* out, const float* sum, float divisor, std::size_t n);
+  /// A weighted average and each input's distance to it, for `count` host arrays of n
+  /// floats: average = (0 + w_0 * x_0 + ... + w_{count-1} * x_{count-1}) / divisor, each
+  /// step rounded as in kernels.hpp, then deltas[i] = average - inputs[i] (deltas[i] may
+  /// equal inputs[i]). On cuda the inputs go up once and the results come down once.
+  status weighted_average(const float* const* inputs, const float* weights, std::size_t count,
+                          std::size_t n, float divisor, float* average, float* const* deltas);
 
  private:
   device_context(backend where, int device, stream_handle stream);

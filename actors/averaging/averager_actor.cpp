@@ -67,6 +67,24 @@ void apply(self_t* self, mm::AveragerEffects afx) {
     done->deliver(std::move(*afx.outcome));
   }
   run(self, std::move(afx.rpc));
+  // After the effects above: a part's answers must follow those already on their way.
+  for (auto& job : afx.reduce) {
+    const std::uint64_t id = job.id;
+    if (!st.config.device) {
+      // No device actor: a role with deferred reductions still gets its answers here.
+      apply(self, st.role->on_reduced(core_now(), id, mm::reduce_part(std::move(job))));
+      continue;
+    }
+    self->request(*st.config.device, caf::infinite, reduce_part_request{std::move(job)})
+        .then([self, id](Result<mm::ReducedPart>& r) { apply(self, self->state.role->on_reduced(core_now(), id, std::move(r))); },
+              [self, id](caf::error& e) {
+                apply(self, self->state.role->on_reduced(
+                                core_now(), id,
+                                make_error(errc::unavailable, "the device actor did not reduce the part ({}); "
+                                                              "this part keeps its local values",
+                                           self->system().render(e))));
+              });
+  }
 }
 
 bool for_loader(std::uint64_t id) { return id >= k_loader_base && id < k_loader_base + mm::k_round_ids; }
@@ -125,6 +143,7 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
       core::to_seconds(core_now());
   st.rng.seed(config.seed);
+  if (config.device) config.role.deferred_reductions = true;
   st.role = std::make_unique<mm::AveragerRole>(config.role, [self] { return self->state.rng(); });
   st.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   st.dht = config.dht;

@@ -1,7 +1,8 @@
 #pragma once
 /// The averager as an actor: a thin shell around core::averaging::AveragerRole that serves
 /// the join stream and the part stream over the gateway, runs the role's calls and
-/// timers, and runs its DHT declarations and reads on a DHT actor (actors/dht/). Steps,
+/// timers, its DHT declarations and reads on a DHT actor (actors/dht/), and its part
+/// reductions on a device actor (actors/device/) when it has one. Steps,
 /// triggers, weight changes and cancels come as messages built by the functions below;
 /// each step's outcome goes back through its own callback, exactly once (cancelled if the
 /// actor stops first).
@@ -14,6 +15,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
+#include "actors/device/device_actor.hpp"
 #include "actors/gateway.hpp"
 #include "core/averaging/averager_role.hpp"
 #include "core/averaging/state_sharing.hpp"
@@ -43,6 +45,9 @@ struct AveragerActorConfig {
   double declare_period = 30.0;  ///< seconds between declarations
   /// Serve the join stream (false for a client: it only joins others' groups).
   bool serve_join = true;
+  /// Where the all-reduce's part reductions run: this device actor (CPU or GPU; the
+  /// actor sets role.deferred_reductions), or inline in the role when null.
+  std::optional<device_actor> device;
 };
 
 /// A step's outcome, delivered once on the actor's thread (keep it short).

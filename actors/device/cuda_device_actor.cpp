@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include <memory>
+#include <vector>
 
 #include "actors/device/device_actor.hpp"
 #include "actors/device/device_checks.hpp"
@@ -57,6 +58,30 @@ Result<Buffer> average_on(cuda::device_context& ctx, const average_request& r) {
   return out;
 }
 
+// The part reduction through the context (one upload and one download per buffer on a
+// GPU); the deltas overwrite the job's inputs.
+Result<core::averaging::ReducedPart> reduce_on(cuda::device_context& ctx, core::averaging::ReduceJob job) {
+  auto n = core::averaging::check_reduce_job(job);
+  if (!n) return n.error();
+  double total = 0.0;
+  for (float w : job.weights) total += w;
+  core::averaging::ReducedPart out;
+  out.average.resize(*n);
+  std::vector<const float*> inputs;
+  std::vector<float*> deltas;
+  for (auto& input : job.inputs) {
+    inputs.push_back(input.data());
+    deltas.push_back(input.data());
+  }
+  if (cuda::status st = ctx.weighted_average(inputs.data(), job.weights.data(), inputs.size(), *n,
+                                             static_cast<float>(total), out.average.data(), deltas.data());
+      !st) {
+    return device_error("part reduction", ctx, st);
+  }
+  out.deltas = std::move(job.inputs);
+  return out;
+}
+
 device_actor::behavior_type context_device_behavior(
     device_actor::stateful_pointer<context_device_state> self, std::shared_ptr<cuda::device_context> ctx) {
   self->state.ctx = std::move(ctx);
@@ -72,6 +97,7 @@ device_actor::behavior_type context_device_behavior(
       [](const decode_request& r) { return messages::decode(r.message); },
       [self](const ef_compress_request& r) { return self->state.ef.compress(r.key, r.tensor); },
       [self](const ef_reset_request& r) { return device_checks::reset_residuals(self->state.ef, r.key); },
+      [self](reduce_part_request& r) { return reduce_on(*self->state.ctx, std::move(r.job)); },
   };
 }
 

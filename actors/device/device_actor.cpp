@@ -27,6 +27,7 @@ device_actor::behavior_type cpu_device_behavior(device_actor::stateful_pointer<c
       [](const decode_request& r) { return messages::decode(r.message); },
       [self](const ef_compress_request& r) { return self->state.ef.compress(r.key, r.tensor); },
       [self](const ef_reset_request& r) { return device_checks::reset_residuals(self->state.ef, r.key); },
+      [](reduce_part_request& r) { return core::averaging::reduce_part(std::move(r.job)); },
   };
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-/// Device actors: element-wise tensor work (weighted accumulate, average, delta, codec
-/// encode/decode, error-feedback fp16 compression) done off the caller's thread, one
+/// Device actors: element-wise tensor work (weighted accumulate, average, delta, the
+/// all-reduce's part reductions, codec encode/decode, error-feedback fp16 compression) done off the caller's thread, one
 /// request at a time per actor, each answered when its result is ready.
 ///
 /// `device_actor` is the typed interface; the CPU actor implements it with the CPU twins
@@ -34,7 +34,8 @@ using device_actor = caf::typed_actor<
     caf::replies_to<encode_request>::with<Result<pb::Tensor>>,
     caf::replies_to<decode_request>::with<Result<messages::Tensor>>,
     caf::replies_to<ef_compress_request>::with<Result<messages::Tensor>>,
-    caf::replies_to<ef_reset_request>::with<bool>>;
+    caf::replies_to<ef_reset_request>::with<bool>,
+    caf::replies_to<reduce_part_request>::with<Result<core::averaging::ReducedPart>>>;
 
 /// Spawns a CPU device actor on its own thread (detached), so long element-wise loops
 /// never hold up the scheduler's workers. It owns its error-feedback residuals.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/averaging/part_reducer.hpp"
 #include "messages/buffer.hpp"
 #include "messages/tensor/tensor.hpp"
 #include "runtime.pb.h"
@@ -31,6 +32,14 @@ struct average_request {
 struct delta_request {
   Buffer a;  ///< the minuend, float32
   Buffer b;  ///< the subtrahend, float32
+};
+
+/// One part of a butterfly all-reduce: the weighted average of the contributors' copies
+/// and each one's delta (core::averaging::reduce_part, the CPU reference; every device
+/// gives its bits). Replies Result<core::averaging::ReducedPart>; the job's buffers are
+/// reused for the deltas. Errors: check_reduce_job's.
+struct reduce_part_request {
+  core::averaging::ReduceJob job;  ///< inputs, weights and the caller's id
 };
 
 /// encode() of messages/tensor/codec.hpp. Replies Result<pb::Tensor>.

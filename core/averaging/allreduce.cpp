@@ -92,7 +92,7 @@ AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector
   if (!own.empty()) {
     std::vector<std::size_t> sizes;
     for (std::size_t i : own) sizes.push_back(static_cast<std::size_t>(partition_.parts[i].length));
-    reducer_.emplace(sizes, senders);
+    reducer_.emplace(sizes, senders, config_.deferred_reductions);
   }
   for (std::int64_t size : config_.tensor_sizes) {
     outcome_.deltas.emplace_back(static_cast<std::size_t>(size), 0.0f);

@@ -85,6 +85,10 @@ struct AllReduceConfig {
   std::string handle = k_aggregate_part_handle;
   /// Added to every call id and timer id, so that one shell can host several roles.
   std::uint64_t id_base = 0;
+  /// Reductions leave the core: each settled part of the own span becomes a ReduceJob
+  /// (take_reduce_jobs()) for the shell to run on a device actor, and its result comes
+  /// back through on_reduced(). Otherwise the runner reduces inline as parts arrive.
+  bool deferred_reductions = false;
 };
 
 /// Checks a config and the tensors' sizes; the error names the field and what was expected.
@@ -134,6 +138,12 @@ class AllReduceRunner {
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   /// A timer armed by this runner fired; other ids are ignored.
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
+  /// Deferred reductions: the jobs of the parts settled since the last call (ids are
+  /// config.id_base + the part's index in the own span). Take them after every input.
+  [[nodiscard]] std::vector<ReduceJob> take_reduce_jobs();
+  /// Deferred reductions: job `job`'s result, or why it failed (the part then keeps
+  /// every contributor's local values). Unknown or stale ids are ignored.
+  [[nodiscard]] Effects on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result);
   /// Leaves the round: cancels the own streams, answers open inbound streams with
   /// CANCELLED, disarms timers. The outcome is errc::cancelled with zero deltas.
   [[nodiscard]] Effects cancel(TimePoint now);

@@ -169,4 +169,24 @@ void AllReduceRunner::release_answered_parts() {
   for (; released_ < limit; ++released_) (void)reducer_->release(released_);
 }
 
+std::vector<ReduceJob> AllReduceRunner::take_reduce_jobs() {
+  if (!reducer_ || finished_) return {};
+  auto jobs = reducer_->take_jobs();
+  for (ReduceJob& job : jobs) job.id += config_.id_base;
+  return jobs;
+}
+
+Effects AllReduceRunner::on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result) {
+  (void)now;
+  Effects fx;
+  if (finished_ || !reducer_ || job < config_.id_base) return fx;
+  // A stale or unknown id changes nothing; a malformed result fails its part like an error.
+  auto finished = reducer_->finish_job(static_cast<std::size_t>(job - config_.id_base), std::move(result));
+  if (!finished && finished.error().code == errc::not_found) return fx;
+  copy_own_results();
+  flush_answers(fx);
+  maybe_finish(fx);
+  return fx;
+}
+
 }  // namespace apiary::core::averaging

@@ -208,6 +208,7 @@ void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
   config.reducer_timeout = s.reducer_timeout;
   config.call_timeout = s.call_timeout;
   config.handle = config_.part_handle;
+  config.deferred_reductions = config_.deferred_reductions;
   ++round_;
   config.id_base = runner_base();
   auto runner = AllReduceRunner::create(std::move(config), std::move(step_->tensors));
@@ -255,6 +256,9 @@ void AveragerRole::refuse_held(AveragerEffects& out, const char* why) {
 
 void AveragerRole::runner_effects(Effects fx, AveragerEffects& out) {
   append(out.rpc, std::move(fx));
+  if (runner_) {
+    for (ReduceJob& job : runner_->take_reduce_jobs()) out.reduce.push_back(std::move(job));
+  }
   if (!runner_ || !runner_->finished() || !step_) return;
   const AllReduceOutcome& outcome = runner_->outcome();
   if (!outcome.status) {

@@ -49,6 +49,9 @@ struct AveragerRoleConfig {
   std::uint64_t id_base = std::uint64_t{1} << 48;
   /// The part stream's handle (with the averager's prefix, if the shell uses one).
   std::string part_handle = k_aggregate_part_handle;
+  /// The all-reduce's reductions leave the role as AveragerEffects::reduce jobs (for a
+  /// device actor), answered through on_reduced(); otherwise they run inline.
+  bool deferred_reductions = false;
 };
 
 /// One step: what matchmaking needs and how to run the all-reduce.
@@ -98,6 +101,9 @@ struct AveragerStepResult {
 struct AveragerEffects {
   Effects rpc;
   std::vector<DhtOp> dht;
+  /// Part reductions to run (deferred_reductions); each result goes back through
+  /// on_reduced(job.id, ...), in any order.
+  std::vector<ReduceJob> reduce;
   /// At most once per step: the step's result or why it failed.
   std::optional<Result<AveragerStepResult>> outcome;
 };
@@ -134,6 +140,8 @@ class AveragerRole {
   [[nodiscard]] AveragerEffects on_timer(TimePoint now, TimerId id);
   [[nodiscard]] AveragerEffects on_declared(TimePoint now, DhtOpId op, bool ok);
   [[nodiscard]] AveragerEffects on_averagers(TimePoint now, DhtOpId op, std::vector<Averager> active);
+  /// The result of reduce job `job` (or why it failed); stale jobs are ignored.
+  [[nodiscard]] AveragerEffects on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result);
 
   /// True while a step runs.
   [[nodiscard]] bool busy() const { return step_.has_value(); }

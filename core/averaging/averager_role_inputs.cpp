@@ -102,4 +102,10 @@ AveragerEffects AveragerRole::on_averagers(TimePoint now, DhtOpId op, std::vecto
   return out;
 }
 
+AveragerEffects AveragerRole::on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result) {
+  AveragerEffects out;
+  if (runner_id(job)) runner_effects(runner_->on_reduced(now, job, std::move(result)), out);
+  return out;
+}
+
 }  // namespace apiary::core::averaging

@@ -5,8 +5,9 @@
 
 namespace apiary::core::averaging {
 
-PartReducer::PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders)
-    : parts_(part_sizes.size()), received_(num_senders, 0), failed_after_(num_senders) {
+PartReducer::PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders,
+                         bool deferred)
+    : parts_(part_sizes.size()), received_(num_senders, 0), failed_after_(num_senders), deferred_(deferred) {
   for (std::size_t i = 0; i < part_sizes.size(); ++i) parts_[i].size = part_sizes[i];
   // With no senders at all, every part is settled (and fails) right away.
   (void)complete_ready_parts();
@@ -21,9 +22,9 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
   std::vector<std::size_t> completed;
   while (next_pending_ < parts_.size()) {
     const std::size_t i = next_pending_;
-    for (std::size_t s = 0; s < received_.size(); ++s) {
-      if (!settled(s, i)) return completed;
-    }
+    bool owed = false;
+    for (std::size_t s = 0; s < received_.size() && !owed; ++s) owed = !settled(s, i);
+    if (owed) break;
     PartSlot& part = parts_[i];
     if (part.contributions == 0) {
       part.state = PartState::failed;
@@ -37,6 +38,8 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
                               "part {}: the {} contributions have total weight 0, so their "
                               "average is undefined; expected at least one sender with weight > 0",
                               i, part.contributions);
+    } else if (deferred_) {
+      part.state = PartState::reducing;  // its job computes the average
     } else {
       // Average: acc / denom, then the accumulator is no longer needed.
       // The accumulator becomes the average in place (float32, as the tensors).
@@ -50,7 +53,12 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
     completed.push_back(i);
     ++next_pending_;
   }
+  advance_ready();
   return completed;
+}
+
+void PartReducer::advance_ready() {
+  while (next_ready_ < next_pending_ && parts_[next_ready_].state != PartState::reducing) ++next_ready_;
 }
 
 Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
@@ -110,7 +118,10 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
 
   // acc += w * x; denom += w; keep the sender's copy for its delta.
   const float w = static_cast<float>(weight);
-  if (part.acc.size() != part.size) {
+  if (deferred_) {
+    if (part.weights.size() != received_.size()) part.weights.resize(received_.size(), 0.0f);
+    part.weights[sender] = w;  // the job sums later
+  } else if (part.acc.size() != part.size) {
     // The first contribution initialises the sum (no zero-fill pass).
     part.acc.resize(part.size);
     float* __restrict acc = part.acc.data();
@@ -151,6 +162,7 @@ Result<const PartReducer::PartSlot*> PartReducer::results_of(std::size_t part_in
   const PartSlot& part = parts_[part_index];
   switch (part.state) {
     case PartState::pending:
+    case PartState::reducing:
       return make_error(errc::unavailable,
                         "reducer: part {} is not complete yet; wait until accumulate() or "
                         "on_sender_failed() reports it",
@@ -180,6 +192,7 @@ Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t pa
                       "reducer: sender {} did not contribute part {}; no delta to return",
                       sender, part_index);
   }
+  if (deferred_) return *part.copies[sender];  // the job left the delta in the copy's place
   const float* __restrict mine = part.copies[sender]->data();
   const float* __restrict average = part.average.data();
   std::vector<float> out(part.size);
@@ -194,13 +207,14 @@ Status PartReducer::release(std::size_t part_index) {
                       part_index, parts_.size());
   }
   PartSlot& part = parts_[part_index];
-  if (part.state == PartState::pending) {
+  if (part.state == PartState::pending || part.state == PartState::reducing) {
     return make_error(errc::unavailable,
                       "reducer: part {} is still pending; release it once it is complete",
                       part_index);
   }
   std::vector<float>().swap(part.average);
   std::vector<std::optional<std::vector<float>>>().swap(part.copies);
+  std::vector<float>().swap(part.weights);
   part.state = PartState::released;
   return ok_status();
 }
@@ -211,6 +225,61 @@ std::size_t PartReducer::parts_received(std::size_t sender) const {
 
 bool PartReducer::sender_failed(std::size_t sender) const {
   return sender < failed_after_.size() && failed_after_[sender].has_value();
+}
+
+std::vector<ReduceJob> PartReducer::take_jobs() {
+  std::vector<ReduceJob> jobs;
+  for (; next_job_ < next_pending_; ++next_job_) {
+    PartSlot& part = parts_[next_job_];
+    if (part.state != PartState::reducing) continue;
+    ReduceJob job;
+    job.id = next_job_;
+    for (std::size_t s = 0; s < part.copies.size(); ++s) {
+      if (!part.copies[s]) continue;
+      part.contributors.push_back(s);
+      job.inputs.push_back(std::move(*part.copies[s]));
+      job.weights.push_back(part.weights[s]);
+    }
+    part.taken = true;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+Status PartReducer::finish_job(std::size_t part_index, Result<ReducedPart> result) {
+  if (part_index >= parts_.size() || parts_[part_index].state != PartState::reducing ||
+      !parts_[part_index].taken) {
+    return make_error(errc::not_found,
+                      "reducer: part {} is not waiting for a job result; each job is finished once",
+                      part_index);
+  }
+  PartSlot& part = parts_[part_index];
+  Status status = ok_status();
+  if (result) {
+    bool shaped = result->average.size() == part.size && result->deltas.size() == part.contributors.size();
+    for (std::size_t j = 0; shaped && j < result->deltas.size(); ++j) shaped = result->deltas[j].size() == part.size;
+    if (!shaped) {
+      status = make_error(errc::invalid_argument,
+                          "reducer: the job of part {} returned {} values and {} deltas; expected {} "
+                          "values and one delta of that length per contributor ({})",
+                          part_index, result->average.size(), result->deltas.size(), part.size,
+                          part.contributors.size());
+      result = status.error();
+    }
+  }
+  if (result) {
+    for (std::size_t j = 0; j < part.contributors.size(); ++j) {
+      part.copies[part.contributors[j]] = std::move(result->deltas[j]);
+    }
+    part.average = std::move(result->average);
+    part.state = PartState::averaged;
+  } else {
+    // No average: every contributor keeps its values (no delta is served).
+    part.error = result.error();
+    part.state = PartState::failed;
+  }
+  advance_ready();
+  return status;
 }
 
 }  // namespace apiary::core::averaging

@@ -9,8 +9,15 @@
 /// so the remaining parts complete without it; what it did submit still counts.
 ///
 /// Pure: no clocks, no waiting. The caller (the reducer's actor) feeds submissions and
-/// failures as they happen and reads back which parts just completed. Accumulation is in
-/// double precision; averages and deltas are float32, the wire's type.
+/// failures as they happen and reads back which parts just completed. Inline, the sum
+/// is kept in float32 as the copies arrive and the weights' sum in double; averages and
+/// deltas are float32, the wire's type.
+///
+/// Deferred (constructed with `deferred = true`): the arithmetic leaves the core. The
+/// reducer only collects copies and weights; a settled part becomes a ReduceJob
+/// (take_jobs()) for the shell to run where it likes (a device actor, CPU or GPU), and
+/// its result comes back through finish_job(). reduce_part() is the arithmetic's CPU
+/// reference, the one the CPU device actor runs.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -20,9 +27,35 @@
 
 namespace apiary::core::averaging {
 
+/// A settled part whose reduction runs outside the core (PartReducer, deferred mode).
+struct ReduceJob {
+  std::uint64_t id = 0;                    ///< the issuer's id; hand it back with the result
+  std::vector<std::vector<float>> inputs;  ///< each contributor's copy, all of one length
+  std::vector<float> weights;              ///< aligned with inputs: finite, >= 0, sum > 0
+};
+
+/// What a ReduceJob yields.
+struct ReducedPart {
+  std::vector<float> average;              ///< sum(w_i * x_i) / sum(w_i)
+  std::vector<std::vector<float>> deltas;  ///< average - inputs[i], aligned with inputs
+};
+
+/// The CPU reference of a ReduceJob, in the order of the device kernels (cuda/kernels.hpp)
+/// so that every device gives the same bits: acc = 0, then acc = acc + w_i * x_i for each
+/// input in order (a float multiply then a float add), average = acc / float(sum of the
+/// weights in double) (one float division), delta_i = average - x_i. The inputs' storage
+/// is reused for the deltas. Errors: invalid_argument for no inputs, a length mismatch,
+/// weights not aligned, a negative or non-finite weight, or a zero total weight.
+[[nodiscard]] Result<ReducedPart> reduce_part(ReduceJob job);
+
+/// Checks a ReduceJob as reduce_part() does, without computing: the number of elements
+/// per input, or the error. For device actors that run the arithmetic themselves.
+[[nodiscard]] Result<std::size_t> check_reduce_job(const ReduceJob& job);
+
 /// Where a part stands.
 enum class PartState {
   pending,   ///< waiting for contributions from some active sender
+  reducing,  ///< settled; its ReduceJob runs outside the core (deferred mode)
   averaged,  ///< complete; average and deltas available
   failed,    ///< complete but without an average: no weight to divide by (see error)
   released,  ///< complete and its buffers freed by release()
@@ -34,7 +67,10 @@ class PartReducer {
   /// `part_sizes[i]`: elements in part i (the parts this peer owns, in order).
   /// `num_senders`: peers that send parts (the group minus auxiliary peers), indexed
   /// 0..num_senders-1 by the caller. With no senders every part fails at once.
-  PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders);
+  /// `deferred`: settled parts wait for take_jobs() / finish_job() instead of being
+  /// averaged here.
+  PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders,
+              bool deferred = false);
 
   /// Adds sender `sender`'s copy of part `part_index` (`count` floats at `values`) with
   /// weight `weight` (finite, >= 0). Each sender must submit parts 0, 1, 2, ... in order,
@@ -68,6 +104,17 @@ class PartReducer {
   /// Errors: as average(), plus not_found if the sender did not contribute the part.
   [[nodiscard]] Result<std::vector<float>> delta(std::size_t sender, std::size_t part_index) const;
 
+  /// Deferred mode: the settled parts not handed out yet, as jobs (id = part index), in
+  /// part order. The contributors' copies move into the jobs. Empty inline.
+  [[nodiscard]] std::vector<ReduceJob> take_jobs();
+
+  /// Deferred mode: the result of part `part_index`'s job. A result makes the part
+  /// averaged (its deltas are the contributors' in take_jobs() order); an error makes it
+  /// failed (its contributors keep their values). Errors: not_found for a part that is
+  /// not waiting for its job, invalid_argument for a result of the wrong shape (the part
+  /// then fails too).
+  [[nodiscard]] Status finish_job(std::size_t part_index, Result<ReducedPart> result);
+
   /// Frees a complete part's buffers (average, contributions). Error (unavailable) for
   /// a pending part, not_found for an index out of range.
   [[nodiscard]] Status release(std::size_t part_index);
@@ -77,9 +124,9 @@ class PartReducer {
   /// Senders of the group.
   [[nodiscard]] std::size_t num_senders() const { return received_.size(); }
   /// Parts 0..num_complete()-1 are complete (averaged, failed or released).
-  [[nodiscard]] std::size_t num_complete() const { return next_pending_; }
+  [[nodiscard]] std::size_t num_complete() const { return next_ready_; }
   /// True when every part is complete.
-  [[nodiscard]] bool finished() const { return next_pending_ == parts_.size(); }
+  [[nodiscard]] bool finished() const { return next_ready_ == parts_.size(); }
   /// Parts received from `sender` so far (0 for an unknown sender).
   [[nodiscard]] std::size_t parts_received(std::size_t sender) const;
   /// True if `sender` was marked failed.
@@ -93,13 +140,19 @@ class PartReducer {
     std::vector<float> acc;                               ///< sum of w * x (while pending)
     double denominator = 0.0;                             ///< sum of w
     std::size_t contributions = 0;                        ///< senders that submitted it
-    std::vector<std::optional<std::vector<float>>> copies;  ///< each sender's copy
+    std::vector<std::optional<std::vector<float>>> copies;  ///< each sender's copy (deferred
+                                                          ///< and averaged: its delta)
+    std::vector<float> weights;                           ///< each sender's weight (deferred)
+    std::vector<std::size_t> contributors;                ///< senders of its job (deferred)
+    bool taken = false;                                   ///< its job was handed out
     std::vector<float> average;                           ///< acc / denominator
     Error error;                                          ///< why it failed
   };
 
-  /// Completes the parts from next_pending_ on that no active sender still owes.
+  /// Settles the parts from next_pending_ on that no active sender still owes.
   std::vector<std::size_t> complete_ready_parts();
+  /// Moves next_ready_ past the complete parts.
+  void advance_ready();
   /// True if sender s has submitted part i or was excluded from it.
   [[nodiscard]] bool settled(std::size_t sender, std::size_t part_index) const;
   /// The slot of a complete, not released part, or the reason it has no results.
@@ -108,7 +161,10 @@ class PartReducer {
   std::vector<PartSlot> parts_;
   std::vector<std::size_t> received_;                   ///< parts received per sender
   std::vector<std::optional<std::size_t>> failed_after_;  ///< parts submitted before failing
-  std::size_t next_pending_ = 0;                        ///< first part not complete
+  std::size_t next_pending_ = 0;                        ///< first part not settled
+  std::size_t next_ready_ = 0;                          ///< first part not complete
+  std::size_t next_job_ = 0;                            ///< first part not handed out
+  bool deferred_ = false;
 };
 
 }  // namespace apiary::core::averaging

@@ -5,6 +5,8 @@
 
 #include <caf/all.hpp>
 
+#include <functional>
+
 #include "api/averager.hpp"
 #include "api/dht.hpp"
 
@@ -20,7 +22,8 @@ struct Swarm {
   std::vector<std::unique_ptr<Dht>> dhts;
   std::vector<std::unique_ptr<Averager>> averagers;
 
-  explicit Swarm(const std::vector<std::vector<float>>& values, std::size_t target = 0) {
+  explicit Swarm(const std::vector<std::vector<float>>& values, std::size_t target = 0,
+                 const std::function<void(AveragerOptions&, std::size_t)>& tweak = {}) {
     cfg.set("work-stealing.moderate-poll-attempts", 0);
     sys = std::make_unique<caf::actor_system>(cfg);
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -37,6 +40,7 @@ struct Swarm {
       o.target_group_size = target == 0 ? values.size() : target;
       o.min_matchmaking_time = 1.0;
       o.request_timeout = 1.0;
+      if (tweak) tweak(o, i);
       auto averager = Averager::start(*dhts.back(), o);
       REQUIRE(averager.ok());
       averagers.push_back(std::move(*averager));
@@ -77,6 +81,36 @@ TEST_CASE("a require_trigger step finds its group but averages only after trigge
     CHECK(t[1] == Approx(3.0f).margin(1e-6));
   }
   CHECK_FALSE(swarm.averagers[0]->set_weight(1.0));  // no step runs any more
+}
+
+TEST_CASE("part reductions on the CPU device actor and inline in the role give one mean",
+          "[actor][averaging]") {
+  // 3 peers x 3000 floats in 1 KiB parts: every reducer has many parts; peer 1 reduces
+  // in its role, the others on a CPU device actor (a thread of its own).
+  std::vector<std::vector<float>> values(3, std::vector<float>(3000));
+  for (std::size_t p = 0; p < 3; ++p) {
+    for (std::size_t k = 0; k < 3000; ++k) values[p][k] = static_cast<float>((p + 1) * k % 101) - 50.0f;
+  }
+  Swarm swarm(values, 0, [](AveragerOptions& o, std::size_t i) {
+    o.reduce_on = i == 1 ? ReduceOn::in_role : ReduceOn::cpu;
+    o.part_size_bytes = 1024;
+  });
+  std::vector<std::future<Result<AveragerStepReport>>> steps;
+  for (auto& a : swarm.averagers) steps.push_back(a->step({}));
+  for (auto& f : steps) {
+    auto r = f.get();
+    REQUIRE(r.ok());
+    CHECK(r->peers.size() == 3);
+    CHECK(r->failed_senders.empty());
+    CHECK(r->failed_reducers.empty());
+  }
+  for (const auto& averager : swarm.averagers) {
+    const auto t = averager->tensors()[0];
+    for (std::size_t k = 0; k < 3000; ++k) {
+      const double mean = (double{values[0][k]} + values[1][k] + values[2][k]) / 3.0;
+      REQUIRE(t[k] == Approx(mean).margin(1e-5));
+    }
+  }
 }
 
 TEST_CASE("a lone averager fails with a clear error at its timeout, and a cancelled step says so",

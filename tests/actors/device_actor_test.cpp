@@ -187,7 +187,14 @@ namespace {
 struct replies {
   std::vector<float> acc, avg, del;
   std::string encoded;
+  std::vector<float> reduced;  ///< a part reduction's average, then each delta
 };
+
+/// A part reduction of three contributors of n values with unequal weights.
+reduce_part_request reduce_request_of(std::size_t n) {
+  return reduce_part_request{core::averaging::ReduceJob{9, {ramp(n, 3.0f), ramp(n, -1.5f), ramp(n, 0.25f)},
+                                                        {0.5f, 2.0f, 1.25f}}};
+}
 
 replies run_each(caf::scoped_actor& self, const device_actor& dev) {
   const std::size_t n = 4099;
@@ -205,6 +212,10 @@ replies run_each(caf::scoped_actor& self, const device_actor& dev) {
   out.avg = vals(*avg);
   out.del = vals(*del);
   out.encoded = enc->buffer();
+  auto red = ask<Result<core::averaging::ReducedPart>>(self, dev, reduce_request_of(n));
+  REQUIRE(red.ok());
+  out.reduced = red->average;
+  for (const auto& d : red->deltas) out.reduced.insert(out.reduced.end(), d.begin(), d.end());
   return out;
 }
 
@@ -213,6 +224,8 @@ void require_same(const replies& got, const replies& want) {
   CHECK(std::memcmp(got.avg.data(), want.avg.data(), want.avg.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(got.del.data(), want.del.data(), want.del.size() * sizeof(float)) == 0);
   CHECK(got.encoded == want.encoded);
+  REQUIRE(got.reduced.size() == want.reduced.size());
+  CHECK(std::memcmp(got.reduced.data(), want.reduced.data(), want.reduced.size() * sizeof(float)) == 0);
 }
 
 }  // namespace
@@ -315,4 +328,32 @@ TEST_CASE("NCCL over the RPC on GPUs: a one-rank group forms and all-reduces (gp
   float back[4] = {};
   REQUIRE(b.download(back, sizeof back).ok());
   CHECK(std::memcmp(back, v, sizeof v) == 0);
+}
+
+TEST_CASE_METHOD(fixture, "device actor: a part reduction is the weighted mean and each input's delta",
+                 "[actor]") {
+  const std::size_t n = 1000;
+  const auto request = reduce_request_of(n);
+  const auto& job = request.job;
+  auto red = ask<Result<core::averaging::ReducedPart>>(self, dev, request);
+  REQUIRE(red.ok());
+  REQUIRE(red->deltas.size() == 3);
+  for (std::size_t k = 0; k < n; ++k) {
+    double acc = 0, den = 0;
+    for (std::size_t i = 0; i < 3; ++i) {
+      acc += double{job.weights[i]} * job.inputs[i][k];
+      den += job.weights[i];
+    }
+    REQUIRE(red->average[k] == Approx(acc / den).margin(1e-6));
+    for (std::size_t i = 0; i < 3; ++i) REQUIRE(red->deltas[i][k] == red->average[k] - job.inputs[i][k]);
+  }
+  // Bad jobs: a clear error, and the actor keeps serving.
+  auto bad = ask<Result<core::averaging::ReducedPart>>(
+      self, dev, reduce_part_request{core::averaging::ReduceJob{1, {{1.0f}, {1.0f, 2.0f}}, {1.0f, 1.0f}}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == errc::invalid_argument);
+  auto zero = ask<Result<core::averaging::ReducedPart>>(
+      self, dev, reduce_part_request{core::averaging::ReduceJob{2, {{1.0f}}, {0.0f}}});
+  CHECK(zero.error().code == errc::invalid_argument);
+  CHECK(ask<Result<core::averaging::ReducedPart>>(self, dev, reduce_request_of(5)).ok());
 }

@@ -53,8 +53,9 @@ std::vector<std::size_t> owners(const Partition& partition, std::size_t t, std::
   return out;
 }
 
-void run_fault(Fault fault, std::size_t faulty) {
+void run_fault(Fault fault, std::size_t faulty, bool deferred = false) {
   GroupSpec spec;
+  spec.deferred = deferred;
   spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node,
                 AveragingMode::node, AveragingMode::node};
   spec.sizes = {1024, 1536, 64, 2048};
@@ -127,6 +128,42 @@ TEST_CASE("allreduce faults: a faulty client among five", "[allreduce][faults]")
   for (Fault f : {Fault::fail_before, Fault::fail_sending, Fault::fail_silently,
                   Fault::slow_sending, Fault::cancel}) {
     SECTION(name_of(f)) { run_fault(f, 1); }
+  }
+}
+
+TEST_CASE("allreduce faults: a faulty node among five, reductions as deferred jobs", "[allreduce][faults]") {
+  for (Fault f : {Fault::fail_before, Fault::fail_sending, Fault::slow_sending, Fault::fail_reducing,
+                  Fault::slow_reducing, Fault::cancel}) {
+    SECTION(name_of(f)) { run_fault(f, 0, true); }
+  }
+}
+
+TEST_CASE("allreduce faults: a reducer whose device fails keeps local values for its span only",
+          "[allreduce][faults]") {
+  GroupSpec spec;
+  spec.modes.assign(4, AveragingMode::node);
+  spec.sizes = {1024, 64};
+  spec.deferred = true;
+  Group g = make_group(spec);
+  const Tensors mean = weighted_mean(g, senders_of(spec));
+  const Partition partition = g.runners[0].partition();
+  std::vector<PeerFaults> faults(4);
+  faults[2].reduce_fails = true;
+  Net net(std::move(g.runners), faults);
+  net.run();
+  for (std::size_t p = 0; p < 4; ++p) {
+    INFO("peer " << p);
+    REQUIRE(net.runner(p).finished());
+    REQUIRE(net.runner(p).outcome().status);
+    const Tensors result = result_of(net, g, p);
+    for (std::size_t t = 0; t < result.size(); ++t) {
+      const auto owner = owners(partition, t, result[t].size());
+      for (std::size_t k = 0; k < result[t].size(); ++k) {
+        const float expected = owner[k] == 2 ? g.inputs[p][t][k] : mean[t][k];
+        INFO("tensor " << t << " element " << k << " reduced by " << owner[k]);
+        REQUIRE(std::fabs(result[t][k] - expected) <= 1e-6);
+      }
+    }
   }
 }
 

@@ -26,6 +26,7 @@ struct GroupSpec {
   std::uint64_t seed = 1;
   Duration sender_timeout = 50ms;
   Duration reducer_timeout = 100ms;
+  bool deferred = false;  ///< reductions as jobs (AllReduceConfig::deferred_reductions)
 };
 
 /// Values in [-1, 1) from splitmix64.
@@ -74,6 +75,7 @@ inline Group make_group(const GroupSpec& spec) {
     c.part_size_bytes = spec.part_size_bytes;
     c.sender_timeout = spec.sender_timeout;
     c.reducer_timeout = spec.reducer_timeout;
+    c.deferred_reductions = spec.deferred;
     auto runner = AllReduceRunner::create(c, tensors);
     REQUIRE(runner);
     g.runners.push_back(std::move(*runner));

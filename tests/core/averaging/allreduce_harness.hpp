@@ -29,6 +29,7 @@ struct PeerFaults {
   std::size_t slow_sends_after = SIZE_MAX;    ///< stream messages sent at normal pace
   std::size_t slow_replies_after = SIZE_MAX;  ///< answers sent at normal pace
   Duration slow_gap = 300ms;             ///< link time of each later message
+  bool reduce_fails = false;             ///< its deferred reduce jobs end in an error
 };
 
 /// The network and the runners on it.
@@ -36,6 +37,9 @@ class Net {
  public:
   Duration latency = 1ms;  ///< travel time of every message
   Duration gap = 1ms;      ///< link time of every message (serializes a link)
+  /// Deferred reductions: a job's result comes back after reduce_delay plus
+  /// (id % 5) ms, so later parts may finish first (as on a busy device actor).
+  Duration reduce_delay = 1ms;
 
   explicit Net(std::vector<AllReduceRunner> runners, std::vector<PeerFaults> faults = {})
       : runners_(std::move(runners)), faults_(std::move(faults)),
@@ -121,6 +125,17 @@ class Net {
   void execute(std::size_t p, Effects fx) {
     if (dead_[p]) return;
     for (Effect& e : fx) std::visit([&](auto& x) { apply(p, x); }, e);
+    for (ReduceJob& job : runners_[p].take_reduce_jobs()) {
+      const Duration delay = reduce_delay + std::chrono::milliseconds(job.id % 5);
+      at(now_ + delay, [this, p, job = std::move(job)]() mutable {
+        if (dead_[p]) return;
+        const std::uint64_t id = job.id;
+        Result<ReducedPart> result = faults_[p].reduce_fails
+                                         ? Result<ReducedPart>(make_error(errc::internal, "device failed"))
+                                         : reduce_part(std::move(job));
+        execute(p, runners_[p].on_reduced(now_, id, std::move(result)));
+      });
+    }
   }
 
   void apply(std::size_t p, Call& c) {

@@ -46,6 +46,22 @@ TEST_CASE("allreduce: four nodes get the exact mean for every part size", "[allr
   }
 }
 
+TEST_CASE("allreduce: deferred reductions (device jobs, results out of order) give the exact mean",
+          "[allreduce]") {
+  GroupSpec spec;
+  spec.deferred = true;
+  spec.modes.assign(4, AveragingMode::node);
+  for (std::int64_t part_size : {std::int64_t{68}, std::int64_t{512}, std::int64_t{1} << 19}) {
+    INFO("part_size_bytes " << part_size);
+    spec.part_size_bytes = part_size;
+    check_group(spec, 1e-6);
+  }
+  spec.part_size_bytes = 256;
+  spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::aux, AveragingMode::node};
+  spec.weights = {0.5, 7.25, 3.0, 0.01};
+  check_group(spec, 1e-6);
+}
+
 TEST_CASE("allreduce: weighted mean with two client peers", "[allreduce]") {
   GroupSpec spec;
   spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::client,

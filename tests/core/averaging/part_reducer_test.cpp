@@ -221,3 +221,69 @@ TEST_CASE("random interleavings give every part the exact mean", "[averaging][pa
     }
   }
 }
+
+TEST_CASE("deferred: settled parts become jobs; results complete them in order",
+          "[averaging][part_reducer]") {
+  using apiary::core::averaging::ReducedPart;
+  using apiary::core::averaging::reduce_part;
+  PartReducer r({2, 1}, 2, true);
+  CHECK(submit(r, 0, 0, {1, 2}, 1.0).empty());
+  CHECK(r.take_jobs().empty());  // sender 1 still owes part 0
+  submit(r, 1, 0, {4, 8}, 3.0);
+  submit(r, 0, 1, {10}, 1.0);
+  submit(r, 1, 1, {20}, 1.0);
+  CHECK(r.state(0) == PartState::reducing);
+  CHECK(r.num_complete() == 0);
+  CHECK(r.average(0).error().code == errc::unavailable);
+  auto jobs = r.take_jobs();
+  REQUIRE(jobs.size() == 2);
+  CHECK(r.take_jobs().empty());  // each job is handed out once
+  CHECK(jobs[0].id == 0);
+  CHECK(jobs[0].weights == std::vector<float>{1.0f, 3.0f});
+  // Part 1's result first: part 0 still blocks the in-order frontier.
+  REQUIRE(r.finish_job(1, reduce_part(jobs[1])).ok());
+  CHECK(r.num_complete() == 0);
+  REQUIRE(r.finish_job(0, reduce_part(jobs[0])).ok());
+  CHECK(r.num_complete() == 2);
+  CHECK(r.finished());
+  CHECK(average(r, 0) == std::vector<float>{3.25f, 6.5f});
+  CHECK(*r.delta(0, 0) == std::vector<float>{2.25f, 4.5f});
+  CHECK(*r.delta(1, 0) == std::vector<float>{-0.75f, -1.5f});
+  CHECK(*r.delta(1, 1) == std::vector<float>{-5.0f});
+  CHECK(r.finish_job(0, ReducedPart{}).error().code == errc::not_found);  // finished once
+  CHECK(r.release(0).ok());
+}
+
+TEST_CASE("deferred: a failed or malformed job result fails its part only",
+          "[averaging][part_reducer]") {
+  using apiary::core::averaging::ReducedPart;
+  PartReducer r({2, 2}, 1, true);
+  submit(r, 0, 0, {1, 2});
+  submit(r, 0, 1, {3, 4});
+  auto jobs = r.take_jobs();
+  REQUIRE(jobs.size() == 2);
+  REQUIRE(r.finish_job(0, apiary::make_error(errc::internal, "device lost")).ok());
+  CHECK(r.state(0) == PartState::failed);
+  CHECK(r.delta(0, 0).error().code == errc::internal);
+  ReducedPart wrong;
+  wrong.average = {1.0f};  // one value for a part of two
+  CHECK(r.finish_job(1, wrong).error().code == errc::invalid_argument);
+  CHECK(r.state(1) == PartState::failed);
+  CHECK(r.finished());
+}
+
+TEST_CASE("reduce_part: the CPU reference and its errors", "[averaging][part_reducer]") {
+  using apiary::core::averaging::ReduceJob;
+  using apiary::core::averaging::check_reduce_job;
+  using apiary::core::averaging::reduce_part;
+  ReduceJob job{7, {{1, -2, 0.5f}, {3, 2, 0.5f}}, {1.0f, 1.0f}};
+  auto out = reduce_part(job);
+  REQUIRE(out.ok());
+  CHECK(out->average == std::vector<float>{2, 0, 0.5f});
+  CHECK(out->deltas == std::vector<std::vector<float>>{{1, 2, 0}, {-1, -2, 0}});
+  CHECK(check_reduce_job(ReduceJob{1, {}, {}}).error().code == errc::invalid_argument);
+  CHECK(check_reduce_job(ReduceJob{1, {{1}, {1, 2}}, {1, 1}}).error().code == errc::invalid_argument);
+  CHECK(check_reduce_job(ReduceJob{1, {{1}}, {1, 1}}).error().code == errc::invalid_argument);
+  CHECK(check_reduce_job(ReduceJob{1, {{1}}, {-1}}).error().code == errc::invalid_argument);
+  CHECK(reduce_part(ReduceJob{1, {{1}, {2}}, {0, 0}}).error().code == errc::invalid_argument);
+}

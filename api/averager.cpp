@@ -24,6 +24,7 @@ struct Averager::Impl {
   std::shared_ptr<actors::Gateway> gateway;
   caf::actor actor;
   std::optional<actors::device_actor> device;  ///< where part reductions run (if not in the role)
+  caf::actor_system* system = nullptr;
   mutable std::mutex mutex;  ///< guards options.tensors and group_key
   std::string group_key;
   std::string schema_hash;
@@ -48,7 +49,26 @@ std::string schema_of(const AveragerOptions& options) {
 Status check(const AveragerOptions& o) {
   auto key = mm::make_group_key(o.prefix, o.initial_group_bits);
   if (!key) return key.error();
-  if (o.tensors.empty()) return make_error(errc::invalid_argument, "expected at least one tensor to average, got none");
+  if (o.tensors.empty() && o.device_tensors.empty()) {
+    return make_error(errc::invalid_argument, "expected at least one tensor to average, got none");
+  }
+  if (!o.device_tensors.empty()) {
+    if (!o.tensors.empty()) {
+      return make_error(errc::invalid_argument, "expected tensors or device_tensors, got both ({} and {})",
+                        o.tensors.size(), o.device_tensors.size());
+    }
+    if (o.reduce_on != ReduceOn::cpu && o.reduce_on != ReduceOn::gpu) {
+      return make_error(errc::invalid_argument,
+                        "device_tensors live in the memory of one device actor: expected reduce_on cpu "
+                        "(host memory) or gpu (that GPU's memory), got automatic or in_role");
+    }
+    for (std::size_t t = 0; t < o.device_tensors.size(); ++t) {
+      if (o.device_tensors[t].data == nullptr && o.device_tensors[t].size > 0) {
+        return make_error(errc::invalid_argument, "device tensor {} has {} elements but a null pointer", t,
+                          o.device_tensors[t].size);
+      }
+    }
+  }
   if (o.min_group_size < 1) return make_error(errc::invalid_argument, "expected min_group_size >= 1, got 0");
   if (o.target_group_size != 0 && o.target_group_size < o.min_group_size) {
     return make_error(errc::invalid_argument, "expected target_group_size 0 or >= min_group_size {}, got {}",
@@ -67,6 +87,42 @@ Status check(const AveragerOptions& o) {
   if (o.codecs.size() != 1 && o.codecs.size() != o.tensors.size()) {
     return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}",
                       o.tensors.size(), o.codecs.size());
+  }
+  return ok_status();
+}
+
+/// The device tensors' values, read through the device actor (blocking).
+Result<std::vector<std::vector<float>>> read_device_tensors(caf::actor_system& sys, const actors::device_actor& dev,
+                                                            const std::vector<DeviceTensor>& tensors) {
+  caf::scoped_actor self{sys};
+  std::vector<std::vector<float>> out;
+  for (const DeviceTensor& t : tensors) {
+    Result<std::vector<float>> values = make_error(errc::unavailable, "the device actor did not answer a read");
+    self->request(dev, caf::infinite, actors::read_request{t.data, t.size})
+        .receive([&](Result<std::vector<float>>& r) { values = std::move(r); },
+                 [&](caf::error& e) {
+                   values = make_error(errc::unavailable, "the device actor failed a read: {}", sys.render(e));
+                 });
+    if (!values) return values.error();
+    out.push_back(std::move(*values));
+  }
+  return out;
+}
+
+/// tensor += alpha * delta on the device, per device tensor (blocking).
+Status add_to_device_tensors(caf::actor_system& sys, const actors::device_actor& dev,
+                             const std::vector<DeviceTensor>& tensors, std::vector<std::vector<float>> deltas,
+                             double alpha) {
+  caf::scoped_actor self{sys};
+  for (std::size_t t = 0; t < tensors.size() && t < deltas.size(); ++t) {
+    Status done = make_error(errc::unavailable, "the device actor did not answer an update");
+    self->request(dev, caf::infinite,
+                  actors::add_scaled_request{tensors[t].data, std::move(deltas[t]), static_cast<float>(alpha)})
+        .receive([&](Status& r) { done = std::move(r); },
+                 [&](caf::error& e) {
+                   done = make_error(errc::unavailable, "the device actor failed an update: {}", sys.render(e));
+                 });
+    if (!done) return done;
   }
   return ok_status();
 }
@@ -128,6 +184,16 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
       break;
   }
   impl.actor_config.device = impl.device;
+  impl.system = &dht.system();
+  if (!options.device_tensors.empty()) {
+    auto mirror = read_device_tensors(dht.system(), *impl.device, options.device_tensors);
+    if (!mirror) {
+      caf::anon_send_exit(*impl.device, caf::exit_reason::user_shutdown);
+      return mirror.error();
+    }
+    options.tensors = std::move(*mirror);
+    impl.schema_hash = schema_of(options);
+  }
   averager->dht_ = &dht;
   impl.options = std::move(options);
   impl.actor = actors::spawn_averager_actor(dht.system(), impl.gateway, impl.actor_config);
@@ -169,6 +235,16 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   s.reducer_timeout = seconds(o.reducer_timeout);
   s.call_timeout = seconds(options.timeout + o.reducer_timeout);
   s.require_trigger = options.require_trigger;
+  if (!o.device_tensors.empty()) {
+    // The device holds the tensors: refresh the host copy the step sends.
+    auto mirror = read_device_tensors(*impl_->system, *impl_->device, o.device_tensors);
+    if (!mirror) {
+      promise->set_value(mirror.error());
+      return future;
+    }
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->options.tensors = std::move(*mirror);
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     s.params.group_key = impl_->group_key;
@@ -183,6 +259,14 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
     }
     mm::AveragerStepResult& r = outcome.value();
     AveragerStepReport report;
+    if (!impl->options.device_tensors.empty()) {
+      auto updated = add_to_device_tensors(*impl->system, *impl->device, impl->options.device_tensors, r.deltas,
+                                           impl->options.averaging_alpha);
+      if (!updated) {
+        promise->set_value(updated.error());
+        return;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(impl->mutex);
       const double alpha = impl->options.averaging_alpha;

@@ -6,7 +6,9 @@
 /// the tensors it holds. The trainer reads and updates those tensors between steps with
 /// with_tensors(); an update made while a step runs is kept (the step adds a delta).
 ///
-/// The tensors are host float32 vectors. Groups name members by their multiaddr with
+/// The tensors are host float32 vectors, or float32 arrays in a device's memory
+/// (device_tensors: a GPU's, or host memory behind the CPU device actor) that the
+/// averager reads before each step and updates in place after it. Groups name members by their multiaddr with
 /// /p2p/<PeerID>; the group key is `<prefix>.0b<bits>` with the Moshpit update applied
 /// after every round.
 #include <cstddef>
@@ -26,6 +28,14 @@
 namespace apiary {
 
 /// How to start an averager.
+/// A float32 tensor in the memory of the averager's device actor: a CUDA device pointer
+/// of GPU `AveragerOptions::gpu` with ReduceOn::gpu, host memory with ReduceOn::cpu. The
+/// trainer keeps it alive while the averager runs.
+struct DeviceTensor {
+  float* data = nullptr;  ///< first element
+  std::size_t size = 0;   ///< elements
+};
+
 /// Where an averager's part reductions run (the weighted sums of its span of the
 /// all-reduce and each sender's delta).
 enum class ReduceOn {
@@ -41,6 +51,11 @@ struct AveragerOptions {
   /// The tensors to average (float32, flattened); every peer of the swarm must pass the
   /// same sizes and codecs.
   std::vector<std::vector<float>> tensors;
+  /// Instead of `tensors`: tensors in the device actor's memory (reduce_on cpu or gpu).
+  /// Each step reads them (the host copy tensors() shows is refreshed then) and adds
+  /// averaging_alpha * (average - tensor) to them on the device; update them there, not
+  /// through with_tensors().
+  std::vector<DeviceTensor> device_tensors;
   /// node (sends and reduces), client (sends, never reduces) or aux (reduces only).
   core::averaging::AveragingMode mode = core::averaging::AveragingMode::node;
   /// Groups are assembled as soon as they have this many members.

@@ -144,4 +144,29 @@ status device_context::weighted_average(const float* const* inputs, const float*
   return st;
 }
 
+status device_context::read(float* host, const float* src, std::size_t n) {
+  if (n == 0) return ok_status();
+  if (where_ == backend::cpu) {
+    std::memmove(host, src, n * sizeof(float));
+    return ok_status();
+  }
+  if (status st = gpu::set_device(device_); !st) return st;
+  if (status st = gpu::synchronize(stream_); !st) return st;  // after this context's kernels
+  return gpu::copy_to_host(host, src, n * sizeof(float));
+}
+
+status device_context::add_scaled(float* dst, const float* x, float alpha, std::size_t n) {
+  if (n == 0) return ok_status();
+  if (where_ == backend::cpu) return cuda::weighted_accumulate(backend::cpu, dst, x, alpha, n);
+  if (status st = gpu::set_device(device_); !st) return st;
+  const std::size_t bytes = n * sizeof(float);
+  device_buffer d_x;
+  status st = pool_.acquire(bytes, &d_x);
+  if (st) st = d_x.upload(x, bytes);
+  if (st) st = cuda::weighted_accumulate(where_, dst, d_x.as<float>(), alpha, n, stream_);
+  if (st) st = gpu::synchronize(stream_);
+  if (d_x.size_bytes() > 0) pool_.release(std::move(d_x));
+  return st;
+}
+
 }  // namespace apiary::cuda

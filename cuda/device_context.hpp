@@ -70,6 +70,12 @@ class device_context {
   /// equal inputs[i]). On cuda the inputs go up once and the results come down once.
   status weighted_average(const float* const* inputs, const float* weights, std::size_t count,
                           std::size_t n, float divisor, float* average, float* const* deltas);
+  /// Copies n floats of this backend's memory at `src` (a device pointer on cuda, host
+  /// memory on cpu) to the host array `host`.
+  status read(float* host, const float* src, std::size_t n);
+  /// dst[i] = dst[i] + alpha * x[i] for n floats, `dst` in this backend's memory (a
+  /// device pointer on cuda, host memory on cpu) and `x` a host array.
+  status add_scaled(float* dst, const float* x, float alpha, std::size_t n);
 
  private:
   device_context(backend where, int device, stream_handle stream);

@@ -98,6 +98,21 @@ device_actor::behavior_type context_device_behavior(
       [self](const ef_compress_request& r) { return self->state.ef.compress(r.key, r.tensor); },
       [self](const ef_reset_request& r) { return device_checks::reset_residuals(self->state.ef, r.key); },
       [self](reduce_part_request& r) { return reduce_on(*self->state.ctx, std::move(r.job)); },
+      [self](const read_request& r) -> Result<std::vector<float>> {
+        if (r.n > 0 && r.src == nullptr) return device_checks::null_memory("read");
+        std::vector<float> out(r.n);
+        if (cuda::status st = self->state.ctx->read(out.data(), r.src, r.n); !st) {
+          return device_error("read", *self->state.ctx, st);
+        }
+        return out;
+      },
+      [self](const add_scaled_request& r) -> Status {
+        if (!r.x.empty() && r.dst == nullptr) return device_checks::null_memory("add_scaled");
+        if (cuda::status st = self->state.ctx->add_scaled(r.dst, r.x.data(), r.alpha, r.x.size()); !st) {
+          return device_error("add_scaled", *self->state.ctx, st);
+        }
+        return ok_status();
+      },
   };
 }
 

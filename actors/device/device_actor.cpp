@@ -28,6 +28,15 @@ device_actor::behavior_type cpu_device_behavior(device_actor::stateful_pointer<c
       [self](const ef_compress_request& r) { return self->state.ef.compress(r.key, r.tensor); },
       [self](const ef_reset_request& r) { return device_checks::reset_residuals(self->state.ef, r.key); },
       [](reduce_part_request& r) { return core::averaging::reduce_part(std::move(r.job)); },
+      [](const read_request& r) -> Result<std::vector<float>> {
+        if (r.n > 0 && r.src == nullptr) return device_checks::null_memory("read");
+        return std::vector<float>(r.src, r.src + r.n);
+      },
+      [](const add_scaled_request& r) -> Status {
+        if (!r.x.empty() && r.dst == nullptr) return device_checks::null_memory("add_scaled");
+        cuda::cpu::weighted_accumulate(r.dst, r.x.data(), r.alpha, r.x.size());
+        return ok_status();
+      },
   };
 }
 

@@ -35,7 +35,9 @@ using device_actor = caf::typed_actor<
     caf::replies_to<decode_request>::with<Result<messages::Tensor>>,
     caf::replies_to<ef_compress_request>::with<Result<messages::Tensor>>,
     caf::replies_to<ef_reset_request>::with<bool>,
-    caf::replies_to<reduce_part_request>::with<Result<core::averaging::ReducedPart>>>;
+    caf::replies_to<reduce_part_request>::with<Result<core::averaging::ReducedPart>>,
+    caf::replies_to<read_request>::with<Result<std::vector<float>>>,
+    caf::replies_to<add_scaled_request>::with<Status>>;
 
 /// Spawns a CPU device actor on its own thread (detached), so long element-wise loops
 /// never hold up the scheduler's workers. It owns its error-feedback residuals.

@@ -55,4 +55,12 @@ inline float* floats(Buffer& b) { return reinterpret_cast<float*>(b.data()); }
 /// The bytes of `b` as float32 values.
 inline const float* floats(const Buffer& b) { return reinterpret_cast<const float*>(b.data()); }
 
+/// The error for a null pointer into the actor's memory.
+inline Error null_memory(const char* op) {
+  return make_error(errc::invalid_argument,
+                    "device {}: expected a pointer into the device actor's memory, got null; pass the "
+                    "tensor's data pointer",
+                    op);
+}
+
 }  // namespace apiary::actors::device_checks

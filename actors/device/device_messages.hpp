@@ -1,10 +1,12 @@
 #pragma once
 /// The requests a device actor serves, as plain structs (no CAF here, so that a CUDA
 /// device actor and non-actor code can share them). Every buffer holds float32 values,
-/// little-endian, 4 bytes each; requests never modify their buffers (Buffers are shared
-/// and immutable once filled): every result is a new Buffer or Tensor.
+/// little-endian, 4 bytes each; requests never modify their Buffers (shared and
+/// immutable once filled): every result is a new Buffer or Tensor. read_request and
+/// add_scaled_request address the actor's own memory (a GPU's for the CUDA actor).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/averaging/part_reducer.hpp"
 #include "messages/buffer.hpp"
@@ -40,6 +42,22 @@ struct delta_request {
 /// reused for the deltas. Errors: check_reduce_job's.
 struct reduce_part_request {
   core::averaging::ReduceJob job;  ///< inputs, weights and the caller's id
+};
+
+/// Copies `n` float32 values of the device actor's memory (a CUDA device pointer for the
+/// CUDA actor, host memory for the CPU one) to the host. Replies Result<std::vector<float>>.
+/// The caller keeps the memory alive and unchanged until the reply.
+struct read_request {
+  const float* src = nullptr;  ///< in the actor's memory
+  std::size_t n = 0;           ///< floats
+};
+
+/// dst += alpha * x on the device actor's memory (e.g. a delta applied to a tensor that
+/// lives on the GPU). Replies Status. The caller keeps `dst` alive until the reply.
+struct add_scaled_request {
+  float* dst = nullptr;  ///< x.size() floats in the actor's memory
+  std::vector<float> x;  ///< host values
+  float alpha = 1.0f;
 };
 
 /// encode() of messages/tensor/codec.hpp. Replies Result<pb::Tensor>.

@@ -113,6 +113,55 @@ TEST_CASE("part reductions on the CPU device actor and inline in the role give o
   }
 }
 
+TEST_CASE("device tensors are read before each step and updated in place on the device",
+          "[actor][averaging]") {
+  // Host memory behind the CPU device actor: the same requests as a GPU's memory behind
+  // the CUDA one. The trainer changes its arrays between steps; each step averages them.
+  std::vector<std::vector<float>> memory = {{0.0f, 10.0f, -4.0f}, {2.0f, 20.0f, 4.0f}};
+  Swarm swarm({{}, {}}, 0, [&](AveragerOptions& o, std::size_t i) {
+    o.tensors.clear();
+    o.device_tensors = {DeviceTensor{memory[i].data(), memory[i].size()}};
+    o.reduce_on = ReduceOn::cpu;
+  });
+  CHECK(swarm.averagers[0]->tensors()[0] == memory[0]);  // the host copy, read at start
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    if (round == 1) memory[1] = {6.0f, 0.0f, 0.0f};  // the trainer's update on the device
+    const std::vector<float> mean = {(memory[0][0] + memory[1][0]) / 2, (memory[0][1] + memory[1][1]) / 2,
+                                     (memory[0][2] + memory[1][2]) / 2};
+    auto a = swarm.averagers[0]->step({});
+    auto b = swarm.averagers[1]->step({});
+    REQUIRE(a.get().ok());
+    REQUIRE(b.get().ok());
+    for (std::size_t p = 0; p < 2; ++p) {
+      for (std::size_t k = 0; k < 3; ++k) CHECK(memory[p][k] == Approx(mean[k]).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("device tensors need a device actor that owns their memory", "[actor][averaging]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  DhtOptions d;
+  d.system = &sys;
+  auto dht = Dht::start(d);
+  REQUIRE(dht.ok());
+  std::vector<float> memory(4, 1.0f);
+  AveragerOptions o;
+  o.prefix = "test";
+  o.device_tensors = {DeviceTensor{memory.data(), memory.size()}};
+  auto automatic = Averager::start(**dht, o);  // reduce_on automatic: whose memory?
+  REQUIRE_FALSE(automatic.ok());
+  CHECK(automatic.error().code == errc::invalid_argument);
+  o.reduce_on = ReduceOn::cpu;
+  o.tensors = {memory};
+  CHECK(Averager::start(**dht, o).error().code == errc::invalid_argument);  // both kinds
+  o.tensors.clear();
+  o.device_tensors = {DeviceTensor{nullptr, 4}};
+  CHECK(Averager::start(**dht, o).error().code == errc::invalid_argument);
+  (*dht)->stop();
+}
+
 TEST_CASE("a lone averager fails with a clear error at its timeout, and a cancelled step says so",
           "[actor][averaging]") {
   Swarm swarm({{1.0f, 2.0f}}, 2);

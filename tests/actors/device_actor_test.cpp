@@ -246,6 +246,36 @@ TEST_CASE_METHOD(fixture, "context device actor on the CPU backend: the CPU acto
   self->send_exit(*ctx_dev, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
+/// add_scaled then read on `memory` (in `dev`'s memory): memory += 0.5 * x, read back.
+std::vector<float> update_and_read(caf::scoped_actor& self, const device_actor& dev, float* memory,
+                                   const std::vector<float>& x) {
+  auto st = ask<Status>(self, dev, add_scaled_request{memory, x, 0.5f});
+  REQUIRE(st.ok());
+  auto back = ask<Result<std::vector<float>>>(self, dev, read_request{memory, x.size()});
+  REQUIRE(back.ok());
+  return *back;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(fixture, "device actors read and update tensors in their own memory", "[actor]") {
+  auto ctx_dev = spawn_backend_device_actor(sys, cuda::backend::cpu, 0);
+  REQUIRE(ctx_dev.ok());
+  const auto x = ramp(1000, 2.0f);
+  std::vector<float> a = ramp(1000, 1.0f), b = a, want = a;
+  for (std::size_t k = 0; k < want.size(); ++k) want[k] = want[k] + 0.5f * x[k];
+  CHECK(update_and_read(self, dev, a.data(), x) == want);
+  CHECK(update_and_read(self, *ctx_dev, b.data(), x) == want);
+  CHECK(a == want);  // in place
+  auto null = ask<Result<std::vector<float>>>(self, dev, read_request{nullptr, 3});
+  CHECK(null.error().code == errc::invalid_argument);
+  CHECK(ask<Status>(self, *ctx_dev, add_scaled_request{nullptr, {1.0f}, 1.0f}).error().code ==
+        errc::invalid_argument);
+  self->send_exit(*ctx_dev, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE_METHOD(fixture, "spawn_device_actor picks a backend that works", "[actor]") {
   const device_actor chosen = spawn_device_actor(sys);
   require_same(run_each(self, chosen), run_each(self, dev));
@@ -263,6 +293,14 @@ TEST_CASE_METHOD(fixture, "CUDA device actor: the CPU actor's replies, bit for b
   auto gpu_dev = spawn_cuda_device_actor(sys, 0);
   REQUIRE(gpu_dev.ok());
   require_same(run_each(self, *gpu_dev), run_each(self, dev));
+  // A tensor in GPU memory, updated and read through the CUDA actor, as on the host.
+  const auto x = ramp(4097, 2.0f);
+  std::vector<float> host = ramp(4097, 1.0f);
+  cuda::device_buffer mem;
+  REQUIRE(cuda::device_buffer::allocate(cuda::backend::cuda, host.size() * sizeof(float), &mem).ok());
+  REQUIRE(mem.upload(host.data(), host.size() * sizeof(float)).ok());
+  const auto on_gpu = update_and_read(self, *gpu_dev, mem.as<float>(), x);
+  CHECK(on_gpu == update_and_read(self, dev, host.data(), x));
   self->send_exit(*gpu_dev, caf::exit_reason::user_shutdown);
 }
 

@@ -182,6 +182,21 @@ TEST_CASE("device_context on the CPU accumulates and divides; the pool reuses bu
   CHECK(pool.allocations() == 2);
 }
 
+TEST_CASE("device_context on the CPU: a part reduction, deltas written over the inputs") {
+  std::unique_ptr<device_context> ctx;
+  CHECK(device_context::open(backend::cpu, 0, &ctx).ok());
+  if (!ctx) return;
+  std::vector<float> a = {1.0f, -2.0f, 0.5f}, b = {3.0f, 2.0f, 0.5f};
+  const float* in[] = {a.data(), b.data()};
+  float* deltas[] = {a.data(), b.data()};
+  const float weights[] = {1.0f, 3.0f};
+  std::vector<float> avg(3);
+  CHECK(ctx->weighted_average(in, weights, 2, 3, 4.0f, avg.data(), deltas).ok());
+  CHECK(avg == std::vector<float>({2.5f, 1.0f, 0.5f}));
+  CHECK(a == std::vector<float>({1.5f, 3.0f, 0.0f}));
+  CHECK(b == std::vector<float>({-0.5f, -1.0f, 0.0f}));
+}
+
 TEST_CASE("nccl communicator refuses a rank outside the group, in any build") {
   std::unique_ptr<nccl_communicator> comm;
   const status st = nccl_communicator::create(nccl_id{}, 2, 2, 0, &comm);

@@ -194,3 +194,27 @@ TEST_CASE("device_context on a GPU: stream, pool, accumulate and divide as the C
   CHECK(ctx->divide(got.data(), acc.data(), 3.0f, n).ok());
   CHECK(first_bit_mismatch(got, want) == n);
 }
+
+TEST_CASE("device_context on a GPU: a part reduction (weighted average and deltas) as the CPU") {
+  std::unique_ptr<device_context> gpu_ctx, cpu_ctx;
+  const status opened = device_context::open(backend::cuda, 0, &gpu_ctx);
+  CHECK_MSG(opened.ok(), opened.message());
+  CHECK(device_context::open(backend::cpu, 0, &cpu_ctx).ok());
+  if (!gpu_ctx || !cpu_ctx) return;
+  for (std::size_t n : {std::size_t{1}, std::size_t{4097}, std::size_t{1} << 20}) {
+    const std::vector<std::vector<float>> inputs{data(n, 3), data(n, 4), data(n, 5)};
+    const float weights[] = {0.5f, 2.0f, 1.25f};
+    const float* in[] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
+    std::vector<std::vector<float>> want(3, std::vector<float>(n)), got(3, std::vector<float>(n));
+    std::vector<float> want_avg(n), got_avg(n);
+    float* want_d[] = {want[0].data(), want[1].data(), want[2].data()};
+    float* got_d[] = {got[0].data(), got[1].data(), got[2].data()};
+    CHECK(cpu_ctx->weighted_average(in, weights, 3, n, 3.75f, want_avg.data(), want_d).ok());
+    CHECK(gpu_ctx->weighted_average(in, weights, 3, n, 3.75f, got_avg.data(), got_d).ok());
+    CHECK_MSG(first_bit_mismatch(got_avg, want_avg) == n, "average n=" + std::to_string(n));
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK_MSG(first_bit_mismatch(got[i], want[i]) == n, "delta " + std::to_string(i) + " n=" + std::to_string(n));
+    }
+  }
+}
+

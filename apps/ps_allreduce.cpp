@@ -2,6 +2,7 @@
 // collective actor and applying their optimizer locally.
 #include "apps/ps_allreduce.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -96,7 +97,11 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
   if (!sync) return fail(sync.error());
   auto params = cps::logistic_initial(a.features);
   std::map<std::string, cps::Optimizer> optimizers;
-  for (const auto& [name, values] : params) optimizers.emplace(name, cps::Optimizer(a.optimizer, values.size(), 1));
+  for (const auto& [name, values] : params) {
+    std::size_t width = 1;
+    for (const auto& sp : plan.sparse) width = sp.name == name ? sp.row_width : width;
+    optimizers.emplace(name, cps::Optimizer(a.optimizer, values.size(), width));
+  }
   const std::chrono::milliseconds patience(a.timeout_ms);
   if (auto joined = collective.join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
@@ -111,25 +116,47 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    // One collective per fusion group, each weighted by this replica's samples.
+    // Sparse variables: the rows they touched, gathered by every replica and averaged there.
+    std::map<std::string, cps::SparseGradient> sparse;
+    for (const auto& sp : plan.sparse) {
+      sparse[sp.name] = cc::touched_rows(grads[sp.name], sp.row_width);
+      grads.erase(sp.name);
+    }
+    // One collective per fusion group, each weighted by this replica's samples; every
+    // replica gets the same bits (decode(encode(average))), so the copies stay identical.
     auto inputs = sync->prepare(grads);
     if (!inputs) return fail(inputs.error());
     std::vector<std::vector<std::vector<float>>> outputs;
     for (auto& in : *inputs) {
-      auto avg = collective.allreduce(std::move(in.tensors), static_cast<double>(a.batch), in.codecs);
+      auto avg = collective.mean(std::move(in.tensors), static_cast<double>(a.batch), in.codecs);
       if (!avg) {
         return fail(make_error(avg.error().code, "replica {} at step {} (fusion group {}): {}", id, step, in.group,
                                avg.error().message));
       }
       outputs.push_back(std::move(*avg));
     }
+    std::map<std::string, cps::SparseGradient> sparse_avg;
+    if (!plan.sparse.empty()) {
+      auto payload = sync->prepare_sparse(sparse, static_cast<double>(a.batch));
+      if (!payload) return fail(payload.error());
+      auto gathered = collective.gather(std::move(*payload));
+      if (!gathered) {
+        return fail(make_error(gathered.error().code, "replica {} at step {} (sparse gather): {}", id, step,
+                               gathered.error().message));
+      }
+      auto rows = sync->assemble_sparse(*gathered);
+      if (!rows) return fail(rows.error());
+      sparse_avg = std::move(*rows);
+    }
     auto averaged = sync->assemble(outputs);
     if (!averaged) return fail(averaged.error());
-    // Every replica applies the same averaged gradient to its own copy.
+    // Every replica applies the same averaged gradient to its own copy (sparse ones to
+    // the touched rows only).
     for (auto& [name, values] : params) {
-      if (auto applied = optimizers.at(name).apply_dense(values, averaged->at(name)); !applied) {
-        return fail(applied.error());
-      }
+      auto dense = averaged->find(name);
+      auto applied = dense != averaged->end() ? optimizers.at(name).apply_dense(values, dense->second)
+                                              : optimizers.at(name).apply_sparse(values, sparse_avg.at(name));
+      if (!applied) return fail(applied.error());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
@@ -175,8 +202,10 @@ void print_plan(const cc::ArPlan& plan) {
     }
     groups += "]";
   }
+  for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : " ", sp.name);
+  const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
   std::printf("all-reduce plan: %zu replicas, %zu collectives per step (RING): %s\n", plan.replicas.size(),
-              plan.groups.size(), groups.c_str());
+              collectives, groups.c_str());
   for (const auto& n : plan.notes) std::printf("note: %s\n", n.c_str());
 }
 
@@ -272,7 +301,8 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
 }  // namespace
 
 Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strategy_path, bool text,
-                                                      const std::string& spec_path, std::size_t features) {
+                                                      const std::string& spec_path, std::size_t features,
+                                                      const std::vector<std::string>& sparse) {
   auto bytes = read_file(strategy_path, "strategy");
   if (!bytes) return bytes.error();
   auto strategy =
@@ -283,7 +313,16 @@ Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strateg
   if (!spec_text) return spec_text.error();
   auto spec = cs::parse_resource_spec(*spec_text, spec_path);
   if (!spec) return spec.error();
-  const auto item = cps::logistic_graph_item(features);
+  auto item = cps::logistic_graph_item(features);
+  for (const auto& name : sparse) {
+    auto var =
+        std::find_if(item.variables.begin(), item.variables.end(), [&](const auto& v) { return v.name == name; });
+    if (var == item.variables.end()) {
+      return make_error(errc::invalid_argument, "--sparse: expected a variable of the model ({} or {}), got '{}'",
+                        cps::k_logreg_weights, cps::k_logreg_bias, name);
+    }
+    var->sparse = true;
+  }
   if (auto valid = cs::validate(*strategy, item, *spec); !valid) {
     return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
                       strategy_path, valid.error().message, cps::k_logreg_weights, features, cps::k_logreg_bias);

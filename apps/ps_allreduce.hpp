@@ -3,8 +3,10 @@
 /// RandomAxisPartitionAR): no PS processes; every replica keeps its own copy of the
 /// logistic-regression model, and each step averages its gradients with the other
 /// replicas' through one collective per fusion group (actors/collective/), weighted by
-/// samples (AutoDist's replica-weighted mean, reference autodist.md §3.4), then applies
-/// its optimizer locally. Replicas are standalone processes (--role chief|worker, each
+/// samples (AutoDist's replica-weighted mean, reference autodist.md §3.4; every replica
+/// gets the same bits, so the copies stay identical), then applies its optimizer
+/// locally. Sparse variables travel as the rows they touch, all-gathered once per step
+/// and averaged by every replica. Replicas are standalone processes (--role chief|worker, each
 /// given every replica's address with --peers DEVICE=HOST:PORT) or threads of one
 /// process (--embedded).
 #include <atomic>
@@ -40,12 +42,13 @@ struct ArJobArgs {
 
 /// The all-reduce plan of the strategy file when it uses AllReduceSynchronizers (none
 /// when it is a PS strategy: the caller runs the PS job), checked against the
-/// logistic-regression model of `features` features and the resource spec. Errors: the
-/// files' and plan_allreduce's, naming the file.
-[[nodiscard]] Result<std::optional<core::collective::ArPlan>> load_allreduce_plan(const std::string& strategy_path,
-                                                                                  bool text,
-                                                                                  const std::string& spec_path,
-                                                                                  std::size_t features);
+/// logistic-regression model of `features` features and the resource spec. The
+/// variables named in `sparse` have sparse gradients (the rows they touch, gathered by
+/// every replica and averaged). Errors: the files' and plan_allreduce's, naming the
+/// file; invalid_argument for an unknown name in `sparse`.
+[[nodiscard]] Result<std::optional<core::collective::ArPlan>> load_allreduce_plan(
+    const std::string& strategy_path, bool text, const std::string& spec_path, std::size_t features,
+    const std::vector<std::string>& sparse = {});
 
 /// Runs the job's replica (or, embedded, all of them); prints one line per step and the
 /// final parameters like the PS job. Returns the exit code (2 bad usage, 1 failure).

@@ -5,6 +5,7 @@
 // --embedded runs the whole job (every PS device and every replica) in this one process,
 // on one actor system, each role on its own in-process gateway. An all-reduce strategy
 // has no PS role: its replicas average gradients among themselves (apps/ps_allreduce.hpp).
+// Processes find each other by --peers or through the job's DHT (apps/ps_discovery.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_allreduce.hpp"
+#include "apps/ps_discovery.hpp"
 #include "apps/ps_roles.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
@@ -174,13 +176,25 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   if (!shards) return fail(shards.error());
   auto rt = start_runtime(a);
   if (!rt) return fail(rt.error());
+  // The job's DHT node (the first PS process bootstraps it), publishing this PS's address.
+  auto dht = start_job_dht(*rt->system, rt->gateway, a.initial_peers);
+  if (!dht) {
+    rt->gateway->stop();
+    return fail(dht.error());
+  }
   auto actor = actors::spawn_ps_actor(*rt->system, rt->gateway, cps::ShardServer(a.device, std::move(*shards)));
+  auto publisher = std::make_unique<Publisher>(**dht);
+  publisher->add(ps_key(a.job, a.device), rt->gateway->address());
   std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt->gateway->address().c_str(), names.c_str());
+  std::printf("ps %s dht %s key %s\n", a.device.c_str(), (*dht)->address().to_string().c_str(),
+              ps_key(a.job, a.device).c_str());
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
   const int sig = wait_for_shutdown_signal();
   std::printf("ps %s stopping on %s\n", a.device.c_str(), sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
+  publisher.reset();
+  (*dht)->stop();
   actors::stop_ps_actor(*rt->gateway, actor);
   rt->gateway->stop();
   return 0;
@@ -258,19 +272,67 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
   }
   auto servers = parse_peers(a.peers);
   if (!servers) return fail(servers.error());
+  // --peers proxy:<node>=HOST:PORT name node proxies; PS devices without an entry are
+  // looked up in the DHT.
+  std::map<std::string, std::string> proxies;
+  auto wanted = split_peers(a, plan, *servers, proxies);
+  if (!wanted) return fail(wanted.error());
   auto rt = start_runtime(a);
   if (!rt) return fail(rt.error());
+  // The job's DHT node, when there is one to join: finds the PS devices not in --peers.
+  std::unique_ptr<Dht> dht;
+  std::unique_ptr<Publisher> publisher;
+  auto stop_all = [&] {
+    publisher.reset();
+    if (dht) dht->stop();
+    rt->gateway->stop();
+  };
+  if (!a.initial_peers.empty()) {
+    auto started = start_job_dht(*rt->system, rt->gateway, a.initial_peers);
+    if (!started) {
+      stop_all();
+      return fail(started.error());
+    }
+    dht = std::move(*started);
+    publisher = std::make_unique<Publisher>(*dht);
+  }
+  if (!wanted->empty()) {
+    auto found = find_addresses(*dht, *wanted, std::chrono::milliseconds(a.timeout_ms), "PS device",
+                                fmt::format("start a PS process for each (apiary ps --role ps --device DEVICE) with "
+                                            "--job {} and --initial-peers of the same DHT, or give --peers "
+                                            "DEVICE=HOST:PORT",
+                                            a.job));
+    if (!found) {
+      stop_all();
+      return fail(found.error());
+    }
+    servers->insert(found->begin(), found->end());
+  }
+  auto proxy =
+      setup_node_proxy(a, plan, id, *servers, proxies, *rt->system, rt->gateway, dht.get(), publisher.get());
+  if (!proxy) {
+    stop_all();
+    return fail(proxy.error());
+  }
   const std::size_t replicas = plan.replicas.size();
-  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms), {}};
+  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms),
+                                 proxy->pull_via};
   auto driver = actors::ReplicaDriver::create(*rt->system, rt->gateway, std::move(dc));
-  if (!driver) return fail(driver.error());
+  if (!driver) {
+    proxy->expected_reads = 0;
+    finish_node_proxy(a, *proxy, *rt->gateway);
+    stop_all();
+    return fail(driver.error());
+  }
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples\n", id, replicas, a.role.c_str(),
               rt->gateway->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
   const int rc = train(a, **driver, replicas);
   driver->reset();
-  rt->gateway->stop();
+  if (rc != 0) proxy->expected_reads = 0;  // a failed job: do not wait for the others' reads
+  finish_node_proxy(a, *proxy, *rt->gateway);
+  stop_all();
   return rc;
 }
 
@@ -317,8 +379,21 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--listen", a->listen, "Listen address host:port (port 0: any)")->capture_default_str();
   cmd->add_option("--peers", a->peers,
                   "Replicas: DEVICE=HOST:PORT of every PS device, e.g. "
-                  "localhost:CPU:0=127.0.0.1:7000; with an all-reduce strategy, of every replica device")
+                  "localhost:CPU:0=127.0.0.1:7000 (those missing are looked up in the DHT, see --initial-peers), "
+                  "and proxy:NODE=HOST:PORT of the node's proxy (local_replication); with an all-reduce "
+                  "strategy, of every replica device")
       ->expected(0, -1);
+  cmd->add_option("--initial-peers", a->initial_peers,
+                  "Multiaddrs (with /p2p/) of the job's DHT nodes, e.g. the one a PS process prints as "
+                  "'ps DEVICE dht MULTIADDR'; replicas find the PS devices not in --peers there. The first "
+                  "PS process starts without it")
+      ->expected(0, -1);
+  cmd->add_option("--job", a->job, "Name of the job in the DHT: addresses live under <job>.ps.<device>")
+      ->check([](const std::string& v) {
+        return v.empty() || v.find_first_of(" \t\n") != std::string::npos ? "expected a non-empty name without blanks"
+                                                                           : std::string{};
+      })
+      ->capture_default_str();
   cmd->add_option("--device", a->device, "PS role: the PS device this process serves, e.g. localhost:CPU:0");
   cmd->add_option("--replica", a->replica, "Worker role: replica id 1..R-1 (graph_config.replicas order)");
   cmd->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
@@ -349,14 +424,18 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
-  return [a]() {
+  auto sparse = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--sparse", *sparse,
+                  "All-reduce strategies: a variable whose gradient is sparse (the rows it touches, all-gathered "
+                  "and averaged), e.g. logreg/w:0; repeatable");
+  return [a, sparse]() {
     block_shutdown_signals();
     if (a->embedded != a->role.empty()) {
       return fail(make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
                              a->embedded ? "both" : "neither"));
     }
     // An all-reduce strategy runs without PS processes (apps/ps_allreduce.hpp).
-    auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features);
+    auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features, *sparse);
     if (!ar_plan) return fail(ar_plan.error());
     if (*ar_plan) {
       if (a->stdin_stops) watch_stdin();

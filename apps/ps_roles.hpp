@@ -23,6 +23,8 @@ struct PsArgs {
   std::string resource_spec;
   std::string listen = "127.0.0.1:0";
   std::vector<std::string> peers;
+  std::vector<std::string> initial_peers;  ///< DHT multiaddrs (with /p2p/) to bootstrap from
+  std::string job = "ps";                  ///< DHT key prefix of the job's addresses
   std::string device;
   std::int32_t replica = -1;
   std::int64_t steps = 20;

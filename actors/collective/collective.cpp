@@ -62,7 +62,31 @@ Result<std::vector<std::vector<float>>> Collective::allreduce(std::vector<std::v
   m.codecs = std::move(codecs);
   auto r = submit(std::move(m), 8 * config_.timeout);
   ++ops_;
-  return r;
+  if (!r) return r.error();
+  return std::move(r->tensors);
+}
+
+Result<std::vector<std::vector<float>>> Collective::mean(std::vector<std::vector<float>> tensors, double weight,
+                                                         std::vector<pb::CompressionType> codecs) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::mean;
+  m.tensors = std::move(tensors);
+  m.weight = weight;
+  m.codecs = std::move(codecs);
+  auto r = submit(std::move(m), 4 * config_.timeout);
+  ++ops_;
+  if (!r) return r.error();
+  return std::move(r->tensors);
+}
+
+Result<std::vector<std::string>> Collective::gather(std::string payload) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::gather;
+  m.payload = std::move(payload);
+  auto r = submit(std::move(m), 4 * config_.timeout);
+  ++ops_;
+  if (!r) return r.error();
+  return std::move(r->gathered);
 }
 
 Status Collective::leave(std::chrono::milliseconds patience) {

@@ -4,7 +4,7 @@
 ///
 ///     auto c = Collective::create(sys, gw, config);   // serves the group's handles
 ///     c->join(patience);                               // every member is listening
-///     for each step: auto avg = c->allreduce(tensors, weight, codecs);
+///     for each step: auto avg = c->mean(tensors, weight, codecs);  // or allreduce, gather
 ///     c->leave(patience);                              // every member finished every op
 ///
 /// Every member must call allreduce the same number of times with the same tensor
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -44,12 +45,23 @@ class Collective {
                                                                   double weight,
                                                                   std::vector<pb::CompressionType> codecs = {});
 
-  /// Waits until every member finished as many all-reduces as this one (up to
+  /// Averages `tensors` like allreduce(), but every member ends with the same bits:
+  /// decode(encode(average)) in each tensor's codec (NONE or FLOAT16), its own share
+  /// included (core/collective/exchange.hpp). Errors: peer_down naming the members that
+  /// failed; invalid_argument or unsupported for a bad weight or codec.
+  [[nodiscard]] Result<std::vector<std::vector<float>>> mean(std::vector<std::vector<float>> tensors, double weight,
+                                                             std::vector<pb::CompressionType> codecs = {});
+
+  /// Gives every member every member's `payload`: the result is the payloads in rank
+  /// order (own included). Errors: peer_down naming the members that failed.
+  [[nodiscard]] Result<std::vector<std::string>> gather(std::string payload);
+
+  /// Waits until every member finished as many ops as this one (up to
   /// `patience`), so that stopping the gateway next leaves nobody waiting for an answer.
   /// Errors: deadline_exceeded naming the members that did not get there.
   [[nodiscard]] Status leave(std::chrono::milliseconds patience);
 
-  /// All-reduces run so far.
+  /// Ops (all-reduces, means, gathers) run so far.
   [[nodiscard]] std::uint64_t ops() const { return ops_; }
 
   /// Stops serving the group's handles and ends the actor.

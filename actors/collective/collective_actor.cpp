@@ -13,6 +13,7 @@
 #include "actors/type_ids.hpp"
 #include "core/averaging/allreduce.hpp"
 #include "core/collective/barrier.hpp"
+#include "core/collective/exchange.hpp"
 
 namespace apiary::actors {
 namespace {
@@ -22,6 +23,8 @@ namespace cc = core::collective;
 
 /// Barrier call and timer ids live above every runner's ((op + 1) << k_op_shift + ...).
 constexpr std::uint64_t k_barrier_base = std::uint64_t{1} << 62;
+/// Exchange call and timer ids live between the runners' and the barrier's.
+constexpr std::uint64_t k_exchange_base = std::uint64_t{1} << 61;
 /// A runner uses 2 + 2 * group size ids; 20 bits leave room for any group here.
 constexpr int k_op_shift = 20;
 
@@ -30,6 +33,8 @@ struct collective_state {
   std::unique_ptr<EffectExecutor> fx;
   std::optional<cc::Barrier> barrier;
   std::string barrier_handle;
+  std::optional<cc::Exchange> exchange;
+  std::string exchange_handle;
   std::unordered_map<std::string, core::PeerAddr> addr_of;  ///< "host:port" -> multiaddr
   std::uint64_t ops = 0;                                    ///< all-reduce ops started so far
   std::string part_handle;                                  ///< the running (or next) op's part handle
@@ -53,6 +58,8 @@ void on_response(collective_actor* self, core::CallId call, const Result<std::st
   auto& st = self->state;
   if (call >= k_barrier_base) {
     run(self, st.barrier->on_response(core_now(), call, result));
+  } else if (st.exchange->owns_call(call)) {
+    run(self, st.exchange->on_response(core_now(), call, result));
   } else if (st.runner) {
     run(self, st.runner->on_response(core_now(), call, result));
   }
@@ -65,6 +72,8 @@ void feed(collective_actor* self, Delivery& d) {
   if (auto req = fx.request_of(d)) {
     if (req->handle == st.barrier_handle) {
       run(self, st.barrier->on_request(core_now(), req->id, req->body));
+    } else if (req->handle == st.exchange_handle) {
+      run(self, st.exchange->on_request(core_now(), req->id, req->body));
     } else if (st.runner) {
       auto from = st.addr_of.find(d.peer_listen_addr);
       const core::PeerAddr name = from == st.addr_of.end() ? core::PeerAddr{} : from->second;
@@ -80,7 +89,8 @@ void feed(collective_actor* self, Delivery& d) {
 /// Holds an inbound part stream that belongs to an op not started yet; true if held.
 bool hold_if_early(collective_actor* self, Delivery& d) {
   auto& st = self->state;
-  const bool part_open = d.kind == DeliveryKind::open && d.handle != st.barrier_handle;
+  const bool part_open =
+      d.kind == DeliveryKind::open && d.handle != st.barrier_handle && d.handle != st.exchange_handle;
   if ((part_open && (!st.runner || d.handle != st.part_handle)) || st.held_calls.count(d.call) > 0) {
     st.held_calls.insert(d.call);
     st.held.push_back(std::move(d));
@@ -111,9 +121,9 @@ CollectiveResult outcome_of(const collective_state& st) {
                       op, st.config.job, names(out.failed_reducers), names(out.failed_senders),
                       st.config.timeout.count());
   }
-  std::vector<std::vector<float>> result = st.inputs;
-  for (std::size_t t = 0; t < result.size(); ++t) {
-    for (std::size_t j = 0; j < result[t].size(); ++j) result[t][j] += out.deltas[t][j];
+  CollectiveOutput result{st.inputs, {}};
+  for (std::size_t t = 0; t < result.tensors.size(); ++t) {
+    for (std::size_t j = 0; j < result.tensors[t].size(); ++j) result.tensors[t][j] += out.deltas[t][j];
   }
   return result;
 }
@@ -124,7 +134,16 @@ void advance(collective_actor* self) {
   if (st.barrier_running && st.barrier->finished()) {
     st.barrier_running = false;
     const auto& s = st.barrier->status();
-    st.done->set_value(s ? CollectiveResult(std::vector<std::vector<float>>{}) : CollectiveResult(s.error()));
+    st.done->set_value(s ? CollectiveResult(CollectiveOutput{}) : CollectiveResult(s.error()));
+    st.done.reset();
+  }
+  if (st.exchange->has_result() && st.done) {
+    auto r = st.exchange->take_result();
+    ++st.ops;
+    st.part_handle = collective_part_handle(st.config.job, st.ops);
+    run(self, st.barrier->reach(st.ops));
+    st.done->set_value(r ? CollectiveResult(CollectiveOutput{std::move(r->tensors), std::move(r->gathered)})
+                         : CollectiveResult(r.error()));
     st.done.reset();
   }
   if (st.runner && st.runner->finished()) {
@@ -187,6 +206,14 @@ caf::behavior collective_behavior(collective_actor* self, std::shared_ptr<Gatewa
   bc.handle = st.barrier_handle;
   bc.id_base = k_barrier_base;
   st.barrier.emplace(std::move(bc));
+  st.exchange_handle = collective_exchange_handle(config.job);
+  cc::ExchangeConfig ec;
+  ec.peers = config.members;
+  ec.self = config.rank;
+  ec.handle = st.exchange_handle;
+  ec.id_base = k_exchange_base;
+  ec.timeout = config.timeout;
+  st.exchange.emplace(std::move(*cc::Exchange::create(std::move(ec))));
   st.config = std::move(config);
   st.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   return {
@@ -200,6 +227,12 @@ caf::behavior collective_behavior(collective_actor* self, std::shared_ptr<Gatewa
           st.done = std::move(m.done);
           st.barrier_running = true;
           run(self, st.barrier->start(core_now(), m.level, core_now() + m.patience));
+        } else if (m.kind == collective_op_message::Kind::mean) {
+          st.done = std::move(m.done);
+          run(self, st.exchange->start_mean(core_now(), std::move(m.tensors), m.weight, m.codecs));
+        } else if (m.kind == collective_op_message::Kind::gather) {
+          st.done = std::move(m.done);
+          run(self, st.exchange->start_gather(core_now(), std::move(m.payload)));
         } else {
           start_allreduce(self, m);
         }
@@ -215,6 +248,8 @@ caf::behavior collective_behavior(collective_actor* self, std::shared_ptr<Gatewa
         if (!st.fx->timer_is_current(id, generation)) return;
         if (id >= k_barrier_base) {
           run(self, st.barrier->on_timer(core_now(), id));
+        } else if (st.exchange->owns_timer(id)) {
+          run(self, st.exchange->on_timer(core_now(), id));
         } else if (st.runner) {
           run(self, st.runner->on_timer(core_now(), id));
         }
@@ -227,6 +262,8 @@ caf::behavior collective_behavior(collective_actor* self, std::shared_ptr<Gatewa
 
 std::string collective_barrier_handle(const std::string& job) { return job + "::Collective.rpc_barrier"; }
 
+std::string collective_exchange_handle(const std::string& job) { return job + "::Collective.rpc_exchange"; }
+
 std::string collective_part_handle(const std::string& job, std::uint64_t op) {
   return fmt::format("{}/{}::{}", job, op % 2, av::k_aggregate_part_handle);
 }
@@ -235,6 +272,7 @@ caf::actor spawn_collective_actor(caf::actor_system& sys, std::shared_ptr<Gatewa
   const std::string job = config.job;
   auto actor = sys.spawn(collective_behavior, gw, std::move(config));
   gw->serve(collective_barrier_handle(job), actor);
+  gw->serve(collective_exchange_handle(job), actor);
   for (std::uint64_t op = 0; op < 2; ++op) gw->serve(collective_part_handle(job, op), actor);
   (void)gw->describe("").get();  // the transport thread has taken the serve() calls
   return actor;
@@ -242,6 +280,7 @@ caf::actor spawn_collective_actor(caf::actor_system& sys, std::shared_ptr<Gatewa
 
 void stop_collective_actor(Gateway& gw, const std::string& job, const caf::actor& actor) {
   gw.unserve(collective_barrier_handle(job));
+  gw.unserve(collective_exchange_handle(job));
   for (std::uint64_t op = 0; op < 2; ++op) gw.unserve(collective_part_handle(job, op));
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "core/ps/partition.hpp"
 
 namespace apiary::core::collective {
@@ -45,7 +47,34 @@ CompressorKind compressor_of(AllReduceSynchronizer::Compressor c) {
   }
 }
 
+/// Whether the node, or any of its parts, uses a PSSynchronizer.
+bool uses_ps(const pb::autodist::Strategy::Node& node) {
+  if (node.has_pssynchronizer()) return true;
+  for (const auto& part : node.part_config()) {
+    if (part.has_pssynchronizer()) return true;
+  }
+  return false;
+}
+
+/// Whether the node (every part, if partitioned) uses a PSSynchronizer only.
+bool only_ps(const pb::autodist::Strategy::Node& node) {
+  if (node.part_config_size() == 0) return node.has_pssynchronizer();
+  for (const auto& part : node.part_config()) {
+    if (!part.has_pssynchronizer()) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+Strategy ps_part(const Strategy& strategy) {
+  Strategy out = strategy;
+  out.clear_node_config();
+  for (const auto& node : strategy.node_config()) {
+    if (only_ps(node)) *out.add_node_config() = node;
+  }
+  return out;
+}
 
 const char* to_string(Transport t) { return t == Transport::nccl ? "NCCL" : "RING"; }
 
@@ -87,12 +116,6 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
                         "another model?",
                         where);
     }
-    if (var->sparse) {
-      return make_error(errc::invalid_argument,
-                        "{}: expected a dense variable, got a sparse one; sparse all-reduce (an averaging "
-                        "all-gather) is not implemented: use Parallax or a PS builder for sparse variables",
-                        where);
-    }
     auto layouts = ps::shard_layouts(var->shape, node.partitioner());
     if (!layouts) return make_error(errc::invalid_argument, "{}: {}", where, layouts.error().message);
     const bool partitioned = !node.partitioner().empty();
@@ -101,6 +124,17 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
                         where, layouts->size(), node.partitioner(), node.part_config_size());
     }
     ps::VariablePlan vp{var->name, var->shape, node.partitioner(), false, {}};
+    if (options.allow_ps && uses_ps(node)) {
+      // Mixed strategy: the PS runtime serves this variable (all its parts).
+      if (!only_ps(node)) {
+        return make_error(errc::invalid_argument,
+                          "{}: expected every part to use the same kind of synchronizer, got PS and all-reduce parts "
+                          "mixed; rebuild the strategy",
+                          where);
+      }
+      plan.ps_variables.push_back(var->name);
+      continue;
+    }
     for (std::size_t i = 0; i < layouts->size(); ++i) {
       const auto& part = partitioned ? node.part_config(static_cast<int>(i)) : node;
       const std::string part_where = partitioned ? where + " part " + std::to_string(i) : where;
@@ -114,6 +148,7 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
       const auto& ar = part.allreducesynchronizer();
       auto transport = resolve_spec(ar.spec(), part_where, options, nccl_noted, plan.notes);
       if (!transport) return transport.error();
+      if (var->sparse) continue;  // gathered whole, below
       ArTensor t;
       t.name = part.var_name().empty() ? var->name : part.var_name();
       t.variable = plan.variables.size();
@@ -125,9 +160,20 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
       vp.shards.push_back(plan.tensors.size());
       plan.tensors.push_back(std::move(t));
     }
+    if (var->sparse) {
+      // Rows (indices and values) are all-gathered and averaged, never reduced densely.
+      ArSparse sp{var->name, var->shape, var->shape.empty() ? 1 : var->shape[0], 1};
+      for (std::size_t d = 1; d < var->shape.size(); ++d) sp.row_width *= static_cast<std::size_t>(var->shape[d]);
+      plan.sparse.push_back(std::move(sp));
+      continue;
+    }
     plan.variables.push_back(std::move(vp));
   }
-  if (plan.tensors.empty()) {
+  if (!plan.sparse.empty()) {
+    plan.notes.push_back(fmt::format("{} sparse variable(s) all-gathered as rows and averaged, one gather per step",
+                                     plan.sparse.size()));
+  }
+  if (plan.tensors.empty() && plan.sparse.empty() && plan.ps_variables.empty()) {
     return make_error(errc::invalid_argument, "strategy {}: expected at least one variable node, got none",
                       strategy.id());
   }

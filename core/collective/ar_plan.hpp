@@ -55,9 +55,23 @@ struct ArGroup {
   Transport transport = Transport::ring;
 };
 
+/// One sparse variable under all-reduce: every step, each replica's gradient rows
+/// (indices and values) are gathered by every replica and averaged there (rows no
+/// replica touched stay untouched). Its pieces, if partitioned, are gathered whole.
+struct ArSparse {
+  std::string name;                 ///< the variable's name
+  std::vector<std::int64_t> shape;  ///< its whole shape (rows along axis 0)
+  std::int64_t rows = 0;            ///< shape[0] (1 for a scalar)
+  std::size_t row_width = 1;        ///< values per row: the product of shape[1:]
+};
+
 /// The all-reduce layout of a whole strategy.
 struct ArPlan {
-  std::vector<ps::VariablePlan> variables;  ///< per variable, node_config order (shards: tensor ids)
+  std::vector<ps::VariablePlan> variables;  ///< per dense variable, node_config order (shards: tensor ids)
+  std::vector<ArSparse> sparse;             ///< sparse variables, node_config order: one gather per step for all
+  /// Mixed strategies (ArOptions::allow_ps): the variables a PSSynchronizer serves,
+  /// node_config order; the replicas pull and push them through the PS (ps_part()).
+  std::vector<std::string> ps_variables;
   std::vector<ArTensor> tensors;            ///< every all-reduced tensor
   std::vector<ArGroup> groups;              ///< ascending group index: one collective each per step
   std::vector<std::string> replicas;        ///< graph_config.replicas (the group's members, in rank order)
@@ -68,15 +82,22 @@ struct ArPlan {
 struct ArOptions {
   bool have_gpus = false;    ///< any replica device is a GPU
   bool strict_nccl = false;  ///< refuse NCCL instead of running it as RING without GPUs
+  /// Mixed strategies (Parallax: sparse -> PS, dense -> AR): set PS-synchronized
+  /// variables aside in ArPlan::ps_variables instead of refusing them.
+  bool allow_ps = false;
 };
 
 /// Lays out `strategy` for `item`. Every node (and every part of a partitioned node) must
-/// use an AllReduceSynchronizer. Errors: invalid_argument naming the node (a PS
-/// synchronizer: mixed strategies such as Parallax need both runtimes; an unknown
-/// variable; a sparse variable, whose all-gather path is not implemented; a partitioner
-/// that does not fit), unsupported (NCCL under strict_nccl without GPUs, or with GPUs).
+/// use an AllReduceSynchronizer, or, with options.allow_ps, every part of a node the same
+/// kind of synchronizer. Errors: invalid_argument naming the node (a PS synchronizer
+/// without allow_ps; parts with mixed synchronizers; an unknown
+/// variable; a partitioner that does not fit), unsupported (NCCL under strict_nccl without GPUs, or with GPUs).
 [[nodiscard]] Result<ArPlan> plan_allreduce(const pb::autodist::Strategy& strategy, const strategy::GraphItem& item,
                                             const ArOptions& options = {});
+
+/// The PS side of a mixed strategy: `strategy` with only its nodes whose synchronizers
+/// (all parts) are PSSynchronizers, for core/ps's plan_training; graph_config kept.
+[[nodiscard]] pb::autodist::Strategy ps_part(const pb::autodist::Strategy& strategy);
 
 /// Whether any node or part of `strategy` uses an AllReduceSynchronizer.
 [[nodiscard]] bool uses_allreduce(const pb::autodist::Strategy& strategy);

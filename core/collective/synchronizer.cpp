@@ -1,9 +1,26 @@
 #include "core/collective/synchronizer.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string_view>
 
 namespace apiary::core::collective {
 namespace {
+
+template <class T>
+void put(std::string& out, const T* values, std::size_t count) {
+  out.append(reinterpret_cast<const char*>(values), count * sizeof(T));
+}
+
+/// Reads `count` values of T at `at`; false when the payload is too short.
+template <class T>
+bool take(std::string_view bytes, std::size_t& at, T* values, std::size_t count) {
+  if (count > (bytes.size() - at) / sizeof(T)) return false;
+  if (count > 0) std::memcpy(values, bytes.data() + at, count * sizeof(T));
+  at += count * sizeof(T);
+  return true;
+}
 
 /// float32 values back from a float32 or float16 tensor.
 Result<std::vector<float>> floats_of(messages::Compressor& c, const messages::Tensor& wire) {
@@ -18,6 +35,19 @@ Result<std::vector<float>> floats_of(messages::Compressor& c, const messages::Te
 }
 
 }  // namespace
+
+ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row_width) {
+  ps::SparseGradient g;
+  if (row_width == 0) return g;
+  for (std::size_t row = 0; row * row_width < dense.size(); ++row) {
+    const auto first = dense.begin() + static_cast<std::ptrdiff_t>(row * row_width);
+    const auto last = first + static_cast<std::ptrdiff_t>(std::min(row_width, dense.size() - row * row_width));
+    if (std::all_of(first, last, [](float v) { return v == 0.0f; })) continue;
+    g.rows.push_back(static_cast<std::int64_t>(row));
+    g.values.insert(g.values.end(), first, last);
+  }
+  return g;
+}
 
 Result<Synchronizer> Synchronizer::create(ArPlan plan) {
   std::vector<std::vector<ps::ShardLayout>> layouts;
@@ -102,6 +132,86 @@ Result<std::map<std::string, std::vector<float>>> Synchronizer::assemble(
     auto whole = ps::reassemble(pieces[v], var.shape, layouts_[v]);
     if (!whole) return make_error(errc::invalid_argument, "all-reduce step: {}: {}", var.name, whole.error().message);
     out[var.name] = std::move(*whole);
+  }
+  return out;
+}
+
+Result<std::string> Synchronizer::prepare_sparse(const std::map<std::string, ps::SparseGradient>& gradients,
+                                                 double weight) const {
+  if (!std::isfinite(weight) || weight < 0) {
+    return make_error(errc::invalid_argument, "sparse all-reduce step: expected a finite weight >= 0, got {}", weight);
+  }
+  std::string out;
+  put(out, &weight, 1);
+  for (const auto& sp : plan_.sparse) {
+    auto it = gradients.find(sp.name);
+    if (it == gradients.end()) {
+      return make_error(errc::invalid_argument, "sparse all-reduce step: expected a sparse gradient for {}, got none",
+                        sp.name);
+    }
+    const auto& g = it->second;
+    if (g.values.size() != g.rows.size() * sp.row_width) {
+      return make_error(errc::invalid_argument,
+                        "sparse all-reduce step: gradient of {}: expected {} rows x {} values, got {} values", sp.name,
+                        g.rows.size(), sp.row_width, g.values.size());
+    }
+    for (auto row : g.rows) {
+      if (row < 0 || row >= sp.rows) {
+        return make_error(errc::invalid_argument,
+                          "sparse all-reduce step: gradient of {}: expected rows in [0, {}), got row {}", sp.name,
+                          sp.rows, row);
+      }
+    }
+    const std::uint64_t count = g.rows.size();
+    put(out, &count, 1);
+    put(out, g.rows.data(), g.rows.size());
+    put(out, g.values.data(), g.values.size());
+  }
+  return out;
+}
+
+Result<std::map<std::string, ps::SparseGradient>> Synchronizer::assemble_sparse(
+    const std::vector<std::string>& gathered) const {
+  // Per variable: touched row -> sum(w_i g_i[row]) in double, replicas in rank order.
+  std::vector<std::map<std::int64_t, std::vector<double>>> sums(plan_.sparse.size());
+  double total = 0;
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    const std::string_view bytes = gathered[r];
+    std::size_t at = 0;
+    double weight = 0;
+    auto bad = [&](const std::string& what) {
+      return make_error(errc::malformed,
+                        "sparse all-reduce step: the payload of rank {} does not fit the plan ({}); do all replicas "
+                        "run the same strategy?",
+                        r, what);
+    };
+    if (!take(bytes, at, &weight, 1) || !std::isfinite(weight) || weight < 0) return bad("weight");
+    total += weight;
+    for (std::size_t v = 0; v < plan_.sparse.size(); ++v) {
+      const auto& sp = plan_.sparse[v];
+      std::uint64_t count = 0;
+      if (!take(bytes, at, &count, 1) || count > bytes.size()) return bad(sp.name + " row count");
+      std::vector<std::int64_t> rows(count);
+      std::vector<float> values(count * sp.row_width);
+      if (!take(bytes, at, rows.data(), rows.size()) || !take(bytes, at, values.data(), values.size())) {
+        return bad(sp.name + " rows");
+      }
+      for (std::size_t k = 0; k < rows.size(); ++k) {
+        if (rows[k] < 0 || rows[k] >= sp.rows) return bad(sp.name + " row index");
+        auto& acc = sums[v][rows[k]];
+        acc.resize(sp.row_width, 0.0);
+        for (std::size_t c = 0; c < sp.row_width; ++c) acc[c] += weight * values[k * sp.row_width + c];
+      }
+    }
+    if (at != bytes.size()) return bad("trailing bytes");
+  }
+  std::map<std::string, ps::SparseGradient> out;
+  for (std::size_t v = 0; v < plan_.sparse.size(); ++v) {
+    auto& g = out[plan_.sparse[v].name];
+    for (const auto& [row, acc] : sums[v]) {
+      g.rows.push_back(row);
+      for (double x : acc) g.values.push_back(total > 0 ? static_cast<float>(x / total) : 0.0f);
+    }
   }
   return out;
 }

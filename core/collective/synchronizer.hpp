@@ -14,12 +14,19 @@
 ///    what was sent stays within one fp16 rounding of the sum of the gradients.
 /// The tensor handed to the collective is the decompressed c (values exactly
 /// representable in fp16), so encoding it as FLOAT16 loses nothing more.
+///
+/// Sparse variables (ArPlan::sparse) take another path: one gather per step carries this
+/// replica's weight and, per sparse variable, its gradient rows and values (float32);
+/// every replica then sums the gathered rows in rank order, weighted, and divides by the
+/// sum of the weights: the mean of the replicas' sparse gradients (with equal batches,
+/// the sum over replicas divided by their number), on the touched rows only.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/collective/ar_plan.hpp"
+#include "core/ps/optimizer.hpp"
 #include "core/ps/partition.hpp"
 #include "messages/result.hpp"
 #include "messages/tensor/compressors.hpp"
@@ -34,6 +41,10 @@ struct CollectiveInput {
   std::vector<std::vector<float>> tensors;  ///< the group's tensors, in plan order
   std::vector<pb::CompressionType> codecs;  ///< wire codec of each tensor
 };
+
+/// The rows of a dense gradient (rows of `row_width` values, row-major) that hold any
+/// non-zero value, as a sparse gradient: what an embedding lookup's gradient touches.
+[[nodiscard]] ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row_width);
 
 /// The per-replica, per-step compress / all-reduce / decompress bookkeeping.
 class Synchronizer {
@@ -54,6 +65,19 @@ class Synchronizer {
   /// wrong count or size.
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> assemble(
       const std::vector<std::vector<std::vector<float>>>& outputs) const;
+
+  /// This step's gather payload for the sparse variables (by name; every planned sparse
+  /// variable needs one, rows inside its first axis, row_width values per row), with this
+  /// replica's `weight`. Errors: invalid_argument naming the variable.
+  [[nodiscard]] Result<std::string> prepare_sparse(const std::map<std::string, ps::SparseGradient>& gradients,
+                                                   double weight) const;
+
+  /// The averaged sparse gradients from every replica's payload (rank order): per
+  /// variable, the touched rows ascending and sum(w_i g_i[row]) / sum(w_i) (a replica that
+  /// did not touch a row adds 0 there). Errors: malformed on a payload that does not fit
+  /// the plan.
+  [[nodiscard]] Result<std::map<std::string, ps::SparseGradient>> assemble_sparse(
+      const std::vector<std::string>& gathered) const;
 
   /// The error-feedback residual of tensor `name` (float32; empty when it keeps none).
   [[nodiscard]] const std::vector<float>& residual(const std::string& name) const { return ef_.residual(name); }

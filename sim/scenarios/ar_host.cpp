@@ -2,12 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <utility>
 
 namespace apiary::sim::scenarios {
 
-namespace av = core::averaging;
 namespace cc = core::collective;
 namespace cps = core::ps;
 using core::Effects;
@@ -15,10 +13,9 @@ using core::TimePoint;
 
 namespace {
 
-/// The compute timer; every runner's ids lie above it, in (op + 1) << k_op_shift.
+/// The compute timer; the exchange's ids lie above it, from k_exchange_base.
 constexpr core::TimerId k_compute_timer = 1;
-/// A runner uses 2 + 2 * group size ids; 20 bits leave room for any group here.
-constexpr int k_op_shift = 20;
+constexpr std::uint64_t k_exchange_base = std::uint64_t{1} << 20;
 
 void append(Effects& out, Effects more) {
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
@@ -46,33 +43,30 @@ Result<std::unique_ptr<ArReplicaHost>> ArReplicaHost::create(ArReplicaSettings s
   }
   auto sync = cc::Synchronizer::create(plan);
   if (!sync) return sync.error();
-  return std::unique_ptr<ArReplicaHost>(new ArReplicaHost(std::move(settings), std::move(*sync)));
+  cc::ExchangeConfig ec;
+  ec.peers = settings.members;
+  ec.self = settings.rank;
+  ec.handle = settings.job + "::Collective.rpc_exchange";
+  ec.id_base = k_exchange_base;
+  ec.timeout = settings.timeout;
+  auto exchange = cc::Exchange::create(std::move(ec));
+  if (!exchange) return exchange.error();
+  return std::unique_ptr<ArReplicaHost>(new ArReplicaHost(std::move(settings), std::move(*sync), std::move(*exchange)));
 }
 
-ArReplicaHost::ArReplicaHost(ArReplicaSettings settings, cc::Synchronizer sync)
-    : settings_(std::move(settings)), sync_(std::move(sync)), params_(settings_.initial) {
+ArReplicaHost::ArReplicaHost(ArReplicaSettings settings, cc::Synchronizer sync, cc::Exchange exchange)
+    : settings_(std::move(settings)),
+      sync_(std::move(sync)),
+      exchange_(std::move(exchange)),
+      params_(settings_.initial) {
   for (const auto& [name, values] : params_) {
-    optimizers_.emplace(name, cps::Optimizer(settings_.optimizer, values.size(), 1));
+    std::size_t width = 1;
+    for (const auto& sp : settings_.plan->sparse) width = sp.name == name ? sp.row_width : width;
+    optimizers_.emplace(name, cps::Optimizer(settings_.optimizer, values.size(), width));
   }
 }
 
-std::string ArReplicaHost::handle_of(std::uint64_t op) const {
-  return fmt::format("{}/{}::{}", settings_.job, op, av::k_aggregate_part_handle);
-}
-
-std::optional<std::uint64_t> ArReplicaHost::op_of(const std::string& handle) const {
-  const std::string prefix = settings_.job + "/";
-  const std::string suffix = std::string("::") + av::k_aggregate_part_handle;
-  if (handle.size() <= prefix.size() + suffix.size() || handle.compare(0, prefix.size(), prefix) != 0 ||
-      handle.compare(handle.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return std::nullopt;
-  }
-  const std::string digits = handle.substr(prefix.size(), handle.size() - prefix.size() - suffix.size());
-  if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::strtoull(digits.c_str(), nullptr, 10);
-}
-
-std::uint64_t ArReplicaHost::id_base(std::uint64_t op) const { return (op + 1) << k_op_shift; }
+std::string ArReplicaHost::handle() const { return settings_.job + "::Collective.rpc_exchange"; }
 
 std::string ArReplicaHost::names(const std::vector<core::PeerAddr>& peers) const {
   std::string s;
@@ -109,106 +103,87 @@ Effects ArReplicaHost::begin_step(TimePoint now) {
 Effects ArReplicaHost::on_timer(TimePoint now, core::TimerId id) {
   if (error_) return {};
   if (id == k_compute_timer) {
+    // Sparse variables: the rows they touched, gathered after the dense collectives.
+    sparse_.clear();
+    for (const auto& sp : settings_.plan->sparse) {
+      sparse_[sp.name] = cc::touched_rows(gradients_[sp.name], sp.row_width);
+      gradients_.erase(sp.name);
+    }
     // One collective per fusion group, each tensor compressed as its synchronizer says.
     auto inputs = sync_.prepare(gradients_);
     if (!inputs) return fail(now, inputs.error());
     inputs_ = std::move(*inputs);
     outputs_.clear();
-    return inputs_.empty() ? finish_step(now) : start_op(now);
+    return inputs_.empty() && settings_.plan->sparse.empty() ? finish_step(now) : start_op(now);
   }
-  if (!runner_ || (id >> k_op_shift) != op_ + 1) return {};
-  return advance(now, runner_->on_timer(now, id));
+  if (!exchange_.owns_timer(id)) return {};
+  return advance(now, exchange_.on_timer(now, id));
 }
 
 Effects ArReplicaHost::start_op(TimePoint now) {
-  const auto& in = inputs_[outputs_.size()];
+  const bool gather = outputs_.size() == inputs_.size();
+  const std::string what = gather ? std::string("sparse gather")
+                                  : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
   // A member whose connection broke answers nothing more: fail now, as a gateway would.
   for (std::size_t r = 0; r < settings_.members.size(); ++r) {
     if (r != settings_.rank && down_.count(settings_.members[r]) != 0) {
       return fail(now, make_error(errc::peer_down,
-                                  "replica {} at step {} (fusion group {}): expected every member to take part in "
-                                  "all-reduce op {} of job {}, but {} went down; the job cannot continue without it",
-                                  settings_.rank, steps_.size() - 1, in.group, op_, settings_.job,
+                                  "replica {} at step {} ({}): expected every member to take part in collective op "
+                                  "{} of job {}, but {} went down; the job cannot continue without it",
+                                  settings_.rank, steps_.size() - 1, what, exchange_.ops(), settings_.job,
                                   names({settings_.members[r]})));
     }
   }
-  av::AllReduceConfig c;
-  c.group_id = fmt::format("{}/{}", settings_.job, op_);
-  c.peers = settings_.members;
-  c.self = settings_.rank;
-  c.modes.assign(c.peers.size(), av::AveragingMode::node);
-  c.weight = static_cast<double>(settings_.batch);
-  for (const auto& t : in.tensors) c.tensor_sizes.push_back(static_cast<std::int64_t>(t.size()));
-  c.codecs = in.codecs.empty() ? std::vector<pb::CompressionType>{pb::NONE} : in.codecs;
-  c.peer_fractions.assign(c.peers.size(), 1.0);
-  c.part_size_bytes = settings_.part_size_bytes;
-  c.sender_timeout = settings_.timeout;
-  c.reducer_timeout = 2 * settings_.timeout;
-  c.call_timeout = 4 * settings_.timeout;
-  c.handle = handle_of(op_);
-  c.id_base = id_base(op_);
-  auto runner = av::AllReduceRunner::create(std::move(c), in.tensors);
-  if (!runner) return fail(now, runner.error());
-  op_tensors_ = in.tensors;
-  runner_.emplace(std::move(*runner));
-  Effects out = runner_->start(now);
-  // Replay the streams that faster members opened before this op began.
-  auto held = std::move(held_[op_]);
-  held_.erase(op_);
-  for (auto& h : held) {
-    held_ids_.erase(h.id);
-    open_[h.id] = h.from;
-    append(out, runner_->on_request(now, h.id, h.from, h.first));
-    for (auto& [message, last] : h.messages) {
-      if (last || !message.ok()) open_.erase(h.id);
-      append(out, runner_->on_request_message(now, h.id, message, last));
-    }
+  if (gather) {
+    // Every replica's rows to every replica, weighted by its samples.
+    auto payload = sync_.prepare_sparse(sparse_, static_cast<double>(settings_.batch));
+    if (!payload) return fail(now, payload.error());
+    return advance(now, exchange_.start_gather(now, std::move(*payload)));
   }
-  return advance(now, std::move(out));
+  // Every replica gets the same bits: decode(encode(weighted average)), own share included.
+  auto& in = inputs_[outputs_.size()];
+  const auto weight = static_cast<double>(settings_.batch);
+  return advance(now, exchange_.start_mean(now, std::move(in.tensors), weight, in.codecs));
 }
 
 Effects ArReplicaHost::advance(TimePoint now, Effects out) {
-  if (!runner_ || !runner_->finished() || error_) return out;
-  const av::AllReduceOutcome outcome = runner_->outcome();
-  const std::uint64_t op = op_;
-  runner_.reset();
-  open_.clear();
-  ++op_;
+  if (!exchange_.has_result() || error_) return out;
+  auto result = exchange_.take_result();
   ++done_ops_;
-  const auto& in = inputs_[outputs_.size()];
-  if (!outcome.status) {
-    append(out, fail(now, make_error(outcome.status.error().code, "replica {} at step {} (fusion group {}): {}",
-                                     settings_.rank, steps_.size() - 1, in.group, outcome.status.error().message)));
+  const bool gather = outputs_.size() == inputs_.size();
+  if (!result) {
+    const std::string what = gather ? std::string("sparse gather")
+                                    : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
+    append(out, fail(now, make_error(result.error().code, "replica {} at step {} ({}): {}", settings_.rank,
+                                     steps_.size() - 1, what, result.error().message)));
     return out;
   }
-  if (!outcome.failed_senders.empty() || !outcome.failed_reducers.empty()) {
-    append(out, fail(now, make_error(errc::peer_down,
-                                     "replica {} at step {} (fusion group {}): all-reduce op {} of job {}: expected "
-                                     "every member to take part, but these failed as reducers: {}; as senders: {} (a "
-                                     "member died, or stalled longer than the {} ms timeout)",
-                                     settings_.rank, steps_.size() - 1, in.group, op, settings_.job,
-                                     names(outcome.failed_reducers), names(outcome.failed_senders),
-                                     core::to_seconds(settings_.timeout) * 1e3)));
+  if (gather) {
+    auto rows = sync_.assemble_sparse(result->gathered);
+    if (!rows) {
+      append(out, fail(now, rows.error()));
+      return out;
+    }
+    sparse_ = std::move(*rows);
+    append(out, finish_step(now));
     return out;
   }
-  // The average is the own tensor plus the runner's delta.
-  std::vector<std::vector<float>> result = std::move(op_tensors_);
-  for (std::size_t t = 0; t < result.size(); ++t) {
-    for (std::size_t j = 0; j < result[t].size(); ++j) result[t][j] += outcome.deltas[t][j];
-  }
-  outputs_.push_back(std::move(result));
-  append(out, outputs_.size() < inputs_.size() ? start_op(now) : finish_step(now));
+  outputs_.push_back(std::move(result->tensors));
+  const bool more = outputs_.size() < inputs_.size() || !settings_.plan->sparse.empty();
+  append(out, more ? start_op(now) : finish_step(now));
   return out;
 }
 
 Effects ArReplicaHost::finish_step(TimePoint now) {
   auto averaged = sync_.assemble(outputs_);
   if (!averaged) return fail(now, averaged.error());
-  // Every replica applies the same averaged gradient to its own copy.
+  // Every replica applies the same averaged gradient to its own copy (sparse ones to the
+  // touched rows only).
   for (auto& [name, values] : params_) {
-    if (auto applied = optimizers_.at(name).apply_dense(values, averaged->at(name)); !applied) {
-      return fail(now, applied.error());
-    }
+    auto dense = averaged->find(name);
+    auto applied = dense != averaged->end() ? optimizers_.at(name).apply_dense(values, dense->second)
+                                            : optimizers_.at(name).apply_sparse(values, sparse_.at(name));
+    if (!applied) return fail(now, applied.error());
   }
   steps_.back().time = now - step_begin_;
   return begin_step(now);
@@ -220,53 +195,24 @@ Effects ArReplicaHost::on_request(TimePoint now, core::RequestId id, const std::
 }
 
 Effects ArReplicaHost::on_request_from(TimePoint now, core::RequestId id, const std::string& handle,
-                                       const core::PeerAddr& from, const std::string& request) {
-  const auto op = op_of(handle);
-  if (!op) {
+                                       const core::PeerAddr&, const std::string& request) {
+  if (handle != this->handle()) {
     return {core::Reply{id,
-                        make_error(errc::not_found, "replica {}: expected a part stream of job {}, got a call to '{}'",
-                                   settings_.rank, settings_.job, handle),
+                        make_error(errc::not_found, "replica {}: expected a call to {}, got a call to '{}'",
+                                   settings_.rank, this->handle(), handle),
                         true}};
   }
-  if (error_ || finished_ || *op < op_) {
-    const std::string why = error_ ? "it failed: " + error_->message : finished_ ? "it finished" : "the op is over";
-    return {core::Reply{id,
-                        make_error(errc::unavailable, "replica {}: expected a stream of op {} or later, got op {}; {}",
-                                   settings_.rank, op_, *op, why),
-                        true}};
-  }
-  if (*op == op_ && runner_) {
-    open_[id] = from;
-    return advance(now, runner_->on_request(now, id, from, request));
-  }
-  // An op this replica has not started yet: hold the stream until it does.
-  held_ids_[id] = *op;
-  held_[*op].push_back(Held{id, from, request, {}});
-  return {};
+  return advance(now, exchange_.on_request(now, id, request));
 }
 
-Effects ArReplicaHost::on_request_message(TimePoint now, core::RequestId id, const Result<std::string>& message,
-                                          bool last) {
-  if (auto h = held_ids_.find(id); h != held_ids_.end()) {
-    for (auto& held : held_[h->second]) {
-      if (held.id == id) held.messages.emplace_back(message, last);
-    }
-    return {};
-  }
-  if (open_.count(id) == 0 || !runner_) return {};
-  if (last || !message.ok()) open_.erase(id);
-  return advance(now, runner_->on_request_message(now, id, message, last));
-}
+Effects ArReplicaHost::on_request_message(TimePoint, core::RequestId, const Result<std::string>&, bool) { return {}; }
 
 Effects ArReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (!runner_ || (call >> k_op_shift) != op_ + 1) return {};
-  return advance(now, runner_->on_response(now, call, response));
+  if (!exchange_.owns_call(call)) return {};
+  return advance(now, exchange_.on_response(now, call, response));
 }
 
-Effects ArReplicaHost::on_message(TimePoint now, core::CallId call, const std::string& message) {
-  if (!runner_ || (call >> k_op_shift) != op_ + 1) return {};
-  return advance(now, runner_->on_message(now, call, message));
-}
+Effects ArReplicaHost::on_message(TimePoint, core::CallId, const std::string&) { return {}; }
 
 Effects ArReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
   down_.insert(peer);
@@ -274,9 +220,9 @@ Effects ArReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
   for (std::size_t r = 0; r < settings_.members.size(); ++r) {
     if (r == settings_.rank || settings_.members[r] != peer) continue;
     return fail(now, make_error(errc::peer_down,
-                                "replica {} at step {}: expected every member to take part in all-reduce op {} of job "
+                                "replica {} at step {}: expected every member to take part in collective op {} of job "
                                 "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.rank, steps_.size() - 1, op_, settings_.job, names({peer})));
+                                settings_.rank, steps_.size() - 1, exchange_.ops(), settings_.job, names({peer})));
   }
   return {};
 }
@@ -286,19 +232,10 @@ Effects ArReplicaHost::fail(TimePoint now, Error error) {
   error_ = std::move(error);
   end_ = now;
   Effects out{core::CancelTimer{k_compute_timer}};
-  // Leave the running op (its inbound streams are answered CANCELLED) and refuse the
-  // held ones, so that no member waits for this replica.
-  if (runner_) append(out, runner_->cancel(now));
-  runner_.reset();
-  open_.clear();
-  for (const auto& [op, held] : held_) {
-    for (const auto& h : held) {
-      out.push_back(core::Reply{
-          h.id, make_error(errc::unavailable, "replica {} failed: {}", settings_.rank, error_->message), true});
-    }
-  }
-  held_.clear();
-  held_ids_.clear();
+  // Leave the running op and refuse every held and later part, so that no member waits
+  // for this replica.
+  append(out, exchange_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.rank, error_->message)));
+  if (exchange_.has_result()) (void)exchange_.take_result();
   return out;
 }
 

@@ -2,19 +2,21 @@
 /// All-reduce training as simulated nodes: one ArReplicaHost per replica of an
 /// all-reduce strategy (core/collective/ar_plan.hpp). Every replica keeps its own copy of
 /// the logistic-regression model; a step, in virtual time: compute the batch gradient ->
-/// wait `compute` (a timer) -> per fusion group, in plan order, one
-/// core::averaging::AllReduceRunner over the World's network (fixed group: every replica
-/// in rank order, group id "<job>/<op>", weight = the batch's samples, codecs as the
-/// plan says) -> assemble the averaged gradients (core::collective::Synchronizer) ->
-/// apply the optimizer locally. It follows the collective actor of actors/collective/:
-/// op n of one replica meets op n of the others; a stream for an op this replica has not
-/// started yet is held and replayed when it starts.
+/// wait `compute` (a timer) -> per fusion group, in plan order, one mean of
+/// core::collective::Exchange over the World's network (fixed group: every replica in
+/// rank order, weight = the batch's samples, codecs as the plan says; every replica gets
+/// the same bits, decode(encode(average))) -> assemble the averaged gradients
+/// (core::collective::Synchronizer) -> apply the optimizer locally, so that the replicas
+/// stay bit-identical. Sparse variables (ArPlan::sparse) go last in a step: one gather of
+/// every replica's touched rows, averaged by each replica and applied to those rows
+/// only. It follows the collective actor of actors/collective/ (its mean and gather
+/// ops): op n of one replica meets op n of the others; a part for an op this replica has
+/// not started yet is held by the exchange until it starts.
 ///
-/// Failures are errors, never hangs: an op in which a member did not take part (the
-/// runner's failed senders or reducers, or its error) ends the replica with
-/// errc::peer_down naming every such member by rank and address; so does a member whose
-/// connection broke (peer_down) while the replica still needs it. A failed replica
-/// refuses every later stream, so that the others fail too instead of waiting.
+/// Failures are errors, never hangs: an op in which a member did not take part ends the
+/// replica with errc::peer_down naming every such member by rank and address; so does a
+/// member whose connection broke (peer_down) while the replica still needs it. A failed
+/// replica refuses every later part, so that the others fail too instead of waiting.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -24,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "core/averaging/allreduce.hpp"
 #include "core/collective/ar_plan.hpp"
+#include "core/collective/exchange.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/effects.hpp"
 #include "core/ps/logistic_regression.hpp"
@@ -42,17 +44,16 @@ struct ArReplicaSettings {
   std::size_t rank = 0;                                      ///< index in plan->replicas and members
   std::shared_ptr<const core::collective::ArPlan> plan;     ///< the job's all-reduce layout
   std::vector<core::PeerAddr> members;                      ///< every replica's World address, rank order
-  std::string job = "apiary.sim.allreduce";                 ///< names the part handles and group ids
+  std::string job = "apiary.sim.allreduce";                 ///< names the exchange handle
   std::shared_ptr<const core::ps::LogisticData> data;       ///< the data set
   std::map<std::string, std::vector<float>> initial;        ///< initial parameters by variable name
   core::ps::OptimizerConfig optimizer;                      ///< the local update rule
   std::size_t batch = 16;                                   ///< samples per step (also the averaging weight)
   std::int64_t steps = 10;                                  ///< training steps
   core::Duration compute = std::chrono::milliseconds(10);   ///< virtual compute time per step
-  /// Longest wait for a sender's next part (AllReduceConfig::sender_timeout); a
-  /// reducer's answers may take twice as long, a whole part stream four times.
+  /// Longest wait for every member's part of a collective, from its start here
+  /// (ExchangeConfig::timeout); each call's deadline is twice it.
   core::Duration timeout = std::chrono::seconds(5);
-  std::int64_t part_size_bytes = 4096;                      ///< largest all-reduce part (bytes)
   bool full_loss = false;                                   ///< also compute the loss over the whole data set each step
 };
 
@@ -95,42 +96,27 @@ class ArReplicaHost : public Host {
   [[nodiscard]] std::size_t rank() const { return settings_.rank; }
 
  private:
-  /// An inbound part stream of an op not started yet, with what came on it since.
-  struct Held {
-    core::RequestId id = 0;
-    core::PeerAddr from;
-    std::string first;
-    std::vector<std::pair<Result<std::string>, bool>> messages;  ///< (message, last), in order
-  };
-
-  ArReplicaHost(ArReplicaSettings settings, core::collective::Synchronizer sync);
+  ArReplicaHost(ArReplicaSettings settings, core::collective::Synchronizer sync, core::collective::Exchange exchange);
   core::Effects begin_step(core::TimePoint now);
   core::Effects start_op(core::TimePoint now);
-  /// Ends the running op if its runner finished; starts the next op or step.
+  /// Ends the running op if the exchange finished it; starts the next op or step.
   core::Effects advance(core::TimePoint now, core::Effects out);
   core::Effects finish_step(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
-  [[nodiscard]] std::string handle_of(std::uint64_t op) const;
-  /// The op a part handle names, if it is one of this job's.
-  [[nodiscard]] std::optional<std::uint64_t> op_of(const std::string& handle) const;
-  [[nodiscard]] std::uint64_t id_base(std::uint64_t op) const;
+  [[nodiscard]] std::string handle() const;
   /// "rank R (addr)" for each of `peers`.
   [[nodiscard]] std::string names(const std::vector<core::PeerAddr>& peers) const;
 
   ArReplicaSettings settings_;
   core::collective::Synchronizer sync_;
+  core::collective::Exchange exchange_;
   std::map<std::string, core::ps::Optimizer> optimizers_;
   std::map<std::string, std::vector<float>> params_;
   std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until prepared
   std::vector<core::collective::CollectiveInput> inputs_;  ///< this step's collectives
   std::vector<std::vector<std::vector<float>>> outputs_;   ///< their averages so far
-  std::optional<core::averaging::AllReduceRunner> runner_;
-  std::vector<std::vector<float>> op_tensors_;  ///< the running op's own tensors
-  std::uint64_t op_ = 0;                        ///< the running (or next) op
+  std::map<std::string, core::ps::SparseGradient> sparse_;  ///< this step's sparse rows, then their averages
   std::uint64_t done_ops_ = 0;
-  std::map<std::uint64_t, std::vector<Held>> held_;  ///< by op
-  std::map<core::RequestId, std::uint64_t> held_ids_;  ///< held request -> its op
-  std::map<core::RequestId, core::PeerAddr> open_;     ///< the running op's inbound streams -> caller
   std::set<core::PeerAddr> down_;
   core::TimePoint step_begin_{};
   std::vector<PsReplicaStep> steps_;

@@ -39,7 +39,9 @@ std::string mode_of(const cc::ArPlan& plan) {
     }
     groups += "]";
   }
-  return fmt::format("all-reduce, {} collectives per step: {}", plan.groups.size(), groups);
+  for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : ", ", sp.name);
+  const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
+  return fmt::format("all-reduce, {} collectives per step: {}", collectives, groups);
 }
 
 Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr<const cc::ArPlan>& plan) {
@@ -57,7 +59,7 @@ Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr
     s.batch = c.batch;
     s.steps = c.steps;
     s.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
-    // A part stream as a whole may last call_timeout; a sender may be silent a quarter of it.
+    // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
     s.timeout = c.call_timeout / 4;
     s.full_loss = r == 0;
     auto host = ArReplicaHost::create(std::move(s));
@@ -142,7 +144,18 @@ Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
     auto name = core::strategy::parse_device_name(device);
     if (name && name->type == core::strategy::DeviceType::gpu) options.have_gpus = true;
   }
-  auto plan = cc::plan_allreduce(c.strategy, cps::logistic_graph_item(c.features), options);
+  auto item = cps::logistic_graph_item(c.features);
+  for (const auto& name : c.sparse_variables) {
+    auto var =
+        std::find_if(item.variables.begin(), item.variables.end(), [&](const auto& v) { return v.name == name; });
+    if (var == item.variables.end()) {
+      return make_error(errc::invalid_argument,
+                        "sparse_variables: expected a variable of the model ({} or {}), got '{}'",
+                        cps::k_logreg_weights, cps::k_logreg_bias, name);
+    }
+    var->sparse = true;
+  }
+  auto plan = cc::plan_allreduce(c.strategy, item, options);
   if (!plan) return plan.error();
   if (plan->replicas.empty()) {
     return make_error(errc::invalid_argument, "strategy: expected at least one replica, got none");

@@ -58,6 +58,9 @@ struct PsScenarioConfig {
   bool proxies = true;
   core::Duration local_latency = std::chrono::microseconds(50);  ///< one-way, replica <-> its node's proxy
   core::Duration max_time = std::chrono::hours(1);               ///< virtual time after which the run is hung
+  /// All-reduce strategies: variables whose gradients are sparse (the rows they touch,
+  /// all-gathered by every replica and averaged), e.g. "logreg/w:0".
+  std::vector<std::string> sparse_variables;
 };
 
 /// Checks a PsScenarioConfig's numbers; the error names the field, its value and the range.

@@ -1,8 +1,10 @@
 // plan_allreduce: golden fusion groups from the AllReduce builders, spec resolution
-// (AUTO and NCCL without GPUs), partitioned AR pieces, and the strategies it refuses.
+// (AUTO and NCCL without GPUs), partitioned AR pieces, sparse variables, mixed (Parallax)
+// strategies split into their all-reduce and PS parts, and the strategies it refuses.
 #include <catch2/catch.hpp>
 
 #include "core/collective/ar_plan.hpp"
+#include "core/ps/plan.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
 
@@ -120,7 +122,8 @@ TEST_CASE("PartitionedAR all-reduces each piece as its own tensor of its group",
   CHECK(plan->tensors.size() > plan->variables.size());  // a[6] at least is split
 }
 
-TEST_CASE("PS strategies, sparse variables and unknown names are refused with the node named", "[collective][unit]") {
+TEST_CASE("PS strategies and unknown names are refused with the node named; sparse variables are gathered",
+          "[collective][unit]") {
   const auto item = five_variables();
   auto ps = cc::plan_allreduce(build(cs::BuilderKind::ps, {}, item), item);
   REQUIRE_FALSE(ps.ok());
@@ -133,8 +136,14 @@ TEST_CASE("PS strategies, sparse variables and unknown names are refused with th
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::RING;
   auto sparse = cc::plan_allreduce(build(cs::BuilderKind::all_reduce, o, item), sparse_item);
-  REQUIRE_FALSE(sparse.ok());
-  CHECK(sparse.error().message.find("b:0") != std::string::npos);
+  REQUIRE(sparse.ok());  // the sparse variable is all-gathered, the dense ones reduced
+  REQUIRE(sparse->sparse.size() == 1);
+  CHECK(sparse->sparse[0].name == "b:0");
+  CHECK(sparse->sparse[0].rows == 4);
+  CHECK(sparse->sparse[0].row_width == 1);
+  CHECK(sparse->variables.size() == 4);
+  for (const auto& t : sparse->tensors) CHECK(t.name != "b:0");
+  CHECK(sparse->notes.back().find("sparse") != std::string::npos);
 
   auto other = five_variables();
   other.variables[0].name = "z:0";
@@ -143,4 +152,36 @@ TEST_CASE("PS strategies, sparse variables and unknown names are refused with th
   CHECK(unknown.error().message.find("unknown name") != std::string::npos);
   CHECK(cc::uses_allreduce(build(cs::BuilderKind::all_reduce, o, item)));
   CHECK_FALSE(cc::uses_allreduce(build(cs::BuilderKind::ps, {}, item)));
+}
+
+TEST_CASE("a Parallax strategy splits into its all-reduce plan and a PS part the PS planner takes",
+          "[collective][unit]") {
+  auto item = five_variables();
+  item.variables[1].sparse = true;  // b:0 [4]
+  item.variables[4].sparse = true;  // e:0 [8]
+  const auto strategy = build(cs::BuilderKind::parallax, {}, item);
+  auto refused = cc::plan_allreduce(strategy, item);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("PSSynchronizer") != std::string::npos);
+
+  cc::ArOptions options;
+  options.allow_ps = true;
+  auto plan = cc::plan_allreduce(strategy, item, options);
+  REQUIRE(plan.ok());
+  CHECK(plan->ps_variables == std::vector<std::string>{"b:0", "e:0"});
+  CHECK(plan->sparse.empty());
+  std::vector<std::string> reduced;
+  for (const auto& v : plan->variables) reduced.push_back(v.name);
+  CHECK(reduced == std::vector<std::string>{"a:0", "c:0", "d:0"});
+  CHECK(plan->notes.front().find("NCCL runs as RING") != std::string::npos);
+
+  // The PS side: only the PS nodes, which core/ps plans unchanged.
+  const auto ps = cc::ps_part(strategy);
+  REQUIRE(ps.node_config_size() == 2);
+  CHECK(ps.node_config(0).var_name() == "b:0");
+  CHECK(ps.graph_config().replicas_size() == strategy.graph_config().replicas_size());
+  auto training = core::ps::plan_training(ps, item, {});
+  REQUIRE(training.ok());
+  CHECK(training->variables.size() == 2);
+  CHECK_FALSE(core::ps::plan_training(strategy, item, {}).ok());  // the whole strategy is not a PS one
 }

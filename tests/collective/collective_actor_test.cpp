@@ -1,9 +1,11 @@
 // The collective's blocking API over in-process gateways: three members join, run
-// several weighted all-reduces of fused tensors (float32 and float16 on the wire), and
-// leave; a member that is gone makes the others' next op fail with a clear error.
+// several weighted all-reduces of fused tensors (float32 and float16 on the wire),
+// identical-result means and gathers, and leave; a member that is gone makes the
+// others' next op fail with a clear error.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -83,6 +85,39 @@ TEST_CASE("three members average fused tensors by weight, op after op, then leav
   }
   for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->leave(10s); })) CHECK(s.ok());
   CHECK(g.members[0]->ops() == 4);
+}
+
+TEST_CASE("a FLOAT16 mean gives every member the same bits; gathers mix with all-reduces", "[collective][actor]") {
+  Group g(3, 5000ms);
+  for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->join(10s); })) REQUIRE(s.ok());
+  for (int op = 0; op < 3; ++op) {
+    auto means = g.on_every_member([&](std::size_t r) {
+      // Values whose weighted mean is no fp16 number, and no member's own copy near it.
+      std::vector<float> t(101);
+      for (std::size_t j = 0; j < t.size(); ++j) t[j] = 0.013F * static_cast<float>(j * (r + 1)) + 0.7F * op;
+      return g.members[r]->mean({t, std::vector<float>(2, 3.0F * r)}, 1.0 + r, {pb::FLOAT16, pb::NONE});
+    });
+    auto gathered =
+        g.on_every_member([&](std::size_t r) { return g.members[r]->gather("member " + std::to_string(r)); });
+    auto reduced = g.on_every_member([&](std::size_t r) {
+      return g.members[r]->allreduce({std::vector<float>(8, static_cast<float>(r))}, 1.0);
+    });
+    for (std::size_t r = 0; r < 3; ++r) {
+      INFO("member " << r << " op " << op);
+      REQUIRE(means[r].ok());
+      REQUIRE(gathered[r].ok());
+      REQUIRE(reduced[r].ok());
+      CHECK(*gathered[r] == std::vector<std::string>{"member 0", "member 1", "member 2"});
+      CHECK((*reduced[r])[0][0] == Approx(1.0));
+      CHECK((*means[r])[1][0] == Approx(4.0));  // (1 * 0 + 2 * 3 + 3 * 6) / 6
+      for (std::size_t t = 0; t < 2; ++t) {
+        REQUIRE((*means[r])[t].size() == (*means[0])[t].size());
+        CHECK(std::memcmp((*means[r])[t].data(), (*means[0])[t].data(), (*means[0])[t].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->leave(10s); })) CHECK(s.ok());
+  CHECK(g.members[0]->ops() == 9);
 }
 
 TEST_CASE("a member that is gone makes the others' op fail naming it, within the timeouts", "[collective][actor]") {

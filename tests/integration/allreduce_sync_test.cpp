@@ -1,12 +1,15 @@
 // All-reduce strategies under `apiary ps`: four replica processes (no PS processes)
 // average their gradients each step through the collective over UCX on loopback and
 // apply SGD locally. With NoneCompressor the result equals single-process SGD on the
-// concatenated batch; with HorovodCompressorEF (fp16 on the wire, error feedback) the
-// model still converges to nearly the same point; a killed replica ends the others
-// with an error naming it; --embedded runs the same job in one process.
+// concatenated batch; with HorovodCompressor (fp16 on the wire) the replicas stay
+// bit-identical; a sparse variable gathered as rows equals SGD too; with
+// HorovodCompressorEF (error feedback) the model still converges to nearly the same
+// point; a killed replica ends the others with an error naming it; --embedded runs the
+// same job in one process.
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <netinet/in.h>
@@ -126,6 +129,38 @@ TEST_CASE("HorovodCompressorEF over 4 replica processes converges next to uncomp
   }
 }
 
+TEST_CASE("HorovodCompressor (fp16 on the wire) keeps the 4 replica processes bit-identical",
+          "[allreduce][integration]") {
+  // Two groups (w and b apart) and one fused group: every replica must end with the same bits.
+  const std::int64_t chunk = GENERATE(1, 128);
+  cs::BuilderOptions o;
+  o.chunk_size = chunk;
+  o.all_reduce_spec = Sync::RING;
+  o.compressor = Sync::HorovodCompressor;
+  const Job job = make_ar_job(o, "fp16_" + std::to_string(chunk));
+  const std::int64_t steps = 20;
+  auto procs = start_replicas(job, "--steps " + std::to_string(steps));
+  std::vector<Run> runs;
+  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto expected = reference_sgd(steps);
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    CHECK(runs[r].text.find("HorovodCompressor") != std::string::npos);
+    check_close(runs[r], expected, 2e-2);
+    // The printed values (9 significant digits) tell float32 values apart exactly.
+    for (const auto& [name, values] : expected) {
+      const auto mine = final_values(runs[r], name);
+      const auto first = final_values(runs[0], name);
+      REQUIRE(mine.size() == first.size());
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        INFO(name << "[" << i << "] of replica " << r << " vs replica 0");
+        CHECK(std::memcmp(&mine[i], &first[i], sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("a killed replica ends the other replicas' all-reduce with an error naming it", "[allreduce][integration]") {
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::RING;
@@ -175,6 +210,37 @@ TEST_CASE("partitioned all-reduce strategies reassemble their pieces: an embedde
   CHECK(run.text.find("/part_1:0") != std::string::npos);  // w[16] is split
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) check_close(run, expected, 1e-5, r);
+}
+
+TEST_CASE("a sparse variable is all-gathered as rows by 4 replica processes and embedded: equal to SGD",
+          "[allreduce][integration]") {
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  const Job job = make_ar_job(o, "sparse");
+  const std::int64_t steps = 10;
+  const std::string sparse = std::string(" --sparse ") + cps::k_logreg_weights;
+  auto procs = start_replicas(job, "--steps " + std::to_string(steps) + sparse);
+  std::vector<Run> runs;
+  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto expected = reference_sgd(steps);
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    CHECK(runs[r].text.find("gather [logreg/w:0 sparse]") != std::string::npos);
+    CHECK(runs[r].text.find(fmt::format("collectives {}", steps * 2)) != std::string::npos);
+    check_close(runs[r], expected, 1e-5);
+  }
+  auto p = spawn_ps("--embedded " + common_args(job) + " --steps " + std::to_string(steps) + sparse + " --sparse " +
+                    cps::k_logreg_bias);
+  const auto embedded = finish(*p);
+  INFO(embedded.text);
+  REQUIRE(embedded.rc == 0);
+  for (int r = 0; r < k_replicas; ++r) check_close(embedded, expected, 1e-5, r);
+  auto bad = spawn_ps("--embedded " + common_args(job) + " --sparse nope:0");
+  const auto bad_run = finish(*bad);
+  INFO(bad_run.text);
+  CHECK(bad_run.rc == 2);
+  CHECK(bad_run.text.find("nope:0") != std::string::npos);
 }
 
 TEST_CASE("an all-reduce strategy has no PS role, and replicas need every replica's address",

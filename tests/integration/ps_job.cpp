@@ -67,6 +67,15 @@ Run finish(Process& p) {
   return run;
 }
 
+std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
+                                      std::string& seen) {
+  while (auto line = p.read_line(timeout)) {
+    seen += *line + "\n";
+    if (line->find(needle) != std::string::npos) return line;
+  }
+  return std::nullopt;
+}
+
 std::vector<float> final_values(const Run& run, const std::string& name, int replica) {
   int current = -1;
   for (const auto& line : run.lines) {

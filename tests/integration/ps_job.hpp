@@ -2,9 +2,11 @@
 /// What the `apiary ps` integration tests share: the job (a strategy built for the
 /// logistic-regression model and a resource spec on disk), starting `apiary ps`
 /// processes, reading what they print, and the single-process SGD they must match.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,11 @@ struct Run {
 
 /// Reads `p` to its end and waits for it.
 Run finish(Process& p);
+
+/// Reads lines of `p` until one contains `needle` and returns it (nullopt: the process
+/// ended or stayed silent for `timeout` first); every line read is appended to `seen`.
+std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
+                                      std::string& seen);
 
 /// The values of the "final <name> v v v" line printed by replica `replica` (after its
 /// "final replica R" line; any replica when -1).

@@ -1,10 +1,12 @@
 // All-reduce strategies on the simulated network (sim/scenarios/ar_scenario.hpp, reached
 // through run_ps_scenario): with NoneCompressor, AllReduce, PartitionedAR and
-// RandomAxisPartitionAR equal single-process SGD on the concatenated batch; fp16 with
-// error feedback lands next to it; a killed replica ends the others with an error
+// RandomAxisPartitionAR equal single-process SGD on the concatenated batch; fp16 on the
+// wire keeps every replica bit-identical; sparse variables gathered as rows equal SGD
+// too; fp16 with error feedback lands next to it; a killed replica ends the others with an error
 // naming it (never a hang); a seed replays its trace hash.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "core/ps/logistic_regression.hpp"
@@ -49,6 +51,21 @@ void check_close(const PsScenarioReport& report, const std::map<std::string, std
   }
 }
 
+/// Every replica holds the same model, bit for bit: each took the same encoded averages.
+void check_identical(const PsScenarioReport& report) {
+  for (const auto& r : report.replicas) {
+    REQUIRE(r.finished);
+    for (const auto& [name, values] : report.replicas.front().final_parameters) {
+      const auto& got = r.final_parameters.at(name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        INFO(name << "[" << i << "] of replica " << r.replica << " vs replica 0");
+        CHECK(std::memcmp(&got[i], &values[i], sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD on the concatenated batch",
@@ -72,13 +89,45 @@ TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD 
   }
   CHECK(report.steps.back().loss < report.steps.front().loss);
   check_close(report, reference_sgd(c), 1e-5);
-  // Every replica holds the same model, up to float rounding (each adds the group's delta to its own copy).
-  for (const auto& r : report.replicas) {
-    for (const auto& [name, values] : report.replicas.front().final_parameters) {
-      const auto& got = r.final_parameters.at(name);
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-6));
-    }
-  }
+  check_identical(report);
+}
+
+TEST_CASE("simulated HorovodCompressor (fp16 on the wire) keeps every replica bit-identical", "[sim][allreduce]") {
+  const std::int64_t chunk = GENERATE(1, 128);
+  cs::BuilderOptions o;
+  o.chunk_size = chunk;
+  o.compressor = Sync::HorovodCompressor;
+  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  c.steps = 20;
+  c.straggler = 15ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.mode.find("HorovodCompressor]") != std::string::npos);
+  check_close(report, reference_sgd(c), 2e-2);
+  check_identical(report);
+}
+
+TEST_CASE("simulated sparse variables are all-gathered as rows and averaged: equal to single-process SGD",
+          "[sim][allreduce]") {
+  // w sparse (gathered), b dense (a mean); or both sparse (one gather, no mean).
+  const bool both = GENERATE(false, true);
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  c.sparse_variables = {cps::k_logreg_weights};
+  if (both) c.sparse_variables.push_back(cps::k_logreg_bias);
+  c.straggler = 20ms;
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.mode.find(fmt::format("all-reduce, {} collectives per step", both ? 1 : 2)) == 0);
+  CHECK(report.mode.find("gather [logreg/w:0 sparse]") != std::string::npos);
+  check_close(report, reference_sgd(c), 1e-5);
+  check_identical(report);
+  auto bad = c;
+  bad.sparse_variables = {"nope:0"};
+  auto refused = sim::scenarios::run_ps_scenario(bad);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("nope:0") != std::string::npos);
 }
 
 TEST_CASE("simulated PartitionedAR and RandomAxisPartitionAR equal single-process SGD", "[sim][allreduce]") {

@@ -1,0 +1,249 @@
+#include "apps/ps_discovery.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/dht/msgpack_value.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "messages/identity/multiaddr.hpp"
+
+namespace apiary::apps::ps_roles {
+
+namespace cps = core::ps;
+
+std::string ps_key(const std::string& job, const std::string& device) { return job + ".ps." + device; }
+
+std::string proxy_key(const std::string& job, const std::string& node) { return job + ".proxy." + node; }
+
+Result<std::unique_ptr<Dht>> start_job_dht(caf::actor_system& sys, std::shared_ptr<actors::Gateway> gateway,
+                                           const std::vector<std::string>& initial_peers) {
+  DhtOptions options;
+  options.system = &sys;
+  options.gateway = std::move(gateway);
+  options.initial_peers = initial_peers;
+  return Dht::start(options);
+}
+
+Publisher::Publisher(Dht& dht) : dht_(dht), thread_([this] { loop(); }) {}
+
+Publisher::~Publisher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Publisher::add(const std::string& key, const std::string& address) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_[key] = address;
+    dirty_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Publisher::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    // Sleep until the next refresh, or until a record is added.
+    wake_.wait_for(lock, std::chrono::duration<double>(k_refresh_s), [this] { return stop_ || dirty_; });
+    if (stop_) break;
+    dirty_ = false;
+    std::vector<DhtStoreItem> items;
+    const double expiration = Dht::now() + k_record_ttl_s;
+    for (const auto& [key, address] : records_) {
+      items.push_back(DhtStoreItem{DhtKey::str(key), core::dht::pack_str(address), expiration, std::nullopt});
+    }
+    if (items.empty()) continue;
+    lock.unlock();
+    // A failed store is retried at the next refresh; readers keep polling meanwhile.
+    // Waits in short slices, so that stopping never waits for a store to a dead peer.
+    auto stored = dht_.store_many(std::move(items));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(k_refresh_s);
+    while (!stop_ && std::chrono::steady_clock::now() < give_up &&
+           stored.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    }
+    lock.lock();
+  }
+}
+
+namespace {
+
+/// The "host:port" a record holds. Errors: malformed.
+Result<std::string> address_of(const std::string& key, const core::dht::FoundValue& found) {
+  const auto* packed = std::get_if<std::string>(&found.value);
+  if (packed == nullptr) {
+    return make_error(errc::malformed, "DHT key {}: expected a \"host:port\" string, got a dictionary value; "
+                      "another job may use this --job name, pick another", key);
+  }
+  auto object = core::dht::unpack_one(*packed);
+  if (!object || object->get().type != msgpack::type::STR) {
+    return make_error(errc::malformed, "DHT key {}: expected a \"host:port\" string, got another msgpack value; "
+                      "another job may use this --job name, pick another", key);
+  }
+  std::string text = object->get().as<std::string>();
+  if (auto hp = split_host_port(text, "DHT record"); !hp) {
+    return make_error(errc::malformed, "DHT key {}: {}; another job may use this --job name, pick another", key,
+                      hp.error().message);
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::string>> find_addresses(Dht& dht, const std::map<std::string, std::string>& wanted,
+                                                          std::chrono::milliseconds timeout, const char* what,
+                                                          const std::string& hint) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::map<std::string, std::string> found;
+  while (true) {
+    std::vector<std::string> names;
+    std::vector<DhtKey> keys;
+    for (const auto& [name, key] : wanted) {
+      if (found.count(name) != 0) continue;
+      names.push_back(name);
+      keys.push_back(DhtKey::str(key));
+    }
+    if (names.empty()) return found;
+    auto got = dht.get_many(keys, /*latest=*/true);  // the newest record: a restarted PS moved
+    if (got.wait_until(deadline) == std::future_status::ready) {
+      auto values = got.get();
+      if (!values) return values.error();
+      for (std::size_t i = 0; i < names.size() && i < values->size(); ++i) {
+        if (!(*values)[i]) continue;
+        auto address = address_of(wanted.at(names[i]), *(*values)[i]);
+        if (!address) return address.error();
+        found[names[i]] = *address;
+      }
+      if (found.size() == wanted.size()) return found;
+    }
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(k_poll_ms) >= deadline) {
+      std::vector<std::string> missing;
+      for (const auto& [name, key] : wanted) {
+        if (found.count(name) == 0) missing.push_back(name + " (key " + key + ")");
+      }
+      return make_error(errc::deadline_exceeded,
+                        "expected every {} in the DHT within {} ms (--timeout-ms), {} not found: {}; {}", what,
+                        timeout.count(), missing.size(), fmt::join(missing, ", "), hint);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(k_poll_ms));
+  }
+}
+
+Result<std::map<std::string, std::string>> split_peers(const PsArgs& a, const cps::TrainingPlan& plan,
+                                                       std::map<std::string, actors::PeerKey>& servers,
+                                                       std::map<std::string, std::string>& proxies) {
+  const std::string prefix = k_proxy_peer_prefix;
+  for (auto it = servers.begin(); it != servers.end();) {
+    if (it->first.rfind(prefix, 0) != 0) {
+      ++it;
+      continue;
+    }
+    proxies[it->first.substr(prefix.size())] = it->second;
+    it = servers.erase(it);
+  }
+  std::map<std::string, std::string> wanted;
+  std::vector<std::string> missing;
+  for (const auto& device : plan.servers) {
+    if (servers.count(device) != 0) continue;
+    wanted[device] = ps_key(a.job, device);
+    missing.push_back(device);
+  }
+  if (!missing.empty() && a.initial_peers.empty()) {
+    return make_error(errc::invalid_argument,
+                      "no address for PS device(s) {}: expected --peers DEVICE=HOST:PORT for each, or "
+                      "--initial-peers MULTIADDR of the job's DHT (a PS process prints it as "
+                      "'ps DEVICE dht /ip4/.../p2p/...'), got neither",
+                      fmt::join(missing, ", "));
+  }
+  return wanted;
+}
+
+Result<NodeProxy> setup_node_proxy(const PsArgs& a, const cps::TrainingPlan& plan, std::int32_t id,
+                                   const std::map<std::string, actors::PeerKey>& servers,
+                                   const std::map<std::string, std::string>& proxies, caf::actor_system& sys,
+                                   std::shared_ptr<actors::Gateway> gateway, Dht* dht, Publisher* publisher) {
+  NodeProxy out;
+  std::vector<std::size_t> proxied_ids;
+  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
+    if (plan.shards[s].local_replication) proxied_ids.push_back(s);
+  }
+  if (proxied_ids.empty()) return out;
+  auto device = core::strategy::parse_device_name(plan.replicas.at(static_cast<std::size_t>(id)));
+  if (!device) return device.error();
+  out.node = device->host;
+  // The node's first replica hosts the proxy; its pulls carry that replica's id.
+  std::int32_t host = id;
+  std::int64_t local = 0;
+  for (std::size_t r = 0; r < plan.replicas.size(); ++r) {
+    auto other = core::strategy::parse_device_name(plan.replicas[r]);
+    if (!other || other->host != out.node) continue;
+    host = std::min(host, static_cast<std::int32_t>(r));
+    ++local;
+  }
+  actors::PeerKey address;
+  if (host == id) {
+    std::map<std::string, core::PeerAddr> shards;  // shard name -> its PS as a multiaddr
+    for (auto s : proxied_ids) {
+      auto hp = split_host_port(servers.at(plan.shards[s].device), "PS address");
+      if (!hp) return hp.error();
+      auto m = messages::Multiaddr::from_ip(hp->first, hp->second);
+      if (!m) {
+        return make_error(errc::invalid_argument,
+                          "PS {} at {}: the node proxy expects an IP address, got '{}'; "
+                          "give the PS processes --listen IP:PORT",
+                          plan.shards[s].device, servers.at(plan.shards[s].device), hp->first);
+      }
+      shards[plan.shards[s].config.variable] = m->to_string();
+    }
+    out.counters = std::make_shared<actors::ProxyCounters>();
+    out.actor = actors::spawn_ps_proxy_actor(
+        sys, gateway, cps::ProxyServer(out.node, std::move(shards), id, std::chrono::milliseconds(a.timeout_ms)),
+        out.counters);
+    // Every replica of the node reads every proxied shard once per step and once at the end.
+    out.expected_reads = local * (a.steps + 1) * static_cast<std::int64_t>(proxied_ids.size());
+    address = gateway->address();
+    if (publisher != nullptr) publisher->add(proxy_key(a.job, out.node), address);
+    std::printf("proxy %s at %s shards %zu\n", out.node.c_str(), address.c_str(), proxied_ids.size());
+    std::fflush(stdout);
+  } else if (auto it = proxies.find(out.node); it != proxies.end()) {
+    address = it->second;
+  } else if (dht != nullptr) {
+    auto found = find_addresses(
+        *dht, {{out.node, proxy_key(a.job, out.node)}}, std::chrono::milliseconds(a.timeout_ms), "node proxy",
+        fmt::format("start replica {} (it hosts the proxy of node {}) with the same --job and --initial-peers", host,
+                    out.node));
+    if (!found) return found.error();
+    address = found->at(out.node);
+  } else {
+    return make_error(errc::invalid_argument,
+                      "the strategy replicates variables on node {} (local_replication) and replica {} hosts its "
+                      "proxy: expected --peers {}{}=HOST:PORT (replica {} prints 'proxy {} at HOST:PORT') or "
+                      "--initial-peers, got neither",
+                      out.node, host, k_proxy_peer_prefix, out.node, host, out.node);
+  }
+  for (auto s : proxied_ids) out.pull_via[s] = address;
+  return out;
+}
+
+void finish_node_proxy(const PsArgs& a, NodeProxy& proxy, actors::Gateway& gateway) {
+  if (!proxy.actor) return;
+  // The node's other replicas may still read their last step from the proxy.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
+  while (proxy.counters->reads.load() < proxy.expected_reads && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf("proxy %s: %lld pulls for %lld reads\n", proxy.node.c_str(),
+              static_cast<long long>(proxy.counters->pulls.load()),
+              static_cast<long long>(proxy.counters->reads.load()));
+  std::fflush(stdout);
+  actors::stop_ps_proxy_actor(gateway, proxy.actor);
+  proxy.actor = caf::actor{};
+}
+
+}  // namespace apiary::apps::ps_roles

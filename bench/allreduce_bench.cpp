@@ -67,7 +67,8 @@ Result<Figures> run_children(const std::string& system, const std::vector<std::v
   return figures;
 }
 
-Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllReduceBenchOptions& o) {
+Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllReduceBenchOptions& o,
+                           bool device_reductions = false) {
   const std::string exe = o.self_exe.empty() ? self_dir() + "/apiary" : o.self_exe;
   auto ports = free_ports(n);
   if (!ports) return ports.error();
@@ -84,6 +85,7 @@ Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllRedu
     if (o.quick) argv.emplace_back("--quick");
     if (!o.timers) argv.emplace_back("--no-timers");
     if (o.one_timer) argv.emplace_back("--one-timer");
+    if (device_reductions) argv.emplace_back("--device-reductions");
     if (o.busy_poll_us > 0) argv.insert(argv.end(), {"--busy-poll-us", std::to_string(o.busy_poll_us)});
     argvs.push_back(std::move(argv));
   }
@@ -91,7 +93,7 @@ Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllRedu
   if (std::getenv("UCX_NET_DEVICES") == nullptr) env.emplace_back("UCX_NET_DEVICES=lo");  // loopback only
   if (o.keep_heap)
     env.emplace_back("GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295");
-  return run_children("apiary-" + mode, argvs, env, o.timeout_s + 30);
+  return run_children("apiary-" + mode + (device_reductions ? "-dev" : ""), argvs, env, o.timeout_s + 30);
 }
 
 Result<Figures> run_gloo(std::size_t n, const AllReduceBenchOptions& o) {
@@ -132,10 +134,11 @@ Result<Figures> run_mpi(const std::string& variant, std::size_t n, const AllRedu
 Result<Figures> run_system(const std::string& system, std::size_t n, const AllReduceBenchOptions& o) {
   if (system == "apiary-tcp") return run_apiary("tcp", n, o);
   if (system == "apiary-shm") return run_apiary("shm", n, o);
+  if (system == "apiary-shm-dev") return run_apiary("shm", n, o, true);
   if (system == "gloo") return run_gloo(n, o);
   if (system == "mpi-shm") return run_mpi("shm", n, o);
   if (system == "mpi-tcp") return run_mpi("tcp", n, o);
-  return make_error(errc::invalid_argument, "unknown system '{}'; expected apiary-tcp, apiary-shm, gloo, mpi-shm or mpi-tcp",
+  return make_error(errc::invalid_argument, "unknown system '{}'; expected apiary-tcp, apiary-shm, apiary-shm-dev, gloo, mpi-shm or mpi-tcp",
                     system);
 }
 
@@ -227,7 +230,7 @@ const AllReduceFigure* figure_of(const Table& t, const std::string& system, std:
 /// apiary's best mode at `bytes` (highest busbw).
 const AllReduceFigure* best_apiary(const Table& t, std::size_t bytes, std::string& which) {
   const AllReduceFigure* best = nullptr;
-  for (const char* s : {"apiary-tcp", "apiary-shm"}) {
+  for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev"}) {
     const auto* f = figure_of(t, s, bytes);
     if (f && (!best || f->busbw() > best->busbw())) best = f, which = s;
   }
@@ -250,7 +253,7 @@ void print_goals(std::size_t n, const Table& t, const AllReduceBenchOptions& o) 
                  gloo->busbw(), mode, a->busbw() >= 2 * gloo->busbw() ? "met" : "NOT met");
     if (bytes < (std::size_t{1} << 20) && gloo) {
       const auto* fastest = a;
-      for (const char* s : {"apiary-tcp", "apiary-shm"})
+      for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev"})
         if (const auto* f = figure_of(t, s, bytes); f && f->us_per_op < fastest->us_per_op) fastest = f;
       fmt::print("  {:<7} faster than Gloo: {} vs {}: {}\n", size_name(bytes), time_name(fastest->us_per_op),
                  time_name(gloo->us_per_op), fastest->us_per_op < gloo->us_per_op ? "met" : "NOT met");

@@ -22,7 +22,8 @@ struct AllReduceBenchOptions {
   std::vector<std::size_t> sizes{std::size_t{4} << 10, std::size_t{1} << 20, std::size_t{16} << 20,
                                  std::size_t{64} << 20};  ///< buffer bytes (float32)
   /// Systems: apiary-tcp, apiary-shm, gloo (gloo::AllreduceRing, tcp), mpi-shm (ob1 +
-  /// vader), mpi-tcp (ob1 + btl tcp on lo).
+  /// vader), mpi-tcp (ob1 + btl tcp on lo); on request also apiary-shm-dev (apiary-shm
+  /// with the part reductions on a device actor).
   std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "gloo", "mpi-shm", "mpi-tcp"};
   std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< apiary's part size, bytes
   bool quick = false;   ///< about a tenth of the iterations (a smoke run, < 2 min)

@@ -16,6 +16,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "actors/device/device_actor.hpp"
 #include "actors/effects_executor.hpp"
 #include "actors/type_ids.hpp"
 #include "bench/allreduce_bench_timers.hpp"
@@ -64,6 +65,7 @@ struct driver_state {
   Figures figures;
   std::shared_ptr<std::promise<Result<Figures>>> done;
   DeadlineSet deadlines;  ///< the runner's timers with --one-timer
+  std::optional<actors::device_actor> device;  ///< --device-reductions
 };
 using driver = caf::stateful_actor<driver_state>;
 
@@ -76,7 +78,10 @@ void finish(driver* self, Result<Figures> r) {
   st.done->set_value(std::move(r));
   st.done.reset();
   st.runner.reset();
+  if (st.device) self->send_exit(*st.device, caf::exit_reason::user_shutdown);
 }
+
+void advance(driver* self);
 
 /// Asks CAF for the wake-up of `at` (--one-timer).
 void schedule_wake(driver* self, core::TimePoint at) {
@@ -113,6 +118,25 @@ void run(driver* self, core::Effects effects) {
                   effects.end());
   }
   for (auto& r : st.fx->execute(std::move(effects))) run(self, st.runner->on_response(actors::core_now(), r.call, r.result));
+  if (!st.device || !st.runner) return;
+  // --device-reductions: each settled part goes to the device actor; its answer comes back
+  // to the runner of the same op.
+  for (auto& job : st.runner->take_reduce_jobs()) {
+    const std::uint64_t id = job.id;
+    const std::size_t seq = st.seq;
+    self->request(*st.device, caf::infinite, actors::reduce_part_request{std::move(job)})
+        .then(
+            [self, id, seq](Result<av::ReducedPart>& r) {
+              auto& s = self->state;
+              if (!s.runner || s.seq != seq) return;
+              run(self, s.runner->on_reduced(actors::core_now(), id, std::move(r)));
+              advance(self);
+            },
+            [self](caf::error& e) {
+              finish(self, make_error(errc::internal, "the device actor failed a part reduction: {}",
+                                      self->system().render(e)));
+            });
+  }
 }
 
 /// Appends `more` to `fx`.
@@ -179,6 +203,7 @@ void start_op(driver* self) {
   c.call_timeout = std::chrono::seconds(120);
   c.handle = st.handle = handle_of(st.seq);
   c.id_base = static_cast<std::uint64_t>(st.seq + 1) << k_id_shift;
+  c.deferred_reductions = st.device.has_value();
   auto runner = av::AllReduceRunner::create(std::move(c), {st.tensor});  // the runner keeps its own copy
   if (!runner) return finish(self, runner.error());
   st.runner.emplace(std::move(*runner));
@@ -248,6 +273,7 @@ caf::behavior driver_actor(driver* self, std::shared_ptr<actors::Gateway> gw, Al
   }
   st.opt = std::move(opt);
   st.fx = std::make_unique<actors::EffectExecutor>(self, std::move(gw));
+  if (st.opt.device_reductions) st.device = actors::spawn_device_actor(self->system());
   st.done = std::move(done);
   st.handle = handle_of(0);
   return {
@@ -341,6 +367,7 @@ bool parse_allreduce_rank_options(int argc, char** argv, AllReduceRankOptions& o
   o.quick = wl::has_flag(argc, argv, "--quick");
   o.timers = !wl::has_flag(argc, argv, "--no-timers");
   o.one_timer = wl::has_flag(argc, argv, "--one-timer");
+  o.device_reductions = wl::has_flag(argc, argv, "--device-reductions");
   o.busy_poll_us = std::atoi(wl::flag_value(argc, argv, "--busy-poll-us", "0").c_str());
   o.timeout_s = std::atoi(wl::flag_value(argc, argv, "--timeout-s", "300").c_str());
   std::string why;

@@ -28,6 +28,9 @@ struct AllReduceRankOptions {
   /// (bench/allreduce_bench_timers.hpp) instead of one CAF delayed message per SetTimer.
   bool one_timer = false;
   int busy_poll_us = 0;             ///< transport::Config::busy_poll, µs (0: sleep on the event fd)
+  /// The runner's part reductions run on a device actor (spawn_device_actor: the GPU if
+  /// usable, else the CPU device actor's thread) instead of inline in the driver.
+  bool device_reductions = false;
   std::string barrier_dir;          ///< shared empty directory: ranks meet there (ready/done files)
   int timeout_s = 300;              ///< longest wait for the other ranks, and for the whole run
 };

@@ -155,6 +155,12 @@ void EffectExecutor::forget_call(std::unordered_map<CallId, OutCall>::iterator i
 }
 
 std::optional<CoreRequest> EffectExecutor::request_of(Delivery& d) {
+  auto v = request_view_of(d);
+  if (!v) return std::nullopt;
+  return CoreRequest{v->id, std::move(v->handle), std::move(v->from), std::string(v->body.view())};
+}
+
+std::optional<CoreRequestView> EffectExecutor::request_view_of(Delivery& d) {
   if (d.call < core::rpc::k_first_served_call) return std::nullopt;  // not a served call
   if (d.kind == DeliveryKind::error) {
     // A unary request that ends in an error (cancel, deadline) is dropped quietly; a
@@ -170,7 +176,7 @@ std::optional<CoreRequest> EffectExecutor::request_of(Delivery& d) {
   const core::RequestId id = d.call;  // unique while the call is open
   const bool stream = d.rpc_kind != pb::UNARY;
   requests_[id] = InRequest{d.call, stream};
-  CoreRequest r{id, d.handle, d.peer, std::string(d.data.view())};
+  CoreRequestView r{id, d.handle, d.peer, std::move(d.data)};
   if (stream && d.end_of_stream) {
     leave_end(d);  // the first message was the caller's last: request_message_of says so
   } else {

@@ -25,6 +25,15 @@ struct CoreRequest {
   std::string body;
 };
 
+/// An inbound request whose body stays in the received buffer (no copy), for a core
+/// that reads large bodies in place.
+struct CoreRequestView {
+  core::RequestId id = 0;
+  std::string handle;
+  PeerKey from;
+  Buffer body;
+};
+
 /// The outcome of a core's call in the core's terms: a unary call's response, or a
 /// streaming call's end ("" when the callee ended normally) or error.
 struct CoreResponse {
@@ -90,6 +99,8 @@ class EffectExecutor {
 
   /// A delivery that opens a request to this actor's core, translated.
   std::optional<CoreRequest> request_of(Delivery& d);
+  /// request_of() with the body left in the received buffer (it may stand in its place).
+  std::optional<CoreRequestView> request_view_of(Delivery& d);
   /// Callee: the caller's later message, end or error on a streaming request, translated.
   std::optional<CoreRequestMessage> request_message_of(Delivery& d);
   /// Caller: one callee message on one of the core's streaming calls, translated.

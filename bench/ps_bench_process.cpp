@@ -141,20 +141,21 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
     for (const auto& [name, n] : model.variables) grads.emplace(name, std::vector<float>(n, k_gradient));
     const std::size_t total = o.warmup + o.steps;
     wl::Switches cpu0;
+    // The parameters live across steps, as a trainer's do: each pull writes over them.
+    std::map<std::string, std::vector<float>> params;
     for (std::size_t step = 0; step < total && st; ++step) {
       if (step == o.warmup) cpu0 = wl::switches_now();
       const auto t0 = Clock::now();
-      auto params = (*driver)->pull();
+      auto pulled = (*driver)->pull_into(params);
       const auto t1 = Clock::now();
-      if (!params) return params.error();
+      if (!pulled) return pulled.error();
       // BSP: the pull of step s reads version s, every element -s/1024.
       const float expect = -static_cast<float>(step) * k_gradient;
-      if (const auto v = first_wrong(plan, *params, expect, false); v < plan.variables.size()) {
+      if (const auto v = first_wrong(plan, params, expect, false); v < plan.variables.size()) {
         std::printf("ps_check replica=%zu step=%zu variable=%s expected=%g\n", o.index, step,
                     plan.variables[v].name.c_str(), static_cast<double>(expect));
         ok = false;
       }
-      params->clear();
       const auto t2 = Clock::now();
       st = (*driver)->push(grads, 1.0);
       const auto t3 = Clock::now();

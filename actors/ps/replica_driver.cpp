@@ -10,6 +10,28 @@
 
 namespace apiary::actors {
 
+namespace {
+
+/// A push's request bytes: a dense gradient written once, into a pooled buffer (its
+/// pages stay mapped from one step to the next); a sparse one through protobuf.
+Buffer encode_push(const std::string& shard, const core::ps::ShardPushView& p) {
+  const float* values = p.dense;
+  std::size_t count = p.count;
+  if (p.piece) {
+    const auto* dense = std::get_if<std::vector<float>>(&*p.piece);
+    if (dense == nullptr) {
+      return to_buffer(core::ps::to_pb(shard, core::ps::Push{p.replica, p.step, *p.piece, p.samples}));
+    }
+    values = dense->data();
+    count = dense->size();
+  }
+  Buffer b = Buffer::allocate(core::ps::dense_push_size(shard, p.replica, p.step, p.samples, count));
+  core::ps::encode_dense_push(reinterpret_cast<char*>(b.data()), shard, p.replica, p.step, p.samples, values, count);
+  return b;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ReplicaDriver>> ReplicaDriver::create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
                                                              ReplicaDriverConfig config) {
   const auto& plan = config.plan;
@@ -78,7 +100,11 @@ ReplicaDriver::~ReplicaDriver() {
 
 ReplicaDriver::ReplicaDriver(caf::actor_system& sys, std::shared_ptr<Gateway> gw, ReplicaDriverConfig config,
                              core::ps::Replica replica)
-    : self_(sys), gw_(std::move(gw)), config_(std::move(config)), replica_(std::move(replica)) {}
+    : self_(sys), gw_(std::move(gw)), config_(std::move(config)), replica_(std::move(replica)) {
+  for (const auto& v : config_.plan.variables) {
+    if (v.shards.size() == 1) whole_.emplace(v.shards.front(), v.name);
+  }
+}
 
 Error ReplicaDriver::describe(const char* what, std::size_t shard, const Error& e) const {
   const auto& s = config_.plan.shards[shard];
@@ -155,6 +181,12 @@ Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, 
 }
 
 Result<std::map<std::string, std::vector<float>>> ReplicaDriver::pull() {
+  std::map<std::string, std::vector<float>> params;
+  if (auto s = pull_into(params); !s) return s.error();
+  return params;
+}
+
+Status ReplicaDriver::pull_into(std::map<std::string, std::vector<float>>& params) {
   auto pulls = replica_.start_pull();
   if (!pulls) return pulls.error();
   std::vector<std::pair<std::size_t, Buffer>> requests;
@@ -168,9 +200,16 @@ Result<std::map<std::string, std::vector<float>>> ReplicaDriver::pull() {
   auto answers = call_all("pull", core::ps::k_ps_pull_handle, std::move(requests));
   if (!answers) return answers.error();
   for (auto& [shard, body] : *answers) {
-    auto m = from_buffer<pb::PsPullResponse>(body, "pull response");
-    if (!m) return describe("pull", shard, m.error());
-    const auto reply = core::ps::from_pb(*m);
+    // The values are copied once, from the received bytes into the replica's piece: for
+    // a variable held whole, the caller's own vector.
+    core::ps::PullReply reply;
+    if (auto whole = whole_.find(shard); whole != whole_.end()) {
+      if (auto mine = params.find(whole->second); mine != params.end()) reply.values = std::move(mine->second);
+    }
+    if (auto s = core::ps::decode_pull_response_into(body.view(), reply); !s) {
+      return describe("pull", shard, s.error());
+    }
+    body = Buffer{};
     const auto& config = config_.plan.shards[shard].config;
     // The synchronization contract, checked on every answer: a synchronous shard
     // answers step s with at least s - staleness updates applied.
@@ -181,17 +220,21 @@ Result<std::map<std::string, std::vector<float>>> ReplicaDriver::pull() {
                                  "shard broke its staleness bound",
                                  reply.step - config.staleness, reply.step, config.staleness, reply.version));
     }
-    if (auto r = replica_.on_pull_reply(shard, reply); !r) return describe("pull", shard, r.error());
+    if (auto r = replica_.on_pull_reply(shard, std::move(reply)); !r) return describe("pull", shard, r.error());
   }
-  return replica_.parameters();
+  auto taken = replica_.take_parameters();
+  if (!taken) return taken.error();
+  for (auto& [name, values] : *taken) params[name] = std::move(values);
+  return ok_status();
 }
 
 Status ReplicaDriver::push(const std::map<std::string, core::ps::Gradient>& gradients, double samples) {
-  auto pushes = replica_.push(gradients, samples);
+  // Dense gradients go from the caller's tensors straight into the request buffers.
+  auto pushes = replica_.push_views(gradients, samples);
   if (!pushes) return pushes.error();
   std::vector<std::pair<std::size_t, Buffer>> requests;
   for (const auto& p : *pushes) {
-    requests.emplace_back(p.shard, to_buffer(core::ps::to_pb(config_.plan.shards[p.shard].config.variable, p.push)));
+    requests.emplace_back(p.shard, encode_push(config_.plan.shards[p.shard].config.variable, p));
   }
   auto answers = call_all("push", core::ps::k_ps_push_handle, std::move(requests));
   if (!answers) return answers.error();

@@ -55,6 +55,13 @@ class ReplicaDriver {
   /// (peer_down, deadline_exceeded, a shard's refusal) with a message naming it.
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> pull();
 
+  /// pull() into `params`, reusing the vectors it holds: an unpartitioned variable's
+  /// values are written over its vector when that has the right size, so a loop that
+  /// passes the same map every step keeps its memory (no fresh pages to fault in, no
+  /// zero fill). On success `params` holds every variable; on an error (as pull()) its
+  /// contents are unspecified.
+  [[nodiscard]] Status pull_into(std::map<std::string, std::vector<float>>& params);
+
   /// Pushes this step's gradients (whole variables, by name) computed from `samples`
   /// examples; returns when every shard has taken its piece, and the step advances.
   /// Errors: as pull(), or invalid_argument on missing or mis-sized gradients.
@@ -94,6 +101,7 @@ class ReplicaDriver {
   ReplicaDriverConfig config_;
   core::ps::Replica replica_;
   std::map<CallId, std::string> sessions_;  ///< open session call -> PS device
+  std::map<std::size_t, std::string> whole_;  ///< shard id -> the variable it holds whole
 };
 
 }  // namespace apiary::actors

@@ -70,30 +70,46 @@ Optimizer::Optimizer(OptimizerConfig config, std::size_t size, std::size_t row_w
   if (config_.kind == OptimizerKind::adam) v_.assign(size_, 0.0F);
 }
 
-void Optimizer::update_range(float* params, const float* grad, std::size_t begin, std::size_t n, float lr_t) {
+void Optimizer::update_range(float* params, const float* grad, std::size_t begin, std::size_t n, float lr_t,
+                             float scale) {
+  // Each loop runs over plain pointers, so that the compiler vectorises it (-O3).
   const float lr = config_.learning_rate;
+  float* p = params + begin;
   switch (config_.kind) {
     case OptimizerKind::sgd:
-      for (std::size_t i = 0; i < n; ++i) params[begin + i] -= lr * grad[i];
+      for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (grad[i] * scale);
       return;
-    case OptimizerKind::momentum:
+    case OptimizerKind::momentum: {
       // accum = momentum * accum + g; var -= lr * accum (Nesterov: lr * (g + momentum * accum)).
-      for (std::size_t i = 0; i < n; ++i) {
-        float& a = m_[begin + i];
-        a = config_.momentum * a + grad[i];
-        params[begin + i] -= config_.nesterov ? lr * (grad[i] + config_.momentum * a) : lr * a;
+      float* acc = m_.data() + begin;
+      const float mu = config_.momentum;
+      if (config_.nesterov) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const float g = grad[i] * scale;
+          acc[i] = mu * acc[i] + g;
+          p[i] -= lr * (g + mu * acc[i]);
+        }
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          acc[i] = mu * acc[i] + grad[i] * scale;
+          p[i] -= lr * acc[i];
+        }
       }
       return;
-    case OptimizerKind::adam:
+    }
+    case OptimizerKind::adam: {
       // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; var -= lr_t m / (sqrt(v) + eps).
+      float* m = m_.data() + begin;
+      float* v = v_.data() + begin;
+      const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.epsilon;
       for (std::size_t i = 0; i < n; ++i) {
-        float& m = m_[begin + i];
-        float& v = v_[begin + i];
-        m = config_.beta1 * m + (1.0F - config_.beta1) * grad[i];
-        v = config_.beta2 * v + (1.0F - config_.beta2) * grad[i] * grad[i];
-        params[begin + i] -= lr_t * m / (std::sqrt(v) + config_.epsilon);
+        const float g = grad[i] * scale;
+        m[i] = b1 * m[i] + (1.0F - b1) * g;
+        v[i] = b2 * v[i] + (1.0F - b2) * g * g;
+        p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
       }
       return;
+    }
   }
 }
 
@@ -115,6 +131,18 @@ Status Optimizer::apply_dense(std::vector<float>& params, const std::vector<floa
   }
   ++updates_;
   update_range(params.data(), grad.data(), 0, size_, adam_rate(config_, updates_));
+  return ok_status();
+}
+
+Status Optimizer::apply_dense_scaled(std::vector<float>& params, const std::vector<float>& grad, float scale) {
+  if (params.size() != size_ || grad.size() != size_) {
+    return make_error(errc::invalid_argument,
+                      "dense update: expected {} parameters and {} gradient values, got {} and {}; push a "
+                      "gradient of the shard's shape",
+                      size_, size_, params.size(), grad.size());
+  }
+  ++updates_;
+  update_range(params.data(), grad.data(), 0, size_, adam_rate(config_, updates_), scale);
   return ok_status();
 }
 

@@ -68,6 +68,11 @@ class Optimizer {
   /// mismatch (nothing changes then).
   [[nodiscard]] Status apply_dense(std::vector<float>& params, const std::vector<float>& grad);
 
+  /// apply_dense() of the gradient `scale * grad`, without forming it: each element is
+  /// scaled (rounded to float, as `grad[i] * scale` would be) inside the update's one
+  /// pass. Errors: as apply_dense().
+  [[nodiscard]] Status apply_dense_scaled(std::vector<float>& params, const std::vector<float>& grad, float scale);
+
   /// Applies `g` to its rows only (see the file comment). Errors: invalid_argument on a
   /// bad row or size (nothing changes then).
   [[nodiscard]] Status apply_sparse(std::vector<float>& params, const SparseGradient& g);
@@ -82,8 +87,10 @@ class Optimizer {
   [[nodiscard]] const OptimizerConfig& config() const { return config_; }
 
  private:
-  /// Updates parameters [begin, begin + n) from grad[0, n), with Adam's step size lr_t.
-  void update_range(float* params, const float* grad, std::size_t begin, std::size_t n, float lr_t);
+  /// Updates parameters [begin, begin + n) from grad[0, n) * scale, with Adam's step
+  /// size lr_t.
+  void update_range(float* params, const float* grad, std::size_t begin, std::size_t n, float lr_t,
+                    float scale = 1.0F);
 
   OptimizerConfig config_;
   std::size_t size_;

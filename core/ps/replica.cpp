@@ -63,7 +63,7 @@ Result<std::vector<ShardPull>> Replica::start_pull() {
   return out;
 }
 
-Result<bool> Replica::on_pull_reply(std::size_t shard, const PullReply& reply) {
+Status Replica::check_reply(std::size_t shard, const PullReply& reply) const {
   if (phase_ != ReplicaPhase::pulling) return wrong_phase("on_pull_reply", "pulling");
   auto it = where_.find(shard);
   if (it == where_.end() || pulled_.count(shard) != 0 || reply.replica != id_ || reply.step != step_) {
@@ -76,15 +76,38 @@ Result<bool> Replica::on_pull_reply(std::size_t shard, const PullReply& reply) {
     return make_error(errc::invalid_argument, "replica {}: expected {} values from shard {}, got {}", id_,
                       layout.size(), shard, reply.values.size());
   }
-  pulled_.emplace(shard, reply.values);
-  min_version_ = std::min(min_version_, reply.version);
+  return ok_status();
+}
+
+bool Replica::pulled(std::int64_t version) {
+  min_version_ = std::min(min_version_, version);
   if (pulled_.size() < where_.size()) return false;
   phase_ = ReplicaPhase::computing;
   return true;
 }
 
+Result<bool> Replica::on_pull_reply(std::size_t shard, const PullReply& reply) {
+  if (auto s = check_reply(shard, reply); !s) return s.error();
+  pulled_.emplace(shard, reply.values);
+  return pulled(reply.version);
+}
+
+Result<bool> Replica::on_pull_reply(std::size_t shard, PullReply&& reply) {
+  if (auto s = check_reply(shard, reply); !s) return s.error();
+  pulled_.emplace(shard, std::move(reply.values));
+  return pulled(reply.version);
+}
+
+Error Replica::taken(const char* call) const {
+  return make_error(errc::protocol,
+                    "replica {}: {} found the pulled pieces of step {} already taken; take_parameters() hands "
+                    "them over once per step",
+                    id_, call, step_);
+}
+
 Result<std::map<std::string, std::vector<float>>> Replica::parameters() const {
   if (phase_ != ReplicaPhase::computing) return wrong_phase("parameters", "computing");
+  if (pulled_.size() < where_.size()) return taken("parameters");
   std::map<std::string, std::vector<float>> out;
   for (const auto& v : variables_) {
     std::vector<std::vector<float>> pieces;
@@ -96,13 +119,44 @@ Result<std::map<std::string, std::vector<float>>> Replica::parameters() const {
   return out;
 }
 
+Result<std::map<std::string, std::vector<float>>> Replica::take_parameters() {
+  if (phase_ != ReplicaPhase::computing) return wrong_phase("take_parameters", "computing");
+  if (pulled_.size() < where_.size()) return taken("take_parameters");
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& v : variables_) {
+    std::vector<std::vector<float>> pieces;
+    for (auto shard : v.plan.shards) pieces.push_back(std::move(pulled_.at(shard)));
+    if (pieces.size() == 1) {
+      out.emplace(v.plan.name, std::move(pieces.front()));  // one piece: the variable as it came
+      continue;
+    }
+    auto whole = reassemble(pieces, v.plan.shape, v.layouts);
+    if (!whole) return whole.error();
+    out.emplace(v.plan.name, std::move(*whole));
+  }
+  pulled_.clear();
+  return out;
+}
+
 Result<std::vector<ShardPush>> Replica::push(const std::map<std::string, Gradient>& gradients, double samples) {
+  auto views = push_views(gradients, samples);
+  if (!views) return views.error();
+  std::vector<ShardPush> out;
+  for (auto& v : *views) {
+    Gradient g = v.piece ? std::move(*v.piece) : Gradient{std::vector<float>(v.dense, v.dense + v.count)};
+    out.push_back(ShardPush{v.shard, Push{v.replica, v.step, std::move(g), v.samples}});
+  }
+  return out;
+}
+
+Result<std::vector<ShardPushView>> Replica::push_views(const std::map<std::string, Gradient>& gradients,
+                                                       double samples) {
   if (phase_ != ReplicaPhase::computing) return wrong_phase("push", "computing");
   if (gradients.size() != variables_.size()) {
     return make_error(errc::invalid_argument, "replica {}: expected a gradient for each of {} variables, got {}", id_,
                       variables_.size(), gradients.size());
   }
-  std::vector<ShardPush> out;
+  std::vector<ShardPushView> out;
   for (const auto& v : variables_) {
     auto it = gradients.find(v.plan.name);
     if (it == gradients.end()) {
@@ -113,6 +167,12 @@ Result<std::vector<ShardPush>> Replica::push(const std::map<std::string, Gradien
       return make_error(errc::invalid_argument, "replica {}: expected a {} gradient for variable {}", id_,
                         v.plan.sparse ? "sparse" : "dense", v.plan.name);
     }
+    const auto* dense = std::get_if<std::vector<float>>(&it->second);
+    if (dense != nullptr && v.layouts.size() == 1 && dense->size() == v.layouts.front().size()) {
+      // One piece, the whole tensor: the push reads the caller's values.
+      out.push_back(ShardPushView{v.plan.shards.front(), id_, step_, samples, dense->data(), dense->size(), {}});
+      continue;
+    }
     std::vector<Gradient> pieces;
     if (v.plan.sparse) {
       auto parts = split_sparse(std::get<SparseGradient>(it->second), v.plan.shape.front(),
@@ -120,12 +180,12 @@ Result<std::vector<ShardPush>> Replica::push(const std::map<std::string, Gradien
       if (!parts) return make_error(parts.error().code, "variable {}: {}", v.plan.name, parts.error().message);
       pieces.assign(parts->begin(), parts->end());
     } else {
-      auto parts = split_dense(std::get<std::vector<float>>(it->second), v.plan.shape, v.layouts);
+      auto parts = split_dense(*dense, v.plan.shape, v.layouts);
       if (!parts) return make_error(parts.error().code, "variable {}: {}", v.plan.name, parts.error().message);
       pieces.assign(parts->begin(), parts->end());
     }
     for (std::size_t i = 0; i < pieces.size(); ++i) {
-      out.push_back(ShardPush{v.plan.shards[i], Push{id_, step_, std::move(pieces[i]), samples}});
+      out.push_back(ShardPushView{v.plan.shards[i], id_, step_, samples, nullptr, 0, std::move(pieces[i])});
     }
   }
   phase_ = ReplicaPhase::pushing;

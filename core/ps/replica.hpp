@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,19 @@ struct ShardPush {
   Push push;              ///< replica, step, piece of the gradient, samples
 };
 
+/// push_views()' form of a push: the gradient of an unpartitioned dense variable is
+/// the caller's own tensor, not a copy; other variables' pieces are cut out as push()
+/// cuts them.
+struct ShardPushView {
+  std::size_t shard = 0;       ///< shard id
+  std::int32_t replica = 0;    ///< who pushes
+  std::int64_t step = 0;       ///< which step
+  double samples = 1.0;        ///< examples behind the gradient
+  const float* dense = nullptr;  ///< the caller's values (when `piece` is empty)
+  std::size_t count = 0;         ///< values at `dense`
+  std::optional<Gradient> piece;  ///< a piece cut out (partitioned or sparse variables)
+};
+
 /// Where a replica is in its step.
 enum class ReplicaPhase { idle, pulling, computing, pushing };
 
@@ -62,9 +76,15 @@ class Replica {
   /// computing). Errors: protocol (not pulling, a shard answering twice, another
   /// replica's or step's reply) or invalid_argument (wrong size).
   [[nodiscard]] Result<bool> on_pull_reply(std::size_t shard, const PullReply& reply);
+  /// on_pull_reply() taking the reply's values over instead of copying them.
+  [[nodiscard]] Result<bool> on_pull_reply(std::size_t shard, PullReply&& reply);
 
   /// The reassembled parameters of the current step, by variable name (computing only).
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> parameters() const;
+  /// parameters() handing over the pulled pieces instead of copying them: an
+  /// unpartitioned variable's values move out as they came. Call it once per step
+  /// (a second call, or parameters() after it, fails: the pieces are gone).
+  [[nodiscard]] Result<std::map<std::string, std::vector<float>>> take_parameters();
 
   /// computing -> pushing: cuts each variable's gradient (dense: the whole tensor;
   /// sparse: rows of the whole variable) into one push per shard. Every variable needs
@@ -72,6 +92,10 @@ class Replica {
   /// unknown or mis-sized gradient (the phase stays computing).
   [[nodiscard]] Result<std::vector<ShardPush>> push(const std::map<std::string, Gradient>& gradients,
                                                     double samples = 1.0);
+  /// push() without copying unpartitioned dense gradients: their pushes point into
+  /// `gradients`, which must outlive them. Same checks, errors and phase change.
+  [[nodiscard]] Result<std::vector<ShardPushView>> push_views(const std::map<std::string, Gradient>& gradients,
+                                                              double samples = 1.0);
 
   /// A shard's acknowledgement. Returns true when it was the last one (the step ends,
   /// phase becomes idle). Errors: protocol on an unexpected ack.
@@ -91,6 +115,12 @@ class Replica {
   };
   Replica(std::int32_t id, std::vector<Planned> variables, std::map<std::size_t, std::pair<std::size_t, std::size_t>> where);
   [[nodiscard]] Error wrong_phase(const char* call, const char* expected) const;
+  /// Both on_pull_reply()s' checks of `reply`.
+  [[nodiscard]] Status check_reply(std::size_t shard, const PullReply& reply) const;
+  /// Counts a stored reply at `version`; true when it was the last (phase computing).
+  bool pulled(std::int64_t version);
+  /// The error for reading pieces that take_parameters() already handed over.
+  [[nodiscard]] Error taken(const char* call) const;
 
   std::int32_t id_;
   std::vector<Planned> variables_;

@@ -1,5 +1,6 @@
 #include "core/ps/server.hpp"
 
+#include <limits>
 #include <optional>
 
 #include "core/ps/wire.hpp"
@@ -7,7 +8,18 @@
 namespace apiary::core::ps {
 
 ShardServer::ShardServer(std::string device, std::map<std::string, Shard> shards)
-    : device_(std::move(device)), shards_(std::move(shards)) {}
+    : device_(std::move(device)), shards_(std::move(shards)) {
+  // Pull answers are encoded straight from the shard's values (answer()).
+  for (auto& [name, shard] : shards_) shard.set_pull_values(false);
+}
+
+namespace {
+/// Parses protobuf message `m` from `body`; false when it does not parse.
+bool parse(google::protobuf::MessageLite& m, std::string_view body) {
+  return body.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
+         m.ParseFromArray(body.data(), static_cast<int>(body.size()));
+}
+}  // namespace
 
 const Shard* ShardServer::shard(const std::string& name) const {
   auto it = shards_.find(name);
@@ -21,7 +33,7 @@ std::size_t ShardServer::held() const {
 }
 
 Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle, const PeerAddr& from,
-                                const std::string& body) {
+                                std::string_view body) {
   if (handle == k_ps_push_handle) return push(id, body);
   if (handle == k_ps_pull_handle) return pull(id, body);
   if (handle == k_ps_join_handle) return join(id, body, from);
@@ -29,9 +41,9 @@ Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::stri
                                k_ps_pull_handle, handle));
 }
 
-Effects ShardServer::join(RequestId id, const std::string& body, const PeerAddr& from) {
+Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& from) {
   pb::PsJoinRequest req;
-  if (!req.ParseFromString(body)) {
+  if (!parse(req, body)) {
     return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsJoinRequest", device_, body.size()));
   }
   const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
@@ -97,29 +109,45 @@ Shard* ShardServer::find(const std::string& name, RequestId id, Effects& out) {
   return nullptr;
 }
 
-Effects ShardServer::push(RequestId id, const std::string& body) {
+Effects ShardServer::push(RequestId id, std::string_view body) {
+  // A dense gradient is summed straight from the request's bytes; anything else (sparse,
+  // an unusual encoding, malformed bytes) goes through protobuf.
+  DensePushView view;
+  if (scan_dense_push(body, view)) {
+    const std::string shard(view.shard);
+    return admit_push(id, shard, view.replica, view.step, [&](Shard& s) {
+      return s.push_dense(view.replica, view.step, view.samples, view.gradient);
+    });
+  }
   pb::PsPushRequest req;
-  if (!req.ParseFromString(body)) {
+  if (!parse(req, body)) {
     return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPushRequest", device_, body.size()));
   }
-  Effects out;
-  Shard* s = find(req.shard(), id, out);
-  if (s == nullptr) return out;
-  if (!lost_.empty() && s->config().sync) return refuse(id, lost_error(req.shard()));
-  waiting_[Key{req.shard(), false, req.replica(), req.step()}].push_back(id);
-  auto released = s->push(from_pb(req));
-  if (!released) {
-    auto& ids = waiting_[Key{req.shard(), false, req.replica(), req.step()}];
-    ids.pop_back();
-    if (ids.empty()) waiting_.erase(Key{req.shard(), false, req.replica(), req.step()});
-    return refuse(id, make_error(released.error().code, "PS {}: {}", device_, released.error().message));
-  }
-  return answer(req.shard(), *released, {});
+  return admit_push(id, req.shard(), req.replica(), req.step(), [&](Shard& s) { return s.push(from_pb(req)); });
 }
 
-Effects ShardServer::pull(RequestId id, const std::string& body) {
+template <typename Take>
+Effects ShardServer::admit_push(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step,
+                                Take take) {
+  Effects out;
+  Shard* s = find(shard, id, out);
+  if (s == nullptr) return out;
+  if (!lost_.empty() && s->config().sync) return refuse(id, lost_error(shard));
+  const Key key{shard, false, replica, step};
+  waiting_[key].push_back(id);
+  Result<Released> released = take(*s);
+  if (!released) {
+    auto& ids = waiting_[key];
+    ids.pop_back();
+    if (ids.empty()) waiting_.erase(key);
+    return refuse(id, make_error(released.error().code, "PS {}: {}", device_, released.error().message));
+  }
+  return answer(shard, *released, {});
+}
+
+Effects ShardServer::pull(RequestId id, std::string_view body) {
   pb::PsPullRequest req;
-  if (!req.ParseFromString(body)) {
+  if (!parse(req, body)) {
     return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPullRequest", device_, body.size()));
   }
   Effects out;
@@ -153,10 +181,14 @@ Effects ShardServer::answer(const std::string& shard, const Released& released, 
       out.push_back(Reply{*id, to_pb(shard, ack).SerializeAsString(), true});
     }
   }
+  // The pulls a call releases all see the state it left (Shard::set_pull_values).
+  const std::vector<float>& values = shards_.at(shard).values();
   for (const auto& reply : released.pulls) {
     if (auto id = take(Key{shard, true, reply.replica, reply.step})) {
       ++stats_.pulls;
-      out.push_back(Reply{*id, to_pb(shard, reply).SerializeAsString(), true});
+      out.push_back(Reply{*id, encode_pull_response(shard, reply.replica, reply.step, reply.version, values.data(),
+                                                    values.size()),
+                          true});
     }
   }
   return out;

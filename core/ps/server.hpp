@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "core/effects.hpp"
@@ -40,8 +41,9 @@ class ShardServer {
   /// request's own when it is answered (or refused) now, and those of held requests it
   /// released. A malformed request, an unknown handle or shard, or a request the shard
   /// refuses is answered with an error saying what was expected.
+  /// `body` is only read during the call (a dense push is summed straight from it).
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
-                                   const std::string& body);
+                                   std::string_view body);
 
   /// The next message, end or error of a session stream (request `id` of
   /// k_ps_join_handle): an error marks its replica lost (see the file comment); the end
@@ -61,9 +63,12 @@ class ShardServer {
   /// (shard, pull?, replica, step): identifies a held request to answer later.
   using Key = std::tuple<std::string, bool, std::int32_t, std::int64_t>;
 
-  Effects push(RequestId id, const std::string& body);
-  Effects pull(RequestId id, const std::string& body);
-  Effects join(RequestId id, const std::string& body, const PeerAddr& from);
+  Effects push(RequestId id, std::string_view body);
+  /// A push's admission once decoded: `take` hands the gradient to the shard.
+  template <typename Take>
+  Effects admit_push(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step, Take take);
+  Effects pull(RequestId id, std::string_view body);
+  Effects join(RequestId id, std::string_view body, const PeerAddr& from);
   /// The error for a request to a synchronous shard once a replica is lost.
   [[nodiscard]] Error lost_error(const std::string& shard) const;
   /// Replies to the held requests `released` answers (and the caller's own, `id`).

@@ -1,9 +1,48 @@
 #include "core/ps/shard.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace apiary::core::ps {
+
+namespace {
+
+/// The j-th float32 of `g`, read whatever its alignment.
+inline float load(const char* g, std::size_t j) {
+  float f;
+  std::memcpy(&f, g + j * sizeof(float), sizeof(float));
+  return f;
+}
+
+/// sum[j] = w * g[j] (`first`) or sum[j] += w * g[j], each product rounded to float once
+/// as float(w * g[j]) computed in double would be: in float arithmetic when w is exactly
+/// a float (the product of two floats is exact in double, so both round the same).
+void add_weighted(float* sum, DenseBytes g, double w, bool first) {
+  const char* src = g.bytes;
+  const std::size_t n = g.count;
+  const auto wf = static_cast<float>(w);
+  if (static_cast<double>(wf) != w) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto v = static_cast<float>(w * static_cast<double>(load(src, j)));
+      sum[j] = first ? v : sum[j] + v;
+    }
+  } else if (wf == 1.0F && first) {
+    if (n > 0) std::memcpy(sum, src, n * sizeof(float));
+  } else if (wf == 1.0F) {
+    for (std::size_t j = 0; j < n; ++j) sum[j] += load(src, j);
+  } else if (first) {
+    for (std::size_t j = 0; j < n; ++j) sum[j] = wf * load(src, j);
+  } else {
+    for (std::size_t j = 0; j < n; ++j) sum[j] += wf * load(src, j);
+  }
+}
+
+DenseBytes bytes_of(const std::vector<float>& v) {
+  return DenseBytes{reinterpret_cast<const char*>(v.data()), v.size()};
+}
+
+}  // namespace
 
 Result<Shard> Shard::create(ShardConfig config, std::vector<float> initial) {
   const std::string& name = config.variable;
@@ -46,39 +85,45 @@ std::int64_t Shard::slowest() const { return *std::min_element(clock_.begin(), c
 
 bool Shard::admitted(std::int64_t step) const { return !config_.sync || step <= slowest() + config_.staleness; }
 
-Status Shard::check(const Push& p) const {
+Status Shard::check_header(std::int32_t replica, std::int64_t step, double samples, bool sparse,
+                           std::size_t size) const {
   const std::string& name = config_.variable;
-  if (p.replica < 0 || static_cast<std::size_t>(p.replica) >= clock_.size()) {
+  if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}), got {}", name,
-                      clock_.size(), p.replica);
+                      clock_.size(), replica);
   }
-  if (p.step != next_[static_cast<std::size_t>(p.replica)]) {
+  if (step != next_[static_cast<std::size_t>(replica)]) {
     return make_error(errc::protocol, "shard {}: expected replica {} to push step {} next, got step {}", name,
-                      p.replica, next_[static_cast<std::size_t>(p.replica)], p.step);
+                      replica, next_[static_cast<std::size_t>(replica)], step);
   }
-  if (!(p.samples > 0.0)) {
-    return make_error(errc::invalid_argument, "shard {}: expected samples > 0 in a push, got {}", name, p.samples);
+  if (!(samples > 0.0)) {
+    return make_error(errc::invalid_argument, "shard {}: expected samples > 0 in a push, got {}", name, samples);
   }
-  const bool is_sparse = std::holds_alternative<SparseGradient>(p.gradient);
-  if (is_sparse != config_.sparse) {
+  if (sparse != config_.sparse) {
     return make_error(errc::invalid_argument, "shard {}: expected a {} gradient, got a {} one", name,
-                      config_.sparse ? "sparse" : "dense", is_sparse ? "sparse" : "dense");
+                      config_.sparse ? "sparse" : "dense", sparse ? "sparse" : "dense");
   }
-  if (!is_sparse) {
-    const auto& g = std::get<std::vector<float>>(p.gradient);
-    if (g.size() != values_.size()) {
-      return make_error(errc::invalid_argument, "shard {}: expected a gradient of {} values, got {}", name,
-                        values_.size(), g.size());
-    }
-    return ok_status();
+  if (!sparse && size != values_.size()) {
+    return make_error(errc::invalid_argument, "shard {}: expected a gradient of {} values, got {}", name,
+                      values_.size(), size);
   }
+  return ok_status();
+}
+
+Status Shard::check(const Push& p) const {
+  const auto* dense = std::get_if<std::vector<float>>(&p.gradient);
+  if (auto s = check_header(p.replica, p.step, p.samples, dense == nullptr, dense ? dense->size() : 0); !s) return s;
+  if (dense != nullptr) return ok_status();
   auto merged = merge_rows(std::get<SparseGradient>(p.gradient), config_.layout.row_width(),
                            config_.layout.shape.front());
-  if (!merged) return make_error(merged.error().code, "shard {}: {}", name, merged.error().message);
+  if (!merged) return make_error(merged.error().code, "shard {}: {}", config_.variable, merged.error().message);
   return ok_status();
 }
 
 Status Shard::accept(Push p, Released& out) {
+  if (config_.sync && !config_.sparse) {
+    return accept_dense(p.replica, p.step, p.samples, bytes_of(std::get<std::vector<float>>(p.gradient)), out);
+  }
   const auto r = static_cast<std::size_t>(p.replica);
   ++clock_[r];
   out.acks.push_back(PushAck{p.replica, p.step});
@@ -88,25 +133,40 @@ Status Shard::accept(Push p, Released& out) {
     if (config_.sparse) return optimizer_.apply_sparse(values_, std::get<SparseGradient>(p.gradient));
     return optimizer_.apply_dense(values_, std::get<std::vector<float>>(p.gradient));
   }
-  // Synchronous: add w_r * g_r to the step's sum.
-  const bool by_host = config_.aggregation == Aggregation::host_mean;
-  const double w = by_host ? host_weight_[r] : p.samples;
+  // Synchronous, sparse: add w_r * g_r to the step's rows.
+  const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : p.samples;
   StepSum& sum = sums_[p.step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
-  if (config_.sparse) {
-    const std::size_t width = config_.layout.row_width();
-    auto merged = merge_rows(std::get<SparseGradient>(p.gradient), width, config_.layout.shape.front());
-    if (!merged) return merged.error();
-    for (std::size_t i = 0; i < merged->rows.size(); ++i) {
-      auto& row = sum.rows[merged->rows[i]];
-      row.resize(width, 0.0F);
-      for (std::size_t j = 0; j < width; ++j) row[j] += static_cast<float>(w * merged->values[i * width + j]);
-    }
-  } else {
-    const auto& g = std::get<std::vector<float>>(p.gradient);
-    sum.dense.resize(values_.size(), 0.0F);
-    for (std::size_t j = 0; j < g.size(); ++j) sum.dense[j] += static_cast<float>(w * g[j]);
+  ++sum.pushes;
+  const std::size_t width = config_.layout.row_width();
+  auto merged = merge_rows(std::get<SparseGradient>(p.gradient), width, config_.layout.shape.front());
+  if (!merged) return merged.error();
+  for (std::size_t i = 0; i < merged->rows.size(); ++i) {
+    auto& row = sum.rows[merged->rows[i]];
+    row.resize(width, 0.0F);
+    for (std::size_t j = 0; j < width; ++j) row[j] += static_cast<float>(w * merged->values[i * width + j]);
   }
+  return apply_ready();
+}
+
+Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g, Released& out) {
+  const auto r = static_cast<std::size_t>(replica);
+  ++clock_[r];
+  out.acks.push_back(PushAck{replica, step});
+  // Add w_r * g_r to the step's sum; the step's first gradient writes it.
+  const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : samples;
+  StepSum& sum = sums_[step];
+  sum.divisor += w;  // host_mean weights sum to 1 over a full step
+  if (sum.pushes == 0) {
+    if (spare_.size() == values_.size()) sum.dense = std::move(spare_);
+    sum.dense.resize(values_.size());
+  }
+  add_weighted(sum.dense.data(), g, w, sum.pushes == 0);
+  ++sum.pushes;
+  return apply_ready();
+}
+
+Status Shard::apply_ready() {
   // Every step below the slowest clock has all its gradients: apply them in order.
   while (applied_steps_ < slowest()) {
     if (auto s = apply_step(applied_steps_); !s) return s;
@@ -125,8 +185,10 @@ Status Shard::apply_step(std::int64_t step) {
   const auto scale = static_cast<float>(1.0 / sum.divisor);
   ++version_;
   if (!config_.sparse) {
-    for (auto& x : sum.dense) x *= scale;
-    return optimizer_.apply_dense(values_, sum.dense);
+    // The mean is taken inside the update's one pass over the values.
+    auto s = optimizer_.apply_dense_scaled(values_, sum.dense, scale);
+    spare_ = std::move(sum.dense);
+    return s;
   }
   SparseGradient g;
   for (auto& [row, v] : sum.rows) {
@@ -137,7 +199,7 @@ Status Shard::apply_step(std::int64_t step) {
 }
 
 PullReply Shard::reply(std::int32_t replica, std::int64_t step) const {
-  return PullReply{replica, step, version_, values_};
+  return PullReply{replica, step, version_, pull_values_ ? values_ : std::vector<float>{}};
 }
 
 Status Shard::drain(Released& out) {
@@ -174,6 +236,21 @@ Result<Released> Shard::push(Push p) {
   } else {
     held_pushes_.push_back(std::move(p));
   }
+  if (auto s = drain(out); !s) return s.error();
+  return out;
+}
+
+Result<Released> Shard::push_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes gradient) {
+  if (auto s = check_header(replica, step, samples, false, gradient.count); !s) return s.error();
+  if (!config_.sync || !admitted(step)) {
+    // Kept past this call (held) or applied alone: the gradient needs its own copy.
+    std::vector<float> owned(gradient.count);
+    if (gradient.count > 0) std::memcpy(owned.data(), gradient.bytes, gradient.count * sizeof(float));
+    return push(Push{replica, step, std::move(owned), samples});
+  }
+  Released out;
+  ++next_[static_cast<std::size_t>(replica)];
+  if (auto s = accept_dense(replica, step, samples, gradient, out); !s) return s.error();
   if (auto s = drain(out); !s) return s.error();
   return out;
 }

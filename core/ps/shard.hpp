@@ -56,6 +56,13 @@ struct ShardConfig {
 /// A gradient for the whole shard: dense values, or rows.
 using Gradient = std::variant<std::vector<float>, SparseGradient>;
 
+/// A dense gradient left where it arrived: `count` little-endian float32 values at
+/// `bytes`, which need not be aligned for float.
+struct DenseBytes {
+  const char* bytes = nullptr;  ///< first byte of the first value
+  std::size_t count = 0;        ///< number of values
+};
+
 /// A replica's gradient for one step.
 struct Push {
   std::int32_t replica = 0;  ///< replica id in [0, replica_hosts.size())
@@ -98,6 +105,18 @@ class Shard {
   /// the replica's next one). A refused push changes nothing.
   [[nodiscard]] Result<Released> push(Push p);
 
+  /// push() for a dense gradient that stays in the caller's bytes (a received message):
+  /// a synchronous shard sums it into its step straight from them; it is copied only
+  /// when it must be kept (held by the staleness bound, or applied alone when async).
+  /// Same checks and errors as push().
+  [[nodiscard]] Result<Released> push_dense(std::int32_t replica, std::int64_t step, double samples,
+                                            DenseBytes gradient);
+
+  /// Whether each PullReply carries a copy of the parameters (the default). Without,
+  /// PullReply::values stays empty and the owner reads values() right after the call:
+  /// every pull one call releases sees the state that call leaves (version()).
+  void set_pull_values(bool copy) { pull_values_ = copy; }
+
   /// Asks for the parameters to compute step `step` with. Errors: invalid_argument on an
   /// unknown replica or a negative step.
   [[nodiscard]] Result<Released> pull(std::int32_t replica, std::int64_t step);
@@ -121,6 +140,7 @@ class Shard {
   /// One synchronous step's running weighted sum.
   struct StepSum {
     std::vector<float> dense;                           ///< sum of w_r g_r (dense)
+    std::size_t pushes = 0;                             ///< gradients summed so far
     std::map<std::int64_t, std::vector<float>> rows;    ///< sum of w_r g_r per row (sparse)
     double divisor = 0.0;                               ///< sum of n_r (sample_weighted)
   };
@@ -133,8 +153,16 @@ class Shard {
 
   Shard(ShardConfig config, std::vector<float> initial, std::vector<double> host_weight);
   [[nodiscard]] Status check(const Push& p) const;
+  /// The checks of a push but its gradient's contents (`size`: dense values, if dense).
+  [[nodiscard]] Status check_header(std::int32_t replica, std::int64_t step, double samples, bool sparse,
+                                    std::size_t size) const;
   [[nodiscard]] bool admitted(std::int64_t step) const;
   [[nodiscard]] Status accept(Push p, Released& out);
+  /// accept() of a synchronous shard's dense gradient, read from `g`.
+  [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
+                                    Released& out);
+  /// Applies every step below the slowest clock, in order.
+  [[nodiscard]] Status apply_ready();
   [[nodiscard]] Status apply_step(std::int64_t step);
   [[nodiscard]] Status drain(Released& out);
   [[nodiscard]] PullReply reply(std::int32_t replica, std::int64_t step) const;
@@ -148,6 +176,8 @@ class Shard {
   std::int64_t version_ = 0;
   std::int64_t applied_steps_ = 0;     ///< sync: steps 0..applied_steps_-1 are applied
   std::map<std::int64_t, StepSum> sums_;
+  std::vector<float> spare_;           ///< an applied step's dense sum, reused by the next step
+  bool pull_values_ = true;            ///< copy the parameters into each PullReply
   std::deque<Push> held_pushes_;
   std::deque<HeldPull> held_pulls_;
 };

@@ -1,5 +1,8 @@
 #include "core/ps/wire.hpp"
 
+#include <cstring>
+#include <limits>
+
 namespace apiary::core::ps {
 
 pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
@@ -60,6 +63,240 @@ PullReply from_pb(const pb::PsPullResponse& response) {
   r.version = response.version();
   r.values.assign(response.values().begin(), response.values().end());
   return r;
+}
+
+// ---- the direct path ----
+
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "float32 payloads are copied as they lie in memory: the wire is little-endian");
+
+// Protobuf wire types.
+constexpr std::uint32_t k_varint = 0;
+constexpr std::uint32_t k_fixed64 = 1;
+constexpr std::uint32_t k_len = 2;
+
+// Field numbers shared by PsPushRequest and PsPullResponse (proto/ps.proto).
+constexpr std::uint32_t k_field_shard = 1;
+constexpr std::uint32_t k_field_replica = 2;
+constexpr std::uint32_t k_field_step = 3;
+constexpr std::uint32_t k_field_version = 4;  // PsPullResponse
+constexpr std::uint32_t k_field_values = 5;   // PsPushRequest.dense, PsPullResponse.values
+constexpr std::uint32_t k_field_samples = 6;  // PsPushRequest
+
+std::size_t varint_size(std::uint64_t v) {
+  std::size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+/// Appends protobuf fields to a caller-sized region.
+struct Writer {
+  char* p;
+
+  void varint(std::uint64_t v) {
+    for (; v >= 0x80; v >>= 7) *p++ = static_cast<char>((v & 0x7f) | 0x80);
+    *p++ = static_cast<char>(v);
+  }
+  void tag(std::uint32_t field, std::uint32_t wire) { varint((field << 3) | wire); }
+  void bytes(const void* data, std::size_t size) {
+    if (size > 0) std::memcpy(p, data, size);
+    p += size;
+  }
+};
+
+// proto3 leaves fields at their default out; int32 and int64 travel as 64-bit varints
+// (a negative int32 sign-extended to ten bytes), as protobuf writes them.
+std::uint64_t as_varint(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+std::size_t int_field_size(std::int64_t v) { return v == 0 ? 0 : 1 + varint_size(as_varint(v)); }
+void put_int(Writer& w, std::uint32_t field, std::int64_t v) {
+  if (v == 0) return;
+  w.tag(field, k_varint);
+  w.varint(as_varint(v));
+}
+std::size_t len_field_size(std::size_t size) { return size == 0 ? 0 : 1 + varint_size(size) + size; }
+/// A double is left out when its bits are all zero (+0.0), as protobuf does.
+std::uint64_t bits_of(double d) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &d, 8);
+  return b;
+}
+
+/// The fields both float32 messages start with: shard, replica, step (and version).
+std::size_t header_size(const std::string& shard, std::int32_t replica, std::int64_t step, std::int64_t version) {
+  return len_field_size(shard.size()) + int_field_size(replica) + int_field_size(step) + int_field_size(version);
+}
+void put_header(Writer& w, const std::string& shard, std::int32_t replica, std::int64_t step, std::int64_t version) {
+  if (!shard.empty()) {
+    w.tag(k_field_shard, k_len);
+    w.varint(shard.size());
+    w.bytes(shard.data(), shard.size());
+  }
+  put_int(w, k_field_replica, replica);
+  put_int(w, k_field_step, step);
+  put_int(w, k_field_version, version);
+}
+void put_values(Writer& w, const float* values, std::size_t count) {
+  if (count == 0) return;
+  w.tag(k_field_values, k_len);
+  w.varint(count * sizeof(float));
+  w.bytes(values, count * sizeof(float));
+}
+
+/// Reads protobuf fields from [p, end); false on malformed input.
+struct Reader {
+  const char* p;
+  const char* end;
+
+  bool varint(std::uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const auto byte = static_cast<unsigned char>(*p++);
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  /// The next field: its number and wire type; for k_len its bytes, else its value.
+  bool field(std::uint32_t& number, std::uint32_t& wire, std::string_view& bytes, std::uint64_t& value) {
+    std::uint64_t tag = 0;
+    if (!varint(tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return false;
+    number = static_cast<std::uint32_t>(tag >> 3);
+    wire = static_cast<std::uint32_t>(tag & 7);
+    switch (wire) {
+      case k_varint: return varint(value);
+      case k_fixed64:
+        if (end - p < 8) return false;
+        std::memcpy(&value, p, 8);
+        p += 8;
+        return true;
+      case k_len: {
+        std::uint64_t size = 0;
+        if (!varint(size) || size > static_cast<std::uint64_t>(end - p)) return false;
+        bytes = std::string_view(p, size);
+        p += size;
+        return true;
+      }
+      default: return false;  // fixed32 and groups: not in a message this path reads
+    }
+  }
+};
+
+/// A packed float run as DenseBytes; false when its length is not whole floats.
+bool as_floats(std::string_view bytes, DenseBytes& out) {
+  if (bytes.size() % sizeof(float) != 0) return false;
+  out = DenseBytes{bytes.data(), bytes.size() / sizeof(float)};
+  return true;
+}
+
+}  // namespace
+
+std::size_t dense_push_size(const std::string& shard, std::int32_t replica, std::int64_t step, double samples,
+                            std::size_t count) {
+  return header_size(shard, replica, step, 0) + len_field_size(count * sizeof(float)) +
+         (bits_of(samples) == 0 ? 0 : 1 + 8);
+}
+
+std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t replica, std::int64_t step,
+                              double samples, const float* values, std::size_t count) {
+  Writer w{out};
+  put_header(w, shard, replica, step, 0);
+  put_values(w, values, count);
+  if (const auto bits = bits_of(samples); bits != 0) {
+    w.tag(k_field_samples, k_fixed64);
+    w.bytes(&bits, 8);
+  }
+  return static_cast<std::size_t>(w.p - out);
+}
+
+bool scan_dense_push(std::string_view bytes, DensePushView& out) {
+  out = DensePushView{};
+  Reader r{bytes.data(), bytes.data() + bytes.size()};
+  std::uint32_t seen = 0;  // bit n: field n was read (a repeated one goes to protobuf)
+  while (r.p < r.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!r.field(number, wire, field, value) || number > k_field_samples || (seen & (1U << number)) != 0) return false;
+    seen |= 1U << number;
+    if (number == k_field_shard && wire == k_len) out.shard = field;
+    else if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
+    else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
+    else if (number == k_field_values && wire == k_len) {
+      if (!as_floats(field, out.gradient)) return false;
+    } else if (number == k_field_samples && wire == k_fixed64) std::memcpy(&out.samples, &value, 8);
+    else return false;  // a sparse gradient, unpacked floats, a wrong wire type
+  }
+  return true;
+}
+
+std::string encode_pull_response(const std::string& shard, std::int32_t replica, std::int64_t step,
+                                 std::int64_t version, const float* values, std::size_t count) {
+  // The fields before the values go through a small buffer, the values are appended:
+  // the string is written once, never zero-filled first.
+  const std::size_t head = header_size(shard, replica, step, version) + (count == 0 ? 0 : 1 + varint_size(count * 4));
+  std::string out;
+  out.reserve(head + count * sizeof(float));
+  std::string prefix(head, '\0');
+  Writer w{prefix.data()};
+  put_header(w, shard, replica, step, version);
+  if (count > 0) {
+    w.tag(k_field_values, k_len);
+    w.varint(count * sizeof(float));
+  }
+  out.append(prefix);
+  out.append(reinterpret_cast<const char*>(values), count * sizeof(float));
+  return out;
+}
+
+Result<PullReply> decode_pull_response(std::string_view bytes) {
+  PullReply reply;
+  if (auto s = decode_pull_response_into(bytes, reply); !s) return s.error();
+  return reply;
+}
+
+Status decode_pull_response_into(std::string_view bytes, PullReply& out) {
+  out.replica = 0;
+  out.step = 0;
+  out.version = 0;
+  Reader r{bytes.data(), bytes.data() + bytes.size()};
+  DenseBytes values;
+  std::uint32_t seen = 0;
+  bool direct = true;
+  while (direct && r.p < r.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    direct = r.field(number, wire, field, value) && number <= k_field_values && (seen & (1U << number)) == 0;
+    if (!direct) break;
+    seen |= 1U << number;
+    if (number == k_field_shard && wire == k_len) continue;  // the caller knows which shard it asked
+    if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
+    else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
+    else if (number == k_field_version && wire == k_varint) out.version = static_cast<std::int64_t>(value);
+    else if (number == k_field_values && wire == k_len) direct = as_floats(field, values);
+    else direct = false;
+  }
+  if (direct) {
+    out.values.resize(values.count);  // a no-op when the storage is reused at its size
+    if (values.count > 0) std::memcpy(out.values.data(), values.bytes, values.count * sizeof(float));
+    return ok_status();
+  }
+  // Anything unusual (unpacked floats, unknown fields): protobuf reads every valid encoding.
+  pb::PsPullResponse m;
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return make_error(errc::malformed,
+                      "pull response: expected a PsPullResponse (proto/ps.proto), got {} bytes that do not parse as "
+                      "one; do the replica and the PS run the same apiary version?",
+                      bytes.size());
+  }
+  out.replica = m.replica();
+  out.step = m.step();
+  out.version = m.version();
+  out.values.assign(m.values().begin(), m.values().end());
+  return ok_status();
 }
 
 }  // namespace apiary::core::ps

@@ -1,0 +1,157 @@
+// The copy-free entry points of core/ps: Shard::push_dense against Shard::push, and
+// Replica::push_views / take_parameters against push / parameters. Each pair must give
+// bit-identical results; only the copies differ.
+#include <cstring>
+
+#include <catch2/catch.hpp>
+
+#include "core/ps/replica.hpp"
+#include "core/ps/shard.hpp"
+
+using namespace apiary::core::ps;
+
+namespace {
+
+constexpr std::size_t kSize = 37;  // not a multiple of any vector width
+
+std::vector<float> gradient_of(std::int32_t replica, std::int64_t step) {
+  std::vector<float> g(kSize);
+  for (std::size_t j = 0; j < kSize; ++j) {
+    g[j] = 0.1F * static_cast<float>(replica + 1) - 0.037F * static_cast<float>(j) + 0.01F * static_cast<float>(step);
+  }
+  return g;
+}
+
+/// Gradient bytes at an odd address, as they lie in a received message.
+struct Unaligned {
+  std::vector<char> storage;
+  DenseBytes bytes(const std::vector<float>& g) {
+    storage.assign(g.size() * sizeof(float) + 1, '\0');
+    std::memcpy(storage.data() + 1, g.data(), g.size() * sizeof(float));
+    return DenseBytes{storage.data() + 1, g.size()};
+  }
+};
+
+ShardConfig config(OptimizerKind kind, Aggregation aggregation, bool sync, std::int64_t staleness) {
+  ShardConfig c;
+  c.variable = "w";
+  c.layout.shape = {static_cast<std::int64_t>(kSize)};
+  c.optimizer.kind = kind;
+  c.optimizer.learning_rate = 0.3F;
+  c.sync = sync;
+  c.staleness = staleness;
+  c.replica_hosts = {0, 0, 1};  // host_mean weights 1/4, 1/4, 1/2; 1/3 below with 3 hosts
+  c.aggregation = aggregation;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("push_dense gives the bits push gives, for every rule and optimizer", "[ps][shard]") {
+  struct Case {
+    OptimizerKind kind;
+    Aggregation aggregation;
+    bool sync;
+    std::int64_t staleness;
+    std::vector<std::int32_t> hosts;
+  };
+  const std::vector<Case> cases = {
+      {OptimizerKind::sgd, Aggregation::sample_weighted, true, 0, {0, 0, 1}},
+      {OptimizerKind::momentum, Aggregation::host_mean, true, 0, {0, 0, 1}},
+      {OptimizerKind::adam, Aggregation::host_mean, true, 0, {0, 1, 2}},  // weights of 1/3: not floats
+      {OptimizerKind::sgd, Aggregation::sample_weighted, true, 1, {0, 0, 1}},  // SSP: pushes held
+      {OptimizerKind::adam, Aggregation::sample_weighted, false, 0, {0, 0, 1}},  // async
+  };
+  for (const auto& c : cases) {
+    auto cfg = config(c.kind, c.aggregation, c.sync, c.staleness);
+    cfg.replica_hosts = c.hosts;
+    auto by_push = Shard::create(cfg, std::vector<float>(kSize, 0.5F));
+    auto by_bytes = Shard::create(cfg, std::vector<float>(kSize, 0.5F));
+    REQUIRE(by_push.ok());
+    REQUIRE(by_bytes.ok());
+    Unaligned buffer;
+    bool held_any = false;
+    // Replica 2 lags two steps behind, so that the others' later pushes are held (and
+    // released by its pushes) under BSP and SSP alike.
+    const std::vector<std::pair<std::int32_t, std::int64_t>> order = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2},
+                                                                      {1, 2}, {2, 0}, {2, 1}, {2, 2}};
+    for (const auto& [r, step] : order) {
+      const double samples = 1.0 + r;  // weights 1, 2, 3 (sample_weighted)
+      auto a = by_push->push(Push{r, step, gradient_of(r, step), samples});
+      auto b = by_bytes->push_dense(r, step, samples, buffer.bytes(gradient_of(r, step)));
+      REQUIRE(a.ok() == b.ok());
+      REQUIRE(a.ok());
+      CHECK(a->acks.size() == b->acks.size());
+      CHECK(by_push->held() == by_bytes->held());
+      held_any = held_any || by_bytes->held() > 0;
+    }
+    CHECK(held_any == c.sync);
+    CHECK(by_push->version() == by_bytes->version());
+    CHECK(by_push->version() == (c.sync ? 3 : 9));
+    CHECK(std::memcmp(by_push->values().data(), by_bytes->values().data(), kSize * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("push_dense refuses what push refuses, and without pull values the owner reads them", "[ps][shard]") {
+  auto shard = Shard::create(config(OptimizerKind::sgd, Aggregation::sample_weighted, true, 0),
+                             std::vector<float>(kSize, 0.0F));
+  REQUIRE(shard.ok());
+  Unaligned buffer;
+  const auto g = gradient_of(0, 0);
+  auto short_one = shard->push_dense(0, 0, 1.0, DenseBytes{buffer.bytes(g).bytes, kSize - 1});
+  REQUIRE_FALSE(short_one.ok());
+  CHECK_THAT(short_one.error().message, Catch::Contains("expected a gradient of 37 values, got 36"));
+  CHECK_FALSE(shard->push_dense(0, 1, 1.0, buffer.bytes(g)).ok());  // not its next step
+  CHECK_FALSE(shard->push_dense(5, 0, 1.0, buffer.bytes(g)).ok());  // no such replica
+  CHECK_FALSE(shard->push_dense(0, 0, 0.0, buffer.bytes(g)).ok());  // no samples
+  shard->set_pull_values(false);
+  auto pulled = shard->pull(1, 0);
+  REQUIRE(pulled.ok());
+  REQUIRE(pulled->pulls.size() == 1);
+  CHECK(pulled->pulls[0].values.empty());
+  CHECK(pulled->pulls[0].version == shard->version());
+}
+
+TEST_CASE("push_views and take_parameters match push and parameters without the copies", "[ps][replica]") {
+  const std::vector<VariablePlan> plans = {VariablePlan{"w", {4, 2}, "2,1", false, {0, 1}},
+                                           VariablePlan{"b", {3}, "", false, {2}}};
+  auto a = Replica::create(0, plans);
+  auto b = Replica::create(0, plans);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const std::vector<std::vector<float>> pieces = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11}};
+  for (auto* r : {&*a, &*b}) {
+    REQUIRE(r->start_pull().ok());
+    for (std::size_t s = 0; s < pieces.size(); ++s) REQUIRE(r->on_pull_reply(s, PullReply{0, 0, 0, pieces[s]}).ok());
+  }
+  auto copied = a->parameters();
+  auto taken = b->take_parameters();
+  REQUIRE(copied.ok());
+  REQUIRE(taken.ok());
+  CHECK(*copied == *taken);
+  CHECK(taken->at("b") == pieces[2]);
+  CHECK_FALSE(b->take_parameters().ok());  // once per step
+  CHECK_FALSE(b->parameters().ok());       // the pieces are gone
+  const std::map<std::string, Gradient> grads = {{"w", std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}},
+                                                 {"b", std::vector<float>{9, 10, 11}}};
+  auto pushes = a->push(grads, 2.0);
+  auto views = b->push_views(grads, 2.0);
+  REQUIRE(pushes.ok());
+  REQUIRE(views.ok());
+  REQUIRE(pushes->size() == views->size());
+  CHECK(b->phase() == ReplicaPhase::pushing);
+  for (std::size_t i = 0; i < views->size(); ++i) {
+    const auto& v = (*views)[i];
+    const auto& p = (*pushes)[i];
+    CHECK(v.shard == p.shard);
+    CHECK(v.samples == p.push.samples);
+    const auto& expected = std::get<std::vector<float>>(p.push.gradient);
+    if (v.piece) {
+      CHECK(std::get<std::vector<float>>(*v.piece) == expected);
+    } else {
+      // The unpartitioned variable is read where the caller holds it.
+      CHECK(v.dense == std::get<std::vector<float>>(grads.at("b")).data());
+      CHECK(std::vector<float>(v.dense, v.dense + v.count) == expected);
+    }
+  }
+}

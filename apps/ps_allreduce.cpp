@@ -43,65 +43,19 @@ Result<std::string> read_file(const std::string& path, const char* what) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-/// "/ip4/H/tcp/P" (or /ip6/) for "H:P" ("[v6]:P" too). Errors: invalid_argument.
-Result<core::PeerAddr> multiaddr_of(const std::string& host_port) {
-  const auto colon = host_port.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : host_port.substr(colon + 1);
-  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 || std::stoul(port) > 65535) {
-    return make_error(errc::invalid_argument,
-                      "--peers: expected HOST:PORT with a fixed port such as 127.0.0.1:7000, got '{}'", host_port);
-  }
-  std::string host = host_port.substr(0, colon);
-  const bool v6 = host.size() >= 2 && host.front() == '[';
-  if (v6) host = host.substr(1, host.size() - 2);
-  return fmt::format("/{}/{}/tcp/{}", v6 ? "ip6" : "ip4", host, port);
-}
-
 /// Every replica's multiaddr, in replica order, from --peers DEVICE=HOST:PORT.
 Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArPlan& plan,
                                                std::vector<std::string>& host_ports) {
-  std::map<std::string, std::string> given;
-  for (const auto& p : a.peers) {
-    const auto eq = p.find('=');
-    if (eq == std::string::npos) {
-      return make_error(errc::invalid_argument,
-                        "--peers: expected DEVICE=HOST:PORT of every replica, such as localhost:CPU:0=127.0.0.1:7000, "
-                        "got '{}'",
-                        p);
-    }
-    given[p.substr(0, eq)] = p.substr(eq + 1);
-  }
-  std::vector<core::PeerAddr> out;
-  for (const auto& device : plan.replicas) {
-    auto it = given.find(device);
-    if (it == given.end()) {
-      return make_error(errc::invalid_argument,
-                        "--peers: expected an address for every replica device of the strategy, got none for {}; an "
-                        "all-reduce job needs every replica's DEVICE=HOST:PORT",
-                        device);
-    }
-    auto m = multiaddr_of(it->second);
-    if (!m) return m.error();
-    out.push_back(*m);
-    host_ports.push_back(it->second);
-  }
-  return out;
+  return replica_members(a.peers, plan.replicas, "", host_ports);
 }
 
 /// Trains replica `id` of `replicas` through `collective`. Returns the exit code.
 int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collective, std::int32_t id) {
   const std::size_t replicas = plan.replicas.size();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  auto sync = cc::Synchronizer::create(plan);
-  if (!sync) return fail(sync.error());
   auto params = cps::logistic_initial(a.features);
-  std::map<std::string, cps::Optimizer> optimizers;
-  for (const auto& [name, values] : params) {
-    std::size_t width = 1;
-    for (const auto& sp : plan.sparse) width = sp.name == name ? sp.row_width : width;
-    optimizers.emplace(name, cps::Optimizer(a.optimizer, values.size(), width));
-  }
+  auto stepper = ArStepper::create(plan, a.optimizer, params);
+  if (!stepper) return fail(stepper.error());
   const std::chrono::milliseconds patience(a.timeout_ms);
   if (auto joined = collective.join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
@@ -116,47 +70,10 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    // Sparse variables: the rows they touched, gathered by every replica and averaged there.
-    std::map<std::string, cps::SparseGradient> sparse;
-    for (const auto& sp : plan.sparse) {
-      sparse[sp.name] = cc::touched_rows(grads[sp.name], sp.row_width);
-      grads.erase(sp.name);
-    }
-    // One collective per fusion group, each weighted by this replica's samples; every
-    // replica gets the same bits (decode(encode(average))), so the copies stay identical.
-    auto inputs = sync->prepare(grads);
-    if (!inputs) return fail(inputs.error());
-    std::vector<std::vector<std::vector<float>>> outputs;
-    for (auto& in : *inputs) {
-      auto avg = collective.mean(std::move(in.tensors), static_cast<double>(a.batch), in.codecs);
-      if (!avg) {
-        return fail(make_error(avg.error().code, "replica {} at step {} (fusion group {}): {}", id, step, in.group,
-                               avg.error().message));
-      }
-      outputs.push_back(std::move(*avg));
-    }
-    std::map<std::string, cps::SparseGradient> sparse_avg;
-    if (!plan.sparse.empty()) {
-      auto payload = sync->prepare_sparse(sparse, static_cast<double>(a.batch));
-      if (!payload) return fail(payload.error());
-      auto gathered = collective.gather(std::move(*payload));
-      if (!gathered) {
-        return fail(make_error(gathered.error().code, "replica {} at step {} (sparse gather): {}", id, step,
-                               gathered.error().message));
-      }
-      auto rows = sync->assemble_sparse(*gathered);
-      if (!rows) return fail(rows.error());
-      sparse_avg = std::move(*rows);
-    }
-    auto averaged = sync->assemble(outputs);
-    if (!averaged) return fail(averaged.error());
-    // Every replica applies the same averaged gradient to its own copy (sparse ones to
-    // the touched rows only).
-    for (auto& [name, values] : params) {
-      auto dense = averaged->find(name);
-      auto applied = dense != averaged->end() ? optimizers.at(name).apply_dense(values, dense->second)
-                                              : optimizers.at(name).apply_sparse(values, sparse_avg.at(name));
-      if (!applied) return fail(applied.error());
+    if (auto st = stepper->step(collective, grads, params, static_cast<double>(a.batch),
+                                fmt::format("replica {} at step {}", id, step));
+        !st) {
+      return fail(st.error());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
@@ -184,29 +101,7 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
 
 actors::CollectiveActorConfig collective_config(const ArJobArgs& a, std::size_t rank,
                                                 std::vector<core::PeerAddr> members) {
-  actors::CollectiveActorConfig c;
-  c.job = k_job;
-  c.rank = rank;
-  c.members = std::move(members);
-  c.timeout = std::chrono::milliseconds(a.timeout_ms);
-  return c;
-}
-
-void print_plan(const cc::ArPlan& plan) {
-  std::string groups;
-  for (const auto& g : plan.groups) {
-    groups += fmt::format("{}group {} [", groups.empty() ? "" : " ", g.group);
-    for (std::size_t k = 0; k < g.tensors.size(); ++k) {
-      const auto& t = plan.tensors[g.tensors[k]];
-      groups += fmt::format("{}{} {}", k == 0 ? "" : ", ", t.name, to_string(t.compressor));
-    }
-    groups += "]";
-  }
-  for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : " ", sp.name);
-  const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
-  std::printf("all-reduce plan: %zu replicas, %zu collectives per step (RING): %s\n", plan.replicas.size(),
-              collectives, groups.c_str());
-  for (const auto& n : plan.notes) std::printf("note: %s\n", n.c_str());
+  return allreduce_collective_config(a.timeout_ms, rank, std::move(members));
 }
 
 int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
@@ -235,7 +130,7 @@ int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
     (*gw)->stop();
     return fail(collective.error());
   }
-  print_plan(plan);
+  print_allreduce_plan(plan);
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
               a.role.c_str(), (*gw)->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
@@ -263,7 +158,7 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
       return fail(gw.error());
     }
     gateways.push_back(*gw);
-    auto m = multiaddr_of((*gw)->address());
+    auto m = replica_multiaddr((*gw)->address());
     if (!m) {
       stop_all();
       return fail(m.error());
@@ -280,7 +175,7 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
     }
     collectives.push_back(std::move(*c));
   }
-  print_plan(plan);
+  print_allreduce_plan(plan);
   std::printf("embedded all-reduce job: %zu replicas: %lld steps of %zu samples\n", replicas,
               static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
@@ -299,6 +194,160 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
 }
 
 }  // namespace
+
+Result<core::PeerAddr> replica_multiaddr(const std::string& host_port, const char* flag) {
+  const auto colon = host_port.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : host_port.substr(colon + 1);
+  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    return make_error(errc::invalid_argument,
+                      "{}: expected HOST:PORT with a fixed port such as 127.0.0.1:7000, got '{}'", flag, host_port);
+  }
+  std::string host = host_port.substr(0, colon);
+  const bool v6 = host.size() >= 2 && host.front() == '[';
+  if (v6) host = host.substr(1, host.size() - 2);
+  return fmt::format("/{}/{}/tcp/{}", v6 ? "ip6" : "ip4", host, port);
+}
+
+Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::string>& peers,
+                                                    const std::vector<std::string>& replicas,
+                                                    const std::string& prefix, std::vector<std::string>& host_ports) {
+  std::map<std::string, std::string> given;
+  for (const auto& p : peers) {
+    if (p.compare(0, prefix.size(), prefix) != 0) continue;
+    const auto eq = p.find('=');
+    if (eq == std::string::npos) {
+      return make_error(errc::invalid_argument,
+                        "--peers: expected {}DEVICE=HOST:PORT of every replica, such as "
+                        "{}localhost:CPU:0=127.0.0.1:7000, got '{}'",
+                        prefix, prefix, p);
+    }
+    given[p.substr(prefix.size(), eq - prefix.size())] = p.substr(eq + 1);
+  }
+  std::vector<core::PeerAddr> out;
+  for (const auto& device : replicas) {
+    auto it = given.find(device);
+    if (it == given.end()) {
+      return make_error(errc::invalid_argument,
+                        "--peers: expected an address for every replica device of the strategy, got none for {}; the "
+                        "replicas all-reduce among themselves, so each needs every replica's {}DEVICE=HOST:PORT",
+                        device, prefix);
+    }
+    auto m = replica_multiaddr(it->second);
+    if (!m) return m.error();
+    out.push_back(*m);
+    host_ports.push_back(it->second);
+  }
+  return out;
+}
+
+actors::CollectiveActorConfig allreduce_collective_config(std::int64_t timeout_ms, std::size_t rank,
+                                                          std::vector<core::PeerAddr> members) {
+  actors::CollectiveActorConfig c;
+  c.job = k_job;
+  c.rank = rank;
+  c.members = std::move(members);
+  c.timeout = std::chrono::milliseconds(timeout_ms);
+  return c;
+}
+
+void print_allreduce_plan(const cc::ArPlan& plan) {
+  std::string groups;
+  for (const auto& g : plan.groups) {
+    groups += fmt::format("{}group {} [", groups.empty() ? "" : " ", g.group);
+    for (std::size_t k = 0; k < g.tensors.size(); ++k) {
+      const auto& t = plan.tensors[g.tensors[k]];
+      groups += fmt::format("{}{} {}", k == 0 ? "" : ", ", t.name, to_string(t.compressor));
+    }
+    groups += "]";
+  }
+  for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : " ", sp.name);
+  const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
+  std::printf("all-reduce plan: %zu replicas, %zu collectives per step (RING): %s\n", plan.replicas.size(),
+              collectives, groups.c_str());
+  for (const auto& n : plan.notes) std::printf("note: %s\n", n.c_str());
+}
+
+Result<ArStepper> ArStepper::create(const cc::ArPlan& plan, const cps::OptimizerConfig& optimizer,
+                                    const std::map<std::string, std::vector<float>>& params) {
+  auto sync = cc::Synchronizer::create(plan);
+  if (!sync) return sync.error();
+  std::map<std::string, cps::Optimizer> optimizers;
+  auto add = [&](const std::string& name, std::size_t width) -> Status {
+    auto it = params.find(name);
+    if (it == params.end()) {
+      return make_error(errc::invalid_argument,
+                        "all-reduced variable {}: expected initial values, got none; is the strategy for this model?",
+                        name);
+    }
+    optimizers.emplace(name, cps::Optimizer(optimizer, it->second.size(), width));
+    return ok_status();
+  };
+  for (const auto& v : plan.variables) {
+    if (auto st = add(v.name, 1); !st) return st.error();
+  }
+  for (const auto& sp : plan.sparse) {
+    if (auto st = add(sp.name, sp.row_width); !st) return st.error();
+  }
+  return ArStepper(std::move(*sync), std::move(optimizers));
+}
+
+Status ArStepper::step(actors::Collective& collective, const std::map<std::string, std::vector<float>>& grads,
+                       std::map<std::string, std::vector<float>>& params, double weight, const std::string& where) {
+  const auto& plan = sync_.plan();
+  // Dense variables: their gradients only (a mixed job's PS variables stay out).
+  std::map<std::string, std::vector<float>> dense;
+  for (const auto& v : plan.variables) {
+    auto it = grads.find(v.name);
+    if (it != grads.end()) dense.emplace(v.name, it->second);
+  }
+  // Sparse variables: the rows they touched, gathered by every replica and averaged there.
+  std::map<std::string, cps::SparseGradient> sparse;
+  for (const auto& sp : plan.sparse) {
+    auto it = grads.find(sp.name);
+    if (it == grads.end()) {
+      return make_error(errc::invalid_argument, "{}: expected a gradient for sparse variable {}, got none", where,
+                        sp.name);
+    }
+    sparse[sp.name] = cc::touched_rows(it->second, sp.row_width);
+  }
+  // One collective per fusion group, weighted by this replica's samples; every replica
+  // gets the same bits (decode(encode(average))), so the copies stay identical.
+  auto inputs = sync_.prepare(dense);
+  if (!inputs) return make_error(inputs.error().code, "{}: {}", where, inputs.error().message);
+  std::vector<std::vector<std::vector<float>>> outputs;
+  for (auto& in : *inputs) {
+    auto avg = collective.mean(std::move(in.tensors), weight, in.codecs);
+    if (!avg) {
+      return make_error(avg.error().code, "{} (fusion group {}): {}", where, in.group, avg.error().message);
+    }
+    outputs.push_back(std::move(*avg));
+  }
+  std::map<std::string, cps::SparseGradient> sparse_avg;
+  if (!plan.sparse.empty()) {
+    auto payload = sync_.prepare_sparse(sparse, weight);
+    if (!payload) return make_error(payload.error().code, "{}: {}", where, payload.error().message);
+    auto gathered = collective.gather(std::move(*payload));
+    if (!gathered) {
+      return make_error(gathered.error().code, "{} (sparse gather): {}", where, gathered.error().message);
+    }
+    auto rows = sync_.assemble_sparse(*gathered);
+    if (!rows) return make_error(rows.error().code, "{}: {}", where, rows.error().message);
+    sparse_avg = std::move(*rows);
+  }
+  auto averaged = sync_.assemble(outputs);
+  if (!averaged) return make_error(averaged.error().code, "{}: {}", where, averaged.error().message);
+  // Every replica applies the same averaged gradient to its own copy (sparse ones to
+  // the touched rows only).
+  for (auto& [name, opt] : optimizers_) {
+    auto& values = params.at(name);
+    auto dense_avg = averaged->find(name);
+    auto applied = dense_avg != averaged->end() ? opt.apply_dense(values, dense_avg->second)
+                                                : opt.apply_sparse(values, sparse_avg.at(name));
+    if (!applied) return make_error(applied.error().code, "{}: {}", where, applied.error().message);
+  }
+  return ok_status();
+}
 
 Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strategy_path, bool text,
                                                       const std::string& spec_path, std::size_t features,
@@ -328,6 +377,7 @@ Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strateg
                       strategy_path, valid.error().message, cps::k_logreg_weights, features, cps::k_logreg_bias);
   }
   cc::ArOptions options;
+  options.allow_ps = true;  // a mixed strategy's PS variables go to apps/ps_mixed.hpp
   for (const auto& device : strategy->graph_config().replicas()) {
     auto name = cs::parse_device_name(device);
     if (name && name->type == cs::DeviceType::gpu) options.have_gpus = true;

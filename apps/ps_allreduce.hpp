@@ -11,11 +11,14 @@
 /// process (--embedded).
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/collective/collective.hpp"
 #include "core/collective/ar_plan.hpp"
+#include "core/collective/synchronizer.hpp"
 #include "core/ps/optimizer.hpp"
 #include "messages/result.hpp"
 
@@ -41,7 +44,8 @@ struct ArJobArgs {
 };
 
 /// The all-reduce plan of the strategy file when it uses AllReduceSynchronizers (none
-/// when it is a PS strategy: the caller runs the PS job), checked against the
+/// when it is a PS strategy: the caller runs the PS job; a mixed strategy's PS
+/// variables are listed in ArPlan::ps_variables, apps/ps_mixed.hpp), checked against the
 /// logistic-regression model of `features` features and the resource spec. The
 /// variables named in `sparse` have sparse gradients (the rows they touch, gathered by
 /// every replica and averaged). Errors: the files' and plan_allreduce's, naming the
@@ -53,5 +57,57 @@ struct ArJobArgs {
 /// Runs the job's replica (or, embedded, all of them); prints one line per step and the
 /// final parameters like the PS job. Returns the exit code (2 bad usage, 1 failure).
 int run_allreduce_job(const ArJobArgs& args, const core::collective::ArPlan& plan);
+
+/// One replica's all-reduce half of a training step: averages the gradients of the
+/// plan's all-reduced variables with the other replicas' (dense ones through one mean
+/// per fusion group, sparse ones through one gather of their rows) and applies this
+/// replica's optimizer to its own copy of those variables. Variables the plan does not
+/// all-reduce (a mixed strategy's PS variables) are left alone.
+class ArStepper {
+ public:
+  /// A stepper for `plan` whose optimizers start fresh, sized from `params` (whole
+  /// variables by name). Errors: the Synchronizer's; invalid_argument when `params`
+  /// lacks an all-reduced variable.
+  [[nodiscard]] static Result<ArStepper> create(const core::collective::ArPlan& plan,
+                                                const core::ps::OptimizerConfig& optimizer,
+                                                const std::map<std::string, std::vector<float>>& params);
+
+  /// Averages this step's gradients (whole variables by name; those of variables not
+  /// all-reduced are ignored) through `collective` with this replica's `weight` (its
+  /// samples) and applies the averages to `params`. Errors: the collective's (peer_down
+  /// naming the member), the synchronizer's or the optimizer's, with `where` (e.g.
+  /// "replica 1 at step 4") in front.
+  [[nodiscard]] Status step(actors::Collective& collective, const std::map<std::string, std::vector<float>>& grads,
+                            std::map<std::string, std::vector<float>>& params, double weight,
+                            const std::string& where);
+
+ private:
+  ArStepper(core::collective::Synchronizer sync, std::map<std::string, core::ps::Optimizer> optimizers)
+      : sync_(std::move(sync)), optimizers_(std::move(optimizers)) {}
+
+  core::collective::Synchronizer sync_;
+  std::map<std::string, core::ps::Optimizer> optimizers_;  ///< per all-reduced variable
+};
+
+/// "/ip4/H/tcp/P" (or /ip6/) for "H:P" ("[v6]:P" too): a replica's collective address.
+/// Errors: invalid_argument naming `flag`.
+[[nodiscard]] Result<core::PeerAddr> replica_multiaddr(const std::string& host_port, const char* flag = "--peers");
+
+/// Every replica's multiaddr, in the order of `replicas` (the plan's), from
+/// DEVICE=HOST:PORT entries (after `prefix`, e.g. "replica:"; entries without it are
+/// skipped when it is non-empty); `host_ports` gets their "HOST:PORT" in the same order.
+/// Errors: invalid_argument for a malformed entry or a replica device without one.
+[[nodiscard]] Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::string>& peers,
+                                                                  const std::vector<std::string>& replicas,
+                                                                  const std::string& prefix,
+                                                                  std::vector<std::string>& host_ports);
+
+/// The collective of replica `rank` among `members` (every replica's multiaddr) for a
+/// `apiary ps` job, with the job's --timeout-ms.
+[[nodiscard]] actors::CollectiveActorConfig allreduce_collective_config(std::int64_t timeout_ms, std::size_t rank,
+                                                                        std::vector<core::PeerAddr> members);
+
+/// Prints the plan's collectives ("all-reduce plan: ...") and notes.
+void print_allreduce_plan(const core::collective::ArPlan& plan);
 
 }  // namespace apiary::apps

@@ -5,6 +5,8 @@
 // --embedded runs the whole job (every PS device and every replica) in this one process,
 // on one actor system, each role on its own in-process gateway. An all-reduce strategy
 // has no PS role: its replicas average gradients among themselves (apps/ps_allreduce.hpp).
+// A mixed strategy (Parallax) has both: PS processes serve its PS variables, and the
+// replicas also average the all-reduced ones among themselves (apps/ps_mixed.hpp).
 // Processes find each other by --peers or through the job's DHT (apps/ps_discovery.hpp).
 #include <unistd.h>
 
@@ -27,7 +29,9 @@
 #include "apps/commands.hpp"
 #include "apps/ps_allreduce.hpp"
 #include "apps/ps_discovery.hpp"
+#include "apps/ps_mixed.hpp"
 #include "apps/ps_roles.hpp"
+#include "core/collective/ar_plan.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
@@ -67,8 +71,10 @@ Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string&
   return std::make_pair(host, static_cast<std::uint16_t>(std::stoul(port)));
 }
 
-/// The training plan from the files, checked against the model and the cluster.
-Result<cps::TrainingPlan> load_plan(const PsArgs& a) {
+/// The training plan from the files, checked against the model and the cluster; of the
+/// strategy's PS part only when `ps_only` (a mixed strategy), with the variables in
+/// `sparse` marked sparse.
+Result<cps::TrainingPlan> load_plan(const PsArgs& a, bool ps_only = false, const std::vector<std::string>& sparse = {}) {
   auto bytes = read_text(a.strategy, "strategy");
   if (!bytes) return bytes.error();
   auto strategy =
@@ -78,7 +84,10 @@ Result<cps::TrainingPlan> load_plan(const PsArgs& a) {
   if (!spec_text) return spec_text.error();
   auto spec = cs::parse_resource_spec(*spec_text, a.resource_spec);
   if (!spec) return spec.error();
-  const auto item = cps::logistic_graph_item(a.features);
+  auto item = cps::logistic_graph_item(a.features);
+  for (auto& v : item.variables) {
+    v.sparse = v.sparse || std::find(sparse.begin(), sparse.end(), v.name) != sparse.end();
+  }
   if (auto valid = cs::validate(*strategy, item, *spec); !valid) {
     return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
                       a.strategy, valid.error().message, cps::k_logreg_weights, a.features, cps::k_logreg_bias);
@@ -88,7 +97,7 @@ Result<cps::TrainingPlan> load_plan(const PsArgs& a) {
   opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
              : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
                                          : cps::OptimizerKind::sgd;
-  return cps::plan_training(*strategy, item, opt);
+  return cps::plan_training(ps_only ? core::collective::ps_part(*strategy) : *strategy, item, opt);
 }
 
 /// --peers DEVICE=HOST:PORT entries.
@@ -262,7 +271,7 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
   return rc;
 }
 
-int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
+int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& trainer) {
   const std::int32_t id = a.role == "chief" ? 0 : a.replica;
   if (a.role == "worker" && id <= 0) {
     return fail(make_error(errc::invalid_argument,
@@ -328,7 +337,8 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan) {
               rt->gateway->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
-  const int rc = train(a, **driver, replicas);
+  ReplicaRun run{**driver, *rt->system, rt->gateway, {}};
+  const int rc = trainer ? trainer(run) : train(a, **driver, replicas);
   driver->reset();
   if (rc != 0) proxy->expected_reads = 0;  // a failed job: do not wait for the others' reads
   finish_node_proxy(a, *proxy, *rt->gateway);
@@ -381,7 +391,8 @@ Command add_ps_command(CLI::App& app) {
                   "Replicas: DEVICE=HOST:PORT of every PS device, e.g. "
                   "localhost:CPU:0=127.0.0.1:7000 (those missing are looked up in the DHT, see --initial-peers), "
                   "and proxy:NODE=HOST:PORT of the node's proxy (local_replication); with an all-reduce "
-                  "strategy, of every replica device")
+                  "strategy, of every replica device; with a mixed strategy (Parallax), also "
+                  "replica:DEVICE=HOST:PORT of every replica device")
       ->expected(0, -1);
   cmd->add_option("--initial-peers", a->initial_peers,
                   "Multiaddrs (with /p2p/) of the job's DHT nodes, e.g. the one a PS process prints as "
@@ -407,10 +418,10 @@ Command add_ps_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic data")->capture_default_str();
-  cmd->add_option("--optimizer", a->optimizer, "PS role (all-reduce strategies: replicas): sgd, momentum or adam")
+  cmd->add_option("--optimizer", a->optimizer, "PS role, and replicas of all-reduce and mixed strategies (same value everywhere): sgd, momentum or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
       ->capture_default_str();
-  cmd->add_option("--learning-rate", a->learning_rate, "PS role (all-reduce strategies: replicas): step size")
+  cmd->add_option("--learning-rate", a->learning_rate, "PS role, and replicas of all-reduce and mixed strategies (same value everywhere): step size")
       ->capture_default_str();
   cmd->add_option("--timeout-ms", a->timeout_ms, "Replicas: deadline of each pull and push (ms)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}))
@@ -426,8 +437,8 @@ Command add_ps_command(CLI::App& app) {
       ->capture_default_str();
   auto sparse = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--sparse", *sparse,
-                  "All-reduce strategies: a variable whose gradient is sparse (the rows it touches, all-gathered "
-                  "and averaged), e.g. logreg/w:0; repeatable");
+                  "All-reduce and mixed strategies: a variable whose gradient is sparse (the rows it touches: "
+                  "all-gathered and averaged under all-reduce, pushed as rows to a PS), e.g. logreg/w:0; repeatable");
   return [a, sparse]() {
     block_shutdown_signals();
     if (a->embedded != a->role.empty()) {
@@ -437,9 +448,17 @@ Command add_ps_command(CLI::App& app) {
     // An all-reduce strategy runs without PS processes (apps/ps_allreduce.hpp).
     auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features, *sparse);
     if (!ar_plan) return fail(ar_plan.error());
-    if (*ar_plan) {
+    if (*ar_plan && (*ar_plan)->ps_variables.empty()) {
       if (a->stdin_stops) watch_stdin();
       return run_allreduce_job(allreduce_args(*a), **ar_plan);
+    }
+    if (*ar_plan) {
+      // A mixed strategy: PS processes serve its PS part, replicas also all-reduce
+      // (apps/ps_mixed.hpp).
+      auto ps_plan = load_plan(*a, true, *sparse);
+      if (!ps_plan) return fail(ps_plan.error());
+      if (a->role == "ps") return run_ps(*a, *ps_plan);
+      return run_mixed_job(*a, **ar_plan, std::move(*ps_plan));
     }
     auto plan = load_plan(*a);
     if (!plan) return fail(plan.error());

@@ -38,7 +38,7 @@ struct EmbeddedProxy {
 /// each replica has its own in-process gateway, so the roles talk over the same RPC as
 /// separate processes do. Replicas train on their own threads. Returns the first
 /// failing replica's exit code, or 0.
-int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan) {
+int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, const ReplicaTrainer& trainer) {
   auto config = api::node_actor_system_config(0);
   caf::actor_system sys(*config);
   std::vector<std::shared_ptr<actors::Gateway>> gateways;  // PS devices', then replicas'
@@ -98,8 +98,14 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan) {
     }
   }
   std::vector<std::unique_ptr<actors::ReplicaDriver>> drivers;
+  std::vector<std::shared_ptr<actors::Gateway>> replica_gateways;
+  std::vector<std::string> replica_addresses;
   for (std::size_t r = 0; r < replicas; ++r) {
     auto gw = start_gateway();
+    if (gw) {
+      replica_gateways.push_back(*gw);
+      replica_addresses.push_back((*gw)->address());
+    }
     actors::ReplicaDriverConfig dc{static_cast<std::int32_t>(r), plan, servers, std::chrono::milliseconds(a.timeout_ms),
                                    pull_via[r]};
     auto driver = gw ? actors::ReplicaDriver::create(sys, *gw, std::move(dc))
@@ -118,7 +124,10 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan) {
   std::vector<int> rcs(replicas, 0);
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < replicas; ++r) {
-    threads.emplace_back([&, r] { rcs[r] = train(a, *drivers[r], replicas); });
+    threads.emplace_back([&, r] {
+      ReplicaRun run{*drivers[r], sys, replica_gateways[r], replica_addresses};
+      rcs[r] = trainer ? trainer(run) : train(a, *drivers[r], replicas);
+    });
   }
   for (auto& t : threads) t.join();
   drivers.clear();

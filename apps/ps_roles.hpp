@@ -3,7 +3,9 @@
 /// shares: the parsed flags, shard building, the training loop, and error reporting.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,21 @@ struct PsArgs {
   bool embedded = false;
 };
 
+/// Set when stdin closed under --stop-on-stdin-eof (replicas check it between steps).
+extern std::atomic<bool> g_stdin_closed;
+
+/// What a replica's training loop gets once its driver is up.
+struct ReplicaRun {
+  actors::ReplicaDriver& driver;             ///< pulls and pushes the PS variables
+  caf::actor_system& system;                 ///< the replica's actor system
+  std::shared_ptr<actors::Gateway> gateway;  ///< the replica's gateway (its driver's)
+  /// --embedded: every replica gateway's "host:port", in replica order (a mixed job's
+  /// collective members); empty for a replica process.
+  std::vector<std::string> replica_addresses;
+};
+/// A replica's training loop: returns the exit code. The default is train().
+using ReplicaTrainer = std::function<int(ReplicaRun&)>;
+
 /// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
 int fail(const Error& e);
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
@@ -54,7 +71,13 @@ Result<std::map<std::string, core::ps::Shard>> make_shards(const PsArgs& a, cons
 /// Trains with `driver` for --steps steps, then pulls the final parameters and leaves;
 /// prints one line per step and the final parameters. Returns the exit code.
 int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas);
-/// --embedded: the whole job in this process (apps/ps_embedded.cpp).
-int run_embedded(const PsArgs& a, const core::ps::TrainingPlan& plan);
+/// A PS process: serves the shards the plan puts on --device until SIGINT/SIGTERM.
+int run_ps(const PsArgs& a, const core::ps::TrainingPlan& plan);
+/// A replica process (--role chief|worker): finds the PS processes (--peers or the DHT),
+/// starts its driver and runs `trainer` (train() when empty). Returns the exit code.
+int run_replica(const PsArgs& a, core::ps::TrainingPlan plan, const ReplicaTrainer& trainer = {});
+/// --embedded: the whole job in this process (apps/ps_embedded.cpp); each replica runs
+/// `trainer` (train() when empty) on its own thread.
+int run_embedded(const PsArgs& a, const core::ps::TrainingPlan& plan, const ReplicaTrainer& trainer = {});
 
 }  // namespace apiary::apps::ps_roles

@@ -7,7 +7,8 @@
 // `apiary sim ps`: a parameter-server job (a strategy's PS devices and replicas training
 // logistic regression) on a simulated network, with a straggler or a killed PS or replica;
 // an all-reduce strategy (AllReduce, PartitionedAR, RandomAxisPartitionAR) runs its
-// replicas' collectives instead, with no PS; prints per-step loss, versions and virtual
+// replicas' collectives instead, with no PS; a mixed strategy (Parallax) runs both, each
+// variable by its own synchronizer (--sparse names sparse variables); prints per-step loss, versions and virtual
 // step times, the seed and the trace hash.
 #include <sys/resource.h>
 
@@ -148,7 +149,7 @@ Result<std::string> read_file_text(const std::string& path, const char* what) {
 
 /// Adds `apiary sim ps` to `cmd`; returns its action (-1 when not chosen).
 std::function<int()> add_ps_sim_command(CLI::App& cmd) {
-  auto* ps = cmd.add_subcommand("ps", "A simulated training job: a strategy's PS devices and replicas, or its all-reduce replicas");
+  auto* ps = cmd.add_subcommand("ps", "A simulated training job: a strategy's PS devices and replicas, its all-reduce replicas, or both (mixed strategies such as Parallax)");
   struct Args {
     std::string strategy, resource_spec, latency = "1-10";
     bool text = false;
@@ -157,6 +158,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
     std::size_t batch = 16, samples = 1024, features = 16;
     float learning_rate = 0.5F;
     std::uint64_t seed = 1;
+    std::vector<std::string> sparse;
   };
   auto a = std::make_shared<Args>();
   ps->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
@@ -172,7 +174,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   ps->add_option("--straggler-ms", a->straggler_ms, "Extra compute time per step of the last replica (ms)")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
-  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step (PS strategies only)")
+  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step (PS and mixed strategies)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   ps->add_option("--kill-replica-at", a->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
@@ -187,6 +189,9 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
       ->capture_default_str();
   ps->add_option("--learning-rate", a->learning_rate, "SGD step size")->capture_default_str();
   ps->add_option("--seed", a->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  ps->add_option("--sparse", a->sparse,
+                 "A variable whose gradient is sparse (the rows it touches: all-gathered under all-reduce, pushed "
+                 "as rows to a PS), e.g. logreg/w:0; repeatable");
   return [=]() {
     if (!ps->parsed()) return -1;
     auto fail = [](const Error& e) {
@@ -222,6 +227,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
     config.straggler = from_ms(a->straggler_ms);
     config.kill_ps_at = a->kill_ps_at;
     config.kill_replica_at = a->kill_replica_at;
+    config.sparse_variables = a->sparse;
     const Clock::time_point begin = Clock::now();
     auto report = sim::scenarios::run_ps_scenario(config);
     const Clock::time_point end = Clock::now();

@@ -140,9 +140,9 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
       const std::string part_where = partitioned ? where + " part " + std::to_string(i) : where;
       if (!part.has_allreducesynchronizer()) {
         return make_error(errc::invalid_argument,
-                          "{}: expected an AllReduceSynchronizer, got {}; an all-reduce job runs AllReduce, "
-                          "PartitionedAR and RandomAxisPartitionAR strategies (mixed PS and all-reduce strategies "
-                          "such as Parallax are not supported by it yet)",
+                          "{}: expected an AllReduceSynchronizer, got {}; an all-reduce plan covers AllReduce, "
+                          "PartitionedAR and RandomAxisPartitionAR strategies (a mixed strategy such as Parallax "
+                          "needs ArOptions::allow_ps, which sets its PS variables aside for the PS runtime)",
                           part_where, part.has_pssynchronizer() ? "a PSSynchronizer" : "no synchronizer");
       }
       const auto& ar = part.allreducesynchronizer();

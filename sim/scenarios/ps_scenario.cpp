@@ -13,6 +13,7 @@
 #include "core/strategy/validate.hpp"
 #include "sim/scenarios/ar_scenario.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
+#include "sim/scenarios/mixed_scenario.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/scenarios/ps_proxy_host.hpp"
 
@@ -242,8 +243,11 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
     return make_error(errc::invalid_argument, "strategy: {} (the model is logistic regression: {} [{}] and {} [1])",
                       st.error().message, cps::k_logreg_weights, c.features, cps::k_logreg_bias);
   }
-  // All-reduce strategies have no PS: every replica keeps its own copy (ar_scenario.hpp).
-  if (core::collective::uses_allreduce(c.strategy)) return run_ar_scenario(c);
+  // All-reduce strategies have no PS: every replica keeps its own copy (ar_scenario.hpp);
+  // mixed ones have both (mixed_scenario.hpp).
+  if (core::collective::uses_allreduce(c.strategy)) {
+    return uses_ps(c.strategy) ? run_mixed_scenario(c) : run_ar_scenario(c);
+  }
   auto plan = cps::plan_training(c.strategy, item, c.optimizer, c.aggregation);
   if (!plan) return plan.error();
   auto shared_plan = std::make_shared<const cps::TrainingPlan>(std::move(*plan));

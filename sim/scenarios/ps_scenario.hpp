@@ -58,8 +58,9 @@ struct PsScenarioConfig {
   bool proxies = true;
   core::Duration local_latency = std::chrono::microseconds(50);  ///< one-way, replica <-> its node's proxy
   core::Duration max_time = std::chrono::hours(1);               ///< virtual time after which the run is hung
-  /// All-reduce strategies: variables whose gradients are sparse (the rows they touch,
-  /// all-gathered by every replica and averaged), e.g. "logreg/w:0".
+  /// All-reduce and mixed strategies: variables whose gradients are sparse (the rows
+  /// they touch, all-gathered by every replica and averaged, or pushed to their PS as
+  /// rows), e.g. "logreg/w:0".
   std::vector<std::string> sparse_variables;
 };
 
@@ -117,7 +118,7 @@ struct PsScenarioReport {
 };
 
 /// Runs the scenario to the end; an all-reduce strategy runs as run_ar_scenario
-/// (ar_scenario.hpp) does. Errors: a config that fails validate(), a strategy that is
+/// (ar_scenario.hpp) does, a mixed one as run_mixed_scenario (mixed_scenario.hpp). Errors: a config that fails validate(), a strategy that is
 /// neither a PS nor an all-reduce strategy for the model (invalid_argument).
 [[nodiscard]] Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& config);
 

@@ -1,5 +1,7 @@
 #include "tests/integration/ps_job.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,7 +22,8 @@ namespace cs = core::strategy;
 namespace cps = core::ps;
 using namespace std::chrono_literals;
 
-Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name, bool with_plan) {
+Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name, bool with_plan,
+             const std::vector<std::string>& sparse) {
   Job job;
   job.dir = "/tmp/apiary_ps_job_" + std::to_string(getpid()) + "_" + name;
   REQUIRE(std::system(("mkdir -p " + job.dir).c_str()) == 0);
@@ -28,7 +31,18 @@ Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string
       std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
   auto spec = cs::parse_resource_spec(k_spec, "spec");
   REQUIRE(spec.ok());
-  const auto item = cps::logistic_graph_item(k_features);
+  auto item = cps::logistic_graph_item(k_features);
+  for (const auto& name : sparse) {
+    // A sparse gradient comes as indices, values and dense shape (AutoDist's ';'-joined key).
+    for (auto& v : item.variables) v.sparse = v.sparse || v.name == name;
+    for (auto it = item.grad_target_pairs.begin(); it != item.grad_target_pairs.end(); ++it) {
+      if (it->second != name) continue;
+      const std::string grad = it->first.substr(0, it->first.rfind(':'));
+      item.grad_target_pairs.erase(it);
+      item.grad_target_pairs[grad + "/indices:0;" + grad + "/values:0;" + grad + "/shape:0"] = name;
+      break;
+    }
+  }
   auto strategy = cs::build_strategy(kind, options, item, *spec, "20260101T000000M000000");
   REQUIRE(strategy.ok());
   job.strategy = job.dir + "/strategy";
@@ -90,6 +104,19 @@ std::vector<float> final_values(const Run& run, const std::string& name, int rep
     return out;
   }
   return {};
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps) {

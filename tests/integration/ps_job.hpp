@@ -35,9 +35,10 @@ struct Job {
 };
 
 /// Builds the strategy of `kind` with `options` into a directory named after `name`;
-/// `with_plan` also makes the PS training plan (PS strategies only).
+/// `with_plan` also makes the PS training plan (PS strategies only). The variables named
+/// in `sparse` are sparse in the model the builder sees (Parallax puts them on a PS).
 Job make_job(core::strategy::BuilderKind kind, core::strategy::BuilderOptions options, const std::string& name,
-             bool with_plan);
+             bool with_plan, const std::vector<std::string>& sparse = {});
 
 /// The flags every `apiary ps` process of the job takes.
 std::string common_args(const Job& job);
@@ -63,6 +64,9 @@ std::optional<std::string> read_until(Process& p, const std::string& needle, std
 /// The values of the "final <name> v v v" line printed by replica `replica` (after its
 /// "final replica R" line; any replica when -1).
 std::vector<float> final_values(const Run& run, const std::string& name, int replica = -1);
+
+/// A loopback TCP port nobody listens on right now (for a process's fixed --listen).
+int free_loopback_port();
 
 /// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
 std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps);

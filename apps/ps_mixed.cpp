@@ -1,0 +1,202 @@
+// `apiary ps` with a mixed strategy: PS variables pulled and pushed through the
+// replica driver, all-reduced variables averaged through the collective.
+#include "apps/ps_mixed.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "apps/ps_allreduce.hpp"
+#include "core/ps/logistic_regression.hpp"
+
+namespace apiary::apps {
+namespace {
+
+namespace cc = core::collective;
+namespace cps = core::ps;
+using ps_roles::fail;
+using ps_roles::PsArgs;
+using ps_roles::ReplicaRun;
+
+cps::OptimizerConfig optimizer_of(const PsArgs& a) {
+  cps::OptimizerConfig opt;
+  opt.learning_rate = a.learning_rate;
+  opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
+             : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
+                                         : cps::OptimizerKind::sgd;
+  return opt;
+}
+
+/// Values per row of axis 0 of `shape` (1 for a scalar or a vector).
+std::size_t row_width(const std::vector<std::int64_t>& shape) {
+  std::size_t width = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) width *= static_cast<std::size_t>(shape[d]);
+  return width;
+}
+
+/// The gradients the PS variables push: whole tensors, or the touched rows of a sparse one.
+std::map<std::string, cps::Gradient> ps_gradients(const cps::TrainingPlan& ps,
+                                                  const std::map<std::string, std::vector<float>>& grads) {
+  std::map<std::string, cps::Gradient> out;
+  for (const auto& v : ps.variables) {
+    const auto& g = grads.at(v.name);
+    if (v.sparse) {
+      out.emplace(v.name, cc::touched_rows(g, row_width(v.shape)));
+    } else {
+      out.emplace(v.name, g);
+    }
+  }
+  return out;
+}
+
+/// Prints the final parameters (one fputs, so replicas sharing the process keep their
+/// lines whole).
+void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
+                 const std::map<std::string, std::vector<float>>& params) {
+  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
+                                version, loss, mean_ms, collectives);
+  for (const auto& [name, values] : params) {
+    out += "final " + name;
+    for (float v : values) out += fmt::format(" {:.9g}", v);
+    out += "\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+/// One replica of a mixed job: `members` are every replica's collective multiaddrs.
+/// Returns the exit code.
+int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& ps, ReplicaRun& run,
+                std::vector<core::PeerAddr> members) {
+  auto& driver = run.driver;
+  const std::int32_t id = driver.id();
+  const std::size_t replicas = ar.replicas.size();
+  auto collective = actors::Collective::create(
+      run.system, run.gateway,
+      allreduce_collective_config(a.timeout_ms, static_cast<std::size_t>(id), std::move(members)));
+  if (!collective) return fail(collective.error());
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  auto params = cps::logistic_initial(a.features);
+  auto stepper = ArStepper::create(ar, optimizer_of(a), params);
+  if (!stepper) return fail(stepper.error());
+  const std::chrono::milliseconds patience(a.timeout_ms);
+  if (auto joined = (*collective)->join(patience); !joined) {
+    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+  }
+  double total_ms = 0;
+  for (std::int64_t step = 0; step < a.steps; ++step) {
+    if (ps_roles::g_stdin_closed) {
+      return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    // 1. The PS variables of this step.
+    auto pulled = driver.pull();
+    if (!pulled) return fail(pulled.error());
+    for (auto& [name, values] : *pulled) params[name] = std::move(values);
+    const auto version = driver.min_version();
+    // 2. Gradients of the whole model on this replica's batch.
+    std::map<std::string, std::vector<float>> grads;
+    const double loss =
+        cps::logistic_loss(data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch),
+                           params, &grads);
+    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
+    // 3. The PS variables' gradients to their shards.
+    if (auto pushed = driver.push(ps_gradients(ps, grads), static_cast<double>(a.batch)); !pushed) {
+      return fail(pushed.error());
+    }
+    // 4. The all-reduced variables: averaged with the other replicas, applied here.
+    if (auto st = stepper->step(**collective, grads, params, static_cast<double>(a.batch),
+                                fmt::format("replica {} at step {}", id, step));
+        !st) {
+      return fail(st.error());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    total_ms += ms;
+    // Replica 0 reports the loss of the parameters it trained with this step.
+    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
+    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
+                           loss, full, ms)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  // The PS variables after the last step (in BSP: every replica's pushes applied).
+  auto pulled = driver.pull();
+  if (!pulled) return fail(pulled.error());
+  for (auto& [name, values] : *pulled) params[name] = std::move(values);
+  print_final(id, driver.min_version(), cps::logistic_full_loss(data, params),
+              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, (*collective)->ops(), params);
+  if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  if (auto left = (*collective)->leave(patience); !left) {
+    std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  }
+  return 0;
+}
+
+/// A replica process: its collective members from the `replica:` entries of --peers,
+/// the PS devices from the others (or the DHT).
+int run_mixed_replica(const PsArgs& a, const cc::ArPlan& ar, cps::TrainingPlan ps) {
+  const std::int32_t id = a.role == "chief" ? 0 : a.replica;
+  if (a.role == "worker" && (id <= 0 || static_cast<std::size_t>(id) >= ar.replicas.size())) {
+    return fail(make_error(errc::invalid_argument,
+                           "--replica: expected a worker's replica id 1..{}, got {} (replica 0 is the chief)",
+                           static_cast<std::int64_t>(ar.replicas.size()) - 1, id));
+  }
+  std::vector<std::string> host_ports;
+  auto members = replica_members(a.peers, ar.replicas, k_replica_peer_prefix, host_ports);
+  if (!members) return fail(members.error());
+  PsArgs ps_args = a;
+  ps_args.peers.clear();
+  for (const auto& p : a.peers) {
+    if (p.rfind(k_replica_peer_prefix, 0) != 0) ps_args.peers.push_back(p);
+  }
+  // Listen where the other replicas will call this one (unless --listen says otherwise).
+  if (a.listen == "127.0.0.1:0" || a.listen.empty()) ps_args.listen = host_ports[static_cast<std::size_t>(id)];
+  print_mixed_plan(ar, ps);
+  std::fflush(stdout);
+  auto trainer = [&](ReplicaRun& run) { return train_mixed(ps_args, ar, ps, run, *members); };
+  return ps_roles::run_replica(ps_args, ps, trainer);  // a copy: `trainer` reads `ps`
+}
+
+int run_mixed_embedded(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& ps) {
+  print_mixed_plan(ar, ps);
+  std::fflush(stdout);
+  auto trainer = [&](ReplicaRun& run) {
+    std::vector<core::PeerAddr> members;
+    for (const auto& address : run.replica_addresses) {
+      auto m = replica_multiaddr(address, "replica gateway");
+      if (!m) return fail(m.error());
+      members.push_back(*m);
+    }
+    return train_mixed(a, ar, ps, run, std::move(members));
+  };
+  return ps_roles::run_embedded(a, ps, trainer);
+}
+
+}  // namespace
+
+void print_mixed_plan(const cc::ArPlan& ar, const cps::TrainingPlan& ps) {
+  std::string on_ps;
+  for (const auto& v : ps.variables) {
+    std::string devices;
+    for (auto shard : v.shards) {
+      const auto& d = ps.shards[shard].device;
+      if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : ",") + d;
+    }
+    on_ps += fmt::format("{}{}{} on {}", on_ps.empty() ? "" : ", ", v.name, v.sparse ? " (sparse)" : "", devices);
+  }
+  std::string reduced;
+  for (const auto& v : ar.variables) reduced += (reduced.empty() ? "" : ", ") + v.name;
+  for (const auto& sp : ar.sparse) reduced += (reduced.empty() ? "" : ", ") + sp.name + " (sparse)";
+  std::printf("mixed plan: PS [%s]; all-reduce [%s]\n", on_ps.c_str(), reduced.c_str());
+  print_allreduce_plan(ar);
+}
+
+int run_mixed_job(const PsArgs& a, const cc::ArPlan& ar, cps::TrainingPlan ps) {
+  if (a.embedded) return run_mixed_embedded(a, ar, ps);
+  return run_mixed_replica(a, ar, std::move(ps));
+}
+
+}  // namespace apiary::apps

@@ -1,0 +1,148 @@
+// Mixed strategies on the simulated network (sim/scenarios/mixed_scenario.hpp, reached
+// through run_ps_scenario): Parallax (the sparse w on a PS device, the dense b
+// all-reduced) and a hand-written mix (w all-reduced, b on a PS) equal single-process
+// SGD on the concatenated batch; a seed replays its trace hash; a killed PS device or
+// replica ends the other replicas with an error naming it (never a hang).
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "core/ps/logistic_regression.hpp"
+#include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
+#include "tests/sim/ps_job_config.hpp"
+
+using namespace apiary;
+namespace cs = core::strategy;
+namespace cps = core::ps;
+using sim::scenarios::PsScenarioConfig;
+using sim::scenarios::PsScenarioReport;
+
+namespace {
+
+using namespace testing::sim_ps;
+
+/// A 12-step Parallax job over a model whose w has sparse gradients.
+PsScenarioConfig parallax_config() {
+  auto spec = cs::parse_resource_spec(k_spec, "spec");
+  REQUIRE(spec.ok());
+  PsScenarioConfig c;
+  auto item = cps::logistic_graph_item(c.features);
+  REQUIRE(item.variables[0].name == cps::k_logreg_weights);
+  item.variables[0].sparse = true;
+  // A sparse gradient comes as indices, values and dense shape (AutoDist's ';'-joined key).
+  item.grad_target_pairs = {{"g/w/indices:0;g/w/values:0;g/w/shape:0", cps::k_logreg_weights},
+                            {"gradients/logreg/b_grad:0", cps::k_logreg_bias}};
+  auto strategy = cs::build_strategy(cs::BuilderKind::parallax, {}, item, *spec, "20260101T000000M000000");
+  if (!strategy.ok()) FAIL(strategy.error().what());
+  c.strategy = std::move(*strategy);
+  c.sparse_variables = {cps::k_logreg_weights};
+  c.steps = 12;
+  return c;
+}
+
+PsScenarioReport run(const PsScenarioConfig& c) {
+  auto report = sim::scenarios::run_ps_scenario(c);
+  if (!report.ok()) FAIL(report.error().what());
+  INFO(sim::scenarios::format_report(*report));
+  CHECK(report->anomalies == 0);
+  CHECK_FALSE(report->hung);
+  REQUIRE(report->replicas.size() == k_replicas);
+  return std::move(*report);
+}
+
+void check_sgd(const PsScenarioReport& report, const PsScenarioConfig& c) {
+  const auto expected = reference_sgd(c);
+  for (const auto& r : report.replicas) {
+    INFO("replica " << r.replica << ": " << r.error);
+    REQUIRE(r.finished);
+    CHECK(r.final_version == c.steps);
+    for (const auto& [name, values] : expected) {
+      const auto& got = r.final_parameters.at(name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+    }
+  }
+  // Bulk-synchronous: step s of every replica ran on the parameters of exactly s steps.
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) CHECK(v == s.step);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("simulated Parallax (sparse w on a PS, b all-reduced) equals single-process SGD", "[sim][mixed]") {
+  const auto c = parallax_config();
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  REQUIRE(report.servers.size() == 1);
+  CHECK(report.mode.find("mixed: PS [logreg/w:0 (sparse)] BSP") != std::string::npos);
+  CHECK(report.mode.find("group 0 [logreg/b:0]") != std::string::npos);
+  check_sgd(report, c);
+  // Every PS pull of every step (and the final one) was answered.
+  CHECK(report.ps_pulls == static_cast<std::uint64_t>(k_replicas * (c.steps + 1)));
+}
+
+TEST_CASE("a simulated Parallax job replays its trace hash from its seed", "[sim][mixed]") {
+  auto c = parallax_config();
+  c.seed = 7;
+  const auto first = run(c);
+  const auto again = run(c);
+  CHECK(first.trace_hash == again.trace_hash);
+  c.seed = 8;
+  const auto other = run(c);
+  CHECK(other.trace_hash != first.trace_hash);
+  check_sgd(other, c);  // the latencies differ, the arithmetic does not
+}
+
+TEST_CASE("a simulated hand-written mix (w all-reduced, b on a PS) equals single-process SGD", "[sim][mixed]") {
+  auto c = make_config(cs::BuilderKind::all_reduce);
+  bool moved = false;
+  for (auto& node : *c.strategy.mutable_node_config()) {
+    if (node.var_name() != cps::k_logreg_bias) continue;
+    node.clear_allreducesynchronizer();
+    node.mutable_pssynchronizer()->set_reduction_destination("localhost:CPU:2");
+    node.mutable_pssynchronizer()->set_sync(true);
+    moved = true;
+  }
+  REQUIRE(moved);
+  const auto report = run(c);
+  INFO(sim::scenarios::format_report(report));
+  REQUIRE(report.servers == std::vector<std::string>{"localhost:CPU:2"});
+  CHECK(report.mode.find("mixed: PS [logreg/b:0] BSP") != std::string::npos);
+  check_sgd(report, c);
+}
+
+TEST_CASE("a killed PS device or replica ends a simulated mixed job with errors naming it", "[sim][mixed]") {
+  auto c = parallax_config();
+  c.steps = 30;
+  SECTION("PS device") {
+    c.kill_ps_at = 4;
+    const auto report = run(c);
+    INFO(sim::scenarios::format_report(report));
+    for (const auto& r : report.replicas) {
+      INFO("replica " << r.replica);
+      CHECK_FALSE(r.finished);
+      CHECK(r.steps < c.steps);
+      CHECK_FALSE(r.error.empty());
+    }
+    // The replicas waiting on the PS name it; the others name a replica that left.
+    bool named = false;
+    for (const auto& r : report.replicas) {
+      named = named || r.error.find("on PS " + report.servers.front()) != std::string::npos;
+    }
+    CHECK(named);
+  }
+  SECTION("replica") {
+    c.kill_replica_at = 4;
+    const auto report = run(c);
+    INFO(sim::scenarios::format_report(report));
+    CHECK(report.replicas.back().killed);
+    for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+      const auto& o = report.replicas[r];
+      INFO("replica " << r << ": " << o.error);
+      CHECK_FALSE(o.finished);
+      CHECK((o.error.find("rank 3") != std::string::npos || o.error.find("replica 3") != std::string::npos));
+    }
+  }
+}

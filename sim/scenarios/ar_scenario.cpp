@@ -71,39 +71,15 @@ Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr
   return ok_status();
 }
 
-bool all_done(const ArRun& run) {
-  for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-    const auto* r = run.replicas[i];
-    if (!r->finished() && !r->error() && !run.world.killed(run.addrs[i])) return false;
-  }
-  return true;
-}
-
-/// Runs events until every replica finished or failed, killing the last replica on cue;
-/// after `failure_detection` every live peer sees its connection to it break.
-void drive(ArRun& run, const PsScenarioConfig& c, PsScenarioReport& report) {
+/// Kills `victim`; after `detection` every live replica sees its connection to it break.
+void kill(ArRun& run, const core::PeerAddr& victim, core::Duration detection) {
   World& world = run.world;
-  bool killed = false;
-  while (!all_done(run)) {
-    const auto* last = run.replicas.back();
-    if (c.kill_replica_at >= 0 && !killed && static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at &&
-        !last->finished() && !last->error()) {
-      killed = true;
-      report.killed = fmt::format("replica {} at step {} ({:.3f} ms)", last->rank(), c.kill_replica_at,
-                                  core::to_seconds(world.now()) * 1e3);
-      const core::PeerAddr victim = run.addrs.back();
-      (void)world.kill_node(victim, world.now());
-      world.schedule(world.now() + c.failure_detection, [&run, victim](World& w) {
-        for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-          if (w.running(run.addrs[i])) (void)w.submit(run.addrs[i], run.replicas[i]->peer_down(w.now(), victim));
-        }
-      });
+  (void)world.kill_node(victim, world.now());
+  world.schedule(world.now() + detection, [&run, victim](World& w) {
+    for (std::size_t i = 0; i < run.replicas.size(); ++i) {
+      if (w.running(run.addrs[i])) (void)w.submit(run.addrs[i], run.replicas[i]->peer_down(w.now(), victim));
     }
-    if (!world.step() || world.now() > c.max_time) {
-      report.hung = true;
-      return;
-    }
-  }
+  });
 }
 
 void collect(const ArRun& run, const PsScenarioConfig& c, const cc::ArPlan& plan, PsScenarioReport& report) {
@@ -171,7 +147,10 @@ Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
   PsScenarioReport report;
   report.seed = c.seed;
   report.mode = mode_of(*shared_plan);
-  drive(*run, c, report);
+  drive_replicas(
+      run->world, run->replicas, run->addrs, core::PeerAddr{},
+      [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
+      [](const ArReplicaHost& r) { return r.rank(); }, c, report);
   collect(*run, c, *shared_plan, report);
   record_world(run->world, report);
   return report;

@@ -169,43 +169,6 @@ void kill(Run& run, const core::PeerAddr& victim, core::Duration detection) {
   });
 }
 
-bool all_done(const Run& run) {
-  for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-    const auto* r = run.replicas[i];
-    if (!r->finished() && !r->error() && !run.world.killed(run.replica_addrs[i])) return false;
-  }
-  return true;
-}
-
-/// Runs events until every replica finished or failed, killing on cue.
-void drive(Run& run, const PsScenarioConfig& c, PsScenarioReport& report) {
-  World& world = run.world;
-  bool ps_killed = false;
-  bool replica_killed = false;
-  while (!all_done(run)) {
-    // A replica "begins step s" once it has pulled the parameters of step s.
-    const auto chief_steps = static_cast<std::int64_t>(run.replicas.front()->steps().size());
-    if (c.kill_ps_at >= 0 && !ps_killed && chief_steps > c.kill_ps_at) {
-      ps_killed = true;
-      report.killed += fmt::format("{}PS {} at step {} ({:.3f} ms)", report.killed.empty() ? "" : ", ",
-                                   report.servers.front(), c.kill_ps_at, core::to_seconds(world.now()) * 1e3);
-      kill(run, run.server_addrs.front(), c.failure_detection);
-    }
-    const auto* last = run.replicas.back();
-    if (c.kill_replica_at >= 0 && !replica_killed &&
-        static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at && !last->finished() && !last->error()) {
-      replica_killed = true;
-      report.killed += fmt::format("{}replica {} at step {} ({:.3f} ms)", report.killed.empty() ? "" : ", ", last->id(),
-                                   c.kill_replica_at, core::to_seconds(world.now()) * 1e3);
-      kill(run, run.replica_addrs.back(), c.failure_detection);
-    }
-    if (!world.step() || world.now() > c.max_time) {
-      report.hung = true;
-      return;
-    }
-  }
-}
-
 void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan& plan, PsScenarioReport& report) {
   const std::size_t n = run.replicas.size();
   std::vector<const std::vector<PsReplicaStep>*> steps;
@@ -266,7 +229,10 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   report.servers = shared_plan->servers;
   report.shards = shared_plan->shards.size();
   report.mode = mode_of(*shared_plan);
-  drive(*run, c, report);
+  drive_replicas(
+      run->world, run->replicas, run->replica_addrs, run->server_addrs.front(),
+      [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
+      [](const PsReplicaHost& r) { return r.id(); }, c, report);
   collect(*run, c, *shared_plan, report);
   record_world(run->world, report);
   return report;

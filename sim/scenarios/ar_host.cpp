@@ -41,24 +41,19 @@ Result<std::unique_ptr<ArReplicaHost>> ArReplicaHost::create(ArReplicaSettings s
                         settings.rank, v.name);
     }
   }
-  auto sync = cc::Synchronizer::create(plan);
-  if (!sync) return sync.error();
   cc::ExchangeConfig ec;
   ec.peers = settings.members;
   ec.self = settings.rank;
   ec.handle = settings.job + "::Collective.rpc_exchange";
   ec.id_base = k_exchange_base;
   ec.timeout = settings.timeout;
-  auto exchange = cc::Exchange::create(std::move(ec));
-  if (!exchange) return exchange.error();
-  return std::unique_ptr<ArReplicaHost>(new ArReplicaHost(std::move(settings), std::move(*sync), std::move(*exchange)));
+  auto step = cc::ArStep::create(plan, std::move(ec));
+  if (!step) return step.error();
+  return std::unique_ptr<ArReplicaHost>(new ArReplicaHost(std::move(settings), std::move(*step)));
 }
 
-ArReplicaHost::ArReplicaHost(ArReplicaSettings settings, cc::Synchronizer sync, cc::Exchange exchange)
-    : settings_(std::move(settings)),
-      sync_(std::move(sync)),
-      exchange_(std::move(exchange)),
-      params_(settings_.initial) {
+ArReplicaHost::ArReplicaHost(ArReplicaSettings settings, cc::ArStep step)
+    : settings_(std::move(settings)), step_(std::move(step)), params_(settings_.initial) {
   for (const auto& [name, values] : params_) {
     std::size_t width = 1;
     for (const auto& sp : settings_.plan->sparse) width = sp.name == name ? sp.row_width : width;
@@ -103,90 +98,45 @@ Effects ArReplicaHost::begin_step(TimePoint now) {
 Effects ArReplicaHost::on_timer(TimePoint now, core::TimerId id) {
   if (error_) return {};
   if (id == k_compute_timer) {
-    // Sparse variables: the rows they touched, gathered after the dense collectives.
-    sparse_.clear();
-    for (const auto& sp : settings_.plan->sparse) {
-      sparse_[sp.name] = cc::touched_rows(gradients_[sp.name], sp.row_width);
-      gradients_.erase(sp.name);
+    // A member whose connection broke answers nothing more: fail now, as a gateway would.
+    for (std::size_t r = 0; r < settings_.members.size(); ++r) {
+      if (r != settings_.rank && down_.count(settings_.members[r]) != 0) {
+        return fail(now, make_error(errc::peer_down,
+                                    "replica {} at step {}: expected every member to take part in collective op "
+                                    "{} of job {}, but {} went down; the job cannot continue without it",
+                                    settings_.rank, steps_.size() - 1, step_.ops(), settings_.job,
+                                    names({settings_.members[r]})));
+      }
     }
-    // One collective per fusion group, each tensor compressed as its synchronizer says.
-    auto inputs = sync_.prepare(gradients_);
-    if (!inputs) return fail(now, inputs.error());
-    inputs_ = std::move(*inputs);
-    outputs_.clear();
-    return inputs_.empty() && settings_.plan->sparse.empty() ? finish_step(now) : start_op(now);
+    return advance(now, step_.begin(now, gradients_, static_cast<double>(settings_.batch)));
   }
-  if (!exchange_.owns_timer(id)) return {};
-  return advance(now, exchange_.on_timer(now, id));
-}
-
-Effects ArReplicaHost::start_op(TimePoint now) {
-  const bool gather = outputs_.size() == inputs_.size();
-  const std::string what = gather ? std::string("sparse gather")
-                                  : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
-  // A member whose connection broke answers nothing more: fail now, as a gateway would.
-  for (std::size_t r = 0; r < settings_.members.size(); ++r) {
-    if (r != settings_.rank && down_.count(settings_.members[r]) != 0) {
-      return fail(now, make_error(errc::peer_down,
-                                  "replica {} at step {} ({}): expected every member to take part in collective op "
-                                  "{} of job {}, but {} went down; the job cannot continue without it",
-                                  settings_.rank, steps_.size() - 1, what, exchange_.ops(), settings_.job,
-                                  names({settings_.members[r]})));
-    }
-  }
-  if (gather) {
-    // Every replica's rows to every replica, weighted by its samples.
-    auto payload = sync_.prepare_sparse(sparse_, static_cast<double>(settings_.batch));
-    if (!payload) return fail(now, payload.error());
-    return advance(now, exchange_.start_gather(now, std::move(*payload)));
-  }
-  // Every replica gets the same bits: decode(encode(weighted average)), own share included.
-  auto& in = inputs_[outputs_.size()];
-  const auto weight = static_cast<double>(settings_.batch);
-  return advance(now, exchange_.start_mean(now, std::move(in.tensors), weight, in.codecs));
+  if (!step_.owns_timer(id)) return {};
+  return advance(now, step_.on_timer(now, id));
 }
 
 Effects ArReplicaHost::advance(TimePoint now, Effects out) {
-  if (!exchange_.has_result() || error_) return out;
-  auto result = exchange_.take_result();
-  ++done_ops_;
-  const bool gather = outputs_.size() == inputs_.size();
-  if (!result) {
-    const std::string what = gather ? std::string("sparse gather")
-                                    : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
-    append(out, fail(now, make_error(result.error().code, "replica {} at step {} ({}): {}", settings_.rank,
-                                     steps_.size() - 1, what, result.error().message)));
+  if (!step_.done() || error_) return out;
+  auto averaged = step_.take();
+  if (!averaged) {
+    append(out, fail(now, make_error(averaged.error().code, "replica {} at step {}: {}", settings_.rank,
+                                     steps_.size() - 1, averaged.error().message)));
     return out;
   }
-  if (gather) {
-    auto rows = sync_.assemble_sparse(result->gathered);
-    if (!rows) {
-      append(out, fail(now, rows.error()));
-      return out;
-    }
-    sparse_ = std::move(*rows);
-    append(out, finish_step(now));
-    return out;
-  }
-  outputs_.push_back(std::move(result->tensors));
-  const bool more = outputs_.size() < inputs_.size() || !settings_.plan->sparse.empty();
-  append(out, more ? start_op(now) : finish_step(now));
-  return out;
-}
-
-Effects ArReplicaHost::finish_step(TimePoint now) {
-  auto averaged = sync_.assemble(outputs_);
-  if (!averaged) return fail(now, averaged.error());
   // Every replica applies the same averaged gradient to its own copy (sparse ones to the
   // touched rows only).
   for (auto& [name, values] : params_) {
-    auto dense = averaged->find(name);
-    auto applied = dense != averaged->end() ? optimizers_.at(name).apply_dense(values, dense->second)
-                                            : optimizers_.at(name).apply_sparse(values, sparse_.at(name));
-    if (!applied) return fail(now, applied.error());
+    auto dense = averaged->dense.find(name);
+    auto applied = dense != averaged->dense.end()
+                       ? optimizers_.at(name).apply_dense(values, dense->second)
+                       : optimizers_.at(name).apply_sparse(values, averaged->sparse.at(name));
+    if (!applied) {
+      append(out, fail(now, applied.error()));
+      return out;
+    }
   }
   steps_.back().time = now - step_begin_;
-  return begin_step(now);
+  append(out, begin_step(now));
+  return out;
 }
 
 Effects ArReplicaHost::on_request(TimePoint now, core::RequestId id, const std::string& handle,
@@ -202,14 +152,14 @@ Effects ArReplicaHost::on_request_from(TimePoint now, core::RequestId id, const 
                                    settings_.rank, this->handle(), handle),
                         true}};
   }
-  return advance(now, exchange_.on_request(now, id, request));
+  return advance(now, step_.on_request(now, id, request));
 }
 
 Effects ArReplicaHost::on_request_message(TimePoint, core::RequestId, const Result<std::string>&, bool) { return {}; }
 
 Effects ArReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (!exchange_.owns_call(call)) return {};
-  return advance(now, exchange_.on_response(now, call, response));
+  if (!step_.owns_call(call)) return {};
+  return advance(now, step_.on_response(now, call, response));
 }
 
 Effects ArReplicaHost::on_message(TimePoint, core::CallId, const std::string&) { return {}; }
@@ -222,7 +172,7 @@ Effects ArReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
     return fail(now, make_error(errc::peer_down,
                                 "replica {} at step {}: expected every member to take part in collective op {} of job "
                                 "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.rank, steps_.size() - 1, exchange_.ops(), settings_.job, names({peer})));
+                                settings_.rank, steps_.size() - 1, step_.ops(), settings_.job, names({peer})));
   }
   return {};
 }
@@ -234,8 +184,7 @@ Effects ArReplicaHost::fail(TimePoint now, Error error) {
   Effects out{core::CancelTimer{k_compute_timer}};
   // Leave the running op and refuse every held and later part, so that no member waits
   // for this replica.
-  append(out, exchange_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.rank, error_->message)));
-  if (exchange_.has_result()) (void)exchange_.take_result();
+  append(out, step_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.rank, error_->message)));
   return out;
 }
 

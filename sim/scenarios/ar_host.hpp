@@ -27,8 +27,7 @@
 #include <vector>
 
 #include "core/collective/ar_plan.hpp"
-#include "core/collective/exchange.hpp"
-#include "core/collective/synchronizer.hpp"
+#include "core/collective/ar_step.hpp"
 #include "core/effects.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/optimizer.hpp"
@@ -91,32 +90,25 @@ class ArReplicaHost : public Host {
   /// Virtual time at which the replica finished or failed.
   [[nodiscard]] core::TimePoint end_time() const { return end_; }
   /// Collectives completed so far.
-  [[nodiscard]] std::uint64_t ops() const { return done_ops_; }
+  [[nodiscard]] std::uint64_t ops() const { return step_.done_ops(); }
   /// The replica's rank.
   [[nodiscard]] std::size_t rank() const { return settings_.rank; }
 
  private:
-  ArReplicaHost(ArReplicaSettings settings, core::collective::Synchronizer sync, core::collective::Exchange exchange);
+  ArReplicaHost(ArReplicaSettings settings, core::collective::ArStep step);
   core::Effects begin_step(core::TimePoint now);
-  core::Effects start_op(core::TimePoint now);
-  /// Ends the running op if the exchange finished it; starts the next op or step.
+  /// Applies the step's averages once the all-reduce finished them; begins the next step.
   core::Effects advance(core::TimePoint now, core::Effects out);
-  core::Effects finish_step(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
   [[nodiscard]] std::string handle() const;
   /// "rank R (addr)" for each of `peers`.
   [[nodiscard]] std::string names(const std::vector<core::PeerAddr>& peers) const;
 
   ArReplicaSettings settings_;
-  core::collective::Synchronizer sync_;
-  core::collective::Exchange exchange_;
+  core::collective::ArStep step_;
   std::map<std::string, core::ps::Optimizer> optimizers_;
   std::map<std::string, std::vector<float>> params_;
-  std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until prepared
-  std::vector<core::collective::CollectiveInput> inputs_;  ///< this step's collectives
-  std::vector<std::vector<std::vector<float>>> outputs_;   ///< their averages so far
-  std::map<std::string, core::ps::SparseGradient> sparse_;  ///< this step's sparse rows, then their averages
-  std::uint64_t done_ops_ = 0;
+  std::map<std::string, std::vector<float>> gradients_;  ///< this step's
   std::set<core::PeerAddr> down_;
   core::TimePoint step_begin_{};
   std::vector<PsReplicaStep> steps_;

@@ -56,27 +56,20 @@ Result<std::unique_ptr<MixedReplicaHost>> MixedReplicaHost::create(MixedReplicaS
   }
   auto replica = cps::Replica::create(settings.replica, ps.variables);
   if (!replica) return replica.error();
-  auto sync = cc::Synchronizer::create(ar);
-  if (!sync) return sync.error();
   cc::ExchangeConfig ec;
   ec.peers = settings.members;
   ec.self = static_cast<std::size_t>(settings.replica);
   ec.handle = settings.job + "::Collective.rpc_exchange";
   ec.id_base = k_exchange_base;
   ec.timeout = settings.timeout;
-  auto exchange = cc::Exchange::create(std::move(ec));
-  if (!exchange) return exchange.error();
+  auto step = cc::ArStep::create(ar, std::move(ec));
+  if (!step) return step.error();
   return std::unique_ptr<MixedReplicaHost>(
-      new MixedReplicaHost(std::move(settings), std::move(*replica), std::move(*sync), std::move(*exchange)));
+      new MixedReplicaHost(std::move(settings), std::move(*replica), std::move(*step)));
 }
 
-MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica replica, cc::Synchronizer sync,
-                                   cc::Exchange exchange)
-    : settings_(std::move(settings)),
-      replica_(std::move(replica)),
-      sync_(std::move(sync)),
-      exchange_(std::move(exchange)),
-      params_(settings_.initial) {
+MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica replica, cc::ArStep step)
+    : settings_(std::move(settings)), replica_(std::move(replica)), step_(std::move(step)), params_(settings_.initial) {
   for (const auto& v : settings_.ar_plan->variables) {
     optimizers_.emplace(v.name, cps::Optimizer(settings_.optimizer, params_.at(v.name).size(), 1));
   }
@@ -137,7 +130,7 @@ Effects MixedReplicaHost::start_pull(TimePoint now) {
 }
 
 Effects MixedReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (exchange_.owns_call(call)) return advance(now, exchange_.on_response(now, call, response));
+  if (step_.owns_call(call)) return advance(now, step_.on_response(now, call, response));
   return on_ps_response(now, call, response);
 }
 
@@ -200,8 +193,8 @@ Effects MixedReplicaHost::on_pulled(TimePoint now) {
 Effects MixedReplicaHost::on_timer(TimePoint now, core::TimerId id) {
   if (error_) return {};
   if (id == k_compute_timer) return push(now);
-  if (!exchange_.owns_timer(id)) return {};
-  return advance(now, exchange_.on_timer(now, id));
+  if (!step_.owns_timer(id)) return {};
+  return advance(now, step_.on_timer(now, id));
 }
 
 Effects MixedReplicaHost::push(TimePoint now) {
@@ -233,83 +226,42 @@ Effects MixedReplicaHost::push(TimePoint now) {
 }
 
 Effects MixedReplicaHost::start_allreduce(TimePoint now) {
-  const auto& plan = *settings_.ar_plan;
-  // The all-reduced variables only: dense ones by fusion group, sparse ones as rows.
-  std::map<std::string, std::vector<float>> dense;
-  for (const auto& v : plan.variables) dense[v.name] = std::move(gradients_[v.name]);
-  sparse_.clear();
-  for (const auto& sp : plan.sparse) sparse_[sp.name] = cc::touched_rows(gradients_[sp.name], sp.row_width);
-  auto inputs = sync_.prepare(dense);
-  if (!inputs) return fail(now, inputs.error());
-  inputs_ = std::move(*inputs);
-  outputs_.clear();
-  return inputs_.empty() && plan.sparse.empty() ? finish_step(now) : start_op(now);
-}
-
-Effects MixedReplicaHost::start_op(TimePoint now) {
-  const bool gather = outputs_.size() == inputs_.size();
-  const std::string what =
-      gather ? std::string("sparse gather") : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
   // A member whose connection broke answers nothing more: fail now, as a gateway would.
   for (std::size_t r = 0; r < settings_.members.size(); ++r) {
     if (r != static_cast<std::size_t>(settings_.replica) && down_.count(settings_.members[r]) != 0) {
       return fail(now, make_error(errc::peer_down,
-                                  "replica {} at step {} ({}): expected every member to take part in collective op "
+                                  "replica {} at step {}: expected every member to take part in collective op "
                                   "{} of job {}, but {} went down; the job cannot continue without it",
-                                  settings_.replica, steps_.size() - 1, what, exchange_.ops(), settings_.job,
+                                  settings_.replica, steps_.size() - 1, step_.ops(), settings_.job,
                                   names({settings_.members[r]})));
     }
   }
-  const auto weight = static_cast<double>(settings_.batch);
-  if (gather) {
-    auto payload = sync_.prepare_sparse(sparse_, weight);
-    if (!payload) return fail(now, payload.error());
-    return advance(now, exchange_.start_gather(now, std::move(*payload)));
-  }
-  auto& in = inputs_[outputs_.size()];
-  return advance(now, exchange_.start_mean(now, std::move(in.tensors), weight, in.codecs));
+  // The all-reduced variables only (the step ignores the PS ones): dense ones by fusion
+  // group, sparse ones as rows.
+  return advance(now, step_.begin(now, gradients_, static_cast<double>(settings_.batch)));
 }
 
 Effects MixedReplicaHost::advance(TimePoint now, Effects out) {
-  if (!exchange_.has_result() || error_) return out;
-  auto result = exchange_.take_result();
-  ++done_ops_;
-  const bool gather = outputs_.size() == inputs_.size();
-  if (!result) {
-    const std::string what =
-        gather ? std::string("sparse gather") : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
-    append(out, fail(now, make_error(result.error().code, "replica {} at step {} ({}): {}", settings_.replica,
-                                     steps_.size() - 1, what, result.error().message)));
+  if (!step_.done() || error_) return out;
+  auto averaged = step_.take();
+  if (!averaged) {
+    append(out, fail(now, make_error(averaged.error().code, "replica {} at step {}: {}", settings_.replica,
+                                     steps_.size() - 1, averaged.error().message)));
     return out;
   }
-  if (gather) {
-    auto rows = sync_.assemble_sparse(result->gathered);
-    if (!rows) {
-      append(out, fail(now, rows.error()));
-      return out;
-    }
-    sparse_ = std::move(*rows);
-    append(out, finish_step(now));
-    return out;
-  }
-  outputs_.push_back(std::move(result->tensors));
-  const bool more = outputs_.size() < inputs_.size() || !settings_.ar_plan->sparse.empty();
-  append(out, more ? start_op(now) : finish_step(now));
-  return out;
-}
-
-Effects MixedReplicaHost::finish_step(TimePoint now) {
-  auto averaged = sync_.assemble(outputs_);
-  if (!averaged) return fail(now, averaged.error());
   // Every replica applies the same averages to its own copy of the all-reduced variables.
   for (auto& [name, opt] : optimizers_) {
-    auto dense = averaged->find(name);
-    auto applied = dense != averaged->end() ? opt.apply_dense(params_.at(name), dense->second)
-                                            : opt.apply_sparse(params_.at(name), sparse_.at(name));
-    if (!applied) return fail(now, applied.error());
+    auto dense = averaged->dense.find(name);
+    auto applied = dense != averaged->dense.end() ? opt.apply_dense(params_.at(name), dense->second)
+                                                  : opt.apply_sparse(params_.at(name), averaged->sparse.at(name));
+    if (!applied) {
+      append(out, fail(now, applied.error()));
+      return out;
+    }
   }
   steps_.back().time = now - step_begin_;
-  return start_pull(now);
+  append(out, start_pull(now));
+  return out;
 }
 
 Effects MixedReplicaHost::on_request(TimePoint now, core::RequestId id, const std::string& handle,
@@ -325,7 +277,7 @@ Effects MixedReplicaHost::on_request_from(TimePoint now, core::RequestId id, con
                                    settings_.replica, this->handle(), handle),
                         true}};
   }
-  return advance(now, exchange_.on_request(now, id, request));
+  return advance(now, step_.on_request(now, id, request));
 }
 
 Effects MixedReplicaHost::on_message(TimePoint, core::CallId, const std::string&) { return {}; }
@@ -357,7 +309,7 @@ Effects MixedReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
     return fail(now, make_error(errc::peer_down,
                                 "replica {} at step {}: expected every member to take part in collective op {} of job "
                                 "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.replica, steps_.size() - 1, exchange_.ops(), settings_.job, names({peer})));
+                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job, names({peer})));
   }
   return {};
 }
@@ -376,9 +328,7 @@ Effects MixedReplicaHost::fail(TimePoint now, Error error) {
     out.push_back(core::Cancel{call, fmt::format("replica {} failed: {}", settings_.replica, error_->message)});
   }
   sessions_.clear();
-  append(out, exchange_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.replica,
-                                        error_->message)));
-  if (exchange_.has_result()) (void)exchange_.take_result();
+  append(out, step_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.replica, error_->message)));
   return out;
 }
 

@@ -28,8 +28,7 @@
 #include <vector>
 
 #include "core/collective/ar_plan.hpp"
-#include "core/collective/exchange.hpp"
-#include "core/collective/synchronizer.hpp"
+#include "core/collective/ar_step.hpp"
 #include "core/effects.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/optimizer.hpp"
@@ -98,22 +97,19 @@ class MixedReplicaHost : public Host {
   /// Virtual time at which the replica finished or failed.
   [[nodiscard]] core::TimePoint end_time() const { return end_; }
   /// Collectives completed so far.
-  [[nodiscard]] std::uint64_t ops() const { return done_ops_; }
+  [[nodiscard]] std::uint64_t ops() const { return step_.done_ops(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return settings_.replica; }
 
  private:
-  MixedReplicaHost(MixedReplicaSettings settings, core::ps::Replica replica, core::collective::Synchronizer sync,
-                   core::collective::Exchange exchange);
+  MixedReplicaHost(MixedReplicaSettings settings, core::ps::Replica replica, core::collective::ArStep step);
   core::Effects start_pull(core::TimePoint now);
   core::Effects on_ps_response(core::TimePoint now, core::CallId call, const Result<std::string>& response);
   core::Effects on_pulled(core::TimePoint now);
   core::Effects push(core::TimePoint now);
   core::Effects start_allreduce(core::TimePoint now);
-  core::Effects start_op(core::TimePoint now);
-  /// Ends the running op if the exchange finished it; starts the next op or step.
+  /// Applies the all-reduced averages once the step has them; pulls for the next step.
   core::Effects advance(core::TimePoint now, core::Effects out);
-  core::Effects finish_step(core::TimePoint now);
   core::Effects leave(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
   [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
@@ -123,19 +119,14 @@ class MixedReplicaHost : public Host {
 
   MixedReplicaSettings settings_;
   core::ps::Replica replica_;
-  core::collective::Synchronizer sync_;
-  core::collective::Exchange exchange_;
+  core::collective::ArStep step_;
   std::map<std::string, core::ps::Optimizer> optimizers_;  ///< per all-reduced variable
   std::map<std::string, std::vector<float>> params_;      ///< every variable
   std::map<std::string, std::vector<float>> gradients_;   ///< this step's
-  std::vector<core::collective::CollectiveInput> inputs_;   ///< this step's collectives
-  std::vector<std::vector<std::vector<float>>> outputs_;    ///< their averages so far
-  std::map<std::string, core::ps::SparseGradient> sparse_;  ///< this step's sparse rows, then their averages
   std::map<core::CallId, std::pair<std::size_t, bool>> calls_;  ///< PS call -> (shard, is a pull)
   std::map<core::CallId, std::string> sessions_;                ///< open session -> PS device
   std::set<core::PeerAddr> down_;
   core::CallId next_call_ = 1;
-  std::uint64_t done_ops_ = 0;
   core::TimePoint step_begin_{};
   std::vector<PsReplicaStep> steps_;
   std::int64_t final_version_ = 0;

@@ -1,0 +1,130 @@
+#include "core/collective/ar_step.hpp"
+
+#include <iterator>
+
+#include <fmt/format.h>
+#include <utility>
+
+namespace apiary::core::collective {
+namespace {
+
+void append(Effects& out, Effects more) {
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
+}  // namespace
+
+Result<ArStep> ArStep::create(ArPlan plan, ExchangeConfig exchange) {
+  auto sync = Synchronizer::create(std::move(plan));
+  if (!sync) return sync.error();
+  auto ex = Exchange::create(std::move(exchange));
+  if (!ex) return ex.error();
+  return ArStep(std::move(*sync), std::move(*ex));
+}
+
+Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients, double weight) {
+  weight_ = weight;
+  outcome_.reset();
+  outputs_.clear();
+  sparse_.clear();
+  const ArPlan& plan = sync_.plan();
+  // Sparse variables: the rows they touched, gathered after the dense collectives.
+  static const std::vector<float> none;
+  auto gradient_of = [&](const std::string& name) -> const std::vector<float>& {
+    auto it = gradients.find(name);
+    return it == gradients.end() ? none : it->second;
+  };
+  for (const auto& sp : plan.sparse) sparse_[sp.name] = touched_rows(gradient_of(sp.name), sp.row_width);
+  std::map<std::string, std::vector<float>> dense;
+  for (const auto& v : plan.variables) {
+    if (sparse_.count(v.name) == 0 && gradients.count(v.name) != 0) dense.emplace(v.name, gradient_of(v.name));
+  }
+  // One collective per fusion group, each tensor compressed as its synchronizer says.
+  auto inputs = sync_.prepare(dense);
+  if (!inputs) {
+    finish(inputs.error());
+    return {};
+  }
+  inputs_ = std::move(*inputs);
+  if (inputs_.empty() && plan.sparse.empty()) {
+    finish(ArAverages{});
+    return {};
+  }
+  return start_op(now);
+}
+
+Effects ArStep::start_op(TimePoint now) {
+  if (outputs_.size() == inputs_.size()) {
+    // Every replica's rows to every replica, weighted by its samples.
+    auto payload = sync_.prepare_sparse(sparse_, weight_);
+    if (!payload) {
+      finish(payload.error());
+      return {};
+    }
+    return advance(now, exchange_.start_gather(now, std::move(*payload)));
+  }
+  // Every replica gets the same bits: decode(encode(weighted average)), own share included.
+  auto& in = inputs_[outputs_.size()];
+  return advance(now, exchange_.start_mean(now, std::move(in.tensors), weight_, in.codecs));
+}
+
+Effects ArStep::advance(TimePoint now, Effects out) {
+  if (!exchange_.has_result() || done()) return out;
+  auto result = exchange_.take_result();
+  ++done_ops_;
+  const bool gather = outputs_.size() == inputs_.size();
+  if (!result) {
+    const std::string what =
+        gather ? std::string("sparse gather") : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
+    finish(make_error(result.error().code, "{}: {}", what, result.error().message));
+    return out;
+  }
+  if (gather) {
+    auto rows = sync_.assemble_sparse(result->gathered);
+    if (!rows) {
+      finish(rows.error());
+      return out;
+    }
+    sparse_ = std::move(*rows);
+  } else {
+    outputs_.push_back(std::move(result->tensors));
+    if (outputs_.size() < inputs_.size() || !sync_.plan().sparse.empty()) {
+      append(out, start_op(now));
+      return out;
+    }
+  }
+  auto averaged = sync_.assemble(outputs_);
+  if (!averaged) {
+    finish(averaged.error());
+    return out;
+  }
+  finish(ArAverages{std::move(*averaged), std::move(sparse_)});
+  return out;
+}
+
+Effects ArStep::on_request(TimePoint now, RequestId id, const std::string& body) {
+  return advance(now, exchange_.on_request(now, id, body));
+}
+
+Effects ArStep::on_response(TimePoint now, CallId call, const Result<std::string>& result) {
+  return advance(now, exchange_.on_response(now, call, result));
+}
+
+Effects ArStep::on_timer(TimePoint now, TimerId id) { return advance(now, exchange_.on_timer(now, id)); }
+
+Effects ArStep::stop(Error why) {
+  Effects out = exchange_.stop(std::move(why));
+  if (exchange_.has_result()) (void)exchange_.take_result();
+  return out;
+}
+
+Result<ArAverages> ArStep::take() {
+  if (!outcome_) {
+    return make_error(errc::unavailable, "all-reduce step: its averages are not ready; wait until done()");
+  }
+  Result<ArAverages> out = std::move(*outcome_);
+  outcome_.reset();
+  return out;
+}
+
+}  // namespace apiary::core::collective

@@ -1,0 +1,82 @@
+#pragma once
+/// ArStep: one replica's all-reduced part of a training step over an Exchange, as the
+/// all-reduce and mixed (PS + all-reduce) replicas of the simulator run it: the fusion
+/// groups' means in plan order (Synchronizer::prepare, every replica getting the same
+/// bits), then, when the plan has sparse variables, one gather of every replica's touched
+/// rows; then the averaged dense gradients and sparse rows, ready for the optimizer.
+///
+/// Pure: time comes in as `now`, the Exchange's calls, replies and timers go out as
+/// effects. Feed it the exchange's inputs (owns_call / owns_timer route them); after each
+/// input, done() tells whether the step's averages (or the error of the op that failed)
+/// are ready to take().
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collective/exchange.hpp"
+#include "core/collective/synchronizer.hpp"
+#include "core/effects.hpp"
+#include "core/ps/partition.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::core::collective {
+
+/// The averages one step yields.
+struct ArAverages {
+  std::map<std::string, std::vector<float>> dense;       ///< averaged gradient per dense variable
+  std::map<std::string, ps::SparseGradient> sparse;       ///< averaged rows per sparse variable
+};
+
+class ArStep {
+ public:
+  /// Over `plan` (its all-reduced variables) and the exchange of `exchange`. Errors: the
+  /// Synchronizer's and the Exchange's.
+  [[nodiscard]] static Result<ArStep> create(ArPlan plan, ExchangeConfig exchange);
+
+  /// Begins a step: `gradients` holds this replica's whole gradient of every all-reduced
+  /// variable (dense and sparse; others are ignored), `weight` its averaging weight (its
+  /// samples). A step with nothing to all-reduce is done at once.
+  [[nodiscard]] Effects begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients,
+                              double weight);
+  [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& body);
+  [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
+  [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
+  /// Leaves the running op and refuses every later part (the replica failed).
+  [[nodiscard]] Effects stop(Error why);
+
+  /// True when the step's averages, or its error, are ready.
+  [[nodiscard]] bool done() const { return outcome_.has_value(); }
+  /// The step's averages, or the error of its failed op ("fusion group G: ..." or
+  /// "sparse gather: ..."); the next step may begin afterwards.
+  [[nodiscard]] Result<ArAverages> take();
+
+  [[nodiscard]] bool owns_call(CallId call) const { return exchange_.owns_call(call); }
+  [[nodiscard]] bool owns_timer(TimerId id) const { return exchange_.owns_timer(id); }
+  /// Collective ops started so far.
+  [[nodiscard]] std::uint64_t ops() const { return exchange_.ops(); }
+  /// Collective ops completed so far.
+  [[nodiscard]] std::uint64_t done_ops() const { return done_ops_; }
+  /// The all-reduce layout.
+  [[nodiscard]] const ArPlan& plan() const { return sync_.plan(); }
+
+ private:
+  ArStep(Synchronizer sync, Exchange exchange) : sync_(std::move(sync)), exchange_(std::move(exchange)) {}
+  Effects start_op(TimePoint now);
+  /// Ends the running op if the exchange finished it; starts the next op or ends the step.
+  Effects advance(TimePoint now, Effects out);
+  void finish(Result<ArAverages> outcome) { outcome_ = std::move(outcome); }
+
+  Synchronizer sync_;
+  Exchange exchange_;
+  double weight_ = 1.0;
+  std::vector<CollectiveInput> inputs_;            ///< this step's collectives
+  std::vector<std::vector<std::vector<float>>> outputs_;  ///< their averages so far
+  std::map<std::string, ps::SparseGradient> sparse_;  ///< this step's rows, then their averages
+  std::optional<Result<ArAverages>> outcome_;
+  std::uint64_t done_ops_ = 0;
+};
+
+}  // namespace apiary::core::collective

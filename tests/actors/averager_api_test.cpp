@@ -94,6 +94,7 @@ TEST_CASE("part reductions on the CPU device actor and inline in the role give o
   Swarm swarm(values, 0, [](AveragerOptions& o, std::size_t i) {
     o.reduce_on = i == 1 ? ReduceOn::in_role : ReduceOn::cpu;
     o.part_size_bytes = 1024;
+    o.min_group_size = 3;  // all three in one group, however late one of them joins
   });
   std::vector<std::future<Result<AveragerStepReport>>> steps;
   for (auto& a : swarm.averagers) steps.push_back(a->step({}));

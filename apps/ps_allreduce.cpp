@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -49,8 +50,13 @@ Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArP
   return replica_members(a.peers, plan.replicas, "", host_ports);
 }
 
-/// Trains replica `id` of `replicas` through `collective`. Returns the exit code.
-int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collective, std::int32_t id) {
+/// Makes this replica's NCCL group once every replica is listening (nullptr: none needed).
+using NcclMaker = std::function<Result<std::shared_ptr<actors::NcclGroup>>()>;
+
+/// Trains replica `id` of `replicas` through `collective` (and the NCCL group `nccl`
+/// makes, for the plan's NCCL groups). Returns the exit code.
+int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collective, std::int32_t id,
+          const NcclMaker& nccl) {
   const std::size_t replicas = plan.replicas.size();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   auto params = cps::logistic_initial(a.features);
@@ -60,6 +66,9 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
   if (auto joined = collective.join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
   }
+  auto group = nccl();
+  if (!group) return fail(group.error());
+  stepper->use_nccl(std::move(*group));
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
     if (a.stopped != nullptr && *a.stopped) {
@@ -86,7 +95,8 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
   }
   std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
                                 a.steps, cps::logistic_full_loss(data, params),
-                                a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, collective.ops());
+                                a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0,
+                                collective.ops() + stepper->nccl_ops());
   for (const auto& [name, values] : params) {
     out += "final " + name;
     for (float v : values) out += fmt::format(" {:.9g}", v);
@@ -134,7 +144,10 @@ int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
               a.role.c_str(), (*gw)->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
-  const int rc = train(a, plan, **collective, id);
+  const auto root = (*members)[0];
+  const int rc = train(a, plan, **collective, id, [&] {
+    return nccl_group_for(sys, *gw, plan, static_cast<std::size_t>(id), root, a.timeout_ms, k_job);
+  });
   collective->reset();
   (*gw)->stop();
   return rc;
@@ -182,7 +195,10 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
   std::vector<int> rcs(replicas, 0);
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < replicas; ++r) {
-    threads.emplace_back([&, r] { rcs[r] = train(a, plan, *collectives[r], static_cast<std::int32_t>(r)); });
+    threads.emplace_back([&, r] {
+      rcs[r] = train(a, plan, *collectives[r], static_cast<std::int32_t>(r),
+                     [&] { return nccl_group_for(sys, gateways[r], plan, r, members[0], a.timeout_ms, k_job); });
+    });
   }
   for (auto& t : threads) t.join();
   collectives.clear();
@@ -263,9 +279,40 @@ void print_allreduce_plan(const cc::ArPlan& plan) {
   }
   for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : " ", sp.name);
   const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
-  std::printf("all-reduce plan: %zu replicas, %zu collectives per step (RING): %s\n", plan.replicas.size(),
-              collectives, groups.c_str());
+  const std::string transport = uses_nccl(plan) ? "NCCL" : "RING";
+  std::printf("all-reduce plan: %zu replicas, %zu collectives per step (%s): %s\n", plan.replicas.size(),
+              collectives, transport.c_str(), groups.c_str());
   for (const auto& n : plan.notes) std::printf("note: %s\n", n.c_str());
+}
+
+bool uses_nccl(const cc::ArPlan& plan) {
+  return std::any_of(plan.groups.begin(), plan.groups.end(),
+                     [](const cc::ArGroup& g) { return g.transport == cc::Transport::nccl; });
+}
+
+Result<std::shared_ptr<actors::NcclGroup>> nccl_group_for(caf::actor_system& sys, std::shared_ptr<actors::Gateway> gw,
+                                                          const cc::ArPlan& plan, std::size_t rank,
+                                                          const core::PeerAddr& root, std::int64_t timeout_ms,
+                                                          const std::string& job) {
+  if (!uses_nccl(plan)) return std::shared_ptr<actors::NcclGroup>{};
+  const std::string& device = plan.replicas.at(rank);
+  auto name = cs::parse_device_name(device);
+  if (!name || name->type != cs::DeviceType::gpu) {
+    return make_error(errc::unsupported,
+                      "replica {}: NCCL needs a GPU on every replica; expected a GPU device, got {}; give every "
+                      "replica a GPU in the resource spec, or rebuild the strategy with --spec RING",
+                      rank, device);
+  }
+  actors::NcclGroupConfig config;
+  config.group = job;
+  config.rank = rank;
+  config.ranks = plan.replicas.size();
+  config.root = root;
+  config.device = static_cast<int>(name->index);
+  config.timeout = std::chrono::milliseconds(timeout_ms);
+  auto group = actors::NcclGroup::create(sys, std::move(gw), config);
+  if (!group) return make_error(group.error().code, "replica {} ({}): {}", rank, device, group.error().message);
+  return std::shared_ptr<actors::NcclGroup>(std::move(*group));
 }
 
 Result<ArStepper> ArStepper::create(const cc::ArPlan& plan, const cps::OptimizerConfig& optimizer,
@@ -317,7 +364,15 @@ Status ArStepper::step(actors::Collective& collective, const std::map<std::strin
   if (!inputs) return make_error(inputs.error().code, "{}: {}", where, inputs.error().message);
   std::vector<std::vector<std::vector<float>>> outputs;
   for (auto& in : *inputs) {
-    auto avg = collective.mean(std::move(in.tensors), weight, in.codecs);
+    if (in.transport == cc::Transport::nccl && !nccl_) {
+      return make_error(errc::unsupported,
+                        "{} (fusion group {}): expected this replica's NCCL group for a NCCL collective, got "
+                        "none; NCCL needs a GPU on every replica: run the replicas on their GPUs, or rebuild the "
+                        "strategy with --spec RING",
+                        where, in.group);
+    }
+    auto avg = in.transport == cc::Transport::nccl ? nccl_->mean(std::move(in.tensors), weight, in.codecs)
+                                                   : collective.mean(std::move(in.tensors), weight, in.codecs);
     if (!avg) {
       return make_error(avg.error().code, "{} (fusion group {}): {}", where, in.group, avg.error().message);
     }
@@ -378,9 +433,11 @@ Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strateg
   }
   cc::ArOptions options;
   options.allow_ps = true;  // a mixed strategy's PS variables go to apps/ps_mixed.hpp
+  // NCCL needs one GPU per rank: AUTO and NCCL run over it when every replica has one.
+  options.have_gpus = strategy->graph_config().replicas_size() > 0;
   for (const auto& device : strategy->graph_config().replicas()) {
     auto name = cs::parse_device_name(device);
-    if (name && name->type == cs::DeviceType::gpu) options.have_gpus = true;
+    if (!name || name->type != cs::DeviceType::gpu) options.have_gpus = false;
   }
   auto plan = cc::plan_allreduce(*strategy, item, options);
   if (!plan) return Error{plan.error().code, strategy_path + ": " + plan.error().message};

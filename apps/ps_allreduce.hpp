@@ -12,11 +12,13 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/collective/collective.hpp"
+#include "actors/collective/nccl_group.hpp"
 #include "core/collective/ar_plan.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/optimizer.hpp"
@@ -81,13 +83,34 @@ class ArStepper {
                             std::map<std::string, std::vector<float>>& params, double weight,
                             const std::string& where);
 
+  /// Runs the fusion groups whose transport is NCCL through `group` (this replica's
+  /// member of the replicas' NCCL group; see nccl_group_for). Without one, step() refuses
+  /// those groups with a clear error.
+  void use_nccl(std::shared_ptr<actors::NcclGroup> group) { nccl_ = std::move(group); }
+  /// Collectives run over NCCL so far.
+  [[nodiscard]] std::uint64_t nccl_ops() const { return nccl_ ? nccl_->ops() : 0; }
+
  private:
   ArStepper(core::collective::Synchronizer sync, std::map<std::string, core::ps::Optimizer> optimizers)
       : sync_(std::move(sync)), optimizers_(std::move(optimizers)) {}
 
   core::collective::Synchronizer sync_;
   std::map<std::string, core::ps::Optimizer> optimizers_;  ///< per all-reduced variable
+  std::shared_ptr<actors::NcclGroup> nccl_;                 ///< for Transport::nccl groups
 };
+
+/// Whether any fusion group of `plan` runs over NCCL.
+[[nodiscard]] bool uses_nccl(const core::collective::ArPlan& plan);
+
+/// Replica `rank`'s member of the NCCL group of a job's replicas, on the GPU its replica
+/// device names (localhost:GPU:1 -> CUDA device 1), found by the others at `root`
+/// (replica 0's multiaddr) through `gw`; `job` names the group. nullptr when the plan
+/// has no NCCL group. Blocks until every replica joined. Errors: unsupported when the
+/// replica's device is not a GPU or this process cannot use it ("NCCL needs a GPU on
+/// every replica; ..."), NcclGroup::create's otherwise, all naming the replica.
+[[nodiscard]] Result<std::shared_ptr<actors::NcclGroup>> nccl_group_for(
+    caf::actor_system& sys, std::shared_ptr<actors::Gateway> gw, const core::collective::ArPlan& plan,
+    std::size_t rank, const core::PeerAddr& root, std::int64_t timeout_ms, const std::string& job);
 
 /// "/ip4/H/tcp/P" (or /ip6/) for "H:P" ("[v6]:P" too): a replica's collective address.
 /// Errors: invalid_argument naming `flag`.

@@ -73,6 +73,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   auto& driver = run.driver;
   const std::int32_t id = driver.id();
   const std::size_t replicas = ar.replicas.size();
+  const core::PeerAddr root = members.at(0);
   auto collective = actors::Collective::create(
       run.system, run.gateway,
       allreduce_collective_config(a.timeout_ms, static_cast<std::size_t>(id), std::move(members)));
@@ -85,6 +86,11 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   if (auto joined = (*collective)->join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
   }
+  // The dense groups whose spec runs over NCCL: the replicas' NCCL group.
+  auto group = nccl_group_for(run.system, run.gateway, ar, static_cast<std::size_t>(id), root, a.timeout_ms,
+                              "apiary.ps.mixed");
+  if (!group) return fail(group.error());
+  stepper->use_nccl(std::move(*group));
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
     if (ps_roles::g_stdin_closed) {
@@ -127,7 +133,8 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   if (!pulled) return fail(pulled.error());
   for (auto& [name, values] : *pulled) params[name] = std::move(values);
   print_final(id, driver.min_version(), cps::logistic_full_loss(data, params),
-              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, (*collective)->ops(), params);
+              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0,
+              (*collective)->ops() + stepper->nccl_ops(), params);
   if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   if (auto left = (*collective)->leave(patience); !left) {
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());

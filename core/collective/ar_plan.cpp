@@ -14,24 +14,21 @@ using pb::autodist::AllReduceSynchronizer;
 using pb::autodist::Strategy;
 
 /// The transport a requested spec runs as; `notes` gets the decision when it differs.
+/// RING is RING; with a GPU on every replica AUTO and NCCL run over NCCL; without, AUTO
+/// is RING and NCCL (a hint, as TensorFlow's communication_hint) falls back to RING
+/// unless strict_nccl refuses it.
 Result<Transport> resolve_spec(AllReduceSynchronizer::Spec spec, const std::string& where, const ArOptions& o,
                                bool& nccl_noted, std::vector<std::string>& notes) {
   if (spec == AllReduceSynchronizer::RING) return Transport::ring;
-  if (spec == AllReduceSynchronizer::AUTO && !o.have_gpus) return Transport::ring;
-  if (o.have_gpus) {
-    return make_error(errc::unsupported,
-                      "{}: expected a RING all-reduce, got {} on a cluster with GPUs; NCCL collectives over device "
-                      "actors are not available to this runtime yet: rebuild the strategy with --spec RING",
-                      where, AllReduceSynchronizer::Spec_Name(spec));
-  }
+  if (o.have_gpus) return Transport::nccl;
+  if (spec == AllReduceSynchronizer::AUTO) return Transport::ring;
   if (o.strict_nccl) {
     return make_error(errc::unsupported,
-                      "{}: expected RING or AUTO on a cluster without GPUs, got NCCL (needs GPUs); rebuild the "
-                      "strategy with --spec RING or AUTO, or allow the fallback",
+                      "{}: expected RING or AUTO on a cluster without a GPU on every replica, got NCCL (needs one GPU "
+                      "per replica); rebuild the strategy with --spec RING or AUTO, or allow the fallback",
                       where);
   }
-  // NCCL is a hint (TensorFlow's communication_hint): without GPUs the ring runs it.
-  if (!nccl_noted) notes.push_back("spec NCCL runs as RING: the cluster has no GPUs");
+  if (!nccl_noted) notes.push_back("spec NCCL runs as RING: not every replica has a GPU");
   nccl_noted = true;
   return Transport::ring;
 }
@@ -180,11 +177,22 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
   // Fusion: one collective per group, groups in ascending order, tensors in node order.
   std::map<std::int32_t, ArGroup> groups;
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
-    auto& g = groups[plan.tensors[i].group];
-    g.group = plan.tensors[i].group;
-    g.transport = plan.tensors[i].transport;
+    const auto& t = plan.tensors[i];
+    auto [it, fresh] = groups.try_emplace(t.group);
+    auto& g = it->second;
+    if (!fresh && g.transport != t.transport) {
+      // One fused collective runs over one transport.
+      return make_error(errc::invalid_argument,
+                        "fusion group {}: expected one spec for all its tensors, got {} for {} and {} for {}; give "
+                        "them the same spec or different groups",
+                        t.group, to_string(g.transport), plan.tensors[g.tensors.front()].name, to_string(t.transport),
+                        t.name);
+    }
+    g.group = t.group;
+    g.transport = t.transport;
     g.tensors.push_back(i);
   }
+
   for (auto& [index, g] : groups) plan.groups.push_back(std::move(g));
   return plan;
 }

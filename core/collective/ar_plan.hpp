@@ -6,11 +6,12 @@
 /// (AutoDist's scoped-allocator fusion, done explicitly). Every replica builds the same
 /// plan from the same inputs, so groups agree everywhere without being sent.
 ///
-/// Spec: AUTO picks RING without GPUs and NCCL with them. NCCL is a hint, as in
-/// TensorFlow's communication_hint: without GPUs (or with `strict_nccl` unset) it runs
-/// as RING and the plan says so in `notes`; with `strict_nccl`, a NCCL tensor on a
-/// GPU-less cluster is an error. NCCL over device actors is not wired into this plan's
-/// runtime yet, so a cluster with GPUs asking for NCCL is refused with a clear error.
+/// Spec: with a GPU on every replica (ArOptions::have_gpus), AUTO and NCCL run over NCCL
+/// (Transport::nccl: the replicas' GPUs, actors/collective/nccl_group.hpp); otherwise
+/// AUTO runs as RING, and NCCL, a hint as in TensorFlow's communication_hint, runs as
+/// RING too and the plan says so in `notes`, unless `strict_nccl` makes it an error.
+/// One fusion group runs over one transport: tensors of one group with different
+/// transports are refused.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -80,7 +81,8 @@ struct ArPlan {
 
 /// What the cluster offers.
 struct ArOptions {
-  bool have_gpus = false;    ///< any replica device is a GPU
+  /// Every replica device is a GPU (NCCL needs one per rank): AUTO and NCCL run over NCCL.
+  bool have_gpus = false;
   bool strict_nccl = false;  ///< refuse NCCL instead of running it as RING without GPUs
   /// Mixed strategies (Parallax: sparse -> PS, dense -> AR): set PS-synchronized
   /// variables aside in ArPlan::ps_variables instead of refusing them.
@@ -91,7 +93,8 @@ struct ArOptions {
 /// use an AllReduceSynchronizer, or, with options.allow_ps, every part of a node the same
 /// kind of synchronizer. Errors: invalid_argument naming the node (a PS synchronizer
 /// without allow_ps; parts with mixed synchronizers; an unknown
-/// variable; a partitioner that does not fit), unsupported (NCCL under strict_nccl without GPUs, or with GPUs).
+/// variable; a partitioner that does not fit; one fusion group with tensors of two transports),
+/// unsupported (NCCL under strict_nccl without GPUs).
 [[nodiscard]] Result<ArPlan> plan_allreduce(const pb::autodist::Strategy& strategy, const strategy::GraphItem& item,
                                             const ArOptions& options = {});
 

@@ -116,10 +116,8 @@ Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
                       c.kill_ps_at);
   }
   cc::ArOptions options;
-  for (const auto& device : c.strategy.graph_config().replicas()) {
-    auto name = core::strategy::parse_device_name(device);
-    if (name && name->type == core::strategy::DeviceType::gpu) options.have_gpus = true;
-  }
+  // The simulator models the network, not GPUs: a NCCL spec runs as its ring (the plan
+  // notes it), as on a cluster without GPUs.
   auto item = cps::logistic_graph_item(c.features);
   for (const auto& name : c.sparse_variables) {
     auto var =

@@ -169,10 +169,8 @@ Result<PsScenarioReport> run_mixed_scenario(const PsScenarioConfig& c) {
   }
   cc::ArOptions options;
   options.allow_ps = true;
-  for (const auto& device : c.strategy.graph_config().replicas()) {
-    auto name = core::strategy::parse_device_name(device);
-    if (name && name->type == core::strategy::DeviceType::gpu) options.have_gpus = true;
-  }
+  // The simulator models the network, not GPUs: a NCCL spec runs as its ring (the plan
+  // notes it), as on a cluster without GPUs.
   auto ar = cc::plan_allreduce(c.strategy, item, options);
   if (!ar) return ar.error();
   auto ps = cps::plan_training(cc::ps_part(c.strategy), item, c.optimizer, c.aggregation);

@@ -1,6 +1,7 @@
 // plan_allreduce: golden fusion groups from the AllReduce builders, spec resolution
-// (AUTO and NCCL without GPUs), partitioned AR pieces, sparse variables, mixed (Parallax)
-// strategies split into their all-reduce and PS parts, and the strategies it refuses.
+// (AUTO and NCCL with and without GPUs, one transport per group), partitioned AR pieces,
+// sparse variables, mixed (Parallax) strategies split into their all-reduce and PS parts,
+// and the strategies it refuses.
 #include <catch2/catch.hpp>
 
 #include "core/collective/ar_plan.hpp"
@@ -95,11 +96,65 @@ TEST_CASE("NCCL without GPUs runs as RING with a note, or is refused when strict
   CHECK(refused.error().code == errc::unsupported);
   CHECK(refused.error().message.find("--spec RING") != std::string::npos);
 
+  // A GPU on every replica: NCCL runs over NCCL, strict or not, with no fallback note.
+  for (bool strict_nccl : {false, true}) {
+    cc::ArOptions gpus;
+    gpus.have_gpus = true;
+    gpus.strict_nccl = strict_nccl;
+    auto nccl = cc::plan_allreduce(strategy, item, gpus);
+    REQUIRE(nccl.ok());
+    for (const auto& t : nccl->tensors) CHECK(t.transport == cc::Transport::nccl);
+    REQUIRE_FALSE(nccl->groups.empty());
+    for (const auto& g : nccl->groups) CHECK(g.transport == cc::Transport::nccl);
+    CHECK(nccl->notes.empty());
+  }
+}
+
+TEST_CASE("AUTO picks NCCL with a GPU on every replica and RING without, RING stays RING", "[collective][unit]") {
+  const auto item = five_variables();
+  for (auto spec : {Sync::AUTO, Sync::RING, Sync::NCCL}) {
+    cs::BuilderOptions o;
+    o.chunk_size = 2;
+    o.all_reduce_spec = spec;
+    const auto strategy = build(cs::BuilderKind::all_reduce, o, item);
+    for (bool gpus : {false, true}) {
+      INFO(Sync::Spec_Name(spec) << (gpus ? " with GPUs" : " without GPUs"));
+      cc::ArOptions options;
+      options.have_gpus = gpus;
+      auto plan = cc::plan_allreduce(strategy, item, options);
+      REQUIRE(plan.ok());
+      const auto expected = gpus && spec != Sync::RING ? cc::Transport::nccl : cc::Transport::ring;
+      REQUIRE(plan->groups.size() == 3);  // five variables, two per group
+      for (const auto& g : plan->groups) CHECK(g.transport == expected);
+      for (const auto& t : plan->tensors) CHECK(t.transport == expected);
+      CHECK(cc::to_string(expected) == std::string(expected == cc::Transport::nccl ? "NCCL" : "RING"));
+    }
+  }
+}
+
+TEST_CASE("one fusion group over two transports is refused, naming the group and both tensors",
+          "[collective][unit]") {
+  const auto item = five_variables();
+  cs::BuilderOptions o;
+  o.chunk_size = 128;  // every variable in group 0
+  o.all_reduce_spec = Sync::NCCL;
+  auto strategy = build(cs::BuilderKind::all_reduce, o, item);
+  // Variable c asks for RING while the rest of its group asks for NCCL.
+  auto* c = strategy.mutable_node_config(2)->mutable_allreducesynchronizer();
+  c->set_spec(Sync::RING);
   cc::ArOptions gpus;
   gpus.have_gpus = true;
-  auto no_nccl = cc::plan_allreduce(strategy, item, gpus);
-  REQUIRE_FALSE(no_nccl.ok());
-  CHECK(no_nccl.error().code == errc::unsupported);
+  auto mixed = cc::plan_allreduce(strategy, item, gpus);
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error().code == errc::invalid_argument);
+  CHECK_THAT(mixed.error().message, Catch::Contains("fusion group 0"));
+  CHECK_THAT(mixed.error().message, Catch::Contains("a:0"));
+  CHECK_THAT(mixed.error().message, Catch::Contains("c:0"));
+  // Without GPUs both run as RING: the same strategy is fine.
+  auto ring = cc::plan_allreduce(strategy, item);
+  REQUIRE(ring.ok());
+  REQUIRE(ring->groups.size() == 1);
+  CHECK(ring->groups[0].transport == cc::Transport::ring);
 }
 
 TEST_CASE("PartitionedAR all-reduces each piece as its own tensor of its group", "[collective][unit]") {
@@ -122,7 +177,7 @@ TEST_CASE("PartitionedAR all-reduces each piece as its own tensor of its group",
   CHECK(plan->tensors.size() > plan->variables.size());  // a[6] at least is split
 }
 
-TEST_CASE("PS strategies and unknown names are refused with the node named; sparse variables are gathered",
+TEST_CASE("PS strategies and unknown names are refused with the node named, sparse variables are gathered",
           "[collective][unit]") {
   const auto item = five_variables();
   auto ps = cc::plan_allreduce(build(cs::BuilderKind::ps, {}, item), item);

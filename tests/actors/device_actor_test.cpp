@@ -282,7 +282,7 @@ TEST_CASE_METHOD(fixture, "spawn_device_actor picks a backend that works", "[act
   self->send_exit(chosen, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_METHOD(fixture, "CUDA device actor: the CPU actor's replies, bit for bit (gpu; skipped without one)",
+TEST_CASE_METHOD(fixture, "CUDA device actor: the CPU actor's replies, bit for bit (gpu, skipped without one)",
                  "[actor][gpu]") {
   if (cuda::default_backend() != cuda::backend::cuda) {
     WARN("skipped: no usable CUDA device (" << cuda::device_info() << ")");
@@ -346,7 +346,7 @@ TEST_CASE("the NCCL unique id travels over the RPC: served by the root, fetched 
   (*rank)->stop();
 }
 
-TEST_CASE("NCCL over the RPC on GPUs: a one-rank group forms and all-reduces (gpu; skipped without one)",
+TEST_CASE("NCCL over the RPC on GPUs: a one-rank group forms and all-reduces (gpu, skipped without one)",
           "[actor][gpu]") {
   if (cuda::default_backend() != cuda::backend::cuda || !cuda::nccl_compiled()) {
     WARN("skipped: no usable CUDA device or no NCCL in this build");

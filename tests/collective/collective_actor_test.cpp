@@ -87,7 +87,7 @@ TEST_CASE("three members average fused tensors by weight, op after op, then leav
   CHECK(g.members[0]->ops() == 4);
 }
 
-TEST_CASE("a FLOAT16 mean gives every member the same bits; gathers mix with all-reduces", "[collective][actor]") {
+TEST_CASE("a FLOAT16 mean gives every member the same bits, gathers mix with all-reduces", "[collective][actor]") {
   Group g(3, 5000ms);
   for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->join(10s); })) REQUIRE(s.ok());
   for (int op = 0; op < 3; ++op) {

@@ -146,7 +146,7 @@ TEST_CASE("a FLOAT16 mean leaves every member with the same bits: the encoded we
   }
 }
 
-TEST_CASE("a gather hands every member every payload in rank order; early parts are held", "[collective][unit]") {
+TEST_CASE("a gather hands every member every payload in rank order, early parts are held", "[collective][unit]") {
   Bus bus(3, 7);
   // Member 0 runs op 0 and op 1 before the others start either: its parts wait for them.
   bus.submit(0, bus.members[0].start_gather(bus.now, "zero-0"));
@@ -171,7 +171,7 @@ TEST_CASE("a gather hands every member every payload in rank order; early parts 
   }
 }
 
-TEST_CASE("a silent member fails the op at the deadline, naming it; the others fail fast", "[collective][unit]") {
+TEST_CASE("a silent member fails the op at the deadline, naming it, the others fail fast", "[collective][unit]") {
   Bus bus(3, 3);
   for (std::size_t r = 0; r < 2; ++r) bus.submit(r, bus.members[r].start_mean(bus.now, tensors_of(r), 1.0, {}));
   bus.run();

@@ -39,24 +39,11 @@ Job make_ar_job(cs::BuilderOptions options, const std::string& name, cs::Builder
   return make_job(kind, options, name, false);
 }
 
-/// A loopback port nobody listens on right now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 /// Four replica processes, each told every replica's address.
 std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const std::string& extra) {
   std::string peers;
-  for (int r = 0; r < k_replicas; ++r) peers += fmt::format(" localhost:CPU:{}=127.0.0.1:{}", r, free_port());
+  for (int r = 0; r < k_replicas; ++r) peers += fmt::format(" localhost:CPU:{}=127.0.0.1:{}", r, testing::free_loopback_port());
   std::vector<std::unique_ptr<testing::Process>> out;
   for (int r = 0; r < k_replicas; ++r) {
     const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
@@ -183,7 +170,7 @@ TEST_CASE("a killed replica ends the other replicas' all-reduce with an error na
   }
 }
 
-TEST_CASE("an embedded all-reduce job equals single-process SGD; NCCL runs as RING without GPUs",
+TEST_CASE("an embedded all-reduce job equals single-process SGD, NCCL runs as RING without GPUs",
           "[allreduce][integration]") {
   const Job job = make_ar_job({}, "embedded");  // the AllReduce builder's defaults: NCCL, chunk 128
   const std::int64_t steps = 10;

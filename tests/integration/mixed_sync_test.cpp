@@ -84,7 +84,7 @@ std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, co
                                                               const std::string& extra) {
   std::string replicas;
   for (int r = 0; r < k_replicas; ++r) {
-    replicas += fmt::format(" replica:localhost:CPU:{}=127.0.0.1:{}", r, free_loopback_port());
+    replicas += fmt::format(" replica:localhost:CPU:{}=127.0.0.1:{}", r, testing::free_loopback_port());
   }
   std::vector<std::unique_ptr<testing::Process>> out;
   for (int r = 0; r < k_replicas; ++r) {

@@ -65,8 +65,6 @@ std::optional<std::string> read_until(Process& p, const std::string& needle, std
 /// "final replica R" line; any replica when -1).
 std::vector<float> final_values(const Run& run, const std::string& name, int replica = -1);
 
-/// A loopback TCP port nobody listens on right now (for a process's fixed --listen).
-int free_loopback_port();
 
 /// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
 std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps);

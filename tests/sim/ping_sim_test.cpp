@@ -97,7 +97,7 @@ TEST_CASE("RTTs are exactly two link delays, within the jitter bounds") {
   CHECK(highest - lowest > Duration(1ms));
 }
 
-TEST_CASE("the same seed replays the same trace; another seed does not") {
+TEST_CASE("the same seed replays the same trace, another seed does not") {
   auto run = [](std::uint64_t seed) {
     World world(seed);
     PingSwarm swarm = make_swarm(world);

@@ -1,12 +1,15 @@
 #include "tests/support/process.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <limits.h>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -100,6 +103,24 @@ std::pair<std::unique_ptr<Process>, std::string> start_test_server(const std::ve
     throw std::runtime_error("rpc_test_server did not start: " + line.value_or("<no output>"));
   }
   return {std::move(p), line->substr(10)};
+}
+
+int free_loopback_port() {
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> pick(20000, 32767);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = pick(rng);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  throw std::runtime_error("no free 127.0.0.1 port in 20000..32767 after 200 tries");
 }
 
 }  // namespace apiary::testing

@@ -42,4 +42,10 @@ std::string sibling_executable(const std::string& name);
 /// Starts rpc_test_server with `args` and returns it with its "host:port".
 std::pair<std::unique_ptr<Process>, std::string> start_test_server(const std::vector<std::string>& args);
 
+/// A 127.0.0.1 port nobody binds right now, for a process the test starts later. It is
+/// drawn at random below the kernel's ephemeral range (20000..32767), so no outgoing
+/// connection of a concurrent test (UCX lanes, clients) takes it as its local port in
+/// between, and two tests rarely draw the same one. Throws when none is found.
+int free_loopback_port();
+
 }  // namespace apiary::testing

@@ -222,7 +222,7 @@ TEST_CASE("random interleavings give every part the exact mean", "[averaging][pa
   }
 }
 
-TEST_CASE("deferred: settled parts become jobs; results complete them in order",
+TEST_CASE("deferred: settled parts become jobs, results complete them in order",
           "[averaging][part_reducer]") {
   using apiary::core::averaging::ReducedPart;
   using apiary::core::averaging::reduce_part;

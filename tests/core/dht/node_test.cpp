@@ -270,7 +270,7 @@ TEST_CASE("concurrent gets of one key share one search") {
   }
 }
 
-TEST_CASE("a get caches the value locally and on the nearest node that lacked it; cached keys refresh") {
+TEST_CASE("a get caches the value locally and on the nearest node that lacked it, cached keys refresh") {
   std::mt19937_64 rng(41);
   NodeNetwork net;
   NodeConfig config;

@@ -208,7 +208,7 @@ TEST_CASE("full unsplittable bucket: replacement cache and least-recently-seen p
   CHECK(table.buckets()[1].replacements().empty());
 }
 
-TEST_CASE("a peer seen under a new id loses its old id; a node may change peer",
+TEST_CASE("a peer seen under a new id loses its old id, a node may change peer",
           "[dht][routing]") {
   RoutingTable table(NodeId::of_str_key("self"), RoutingConfig{});
   const NodeId a = NodeId::of_str_key("a");

@@ -51,7 +51,7 @@ TEST_CASE("a stored value is returned with its expiration", "[dht][storage]") {
   CHECK(s.size(k_now) == 1);
 }
 
-TEST_CASE("expired values vanish on access; expired writes are rejected", "[dht][storage]") {
+TEST_CASE("expired values vanish on access, expired writes are rejected", "[dht][storage]") {
   LocalStorage s;
   CHECK(s.store(k_now, key("key"), "val", k_now + 0.1));
   CHECK(regular(s, k_now + 0.1, key("key")) == "val");  // alive up to and at expiration

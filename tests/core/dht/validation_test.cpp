@@ -64,7 +64,7 @@ TEST_CASE("the signed message is msgpack of the record as a tuple", "[dht][valid
   CHECK(dht::OwnershipValidator::signed_message(r) == expected);
 }
 
-TEST_CASE("bob signs his subkey; mallory cannot write there", "[dht][validation]") {
+TEST_CASE("bob signs his subkey, mallory cannot write there", "[dht][validation]") {
   const dht::OwnershipValidator bob(key_from('b'));
   const dht::OwnershipValidator mallory(key_from('m'));
   const auto subkey = dht::pack_bin("peer" + bob.own_marker());

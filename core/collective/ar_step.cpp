@@ -14,6 +14,25 @@ void append(Effects& out, Effects more) {
 
 }  // namespace
 
+Status apply_averages(const ArAverages& averages, std::map<std::string, ps::Optimizer>& optimizers,
+                      std::map<std::string, std::vector<float>>& params) {
+  for (auto& [name, opt] : optimizers) {
+    auto values = params.find(name);
+    auto dense = averages.dense.find(name);
+    auto sparse = averages.sparse.find(name);
+    if (values == params.end() || (dense == averages.dense.end() && sparse == averages.sparse.end())) {
+      return make_error(errc::not_found,
+                        "all-reduce step: expected values and an average of {}, got {}; the plan and the "
+                        "model disagree",
+                        name, values == params.end() ? "no values" : "no average");
+    }
+    auto applied = dense != averages.dense.end() ? opt.apply_dense(values->second, dense->second)
+                                                 : opt.apply_sparse(values->second, sparse->second);
+    if (!applied) return applied;
+  }
+  return ok_status();
+}
+
 Result<ArStep> ArStep::create(ArPlan plan, ExchangeConfig exchange) {
   auto sync = Synchronizer::create(std::move(plan));
   if (!sync) return sync.error();

@@ -18,6 +18,7 @@
 #include "core/collective/exchange.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/effects.hpp"
+#include "core/ps/optimizer.hpp"
 #include "core/ps/partition.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
@@ -29,6 +30,12 @@ struct ArAverages {
   std::map<std::string, std::vector<float>> dense;       ///< averaged gradient per dense variable
   std::map<std::string, ps::SparseGradient> sparse;       ///< averaged rows per sparse variable
 };
+
+/// Applies a step's averages: for every variable with an optimizer, its averaged dense
+/// gradient, or its averaged sparse rows (touched rows only), to its values in `params`.
+/// Errors: the optimizer's (e.g. a size mismatch); a variable with neither is not_found.
+[[nodiscard]] Status apply_averages(const ArAverages& averages, std::map<std::string, ps::Optimizer>& optimizers,
+                                    std::map<std::string, std::vector<float>>& params);
 
 class ArStep {
  public:

@@ -124,15 +124,9 @@ Effects ArReplicaHost::advance(TimePoint now, Effects out) {
   }
   // Every replica applies the same averaged gradient to its own copy (sparse ones to the
   // touched rows only).
-  for (auto& [name, values] : params_) {
-    auto dense = averaged->dense.find(name);
-    auto applied = dense != averaged->dense.end()
-                       ? optimizers_.at(name).apply_dense(values, dense->second)
-                       : optimizers_.at(name).apply_sparse(values, averaged->sparse.at(name));
-    if (!applied) {
-      append(out, fail(now, applied.error()));
-      return out;
-    }
+  if (auto applied = cc::apply_averages(*averaged, optimizers_, params_); !applied) {
+    append(out, fail(now, applied.error()));
+    return out;
   }
   steps_.back().time = now - step_begin_;
   append(out, begin_step(now));

@@ -250,14 +250,9 @@ Effects MixedReplicaHost::advance(TimePoint now, Effects out) {
     return out;
   }
   // Every replica applies the same averages to its own copy of the all-reduced variables.
-  for (auto& [name, opt] : optimizers_) {
-    auto dense = averaged->dense.find(name);
-    auto applied = dense != averaged->dense.end() ? opt.apply_dense(params_.at(name), dense->second)
-                                                  : opt.apply_sparse(params_.at(name), averaged->sparse.at(name));
-    if (!applied) {
-      append(out, fail(now, applied.error()));
-      return out;
-    }
+  if (auto applied = cc::apply_averages(*averaged, optimizers_, params_); !applied) {
+    append(out, fail(now, applied.error()));
+    return out;
   }
   steps_.back().time = now - step_begin_;
   append(out, start_pull(now));

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -233,18 +234,23 @@ std::string self_dir() {
 }
 
 Result<int> free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(errc::io, "socket() for a free port failed: {}", std::strerror(errno));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) return make_error(errc::io, "could not bind 127.0.0.1:0: {}", std::strerror(err));
-  return static_cast<int>(ntohs(sa.sin_port));
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> pick(20000, 32767);
+  int err = 0;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = pick(rng);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return make_error(errc::io, "socket() for a free port failed: {}", std::strerror(errno));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    err = errno;
+    ::close(fd);
+    if (ok) return port;
+  }
+  return make_error(errc::io, "no free 127.0.0.1 port in 20000..32767 after 200 tries (last: {})", std::strerror(err));
 }
 
 bool is_listening(int port) {

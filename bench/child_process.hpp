@@ -100,7 +100,9 @@ Result<std::string> find_executable(std::string_view name, std::string_view expl
 /// Directory holding the running executable ("" if /proc/self/exe cannot be read).
 std::string self_dir();
 
-/// A TCP port on 127.0.0.1 that was free when asked (the kernel's ephemeral choice).
+/// A TCP port on 127.0.0.1 that was free when asked, drawn at random below the kernel's
+/// ephemeral range (20000..32767), so that no outgoing connection of another process takes
+/// it before the child that is told it binds it.
 Result<int> free_port();
 
 /// Whether a socket listens on TCP `port` on any local address (/proc/net/tcp, tcp6).

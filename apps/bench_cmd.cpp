@@ -117,12 +117,14 @@ Command add_bench_commands(CLI::App& app) {
   allreduce_rank->prefix_command();  // its flags are parsed by the rank itself
   allreduce_rank->group("");         // internal: hidden from --help
   auto* ps = cmd->add_subcommand("ps", "PS steps, N replicas x 1 and 2 shards, vs the UCX bound and both all-reduces");
-  auto pf = std::make_shared<std::tuple<std::size_t, std::vector<std::size_t>, std::size_t, bool>>(
-      100, std::vector<std::size_t>{1, 2}, 4, false);
+  auto pf = std::make_shared<std::tuple<std::size_t, std::vector<std::size_t>, std::size_t, bool, std::string>>(
+      100, std::vector<std::size_t>{1, 2}, 4, false, "tcp");
   ps->add_option("--model-mb", std::get<0>(*pf), "Model size, MiB of float32")->check(CLI::Range(1, 4096))->capture_default_str();
   ps->add_option("--shards", std::get<1>(*pf), "PS shard counts")->check(CLI::Range(1, 64))->capture_default_str();
   ps->add_option("--replicas", std::get<2>(*pf), "Replica processes")->check(CLI::Range(2, 64))->capture_default_str();
   ps->add_flag("--quick", std::get<3>(*pf), "Fewer steps and iterations (a smoke run, under 2 min)");
+  ps->add_option("--mode", std::get<4>(*pf), "UCX lanes of apiary's processes and of the bound's bandwidth")
+      ->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
   auto* ps_process = cmd->add_subcommand("ps-process", "PS shard or replica of `bench ps` (started by it)");
   ps_process->prefix_command();  // its flags are parsed by the process itself
   ps_process->group("");         // internal: hidden from --help
@@ -137,7 +139,7 @@ Command add_bench_commands(CLI::App& app) {
         return bench::run_ps_bench_process(static_cast<int>(argv.size()), argv.data());
       }
       bench::PsBenchOptions o;
-      std::tie(o.model_mb, o.shards, o.replicas, o.quick) = *pf;
+      std::tie(o.model_mb, o.shards, o.replicas, o.quick, o.mode) = *pf;
       return bench::run_ps_bench(o);
 #else
       std::fprintf(stderr, "apiary bench: this build has no PS benchmark\n");

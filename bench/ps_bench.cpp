@@ -92,7 +92,7 @@ Row run_ps(std::size_t k, std::size_t model_bytes, const PsBenchOptions& o, cons
                      std::to_string(k), "--replicas", std::to_string(o.replicas), "--model-bytes",
                      std::to_string(model_bytes), "--ports", joined(*ports), "--barrier", barrier.path, "--steps",
                      std::to_string(steps), "--warmup", std::to_string(warmup), "--timeout-s",
-                     std::to_string(o.timeout_s)});
+                     std::to_string(o.timeout_s), "--mode", o.mode});
   };
   for (std::size_t i = 0; i < k; ++i) add("ps", i);
   for (std::size_t r = 0; r < o.replicas; ++r) add("replica", r);
@@ -139,7 +139,7 @@ Row run_ps(std::size_t k, std::size_t model_bytes, const PsBenchOptions& o, cons
 Row run_allreduce(bool gloo, std::size_t model_bytes, const PsBenchOptions& o, const std::string& exe) {
   const std::size_t n = o.replicas;
   Row row;
-  row.name = gloo ? "gloo ring all-reduce" : "apiary all-reduce (tcp)";
+  row.name = gloo ? "gloo ring all-reduce" : "apiary all-reduce (" + o.mode + ")";
   // Butterfly and ring alike: each rank sends and receives 2(n-1)/n of the buffer.
   row.moved_bytes = 4.0 * static_cast<double>(n - 1) / static_cast<double>(n) * static_cast<double>(model_bytes);
   TempDir dir("apiary_ps_bench");
@@ -163,7 +163,7 @@ Row run_allreduce(bool gloo, std::size_t model_bytes, const PsBenchOptions& o, c
     std::vector<std::string> argv =
         gloo ? std::vector<std::string>{path, "--rank", std::to_string(r), "--ranks", std::to_string(n), "--store", dir.path}
              : std::vector<std::string>{path, "bench", "allreduce-rank", "--rank", std::to_string(r), "--ports",
-                                        joined(*ports), "--mode", "tcp", "--barrier", dir.path, "--timeout-s",
+                                        joined(*ports), "--mode", o.mode, "--barrier", dir.path, "--timeout-s",
                                         std::to_string(o.timeout_s)};
     argv.insert(argv.end(), {"--sizes", std::to_string(model_bytes)});
     if (o.quick) argv.emplace_back("--quick");
@@ -207,9 +207,9 @@ int run_ps_bench(const PsBenchOptions& o) {
   const std::size_t m = model.bytes();
   const auto [largest, smallest] = model.extremes();
   fmt::print("apiary bench ps: {} replicas, model {} MiB in {} float32 variables ({:.1f} MiB .. {} KiB), BSP, "
-             "plain SGD, UCX tcp on loopback{}\n",
+             "plain SGD, UCX {} on loopback{}\n",
              o.replicas, o.model_mb, model.variables.size(), static_cast<double>(largest * 4) / 1048576.0,
-             smallest * 4 / 1024, o.quick ? ", quick (fewer steps)" : "");
+             smallest * 4 / 1024, o.mode, o.quick ? ", quick (fewer steps)" : "");
   for (const auto k : o.shards) {
     auto plan = ps_bench_plan(model, k, o.replicas);
     if (!plan) continue;
@@ -223,7 +223,7 @@ int run_ps_bench(const PsBenchOptions& o) {
   std::fflush(stdout);
   transport_bench::SessionPlan bw;
   bw.exe = exe;
-  bw.mode = "tcp";
+  bw.mode = o.mode;
   bw.rtt_iters = 100;
   bw.rate_calls = 0;
   bw.bw_iters = o.quick ? 16 : 64;

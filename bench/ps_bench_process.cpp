@@ -33,6 +33,7 @@ struct ProcessOptions {
   std::size_t shards = 0;
   std::size_t replicas = 0;
   std::size_t model_bytes = 0;
+  std::string mode = "tcp";  ///< UCX lanes: tcp or shm
   std::vector<int> ports;
   std::string barrier;
   std::size_t steps = 0;
@@ -64,9 +65,9 @@ Status touch(const ProcessOptions& o, const char* name) {
   return ok_status();
 }
 
-Result<std::shared_ptr<actors::Gateway>> start_gateway(caf::actor_system& sys, int port) {
+Result<std::shared_ptr<actors::Gateway>> start_gateway(caf::actor_system& sys, int port, const std::string& mode) {
   actors::GatewayConfig gc;
-  gc.transport.mode = transport::Mode::tcp;
+  gc.transport.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   gc.port = static_cast<std::uint16_t>(port);
   return actors::Gateway::start(sys, gc);
 }
@@ -84,7 +85,7 @@ Status run_ps(const ProcessOptions& o, const cps::TrainingPlan& plan) {
   caf::actor_system_config cfg;
   transport_bench::apply_caf_config(cfg);
   caf::actor_system sys{cfg};
-  auto gw = start_gateway(sys, o.ports[o.index]);
+  auto gw = start_gateway(sys, o.ports[o.index], o.mode);
   if (!gw) return gw.error();
   const std::size_t count = shards.size();
   auto actor = actors::spawn_ps_actor(sys, *gw, cps::ShardServer(device, std::move(shards)));
@@ -124,7 +125,7 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
   caf::actor_system_config cfg;
   transport_bench::apply_caf_config(cfg);
   caf::actor_system sys{cfg};
-  auto gw = start_gateway(sys, 0);
+  auto gw = start_gateway(sys, 0, o.mode);
   if (!gw) return gw.error();
   std::map<std::string, actors::PeerKey> servers;
   for (std::size_t i = 0; i < o.shards; ++i) servers[device_of_shard(i)] = fmt::format("127.0.0.1:{}", o.ports[i]);
@@ -199,7 +200,9 @@ bool parse(int argc, char** argv, ProcessOptions& o) {
   o.steps = num("--steps", "5");
   o.warmup = num("--warmup", "1");
   o.timeout_s = std::atoi(wl::flag_value(argc, argv, "--timeout-s", "600").c_str());
+  o.mode = wl::flag_value(argc, argv, "--mode", "tcp");
   std::string why;
+  if (o.mode != "tcp" && o.mode != "shm") why = "expected --mode tcp or shm, got '" + o.mode + "'";
   if (o.role != "ps" && o.role != "replica") why = "expected --role ps or replica, got '" + o.role + "'";
   if (o.shards == 0 || o.ports.size() != o.shards) why = "expected --shards K >= 1 and --ports with K ports";
   if (o.replicas == 0) why = "expected --replicas N >= 1";

@@ -93,6 +93,7 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   auto seed = std::make_shared<std::uint64_t>(1);
   auto values = std::make_shared<std::size_t>(1000);
   auto grid_bits = std::make_shared<std::size_t>(0);
+  auto device_ns = std::make_shared<double>(0.0);
   avg->add_option("--peers", *peers, "Averagers in the swarm")->check(CLI::Range(2, 1 << 24))->capture_default_str();
   avg->add_option("--group", *group, "Target group size")->check(CLI::Range(2, 1 << 20))->capture_default_str();
   avg->add_option("--rounds", *rounds, "Averaging rounds")->check(CLI::Range(1, 1000000))->capture_default_str();
@@ -105,6 +106,10 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   avg->add_option("--values", *values, "Floats averaged per peer")->check(CLI::Range(1, 1 << 26))->capture_default_str();
   avg->add_option("--grid-bits", *grid_bits, "Moshpit grid bits of the group key (0: one key for all)")
       ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  avg->add_option("--device-ns-per-value", *device_ns,
+                  "Part reductions on a modelled device per peer, taking this many ns per input value (0: inline)")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   return [=]() {
     if (!avg->parsed()) return -1;
@@ -123,6 +128,7 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
     config.max_latency = from_ms(range->max_ms);
     config.values = *values;
     config.grid_bits = *grid_bits;
+    config.averager.device_ns_per_value = *device_ns;
     // Wall time is read here: the simulation itself never reads a clock.
     const Clock::time_point begin = Clock::now();
     auto report = sim::scenarios::run_averaging_scenario(config);

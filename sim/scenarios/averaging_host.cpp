@@ -1,5 +1,8 @@
 #include "sim/scenarios/averaging_host.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include <utility>
 
 #include "core/averaging/dht_declarations.hpp"
@@ -36,6 +39,7 @@ AveragerHost::AveragerHost(core::dht::NodeId id, core::PeerAddr self, const Aver
         config.peer_id = self;
         config.dht_epoch = settings.dht_epoch;
         config.id_base = k_role_id_base;
+        config.deferred_reductions = settings.device_ns_per_value > 0;
         return config;
       }(), [this] { return rng_.next_u64(); }),
       bootstrap_(std::move(bootstrap)),
@@ -84,6 +88,13 @@ Effects AveragerHost::on_message(TimePoint now, core::CallId call, const std::st
 }
 
 Effects AveragerHost::on_timer(TimePoint now, core::TimerId id) {
+  if (auto job = device_jobs_.find(id); job != device_jobs_.end()) {
+    // The modelled device finished this job: its result goes back to the role.
+    mm::ReduceJob done = std::move(job->second);
+    device_jobs_.erase(job);
+    const std::uint64_t job_id = done.id;
+    return absorb(now, role_.on_reduced(now, job_id, mm::reduce_part(std::move(done))));
+  }
   if (role_.owns(id)) return absorb(now, role_.on_timer(now, id));
   Effects out = node_.on_timer(now, id);
   drain(now, out);
@@ -118,6 +129,17 @@ Effects AveragerHost::absorb(TimePoint now, mm::AveragerEffects afx) {
       dht_ops_[id] = PendingDht{g->op, false};
       append(out, node_.get(now, id, {mm::averagers_key(*g)}, true));
     }
+  }
+  for (auto& job : afx.reduce) {
+    // One job at a time on the device, in arrival order.
+    std::size_t values = 0;
+    for (const auto& input : job.inputs) values += input.size();
+    const auto cost = std::chrono::duration_cast<core::Duration>(
+        std::chrono::duration<double, std::nano>(settings_.device_ns_per_value * static_cast<double>(values)));
+    device_free_ = std::max(device_free_, now) + cost;
+    const core::TimerId timer = next_device_timer_++;
+    device_jobs_.emplace(timer, std::move(job));
+    out.push_back(core::SetTimer{timer, device_free_});
   }
   if (afx.outcome) on_outcome(std::move(*afx.outcome));
   drain(now, out);

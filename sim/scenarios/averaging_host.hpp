@@ -26,6 +26,8 @@ namespace apiary::sim::scenarios {
 
 /// Call and timer ids below this are the DHT node's; the averager role's start here.
 inline constexpr std::uint64_t k_role_id_base = std::uint64_t{1} << 48;
+/// Timer ids of the modelled device's jobs (below the role's, above the DHT node's).
+inline constexpr std::uint64_t k_device_timer_base = std::uint64_t{1} << 44;
 
 /// What one round did for one peer.
 struct PeerRound {
@@ -53,6 +55,10 @@ struct AveragerSettings {
   core::Duration sender_timeout = std::chrono::seconds(5);    ///< all-reduce
   core::Duration reducer_timeout = std::chrono::seconds(10);  ///< all-reduce
   core::Duration call_timeout = std::chrono::seconds(12);     ///< all-reduce part streams
+  /// > 0: the part reductions run as device jobs (AveragerRoleConfig::deferred_reductions)
+  /// on one modelled device per peer, one job at a time in arrival order, each taking
+  /// inputs x values x this many ns of virtual time; 0: inline in the role, at once.
+  double device_ns_per_value = 0;
 };
 
 /// One averager as a simulated node.
@@ -119,6 +125,9 @@ class AveragerHost : public Host {
   std::map<core::dht::OpId, PendingDht> dht_ops_;
   core::dht::OpId next_op_ = 2;
   std::map<std::size_t, PeerRound> rounds_;
+  std::map<core::TimerId, core::averaging::ReduceJob> device_jobs_;  ///< by the timer of their end
+  core::TimerId next_device_timer_ = k_device_timer_base;
+  core::TimePoint device_free_{};  ///< when the modelled device finishes its queue
 };
 
 }  // namespace apiary::sim::scenarios

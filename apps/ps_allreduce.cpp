@@ -82,6 +82,8 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     if (auto st = stepper->step(collective, grads, params, static_cast<double>(a.batch),
                                 fmt::format("replica {} at step {}", id, step));
         !st) {
+      // The members still calling this one learn why it left before it goes.
+      collective.abandon(st.error(), std::min(std::chrono::milliseconds(1000), patience));
       return fail(st.error());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -2,6 +2,7 @@
 // replica driver, all-reduced variables averaged through the collective.
 #include "apps/ps_mixed.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -116,6 +117,8 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     if (auto st = stepper->step(**collective, grads, params, static_cast<double>(a.batch),
                                 fmt::format("replica {} at step {}", id, step));
         !st) {
+      // The members still calling this one learn why it left before it goes.
+      (*collective)->abandon(st.error(), std::min(std::chrono::milliseconds(1000), patience));
       return fail(st.error());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

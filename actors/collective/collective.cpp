@@ -1,5 +1,7 @@
 #include "actors/collective/collective.hpp"
 
+#include <thread>
+
 #include <caf/all.hpp>
 
 #include "actors/effects_executor.hpp"
@@ -87,6 +89,14 @@ Result<std::vector<std::string>> Collective::gather(std::string payload) {
   ++ops_;
   if (!r) return r.error();
   return std::move(r->gathered);
+}
+
+void Collective::abandon(const Error& why, std::chrono::milliseconds linger) {
+  collective_op_message m;
+  m.kind = collective_op_message::Kind::abandon;
+  m.payload = why.what();
+  caf::anon_send(actor_, std::move(m));
+  std::this_thread::sleep_for(linger);
 }
 
 Status Collective::leave(std::chrono::milliseconds patience) {

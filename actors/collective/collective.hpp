@@ -61,6 +61,12 @@ class Collective {
   /// Errors: deadline_exceeded naming the members that did not get there.
   [[nodiscard]] Status leave(std::chrono::milliseconds patience);
 
+  /// This member failed with `why`: for `linger` it keeps serving the group, refusing
+  /// every later part of a mean or gather with `why`, so that the members still calling
+  /// it learn the cause (e.g. which member went down first) rather than only that this
+  /// one is gone. Blocks for `linger`.
+  void abandon(const Error& why, std::chrono::milliseconds linger);
+
   /// Ops (all-reduces, means, gathers) run so far.
   [[nodiscard]] std::uint64_t ops() const { return ops_; }
 

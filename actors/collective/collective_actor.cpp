@@ -219,6 +219,11 @@ caf::behavior collective_behavior(collective_actor* self, std::shared_ptr<Gatewa
   return {
       [self](collective_op_message& m) {
         auto& st = self->state;
+        if (m.kind == collective_op_message::Kind::abandon) {
+          // Members still calling hear why this one left, not just that it is gone.
+          run(self, st.exchange->stop(make_error(errc::unavailable, "{}", m.payload)));
+          return;
+        }
         if (st.done) {
           m.done->set_value(make_error(errc::protocol, "collective: expected one op at a time, got a second one"));
           return;

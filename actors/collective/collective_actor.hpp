@@ -51,13 +51,15 @@ struct collective_op_message {
   /// A barrier round (join, leave); an all-reduce (the butterfly runner: own tensor +
   /// the reducer's delta); a mean (core/collective/exchange.hpp: the same encoded
   /// average on every member); a gather of one payload per member.
-  enum class Kind { barrier, allreduce, mean, gather } kind = Kind::allreduce;
+  /// Abandon: this member failed; every later part of a mean or gather is refused with
+  /// `payload` as the reason (no reply; `done` may be null).
+  enum class Kind { barrier, allreduce, mean, gather, abandon } kind = Kind::allreduce;
   std::uint64_t level = 0;                    ///< barrier: the level every member must reach
   std::chrono::milliseconds patience{30000};  ///< barrier: the round's deadline from now
   std::vector<std::vector<float>> tensors;    ///< all-reduce, mean: this member's tensors
   std::vector<pb::CompressionType> codecs;    ///< all-reduce, mean: wire codec per tensor
   double weight = 1.0;                        ///< all-reduce, mean: this member's weight
-  std::string payload;                        ///< gather: this member's bytes
+  std::string payload;                        ///< gather: this member's bytes; abandon: the reason
   std::shared_ptr<std::promise<CollectiveResult>> done;
 };
 

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "core/proto_scan.hpp"
+
 namespace apiary::core::averaging {
 
 namespace {
@@ -14,11 +16,11 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "NONE parts copy float bytes as they are: the wire is little-endian");
 
-// Protobuf wire types.
-constexpr std::uint32_t k_varint = 0;
-constexpr std::uint32_t k_fixed64 = 1;
-constexpr std::uint32_t k_len = 2;
-constexpr std::uint32_t k_fixed32 = 5;
+// Protobuf wire types (core/proto_scan.hpp).
+constexpr std::uint32_t k_varint = k_wire_varint;
+constexpr std::uint32_t k_fixed64 = k_wire_fixed64;
+constexpr std::uint32_t k_len = k_wire_len;
+constexpr std::uint32_t k_fixed32 = k_wire_fixed32;
 
 std::size_t varint_size(std::uint64_t v) {
   std::size_t n = 1;
@@ -45,52 +47,7 @@ void put_bytes(std::string& out, std::uint32_t field, const char* data, std::siz
   out.append(data, size);
 }
 
-/// Reads protobuf fields from [p, end); false on malformed input.
-struct Reader {
-  const char* p;
-  const char* end;
-
-  bool varint(std::uint64_t& v) {
-    v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      const auto byte = static_cast<unsigned char>(*p++);
-      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  }
-  /// The next field: its number, wire type, and for k_len its bytes / else its value.
-  bool field(std::uint32_t& number, std::uint32_t& wire, std::string_view& bytes, std::uint64_t& value) {
-    std::uint64_t tag = 0;
-    if (!varint(tag)) return false;
-    number = static_cast<std::uint32_t>(tag >> 3);
-    wire = static_cast<std::uint32_t>(tag & 7);
-    switch (wire) {
-      case k_varint: return varint(value);
-      case k_fixed64:
-        if (end - p < 8) return false;
-        std::memcpy(&value, p, 8);
-        p += 8;
-        return true;
-      case k_fixed32: {
-        if (end - p < 4) return false;
-        std::uint32_t v32 = 0;
-        std::memcpy(&v32, p, 4);
-        value = v32;
-        p += 4;
-        return true;
-      }
-      case k_len: {
-        std::uint64_t size = 0;
-        if (!varint(size) || size > static_cast<std::uint64_t>(end - p)) return false;
-        bytes = std::string_view(p, size);
-        p += size;
-        return true;
-      }
-      default: return false;
-    }
-  }
-};
+using Reader = core::ProtoReader;
 
 }  // namespace
 

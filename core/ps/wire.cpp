@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/proto_scan.hpp"
+
 namespace apiary::core::ps {
 
 pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
@@ -72,10 +74,10 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "float32 payloads are copied as they lie in memory: the wire is little-endian");
 
-// Protobuf wire types.
-constexpr std::uint32_t k_varint = 0;
-constexpr std::uint32_t k_fixed64 = 1;
-constexpr std::uint32_t k_len = 2;
+// Protobuf wire types (core/proto_scan.hpp).
+constexpr std::uint32_t k_varint = k_wire_varint;
+constexpr std::uint32_t k_fixed64 = k_wire_fixed64;
+constexpr std::uint32_t k_len = k_wire_len;
 
 // Field numbers shared by PsPushRequest and PsPullResponse (proto/ps.proto).
 constexpr std::uint32_t k_field_shard = 1;
@@ -144,44 +146,7 @@ void put_values(Writer& w, const float* values, std::size_t count) {
   w.bytes(values, count * sizeof(float));
 }
 
-/// Reads protobuf fields from [p, end); false on malformed input.
-struct Reader {
-  const char* p;
-  const char* end;
-
-  bool varint(std::uint64_t& v) {
-    v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      const auto byte = static_cast<unsigned char>(*p++);
-      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  }
-  /// The next field: its number and wire type; for k_len its bytes, else its value.
-  bool field(std::uint32_t& number, std::uint32_t& wire, std::string_view& bytes, std::uint64_t& value) {
-    std::uint64_t tag = 0;
-    if (!varint(tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return false;
-    number = static_cast<std::uint32_t>(tag >> 3);
-    wire = static_cast<std::uint32_t>(tag & 7);
-    switch (wire) {
-      case k_varint: return varint(value);
-      case k_fixed64:
-        if (end - p < 8) return false;
-        std::memcpy(&value, p, 8);
-        p += 8;
-        return true;
-      case k_len: {
-        std::uint64_t size = 0;
-        if (!varint(size) || size > static_cast<std::uint64_t>(end - p)) return false;
-        bytes = std::string_view(p, size);
-        p += size;
-        return true;
-      }
-      default: return false;  // fixed32 and groups: not in a message this path reads
-    }
-  }
-};
+using Reader = core::ProtoReader;
 
 /// A packed float run as DenseBytes; false when its length is not whole floats.
 bool as_floats(std::string_view bytes, DenseBytes& out) {

@@ -75,11 +75,7 @@ Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr
 void kill(ArRun& run, const core::PeerAddr& victim, core::Duration detection) {
   World& world = run.world;
   (void)world.kill_node(victim, world.now());
-  world.schedule(world.now() + detection, [&run, victim](World& w) {
-    for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-      if (w.running(run.addrs[i])) (void)w.submit(run.addrs[i], run.replicas[i]->peer_down(w.now(), victim));
-    }
-  });
+  world.schedule(world.now() + detection, [&run, victim](World& w) { tell_peer_down(w, run.addrs, run.replicas, victim); });
 }
 
 void collect(const ArRun& run, const PsScenarioConfig& c, const cc::ArPlan& plan, PsScenarioReport& report) {

@@ -55,24 +55,9 @@ std::string mode_of(const cps::TrainingPlan& ps, const cc::ArPlan& ar) {
 Status add_hosts(MixedRun& run, const PsScenarioConfig& c, const std::shared_ptr<const cps::TrainingPlan>& ps,
                  const std::shared_ptr<const cc::ArPlan>& ar) {
   World& world = run.world;
-  auto initial = cps::initial_pieces(*ps, cps::logistic_initial(c.features));
-  if (!initial) return initial.error();
-  std::map<std::string, core::PeerAddr> addrs;
-  for (const auto& device : ps->servers) {
-    std::map<std::string, cps::Shard> shards;
-    for (auto id : ps->shards_on(device)) {
-      auto shard = cps::Shard::create(ps->shards[id].config, (*initial)[id]);
-      if (!shard) return shard.error();
-      shards.emplace(ps->shards[id].config.variable, std::move(*shard));
-    }
-    core::PeerAddr addr = "ps/" + device;
-    auto host = std::make_unique<PsServerHost>(cps::ShardServer(device, std::move(shards)));
-    run.servers.push_back(host.get());
-    if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
-    if (auto st = world.start_node(addr, TimePoint{}); !st) return st.error();
-    addrs[device] = addr;
-    run.server_addrs.push_back(std::move(addr));
-  }
+  auto servers = add_ps_servers(world, *ps, c.features, run.server_addrs, run.servers);
+  if (!servers) return servers.error();
+  const std::map<std::string, core::PeerAddr>& addrs = *servers;
   const std::size_t n = ar->replicas.size();
   for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(fmt::format("replica/{}/{}", r, ar->replicas[r]));
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
@@ -106,16 +91,8 @@ Status add_hosts(MixedRun& run, const PsScenarioConfig& c, const std::shared_ptr
 void kill(MixedRun& run, const core::PeerAddr& victim, core::Duration detection) {
   (void)run.world.kill_node(victim, run.world.now());
   run.world.schedule(run.world.now() + detection, [&run, victim](World& w) {
-    for (std::size_t i = 0; i < run.servers.size(); ++i) {
-      if (w.running(run.server_addrs[i])) {
-        (void)w.submit(run.server_addrs[i], run.servers[i]->peer_down(w.now(), victim));
-      }
-    }
-    for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-      if (w.running(run.replica_addrs[i])) {
-        (void)w.submit(run.replica_addrs[i], run.replicas[i]->peer_down(w.now(), victim));
-      }
-    }
+    tell_peer_down(w, run.server_addrs, run.servers, victim);
+    tell_peer_down(w, run.replica_addrs, run.replicas, victim);
   });
 }
 

@@ -99,24 +99,9 @@ std::string mode_of(const cps::TrainingPlan& plan) {
 
 Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps::TrainingPlan> plan) {
   World& world = run.world;
-  auto initial = cps::initial_pieces(*plan, cps::logistic_initial(c.features));
-  if (!initial) return initial.error();
-  std::map<std::string, core::PeerAddr> addrs;
-  for (const auto& device : plan->servers) {
-    std::map<std::string, cps::Shard> shards;
-    for (auto id : plan->shards_on(device)) {
-      auto shard = cps::Shard::create(plan->shards[id].config, (*initial)[id]);
-      if (!shard) return shard.error();
-      shards.emplace(plan->shards[id].config.variable, std::move(*shard));
-    }
-    core::PeerAddr addr = "ps/" + device;
-    auto host = std::make_unique<PsServerHost>(cps::ShardServer(device, std::move(shards)));
-    run.servers.push_back(host.get());
-    if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
-    if (auto st = world.start_node(addr, TimePoint{}); !st) return st.error();
-    addrs[device] = addr;
-    run.server_addrs.push_back(std::move(addr));
-  }
+  auto servers = add_ps_servers(world, *plan, c.features, run.server_addrs, run.servers);
+  if (!servers) return servers.error();
+  const std::map<std::string, core::PeerAddr>& addrs = *servers;
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
   const auto last = static_cast<std::int32_t>(plan->replicas.size()) - 1;
   std::vector<PsReplicaSettings> settings(plan->replicas.size());
@@ -154,18 +139,9 @@ void kill(Run& run, const core::PeerAddr& victim, core::Duration detection) {
   World& world = run.world;
   (void)world.kill_node(victim, world.now());
   world.schedule(world.now() + detection, [&run, victim](World& w) {
-    for (std::size_t i = 0; i < run.servers.size(); ++i) {
-      if (w.running(run.server_addrs[i]))
-        (void)w.submit(run.server_addrs[i], run.servers[i]->peer_down(w.now(), victim));
-    }
-    for (std::size_t i = 0; i < run.replicas.size(); ++i) {
-      if (w.running(run.replica_addrs[i])) {
-        (void)w.submit(run.replica_addrs[i], run.replicas[i]->peer_down(w.now(), victim));
-      }
-    }
-    for (std::size_t i = 0; i < run.proxies.size(); ++i) {
-      if (w.running(run.proxy_addrs[i])) (void)w.submit(run.proxy_addrs[i], run.proxies[i]->peer_down(w.now(), victim));
-    }
+    tell_peer_down(w, run.server_addrs, run.servers, victim);
+    tell_peer_down(w, run.replica_addrs, run.replicas, victim);
+    tell_peer_down(w, run.proxy_addrs, run.proxies, victim);
   });
 }
 
@@ -313,6 +289,30 @@ std::string format_report(const PsScenarioReport& report) {
                   report.world.events, report.world.calls, report.world.timeouts, report.anomalies);
   out += fmt::format("seed={} trace_hash=0x{:016x}\n", report.seed, report.trace_hash);
   return out;
+}
+
+Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world, const cps::TrainingPlan& plan,
+                                                           std::size_t features, std::vector<core::PeerAddr>& addrs,
+                                                           std::vector<PsServerHost*>& hosts) {
+  auto initial = cps::initial_pieces(plan, cps::logistic_initial(features));
+  if (!initial) return initial.error();
+  std::map<std::string, core::PeerAddr> by_device;
+  for (const auto& device : plan.servers) {
+    std::map<std::string, cps::Shard> shards;
+    for (auto id : plan.shards_on(device)) {
+      auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
+      if (!shard) return shard.error();
+      shards.emplace(plan.shards[id].config.variable, std::move(*shard));
+    }
+    core::PeerAddr addr = "ps/" + device;
+    auto host = std::make_unique<PsServerHost>(cps::ShardServer(device, std::move(shards)));
+    hosts.push_back(host.get());
+    if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
+    if (auto st = world.start_node(addr, core::TimePoint{}); !st) return st.error();
+    by_device[device] = addr;
+    addrs.push_back(std::move(addr));
+  }
+  return by_device;
 }
 
 }  // namespace apiary::sim::scenarios

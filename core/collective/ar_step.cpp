@@ -36,9 +36,24 @@ Status apply_averages(const ArAverages& averages, std::map<std::string, ps::Opti
 Result<ArStep> ArStep::create(ArPlan plan, ExchangeConfig exchange) {
   auto sync = Synchronizer::create(std::move(plan));
   if (!sync) return sync.error();
+  std::vector<PeerAddr> members = exchange.peers;
+  const std::size_t self = exchange.self;
   auto ex = Exchange::create(std::move(exchange));
   if (!ex) return ex.error();
-  return ArStep(std::move(*sync), std::move(*ex));
+  return ArStep(std::move(*sync), std::move(*ex), std::move(members), self);
+}
+
+std::string ArStep::name_of(const PeerAddr& peer) const {
+  std::size_t rank = 0;
+  while (rank < members_.size() && members_[rank] != peer) ++rank;
+  return fmt::format("rank {} ({})", rank, peer);
+}
+
+std::optional<PeerAddr> ArStep::first_down(const std::set<PeerAddr>& down) const {
+  for (std::size_t r = 0; r < members_.size(); ++r) {
+    if (r != self_ && down.count(members_[r]) != 0) return members_[r];
+  }
+  return std::nullopt;
 }
 
 Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients, double weight) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,14 @@ class ArStep {
   [[nodiscard]] std::uint64_t done_ops() const { return done_ops_; }
   /// The all-reduce layout.
   [[nodiscard]] const ArPlan& plan() const { return sync_.plan(); }
+  /// "rank R (addr)" for member `peer` (R = the group size when it is not a member).
+  [[nodiscard]] std::string name_of(const PeerAddr& peer) const;
+  /// The first other member (in rank order) that is in `down`, if any.
+  [[nodiscard]] std::optional<PeerAddr> first_down(const std::set<PeerAddr>& down) const;
 
  private:
-  ArStep(Synchronizer sync, Exchange exchange) : sync_(std::move(sync)), exchange_(std::move(exchange)) {}
+  ArStep(Synchronizer sync, Exchange exchange, std::vector<PeerAddr> members, std::size_t self)
+      : sync_(std::move(sync)), exchange_(std::move(exchange)), members_(std::move(members)), self_(self) {}
   Effects start_op(TimePoint now);
   /// Ends the running op if the exchange finished it; starts the next op or ends the step.
   Effects advance(TimePoint now, Effects out);
@@ -78,6 +84,8 @@ class ArStep {
 
   Synchronizer sync_;
   Exchange exchange_;
+  std::vector<PeerAddr> members_;  ///< every member, rank order
+  std::size_t self_ = 0;           ///< this member's rank
   double weight_ = 1.0;
   std::vector<CollectiveInput> inputs_;            ///< this step's collectives
   std::vector<std::vector<std::vector<float>>> outputs_;  ///< their averages so far

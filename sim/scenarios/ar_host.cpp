@@ -63,16 +63,6 @@ ArReplicaHost::ArReplicaHost(ArReplicaSettings settings, cc::ArStep step)
 
 std::string ArReplicaHost::handle() const { return settings_.job + "::Collective.rpc_exchange"; }
 
-std::string ArReplicaHost::names(const std::vector<core::PeerAddr>& peers) const {
-  std::string s;
-  for (const auto& p : peers) {
-    std::size_t rank = 0;
-    while (rank < settings_.members.size() && settings_.members[rank] != p) ++rank;
-    s += fmt::format("{}rank {} ({})", s.empty() ? "" : ", ", rank, p);
-  }
-  return s.empty() ? std::string("none") : s;
-}
-
 Effects ArReplicaHost::on_start(TimePoint now) { return begin_step(now); }
 
 Effects ArReplicaHost::begin_step(TimePoint now) {
@@ -99,14 +89,12 @@ Effects ArReplicaHost::on_timer(TimePoint now, core::TimerId id) {
   if (error_) return {};
   if (id == k_compute_timer) {
     // A member whose connection broke answers nothing more: fail now, as a gateway would.
-    for (std::size_t r = 0; r < settings_.members.size(); ++r) {
-      if (r != settings_.rank && down_.count(settings_.members[r]) != 0) {
-        return fail(now, make_error(errc::peer_down,
-                                    "replica {} at step {}: expected every member to take part in collective op "
-                                    "{} of job {}, but {} went down; the job cannot continue without it",
-                                    settings_.rank, steps_.size() - 1, step_.ops(), settings_.job,
-                                    names({settings_.members[r]})));
-      }
+    if (auto peer = step_.first_down(down_)) {
+      return fail(now, make_error(errc::peer_down,
+                                  "replica {} at step {}: expected every member to take part in collective op "
+                                  "{} of job {}, but {} went down; the job cannot continue without it",
+                                  settings_.rank, steps_.size() - 1, step_.ops(), settings_.job,
+                                  step_.name_of(*peer)));
     }
     return advance(now, step_.begin(now, gradients_, static_cast<double>(settings_.batch)));
   }
@@ -166,7 +154,7 @@ Effects ArReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
     return fail(now, make_error(errc::peer_down,
                                 "replica {} at step {}: expected every member to take part in collective op {} of job "
                                 "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.rank, steps_.size() - 1, step_.ops(), settings_.job, names({peer})));
+                                settings_.rank, steps_.size() - 1, step_.ops(), settings_.job, step_.name_of(peer)));
   }
   return {};
 }

@@ -101,8 +101,6 @@ class ArReplicaHost : public Host {
   core::Effects advance(core::TimePoint now, core::Effects out);
   core::Effects fail(core::TimePoint now, Error error);
   [[nodiscard]] std::string handle() const;
-  /// "rank R (addr)" for each of `peers`.
-  [[nodiscard]] std::string names(const std::vector<core::PeerAddr>& peers) const;
 
   ArReplicaSettings settings_;
   core::collective::ArStep step_;

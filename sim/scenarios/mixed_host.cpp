@@ -80,16 +80,6 @@ MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica r
 
 std::string MixedReplicaHost::handle() const { return settings_.job + "::Collective.rpc_exchange"; }
 
-std::string MixedReplicaHost::names(const std::vector<core::PeerAddr>& peers) const {
-  std::string s;
-  for (const auto& p : peers) {
-    std::size_t rank = 0;
-    while (rank < settings_.members.size() && settings_.members[rank] != p) ++rank;
-    s += fmt::format("{}rank {} ({})", s.empty() ? "" : ", ", rank, p);
-  }
-  return s.empty() ? std::string("none") : s;
-}
-
 Effects MixedReplicaHost::on_start(TimePoint now) {
   // A session per PS device, open while this replica trains.
   Effects out;
@@ -227,14 +217,12 @@ Effects MixedReplicaHost::push(TimePoint now) {
 
 Effects MixedReplicaHost::start_allreduce(TimePoint now) {
   // A member whose connection broke answers nothing more: fail now, as a gateway would.
-  for (std::size_t r = 0; r < settings_.members.size(); ++r) {
-    if (r != static_cast<std::size_t>(settings_.replica) && down_.count(settings_.members[r]) != 0) {
-      return fail(now, make_error(errc::peer_down,
-                                  "replica {} at step {}: expected every member to take part in collective op "
-                                  "{} of job {}, but {} went down; the job cannot continue without it",
-                                  settings_.replica, steps_.size() - 1, step_.ops(), settings_.job,
-                                  names({settings_.members[r]})));
-    }
+  if (auto peer = step_.first_down(down_)) {
+    return fail(now, make_error(errc::peer_down,
+                                "replica {} at step {}: expected every member to take part in collective op "
+                                "{} of job {}, but {} went down; the job cannot continue without it",
+                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job,
+                                step_.name_of(*peer)));
   }
   // The all-reduced variables only (the step ignores the PS ones): dense ones by fusion
   // group, sparse ones as rows.
@@ -304,7 +292,7 @@ Effects MixedReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
     return fail(now, make_error(errc::peer_down,
                                 "replica {} at step {}: expected every member to take part in collective op {} of job "
                                 "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job, names({peer})));
+                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job, step_.name_of(peer)));
   }
   return {};
 }

@@ -113,8 +113,6 @@ class MixedReplicaHost : public Host {
   core::Effects leave(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
   [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
-  /// "rank R (addr)" for each of `peers`.
-  [[nodiscard]] std::string names(const std::vector<core::PeerAddr>& peers) const;
   [[nodiscard]] std::string handle() const;
 
   MixedReplicaSettings settings_;

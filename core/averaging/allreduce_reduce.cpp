@@ -125,7 +125,7 @@ void AllReduceRunner::flush_answers(Effects& fx) {
       const std::size_t k = in.replied;
       const Part& part = partition_.parts[own[k]];
       // avg - sender's copy; a part without an average (weight 0) keeps its values.
-      auto delta = reducer_->delta(in.sender, k);
+      auto delta = reducer_->take_delta(in.sender, k);
       std::vector<float> zeros;
       if (!delta) zeros.assign(static_cast<std::size_t>(part.length), 0.0f);
       const std::vector<float>& values = delta ? *delta : zeros;
@@ -152,7 +152,7 @@ void AllReduceRunner::copy_own_results() {
   const auto& own = partition_.parts_by_peer[config_.self];
   for (; own_results_ < reducer_->num_complete(); ++own_results_) {
     const Part& part = partition_.parts[own[own_results_]];
-    auto delta = reducer_->delta(*sender_index_[config_.self], own_results_);
+    auto delta = reducer_->take_delta(*sender_index_[config_.self], own_results_);
     if (!delta) continue;  // no average: the local values stay
     std::copy(delta->begin(), delta->end(),
               outcome_.deltas[part.tensor_index].begin() + part.offset);

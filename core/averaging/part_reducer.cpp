@@ -201,6 +201,20 @@ Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t pa
   return out;
 }
 
+Result<std::vector<float>> PartReducer::take_delta(std::size_t sender, std::size_t part_index) {
+  if (!deferred_) return delta(sender, part_index);
+  auto found = results_of(part_index);
+  if (!found) return found.error();
+  auto& copies = parts_[part_index].copies;
+  if (sender >= copies.size() || !copies[sender]) {
+    return make_error(errc::not_found, "reducer: sender {} did not contribute part {}, or its delta was taken",
+                      sender, part_index);
+  }
+  std::vector<float> out = std::move(*copies[sender]);
+  copies[sender].reset();
+  return out;
+}
+
 Status PartReducer::release(std::size_t part_index) {
   if (part_index >= parts_.size()) {
     return make_error(errc::not_found, "reducer: part {} does not exist; this peer reduces {}",

@@ -115,6 +115,10 @@ class PartReducer {
   /// then fails too).
   [[nodiscard]] Status finish_job(std::size_t part_index, Result<ReducedPart> result);
 
+  /// delta() for a caller that needs each delta once (the runner answering a sender): a
+  /// deferred part hands its stored delta over instead of copying it.
+  [[nodiscard]] Result<std::vector<float>> take_delta(std::size_t sender, std::size_t part_index);
+
   /// Frees a complete part's buffers (average, contributions). Error (unavailable) for
   /// a pending part, not_found for an index out of range.
   [[nodiscard]] Status release(std::size_t part_index);

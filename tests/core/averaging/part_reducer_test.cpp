@@ -250,6 +250,8 @@ TEST_CASE("deferred: settled parts become jobs, results complete them in order",
   CHECK(*r.delta(0, 0) == std::vector<float>{2.25f, 4.5f});
   CHECK(*r.delta(1, 0) == std::vector<float>{-0.75f, -1.5f});
   CHECK(*r.delta(1, 1) == std::vector<float>{-5.0f});
+  CHECK(*r.take_delta(1, 1) == std::vector<float>{-5.0f});  // handed over, once
+  CHECK(r.take_delta(1, 1).error().code == errc::not_found);
   CHECK(r.finish_job(0, ReducedPart{}).error().code == errc::not_found);  // finished once
   CHECK(r.release(0).ok());
 }

@@ -74,20 +74,6 @@ std::vector<std::unique_ptr<Process>> start_gpu_replicas(const Job& job, int rep
   return out;
 }
 
-/// Single-process SGD on the concatenated batch of `replicas` replicas, `steps` steps.
-std::map<std::string, std::vector<float>> sgd(int replicas, std::int64_t steps) {
-  const auto data = cps::make_logistic_data(k_samples, k_features, 1);
-  auto params = cps::logistic_initial(k_features);
-  for (std::int64_t s = 0; s < steps; ++s) {
-    std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, replicas * k_batch), params, &grads);
-    for (auto& [name, values] : params) {
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] -= k_learning_rate * grads[name][i];
-    }
-  }
-  return params;
-}
-
 /// Why `gpus` GPUs cannot run NCCL here (empty when they can).
 std::string why_no_gpus(int gpus) {
   if (!cuda::nccl_compiled()) return "this build has no NCCL (configure with -DAPIARY_ENABLE_CUDA=ON)";
@@ -138,7 +124,7 @@ TEST_CASE("NCCL over 2 GPU replica processes equals single-process SGD (gpu, ski
   auto procs = start_gpu_replicas(job, 2, "--steps " + std::to_string(steps));
   std::vector<Run> runs;
   for (auto& p : procs) runs.push_back(finish(*p));
-  check_runs(runs, sgd(2, steps), 1e-5, "NCCL", steps * (chunk == 1 ? 2 : 1));
+  check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * (chunk == 1 ? 2 : 1));
 }
 
 TEST_CASE("AUTO on one GPU replica runs a one-rank NCCL group: single-process SGD (gpu, skipped without one)",
@@ -154,7 +140,7 @@ TEST_CASE("AUTO on one GPU replica runs a one-rank NCCL group: single-process SG
   auto procs = start_gpu_replicas(job, 1, "--steps " + std::to_string(steps));
   std::vector<Run> runs{finish(*procs[0])};
   // One rank: (w x) / w with w = 16 is x exactly, so only the optimizer's rounding may differ.
-  check_runs(runs, sgd(1, steps), 1e-6, "NCCL", steps);
+  check_runs(runs, reference_sgd(steps, 1), 1e-6, "NCCL", steps);
 }
 
 TEST_CASE("RING on GPU replicas runs the ring without touching a GPU", "[nccl][gpu]") {
@@ -165,7 +151,7 @@ TEST_CASE("RING on GPU replicas runs the ring without touching a GPU", "[nccl][g
   auto procs = start_gpu_replicas(job, 2, "--steps " + std::to_string(steps));
   std::vector<Run> runs;
   for (auto& p : procs) runs.push_back(finish(*p));
-  check_runs(runs, sgd(2, steps), 1e-5, "RING", steps);
+  check_runs(runs, reference_sgd(steps, 2), 1e-5, "RING", steps);
 }
 
 TEST_CASE("NCCL on GPU replicas without a usable GPU fails on every replica, saying why", "[nccl][gpu]") {

@@ -107,12 +107,12 @@ std::vector<float> final_values(const Run& run, const std::string& name, int rep
 }
 
 
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps) {
+std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas) {
   const auto data = cps::make_logistic_data(k_samples, k_features, 1);
   auto params = cps::logistic_initial(k_features);
   for (std::int64_t s = 0; s < steps; ++s) {
     std::map<std::string, std::vector<float>> grads;
-    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, k_replicas * k_batch), params, &grads);
+    (void)cps::logistic_loss(data, cps::logistic_batch(data, 1, 0, s, static_cast<std::size_t>(replicas) * k_batch), params, &grads);
     for (auto& [name, values] : params) {
       for (std::size_t i = 0; i < values.size(); ++i) values[i] -= k_learning_rate * grads[name][i];
     }

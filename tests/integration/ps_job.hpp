@@ -66,7 +66,7 @@ std::optional<std::string> read_until(Process& p, const std::string& needle, std
 std::vector<float> final_values(const Run& run, const std::string& name, int replica = -1);
 
 
-/// Single-process SGD on the concatenated batch of all replicas, `steps` steps.
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps);
+/// Single-process SGD on the concatenated batch of `replicas` replicas, `steps` steps.
+std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas = k_replicas);
 
 }  // namespace apiary::testing::ps_job

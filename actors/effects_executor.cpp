@@ -186,6 +186,15 @@ std::optional<CoreRequestView> EffectExecutor::request_view_of(Delivery& d) {
 }
 
 std::optional<CoreRequestMessage> EffectExecutor::request_message_of(Delivery& d) {
+  auto v = request_message_view_of(d);
+  if (!v) return std::nullopt;
+  CoreRequestMessage m{v->request, std::string{}, v->last};
+  if (v->message) m.message = std::string(v->message->view());
+  else m.message = std::move(v->message.error());
+  return m;
+}
+
+std::optional<CoreRequestMessageView> EffectExecutor::request_message_view_of(Delivery& d) {
   if (d.call < core::rpc::k_first_served_call || d.kind == DeliveryKind::open) return std::nullopt;
   auto it = requests_.find(d.call);
   if (it == requests_.end()) {
@@ -193,9 +202,9 @@ std::optional<CoreRequestMessage> EffectExecutor::request_message_of(Delivery& d
     return std::nullopt;
   }
   if (!it->second.stream) return std::nullopt;
-  CoreRequestMessage m{d.call, std::string{}, true};
+  CoreRequestMessageView m{d.call, Buffer{}, true};
   if (d.kind == DeliveryKind::message) {
-    m.message = std::string(d.data.view());
+    m.message = std::move(d.data);
     m.last = d.end_of_stream;
   } else if (d.kind == DeliveryKind::error) {
     m.message = d.error;
@@ -206,6 +215,12 @@ std::optional<CoreRequestMessage> EffectExecutor::request_message_of(Delivery& d
 }
 
 std::optional<CoreMessage> EffectExecutor::message_of(Delivery& d) {
+  auto v = message_view_of(d);
+  if (!v) return std::nullopt;
+  return CoreMessage{v->call, std::string(v->message.view())};
+}
+
+std::optional<CoreMessageView> EffectExecutor::message_view_of(Delivery& d) {
   if (d.call == 0 || d.call >= core::rpc::k_first_served_call || !d.has_message) return std::nullopt;
   auto it = calls_.find(d.call);
   if (it == calls_.end() || !it->second.stream) return std::nullopt;
@@ -213,7 +228,7 @@ std::optional<CoreMessage> EffectExecutor::message_of(Delivery& d) {
     leave_end(d);  // an empty last message is no message (as the simulator has it)
     return std::nullopt;
   }
-  CoreMessage m{it->second.core, std::string(d.data.view())};
+  CoreMessageView m{it->second.core, std::move(d.data)};
   if (d.end_of_stream) {
     leave_end(d);  // the callee's last message: response_of ends the call
   } else {

@@ -58,6 +58,19 @@ struct CoreRequestMessage {
   bool last = false;
 };
 
+/// CoreMessage with the message left in the received buffer.
+struct CoreMessageView {
+  core::CallId call = 0;
+  Buffer message;
+};
+
+/// CoreRequestMessage with the message left in the received buffer.
+struct CoreRequestMessageView {
+  core::RequestId request = 0;
+  Result<Buffer> message{Buffer{}};
+  bool last = false;
+};
+
 /// The time core/ sees in this process: the steady clock since its epoch.
 core::TimePoint core_now();
 
@@ -103,8 +116,12 @@ class EffectExecutor {
   std::optional<CoreRequestView> request_view_of(Delivery& d);
   /// Callee: the caller's later message, end or error on a streaming request, translated.
   std::optional<CoreRequestMessage> request_message_of(Delivery& d);
+  /// request_message_of() with the message left in the received buffer.
+  std::optional<CoreRequestMessageView> request_message_view_of(Delivery& d);
   /// Caller: one callee message on one of the core's streaming calls, translated.
   std::optional<CoreMessage> message_of(Delivery& d);
+  /// message_of() with the message left in the received buffer.
+  std::optional<CoreMessageView> message_view_of(Delivery& d);
   /// A delivery that ends one of the core's calls (unary or streaming), translated.
   std::optional<CoreResponse> response_of(Delivery& d);
   /// Whether a timer message (id, generation) is the timer's current arming.

@@ -153,14 +153,15 @@ void feed(driver* self, actors::Delivery& d) {
   auto& st = self->state;
   auto& fx = *st.fx;
   core::Effects batch;
-  if (auto req = fx.request_of(d)) {
+  if (auto req = fx.request_view_of(d)) {
     auto from = st.addr_of.find(d.peer_listen_addr);
     const core::PeerAddr name = from == st.addr_of.end() ? core::PeerAddr{} : from->second;
-    append(batch, st.runner->on_request(actors::core_now(), req->id, name, req->body));
+    append(batch, st.runner->on_request(actors::core_now(), req->id, name, std::move(req->body)));
   }
-  if (auto m = fx.request_message_of(d))
-    append(batch, st.runner->on_request_message(actors::core_now(), m->request, m->message, m->last));
-  if (auto m = fx.message_of(d)) append(batch, st.runner->on_message(actors::core_now(), m->call, m->message));
+  if (auto m = fx.request_message_view_of(d))
+    append(batch, st.runner->on_request_message(actors::core_now(), m->request, std::move(m->message), m->last));
+  if (auto m = fx.message_view_of(d))
+    append(batch, st.runner->on_message(actors::core_now(), m->call, m->message.view()));
   if (auto r = fx.response_of(d)) append(batch, st.runner->on_response(actors::core_now(), r->call, r->result));
   run(self, std::move(batch));
 }
@@ -204,7 +205,9 @@ void start_op(driver* self) {
   c.handle = st.handle = handle_of(st.seq);
   c.id_base = static_cast<std::uint64_t>(st.seq + 1) << k_id_shift;
   c.deferred_reductions = st.device.has_value();
-  auto runner = av::AllReduceRunner::create(std::move(c), {st.tensor});  // the runner keeps its own copy
+  std::vector<std::vector<float>> snapshot;
+  snapshot.push_back(st.tensor);  // the runner keeps its own copy (one pass, not two)
+  auto runner = av::AllReduceRunner::create(std::move(c), std::move(snapshot));
   if (!runner) return finish(self, runner.error());
   st.runner.emplace(std::move(*runner));
   run(self, st.runner->start(actors::core_now()));

@@ -153,27 +153,27 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
   return {
       [self](Delivery& d) {
         auto& st = self->state;
-        if (auto req = st.fx->request_of(d)) {
+        if (auto req = st.fx->request_view_of(d)) {
           if (req->handle == mm::k_download_state_handle) {
             const bool sharing = static_cast<bool>(st.config.state_stream);
             run(self, mm::serve_state_stream(req->id, sharing ? st.config.state_stream()
                                                               : Result<std::vector<std::string>>(std::vector<std::string>{})));
           } else {
             const auto from = peer_addr_of(d.peer_listen_addr, d.peer_id);
-            apply(self, st.role->on_request(core_now(), req->id, req->handle, from, req->body));
+            apply(self, st.role->on_request(core_now(), req->id, req->handle, from, std::move(req->body)));
           }
         }
-        if (auto m = st.fx->request_message_of(d)) {
+        if (auto m = st.fx->request_message_view_of(d)) {
           if (st.role->owns_request(m->request)) {
-            apply(self, st.role->on_request_message(core_now(), m->request, m->message, m->last));
+            apply(self, st.role->on_request_message(core_now(), m->request, std::move(m->message), m->last));
           }
         }
-        if (auto m = st.fx->message_of(d)) {
+        if (auto m = st.fx->message_view_of(d)) {
           if (for_loader(m->call)) {
-            if (st.loader) run(self, st.loader->on_message(core_now(), m->call, m->message));
+            if (st.loader) run(self, st.loader->on_message(core_now(), m->call, std::string(m->message.view())));
             settle_loader(self);
           } else {
-            apply(self, st.role->on_message(core_now(), m->call, m->message));
+            apply(self, st.role->on_message(core_now(), m->call, m->message.view()));
           }
         }
         if (auto r = st.fx->response_of(d)) {

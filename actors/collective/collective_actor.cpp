@@ -69,20 +69,21 @@ void on_response(collective_actor* self, core::CallId call, const Result<std::st
 void feed(collective_actor* self, Delivery& d) {
   auto& st = self->state;
   auto& fx = *st.fx;
-  if (auto req = fx.request_of(d)) {
+  if (auto req = fx.request_view_of(d)) {
     if (req->handle == st.barrier_handle) {
-      run(self, st.barrier->on_request(core_now(), req->id, req->body));
+      run(self, st.barrier->on_request(core_now(), req->id, std::string(req->body.view())));
     } else if (req->handle == st.exchange_handle) {
-      run(self, st.exchange->on_request(core_now(), req->id, req->body));
+      run(self, st.exchange->on_request(core_now(), req->id, std::string(req->body.view())));
     } else if (st.runner) {
       auto from = st.addr_of.find(d.peer_listen_addr);
       const core::PeerAddr name = from == st.addr_of.end() ? core::PeerAddr{} : from->second;
-      run(self, st.runner->on_request(core_now(), req->id, name, req->body));
+      run(self, st.runner->on_request(core_now(), req->id, name, std::move(req->body)));
     }
   }
-  if (auto m = fx.request_message_of(d); m && st.runner)
-    run(self, st.runner->on_request_message(core_now(), m->request, m->message, m->last));
-  if (auto m = fx.message_of(d); m && st.runner) run(self, st.runner->on_message(core_now(), m->call, m->message));
+  if (auto m = fx.request_message_view_of(d); m && st.runner)
+    run(self, st.runner->on_request_message(core_now(), m->request, std::move(m->message), m->last));
+  if (auto m = fx.message_view_of(d); m && st.runner)
+    run(self, st.runner->on_message(core_now(), m->call, m->message.view()));
   if (auto r = fx.response_of(d)) on_response(self, r->call, r->result);
 }
 

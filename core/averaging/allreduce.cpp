@@ -131,8 +131,10 @@ Effects AllReduceRunner::start(TimePoint now) {
       const auto& own = partition_.parts_by_peer[self];
       for (std::size_t k = 0; k < own.size(); ++k) {
         const Part& part = partition_.parts[own[k]];
-        (void)reducer_->accumulate(*sender_index_[self], k, local_data(part),
-                                   static_cast<std::size_t>(part.length), config_.weight);
+        // Borrowed: tensors_ outlives the reducer's use of it.
+        const PartBytes own_copy{reinterpret_cast<const std::byte*>(local_data(part)),
+                                 static_cast<std::size_t>(part.length), Buffer{}};
+        (void)reducer_->accumulate(*sender_index_[self], k, own_copy, config_.weight);
       }
     }
     // Every other reducer with parts: open a stream, send its parts in order.
@@ -174,7 +176,7 @@ Effects AllReduceRunner::start(TimePoint now) {
   return fx;
 }
 
-Effects AllReduceRunner::on_message(TimePoint now, CallId call, const std::string& message) {
+Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view message) {
   Effects fx;
   const std::size_t peer = static_cast<std::size_t>(call - config_.id_base - 1);
   auto it = outgoing_.find(peer);

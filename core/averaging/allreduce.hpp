@@ -29,6 +29,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "averaging.pb.h"
@@ -37,6 +38,7 @@
 #include "core/averaging/partition.hpp"
 #include "core/effects.hpp"
 #include "core/time.hpp"
+#include "messages/buffer.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core::averaging {
@@ -126,14 +128,13 @@ class AllReduceRunner {
   /// one AveragingData carrying BAD_GROUP_ID, PROTOCOL_VIOLATION, CANCELLED or
   /// INTERNAL_ERROR, ending it. `from` is the caller as spelled in config.peers; when the
   /// shell does not know it (empty), AveragingData.peer_id (set by every sender) names it.
-  [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const PeerAddr& from,
-                                   const std::string& message);
+  /// An uncompressed part is reduced and kept where it lies in `message` (no copy).
+  [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const PeerAddr& from, Buffer message);
   /// Reducer: the next message of stream `id` (`last`: the sender finished; the message
   /// may then be empty), or the error that broke it.
-  [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id,
-                                           const Result<std::string>& message, bool last);
+  [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, Result<Buffer> message, bool last);
   /// Sender: reducer's message on call `call` (AVERAGED_PART, or an error code).
-  [[nodiscard]] Effects on_message(TimePoint now, CallId call, const std::string& message);
+  [[nodiscard]] Effects on_message(TimePoint now, CallId call, std::string_view message);
   /// Sender: call `call` ended ("" normally, or a final message), or broke.
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   /// A timer armed by this runner fired; other ids are ignored.
@@ -180,7 +181,8 @@ class AllReduceRunner {
   void fail_reducer(Effects& fx, std::size_t peer, bool cancel_call);
   void maybe_finish(Effects& fx);
   // Reducer side (allreduce_reduce.cpp).
-  void serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg);
+  void serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg, PartBytes floats);
+  [[nodiscard]] Result<std::string> answer(const Incoming& in, std::size_t k);
   void fail_sender(Effects& fx, std::size_t peer);
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);

@@ -49,11 +49,13 @@ void put_bytes(std::string& out, std::uint32_t field, const char* data, std::siz
 
 using Reader = core::ProtoReader;
 
+constexpr char k_dtype[] = "float32";
+
 }  // namespace
 
-std::string encode_none_part(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
-                             const float* values, std::size_t count, double weight) {
-  static constexpr char k_dtype[] = "float32";
+NonePartWriter::NonePartWriter(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
+                               std::size_t count, double weight)
+    : count_(count), weight_(weight) {
   const std::size_t data_bytes = count * sizeof(float);
   // Tensor: buffer (1), size (2, packed), dtype (4); compression NONE is the default (0).
   const std::size_t size_field = varint_size(count);
@@ -61,35 +63,53 @@ std::string encode_none_part(pb::MessageCode code, const std::string& group_id, 
   const std::size_t buffer_field = data_bytes == 0 ? 0 : 1 + varint_size(data_bytes) + data_bytes;
   const std::size_t tensor_bytes = buffer_field + 1 + varint_size(size_field) + size_field +  //
                                    1 + 1 + sizeof(k_dtype) - 1;
-  std::string out;
-  out.reserve(tensor_bytes + group_id.size() + peer_id.size() + 32);
+  out_.reserve(tensor_bytes + group_id.size() + peer_id.size() + 32);
   if (code != pb::NO_CODE) {
-    put_tag(out, 1, k_varint);
-    put_varint(out, static_cast<std::uint64_t>(code));
+    put_tag(out_, 1, k_varint);
+    put_varint(out_, static_cast<std::uint64_t>(code));
   }
-  if (!group_id.empty()) put_bytes(out, 2, group_id.data(), group_id.size());
-  if (!peer_id.empty()) put_bytes(out, 3, peer_id.data(), peer_id.size());
-  put_tag(out, 4, k_len);
-  put_varint(out, tensor_bytes);
-  if (data_bytes > 0) put_bytes(out, 1, reinterpret_cast<const char*>(values), data_bytes);
-  put_tag(out, 2, k_len);
-  put_varint(out, size_field);
-  put_varint(out, count);
-  put_bytes(out, 4, k_dtype, sizeof(k_dtype) - 1);
-  if (weight != 0.0) {
-    put_tag(out, 5, k_fixed64);
+  if (!group_id.empty()) put_bytes(out_, 2, group_id.data(), group_id.size());
+  if (!peer_id.empty()) put_bytes(out_, 3, peer_id.data(), peer_id.size());
+  put_tag(out_, 4, k_len);
+  put_varint(out_, tensor_bytes);
+  if (data_bytes > 0) {
+    put_tag(out_, 1, k_len);
+    put_varint(out_, data_bytes);
+  }
+}
+
+void NonePartWriter::append(const float* values, std::size_t n) {
+  out_.append(reinterpret_cast<const char*>(values), n * sizeof(float));
+  written_ += n;
+}
+
+std::string NonePartWriter::finish() {
+  const std::size_t size_field = varint_size(count_);
+  put_tag(out_, 2, k_len);
+  put_varint(out_, size_field);
+  put_varint(out_, count_);
+  put_bytes(out_, 4, k_dtype, sizeof(k_dtype) - 1);
+  if (weight_ != 0.0) {
+    put_tag(out_, 5, k_fixed64);
     char bits[8];
-    std::memcpy(bits, &weight, 8);
-    out.append(bits, 8);
+    std::memcpy(bits, &weight_, 8);
+    out_.append(bits, 8);
   }
-  return out;
+  return std::move(out_);
+}
+
+std::string encode_none_part(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
+                             const float* values, std::size_t count, double weight) {
+  NonePartWriter w(code, group_id, peer_id, count, weight);
+  w.append(values, count);
+  return w.finish();
 }
 
 namespace {
 
 /// Reads the AveragingData fields into `out` (not its values) and finds its part's raw
 /// float bytes (`buffer`, empty without a part). False for anything but a NONE part.
-bool scan_none_part(const std::string& bytes, PartMessage& out, std::string_view& buffer) {
+bool scan_none_part(std::string_view bytes, PartMessage& out, std::string_view& buffer) {
   Reader r{bytes.data(), bytes.data() + bytes.size()};
   std::string_view tensor;
   bool has_tensor = false;
@@ -137,7 +157,7 @@ bool scan_none_part(const std::string& bytes, PartMessage& out, std::string_view
 
 }  // namespace
 
-bool decode_none_part(const std::string& bytes, PartMessage& out) {
+bool decode_none_part(std::string_view bytes, PartMessage& out) {
   std::string_view buffer;
   if (!scan_none_part(bytes, out, buffer)) return false;
   out.values.resize(buffer.size() / sizeof(float));
@@ -145,7 +165,12 @@ bool decode_none_part(const std::string& bytes, PartMessage& out) {
   return true;
 }
 
-bool decode_none_part_into(const std::string& bytes, PartMessage& out, float* dest, std::size_t count) {
+bool view_none_part(std::string_view bytes, PartMessage& out, std::string_view& floats) {
+  out.values.clear();
+  return scan_none_part(bytes, out, floats);
+}
+
+bool decode_none_part_into(std::string_view bytes, PartMessage& out, float* dest, std::size_t count) {
   std::string_view buffer;
   if (!scan_none_part(bytes, out, buffer) || buffer.size() != count * sizeof(float)) return false;
   if (!buffer.empty()) std::memcpy(dest, buffer.data(), buffer.size());

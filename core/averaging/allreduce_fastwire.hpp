@@ -5,6 +5,7 @@
 /// size = [count], dtype = "float32"}, weight}.
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "core/averaging/allreduce_wire.hpp"
 
@@ -15,14 +16,38 @@ namespace apiary::core::averaging {
                                            const std::string& peer_id, const float* values,
                                            std::size_t count, double weight);
 
+/// Writes the same bytes as encode_none_part with the values given in pieces, so that
+/// they can be computed straight into the message (no intermediate vector).
+class NonePartWriter {
+ public:
+  /// A message of `count` floats; append() them all, then finish().
+  NonePartWriter(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
+                 std::size_t count, double weight);
+  /// Appends the next `n` values (count in all).
+  void append(const float* values, std::size_t n);
+  /// The message. Expects every value appended.
+  [[nodiscard]] std::string finish();
+
+ private:
+  std::string out_;
+  std::size_t count_ = 0;
+  std::size_t written_ = 0;
+  double weight_ = 0.0;
+};
+
 /// Reads an AveragingData whose part (if any) is a 1-d float32 NONE tensor into `out`.
 /// False when the bytes hold anything else (a codec, chunks, unknown fields, malformed
 /// bytes): the caller then takes the general path, which reports errors.
-[[nodiscard]] bool decode_none_part(const std::string& bytes, PartMessage& out);
+[[nodiscard]] bool decode_none_part(std::string_view bytes, PartMessage& out);
+
+/// As decode_none_part, leaving the values where they lie: `floats` views the part's raw
+/// float32 bytes inside `bytes` (any alignment; empty without a part), out.values stays
+/// empty.
+[[nodiscard]] bool view_none_part(std::string_view bytes, PartMessage& out, std::string_view& floats);
 
 /// As decode_none_part, writing the part's values to `dest` (exactly `count` floats)
 /// instead of out.values. False as well when the part does not hold `count` floats.
-[[nodiscard]] bool decode_none_part_into(const std::string& bytes, PartMessage& out, float* dest,
+[[nodiscard]] bool decode_none_part_into(std::string_view bytes, PartMessage& out, float* dest,
                                          std::size_t count);
 
 }  // namespace apiary::core::averaging

@@ -3,11 +3,26 @@
 #include <utility>
 
 #include "core/averaging/allreduce.hpp"
+#include "core/averaging/allreduce_fastwire.hpp"
 
 namespace apiary::core::averaging {
 
-Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr& from,
-                                    const std::string& message) {
+namespace {
+
+/// The floats `floats` views inside `message`, held by the message's buffer; no owner
+/// when the part was decoded instead (its values are then in the PartMessage).
+PartBytes held_floats(std::string_view floats, const Buffer& message) {
+  if (floats.empty()) return PartBytes{};
+  return PartBytes{reinterpret_cast<const std::byte*>(floats.data()), floats.size() / sizeof(float), message};
+}
+
+/// Values of one answer computed at a time: small enough to stay in the L1 cache on its
+/// way from the delta into the message.
+constexpr std::size_t k_answer_chunk = 2048;
+
+}  // namespace
+
+Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr& from, Buffer message) {
   Effects fx;
   auto refuse = [&](pb::MessageCode code) {
     fx.push_back(Reply{id, encode_code_message(code), true});
@@ -15,7 +30,8 @@ Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr&
   };
   // A round that is over takes no more parts.
   if (finished_) return refuse(outcome_.status ? pb::INTERNAL_ERROR : pb::CANCELLED);
-  auto msg = decode_part_message(message);
+  std::string_view floats;
+  auto msg = read_part_message(message.view(), floats);
   if (!msg) return refuse(pb::PROTOCOL_VIOLATION);
   if (msg->group_id != config_.group_id) return refuse(pb::BAD_GROUP_ID);
   if (msg->code != pb::PART_FOR_AVERAGING) return refuse(pb::PROTOCOL_VIOLATION);
@@ -33,13 +49,12 @@ Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr&
   in.peer = peer;
   in.sender = *sender_index_[peer];
   fx.push_back(SetTimer{incoming_timer(peer), now + config_.sender_timeout});
-  serve_part(fx, id, in, std::move(*msg));
+  serve_part(fx, id, in, std::move(*msg), held_floats(floats, message));
   maybe_finish(fx);
   return fx;
 }
 
-Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
-                                            const Result<std::string>& message, bool last) {
+Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id, Result<Buffer> message, bool last) {
   Effects fx;
   auto it = incoming_.find(id);
   if (finished_ || it == incoming_.end() || !it->second.open) return fx;
@@ -53,7 +68,8 @@ Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
     return fx;
   }
   if (!message->empty()) {
-    auto msg = decode_part_message(*message);
+    std::string_view floats;
+    auto msg = read_part_message(message->view(), floats);
     if (!msg || (!msg->group_id.empty() && msg->group_id != config_.group_id) ||
         (msg->code != pb::NO_CODE && msg->code != pb::PART_FOR_AVERAGING)) {
       close_incoming(fx, id, in, msg && !msg->group_id.empty() &&
@@ -64,7 +80,7 @@ Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
       maybe_finish(fx);
       return fx;
     }
-    serve_part(fx, id, in, std::move(*msg));
+    serve_part(fx, id, in, std::move(*msg), held_floats(floats, *message));
   }
   if (in.open && last) {
     in.input_ended = true;
@@ -79,11 +95,13 @@ Effects AllReduceRunner::on_request_message(TimePoint now, RequestId id,
   return fx;
 }
 
-void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg) {
-  // acc += w * x for the sender's next part; a bad part bans the sender.
+void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg, PartBytes floats) {
+  // acc += w * x for the sender's next part; a bad part bans the sender. An uncompressed
+  // part is read and kept where it lies in the received message.
   const std::size_t index = reducer_->parts_received(in.sender);
   const pb::CompressionType codec = msg.compression;
-  auto done = reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight);
+  auto done = floats.owner.empty() ? reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight)
+                                   : reducer_->accumulate(in.sender, index, std::move(floats), msg.weight);
   if (!done) {
     close_incoming(fx, id, in, pb::PROTOCOL_VIOLATION);
     fail_sender(fx, in.peer);
@@ -114,7 +132,6 @@ void AllReduceRunner::close_incoming(Effects& fx, RequestId id, Incoming& in,
 
 void AllReduceRunner::flush_answers(Effects& fx) {
   if (!reducer_) return;
-  const auto& own = partition_.parts_by_peer[config_.self];
   for (auto& [request, in] : incoming_) {
     if (!in.open) continue;
     // A client reads only after it finished sending: its answers wait for that.
@@ -122,15 +139,7 @@ void AllReduceRunner::flush_answers(Effects& fx) {
     const std::size_t sent = reducer_->parts_received(in.sender);
     const std::size_t ready = std::min(sent, reducer_->num_complete());
     for (; in.replied < ready; ++in.replied) {
-      const std::size_t k = in.replied;
-      const Part& part = partition_.parts[own[k]];
-      // avg - sender's copy; a part without an average (weight 0) keeps its values.
-      auto delta = reducer_->take_delta(in.sender, k);
-      std::vector<float> zeros;
-      if (!delta) zeros.assign(static_cast<std::size_t>(part.length), 0.0f);
-      const std::vector<float>& values = delta ? *delta : zeros;
-      auto msg = encode_part_message(pb::AVERAGED_PART, "", "", values.data(), values.size(),
-                                     in.codecs[k], 0.0);
+      auto msg = answer(in, in.replied);
       if (!msg) {
         close_incoming(fx, request, in, pb::INTERNAL_ERROR);
         break;
@@ -147,15 +156,38 @@ void AllReduceRunner::flush_answers(Effects& fx) {
   release_answered_parts();
 }
 
+Result<std::string> AllReduceRunner::answer(const Incoming& in, std::size_t k) {
+  // avg - sender's copy; a part without an average (weight 0) keeps its values (delta 0).
+  const Part& part = partition_.parts[partition_.parts_by_peer[config_.self][k]];
+  const auto length = static_cast<std::size_t>(part.length);
+  const bool has_delta = reducer_->state(k) == PartState::averaged;
+  if (in.codecs[k] != pb::NONE) {
+    std::vector<float> delta(length, 0.0f);
+    if (has_delta && !reducer_->delta_into(in.sender, k, 0, length, delta.data())) std::fill(delta.begin(), delta.end(), 0.0f);
+    return encode_part_message(pb::AVERAGED_PART, "", "", delta.data(), length, in.codecs[k], 0.0);
+  }
+  // Uncompressed: the delta is computed piece by piece straight into the message.
+  NonePartWriter writer(pb::AVERAGED_PART, "", "", length, 0.0);
+  float piece[k_answer_chunk];
+  for (std::size_t begin = 0; begin < length; begin += k_answer_chunk) {
+    const std::size_t n = std::min(k_answer_chunk, length - begin);
+    if (!has_delta || !reducer_->delta_into(in.sender, k, begin, n, piece)) std::fill(piece, piece + n, 0.0f);
+    writer.append(piece, n);
+  }
+  return writer.finish();
+}
+
 void AllReduceRunner::copy_own_results() {
   if (!reducer_ || !is_sender(config_.self)) return;
   const auto& own = partition_.parts_by_peer[config_.self];
   for (; own_results_ < reducer_->num_complete(); ++own_results_) {
     const Part& part = partition_.parts[own[own_results_]];
-    auto delta = reducer_->take_delta(*sender_index_[config_.self], own_results_);
-    if (!delta) continue;  // no average: the local values stay
-    std::copy(delta->begin(), delta->end(),
-              outcome_.deltas[part.tensor_index].begin() + part.offset);
+    float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
+    const auto length = static_cast<std::size_t>(part.length);
+    // No average: the local values stay (the delta stays 0).
+    if (!reducer_->delta_into(*sender_index_[config_.self], own_results_, 0, length, dest)) {
+      std::fill(dest, dest + length, 0.0f);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/averaging/allreduce_fastwire.hpp"
+#include "core/proto_scan.hpp"
 #include "messages/tensor/codec.hpp"
 #include "messages/tensor/tensor.hpp"
 
@@ -49,10 +50,31 @@ std::string encode_code_message(pb::MessageCode code) {
   return data.SerializeAsString();
 }
 
-Result<PartMessage> decode_part_message(const std::string& bytes) {
+std::string part_group_id(std::string_view bytes) {
+  core::ProtoReader r{bytes.data(), bytes.data() + bytes.size()};
+  std::string group;
+  while (r.p < r.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!r.field(number, wire, field, value)) return {};
+    if (number == 2 && wire == core::k_wire_len) group.assign(field);
+  }
+  return group;
+}
+
+Result<PartMessage> read_part_message(std::string_view bytes, std::string_view& floats) {
+  floats = {};
+  if (PartMessage fast; view_none_part(bytes, fast, floats)) return fast;
+  floats = {};
+  return decode_part_message(bytes);
+}
+
+Result<PartMessage> decode_part_message(std::string_view bytes) {
   if (PartMessage fast; decode_none_part(bytes, fast)) return fast;
   pb::AveragingData data;
-  if (!data.ParseFromString(bytes)) {
+  if (bytes.size() > static_cast<std::size_t>(INT32_MAX) ||
+      !data.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return make_error(errc::malformed,
                       "part stream: expected an AveragingData message, got {} bytes that do "
                       "not parse; the peer speaks another protocol",

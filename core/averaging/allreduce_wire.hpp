@@ -3,6 +3,7 @@
 /// part of float32 values compressed with a codec, and the decoded view of one.
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "averaging.pb.h"
@@ -39,6 +40,15 @@ struct PartMessage {
 /// Parses and decodes one AveragingData. A message without tensor_part gives no values.
 /// Errors: errc::malformed for bytes that are not AveragingData, the codec's errors for
 /// a bad tensor, errc::unsupported for a tensor that is not floating point.
-[[nodiscard]] Result<PartMessage> decode_part_message(const std::string& bytes);
+[[nodiscard]] Result<PartMessage> decode_part_message(std::string_view bytes);
+
+/// The group_id of an AveragingData, read without decoding its part ("" when the bytes
+/// are not AveragingData or carry no group id).
+[[nodiscard]] std::string part_group_id(std::string_view bytes);
+
+/// As decode_part_message, but an uncompressed float32 part stays where it lies: `floats`
+/// then views its raw bytes inside `bytes` (any alignment) and values stays empty. For
+/// any other part `floats` is empty and values holds the decoded part.
+[[nodiscard]] Result<PartMessage> read_part_message(std::string_view bytes, std::string_view& floats);
 
 }  // namespace apiary::core::averaging

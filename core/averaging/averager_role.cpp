@@ -237,9 +237,9 @@ void AveragerRole::serve_held(TimePoint now, AveragerEffects& out) {
     }
     if (h.open) {
       mine.push_back(h.id);
-      runner_effects(runner_->on_request(now, h.id, h.from, h.message.value()), out);
+      runner_effects(runner_->on_request(now, h.id, h.from, std::move(h.message.value())), out);
     } else if (std::find(mine.begin(), mine.end(), h.id) != mine.end()) {
-      runner_effects(runner_->on_request_message(now, h.id, h.message, h.last), out);
+      runner_effects(runner_->on_request_message(now, h.id, std::move(h.message), h.last), out);
     }
   }
 }

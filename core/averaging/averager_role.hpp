@@ -131,11 +131,12 @@ class AveragerRole {
   /// Whether the role serves inbound request `id`.
   [[nodiscard]] bool owns_request(RequestId id) const { return requests_.count(id) != 0; }
 
+  /// Part streams' messages are reduced where they lie in their buffers (no copy).
   [[nodiscard]] AveragerEffects on_request(TimePoint now, RequestId id, const std::string& handle,
-                                           const PeerAddr& from, const std::string& body);
-  [[nodiscard]] AveragerEffects on_request_message(TimePoint now, RequestId id,
-                                                   const Result<std::string>& message, bool last);
-  [[nodiscard]] AveragerEffects on_message(TimePoint now, CallId call, const std::string& message);
+                                           const PeerAddr& from, Buffer body);
+  [[nodiscard]] AveragerEffects on_request_message(TimePoint now, RequestId id, Result<Buffer> message,
+                                                   bool last);
+  [[nodiscard]] AveragerEffects on_message(TimePoint now, CallId call, std::string_view message);
   [[nodiscard]] AveragerEffects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   [[nodiscard]] AveragerEffects on_timer(TimePoint now, TimerId id);
   [[nodiscard]] AveragerEffects on_declared(TimePoint now, DhtOpId op, bool ok);
@@ -155,7 +156,7 @@ class AveragerRole {
   struct Held {
     RequestId id = 0;
     PeerAddr from;
-    Result<std::string> message{std::string{}};
+    Result<Buffer> message{Buffer{}};
     bool last = false;
     bool open = false;  ///< the stream's first message (else a later one)
     std::string group;  ///< the group id of a first message

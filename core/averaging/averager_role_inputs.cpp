@@ -9,19 +9,18 @@
 namespace apiary::core::averaging {
 
 AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std::string& handle,
-                                         const PeerAddr& from, const std::string& body) {
+                                         const PeerAddr& from, Buffer body) {
   AveragerEffects out;
   if (handle == k_join_handle) {
     requests_[id] = false;
-    absorb(now, matchmaking_.on_request(now, id, from, body), out);
+    absorb(now, matchmaking_.on_request(now, id, from, std::string(body.view())), out);
     return out;
   }
   if (handle != config_.part_handle) return out;
-  pb::AveragingData data;
-  const std::string group = data.ParseFromString(body) ? data.group_id() : std::string{};
+  const std::string group = part_group_id(body.view());
   if (runner_ && group == group_->group.group_id) {
     requests_[id] = true;
-    runner_effects(runner_->on_request(now, id, from, body), out);
+    runner_effects(runner_->on_request(now, id, from, std::move(body)), out);
     return out;
   }
   if (!step_ || runner_ || (group_ && group != group_->group.group_id)) {
@@ -36,34 +35,36 @@ AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std:
   }
   // The sender's all-reduce began before this peer heard BEGIN_ALLREDUCE (or its trigger).
   requests_[id] = true;
-  held_.push_back(Held{id, from, body, false, true, group});
+  held_.push_back(Held{id, from, std::move(body), false, true, group});
   return out;
 }
 
-AveragerEffects AveragerRole::on_request_message(TimePoint now, RequestId id,
-                                                 const Result<std::string>& message, bool last) {
+AveragerEffects AveragerRole::on_request_message(TimePoint now, RequestId id, Result<Buffer> message,
+                                                 bool last) {
   AveragerEffects out;
   auto it = requests_.find(id);
   if (it == requests_.end()) return out;
   const bool part = it->second;
   if (last || !message) requests_.erase(it);
   if (!part) {
-    absorb(now, matchmaking_.on_request_message(now, id, message, last), out);
+    const Result<std::string> text = message ? Result<std::string>(std::string(message->view()))
+                                             : Result<std::string>(message.error());
+    absorb(now, matchmaking_.on_request_message(now, id, text, last), out);
     return out;
   }
   const bool is_held = std::any_of(held_.begin(), held_.end(), [id](const Held& h) { return h.id == id; });
   if (is_held) {
-    held_.push_back(Held{id, PeerAddr{}, message, last, false, {}});
+    held_.push_back(Held{id, PeerAddr{}, std::move(message), last, false, {}});
   } else if (runner_) {
-    runner_effects(runner_->on_request_message(now, id, message, last), out);
+    runner_effects(runner_->on_request_message(now, id, std::move(message), last), out);
   }
   return out;
 }
 
-AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, const std::string& message) {
+AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, std::string_view message) {
   AveragerEffects out;
   if (call >= config_.id_base && call < config_.id_base + k_round_ids) {
-    absorb(now, matchmaking_.on_message(now, call - config_.id_base, message), out);
+    absorb(now, matchmaking_.on_message(now, call - config_.id_base, std::string(message)), out);
   } else if (runner_id(call)) {
     runner_effects(runner_->on_message(now, call, message), out);
   }

@@ -1,9 +1,21 @@
 #include "core/averaging/part_reducer.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 namespace apiary::core::averaging {
+
+namespace {
+
+/// The float at `p`, any alignment (one unaligned load once vectorised).
+inline float load_float(const std::byte* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
 
 PartReducer::PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders,
                          bool deferred)
@@ -73,9 +85,28 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender,
 }
 
 Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std::size_t part_index,
-                                                         std::vector<float>&& copy, double weight) {
-  const float* values = copy.data();
-  const std::size_t count = copy.size();
+                                                         std::vector<float>&& values, double weight) {
+  const std::size_t count = values.size();
+  Copy copy;
+  copy.values = std::move(values);
+  return add_copy(sender, part_index, std::move(copy), count, weight);
+}
+
+Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std::size_t part_index,
+                                                         PartBytes values, double weight) {
+  if (values.count > 0 && values.bytes == nullptr) {
+    return make_error(errc::invalid_argument, "reducer: sender {} sent part {} with {} elements but null data",
+                      sender, part_index, values.count);
+  }
+  const std::size_t count = values.count;
+  Copy copy;
+  copy.held = std::move(values);
+  if (count == 0) copy.held.bytes = nullptr;  // nothing to read: keep it as an empty vector
+  return add_copy(sender, part_index, std::move(copy), count, weight);
+}
+
+Result<std::vector<std::size_t>> PartReducer::add_copy(std::size_t sender, std::size_t part_index, Copy copy,
+                                                       std::size_t count, double weight) {
   if (sender >= received_.size()) {
     return make_error(errc::invalid_argument,
                       "reducer: sender {} is unknown; expected an index below {} (the senders "
@@ -118,6 +149,7 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
 
   // acc += w * x; denom += w; keep the sender's copy for its delta.
   const float w = static_cast<float>(weight);
+  const std::byte* __restrict x = copy.data();
   if (deferred_) {
     if (part.weights.size() != received_.size()) part.weights.resize(received_.size(), 0.0f);
     part.weights[sender] = w;  // the job sums later
@@ -125,14 +157,15 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
     // The first contribution initialises the sum (no zero-fill pass).
     part.acc.resize(part.size);
     float* __restrict acc = part.acc.data();
-    for (std::size_t k = 0; k < count; ++k) acc[k] = w * values[k];
+    for (std::size_t k = 0; k < count; ++k) acc[k] = w * load_float(x + k * sizeof(float));
   } else {
     float* __restrict acc = part.acc.data();
-    for (std::size_t k = 0; k < count; ++k) acc[k] += w * values[k];
+    for (std::size_t k = 0; k < count; ++k) acc[k] += w * load_float(x + k * sizeof(float));
   }
   part.denominator += weight;
   ++part.contributions;
   if (part.copies.size() != received_.size()) part.copies.resize(received_.size());
+  copy.present = true;
   part.copies[sender] = std::move(copy);
   ++received_[sender];
   return complete_ready_parts();
@@ -186,33 +219,35 @@ Result<std::vector<float>> PartReducer::average(std::size_t part_index) const {
 Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t part_index) const {
   auto found = results_of(part_index);
   if (!found) return found.error();
+  std::vector<float> out((*found)->size);
+  if (auto written = delta_into(sender, part_index, 0, out.size(), out.data()); !written) return written.error();
+  return out;
+}
+
+Status PartReducer::delta_into(std::size_t sender, std::size_t part_index, std::size_t begin, std::size_t count,
+                               float* out) const {
+  auto found = results_of(part_index);
+  if (!found) return found.error();
   const PartSlot& part = **found;
-  if (sender >= part.copies.size() || !part.copies[sender]) {
+  if (sender >= part.copies.size() || !part.copies[sender].present) {
     return make_error(errc::not_found,
                       "reducer: sender {} did not contribute part {}; no delta to return",
                       sender, part_index);
   }
-  if (deferred_) return *part.copies[sender];  // the job left the delta in the copy's place
-  const float* __restrict mine = part.copies[sender]->data();
-  const float* __restrict average = part.average.data();
-  std::vector<float> out(part.size);
-  float* __restrict o = out.data();
-  for (std::size_t k = 0; k < part.size; ++k) o[k] = average[k] - mine[k];
-  return out;
-}
-
-Result<std::vector<float>> PartReducer::take_delta(std::size_t sender, std::size_t part_index) {
-  if (!deferred_) return delta(sender, part_index);
-  auto found = results_of(part_index);
-  if (!found) return found.error();
-  auto& copies = parts_[part_index].copies;
-  if (sender >= copies.size() || !copies[sender]) {
-    return make_error(errc::not_found, "reducer: sender {} did not contribute part {}, or its delta was taken",
-                      sender, part_index);
+  if (begin > part.size || count > part.size - begin) {
+    return make_error(errc::invalid_argument, "reducer: elements [{}, {}) lie beyond part {} of {} elements", begin,
+                      begin + count, part_index, part.size);
   }
-  std::vector<float> out = std::move(*copies[sender]);
-  copies[sender].reset();
-  return out;
+  const Copy& copy = part.copies[sender];
+  if (deferred_) {  // the job left the delta in the copy's place
+    if (count > 0) std::memcpy(out, copy.values.data() + begin, count * sizeof(float));
+    return ok_status();
+  }
+  const std::byte* __restrict mine = copy.data() + begin * sizeof(float);
+  const float* __restrict average = part.average.data() + begin;
+  float* __restrict o = out;
+  for (std::size_t k = 0; k < count; ++k) o[k] = average[k] - load_float(mine + k * sizeof(float));
+  return ok_status();
 }
 
 Status PartReducer::release(std::size_t part_index) {
@@ -227,7 +262,7 @@ Status PartReducer::release(std::size_t part_index) {
                       part_index);
   }
   std::vector<float>().swap(part.average);
-  std::vector<std::optional<std::vector<float>>>().swap(part.copies);
+  std::vector<Copy>().swap(part.copies);
   std::vector<float>().swap(part.weights);
   part.state = PartState::released;
   return ok_status();
@@ -249,9 +284,16 @@ std::vector<ReduceJob> PartReducer::take_jobs() {
     ReduceJob job;
     job.id = next_job_;
     for (std::size_t s = 0; s < part.copies.size(); ++s) {
-      if (!part.copies[s]) continue;
+      Copy& copy = part.copies[s];
+      if (!copy.present) continue;
       part.contributors.push_back(s);
-      job.inputs.push_back(std::move(*part.copies[s]));
+      if (copy.held.bytes != nullptr) {  // the job owns its inputs: copy them out of the message
+        copy.values.resize(part.size);
+        std::memcpy(copy.values.data(), copy.held.bytes, part.size * sizeof(float));
+        copy.held = PartBytes{};
+      }
+      job.inputs.push_back(std::move(copy.values));
+      copy = Copy{};
       job.weights.push_back(part.weights[s]);
     }
     part.taken = true;
@@ -283,7 +325,9 @@ Status PartReducer::finish_job(std::size_t part_index, Result<ReducedPart> resul
   }
   if (result) {
     for (std::size_t j = 0; j < part.contributors.size(); ++j) {
-      part.copies[part.contributors[j]] = std::move(result->deltas[j]);
+      Copy& copy = part.copies[part.contributors[j]];
+      copy.values = std::move(result->deltas[j]);
+      copy.present = true;
     }
     part.average = std::move(result->average);
     part.state = PartState::averaged;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "messages/buffer.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core::averaging {
@@ -51,6 +52,16 @@ struct ReducedPart {
 /// Checks a ReduceJob as reduce_part() does, without computing: the number of elements
 /// per input, or the error. For device actors that run the arithmetic themselves.
 [[nodiscard]] Result<std::size_t> check_reduce_job(const ReduceJob& job);
+
+/// A sender's copy of a part held where it already lies: `count` float32 values at
+/// `bytes` (any alignment, little-endian, as on the wire), kept alive by `owner`. An empty
+/// owner borrows: the caller keeps the bytes alive and unchanged until the part is
+/// released or the reducer is gone.
+struct PartBytes {
+  const std::byte* bytes = nullptr;
+  std::size_t count = 0;
+  Buffer owner;
+};
 
 /// Where a part stands.
 enum class PartState {
@@ -87,6 +98,10 @@ class PartReducer {
   [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
                                                             std::size_t part_index,
                                                             std::vector<float>&& values, double weight);
+  /// As above, reading and keeping the copy where it lies (e.g. in the received message).
+  [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
+                                                            std::size_t part_index,
+                                                            PartBytes values, double weight);
 
   /// Marks `sender` failed: it is excluded from every part it has not submitted yet.
   /// Returns the parts that this completed (in order). Marking a sender twice is a no-op.
@@ -115,9 +130,11 @@ class PartReducer {
   /// then fails too).
   [[nodiscard]] Status finish_job(std::size_t part_index, Result<ReducedPart> result);
 
-  /// delta() for a caller that needs each delta once (the runner answering a sender): a
-  /// deferred part hands its stored delta over instead of copying it.
-  [[nodiscard]] Result<std::vector<float>> take_delta(std::size_t sender, std::size_t part_index);
+  /// Elements [begin, begin + count) of delta(sender, part_index), written to `out`
+  /// without an intermediate vector. Errors: as delta(), plus invalid_argument for a range
+  /// beyond the part.
+  [[nodiscard]] Status delta_into(std::size_t sender, std::size_t part_index, std::size_t begin,
+                                  std::size_t count, float* out) const;
 
   /// Frees a complete part's buffers (average, contributions). Error (unavailable) for
   /// a pending part, not_found for an index out of range.
@@ -137,6 +154,17 @@ class PartReducer {
   [[nodiscard]] bool sender_failed(std::size_t sender) const;
 
  private:
+  /// One sender's copy of a part: its own floats (`values`; after a deferred job, its
+  /// delta) or bytes held elsewhere (`held.bytes` set).
+  struct Copy {
+    bool present = false;
+    std::vector<float> values;
+    PartBytes held;
+    [[nodiscard]] const std::byte* data() const {
+      return held.bytes != nullptr ? held.bytes : reinterpret_cast<const std::byte*>(values.data());
+    }
+  };
+
   /// The accumulation and results of one part.
   struct PartSlot {
     std::size_t size = 0;
@@ -144,8 +172,7 @@ class PartReducer {
     std::vector<float> acc;                               ///< sum of w * x (while pending)
     double denominator = 0.0;                             ///< sum of w
     std::size_t contributions = 0;                        ///< senders that submitted it
-    std::vector<std::optional<std::vector<float>>> copies;  ///< each sender's copy (deferred
-                                                          ///< and averaged: its delta)
+    std::vector<Copy> copies;                             ///< each sender's copy
     std::vector<float> weights;                           ///< each sender's weight (deferred)
     std::vector<std::size_t> contributors;                ///< senders of its job (deferred)
     bool taken = false;                                   ///< its job was handed out
@@ -153,6 +180,9 @@ class PartReducer {
     Error error;                                          ///< why it failed
   };
 
+  /// The checks and arithmetic of every accumulate(): `values` holds `count` floats.
+  Result<std::vector<std::size_t>> add_copy(std::size_t sender, std::size_t part_index, Copy values,
+                                            std::size_t count, double weight);
   /// Settles the parts from next_pending_ on that no active sender still owes.
   std::vector<std::size_t> complete_ready_parts();
   /// Moves next_ready_ past the complete parts.

@@ -63,7 +63,7 @@ Effects AveragerHost::on_request(TimePoint now, core::RequestId id, const std::s
 
 Effects AveragerHost::on_request_from(TimePoint now, core::RequestId id, const std::string& handle,
                                       const core::PeerAddr& from, const std::string& request) {
-  if (role_.serves(handle)) return absorb(now, role_.on_request(now, id, handle, from, request));
+  if (role_.serves(handle)) return absorb(now, role_.on_request(now, id, handle, from, Buffer::copy_of(request)));
   Effects out = node_.on_request(now, id, handle, from, request);
   drain(now, out);
   return out;
@@ -72,7 +72,8 @@ Effects AveragerHost::on_request_from(TimePoint now, core::RequestId id, const s
 Effects AveragerHost::on_request_message(TimePoint now, core::RequestId id,
                                          const Result<std::string>& message, bool last) {
   if (!role_.owns_request(id)) return {};
-  return absorb(now, role_.on_request_message(now, id, message, last));
+  Result<Buffer> bytes = message ? Result<Buffer>(Buffer::copy_of(*message)) : Result<Buffer>(message.error());
+  return absorb(now, role_.on_request_message(now, id, std::move(bytes), last));
 }
 
 Effects AveragerHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {

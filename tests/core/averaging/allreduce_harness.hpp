@@ -148,7 +148,7 @@ class Net {
       s.rid = ++next_rid_[to];
       s.delivered = true;
       rid_owner_[{to, s.rid}] = {p, id};
-      execute(to, runners_[to].on_request(now_, s.rid, addr_of(p), msg));
+      execute(to, runners_[to].on_request(now_, s.rid, addr_of(p), apiary::Buffer::copy_of(msg)));
     });
   }
   void apply(std::size_t p, Send& m) {
@@ -158,7 +158,7 @@ class Net {
       Stream& s = streams_[{p, id}];
       if (dead_[p] || dead_[to] || !s.callee_open || !s.delivered || s.cancelled) return;
       if (last) s.callee_open = false;
-      execute(to, runners_[to].on_request_message(now_, s.rid, msg, last));
+      execute(to, runners_[to].on_request_message(now_, s.rid, apiary::Buffer::copy_of(msg), last));
     });
   }
   void apply(std::size_t p, Reply& r) {

@@ -142,16 +142,16 @@ TEST_CASE("allreduce: bad streams are refused with their code", "[allreduce]") {
   auto wrong_group = encode_part_message(pb::PART_FOR_AVERAGING, "other", "", values, 1,
                                          pb::NONE, 1.0);
   REQUIRE(wrong_group);
-  CHECK(code_of(r.on_request(0ns, 1, test_addr(1), *wrong_group)) == pb::BAD_GROUP_ID);
+  CHECK(code_of(r.on_request(0ns, 1, test_addr(1), Buffer::copy_of(*wrong_group))) == pb::BAD_GROUP_ID);
   auto good = encode_part_message(pb::PART_FOR_AVERAGING, "group-1", "", values, 1, pb::NONE, 1.0);
   REQUIRE(good);
   // The aux peer sends nothing, a stranger is not in the group.
-  CHECK(code_of(r.on_request(0ns, 2, test_addr(2), *good)) == pb::PROTOCOL_VIOLATION);
-  CHECK(code_of(r.on_request(0ns, 3, "/ip4/1.2.3.4/tcp/9", *good)) == pb::PROTOCOL_VIOLATION);
-  CHECK(code_of(r.on_request(0ns, 4, test_addr(1), "not a message")) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 2, test_addr(2), Buffer::copy_of(*good))) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 3, "/ip4/1.2.3.4/tcp/9", Buffer::copy_of(*good))) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 4, test_addr(1), Buffer::copy_of("not a message"))) == pb::PROTOCOL_VIOLATION);
   auto not_first = encode_part_message(pb::AVERAGED_PART, "group-1", "", values, 1, pb::NONE, 1.0);
   REQUIRE(not_first);
-  CHECK(code_of(r.on_request(0ns, 5, test_addr(1), *not_first)) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 5, test_addr(1), Buffer::copy_of(*not_first))) == pb::PROTOCOL_VIOLATION);
 }
 
 /// Replies to `request` among `fx`: (number of AVERAGED_PART messages, ended with last).
@@ -203,9 +203,9 @@ TEST_CASE("allreduce: a client's answers wait until its input ends, a node's do 
     auto part1 = encode_part_message(pb::NO_CODE, "", "", x + 20, 20, pb::NONE, 1.0);
     REQUIRE(part0);
     REQUIRE(part1);
-    const auto first = answers(reducer.on_request(1ms, 9, test_addr(1), *part0), 9);
-    const auto second = answers(reducer.on_request_message(2ms, 9, *part1, false), 9);
-    const auto end = answers(reducer.on_request_message(3ms, 9, std::string{}, true), 9);
+    const auto first = answers(reducer.on_request(1ms, 9, test_addr(1), Buffer::copy_of(*part0)), 9);
+    const auto second = answers(reducer.on_request_message(2ms, 9, Buffer::copy_of(*part1), false), 9);
+    const auto end = answers(reducer.on_request_message(3ms, 9, Buffer{}, true), 9);
     if (mode == AveragingMode::client) {
       CHECK(first.first + second.first == 0);
       CHECK(end == std::make_pair(std::size_t{2}, true));

@@ -2,6 +2,7 @@
 // senders, protocol errors, zero weights, and random interleavings of many senders.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -9,8 +10,11 @@
 
 namespace {
 
+using apiary::Buffer;
 using apiary::errc;
+using apiary::core::averaging::PartBytes;
 using apiary::core::averaging::PartReducer;
+using apiary::core::averaging::reduce_part;
 using apiary::core::averaging::PartState;
 using Parts = std::vector<std::size_t>;
 
@@ -225,7 +229,6 @@ TEST_CASE("random interleavings give every part the exact mean", "[averaging][pa
 TEST_CASE("deferred: settled parts become jobs, results complete them in order",
           "[averaging][part_reducer]") {
   using apiary::core::averaging::ReducedPart;
-  using apiary::core::averaging::reduce_part;
   PartReducer r({2, 1}, 2, true);
   CHECK(submit(r, 0, 0, {1, 2}, 1.0).empty());
   CHECK(r.take_jobs().empty());  // sender 1 still owes part 0
@@ -250,8 +253,10 @@ TEST_CASE("deferred: settled parts become jobs, results complete them in order",
   CHECK(*r.delta(0, 0) == std::vector<float>{2.25f, 4.5f});
   CHECK(*r.delta(1, 0) == std::vector<float>{-0.75f, -1.5f});
   CHECK(*r.delta(1, 1) == std::vector<float>{-5.0f});
-  CHECK(*r.take_delta(1, 1) == std::vector<float>{-5.0f});  // handed over, once
-  CHECK(r.take_delta(1, 1).error().code == errc::not_found);
+  float piece[1] = {0.0f};
+  REQUIRE(r.delta_into(1, 0, 1, 1, piece).ok());
+  CHECK(piece[0] == -1.5f);
+  CHECK(r.delta_into(1, 0, 1, 2, piece).error().code == errc::invalid_argument);  // beyond the part
   CHECK(r.finish_job(0, ReducedPart{}).error().code == errc::not_found);  // finished once
   CHECK(r.release(0).ok());
 }
@@ -277,7 +282,6 @@ TEST_CASE("deferred: a failed or malformed job result fails its part only",
 TEST_CASE("reduce_part: the CPU reference and its errors", "[averaging][part_reducer]") {
   using apiary::core::averaging::ReduceJob;
   using apiary::core::averaging::check_reduce_job;
-  using apiary::core::averaging::reduce_part;
   ReduceJob job{7, {{1, -2, 0.5f}, {3, 2, 0.5f}}, {1.0f, 1.0f}};
   auto out = reduce_part(job);
   REQUIRE(out.ok());
@@ -288,4 +292,34 @@ TEST_CASE("reduce_part: the CPU reference and its errors", "[averaging][part_red
   CHECK(check_reduce_job(ReduceJob{1, {{1}}, {1, 1}}).error().code == errc::invalid_argument);
   CHECK(check_reduce_job(ReduceJob{1, {{1}}, {-1}}).error().code == errc::invalid_argument);
   CHECK(reduce_part(ReduceJob{1, {{1}, {2}}, {0, 0}}).error().code == errc::invalid_argument);
+}
+
+TEST_CASE("copies held in place (any alignment) give the same sums and deltas as owned ones",
+          "[averaging][part_reducer]") {
+  // Sender 0's values sit at an odd offset of a received buffer, sender 1's are borrowed.
+  const std::vector<float> a{1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+  const std::vector<float> b{3.0f, -2.0f, 0.5f, 8.0f, 1.0f};
+  Buffer wire = Buffer::allocate(1 + a.size() * sizeof(float));
+  std::memcpy(wire.data() + 1, a.data(), a.size() * sizeof(float));
+  for (const bool deferred : {false, true}) {
+    PartReducer held({5}, 2, deferred);
+    PartReducer owned({5}, 2, deferred);
+    REQUIRE(held.accumulate(0, 0, PartBytes{wire.data() + 1, a.size(), wire}, 1.0).ok());
+    REQUIRE(held.accumulate(1, 0, PartBytes{reinterpret_cast<const std::byte*>(b.data()), b.size(), {}}, 3.0).ok());
+    REQUIRE(owned.accumulate(0, 0, std::vector<float>(a), 1.0).ok());
+    REQUIRE(owned.accumulate(1, 0, std::vector<float>(b), 3.0).ok());
+    if (deferred) {
+      auto jobs = held.take_jobs();
+      REQUIRE(jobs.size() == 1);
+      CHECK(jobs[0].inputs == std::vector<std::vector<float>>{a, b});  // copied out of the message
+      REQUIRE(held.finish_job(0, reduce_part(std::move(jobs[0]))).ok());
+      auto owned_jobs = owned.take_jobs();
+      REQUIRE(owned.finish_job(0, reduce_part(std::move(owned_jobs[0]))).ok());
+    }
+    CHECK(*held.average(0) == *owned.average(0));
+    CHECK(*held.delta(0, 0) == *owned.delta(0, 0));
+    CHECK(*held.delta(1, 0) == *owned.delta(1, 0));
+  }
+  PartReducer r({2}, 1);
+  CHECK(r.accumulate(0, 0, PartBytes{nullptr, 2, {}}, 1.0).error().code == errc::invalid_argument);
 }

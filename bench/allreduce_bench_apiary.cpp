@@ -205,9 +205,11 @@ void start_op(driver* self) {
   c.handle = st.handle = handle_of(st.seq);
   c.id_base = static_cast<std::uint64_t>(st.seq + 1) << k_id_shift;
   c.deferred_reductions = st.device.has_value();
-  std::vector<std::vector<float>> snapshot;
-  snapshot.push_back(st.tensor);  // the runner keeps its own copy (one pass, not two)
-  auto runner = av::AllReduceRunner::create(std::move(c), std::move(snapshot));
+  // As MPI_Allreduce in place: the buffer goes to the runner and comes back averaged.
+  c.averages_in_place = true;
+  std::vector<std::vector<float>> tensors;
+  tensors.push_back(std::move(st.tensor));
+  auto runner = av::AllReduceRunner::create(std::move(c), std::move(tensors));
   if (!runner) return finish(self, runner.error());
   st.runner.emplace(std::move(*runner));
   run(self, st.runner->start(actors::core_now()));
@@ -222,7 +224,7 @@ void start_op(driver* self) {
 /// Applies the finished op, records figures, and starts the next one.
 void finish_op(driver* self) {
   auto& st = self->state;
-  const auto& out = st.runner->outcome();
+  auto out = st.runner->take_outcome();
   if (!out.status || !out.failed_senders.empty() || !out.failed_reducers.empty()) {
     return finish(self, make_error(errc::internal, "op {} ({} B): expected every peer to take part, got "
                                    "status '{}', {} failed senders, {} failed reducers (a stream that stalled or ended early: "
@@ -230,8 +232,7 @@ void finish_op(driver* self) {
                                    st.seq, st.opt.sizes[st.size_index], out.status ? "ok" : out.status.error().message,
                                    out.failed_senders.size(), out.failed_reducers.size()));
   }
-  const auto& delta = out.deltas.at(0);
-  for (std::size_t j = 0; j < st.tensor.size(); ++j) st.tensor[j] += delta[j];
+  st.tensor = std::move(out.averages.at(0));
   const std::size_t n = st.peers.size();
   const auto is_mean = [&] {
     return wl::first_mismatch(st.tensor, [&](std::size_t j) { return wl::expected_mean(n, j); }) == st.tensor.size();

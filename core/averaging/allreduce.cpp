@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/averaging/allreduce_fastwire.hpp"
@@ -94,8 +95,8 @@ AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector
     for (std::size_t i : own) sizes.push_back(static_cast<std::size_t>(partition_.parts[i].length));
     reducer_.emplace(sizes, senders, config_.deferred_reductions);
   }
-  for (std::int64_t size : config_.tensor_sizes) {
-    outcome_.deltas.emplace_back(static_cast<std::size_t>(size), 0.0f);
+  if (!config_.averages_in_place) {
+    for (std::int64_t size : config_.tensor_sizes) outcome_.deltas.emplace_back(static_cast<std::size_t>(size), 0.0f);
   }
   if (config_.modes[config_.self] == AveragingMode::aux) config_.weight = 0.0;
 }
@@ -187,26 +188,12 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view
     fail_reducer(fx, peer, true);
     return fx;
   }
-  // The delta of the part goes where the part lies in its tensor: straight there for an
-  // uncompressed part, else decoded first. Anything but the next averaged part means the
-  // reducer failed.
+  // Anything but the next averaged part means the reducer failed.
   const Part& part = partition_.parts[parts[out.received]];
-  float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
-  const auto length = static_cast<std::size_t>(part.length);
-  PartMessage header;
-  if (decode_none_part_into(message, header, dest, length)) {
-    if (header.code != pb::AVERAGED_PART) {
-      std::fill(dest, dest + length, 0.0f);  // not a delta: the local values stay
-      fail_reducer(fx, peer, true);
-      return fx;
-    }
-  } else {
-    auto msg = decode_part_message(message);
-    if (!msg || msg->code != pb::AVERAGED_PART || msg->values.size() != length) {
-      fail_reducer(fx, peer, true);
-      return fx;
-    }
-    std::copy(msg->values.begin(), msg->values.end(), dest);
+  const bool taken = config_.averages_in_place ? add_answer(message, part) : take_delta(message, part);
+  if (!taken) {
+    fail_reducer(fx, peer, true);
+    return fx;
   }
   ++out.received;
   if (out.received == parts.size()) {
@@ -217,6 +204,44 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view
     fx.push_back(SetTimer{outgoing_timer(peer), now + config_.reducer_timeout});
   }
   return fx;
+}
+
+bool AllReduceRunner::take_delta(std::string_view message, const Part& part) {
+  // The delta goes where the part lies in its tensor: straight there for an uncompressed
+  // part, else decoded first.
+  float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
+  const auto length = static_cast<std::size_t>(part.length);
+  PartMessage header;
+  if (decode_none_part_into(message, header, dest, length)) {
+    if (header.code == pb::AVERAGED_PART) return true;
+    std::fill(dest, dest + length, 0.0f);  // not a delta: the local values stay
+    return false;
+  }
+  auto msg = decode_part_message(message);
+  if (!msg || msg->code != pb::AVERAGED_PART || msg->values.size() != length) return false;
+  std::copy(msg->values.begin(), msg->values.end(), dest);
+  return true;
+}
+
+bool AllReduceRunner::add_answer(std::string_view message, const Part& part) {
+  // x += delta, read where the delta lies in the message (uncompressed) or decoded.
+  std::string_view floats;
+  auto msg = read_part_message(message, floats);
+  const auto length = static_cast<std::size_t>(part.length);
+  if (!msg || msg->code != pb::AVERAGED_PART) return false;
+  float* __restrict x = tensors_[part.tensor_index].data() + part.offset;
+  if (msg->values.empty() && floats.size() == length * sizeof(float)) {
+    const char* __restrict d = floats.data();
+    for (std::size_t k = 0; k < length; ++k) {
+      float delta;
+      std::memcpy(&delta, d + k * sizeof(float), sizeof delta);
+      x[k] += delta;
+    }
+    return true;
+  }
+  if (msg->values.size() != length) return false;
+  for (std::size_t k = 0; k < length; ++k) x[k] += msg->values[k];
+  return true;
 }
 
 Effects AllReduceRunner::on_response(TimePoint now, CallId call, const Result<std::string>& result) {
@@ -283,6 +308,7 @@ Effects AllReduceRunner::cancel(TimePoint now) {
   for (auto& [request, in] : incoming_) close_incoming(fx, request, in, pb::CANCELLED);
   fx.push_back(CancelTimer{config_.id_base + 1});
   for (auto& delta : outcome_.deltas) std::fill(delta.begin(), delta.end(), 0.0f);
+  outcome_.averages.clear();
   outcome_.status = make_error(errc::cancelled,
                                "all-reduce of group cancelled by this peer; its tensors are "
                                "unchanged, retry in another round");
@@ -305,6 +331,9 @@ void AllReduceRunner::maybe_finish(Effects& fx) {
   }
   std::sort(outcome_.failed_senders.begin(), outcome_.failed_senders.end());
   std::sort(outcome_.failed_reducers.begin(), outcome_.failed_reducers.end());
+  // Every stream is over: nothing reads the copy any more (the reducer's borrowed own
+  // parts included).
+  if (config_.averages_in_place) outcome_.averages = std::move(tensors_);
   finished_ = true;
 }
 

@@ -91,6 +91,13 @@ struct AllReduceConfig {
   /// (take_reduce_jobs()) for the shell to run on a device actor, and its result comes
   /// back through on_reduced(). Otherwise the runner reduces inline as parts arrive.
   bool deferred_reductions = false;
+  /// The outcome carries the tensors themselves (outcome.averages): the group's average
+  /// where it is known, the local values elsewhere. The answers are added and the own
+  /// span's averages written straight into the runner's copy, so there are no delta
+  /// buffers and no pass to apply them. For callers that do not change their tensors
+  /// during the round (a synchronous all-reduce); hand the tensors over with std::move
+  /// and take them back with take_outcome().
+  bool averages_in_place = false;
 };
 
 /// Checks a config and the tensors' sizes; the error names the field and what was expected.
@@ -103,6 +110,9 @@ struct AllReduceOutcome {
   /// average minus the local value, or 0 where the average is unknown (failed reducer,
   /// aux peer, cancelled round).
   std::vector<std::vector<float>> deltas;
+  /// With averages_in_place instead of deltas: per tensor, the average where it is known,
+  /// the local value elsewhere. Empty after cancel() (the caller keeps its own values).
+  std::vector<std::vector<float>> averages;
   /// Senders this peer's reducer excluded (missing, stalled, broken stream), sorted.
   std::vector<PeerAddr> failed_senders;
   /// Reducers whose remaining parts kept the local values, sorted.
@@ -154,6 +164,8 @@ class AllReduceRunner {
   [[nodiscard]] bool finished() const { return finished_; }
   /// The outcome; meaningful once finished().
   [[nodiscard]] const AllReduceOutcome& outcome() const { return outcome_; }
+  /// Moves the outcome out (its tensors without a copy); call once, when finished().
+  [[nodiscard]] AllReduceOutcome take_outcome() { return std::move(outcome_); }
   /// The split every member agrees on.
   [[nodiscard]] const Partition& partition() const { return partition_; }
 
@@ -187,6 +199,11 @@ class AllReduceRunner {
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);
   void copy_own_results();
+  /// Sender: takes a reducer's answer for `part` as its delta; false for anything but an
+  /// averaged part of the right length (the part then keeps its local values).
+  [[nodiscard]] bool take_delta(std::string_view message, const Part& part);
+  /// As take_delta with averages_in_place: the delta is added straight to the tensors.
+  [[nodiscard]] bool add_answer(std::string_view message, const Part& part);
   void release_answered_parts();
 
   [[nodiscard]] bool is_sender(std::size_t peer) const;

@@ -182,8 +182,14 @@ void AllReduceRunner::copy_own_results() {
   const auto& own = partition_.parts_by_peer[config_.self];
   for (; own_results_ < reducer_->num_complete(); ++own_results_) {
     const Part& part = partition_.parts[own[own_results_]];
-    float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
     const auto length = static_cast<std::size_t>(part.length);
+    if (config_.averages_in_place) {
+      // The average over the own copy (which the reducer no longer reads); none: the
+      // local values stay.
+      (void)reducer_->average_into(own_results_, tensors_[part.tensor_index].data() + part.offset);
+      continue;
+    }
+    float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
     // No average: the local values stay (the delta stays 0).
     if (!reducer_->delta_into(*sender_index_[config_.self], own_results_, 0, length, dest)) {
       std::fill(dest, dest + length, 0.0f);

@@ -216,6 +216,13 @@ Result<std::vector<float>> PartReducer::average(std::size_t part_index) const {
   return (*part)->average;
 }
 
+Status PartReducer::average_into(std::size_t part_index, float* out) const {
+  auto found = results_of(part_index);
+  if (!found) return found.error();
+  if (!(*found)->average.empty()) std::memcpy(out, (*found)->average.data(), (*found)->size * sizeof(float));
+  return ok_status();
+}
+
 Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t part_index) const {
   auto found = results_of(part_index);
   if (!found) return found.error();

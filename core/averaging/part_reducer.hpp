@@ -115,6 +115,10 @@ class PartReducer {
   /// unavailable (pending), the part's own error (failed), or not_found (released).
   [[nodiscard]] Result<std::vector<float>> average(std::size_t part_index) const;
 
+  /// Writes the average of a complete part to `out` (its size() floats). Errors: as
+  /// average().
+  [[nodiscard]] Status average_into(std::size_t part_index, float* out) const;
+
   /// average - sender's copy, elementwise, for a sender that contributed a complete part.
   /// Errors: as average(), plus not_found if the sender did not contribute the part.
   [[nodiscard]] Result<std::vector<float>> delta(std::size_t sender, std::size_t part_index) const;

@@ -53,9 +53,10 @@ std::vector<std::size_t> owners(const Partition& partition, std::size_t t, std::
   return out;
 }
 
-void run_fault(Fault fault, std::size_t faulty, bool deferred = false) {
+void run_fault(Fault fault, std::size_t faulty, bool deferred = false, bool in_place = false) {
   GroupSpec spec;
   spec.deferred = deferred;
+  spec.in_place = in_place;
   spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node,
                 AveragingMode::node, AveragingMode::node};
   spec.sizes = {1024, 1536, 64, 2048};
@@ -136,6 +137,14 @@ TEST_CASE("allreduce faults: a faulty node among five, reductions as deferred jo
                   Fault::slow_reducing, Fault::cancel}) {
     SECTION(name_of(f)) { run_fault(f, 0, true); }
   }
+}
+
+TEST_CASE("allreduce faults: a faulty node among five, averages in place", "[allreduce][faults]") {
+  for (Fault f : {Fault::fail_before, Fault::fail_sending, Fault::fail_silently, Fault::slow_sending,
+                  Fault::fail_reducing, Fault::slow_reducing, Fault::cancel}) {
+    SECTION(name_of(f)) { run_fault(f, 0, false, true); }
+  }
+  SECTION("fail while reducing, deferred") { run_fault(Fault::fail_reducing, 0, true, true); }
 }
 
 TEST_CASE("allreduce faults: a reducer whose device fails keeps local values for its span only",

@@ -27,6 +27,7 @@ struct GroupSpec {
   Duration sender_timeout = 50ms;
   Duration reducer_timeout = 100ms;
   bool deferred = false;  ///< reductions as jobs (AllReduceConfig::deferred_reductions)
+  bool in_place = false;  ///< averages instead of deltas (AllReduceConfig::averages_in_place)
 };
 
 /// Values in [-1, 1) from splitmix64.
@@ -76,6 +77,7 @@ inline Group make_group(const GroupSpec& spec) {
     c.sender_timeout = spec.sender_timeout;
     c.reducer_timeout = spec.reducer_timeout;
     c.deferred_reductions = spec.deferred;
+    c.averages_in_place = spec.in_place;
     auto runner = AllReduceRunner::create(c, tensors);
     REQUIRE(runner);
     g.runners.push_back(std::move(*runner));
@@ -112,8 +114,12 @@ inline std::vector<std::size_t> senders_of(const GroupSpec& spec) {
   return out;
 }
 
-/// local + delta for peer p (averaging_alpha = 1).
+/// local + delta for peer p (averaging_alpha = 1), or its averages in place.
 inline Tensors result_of(Net& net, const Group& g, std::size_t p) {
+  if (g.spec.in_place) {
+    CHECK(net.runner(p).outcome().deltas.empty());
+    return net.runner(p).outcome().averages;
+  }
   Tensors out = g.inputs[p];
   const auto& deltas = net.runner(p).outcome().deltas;
   for (std::size_t t = 0; t < out.size(); ++t) {

@@ -62,6 +62,27 @@ TEST_CASE("allreduce: deferred reductions (device jobs, results out of order) gi
   check_group(spec, 1e-6);
 }
 
+TEST_CASE("allreduce: averages in place (no deltas) give the exact mean, inline and deferred",
+          "[allreduce]") {
+  GroupSpec spec;
+  spec.in_place = true;
+  spec.modes.assign(4, AveragingMode::node);
+  for (const bool deferred : {false, true}) {
+    spec.deferred = deferred;
+    for (std::int64_t part_size : {std::int64_t{68}, std::int64_t{1} << 19}) {
+      INFO("deferred " << deferred << ", part_size_bytes " << part_size);
+      spec.part_size_bytes = part_size;
+      check_group(spec, 1e-6);
+    }
+  }
+  spec.part_size_bytes = 256;
+  spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::aux, AveragingMode::node};
+  spec.weights = {0.5, 7.25, 3.0, 0.01};
+  check_group(spec, 1e-6);
+  spec.codecs = {pb::FLOAT16};  // decoded answers are added too
+  check_group(spec, 2e-3);
+}
+
 TEST_CASE("allreduce: weighted mean with two client peers", "[allreduce]") {
   GroupSpec spec;
   spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::client,

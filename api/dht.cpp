@@ -120,6 +120,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
   } else {
     actors::GatewayConfig gc;
     gc.transport.mode = options.mode;
+    gc.transport.busy_poll = options.busy_poll;
     gc.transport.peer_id = dht->peer_id_.bytes();
     gc.host = listen->host;
     gc.port = listen->port;

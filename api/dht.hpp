@@ -43,6 +43,9 @@ struct DhtOptions {
   bool client_mode = false;
   /// UCX lanes between same-host peers.
   transport::Mode mode = transport::Mode::tcp;
+  /// The transport thread spins this long after each event before it sleeps (0: sleeps
+  /// at once): lower latency for small messages at the price of a busy core meanwhile.
+  std::chrono::microseconds busy_poll{0};
   /// Node tuning (hivemind's defaults); client_mode above is or-ed into node.protocol.
   core::dht::NodeConfig node;
   /// Record validator, e.g. core::dht::OwnershipValidator (null: every record is valid).

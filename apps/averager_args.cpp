@@ -62,6 +62,13 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
   cmd.add_option("--gpu", a.gpu, "CUDA device ordinal for --reduce-on auto|gpu")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
+  cmd.add_option("--transport", a.transport, "UCX lanes to same-host peers: tcp, or shm (shared memory + CMA)")
+      ->check(CLI::IsMember({"tcp", "shm"}))
+      ->capture_default_str();
+  cmd.add_option("--busy-poll-us", a.busy_poll_us,
+                 "The transport thread spins this long after each event before sleeping (lower latency, a busy core)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
 }
 
 AveragerOptions averager_options(const AveragerArgs& a) {
@@ -110,6 +117,8 @@ Result<AveragerNode> start_averager_node(const AveragerArgs& args, AveragerOptio
   DhtOptions dht_options;
   dht_options.listen = args.listen;
   dht_options.initial_peers = args.initial_peers;
+  dht_options.mode = args.transport == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  dht_options.busy_poll = std::chrono::microseconds(args.busy_poll_us);
   auto dht = Dht::start(dht_options);
   if (!dht) return fail(dht.error());
   auto averager = Averager::start(**dht, std::move(options));

@@ -33,6 +33,8 @@ struct AveragerArgs {
   bool load_state = false;  ///< download the state from peers before the first step
   std::string reduce_on = "auto";  ///< auto, cpu, gpu or role (ReduceOn)
   int gpu = 0;                     ///< CUDA ordinal for auto and gpu
+  std::string transport = "tcp";   ///< UCX lanes to same-host peers: tcp or shm
+  int busy_poll_us = 0;            ///< DhtOptions::busy_poll, µs
 };
 
 /// Rounds on common time boundaries (multiples of `every` seconds of Unix time): each

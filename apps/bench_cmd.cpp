@@ -47,7 +47,7 @@ struct DhtFlags {
 struct AllReduceFlags {
   std::vector<std::size_t> ranks{2, 4};
   std::vector<std::size_t> sizes{4096, 1048576, 16777216, 67108864};
-  std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "gloo", "mpi-shm", "mpi-tcp"};
+  std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "apiary-shm-poll", "gloo", "mpi-shm", "mpi-tcp"};
   std::int64_t part_size = std::int64_t{1} << 19;
   bool quick = false;
   bool no_timers = false;
@@ -105,7 +105,7 @@ Command add_bench_commands(CLI::App& app) {
   allreduce->add_option("--ranks", ar->ranks, "Group sizes")->delimiter(',')->check(CLI::Range(2, 64))->capture_default_str();
   allreduce->add_option("--sizes", ar->sizes, "Buffer sizes in bytes (multiples of 4)")->delimiter(',')->capture_default_str();
   allreduce->add_option("--systems", ar->systems, "Systems to run")->delimiter(',')
-      ->check(CLI::IsMember({"apiary-tcp", "apiary-shm", "apiary-shm-dev", "gloo", "mpi-shm", "mpi-tcp"}))->capture_default_str();
+      ->check(CLI::IsMember({"apiary-tcp", "apiary-shm", "apiary-shm-dev", "apiary-shm-poll", "gloo", "mpi-shm", "mpi-tcp"}))->capture_default_str();
   allreduce->add_option("--part-size", ar->part_size, "apiary's part size in bytes")->check(CLI::Range(64, 1 << 30))->capture_default_str();
   allreduce->add_flag("--quick", ar->quick, "About a tenth of the iterations (a smoke run, under 2 min)");
   allreduce->add_flag("--no-timers", ar->no_timers, "apiary ranks drop the runner's fault timers (profiling only)");

@@ -67,8 +67,17 @@ Result<Figures> run_children(const std::string& system, const std::vector<std::v
   return figures;
 }
 
+/// apiary-shm-poll's spin: each transport thread polls this long after its last event
+/// before it sleeps on the event fd (transport::Config::busy_poll).
+constexpr int k_poll_variant_us = 20;
+
+/// How an apiary system differs from its plain mode.
+enum class Variant { plain, device, poll };
+
 Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllReduceBenchOptions& o,
-                           bool device_reductions = false) {
+                           Variant variant = Variant::plain) {
+  const bool device_reductions = variant == Variant::device;
+  const int busy_poll_us = variant == Variant::poll && o.busy_poll_us == 0 ? k_poll_variant_us : o.busy_poll_us;
   const std::string exe = o.self_exe.empty() ? self_dir() + "/apiary" : o.self_exe;
   auto ports = free_ports(n);
   if (!ports) return ports.error();
@@ -86,14 +95,15 @@ Result<Figures> run_apiary(const std::string& mode, std::size_t n, const AllRedu
     if (!o.timers) argv.emplace_back("--no-timers");
     if (o.one_timer) argv.emplace_back("--one-timer");
     if (device_reductions) argv.emplace_back("--device-reductions");
-    if (o.busy_poll_us > 0) argv.insert(argv.end(), {"--busy-poll-us", std::to_string(o.busy_poll_us)});
+    if (busy_poll_us > 0) argv.insert(argv.end(), {"--busy-poll-us", std::to_string(busy_poll_us)});
     argvs.push_back(std::move(argv));
   }
   std::vector<std::string> env;
   if (std::getenv("UCX_NET_DEVICES") == nullptr) env.emplace_back("UCX_NET_DEVICES=lo");  // loopback only
   if (o.keep_heap)
     env.emplace_back("GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295");
-  return run_children("apiary-" + mode + (device_reductions ? "-dev" : ""), argvs, env, o.timeout_s + 30);
+  const char* suffix = variant == Variant::device ? "-dev" : variant == Variant::poll ? "-poll" : "";
+  return run_children("apiary-" + mode + suffix, argvs, env, o.timeout_s + 30);
 }
 
 Result<Figures> run_gloo(std::size_t n, const AllReduceBenchOptions& o) {
@@ -134,11 +144,12 @@ Result<Figures> run_mpi(const std::string& variant, std::size_t n, const AllRedu
 Result<Figures> run_system(const std::string& system, std::size_t n, const AllReduceBenchOptions& o) {
   if (system == "apiary-tcp") return run_apiary("tcp", n, o);
   if (system == "apiary-shm") return run_apiary("shm", n, o);
-  if (system == "apiary-shm-dev") return run_apiary("shm", n, o, true);
+  if (system == "apiary-shm-dev") return run_apiary("shm", n, o, Variant::device);
+  if (system == "apiary-shm-poll") return run_apiary("shm", n, o, Variant::poll);
   if (system == "gloo") return run_gloo(n, o);
   if (system == "mpi-shm") return run_mpi("shm", n, o);
   if (system == "mpi-tcp") return run_mpi("tcp", n, o);
-  return make_error(errc::invalid_argument, "unknown system '{}'; expected apiary-tcp, apiary-shm, apiary-shm-dev, gloo, mpi-shm or mpi-tcp",
+  return make_error(errc::invalid_argument, "unknown system '{}'; expected apiary-tcp, apiary-shm, apiary-shm-dev, apiary-shm-poll, gloo, mpi-shm or mpi-tcp",
                     system);
 }
 
@@ -194,25 +205,25 @@ std::pair<double, std::string> best_peer(const Table& t, std::size_t bytes) {
 
 void print_table(std::size_t n, const std::vector<std::string>& systems, const Table& t, const AllReduceBenchOptions& o) {
   fmt::print("\n== {} ranks ==\n", n);
-  fmt::print("{:<8} {:<11} {:>10} {:>8} {:>8} {:>9} {:>10} {:>10} {:>6}\n", "size", "system", "time/op", "algbw", "busbw",
+  fmt::print("{:<8} {:<15} {:>10} {:>8} {:>8} {:>9} {:>10} {:>10} {:>6}\n", "size", "system", "time/op", "algbw", "busbw",
              "vs best", "switches", "CPU", "check");
-  fmt::print("{:<8} {:<11} {:>10} {:>8} {:>8} {:>9} {:>10} {:>10} {:>6}\n", "", "", "", "GB/s", "GB/s", "peer", "/op, all", "/op, all", "");
+  fmt::print("{:<8} {:<15} {:>10} {:>8} {:>8} {:>9} {:>10} {:>10} {:>6}\n", "", "", "", "GB/s", "GB/s", "peer", "/op, all", "/op, all", "");
   for (const std::size_t bytes : o.sizes) {
     const auto best = best_peer(t, bytes);
     for (const auto& system : systems) {
       const auto& r = t.at(system);
       if (!r) {
-        fmt::print("{:<8} {:<11} n/a ({})\n", size_name(bytes), system, r.error().message);
+        fmt::print("{:<8} {:<15} n/a ({})\n", size_name(bytes), system, r.error().message);
         continue;
       }
       auto it = r->find(bytes);
       if (it == r->end()) {
-        fmt::print("{:<8} {:<11} n/a (no result line for this size)\n", size_name(bytes), system);
+        fmt::print("{:<8} {:<15} n/a (no result line for this size)\n", size_name(bytes), system);
         continue;
       }
       const AllReduceFigure& f = it->second;
       const std::string ratio = is_apiary(system) && best.first > 0 ? fmt::format("{:.2f}x", f.busbw() / best.first) : "";
-      fmt::print("{:<8} {:<11} {:>10} {:>8.3f} {:>8.3f} {:>9} {:>10.1f} {:>10} {:>6}\n", size_name(bytes), system,
+      fmt::print("{:<8} {:<15} {:>10} {:>8.3f} {:>8.3f} {:>9} {:>10.1f} {:>10} {:>6}\n", size_name(bytes), system,
                  time_name(f.us_per_op), f.algbw(), f.busbw(), ratio, f.vcsw_per_op, time_name(f.cpu_us_per_op),
                  f.ok ? "ok" : "FAIL");
     }
@@ -230,7 +241,7 @@ const AllReduceFigure* figure_of(const Table& t, const std::string& system, std:
 /// apiary's best mode at `bytes` (highest busbw).
 const AllReduceFigure* best_apiary(const Table& t, std::size_t bytes, std::string& which) {
   const AllReduceFigure* best = nullptr;
-  for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev"}) {
+  for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev", "apiary-shm-poll"}) {
     const auto* f = figure_of(t, s, bytes);
     if (f && (!best || f->busbw() > best->busbw())) best = f, which = s;
   }
@@ -253,7 +264,7 @@ void print_goals(std::size_t n, const Table& t, const AllReduceBenchOptions& o) 
                  gloo->busbw(), mode, a->busbw() >= 2 * gloo->busbw() ? "met" : "NOT met");
     if (bytes < (std::size_t{1} << 20) && gloo) {
       const auto* fastest = a;
-      for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev"})
+      for (const char* s : {"apiary-tcp", "apiary-shm", "apiary-shm-dev", "apiary-shm-poll"})
         if (const auto* f = figure_of(t, s, bytes); f && f->us_per_op < fastest->us_per_op) fastest = f;
       fmt::print("  {:<7} faster than Gloo: {} vs {}: {}\n", size_name(bytes), time_name(fastest->us_per_op),
                  time_name(gloo->us_per_op), fastest->us_per_op < gloo->us_per_op ? "met" : "NOT met");

@@ -21,10 +21,11 @@ struct AllReduceBenchOptions {
   std::vector<std::size_t> ranks{2, 4};  ///< group sizes, one set of processes per system and size
   std::vector<std::size_t> sizes{std::size_t{4} << 10, std::size_t{1} << 20, std::size_t{16} << 20,
                                  std::size_t{64} << 20};  ///< buffer bytes (float32)
-  /// Systems: apiary-tcp, apiary-shm, gloo (gloo::AllreduceRing, tcp), mpi-shm (ob1 +
-  /// vader), mpi-tcp (ob1 + btl tcp on lo); on request also apiary-shm-dev (apiary-shm
-  /// with the part reductions on a device actor).
-  std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "gloo", "mpi-shm", "mpi-tcp"};
+  /// Systems: apiary-tcp, apiary-shm, apiary-shm-poll (apiary-shm whose transport threads
+  /// spin 20 µs after each event before sleeping, as MPI spins), gloo
+  /// (gloo::AllreduceRing, tcp), mpi-shm (ob1 + vader), mpi-tcp (ob1 + btl tcp on lo); on
+  /// request also apiary-shm-dev (apiary-shm with the part reductions on a device actor).
+  std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "apiary-shm-poll", "gloo", "mpi-shm", "mpi-tcp"};
   std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< apiary's part size, bytes
   bool quick = false;   ///< about a tenth of the iterations (a smoke run, < 2 min)
   bool timers = true;   ///< false: apiary ranks drop the runner's fault timers (profiling)

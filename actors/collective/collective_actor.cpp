@@ -39,7 +39,6 @@ struct collective_state {
   std::uint64_t ops = 0;                                    ///< all-reduce ops started so far
   std::string part_handle;                                  ///< the running (or next) op's part handle
   std::optional<av::AllReduceRunner> runner;
-  std::vector<std::vector<float>> inputs;                ///< the running op's own tensors
   std::shared_ptr<std::promise<CollectiveResult>> done;  ///< the running op's owner
   bool barrier_running = false;
   std::vector<Delivery> held;             ///< early streams of the next op
@@ -102,8 +101,8 @@ bool hold_if_early(collective_actor* self, Delivery& d) {
 
 /// The outcome of the finished runner: the averaged tensors, or an error naming every
 /// member that did not take part.
-CollectiveResult outcome_of(const collective_state& st) {
-  const auto& out = st.runner->outcome();
+CollectiveResult outcome_of(collective_state& st) {
+  auto out = st.runner->take_outcome();
   const std::uint64_t op = st.ops - 1;
   if (!out.status) return out.status.error();
   if (!out.failed_senders.empty() || !out.failed_reducers.empty()) {
@@ -122,11 +121,7 @@ CollectiveResult outcome_of(const collective_state& st) {
                       op, st.config.job, names(out.failed_reducers), names(out.failed_senders),
                       st.config.timeout.count());
   }
-  CollectiveOutput result{st.inputs, {}};
-  for (std::size_t t = 0; t < result.tensors.size(); ++t) {
-    for (std::size_t j = 0; j < result.tensors[t].size(); ++j) result.tensors[t][j] += out.deltas[t][j];
-  }
-  return result;
+  return CollectiveOutput{std::move(out.averages), {}};
 }
 
 /// Ends the running op once its core is done.
@@ -150,7 +145,6 @@ void advance(collective_actor* self) {
   if (st.runner && st.runner->finished()) {
     auto result = outcome_of(st);
     st.runner.reset();
-    st.inputs.clear();
     st.part_handle = collective_part_handle(st.config.job, st.ops);
     run(self, st.barrier->reach(st.ops));
     st.done->set_value(std::move(result));
@@ -176,13 +170,14 @@ void start_allreduce(collective_actor* self, collective_op_message& m) {
   c.call_timeout = 4 * st.config.timeout;
   c.handle = st.part_handle = collective_part_handle(st.config.job, st.ops);
   c.id_base = (st.ops + 1) << k_op_shift;
-  auto runner = av::AllReduceRunner::create(std::move(c), m.tensors);
+  // The tensors go to the runner and come back averaged (no copy, no deltas).
+  c.averages_in_place = true;
+  auto runner = av::AllReduceRunner::create(std::move(c), std::move(m.tensors));
   if (!runner) {
     m.done->set_value(runner.error());
     return;
   }
   ++st.ops;
-  st.inputs = std::move(m.tensors);
   st.done = std::move(m.done);
   st.runner.emplace(std::move(*runner));
   run(self, st.runner->start(core_now()));

@@ -93,7 +93,13 @@ AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector
   if (!own.empty()) {
     std::vector<std::size_t> sizes;
     for (std::size_t i : own) sizes.push_back(static_cast<std::size_t>(partition_.parts[i].length));
-    reducer_.emplace(sizes, senders, config_.deferred_reductions);
+    // In place, the own span's averages are written straight over the own copy.
+    std::vector<float*> dests;
+    if (config_.averages_in_place && config_.modes[config_.self] != AveragingMode::aux &&
+        config_.modes[config_.self] != AveragingMode::client) {
+      for (std::size_t i : own) dests.push_back(tensors_[partition_.parts[i].tensor_index].data() + partition_.parts[i].offset);
+    }
+    reducer_.emplace(sizes, senders, config_.deferred_reductions, dests);
   }
   if (!config_.averages_in_place) {
     for (std::int64_t size : config_.tensor_sizes) outcome_.deltas.emplace_back(static_cast<std::size_t>(size), 0.0f);

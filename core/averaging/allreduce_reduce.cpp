@@ -183,12 +183,7 @@ void AllReduceRunner::copy_own_results() {
   for (; own_results_ < reducer_->num_complete(); ++own_results_) {
     const Part& part = partition_.parts[own[own_results_]];
     const auto length = static_cast<std::size_t>(part.length);
-    if (config_.averages_in_place) {
-      // The average over the own copy (which the reducer no longer reads); none: the
-      // local values stay.
-      (void)reducer_->average_into(own_results_, tensors_[part.tensor_index].data() + part.offset);
-      continue;
-    }
+    if (config_.averages_in_place) continue;  // the reducer wrote the average there
     float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
     // No average: the local values stay (the delta stays 0).
     if (!reducer_->delta_into(*sender_index_[config_.self], own_results_, 0, length, dest)) {

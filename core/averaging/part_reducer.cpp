@@ -1,5 +1,6 @@
 #include "core/averaging/part_reducer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -18,9 +19,12 @@ inline float load_float(const std::byte* p) {
 }  // namespace
 
 PartReducer::PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders,
-                         bool deferred)
+                         bool deferred, const std::vector<float*>& average_dests)
     : parts_(part_sizes.size()), received_(num_senders, 0), failed_after_(num_senders), deferred_(deferred) {
-  for (std::size_t i = 0; i < part_sizes.size(); ++i) parts_[i].size = part_sizes[i];
+  for (std::size_t i = 0; i < part_sizes.size(); ++i) {
+    parts_[i].size = part_sizes[i];
+    if (i < average_dests.size()) parts_[i].average_at = average_dests[i];
+  }
   // With no senders at all, every part is settled (and fails) right away.
   (void)complete_ready_parts();
 }
@@ -53,20 +57,50 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
     } else if (deferred_) {
       part.state = PartState::reducing;  // its job computes the average
     } else {
-      // Average: acc / denom, then the accumulator is no longer needed.
-      // The accumulator becomes the average in place (float32, as the tensors).
-      const float inverse = static_cast<float>(1.0 / part.denominator);
-      float* acc = part.acc.data();
-      for (std::size_t k = 0; k < part.size; ++k) acc[k] *= inverse;
-      part.average = std::move(part.acc);
+      average_part(i);
       part.state = PartState::averaged;
     }
-    std::vector<float>().swap(part.acc);
     completed.push_back(i);
     ++next_pending_;
   }
   advance_ready();
   return completed;
+}
+
+void PartReducer::average_part(std::size_t i) {
+  PartSlot& part = parts_[i];
+  // reduce_part()'s arithmetic, over the copies where they lie: acc = 0, acc = acc + w * x
+  // per contributor in sender order, acc / float(sum of the weights in double). A chunk
+  // of the sum stays in the L1 cache: each copy is read once and the average written once.
+  std::vector<const std::byte*> inputs;
+  std::vector<float> weights;
+  double total = 0.0;
+  for (std::size_t s = 0; s < part.copies.size(); ++s) {
+    if (!part.copies[s].present) continue;
+    inputs.push_back(part.copies[s].data());
+    weights.push_back(part.weights[s]);
+    total += part.weights[s];
+  }
+  if (part.average_at == nullptr) {
+    part.average.resize(part.size);
+    part.average_at = part.average.data();
+  }
+  // The destination may be a contributor's own memory (the caller's borrowed copy): each
+  // element is read before it is written, so no __restrict on it.
+  float* out = part.average_at;
+  const auto divisor = static_cast<float>(total);
+  constexpr std::size_t k_chunk = 1024;
+  float acc[k_chunk];
+  for (std::size_t begin = 0; begin < part.size; begin += k_chunk) {
+    const std::size_t n = std::min(k_chunk, part.size - begin);
+    for (std::size_t k = 0; k < n; ++k) acc[k] = 0.0f;
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+      const std::byte* __restrict x = inputs[j] + begin * sizeof(float);
+      const float w = weights[j];
+      for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] + w * load_float(x + k * sizeof(float));
+    }
+    for (std::size_t k = 0; k < n; ++k) out[begin + k] = acc[k] / divisor;
+  }
 }
 
 void PartReducer::advance_ready() {
@@ -147,22 +181,10 @@ Result<std::vector<std::size_t>> PartReducer::add_copy(std::size_t sender, std::
                       part_index, sender);
   }
 
-  // acc += w * x; denom += w; keep the sender's copy for its delta.
-  const float w = static_cast<float>(weight);
-  const std::byte* __restrict x = copy.data();
-  if (deferred_) {
-    if (part.weights.size() != received_.size()) part.weights.resize(received_.size(), 0.0f);
-    part.weights[sender] = w;  // the job sums later
-  } else if (part.acc.size() != part.size) {
-    // The first contribution initialises the sum (no zero-fill pass).
-    part.acc.resize(part.size);
-    float* __restrict acc = part.acc.data();
-    for (std::size_t k = 0; k < count; ++k) acc[k] = w * load_float(x + k * sizeof(float));
-  } else {
-    float* __restrict acc = part.acc.data();
-    for (std::size_t k = 0; k < count; ++k) acc[k] += w * load_float(x + k * sizeof(float));
-  }
-  part.denominator += weight;
+  // Keep the copy and its weight: the part is averaged in one pass once it settles.
+  if (part.weights.size() != received_.size()) part.weights.resize(received_.size(), 0.0f);
+  part.weights[sender] = static_cast<float>(weight);
+  part.denominator += part.weights[sender];  // the weights as the average divides by them
   ++part.contributions;
   if (part.copies.size() != received_.size()) part.copies.resize(received_.size());
   copy.present = true;
@@ -213,14 +235,8 @@ Result<const PartReducer::PartSlot*> PartReducer::results_of(std::size_t part_in
 Result<std::vector<float>> PartReducer::average(std::size_t part_index) const {
   auto part = results_of(part_index);
   if (!part) return part.error();
-  return (*part)->average;
-}
-
-Status PartReducer::average_into(std::size_t part_index, float* out) const {
-  auto found = results_of(part_index);
-  if (!found) return found.error();
-  if (!(*found)->average.empty()) std::memcpy(out, (*found)->average.data(), (*found)->size * sizeof(float));
-  return ok_status();
+  const float* average = (*part)->average_at;
+  return std::vector<float>(average, average + (*part)->size);
 }
 
 Result<std::vector<float>> PartReducer::delta(std::size_t sender, std::size_t part_index) const {
@@ -251,7 +267,7 @@ Status PartReducer::delta_into(std::size_t sender, std::size_t part_index, std::
     return ok_status();
   }
   const std::byte* __restrict mine = copy.data() + begin * sizeof(float);
-  const float* __restrict average = part.average.data() + begin;
+  const float* __restrict average = part.average_at + begin;
   float* __restrict o = out;
   for (std::size_t k = 0; k < count; ++k) o[k] = average[k] - load_float(mine + k * sizeof(float));
   return ok_status();
@@ -336,7 +352,12 @@ Status PartReducer::finish_job(std::size_t part_index, Result<ReducedPart> resul
       copy.values = std::move(result->deltas[j]);
       copy.present = true;
     }
-    part.average = std::move(result->average);
+    if (part.average_at != nullptr) {
+      if (part.size > 0) std::memcpy(part.average_at, result->average.data(), part.size * sizeof(float));
+    } else {
+      part.average = std::move(result->average);
+      part.average_at = part.average.data();
+    }
     part.state = PartState::averaged;
   } else {
     // No average: every contributor keeps its values (no delta is served).

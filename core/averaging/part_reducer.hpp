@@ -2,16 +2,17 @@
 /// PartReducer: the reducing side of butterfly all-reduce for the parts one peer owns.
 ///
 /// Every sender of the group streams this peer its copy of each owned part, in part
-/// order, with a weight. For part i the reducer keeps acc += w * x and denom += w; part i
-/// is complete once every sender still active for it has contributed, and then its
-/// average acc / denom and each contributor's delta (average - its own copy) are ready to
-/// send back. A sender that fails is excluded from every part it had not yet submitted,
-/// so the remaining parts complete without it; what it did submit still counts.
+/// order, with a weight. The reducer keeps each copy (where it lies, when the caller
+/// hands it over as PartBytes) and its weight; part i is complete once every sender still
+/// active for it has contributed, and then its average sum(w * x) / sum(w) and each
+/// contributor's delta (average - its own copy) are ready to send back. A sender that
+/// fails is excluded from every part it had not yet submitted, so the remaining parts
+/// complete without it; what it did submit still counts.
 ///
 /// Pure: no clocks, no waiting. The caller (the reducer's actor) feeds submissions and
-/// failures as they happen and reads back which parts just completed. Inline, the sum
-/// is kept in float32 as the copies arrive and the weights' sum in double; averages and
-/// deltas are float32, the wire's type.
+/// failures as they happen and reads back which parts just completed. Inline, a part is
+/// averaged in one pass when it completes, with reduce_part()'s arithmetic in sender
+/// order: the same bits as a deferred job, whatever order the copies arrived in.
 ///
 /// Deferred (constructed with `deferred = true`): the arithmetic leaves the core. The
 /// reducer only collects copies and weights; a settled part becomes a ReduceJob
@@ -80,8 +81,11 @@ class PartReducer {
   /// 0..num_senders-1 by the caller. With no senders every part fails at once.
   /// `deferred`: settled parts wait for take_jobs() / finish_job() instead of being
   /// averaged here.
+  /// `average_dests[i]` (if given and not null): where part i's average is written
+  /// (part_sizes[i] floats) instead of a buffer of the reducer's own. It may be the memory
+  /// of a borrowed copy of that part, whose values (and so its delta) are then gone.
   PartReducer(const std::vector<std::size_t>& part_sizes, std::size_t num_senders,
-              bool deferred = false);
+              bool deferred = false, const std::vector<float*>& average_dests = {});
 
   /// Adds sender `sender`'s copy of part `part_index` (`count` floats at `values`) with
   /// weight `weight` (finite, >= 0). Each sender must submit parts 0, 1, 2, ... in order,
@@ -114,10 +118,6 @@ class PartReducer {
   /// The average of a complete part. Errors: not_found (index out of range),
   /// unavailable (pending), the part's own error (failed), or not_found (released).
   [[nodiscard]] Result<std::vector<float>> average(std::size_t part_index) const;
-
-  /// Writes the average of a complete part to `out` (its size() floats). Errors: as
-  /// average().
-  [[nodiscard]] Status average_into(std::size_t part_index, float* out) const;
 
   /// average - sender's copy, elementwise, for a sender that contributed a complete part.
   /// Errors: as average(), plus not_found if the sender did not contribute the part.
@@ -173,20 +173,23 @@ class PartReducer {
   struct PartSlot {
     std::size_t size = 0;
     PartState state = PartState::pending;
-    std::vector<float> acc;                               ///< sum of w * x (while pending)
-    double denominator = 0.0;                             ///< sum of w
+    double denominator = 0.0;                             ///< sum of w (as float32 weights)
     std::size_t contributions = 0;                        ///< senders that submitted it
     std::vector<Copy> copies;                             ///< each sender's copy
-    std::vector<float> weights;                           ///< each sender's weight (deferred)
+    std::vector<float> weights;                           ///< each sender's weight
     std::vector<std::size_t> contributors;                ///< senders of its job (deferred)
     bool taken = false;                                   ///< its job was handed out
-    std::vector<float> average;                           ///< acc / denominator
+    std::vector<float> average;                           ///< the average, unless average_at
+                                                          ///< is the caller's
+    float* average_at = nullptr;                          ///< where the average lies
     Error error;                                          ///< why it failed
   };
 
   /// The checks and arithmetic of every accumulate(): `values` holds `count` floats.
   Result<std::vector<std::size_t>> add_copy(std::size_t sender, std::size_t part_index, Copy values,
                                             std::size_t count, double weight);
+  /// Writes part i's average (to average_at, else to a new buffer of its own).
+  void average_part(std::size_t i);
   /// Settles the parts from next_pending_ on that no active sender still owes.
   std::vector<std::size_t> complete_ready_parts();
   /// Moves next_ready_ past the complete parts.

@@ -2,6 +2,7 @@
 // senders, protocol errors, zero weights, and random interleavings of many senders.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -322,4 +323,40 @@ TEST_CASE("copies held in place (any alignment) give the same sums and deltas as
   }
   PartReducer r({2}, 1);
   CHECK(r.accumulate(0, 0, PartBytes{nullptr, 2, {}}, 1.0).error().code == errc::invalid_argument);
+}
+
+TEST_CASE("inline averages are reduce_part()'s bits in sender order, whatever the arrival order",
+          "[averaging][part_reducer]") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  const std::size_t senders = 5, size = 3000;  // more than one chunk of the sum
+  std::vector<std::vector<float>> copies(senders, std::vector<float>(size));
+  for (auto& c : copies)
+    for (float& v : c) v = value(rng);
+  const std::vector<float> weights{0.25f, 3.0f, 1.0f, 0.0f, 7.5f};
+  apiary::core::averaging::ReduceJob job;
+  job.inputs = copies;
+  job.weights = weights;
+  const auto reference = reduce_part(job);
+  REQUIRE(reference.ok());
+  std::vector<std::size_t> order{4, 2, 0, 3, 1};
+  for (int round = 0; round < 3; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    PartReducer r({size}, senders);
+    for (std::size_t s : order) REQUIRE(r.accumulate(s, 0, std::vector<float>(copies[s]), weights[s]).ok());
+    CHECK(*r.average(0) == reference->average);
+    for (std::size_t s = 0; s < senders; ++s) CHECK(*r.delta(s, 0) == reference->deltas[s]);
+  }
+}
+
+TEST_CASE("an average written to the caller's memory may replace a borrowed copy",
+          "[averaging][part_reducer]") {
+  std::vector<float> own{1.0f, 2.0f, 3.0f};
+  const std::vector<float> other{3.0f, 6.0f, -3.0f};
+  PartReducer r({3}, 2, false, {own.data()});
+  REQUIRE(r.accumulate(0, 0, PartBytes{reinterpret_cast<const std::byte*>(own.data()), own.size(), {}}, 1.0).ok());
+  REQUIRE(r.accumulate(1, 0, std::vector<float>(other), 1.0).ok());
+  CHECK(own == std::vector<float>{2.0f, 4.0f, 0.0f});  // the average, over the own copy
+  CHECK(*r.average(0) == own);
+  CHECK(*r.delta(1, 0) == std::vector<float>{-1.0f, -2.0f, 3.0f});
 }

@@ -260,15 +260,15 @@ void AveragerRole::runner_effects(Effects fx, AveragerEffects& out) {
     for (ReduceJob& job : runner_->take_reduce_jobs()) out.reduce.push_back(std::move(job));
   }
   if (!runner_ || !runner_->finished() || !step_) return;
-  const AllReduceOutcome& outcome = runner_->outcome();
+  AllReduceOutcome outcome = runner_->take_outcome();  // finish() drops the runner
   if (!outcome.status) {
     finish(Result<AveragerStepResult>(outcome.status.error()), out);
     return;
   }
   AveragerStepResult result = std::move(*group_);
-  result.deltas = outcome.deltas;
-  result.failed_senders = outcome.failed_senders;
-  result.failed_reducers = outcome.failed_reducers;
+  result.deltas = std::move(outcome.deltas);
+  result.failed_senders = std::move(outcome.failed_senders);
+  result.failed_reducers = std::move(outcome.failed_reducers);
   finish(std::move(result), out);
 }
 

@@ -27,13 +27,13 @@
 #include <vector>
 
 #include "core/collective/ar_plan.hpp"
-#include "core/collective/ar_step.hpp"
 #include "core/effects.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/optimizer.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
 #include "sim/host.hpp"
+#include "sim/scenarios/ar_member.hpp"
 #include "sim/scenarios/ps_host.hpp"
 
 namespace apiary::sim::scenarios {
@@ -90,21 +90,19 @@ class ArReplicaHost : public Host {
   /// Virtual time at which the replica finished or failed.
   [[nodiscard]] core::TimePoint end_time() const { return end_; }
   /// Collectives completed so far.
-  [[nodiscard]] std::uint64_t ops() const { return step_.done_ops(); }
+  [[nodiscard]] std::uint64_t ops() const { return member_.step().done_ops(); }
   /// The replica's rank.
   [[nodiscard]] std::size_t rank() const { return settings_.rank; }
 
  private:
-  ArReplicaHost(ArReplicaSettings settings, core::collective::ArStep step);
+  ArReplicaHost(ArReplicaSettings settings, ArMember member);
   core::Effects begin_step(core::TimePoint now);
   /// Applies the step's averages once the all-reduce finished them; begins the next step.
   core::Effects advance(core::TimePoint now, core::Effects out);
   core::Effects fail(core::TimePoint now, Error error);
-  [[nodiscard]] std::string handle() const;
 
   ArReplicaSettings settings_;
-  core::collective::ArStep step_;
-  std::map<std::string, core::ps::Optimizer> optimizers_;
+  ArMember member_;
   std::map<std::string, std::vector<float>> params_;
   std::map<std::string, std::vector<float>> gradients_;  ///< this step's
   std::set<core::PeerAddr> down_;

@@ -15,10 +15,9 @@ using core::TimePoint;
 
 namespace {
 
-/// The compute timer; the exchange's timer and call ids lie above k_exchange_base, the
-/// PS calls' below it.
+/// The compute timer; the exchange's timer and call ids lie above k_ar_member_id_base,
+/// the PS calls' below it.
 constexpr core::TimerId k_compute_timer = 1;
-constexpr std::uint64_t k_exchange_base = std::uint64_t{1} << 20;
 /// A session lasts as long as training: its deadline is far beyond any run (one year).
 constexpr core::Duration k_session_timeout = std::chrono::hours(24 * 365);
 
@@ -48,37 +47,20 @@ Result<std::unique_ptr<MixedReplicaHost>> MixedReplicaHost::create(MixedReplicaS
                         settings.replica, device);
     }
   }
-  for (const auto& v : ar.variables) {
-    if (settings.initial.count(v.name) == 0) {
-      return make_error(errc::invalid_argument, "mixed replica {}: expected initial values of {}, got none",
-                        settings.replica, v.name);
-    }
-  }
   auto replica = cps::Replica::create(settings.replica, ps.variables);
   if (!replica) return replica.error();
-  cc::ExchangeConfig ec;
-  ec.peers = settings.members;
-  ec.self = static_cast<std::size_t>(settings.replica);
-  ec.handle = settings.job + "::Collective.rpc_exchange";
-  ec.id_base = k_exchange_base;
-  ec.timeout = settings.timeout;
-  auto step = cc::ArStep::create(ar, std::move(ec));
-  if (!step) return step.error();
+  auto member = ArMember::create(ArMemberConfig{settings.ar_plan, settings.members,
+                                                static_cast<std::size_t>(settings.replica), settings.job,
+                                                settings.timeout, settings.optimizer, "mixed replica"},
+                                 settings.initial);
+  if (!member) return member.error();
   return std::unique_ptr<MixedReplicaHost>(
-      new MixedReplicaHost(std::move(settings), std::move(*replica), std::move(*step)));
+      new MixedReplicaHost(std::move(settings), std::move(*replica), std::move(*member)));
 }
 
-MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica replica, cc::ArStep step)
-    : settings_(std::move(settings)), replica_(std::move(replica)), step_(std::move(step)), params_(settings_.initial) {
-  for (const auto& v : settings_.ar_plan->variables) {
-    optimizers_.emplace(v.name, cps::Optimizer(settings_.optimizer, params_.at(v.name).size(), 1));
-  }
-  for (const auto& sp : settings_.ar_plan->sparse) {
-    optimizers_.emplace(sp.name, cps::Optimizer(settings_.optimizer, params_.at(sp.name).size(), sp.row_width));
-  }
-}
-
-std::string MixedReplicaHost::handle() const { return settings_.job + "::Collective.rpc_exchange"; }
+MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica replica, ArMember member)
+    : settings_(std::move(settings)), replica_(std::move(replica)), member_(std::move(member)),
+      params_(settings_.initial) {}
 
 Effects MixedReplicaHost::on_start(TimePoint now) {
   // A session per PS device, open while this replica trains.
@@ -120,7 +102,7 @@ Effects MixedReplicaHost::start_pull(TimePoint now) {
 }
 
 Effects MixedReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (step_.owns_call(call)) return advance(now, step_.on_response(now, call, response));
+  if (member_.step().owns_call(call)) return advance(now, member_.step().on_response(now, call, response));
   return on_ps_response(now, call, response);
 }
 
@@ -183,8 +165,8 @@ Effects MixedReplicaHost::on_pulled(TimePoint now) {
 Effects MixedReplicaHost::on_timer(TimePoint now, core::TimerId id) {
   if (error_) return {};
   if (id == k_compute_timer) return push(now);
-  if (!step_.owns_timer(id)) return {};
-  return advance(now, step_.on_timer(now, id));
+  if (!member_.step().owns_timer(id)) return {};
+  return advance(now, member_.step().on_timer(now, id));
 }
 
 Effects MixedReplicaHost::push(TimePoint now) {
@@ -216,29 +198,16 @@ Effects MixedReplicaHost::push(TimePoint now) {
 }
 
 Effects MixedReplicaHost::start_allreduce(TimePoint now) {
-  // A member whose connection broke answers nothing more: fail now, as a gateway would.
-  if (auto peer = step_.first_down(down_)) {
-    return fail(now, make_error(errc::peer_down,
-                                "replica {} at step {}: expected every member to take part in collective op "
-                                "{} of job {}, but {} went down; the job cannot continue without it",
-                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job,
-                                step_.name_of(*peer)));
-  }
   // The all-reduced variables only (the step ignores the PS ones): dense ones by fusion
   // group, sparse ones as rows.
-  return advance(now, step_.begin(now, gradients_, static_cast<double>(settings_.batch)));
+  auto begun = member_.begin(now, steps_.size() - 1, gradients_, static_cast<double>(settings_.batch), down_);
+  if (!begun) return fail(now, begun.error());
+  return advance(now, std::move(*begun));
 }
 
 Effects MixedReplicaHost::advance(TimePoint now, Effects out) {
-  if (!step_.done() || error_) return out;
-  auto averaged = step_.take();
-  if (!averaged) {
-    append(out, fail(now, make_error(averaged.error().code, "replica {} at step {}: {}", settings_.replica,
-                                     steps_.size() - 1, averaged.error().message)));
-    return out;
-  }
-  // Every replica applies the same averages to its own copy of the all-reduced variables.
-  if (auto applied = cc::apply_averages(*averaged, optimizers_, params_); !applied) {
+  if (!member_.step().done() || error_) return out;
+  if (auto applied = member_.apply(steps_.size() - 1, params_); !applied) {
     append(out, fail(now, applied.error()));
     return out;
   }
@@ -254,13 +223,7 @@ Effects MixedReplicaHost::on_request(TimePoint now, core::RequestId id, const st
 
 Effects MixedReplicaHost::on_request_from(TimePoint now, core::RequestId id, const std::string& handle,
                                           const core::PeerAddr&, const std::string& request) {
-  if (handle != this->handle()) {
-    return {core::Reply{id,
-                        make_error(errc::not_found, "replica {}: expected a call to {}, got a call to '{}'",
-                                   settings_.replica, this->handle(), handle),
-                        true}};
-  }
-  return advance(now, step_.on_request(now, id, request));
+  return advance(now, member_.on_request(now, id, handle, request));
 }
 
 Effects MixedReplicaHost::on_message(TimePoint, core::CallId, const std::string&) { return {}; }
@@ -287,13 +250,7 @@ Effects MixedReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
                                 make_error(errc::peer_down, "the connection to {} broke", peer)));
     }
   }
-  for (std::size_t r = 0; r < settings_.members.size(); ++r) {
-    if (r == static_cast<std::size_t>(settings_.replica) || settings_.members[r] != peer) continue;
-    return fail(now, make_error(errc::peer_down,
-                                "replica {} at step {}: expected every member to take part in collective op {} of job "
-                                "{}, but the connection to {} broke (it went down); the job cannot continue without it",
-                                settings_.replica, steps_.size() - 1, step_.ops(), settings_.job, step_.name_of(peer)));
-  }
+  if (auto lost = member_.lost(peer, steps_.size() - 1)) return fail(now, std::move(*lost));
   return {};
 }
 
@@ -311,7 +268,7 @@ Effects MixedReplicaHost::fail(TimePoint now, Error error) {
     out.push_back(core::Cancel{call, fmt::format("replica {} failed: {}", settings_.replica, error_->message)});
   }
   sessions_.clear();
-  append(out, step_.stop(make_error(errc::unavailable, "replica {} failed: {}", settings_.replica, error_->message)));
+  append(out, member_.stop(*error_));
   return out;
 }
 

@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "core/collective/ar_plan.hpp"
-#include "core/collective/ar_step.hpp"
 #include "core/effects.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/optimizer.hpp"
@@ -37,6 +36,7 @@
 #include "core/time.hpp"
 #include "messages/result.hpp"
 #include "sim/host.hpp"
+#include "sim/scenarios/ar_member.hpp"
 #include "sim/scenarios/ps_host.hpp"
 
 namespace apiary::sim::scenarios {
@@ -97,12 +97,12 @@ class MixedReplicaHost : public Host {
   /// Virtual time at which the replica finished or failed.
   [[nodiscard]] core::TimePoint end_time() const { return end_; }
   /// Collectives completed so far.
-  [[nodiscard]] std::uint64_t ops() const { return step_.done_ops(); }
+  [[nodiscard]] std::uint64_t ops() const { return member_.step().done_ops(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return settings_.replica; }
 
  private:
-  MixedReplicaHost(MixedReplicaSettings settings, core::ps::Replica replica, core::collective::ArStep step);
+  MixedReplicaHost(MixedReplicaSettings settings, core::ps::Replica replica, ArMember member);
   core::Effects start_pull(core::TimePoint now);
   core::Effects on_ps_response(core::TimePoint now, core::CallId call, const Result<std::string>& response);
   core::Effects on_pulled(core::TimePoint now);
@@ -113,12 +113,10 @@ class MixedReplicaHost : public Host {
   core::Effects leave(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
   [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
-  [[nodiscard]] std::string handle() const;
 
   MixedReplicaSettings settings_;
   core::ps::Replica replica_;
-  core::collective::ArStep step_;
-  std::map<std::string, core::ps::Optimizer> optimizers_;  ///< per all-reduced variable
+  ArMember member_;
   std::map<std::string, std::vector<float>> params_;      ///< every variable
   std::map<std::string, std::vector<float>> gradients_;   ///< this step's
   std::map<core::CallId, std::pair<std::size_t, bool>> calls_;  ///< PS call -> (shard, is a pull)

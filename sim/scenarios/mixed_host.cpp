@@ -1,10 +1,6 @@
 #include "sim/scenarios/mixed_host.hpp"
 
-#include <fmt/format.h>
-
 #include <utility>
-
-#include "core/ps/wire.hpp"
 
 namespace apiary::sim::scenarios {
 
@@ -18,8 +14,6 @@ namespace {
 /// The compute timer; the exchange's timer and call ids lie above k_ar_member_id_base,
 /// the PS calls' below it.
 constexpr core::TimerId k_compute_timer = 1;
-/// A session lasts as long as training: its deadline is far beyond any run (one year).
-constexpr core::Duration k_session_timeout = std::chrono::hours(24 * 365);
 
 void append(Effects& out, Effects more) {
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
@@ -41,118 +35,58 @@ Result<std::unique_ptr<MixedReplicaHost>> MixedReplicaHost::create(MixedReplicaS
                       "in both plans, got id {} and {} addresses",
                       ar.replicas.size(), settings.replica, settings.members.size());
   }
-  for (const auto& device : ps.servers) {
-    if (settings.servers.count(device) == 0) {
-      return make_error(errc::invalid_argument, "mixed replica {}: expected an address for PS device {}, got none",
-                        settings.replica, device);
-    }
-  }
-  auto replica = cps::Replica::create(settings.replica, ps.variables);
-  if (!replica) return replica.error();
+  auto client = PsClient::create(
+      PsClientConfig{settings.replica, settings.ps_plan, settings.servers, {}, settings.call_timeout, "mixed replica"});
+  if (!client) return client.error();
   auto member = ArMember::create(ArMemberConfig{settings.ar_plan, settings.members,
                                                 static_cast<std::size_t>(settings.replica), settings.job,
                                                 settings.timeout, settings.optimizer, "mixed replica"},
                                  settings.initial);
   if (!member) return member.error();
   return std::unique_ptr<MixedReplicaHost>(
-      new MixedReplicaHost(std::move(settings), std::move(*replica), std::move(*member)));
+      new MixedReplicaHost(std::move(settings), std::move(*client), std::move(*member)));
 }
 
-MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, cps::Replica replica, ArMember member)
-    : settings_(std::move(settings)), replica_(std::move(replica)), member_(std::move(member)),
+MixedReplicaHost::MixedReplicaHost(MixedReplicaSettings settings, PsClient client, ArMember member)
+    : settings_(std::move(settings)), client_(std::move(client)), member_(std::move(member)),
       params_(settings_.initial) {}
 
 Effects MixedReplicaHost::on_start(TimePoint now) {
   // A session per PS device, open while this replica trains.
-  Effects out;
-  pb::PsJoinRequest join;
-  join.set_replica(settings_.replica);
-  for (const auto& device : settings_.ps_plan->servers) {
-    core::Call c = core::unary_call(next_call_, settings_.servers.at(device), cps::k_ps_join_handle,
-                                    join.SerializeAsString(), k_session_timeout);
-    c.stream = true;
-    c.last = false;
-    sessions_.emplace(next_call_++, device);
-    out.push_back(std::move(c));
-  }
+  Effects out = client_.open();
   append(out, start_pull(now));
   return out;
 }
 
 Effects MixedReplicaHost::start_pull(TimePoint now) {
   step_begin_ = now;
-  auto pulls = replica_.start_pull();
+  auto pulls = client_.pull(down_);
   if (!pulls) return fail(now, pulls.error());
-  Effects out;
-  for (const auto& p : *pulls) {
-    const auto& shard = settings_.ps_plan->shards[p.shard];
-    // A PS whose connection broke answers nothing more: fail now, as a gateway would.
-    if (down_.count(settings_.servers.at(shard.device)) != 0) {
-      return fail(now, describe("pull", p.shard, make_error(errc::peer_down, "the connection is closed")));
-    }
-    pb::PsPullRequest m;
-    m.set_shard(shard.config.variable);
-    m.set_replica(settings_.replica);
-    m.set_step(p.step);
-    calls_.emplace(next_call_, std::make_pair(p.shard, true));
-    out.push_back(core::unary_call(next_call_++, settings_.servers.at(shard.device), cps::k_ps_pull_handle,
-                                   m.SerializeAsString(), settings_.call_timeout));
-  }
-  return out;
+  return std::move(*pulls);
 }
 
 Effects MixedReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
   if (member_.step().owns_call(call)) return advance(now, member_.step().on_response(now, call, response));
-  return on_ps_response(now, call, response);
-}
-
-Effects MixedReplicaHost::on_ps_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (auto s = sessions_.find(call); s != sessions_.end()) {
-    const std::string device = s->second;
-    sessions_.erase(s);
-    // A session ending early (the PS refused it, died or broke the connection) ends training.
-    if (finished_ || error_) return {};
-    const Error e = response.ok() ? make_error(errc::protocol, "the PS ended the session") : response.error();
-    return fail(now, make_error(e.code, "replica {}: session with PS {} at {} ended: {}", settings_.replica, device,
-                                settings_.servers.at(device), e.message));
-  }
-  auto it = calls_.find(call);
-  if (it == calls_.end() || error_) return {};
-  const auto [shard, pull] = it->second;
-  calls_.erase(it);
-  const char* what = pull ? "pull" : "push";
-  if (!response.ok()) return fail(now, describe(what, shard, response.error()));
-  if (pull) {
-    pb::PsPullResponse m;
-    if (!m.ParseFromString(*response)) {
-      return fail(now, describe(what, shard, make_error(errc::malformed, "not a PsPullResponse")));
-    }
-    auto last = replica_.on_pull_reply(shard, cps::from_pb(m));
-    if (!last) return fail(now, describe(what, shard, last.error()));
-    return *last ? on_pulled(now) : Effects{};
-  }
-  pb::PsPushResponse m;
-  if (!m.ParseFromString(*response)) {
-    return fail(now, describe(what, shard, make_error(errc::malformed, "not a PsPushResponse")));
-  }
-  auto last = replica_.on_push_ack(shard, cps::PushAck{m.replica(), m.step()});
-  if (!last) return fail(now, describe(what, shard, last.error()));
-  return *last ? start_allreduce(now) : Effects{};
+  auto progress = client_.on_response(call, response, finished_ || error_.has_value());
+  if (!progress) return fail(now, progress.error());
+  if (*progress == PsProgress::pulled) return on_pulled(now);
+  if (*progress == PsProgress::pushed) return start_allreduce(now);
+  return {};
 }
 
 Effects MixedReplicaHost::on_pulled(TimePoint now) {
-  auto pulled = replica_.parameters();
+  auto pulled = client_.replica().parameters();
   if (!pulled) return fail(now, pulled.error());
   for (auto& [name, values] : *pulled) params_[name] = std::move(values);
   if (static_cast<std::int64_t>(steps_.size()) >= settings_.steps) {
     // The final pull: the PS parameters after every step.
-    final_version_ = replica_.min_version();
+    final_version_ = client_.replica().min_version();
     return leave(now);
   }
   const auto& data = *settings_.data;
   PsReplicaStep record;
   record.step = static_cast<std::int64_t>(steps_.size());
-  record.version = replica_.min_version();
+  record.version = client_.replica().min_version();
   const auto batch = cps::logistic_batch(data, settings_.ar_plan->replicas.size(),
                                          static_cast<std::size_t>(settings_.replica), record.step, settings_.batch);
   gradients_.clear();
@@ -181,20 +115,9 @@ Effects MixedReplicaHost::push(TimePoint now) {
       gradients.emplace(v.name, gradients_[v.name]);
     }
   }
-  auto pushes = replica_.push(gradients, static_cast<double>(settings_.batch));
+  auto pushes = client_.push(gradients, static_cast<double>(settings_.batch), down_);
   if (!pushes) return fail(now, pushes.error());
-  Effects out;
-  for (const auto& p : *pushes) {
-    const auto& shard = settings_.ps_plan->shards[p.shard];
-    if (down_.count(settings_.servers.at(shard.device)) != 0) {
-      return fail(now, describe("push", p.shard, make_error(errc::peer_down, "the connection is closed")));
-    }
-    calls_.emplace(next_call_, std::make_pair(p.shard, false));
-    out.push_back(core::unary_call(next_call_++, settings_.servers.at(shard.device), cps::k_ps_push_handle,
-                                   cps::to_pb(shard.config.variable, p.push).SerializeAsString(),
-                                   settings_.call_timeout));
-  }
-  return out;
+  return std::move(*pushes);
 }
 
 Effects MixedReplicaHost::start_allreduce(TimePoint now) {
@@ -235,21 +158,13 @@ Effects MixedReplicaHost::on_request_message(TimePoint, core::RequestId, const R
 Effects MixedReplicaHost::leave(TimePoint now) {
   finished_ = true;
   end_ = now;
-  Effects out;
-  for (const auto& [call, device] : sessions_) out.push_back(core::Send{call, std::string{}, true});
-  return out;
+  return client_.leave();
 }
 
 Effects MixedReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
   down_.insert(peer);
   if (error_ || finished_) return {};
-  for (const auto& [call, flight] : calls_) {
-    const auto& shard = settings_.ps_plan->shards[flight.first];
-    if (settings_.servers.at(shard.device) == peer) {
-      return fail(now, describe(flight.second ? "pull" : "push", flight.first,
-                                make_error(errc::peer_down, "the connection to {} broke", peer)));
-    }
-  }
+  if (auto lost = client_.lost(peer)) return fail(now, std::move(*lost));
   if (auto lost = member_.lost(peer, steps_.size() - 1)) return fail(now, std::move(*lost));
   return {};
 }
@@ -262,20 +177,9 @@ Effects MixedReplicaHost::fail(TimePoint now, Error error) {
   // the synchronous steps that wait for this replica), and leave the running op,
   // refusing every held and later part, so that no member waits for this replica.
   Effects out{core::CancelTimer{k_compute_timer}};
-  for (const auto& [call, flight] : calls_) out.push_back(core::Cancel{call, "the replica gave up its step"});
-  calls_.clear();
-  for (const auto& [call, device] : sessions_) {
-    out.push_back(core::Cancel{call, fmt::format("replica {} failed: {}", settings_.replica, error_->message)});
-  }
-  sessions_.clear();
+  append(out, client_.cancel(*error_));
   append(out, member_.stop(*error_));
   return out;
-}
-
-Error MixedReplicaHost::describe(const char* what, std::size_t shard, const Error& e) const {
-  const auto& s = settings_.ps_plan->shards[shard];
-  return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {} failed: {}", settings_.replica,
-                    what, s.config.variable, replica_.step(), s.device, settings_.servers.at(s.device), e.message);
 }
 
 }  // namespace apiary::sim::scenarios

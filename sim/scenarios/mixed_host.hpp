@@ -37,6 +37,7 @@
 #include "messages/result.hpp"
 #include "sim/host.hpp"
 #include "sim/scenarios/ar_member.hpp"
+#include "sim/scenarios/ps_client.hpp"
 #include "sim/scenarios/ps_host.hpp"
 
 namespace apiary::sim::scenarios {
@@ -102,9 +103,8 @@ class MixedReplicaHost : public Host {
   [[nodiscard]] std::int32_t id() const { return settings_.replica; }
 
  private:
-  MixedReplicaHost(MixedReplicaSettings settings, core::ps::Replica replica, ArMember member);
+  MixedReplicaHost(MixedReplicaSettings settings, PsClient client, ArMember member);
   core::Effects start_pull(core::TimePoint now);
-  core::Effects on_ps_response(core::TimePoint now, core::CallId call, const Result<std::string>& response);
   core::Effects on_pulled(core::TimePoint now);
   core::Effects push(core::TimePoint now);
   core::Effects start_allreduce(core::TimePoint now);
@@ -112,17 +112,13 @@ class MixedReplicaHost : public Host {
   core::Effects advance(core::TimePoint now, core::Effects out);
   core::Effects leave(core::TimePoint now);
   core::Effects fail(core::TimePoint now, Error error);
-  [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
 
   MixedReplicaSettings settings_;
-  core::ps::Replica replica_;
+  PsClient client_;
   ArMember member_;
   std::map<std::string, std::vector<float>> params_;      ///< every variable
   std::map<std::string, std::vector<float>> gradients_;   ///< this step's
-  std::map<core::CallId, std::pair<std::size_t, bool>> calls_;  ///< PS call -> (shard, is a pull)
-  std::map<core::CallId, std::string> sessions_;                ///< open session -> PS device
   std::set<core::PeerAddr> down_;
-  core::CallId next_call_ = 1;
   core::TimePoint step_begin_{};
   std::vector<PsReplicaStep> steps_;
   std::int64_t final_version_ = 0;

@@ -1,7 +1,5 @@
 #include "sim/scenarios/ps_host.hpp"
 
-#include <fmt/format.h>
-
 #include <utility>
 
 #include "core/ps/wire.hpp"
@@ -16,8 +14,6 @@ namespace {
 
 /// The only timer of a replica: its compute for the current step is done.
 constexpr core::TimerId k_compute_timer = 1;
-/// A session lasts as long as training: its deadline is far beyond any run (one year).
-constexpr core::Duration k_session_timeout = std::chrono::hours(24 * 365);
 
 }  // namespace
 
@@ -75,33 +71,18 @@ Result<std::unique_ptr<PsReplicaHost>> PsReplicaHost::create(PsReplicaSettings s
     return make_error(errc::invalid_argument, "replica id: expected 0..{} (the plan's replicas), got {}",
                       static_cast<std::int64_t>(plan.replicas.size()) - 1, settings.replica);
   }
-  for (const auto& device : plan.servers) {
-    if (settings.servers.count(device) == 0) {
-      return make_error(errc::invalid_argument, "replica {}: expected an address for PS device {}, got none",
-                        settings.replica, device);
-    }
-  }
-  auto replica = cps::Replica::create(settings.replica, plan.variables);
-  if (!replica) return replica.error();
-  return std::unique_ptr<PsReplicaHost>(new PsReplicaHost(std::move(settings), std::move(*replica)));
+  auto client = PsClient::create(PsClientConfig{settings.replica, settings.plan, settings.servers, settings.pull_via,
+                                                settings.call_timeout, "replica"});
+  if (!client) return client.error();
+  return std::unique_ptr<PsReplicaHost>(new PsReplicaHost(std::move(settings), std::move(*client)));
 }
 
-PsReplicaHost::PsReplicaHost(PsReplicaSettings settings, cps::Replica replica)
-    : settings_(std::move(settings)), replica_(std::move(replica)) {}
+PsReplicaHost::PsReplicaHost(PsReplicaSettings settings, PsClient client)
+    : settings_(std::move(settings)), client_(std::move(client)) {}
 
 Effects PsReplicaHost::on_start(TimePoint now) {
   // A session per PS process, open while this replica trains.
-  Effects out;
-  pb::PsJoinRequest join;
-  join.set_replica(settings_.replica);
-  for (const auto& device : settings_.plan->servers) {
-    core::Call c = core::unary_call(next_call_, settings_.servers.at(device), cps::k_ps_join_handle, join.SerializeAsString(),
-                                    k_session_timeout);
-    c.stream = true;
-    c.last = false;
-    sessions_.emplace(next_call_++, device);
-    out.push_back(std::move(c));
-  }
+  Effects out = client_.open();
   auto first = start_pull(now);
   out.insert(out.end(), std::make_move_iterator(first.begin()), std::make_move_iterator(first.end()));
   return out;
@@ -114,97 +95,35 @@ Effects PsReplicaHost::on_request(TimePoint /*now*/, core::RequestId id, const s
       true}};
 }
 
-const core::PeerAddr& PsReplicaHost::target(std::size_t shard, bool pull) const {
-  if (pull) {
-    if (auto via = settings_.pull_via.find(shard); via != settings_.pull_via.end()) return via->second;
-  }
-  return settings_.servers.at(settings_.plan->shards[shard].device);
-}
-
-void PsReplicaHost::call(Effects& out, std::size_t shard, bool pull, const char* handle, std::string body) {
-  const core::PeerAddr& peer = target(shard, pull);
-  calls_.emplace(next_call_, InFlight{shard, pull});
-  out.push_back(core::unary_call(next_call_++, peer, handle, std::move(body), settings_.call_timeout));
-}
-
 Effects PsReplicaHost::start_pull(TimePoint now) {
   step_begin_ = now;
-  auto pulls = replica_.start_pull();
+  auto pulls = client_.pull(down_);
   if (!pulls) return fail(now, pulls.error());
-  Effects out;
-  for (const auto& p : *pulls) {
-    // A PS whose connection broke answers nothing more: fail now, as a gateway would.
-    if (down_.count(target(p.shard, true)) != 0) {
-      return fail(now, describe("pull", p.shard, make_error(errc::peer_down, "the connection is closed")));
-    }
-    pb::PsPullRequest m;
-    m.set_shard(settings_.plan->shards[p.shard].config.variable);
-    m.set_replica(settings_.replica);
-    m.set_step(p.step);
-    call(out, p.shard, true, cps::k_ps_pull_handle, m.SerializeAsString());
-  }
-  return out;
+  return std::move(*pulls);
 }
 
 Effects PsReplicaHost::on_response(TimePoint now, core::CallId call, const Result<std::string>& response) {
-  if (auto s = sessions_.find(call); s != sessions_.end()) {
-    const std::string device = s->second;
-    sessions_.erase(s);
-    // A session ending early (the PS refused it, died or broke the connection) ends training.
-    if (!finished_ && !error_) {
-      const Error e = response.ok() ? make_error(errc::protocol, "the PS ended the session") : response.error();
-      return fail(now, make_error(e.code, "replica {}: session with PS {} at {} ended: {}", settings_.replica, device,
-                                  settings_.servers.at(device), e.message));
-    }
-    return {};
-  }
-  auto it = calls_.find(call);
-  if (it == calls_.end() || error_) return {};
-  const InFlight flight = it->second;
-  calls_.erase(it);
-  const char* what = flight.pull ? "pull" : "push";
-  if (!response.ok()) return fail(now, describe(what, flight.shard, response.error()));
-  if (flight.pull) {
-    pb::PsPullResponse m;
-    if (!m.ParseFromString(*response)) {
-      return fail(now, describe(what, flight.shard, make_error(errc::malformed, "not a PsPullResponse")));
-    }
-    const auto reply = cps::from_pb(m);
-    const auto& config = settings_.plan->shards[flight.shard].config;
-    // The synchronization contract: a synchronous shard answers step s at version >= s - staleness.
-    if (config.sync && reply.version < reply.step - config.staleness) {
-      return fail(now, describe(what, flight.shard,
-                                make_error(errc::internal, "expected version >= {} (staleness {}), got {}",
-                                           reply.step - config.staleness, config.staleness, reply.version)));
-    }
-    auto last = replica_.on_pull_reply(flight.shard, reply);
-    if (!last) return fail(now, describe(what, flight.shard, last.error()));
-    return *last ? on_pulled(now) : Effects{};
-  }
-  pb::PsPushResponse m;
-  if (!m.ParseFromString(*response)) {
-    return fail(now, describe(what, flight.shard, make_error(errc::malformed, "not a PsPushResponse")));
-  }
-  auto last = replica_.on_push_ack(flight.shard, cps::PushAck{m.replica(), m.step()});
-  if (!last) return fail(now, describe(what, flight.shard, last.error()));
-  if (!*last) return {};
+  auto progress = client_.on_response(call, response, finished_ || error_.has_value());
+  if (!progress) return fail(now, progress.error());
+  if (*progress == PsProgress::pulled) return on_pulled(now);
+  if (*progress != PsProgress::pushed) return {};
   steps_.back().time = now - step_begin_;
   return start_pull(now);
 }
 
 Effects PsReplicaHost::on_pulled(TimePoint now) {
-  auto params = replica_.parameters();
+  auto params = client_.replica().parameters();
   if (!params) return fail(now, params.error());
-  if (replica_.step() >= settings_.steps) {
+  if (client_.replica().step() >= settings_.steps) {
     // The final pull: the parameters after every step.
     final_ = std::move(*params);
-    final_version_ = replica_.min_version();
+    final_version_ = client_.replica().min_version();
     return leave(now);
   }
   const auto& data = *settings_.data;
   PsReplicaStep record;
-  record.step = replica_.step();
-  record.version = replica_.min_version();
+  record.step = client_.replica().step();
+  record.version = client_.replica().min_version();
   const auto batch = cps::logistic_batch(data, settings_.plan->replicas.size(),
                                          static_cast<std::size_t>(settings_.replica), record.step, settings_.batch);
   gradients_.clear();
@@ -221,36 +140,21 @@ Effects PsReplicaHost::on_timer(TimePoint now, core::TimerId id) {
 
 Effects PsReplicaHost::push(TimePoint now) {
   std::map<std::string, cps::Gradient> gradients(gradients_.begin(), gradients_.end());
-  auto pushes = replica_.push(gradients, static_cast<double>(settings_.batch));
+  auto pushes = client_.push(gradients, static_cast<double>(settings_.batch), down_);
   if (!pushes) return fail(now, pushes.error());
-  Effects out;
-  for (const auto& p : *pushes) {
-    if (down_.count(target(p.shard, false)) != 0) {
-      return fail(now, describe("push", p.shard, make_error(errc::peer_down, "the connection is closed")));
-    }
-    call(out, p.shard, false, cps::k_ps_push_handle,
-         cps::to_pb(settings_.plan->shards[p.shard].config.variable, p.push).SerializeAsString());
-  }
-  return out;
+  return std::move(*pushes);
 }
 
 Effects PsReplicaHost::leave(TimePoint now) {
   finished_ = true;
   end_ = now;
-  Effects out;
-  for (const auto& [call, device] : sessions_) out.push_back(core::Send{call, std::string{}, true});
-  return out;
+  return client_.leave();
 }
 
 Effects PsReplicaHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
   down_.insert(peer);
   if (error_ || finished_) return {};
-  for (const auto& [call, flight] : calls_) {
-    if (target(flight.shard, flight.pull) == peer) {
-      return fail(now, describe(flight.pull ? "pull" : "push", flight.shard,
-                                make_error(errc::peer_down, "the connection to {} broke", peer)));
-    }
-  }
+  if (auto lost = client_.lost(peer)) return fail(now, std::move(*lost));
   return {};
 }
 
@@ -260,25 +164,9 @@ Effects PsReplicaHost::fail(TimePoint now, Error error) {
   end_ = now;
   // Abandon the step, and leave every session with the reason: the PS processes then
   // fail the synchronous steps that wait for this replica.
-  Effects out;
-  for (const auto& [call, flight] : calls_) out.push_back(core::Cancel{call, "the replica gave up its step"});
-  calls_.clear();
-  for (const auto& [call, device] : sessions_) {
-    out.push_back(core::Cancel{call, fmt::format("replica {} failed: {}", settings_.replica, error_->message)});
-  }
-  sessions_.clear();
+  Effects out = client_.cancel(*error_);
   out.push_back(core::CancelTimer{k_compute_timer});
   return out;
-}
-
-Error PsReplicaHost::describe(const char* what, std::size_t shard, const Error& e) const {
-  const auto& s = settings_.plan->shards[shard];
-  const auto via = settings_.pull_via.find(shard);
-  const std::string proxy =
-      std::string(what) == "pull" && via != settings_.pull_via.end() ? " through the proxy " + via->second : "";
-  return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {}{} failed: {}", settings_.replica,
-                    what, s.config.variable, replica_.step(), s.device, settings_.servers.at(s.device), proxy,
-                    e.message);
 }
 
 }  // namespace apiary::sim::scenarios

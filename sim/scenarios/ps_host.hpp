@@ -31,6 +31,7 @@
 #include "core/time.hpp"
 #include "messages/result.hpp"
 #include "sim/host.hpp"
+#include "sim/scenarios/ps_client.hpp"
 
 namespace apiary::sim::scenarios {
 
@@ -122,31 +123,17 @@ class PsReplicaHost : public Host {
   [[nodiscard]] std::int32_t id() const { return settings_.replica; }
 
  private:
-  /// A pull or push in flight.
-  struct InFlight {
-    std::size_t shard = 0;
-    bool pull = true;
-  };
-
-  PsReplicaHost(PsReplicaSettings settings, core::ps::Replica replica);
+  PsReplicaHost(PsReplicaSettings settings, PsClient client);
   core::Effects start_pull(core::TimePoint now);
   core::Effects on_pulled(core::TimePoint now);
   core::Effects push(core::TimePoint now);
   core::Effects leave(core::TimePoint now);
-  /// Issues a unary call to the PS holding `shard`.
-  void call(core::Effects& out, std::size_t shard, bool pull, const char* handle, std::string body);
-  /// Where a pull (or push) of `shard` goes: the proxy or the PS.
-  [[nodiscard]] const core::PeerAddr& target(std::size_t shard, bool pull) const;
   /// Ends the replica with `error` (naming what failed), cancelling what is in flight.
   core::Effects fail(core::TimePoint now, Error error);
-  [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
 
   PsReplicaSettings settings_;
-  core::ps::Replica replica_;
-  std::map<core::CallId, InFlight> calls_;        ///< pulls and pushes in flight
-  std::map<core::CallId, std::string> sessions_;  ///< open session -> PS device
-  std::set<core::PeerAddr> down_;                 ///< peers whose connection broke
-  core::CallId next_call_ = 1;
+  PsClient client_;
+  std::set<core::PeerAddr> down_;  ///< peers whose connection broke
   core::TimePoint step_begin_{};
   std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until pushed
   std::vector<PsReplicaStep> steps_;

@@ -57,25 +57,26 @@ Status Collective::join(std::chrono::milliseconds patience) {
 
 Result<std::vector<std::vector<float>>> Collective::allreduce(std::vector<std::vector<float>> tensors, double weight,
                                                               std::vector<pb::CompressionType> codecs) {
-  collective_op_message m;
-  m.kind = collective_op_message::Kind::allreduce;
-  m.tensors = std::move(tensors);
-  m.weight = weight;
-  m.codecs = std::move(codecs);
-  auto r = submit(std::move(m), 8 * config_.timeout);
-  ++ops_;
-  if (!r) return r.error();
-  return std::move(r->tensors);
+  return tensor_op(collective_op_message::Kind::allreduce, std::move(tensors), weight, std::move(codecs),
+                   8 * config_.timeout);
 }
 
 Result<std::vector<std::vector<float>>> Collective::mean(std::vector<std::vector<float>> tensors, double weight,
                                                          std::vector<pb::CompressionType> codecs) {
+  return tensor_op(collective_op_message::Kind::mean, std::move(tensors), weight, std::move(codecs),
+                   4 * config_.timeout);
+}
+
+Result<std::vector<std::vector<float>>> Collective::tensor_op(collective_op_message::Kind kind,
+                                                              std::vector<std::vector<float>> tensors, double weight,
+                                                              std::vector<pb::CompressionType> codecs,
+                                                              std::chrono::milliseconds limit) {
   collective_op_message m;
-  m.kind = collective_op_message::Kind::mean;
+  m.kind = kind;
   m.tensors = std::move(tensors);
   m.weight = weight;
   m.codecs = std::move(codecs);
-  auto r = submit(std::move(m), 4 * config_.timeout);
+  auto r = submit(std::move(m), limit);
   ++ops_;
   if (!r) return r.error();
   return std::move(r->tensors);

@@ -80,6 +80,11 @@ class Collective {
       : gw_(std::move(gw)), config_(std::move(config)), actor_(std::move(actor)) {}
   /// Sends `m` and waits for its outcome, at most `limit`.
   CollectiveResult submit(collective_op_message m, std::chrono::milliseconds limit);
+  /// An all-reduce or a mean of `tensors`: one op, waited for up to `limit`.
+  Result<std::vector<std::vector<float>>> tensor_op(collective_op_message::Kind kind,
+                                                    std::vector<std::vector<float>> tensors, double weight,
+                                                    std::vector<pb::CompressionType> codecs,
+                                                    std::chrono::milliseconds limit);
 
   std::shared_ptr<Gateway> gw_;
   CollectiveActorConfig config_;

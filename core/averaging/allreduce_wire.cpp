@@ -63,15 +63,10 @@ std::string part_group_id(std::string_view bytes) {
   return group;
 }
 
-Result<PartMessage> read_part_message(std::string_view bytes, std::string_view& floats) {
-  floats = {};
-  if (PartMessage fast; view_none_part(bytes, fast, floats)) return fast;
-  floats = {};
-  return decode_part_message(bytes);
-}
+namespace {
 
-Result<PartMessage> decode_part_message(std::string_view bytes) {
-  if (PartMessage fast; decode_none_part(bytes, fast)) return fast;
+/// Any AveragingData through protobuf and the codecs (the paths below try NONE parts first).
+Result<PartMessage> decode_with_codec(std::string_view bytes) {
   pb::AveragingData data;
   if (bytes.size() > static_cast<std::size_t>(INT32_MAX) ||
       !data.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -98,6 +93,20 @@ Result<PartMessage> decode_part_message(std::string_view bytes) {
   const float* p = tensor->data<float>();
   out.values.assign(p, p + tensor->numel());
   return out;
+}
+
+}  // namespace
+
+Result<PartMessage> read_part_message(std::string_view bytes, std::string_view& floats) {
+  floats = {};
+  if (PartMessage fast; view_none_part(bytes, fast, floats)) return fast;
+  floats = {};
+  return decode_with_codec(bytes);
+}
+
+Result<PartMessage> decode_part_message(std::string_view bytes) {
+  if (PartMessage fast; decode_none_part(bytes, fast)) return fast;
+  return decode_with_codec(bytes);
 }
 
 }  // namespace apiary::core::averaging

@@ -41,16 +41,6 @@ PsScenarioConfig parallax_config() {
   return c;
 }
 
-PsScenarioReport run(const PsScenarioConfig& c) {
-  auto report = sim::scenarios::run_ps_scenario(c);
-  if (!report.ok()) FAIL(report.error().what());
-  INFO(sim::scenarios::format_report(*report));
-  CHECK(report->anomalies == 0);
-  CHECK_FALSE(report->hung);
-  REQUIRE(report->replicas.size() == k_replicas);
-  return std::move(*report);
-}
-
 void check_sgd(const PsScenarioReport& report, const PsScenarioConfig& c) {
   const auto expected = reference_sgd(c);
   for (const auto& r : report.replicas) {
@@ -73,7 +63,7 @@ void check_sgd(const PsScenarioReport& report, const PsScenarioConfig& c) {
 
 TEST_CASE("simulated Parallax (sparse w on a PS, b all-reduced) equals single-process SGD", "[sim][mixed]") {
   const auto c = parallax_config();
-  const auto report = run(c);
+  const auto report = run_checked(c);
   INFO(sim::scenarios::format_report(report));
   REQUIRE(report.servers.size() == 1);
   CHECK(report.mode.find("mixed: PS [logreg/w:0 (sparse)] BSP") != std::string::npos);
@@ -85,13 +75,8 @@ TEST_CASE("simulated Parallax (sparse w on a PS, b all-reduced) equals single-pr
 
 TEST_CASE("a simulated Parallax job replays its trace hash from its seed", "[sim][mixed]") {
   auto c = parallax_config();
-  c.seed = 7;
-  const auto first = run(c);
-  const auto again = run(c);
-  CHECK(first.trace_hash == again.trace_hash);
+  const auto other = check_replays(c);
   c.seed = 8;
-  const auto other = run(c);
-  CHECK(other.trace_hash != first.trace_hash);
   check_sgd(other, c);  // the latencies differ, the arithmetic does not
 }
 
@@ -106,7 +91,7 @@ TEST_CASE("a simulated hand-written mix (w all-reduced, b on a PS) equals single
     moved = true;
   }
   REQUIRE(moved);
-  const auto report = run(c);
+  const auto report = run_checked(c);
   INFO(sim::scenarios::format_report(report));
   REQUIRE(report.servers == std::vector<std::string>{"localhost:CPU:2"});
   CHECK(report.mode.find("mixed: PS [logreg/b:0] BSP") != std::string::npos);
@@ -118,7 +103,7 @@ TEST_CASE("a killed PS device or replica ends a simulated mixed job with errors 
   c.steps = 30;
   SECTION("PS device") {
     c.kill_ps_at = 4;
-    const auto report = run(c);
+    const auto report = run_checked(c);
     INFO(sim::scenarios::format_report(report));
     for (const auto& r : report.replicas) {
       INFO("replica " << r.replica);
@@ -135,7 +120,7 @@ TEST_CASE("a killed PS device or replica ends a simulated mixed job with errors 
   }
   SECTION("replica") {
     c.kill_replica_at = 4;
-    const auto report = run(c);
+    const auto report = run_checked(c);
     INFO(sim::scenarios::format_report(report));
     CHECK(report.replicas.back().killed);
     for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {

@@ -35,6 +35,32 @@ inline sim::scenarios::PsScenarioConfig make_config(core::strategy::BuilderKind 
   return c;
 }
 
+/// Runs `c`, which must succeed with one report per replica, no anomaly and no hang.
+inline sim::scenarios::PsScenarioReport run_checked(const sim::scenarios::PsScenarioConfig& c) {
+  auto report = sim::scenarios::run_ps_scenario(c);
+  if (!report.ok()) FAIL(report.error().what());
+  INFO(sim::scenarios::format_report(*report));
+  CHECK(report->anomalies == 0);
+  CHECK_FALSE(report->hung);
+  REQUIRE(report->replicas.size() == k_replicas);
+  return std::move(*report);
+}
+
+/// Runs `c` twice at seed 7 (the same trace, events and report) and once at seed 8 (another
+/// trace); returns the seed-8 report.
+inline sim::scenarios::PsScenarioReport check_replays(sim::scenarios::PsScenarioConfig c) {
+  c.seed = 7;
+  const auto a = run_checked(c);
+  const auto b = run_checked(c);
+  CHECK(a.trace_hash == b.trace_hash);
+  CHECK(a.world.events == b.world.events);
+  CHECK(sim::scenarios::format_report(a) == sim::scenarios::format_report(b));
+  c.seed = 8;  // other link latencies, another trace
+  auto d = run_checked(c);
+  CHECK(d.trace_hash != a.trace_hash);
+  return d;
+}
+
 /// Single-process SGD on the concatenated batch of all replicas, c.steps steps.
 inline std::map<std::string, std::vector<float>> reference_sgd(const sim::scenarios::PsScenarioConfig& c) {
   namespace cps = core::ps;

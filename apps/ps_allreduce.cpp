@@ -95,17 +95,9 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
                stdout);
     std::fflush(stdout);
   }
-  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
-                                a.steps, cps::logistic_full_loss(data, params),
-                                a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0,
-                                collective.ops() + stepper->nccl_ops());
-  for (const auto& [name, values] : params) {
-    out += "final " + name;
-    for (float v : values) out += fmt::format(" {:.9g}", v);
-    out += "\n";
-  }
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
+  print_final(id, a.steps, cps::logistic_full_loss(data, params),
+              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, collective.ops() + stepper->nccl_ops(),
+              params);
   if (auto left = collective.leave(patience); !left)
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   return 0;
@@ -454,6 +446,19 @@ int run_allreduce_job(const ArJobArgs& a, const cc::ArPlan& plan) {
                            "servers (every replica keeps its own copy of the model)"));
   }
   return run_process(a, plan);
+}
+
+void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
+                 const std::map<std::string, std::vector<float>>& params) {
+  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
+                                version, loss, mean_ms, collectives);
+  for (const auto& [name, values] : params) {
+    out += "final " + name;
+    for (float v : values) out += fmt::format(" {:.9g}", v);
+    out += "\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace apiary::apps

@@ -56,6 +56,11 @@ struct ArJobArgs {
     const std::string& strategy_path, bool text, const std::string& spec_path, std::size_t features,
     const std::vector<std::string>& sparse = {});
 
+/// Prints a replica's final line and parameters, as the PS job does (one fputs, so that
+/// replicas sharing the process keep their lines whole).
+void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
+                 const std::map<std::string, std::vector<float>>& params);
+
 /// Runs the job's replica (or, embedded, all of them); prints one line per step and the
 /// final parameters like the PS job. Returns the exit code (2 bad usage, 1 failure).
 int run_allreduce_job(const ArJobArgs& args, const core::collective::ArPlan& plan);

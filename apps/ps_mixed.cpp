@@ -52,21 +52,6 @@ std::map<std::string, cps::Gradient> ps_gradients(const cps::TrainingPlan& ps,
   return out;
 }
 
-/// Prints the final parameters (one fputs, so replicas sharing the process keep their
-/// lines whole).
-void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
-                 const std::map<std::string, std::vector<float>>& params) {
-  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
-                                version, loss, mean_ms, collectives);
-  for (const auto& [name, values] : params) {
-    out += "final " + name;
-    for (float v : values) out += fmt::format(" {:.9g}", v);
-    out += "\n";
-  }
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
-}
-
 /// One replica of a mixed job: `members` are every replica's collective multiaddrs.
 /// Returns the exit code.
 int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& ps, ReplicaRun& run,

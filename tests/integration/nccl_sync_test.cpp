@@ -42,11 +42,7 @@ Job make_gpu_job(cs::BuilderOptions options, int gpus, const std::string& name,
   std::string ids;
   for (int g = 0; g < gpus; ++g) ids += fmt::format("{}{}", g == 0 ? "" : ", ", g);
   const std::string spec_text = "nodes:\n  - address: localhost\n    cpus: [0]\n    gpus: [" + ids + "]\n";
-  Job job;
-  job.dir = "/tmp/apiary_nccl_job_" + std::to_string(getpid()) + "_" + name;
-  REQUIRE(std::system(("mkdir -p " + job.dir).c_str()) == 0);
-  job.cleanup =
-      std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
+  Job job = job_directory("nccl", name);
   auto spec = cs::parse_resource_spec(spec_text, "spec");
   REQUIRE(spec.ok());
   REQUIRE(spec->replicas().size() == static_cast<std::size_t>(gpus));

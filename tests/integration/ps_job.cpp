@@ -22,13 +22,18 @@ namespace cs = core::strategy;
 namespace cps = core::ps;
 using namespace std::chrono_literals;
 
-Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name, bool with_plan,
-             const std::vector<std::string>& sparse) {
+Job job_directory(const std::string& kind, const std::string& name) {
   Job job;
-  job.dir = "/tmp/apiary_ps_job_" + std::to_string(getpid()) + "_" + name;
+  job.dir = "/tmp/apiary_" + kind + "_job_" + std::to_string(getpid()) + "_" + name;
   REQUIRE(std::system(("mkdir -p " + job.dir).c_str()) == 0);
   job.cleanup =
       std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
+  return job;
+}
+
+Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name, bool with_plan,
+             const std::vector<std::string>& sparse) {
+  Job job = job_directory("ps", name);
   auto spec = cs::parse_resource_spec(k_spec, "spec");
   REQUIRE(spec.ok());
   auto item = cps::logistic_graph_item(k_features);

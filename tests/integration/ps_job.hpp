@@ -37,6 +37,10 @@ struct Job {
 /// Builds the strategy of `kind` with `options` into a directory named after `name`;
 /// `with_plan` also makes the PS training plan (PS strategies only). The variables named
 /// in `sparse` are sparse in the model the builder sees (Parallax puts them on a PS).
+/// A job with only its directory: /tmp/apiary_<kind>_job_<pid>_<name>, created now and
+/// removed with the last copy of the Job.
+Job job_directory(const std::string& kind, const std::string& name);
+
 Job make_job(core::strategy::BuilderKind kind, core::strategy::BuilderOptions options, const std::string& name,
              bool with_plan, const std::vector<std::string>& sparse = {});
 

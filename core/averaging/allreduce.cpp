@@ -93,11 +93,14 @@ AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector
   if (!own.empty()) {
     std::vector<std::size_t> sizes;
     for (std::size_t i : own) sizes.push_back(static_cast<std::size_t>(partition_.parts[i].length));
-    // In place, the own span's averages are written straight over the own copy.
+    // In place, the own span's averages are written straight over the own copy (an aux
+    // peer sends no copy: its tensors stay as they are).
     std::vector<float*> dests;
-    if (config_.averages_in_place && config_.modes[config_.self] != AveragingMode::aux &&
-        config_.modes[config_.self] != AveragingMode::client) {
-      for (std::size_t i : own) dests.push_back(tensors_[partition_.parts[i].tensor_index].data() + partition_.parts[i].offset);
+    if (config_.averages_in_place && is_sender(config_.self)) {
+      for (std::size_t i : own) {
+        const Part& part = partition_.parts[i];
+        dests.push_back(tensors_[part.tensor_index].data() + part.offset);
+      }
     }
     reducer_.emplace(sizes, senders, config_.deferred_reductions, dests);
   }

@@ -1,6 +1,5 @@
 #include "core/averaging/part_reducer.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -69,38 +68,19 @@ std::vector<std::size_t> PartReducer::complete_ready_parts() {
 
 void PartReducer::average_part(std::size_t i) {
   PartSlot& part = parts_[i];
-  // reduce_part()'s arithmetic, over the copies where they lie: acc = 0, acc = acc + w * x
-  // per contributor in sender order, acc / float(sum of the weights in double). A chunk
-  // of the sum stays in the L1 cache: each copy is read once and the average written once.
+  // reduce_part()'s arithmetic over the copies where they lie, in sender order.
   std::vector<const std::byte*> inputs;
   std::vector<float> weights;
-  double total = 0.0;
   for (std::size_t s = 0; s < part.copies.size(); ++s) {
     if (!part.copies[s].present) continue;
     inputs.push_back(part.copies[s].data());
     weights.push_back(part.weights[s]);
-    total += part.weights[s];
   }
   if (part.average_at == nullptr) {
     part.average.resize(part.size);
     part.average_at = part.average.data();
   }
-  // The destination may be a contributor's own memory (the caller's borrowed copy): each
-  // element is read before it is written, so no __restrict on it.
-  float* out = part.average_at;
-  const auto divisor = static_cast<float>(total);
-  constexpr std::size_t k_chunk = 1024;
-  float acc[k_chunk];
-  for (std::size_t begin = 0; begin < part.size; begin += k_chunk) {
-    const std::size_t n = std::min(k_chunk, part.size - begin);
-    for (std::size_t k = 0; k < n; ++k) acc[k] = 0.0f;
-    for (std::size_t j = 0; j < inputs.size(); ++j) {
-      const std::byte* __restrict x = inputs[j] + begin * sizeof(float);
-      const float w = weights[j];
-      for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] + w * load_float(x + k * sizeof(float));
-    }
-    for (std::size_t k = 0; k < n; ++k) out[begin + k] = acc[k] / divisor;
-  }
+  weighted_average(inputs, weights, part.size, part.average_at);
 }
 
 void PartReducer::advance_ready() {

@@ -50,6 +50,12 @@ struct ReducedPart {
 /// weights not aligned, a negative or non-finite weight, or a zero total weight.
 [[nodiscard]] Result<ReducedPart> reduce_part(ReduceJob job);
 
+/// reduce_part()'s average over copies held anywhere: out[k] = (0 + w_0 * x_0[k] + ...) /
+/// float(sum of the weights in double), each x_j `size` floats at inputs[j] (any
+/// alignment). `out` may be one of the inputs (each element is read before it is written).
+void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
+                      std::size_t size, float* out);
+
 /// Checks a ReduceJob as reduce_part() does, without computing: the number of elements
 /// per input, or the error. For device actors that run the arithmetic themselves.
 [[nodiscard]] Result<std::size_t> check_reduce_job(const ReduceJob& job);

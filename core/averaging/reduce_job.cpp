@@ -1,5 +1,7 @@
 // reduce_part(): the CPU reference of a deferred part reduction (part_reducer.hpp).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/averaging/part_reducer.hpp"
@@ -38,22 +40,40 @@ Result<std::size_t> check_reduce_job(const ReduceJob& job) {
   return n;
 }
 
+void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
+                      std::size_t size, float* out) {
+  double total = 0.0;
+  for (float w : weights) total += w;
+  const auto divisor = static_cast<float>(total);
+  // A chunk of the sum stays in the L1 cache: each input is read once, `out` written once.
+  constexpr std::size_t k_chunk = 1024;
+  float acc[k_chunk];
+  for (std::size_t begin = 0; begin < size; begin += k_chunk) {
+    const std::size_t n = std::min(k_chunk, size - begin);
+    for (std::size_t k = 0; k < n; ++k) acc[k] = 0.0f;
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+      const std::byte* __restrict x = inputs[j] + begin * sizeof(float);
+      const float w = weights[j];
+      for (std::size_t k = 0; k < n; ++k) {
+        float v;
+        std::memcpy(&v, x + k * sizeof(float), sizeof v);
+        acc[k] = acc[k] + w * v;
+      }
+    }
+    for (std::size_t k = 0; k < n; ++k) out[begin + k] = acc[k] / divisor;
+  }
+}
+
 Result<ReducedPart> reduce_part(ReduceJob job) {
   auto checked = check_reduce_job(job);
   if (!checked) return checked.error();
   const std::size_t n = *checked;
-  double total = 0.0;
-  for (float w : job.weights) total += w;
   ReducedPart out;
-  out.average.assign(n, 0.0f);
-  float* __restrict acc = out.average.data();
-  for (std::size_t i = 0; i < job.inputs.size(); ++i) {
-    const float* __restrict x = job.inputs[i].data();
-    const float w = job.weights[i];
-    for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] + w * x[k];
-  }
-  const auto divisor = static_cast<float>(total);
-  for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] / divisor;
+  out.average.resize(n);
+  std::vector<const std::byte*> inputs;
+  for (const auto& input : job.inputs) inputs.push_back(reinterpret_cast<const std::byte*>(input.data()));
+  weighted_average(inputs, job.weights, n, out.average.data());
+  const float* __restrict acc = out.average.data();
   // Each delta overwrites its input: average - x, exactly.
   for (auto& input : job.inputs) {
     float* __restrict d = input.data();

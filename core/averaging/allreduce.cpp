@@ -144,7 +144,17 @@ Effects AllReduceRunner::start(TimePoint now) {
         // Borrowed: tensors_ outlives the reducer's use of it.
         const PartBytes own_copy{reinterpret_cast<const std::byte*>(local_data(part)),
                                  static_cast<std::size_t>(part.length), Buffer{}};
-        (void)reducer_->accumulate(*sender_index_[self], k, own_copy, config_.weight);
+        // Its delta goes straight into the outcome as the part is averaged (in place,
+        // the average itself lands over the copy instead).
+        DeltaSink sink;
+        if (!config_.averages_in_place) {
+          float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
+          sink = [dest](const float* values, std::size_t n) mutable {
+            std::copy(values, values + n, dest);
+            dest += n;
+          };
+        }
+        (void)reducer_->accumulate(*sender_index_[self], k, own_copy, config_.weight, std::move(sink));
       }
     }
     // Every other reducer with parts: open a stream, send its parts in order.
@@ -180,7 +190,6 @@ Effects AllReduceRunner::start(TimePoint now) {
   }
   // Senders that never open their stream are excluded after sender_timeout.
   if (reducer_) fx.push_back(SetTimer{config_.id_base + 1, now + config_.sender_timeout});
-  copy_own_results();
   flush_answers(fx);
   maybe_finish(fx);
   return fx;

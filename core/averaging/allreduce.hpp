@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "averaging.pb.h"
+#include "core/averaging/allreduce_fastwire.hpp"
 #include "core/averaging/allreduce_wire.hpp"
 #include "core/averaging/part_reducer.hpp"
 #include "core/averaging/partition.hpp"
@@ -184,6 +185,9 @@ class AllReduceRunner {
     bool input_ended = false;    ///< the sender's direction ended
     bool open = true;            ///< not answered with last yet
     std::vector<pb::CompressionType> codecs;  ///< codec of each part received
+    /// Answers to uncompressed parts, by part: the reducer writes each delta into its
+    /// message in the pass that averages the part.
+    std::map<std::size_t, NonePartWriter> prepared;
   };
 
   AllReduceRunner(AllReduceConfig config, std::vector<std::vector<float>> tensors,
@@ -194,11 +198,10 @@ class AllReduceRunner {
   void maybe_finish(Effects& fx);
   // Reducer side (allreduce_reduce.cpp).
   void serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg, PartBytes floats);
-  [[nodiscard]] Result<std::string> answer(const Incoming& in, std::size_t k);
+  [[nodiscard]] Result<std::string> answer(Incoming& in, std::size_t k);
   void fail_sender(Effects& fx, std::size_t peer);
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);
-  void copy_own_results();
   /// Sender: takes a reducer's answer for `part` as its delta; false for anything but an
   /// averaged part of the right length (the part then keeps its local values).
   [[nodiscard]] bool take_delta(std::string_view message, const Part& part);
@@ -221,7 +224,6 @@ class AllReduceRunner {
   std::map<RequestId, Incoming> incoming_;               ///< by request
   std::vector<bool> sender_seen_;                        ///< peer opened a stream
   std::vector<bool> sender_failed_;                      ///< peer excluded
-  std::size_t own_results_ = 0;                          ///< own span parts copied out
   std::size_t released_ = 0;                             ///< own span parts freed
   bool started_ = false;
   bool finished_ = false;

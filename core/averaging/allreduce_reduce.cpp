@@ -100,15 +100,22 @@ void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMe
   // part is read and kept where it lies in the received message.
   const std::size_t index = reducer_->parts_received(in.sender);
   const pb::CompressionType codec = msg.compression;
-  auto done = floats.owner.empty() ? reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight)
-                                   : reducer_->accumulate(in.sender, index, std::move(floats), msg.weight);
+  Result<std::vector<std::size_t>> done = std::vector<std::size_t>{};
+  if (floats.owner.empty()) {
+    done = reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight);
+  } else {
+    // Its answer is written as the part is averaged, straight into the message.
+    auto writer = in.prepared.try_emplace(index, pb::AVERAGED_PART, "", "", floats.count, 0.0).first;
+    DeltaSink sink = [w = &writer->second](const float* values, std::size_t n) { w->append(values, n); };
+    done = reducer_->accumulate(in.sender, index, std::move(floats), msg.weight, std::move(sink));
+    if (!done) in.prepared.erase(writer);
+  }
   if (!done) {
     close_incoming(fx, id, in, pb::PROTOCOL_VIOLATION);
     fail_sender(fx, in.peer);
     return;
   }
   in.codecs.push_back(codec);
-  copy_own_results();
   flush_answers(fx);
 }
 
@@ -118,7 +125,6 @@ void AllReduceRunner::fail_sender(Effects& fx, std::size_t peer) {
   if (!reducer_) return;
   // Excluded from every part it has not sent; those may now be complete.
   (void)reducer_->on_sender_failed(*sender_index_[peer]);
-  copy_own_results();
   flush_answers(fx);
 }
 
@@ -156,11 +162,16 @@ void AllReduceRunner::flush_answers(Effects& fx) {
   release_answered_parts();
 }
 
-Result<std::string> AllReduceRunner::answer(const Incoming& in, std::size_t k) {
+Result<std::string> AllReduceRunner::answer(Incoming& in, std::size_t k) {
   // avg - sender's copy; a part without an average (weight 0) keeps its values (delta 0).
   const Part& part = partition_.parts[partition_.parts_by_peer[config_.self][k]];
   const auto length = static_cast<std::size_t>(part.length);
   const bool has_delta = reducer_->state(k) == PartState::averaged;
+  if (auto prepared = in.prepared.find(k); prepared != in.prepared.end()) {
+    NonePartWriter writer = std::move(prepared->second);
+    in.prepared.erase(prepared);
+    if (has_delta) return writer.finish();  // written when the part was averaged
+  }
   if (in.codecs[k] != pb::NONE) {
     std::vector<float> delta(length, 0.0f);
     if (has_delta && !reducer_->delta_into(in.sender, k, 0, length, delta.data())) std::fill(delta.begin(), delta.end(), 0.0f);
@@ -177,25 +188,11 @@ Result<std::string> AllReduceRunner::answer(const Incoming& in, std::size_t k) {
   return writer.finish();
 }
 
-void AllReduceRunner::copy_own_results() {
-  if (!reducer_ || !is_sender(config_.self)) return;
-  const auto& own = partition_.parts_by_peer[config_.self];
-  for (; own_results_ < reducer_->num_complete(); ++own_results_) {
-    const Part& part = partition_.parts[own[own_results_]];
-    const auto length = static_cast<std::size_t>(part.length);
-    if (config_.averages_in_place) continue;  // the reducer wrote the average there
-    float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
-    // No average: the local values stay (the delta stays 0).
-    if (!reducer_->delta_into(*sender_index_[config_.self], own_results_, 0, length, dest)) {
-      std::fill(dest, dest + length, 0.0f);
-    }
-  }
-}
-
 void AllReduceRunner::release_answered_parts() {
-  // A part is freed once the own copy and every open stream that sent it got answers.
-  const std::size_t own_done = is_sender(config_.self) ? own_results_ : reducer_->num_complete();
-  std::size_t limit = std::min(own_done, reducer_->num_complete());
+  // A part is freed once every open stream that sent it got its answer. The own copy
+  // needs nothing more: the reducer wrote its average (in place) or its delta (through
+  // its sink) when it averaged the part; a part without an average keeps the local values.
+  std::size_t limit = reducer_->num_complete();
   for (const auto& [request, in] : incoming_) {
     if (in.open) limit = std::min(limit, in.replied);
   }
@@ -216,7 +213,6 @@ Effects AllReduceRunner::on_reduced(TimePoint now, std::uint64_t job, Result<Red
   // A stale or unknown id changes nothing; a malformed result fails its part like an error.
   auto finished = reducer_->finish_job(static_cast<std::size_t>(job - config_.id_base), std::move(result));
   if (!finished && finished.error().code == errc::not_found) return fx;
-  copy_own_results();
   flush_answers(fx);
   maybe_finish(fx);
   return fx;

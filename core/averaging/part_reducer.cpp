@@ -71,16 +71,30 @@ void PartReducer::average_part(std::size_t i) {
   // reduce_part()'s arithmetic over the copies where they lie, in sender order.
   std::vector<const std::byte*> inputs;
   std::vector<float> weights;
+  std::vector<const DeltaSink*> sinks;
   for (std::size_t s = 0; s < part.copies.size(); ++s) {
-    if (!part.copies[s].present) continue;
-    inputs.push_back(part.copies[s].data());
+    const Copy& copy = part.copies[s];
+    if (!copy.present) continue;
+    inputs.push_back(copy.data());
     weights.push_back(part.weights[s]);
+    sinks.push_back(copy.sink ? &copy.sink : nullptr);
   }
   if (part.average_at == nullptr) {
     part.average.resize(part.size);
     part.average_at = part.average.data();
   }
-  weighted_average(inputs, weights, part.size, part.average_at);
+  weighted_average(inputs, weights, part.size, part.average_at, sinks);
+  drop_sunk_copies(part);
+}
+
+void PartReducer::drop_sunk_copies(PartSlot& part) {
+  for (Copy& copy : part.copies) {
+    if (!copy.present || !copy.sink) continue;
+    copy.delta_sunk = true;
+    copy.sink = nullptr;
+    copy.held = PartBytes{};
+    std::vector<float>().swap(copy.values);
+  }
 }
 
 void PartReducer::advance_ready() {
@@ -107,7 +121,7 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
 }
 
 Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std::size_t part_index,
-                                                         PartBytes values, double weight) {
+                                                         PartBytes values, double weight, DeltaSink sink) {
   if (values.count > 0 && values.bytes == nullptr) {
     return make_error(errc::invalid_argument, "reducer: sender {} sent part {} with {} elements but null data",
                       sender, part_index, values.count);
@@ -115,6 +129,7 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
   const std::size_t count = values.count;
   Copy copy;
   copy.held = std::move(values);
+  copy.sink = std::move(sink);
   if (count == 0) copy.held.bytes = nullptr;  // nothing to read: keep it as an empty vector
   return add_copy(sender, part_index, std::move(copy), count, weight);
 }
@@ -242,6 +257,12 @@ Status PartReducer::delta_into(std::size_t sender, std::size_t part_index, std::
                       begin + count, part_index, part.size);
   }
   const Copy& copy = part.copies[sender];
+  if (copy.delta_sunk) {
+    return make_error(errc::unavailable,
+                      "reducer: sender {}'s delta of part {} went to its sink when the part was "
+                      "averaged; it is not kept",
+                      sender, part_index);
+  }
   if (deferred_) {  // the job left the delta in the copy's place
     if (count > 0) std::memcpy(out, copy.values.data() + begin, count * sizeof(float));
     return ok_status();
@@ -296,7 +317,9 @@ std::vector<ReduceJob> PartReducer::take_jobs() {
         copy.held = PartBytes{};
       }
       job.inputs.push_back(std::move(copy.values));
+      DeltaSink sink = std::move(copy.sink);  // the job's delta goes there (finish_job)
       copy = Copy{};
+      copy.sink = std::move(sink);
       job.weights.push_back(part.weights[s]);
     }
     part.taken = true;
@@ -329,9 +352,11 @@ Status PartReducer::finish_job(std::size_t part_index, Result<ReducedPart> resul
   if (result) {
     for (std::size_t j = 0; j < part.contributors.size(); ++j) {
       Copy& copy = part.copies[part.contributors[j]];
+      if (copy.sink) copy.sink(result->deltas[j].data(), result->deltas[j].size());
       copy.values = std::move(result->deltas[j]);
       copy.present = true;
     }
+    drop_sunk_copies(part);
     if (part.average_at != nullptr) {
       if (part.size > 0) std::memcpy(part.average_at, result->average.data(), part.size * sizeof(float));
     } else {

@@ -21,6 +21,7 @@
 /// reference, the one the CPU device actor runs.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -55,6 +56,16 @@ struct ReducedPart {
 /// alignment). `out` may be one of the inputs (each element is read before it is written).
 void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
                       std::size_t size, float* out);
+
+/// Receives one contributor's delta (average - its copy) when its part is averaged: the
+/// values in order, a piece of `n` at a time, each valid during the call only.
+using DeltaSink = std::function<void(const float* values, std::size_t n)>;
+
+/// weighted_average() that also hands input j's delta to `*sinks[j]` (where given) in the
+/// same pass, piece by piece, before that piece of `out` is written: the same bits as
+/// computing average - x_j afterwards, without reading the average and the copies again.
+void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
+                      std::size_t size, float* out, const std::vector<const DeltaSink*>& sinks);
 
 /// Checks a ReduceJob as reduce_part() does, without computing: the number of elements
 /// per input, or the error. For device actors that run the arithmetic themselves.
@@ -109,9 +120,13 @@ class PartReducer {
                                                             std::size_t part_index,
                                                             std::vector<float>&& values, double weight);
   /// As above, reading and keeping the copy where it lies (e.g. in the received message).
+  /// With a `sink`, the sender's delta goes there when the part is averaged (inline: in
+  /// the averaging pass; deferred: from the job's result), and the copy is freed then:
+  /// delta() and delta_into() no longer serve it.
   [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
                                                             std::size_t part_index,
-                                                            PartBytes values, double weight);
+                                                            PartBytes values, double weight,
+                                                            DeltaSink sink = {});
 
   /// Marks `sender` failed: it is excluded from every part it has not submitted yet.
   /// Returns the parts that this completed (in order). Marking a sender twice is a no-op.
@@ -126,7 +141,8 @@ class PartReducer {
   [[nodiscard]] Result<std::vector<float>> average(std::size_t part_index) const;
 
   /// average - sender's copy, elementwise, for a sender that contributed a complete part.
-  /// Errors: as average(), plus not_found if the sender did not contribute the part.
+  /// Errors: as average(), plus not_found if the sender did not contribute the part, and
+  /// unavailable if its delta went to its sink.
   [[nodiscard]] Result<std::vector<float>> delta(std::size_t sender, std::size_t part_index) const;
 
   /// Deferred mode: the settled parts not handed out yet, as jobs (id = part index), in
@@ -170,6 +186,8 @@ class PartReducer {
     bool present = false;
     std::vector<float> values;
     PartBytes held;
+    DeltaSink sink;          ///< where its delta goes when the part is averaged
+    bool delta_sunk = false;  ///< the sink has it; values and held are freed
     [[nodiscard]] const std::byte* data() const {
       return held.bytes != nullptr ? held.bytes : reinterpret_cast<const std::byte*>(values.data());
     }
@@ -194,8 +212,11 @@ class PartReducer {
   /// The checks and arithmetic of every accumulate(): `values` holds `count` floats.
   Result<std::vector<std::size_t>> add_copy(std::size_t sender, std::size_t part_index, Copy values,
                                             std::size_t count, double weight);
-  /// Writes part i's average (to average_at, else to a new buffer of its own).
+  /// Writes part i's average (to average_at, else to a new buffer of its own) and the
+  /// deltas of the copies with sinks.
   void average_part(std::size_t i);
+  /// Frees the copies whose deltas went to their sinks.
+  static void drop_sunk_copies(PartSlot& part);
   /// Settles the parts from next_pending_ on that no active sender still owes.
   std::vector<std::size_t> complete_ready_parts();
   /// Moves next_ready_ past the complete parts.

@@ -42,12 +42,19 @@ Result<std::size_t> check_reduce_job(const ReduceJob& job) {
 
 void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
                       std::size_t size, float* out) {
+  weighted_average(inputs, weights, size, out, {});
+}
+
+void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
+                      std::size_t size, float* out, const std::vector<const DeltaSink*>& sinks) {
   double total = 0.0;
   for (float w : weights) total += w;
   const auto divisor = static_cast<float>(total);
-  // A chunk of the sum stays in the L1 cache: each input is read once, `out` written once.
+  // A chunk of the sum stays in the L1 cache: each input is read once from memory, `out`
+  // written once, and the deltas come from the cached chunk.
   constexpr std::size_t k_chunk = 1024;
   float acc[k_chunk];
+  float delta[k_chunk];
   for (std::size_t begin = 0; begin < size; begin += k_chunk) {
     const std::size_t n = std::min(k_chunk, size - begin);
     for (std::size_t k = 0; k < n; ++k) acc[k] = 0.0f;
@@ -60,7 +67,19 @@ void weighted_average(const std::vector<const std::byte*>& inputs, const std::ve
         acc[k] = acc[k] + w * v;
       }
     }
-    for (std::size_t k = 0; k < n; ++k) out[begin + k] = acc[k] / divisor;
+    for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] / divisor;
+    // The deltas before `out`: out may be one of the inputs.
+    for (std::size_t j = 0; j < sinks.size() && j < inputs.size(); ++j) {
+      if (sinks[j] == nullptr || !*sinks[j]) continue;
+      const std::byte* __restrict x = inputs[j] + begin * sizeof(float);
+      for (std::size_t k = 0; k < n; ++k) {
+        float v;
+        std::memcpy(&v, x + k * sizeof(float), sizeof v);
+        delta[k] = acc[k] - v;
+      }
+      (*sinks[j])(delta, n);
+    }
+    std::memcpy(out + begin, acc, n * sizeof(float));
   }
 }
 

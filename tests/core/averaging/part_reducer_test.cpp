@@ -360,3 +360,52 @@ TEST_CASE("an average written to the caller's memory may replace a borrowed copy
   CHECK(*r.average(0) == own);
   CHECK(*r.delta(1, 0) == std::vector<float>{-1.0f, -2.0f, 3.0f});
 }
+
+TEST_CASE("delta sinks get reduce_part()'s deltas in the averaging pass, and the copies are freed",
+          "[averaging][part_reducer]") {
+  using apiary::core::averaging::DeltaSink;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  const std::size_t senders = 3, size = 2500;  // pieces of more than one chunk
+  std::vector<std::vector<float>> copies(senders, std::vector<float>(size));
+  for (auto& c : copies)
+    for (float& v : c) v = value(rng);
+  const std::vector<float> weights{0.5f, 2.0f, 1.0f};
+  apiary::core::averaging::ReduceJob job{0, copies, weights};
+  const auto reference = reduce_part(job);
+  REQUIRE(reference.ok());
+  for (const bool deferred : {false, true}) {
+    INFO("deferred " << deferred);
+    std::vector<std::vector<float>> sunk(senders);
+    std::vector<std::size_t> calls(senders, 0);
+    // The own copy (sender 1) is borrowed and overwritten by the average, as in place.
+    std::vector<float> own = copies[1];
+    PartReducer r({size}, senders, deferred, {own.data()});
+    for (std::size_t s : {2, 1, 0}) {
+      DeltaSink sink;
+      if (s != 1) {
+        sink = [&sunk, &calls, s](const float* values, std::size_t n) {
+          sunk[s].insert(sunk[s].end(), values, values + n);
+          ++calls[s];
+        };
+      }
+      const auto* bytes = reinterpret_cast<const std::byte*>(s == 1 ? own.data() : copies[s].data());
+      REQUIRE(r.accumulate(s, 0, PartBytes{bytes, size, {}}, weights[s], std::move(sink)).ok());
+    }
+    if (deferred) {
+      CHECK(sunk[0].empty());  // nothing before the job's result
+      auto jobs = r.take_jobs();
+      REQUIRE(jobs.size() == 1);
+      REQUIRE(r.finish_job(0, reduce_part(std::move(jobs[0]))).ok());
+    } else {
+      CHECK(calls[0] > 1);  // piece by piece
+    }
+    CHECK(sunk[0] == reference->deltas[0]);
+    CHECK(sunk[2] == reference->deltas[2]);
+    CHECK(own == reference->average);
+    // The sunk deltas are not kept; the own one (no sink) still is, until release.
+    CHECK(r.delta(0, 0).error().code == errc::unavailable);
+    CHECK(r.delta(2, 0).error().code == errc::unavailable);
+    if (deferred) CHECK(*r.delta(1, 0) == reference->deltas[1]);
+  }
+}

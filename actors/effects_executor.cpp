@@ -33,6 +33,12 @@ void leave_end(Delivery& d) {
   d.data = Buffer{};
 }
 
+/// An effect's message as the gateway sends it: spliced when it has a body.
+Payload payload_of(std::string message, Buffer body, std::string tail) {
+  if (body.empty() && tail.empty()) return Buffer::adopt(std::move(message));
+  return Payload{std::move(message), std::move(body), std::move(tail)};
+}
+
 }  // namespace
 
 void fold_stream_ends(core::Effects& fx) {
@@ -41,7 +47,7 @@ void fold_stream_ends(core::Effects& fx) {
   for (std::size_t i = 0; i < fx.size(); ++i) {
     auto* send = std::get_if<core::Send>(&fx[i]);
     auto* reply = std::get_if<core::Reply>(&fx[i]);
-    const bool empty_end = (send && send->last && send->message.empty()) ||
+    const bool empty_end = (send && send->last && send->message.empty() && send->body.empty() && send->tail.empty()) ||
                            (reply && reply->last && reply->response && reply->response->empty());
     bool folded = false;
     // The latest earlier effect on the same stream (effects on other streams and timers
@@ -88,7 +94,9 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       const PeerKey* key = &cached->second;
       const auto me = caf::actor_cast<caf::actor>(self_);
       const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
-                                                 Buffer::adopt(std::move(call->request)), call->last, call->caller)
+                                                 payload_of(std::move(call->request), std::move(call->body),
+                                                            std::move(call->tail)),
+                                                 call->last, call->caller)
                                      : gw_->unary(me, *key, call->handle, Buffer::adopt(std::move(call->request)),
                                                   call->timeout, call->caller);
       calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last};
@@ -102,7 +110,8 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
         continue;
       }
       out.local_end = send->last;
-      gw_->send(it->second, Buffer::adopt(std::move(send->message)), send->last);
+      gw_->send(it->second, payload_of(std::move(send->message), std::move(send->body), std::move(send->tail)),
+                send->last);
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       auto it = requests_.find(reply->request);
       if (it == requests_.end()) continue;  // the call ended (cancel, deadline) meanwhile

@@ -48,7 +48,7 @@ void Gateway::stop() {
 }
 
 CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
-                     pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first,
+                     pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first,
                      bool end, std::string caller) {
   const CallId id = next_call_++;
   if (stopped_.load()) {  // nothing would ever answer: say so at once
@@ -71,7 +71,7 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
   return id;
 }
 
-void Gateway::send(CallId call, Buffer message, bool end) {
+void Gateway::send(CallId call, Payload message, bool end) {
   transport_->post([this, call, message = std::move(message), end]() mutable {
     execute(engine_.send(now(), call, std::move(message), end));
     forget_if_over(call);
@@ -160,6 +160,7 @@ void Gateway::execute(core::rpc::Effects fx) {
       continue;
     }
     pb::Envelope& env = out.envelope;
+    out.payload = transport::join_spliced(env, std::move(out.payload));
     env.set_payload_size(out.payload.size());
     if (to_self && env.kind() == pb::OPEN) {
       env.set_listen_addr(self_key_);

@@ -51,7 +51,7 @@ class Gateway final : private transport::Handler {
   // ---- thread-safe API (any thread, any actor) ----
   /// Opens a call; every delivery for it goes to `reply_to` as a Delivery message.
   CallId open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
-              pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Buffer> first, bool end,
+              pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first, bool end,
               std::string caller = {});
   /// A unary call: open with the request and end of stream. `caller` names the calling
   /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
@@ -60,7 +60,7 @@ class Gateway final : private transport::Handler {
     return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller));
   }
   /// Sends a message on a call (either role); `end` closes our direction.
-  void send(CallId call, Buffer message, bool end);
+  void send(CallId call, Payload message, bool end);
   /// Closes our direction of a call without a message.
   void end(CallId call);
   /// Callee: fails a call; the caller receives the error.

@@ -207,6 +207,7 @@ void start_op(driver* self) {
   c.deferred_reductions = st.device.has_value();
   // As MPI_Allreduce in place: the buffer goes to the runner and comes back averaged.
   c.averages_in_place = true;
+  c.splice_parts = true;  // parts leave as views of the tensors (the gateway sends the pieces)
   std::vector<std::vector<float>> tensors;
   tensors.push_back(std::move(st.tensor));
   auto runner = av::AllReduceRunner::create(std::move(c), std::move(tensors));

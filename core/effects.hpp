@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "messages/buffer.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core {
@@ -45,6 +46,10 @@ struct Call {
   std::string caller;
   bool stream = false;  ///< a streaming call (see above)
   bool last = true;     ///< streaming: `request` is the caller's only message
+  /// A first message too large to copy: with a `body`, the message is request + body +
+  /// tail, sent in those pieces (Payload); the body may be a view of a core's memory.
+  Buffer body;
+  std::string tail;
 };
 
 /// A unary call (the other fields at their defaults).
@@ -65,7 +70,18 @@ struct Send {
   CallId call = 0;
   std::string message;
   bool last = false;
+  /// With a `body`, the message is message + body + tail, sent in those pieces (as Call's).
+  Buffer body;
+  std::string tail;
 };
+
+/// The whole message of a Call (its request) or of a Send, pieces joined (a copy when spliced).
+inline std::string whole_message(const Call& c) {
+  return c.body.empty() && c.tail.empty() ? c.request : Payload{c.request, c.body, c.tail}.joined();
+}
+inline std::string whole_message(const Send& s) {
+  return s.body.empty() && s.tail.empty() ? s.message : Payload{s.message, s.body, s.tail}.joined();
+}
 
 /// Callee: answer inbound request `request`. With `last` (always, for a unary call) the
 /// call ends: the response is its final message (on a streaming call, an empty response

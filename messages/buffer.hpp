@@ -41,6 +41,17 @@ class Buffer {
     return b;
   }
 
+  /// A view of `size` bytes at `bytes`, kept alive by `owner` (e.g. a tensor's storage):
+  /// no copy. The bytes must not change while the view is in use.
+  static Buffer view_of(std::shared_ptr<const void> owner, const void* bytes, std::size_t size) {
+    Buffer b;
+    if (size == 0) return b;
+    b.size_ = size;
+    b.data_ = std::shared_ptr<std::byte[]>(std::move(owner),
+                                           const_cast<std::byte*>(static_cast<const std::byte*>(bytes)));
+    return b;
+  }
+
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   const char* chars() const { return reinterpret_cast<const char*>(data_.get()); }
@@ -51,6 +62,32 @@ class Buffer {
  private:
   std::shared_ptr<std::byte[]> data_;
   std::size_t size_ = 0;
+};
+
+/// A message in three pieces, `head` + `body` + `tail`, sent without joining them: the
+/// body may be a view of bytes that lie elsewhere (Buffer::view_of), so a large message
+/// leaves without a copy. The transport carries head and tail in the frame's envelope and
+/// the body as its payload; the receiver sees the one joined message. A plain Buffer is a
+/// message with an empty head and tail.
+struct Payload {
+  std::string head;
+  Buffer body;
+  std::string tail;
+
+  Payload() = default;
+  Payload(Buffer whole) : body(std::move(whole)) {}  // NOLINT: implicit by design
+  Payload(std::string h, Buffer b, std::string t) : head(std::move(h)), body(std::move(b)), tail(std::move(t)) {}
+
+  /// Bytes of the whole message.
+  [[nodiscard]] std::size_t size() const { return head.size() + body.size() + tail.size(); }
+  [[nodiscard]] bool spliced() const { return !head.empty() || !tail.empty(); }
+  /// The whole message in one string (a copy).
+  [[nodiscard]] std::string joined() const {
+    std::string out;
+    out.reserve(size());
+    out.append(head).append(body.view()).append(tail);
+    return out;
+  }
 };
 
 }  // namespace apiary

@@ -10,8 +10,11 @@ namespace apiary::sim {
 void World::execute(std::size_t node, core::Effects effects) {
   for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) {
+      // A spliced message travels whole: the simulated network moves strings.
+      if (!call->body.empty() || !call->tail.empty()) call->request = core::whole_message(*call);
       execute_call(node, std::move(*call));
     } else if (auto* send = std::get_if<core::Send>(&effect)) {
+      if (!send->body.empty() || !send->tail.empty()) send->message = core::whole_message(*send);
       execute_send(node, std::move(*send));
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
       execute_reply(node, std::move(*reply));

@@ -4,6 +4,7 @@
 /// local/ (in-process, for unit tests and the simulator's actor mode).
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -102,6 +103,23 @@ class Transport {
   /// for tests that check traffic stays on loopback. Transport thread only.
   virtual std::string describe(const PeerKey& peer) = 0;
 };
+
+/// The payload of a spliced frame (Envelope.payload_head + payload + payload_tail) in one
+/// buffer, with the envelope's head and tail cleared; any other payload as it is. For
+/// transports that cannot receive the payload in place between head and tail.
+inline Buffer join_spliced(pb::Envelope& env, Buffer payload) {
+  if (env.payload_head().empty() && env.payload_tail().empty()) return payload;
+  const std::string& head = env.payload_head();
+  const std::string& tail = env.payload_tail();
+  Buffer joined = Buffer::allocate(head.size() + payload.size() + tail.size());
+  std::byte* out = joined.data();
+  if (!head.empty()) std::memcpy(out, head.data(), head.size());
+  if (!payload.empty()) std::memcpy(out + head.size(), payload.data(), payload.size());
+  if (!tail.empty()) std::memcpy(out + head.size() + payload.size(), tail.data(), tail.size());
+  env.clear_payload_head();
+  env.clear_payload_tail();
+  return joined;
+}
 
 /// Serialized size limit of an envelope (well under UCX's max_am_header of 8140 B).
 inline constexpr std::size_t k_max_envelope_bytes = 4096;

@@ -144,6 +144,7 @@ caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, Averager
       core::to_seconds(core_now());
   st.rng.seed(config.seed);
   if (config.device) config.role.deferred_reductions = true;
+  config.role.splice_parts = true;  // the gateway sends a part's pieces as they are
   st.role = std::make_unique<mm::AveragerRole>(config.role, [self] { return self->state.rng(); });
   st.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   st.dht = config.dht;

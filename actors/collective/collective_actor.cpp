@@ -172,6 +172,7 @@ void start_allreduce(collective_actor* self, collective_op_message& m) {
   c.id_base = (st.ops + 1) << k_op_shift;
   // The tensors go to the runner and come back averaged (no copy, no deltas).
   c.averages_in_place = true;
+  c.splice_parts = true;  // parts leave as views of the tensors (the gateway sends the pieces)
   auto runner = av::AllReduceRunner::create(std::move(c), std::move(m.tensors));
   if (!runner) {
     m.done->set_value(runner.error());

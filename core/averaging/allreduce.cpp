@@ -10,6 +10,10 @@
 
 namespace apiary::core::averaging {
 
+namespace {
+const std::string k_no_string;
+}  // namespace
+
 Status validate(const AllReduceConfig& c, const std::vector<std::vector<float>>& tensors) {
   const std::size_t n = c.peers.size();
   if (n == 0 || c.self >= n) {
@@ -80,7 +84,9 @@ Result<AllReduceRunner> AllReduceRunner::create(AllReduceConfig config,
 
 AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector<float>> tensors,
                                  Partition partition)
-    : config_(std::move(config)), tensors_(std::move(tensors)), partition_(std::move(partition)) {
+    : config_(std::move(config)),
+      tensors_(std::make_shared<std::vector<std::vector<float>>>(std::move(tensors))),
+      partition_(std::move(partition)) {
   const std::size_t n = config_.peers.size();
   sender_index_.resize(n);
   sender_seen_.assign(n, false);
@@ -99,7 +105,7 @@ AllReduceRunner::AllReduceRunner(AllReduceConfig config, std::vector<std::vector
     if (config_.averages_in_place && is_sender(config_.self)) {
       for (std::size_t i : own) {
         const Part& part = partition_.parts[i];
-        dests.push_back(tensors_[part.tensor_index].data() + part.offset);
+        dests.push_back((*tensors_)[part.tensor_index].data() + part.offset);
       }
     }
     reducer_.emplace(sizes, senders, config_.deferred_reductions, dests);
@@ -119,7 +125,7 @@ pb::CompressionType AllReduceRunner::codec_of(const Part& part) const {
 }
 
 const float* AllReduceRunner::local_data(const Part& part) const {
-  return tensors_[part.tensor_index].data() + part.offset;
+  return (*tensors_)[part.tensor_index].data() + part.offset;
 }
 
 TimerId AllReduceRunner::outgoing_timer(std::size_t peer) const {
@@ -128,6 +134,23 @@ TimerId AllReduceRunner::outgoing_timer(std::size_t peer) const {
 
 TimerId AllReduceRunner::incoming_timer(std::size_t peer) const {
   return config_.id_base + 2 + config_.peers.size() + peer;
+}
+
+Result<Payload> AllReduceRunner::part_message(std::size_t part_index, bool first) const {
+  const Part& part = partition_.parts[part_index];
+  const auto count = static_cast<std::size_t>(part.length);
+  const pb::MessageCode code = first ? pb::PART_FOR_AVERAGING : pb::NO_CODE;
+  const std::string& group_id = first ? config_.group_id : k_no_string;
+  const std::string& peer_id = first ? config_.peers[config_.self] : k_no_string;
+  if (config_.splice_parts && codec_of(part) == pb::NONE && count > 0) {
+    // The values stay where they lie: the message's body is a view of the tensor.
+    auto [head, tail] = NonePartWriter(code, group_id, peer_id, count, config_.weight).split();
+    return Payload{std::move(head), Buffer::view_of(tensors_, local_data(part), count * sizeof(float)),
+                   std::move(tail)};
+  }
+  auto msg = encode_part_message(code, group_id, peer_id, local_data(part), count, codec_of(part), config_.weight);
+  if (!msg) return msg.error();
+  return Payload{std::move(*msg), Buffer{}, std::string{}};
 }
 
 Effects AllReduceRunner::start(TimePoint now) {
@@ -162,13 +185,9 @@ Effects AllReduceRunner::start(TimePoint now) {
       const auto& parts = partition_.parts_by_peer[r];
       if (r == self || parts.empty()) continue;
       outgoing_[r] = Outgoing{r, 0, true};
-      std::vector<std::string> messages;
+      std::vector<Payload> messages;
       for (std::size_t k = 0; k < parts.size(); ++k) {
-        const Part& part = partition_.parts[parts[k]];
-        auto msg = encode_part_message(
-            k == 0 ? pb::PART_FOR_AVERAGING : pb::NO_CODE, k == 0 ? config_.group_id : "",
-            k == 0 ? config_.peers[self] : "", local_data(part),
-            static_cast<std::size_t>(part.length), codec_of(part), config_.weight);
+        auto msg = part_message(parts[k], k == 0);
         if (!msg) break;
         messages.push_back(std::move(*msg));
       }
@@ -179,10 +198,12 @@ Effects AllReduceRunner::start(TimePoint now) {
         continue;
       }
       const CallId call = config_.id_base + 1 + r;
-      fx.push_back(Call{call, config_.peers[r], config_.handle, std::move(messages[0]),
-                        config_.call_timeout, "", true, false});
+      Payload& first = messages[0];
+      fx.push_back(Call{call, config_.peers[r], config_.handle, std::move(first.head), config_.call_timeout, "",
+                        true, false, std::move(first.body), std::move(first.tail)});
       for (std::size_t k = 1; k < messages.size(); ++k) {
-        fx.push_back(Send{call, std::move(messages[k]), k + 1 == messages.size()});
+        Payload& m = messages[k];
+        fx.push_back(Send{call, std::move(m.head), k + 1 == messages.size(), std::move(m.body), std::move(m.tail)});
       }
       if (messages.size() == 1) fx.push_back(Send{call, std::string{}, true});
       fx.push_back(SetTimer{outgoing_timer(r), now + config_.reducer_timeout});
@@ -247,7 +268,7 @@ bool AllReduceRunner::add_answer(std::string_view message, const Part& part) {
   auto msg = read_part_message(message, floats);
   const auto length = static_cast<std::size_t>(part.length);
   if (!msg || msg->code != pb::AVERAGED_PART) return false;
-  float* __restrict x = tensors_[part.tensor_index].data() + part.offset;
+  float* __restrict x = (*tensors_)[part.tensor_index].data() + part.offset;
   if (msg->values.empty() && floats.size() == length * sizeof(float)) {
     const char* __restrict d = floats.data();
     for (std::size_t k = 0; k < length; ++k) {
@@ -351,7 +372,11 @@ void AllReduceRunner::maybe_finish(Effects& fx) {
   std::sort(outcome_.failed_reducers.begin(), outcome_.failed_reducers.end());
   // Every stream is over: nothing reads the copy any more (the reducer's borrowed own
   // parts included).
-  if (config_.averages_in_place) outcome_.averages = std::move(tensors_);
+  // parts). A spliced part's frame may still hold a view of it (its send completes on the
+  // transport's thread): the caller then gets a copy, so the view's bytes stay unchanged.
+  if (config_.averages_in_place) {
+    outcome_.averages = tensors_.use_count() == 1 ? std::move(*tensors_) : *tensors_;
+  }
   finished_ = true;
 }
 

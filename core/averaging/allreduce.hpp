@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -99,6 +100,13 @@ struct AllReduceConfig {
   /// during the round (a synchronous all-reduce); hand the tensors over with std::move
   /// and take them back with take_outcome().
   bool averages_in_place = false;
+  /// Uncompressed parts leave as spliced messages (Call/Send with a `body`): the body is a
+  /// view of the runner's copy of the tensors, so a part is never copied into a message.
+  /// The copy then stays alive while a frame in flight holds a view of it, and with
+  /// averages_in_place the outcome's tensors are a copy when one still does. For shells
+  /// whose transport sends the pieces as they are (the actors); a shell that moves whole
+  /// strings joins them (core::whole_message).
+  bool splice_parts = false;
 };
 
 /// Checks a config and the tensors' sizes; the error names the field and what was expected.
@@ -194,6 +202,9 @@ class AllReduceRunner {
                   Partition partition);
 
   // Sender side (allreduce.cpp).
+  /// The message of the own copy of part `part_index` (the stream's first when `first`):
+  /// spliced (a view of the tensor as body) for a NONE part with splice_parts.
+  [[nodiscard]] Result<Payload> part_message(std::size_t part_index, bool first) const;
   void fail_reducer(Effects& fx, std::size_t peer, bool cancel_call);
   void maybe_finish(Effects& fx);
   // Reducer side (allreduce_reduce.cpp).
@@ -216,7 +227,8 @@ class AllReduceRunner {
   [[nodiscard]] TimerId incoming_timer(std::size_t peer) const;
 
   AllReduceConfig config_;
-  std::vector<std::vector<float>> tensors_;
+  /// The local copy of the tensors; shared with the spliced part messages in flight.
+  std::shared_ptr<std::vector<std::vector<float>>> tensors_;
   Partition partition_;
   std::vector<std::optional<std::size_t>> sender_index_;  ///< peer -> sender index
   std::optional<PartReducer> reducer_;                   ///< own span (if any parts)

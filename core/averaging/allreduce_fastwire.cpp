@@ -98,6 +98,13 @@ std::string NonePartWriter::finish() {
   return std::move(out_);
 }
 
+std::pair<std::string, std::string> NonePartWriter::split() {
+  std::string head = std::move(out_);
+  out_.clear();
+  written_ = count_;  // the values travel apart
+  return {std::move(head), finish()};
+}
+
 std::string encode_none_part(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
                              const float* values, std::size_t count, double weight) {
   NonePartWriter w(code, group_id, peer_id, count, weight);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/averaging/allreduce_wire.hpp"
 
@@ -27,6 +28,10 @@ class NonePartWriter {
   void append(const float* values, std::size_t n);
   /// The message. Expects every value appended.
   [[nodiscard]] std::string finish();
+  /// Instead of append() and finish(): the bytes before the values and after them, for a
+  /// message sent in pieces with the values left where they lie (head + values + tail is
+  /// finish()'s message). Call on a fresh writer.
+  [[nodiscard]] std::pair<std::string, std::string> split();
 
  private:
   std::string out_;

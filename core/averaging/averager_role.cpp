@@ -209,6 +209,7 @@ void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
   config.call_timeout = s.call_timeout;
   config.handle = config_.part_handle;
   config.deferred_reductions = config_.deferred_reductions;
+  config.splice_parts = config_.splice_parts;
   ++round_;
   config.id_base = runner_base();
   auto runner = AllReduceRunner::create(std::move(config), std::move(step_->tensors));

@@ -52,6 +52,9 @@ struct AveragerRoleConfig {
   /// The all-reduce's reductions leave the role as AveragerEffects::reduce jobs (for a
   /// device actor), answered through on_reduced(); otherwise they run inline.
   bool deferred_reductions = false;
+  /// The all-reduce's uncompressed parts leave as spliced messages (AllReduceConfig::
+  /// splice_parts): for shells whose transport sends the pieces as they are.
+  bool splice_parts = false;
 };
 
 /// One step: what matchmaking needs and how to run the all-reduce.

@@ -28,12 +28,20 @@ errc code_from_wire(std::uint32_t code) {
                                                                            : errc::handler_error;
 }
 
+/// A frame carrying `message`: its head and tail (if any) in the envelope, its body as
+/// the payload.
+Outgoing outgoing(const PeerKey& peer, pb::Envelope env, Payload message) {
+  if (!message.head.empty()) env.set_payload_head(std::move(message.head));
+  if (!message.tail.empty()) env.set_payload_tail(std::move(message.tail));
+  return Outgoing{peer, std::move(env), std::move(message.body)};
+}
+
 }  // namespace
 
 // ---- local commands -------------------------------------------------------------
 
 Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, const std::string& handle,
-                     pb::RpcKind kind, Duration timeout, std::optional<Buffer> first, bool end,
+                     pb::RpcKind kind, Duration timeout, std::optional<Payload> first, bool end,
                      const std::string& caller) {
   Effects fx;
   Call c;
@@ -71,14 +79,14 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
   if (timeout.count() > 0) {
     env.set_timeout_us(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()));
   }
-  fx.frames.push_back(Outgoing{peer, std::move(env), first ? std::move(*first) : Buffer{}});
+  fx.frames.push_back(first ? outgoing(peer, std::move(env), std::move(*first)) : Outgoing{peer, std::move(env), Buffer{}});
   auto& stored = calls_[id] = std::move(c);
   if (timeout.count() > 0) set_deadline(id, stored, deadline_after(now, timeout));
   ++stats_.calls_opened;
   return fx;
 }
 
-Effects Engine::send(TimePoint /*now*/, CallId id, Buffer message, bool end) {
+Effects Engine::send(TimePoint /*now*/, CallId id, Payload message, bool end) {
   Effects fx;
   Call* c = find(id);
   if (c == nullptr || c->local_end) {
@@ -88,7 +96,7 @@ Effects Engine::send(TimePoint /*now*/, CallId id, Buffer message, bool end) {
   pb::Envelope env = envelope_for(*c, pb::MESSAGE);
   env.set_has_message(true);
   env.set_end_of_stream(end);
-  fx.frames.push_back(Outgoing{c->peer, std::move(env), std::move(message)});
+  fx.frames.push_back(outgoing(c->peer, std::move(env), std::move(message)));
   if (end) {
     c->local_end = true;
     if (c->remote_end) finish(id);

@@ -87,9 +87,10 @@ class Engine {
   /// `end` says the caller sends nothing after it. Deliveries go to `sink`.
   [[nodiscard]] Effects open(TimePoint now, CallId id, Sink sink, const PeerKey& peer,
                              const std::string& handle, pb::RpcKind kind, Duration timeout,
-                             std::optional<Buffer> first, bool end, const std::string& caller = {});
-  /// Sends a message on call `id` (either role); `end` closes our direction.
-  [[nodiscard]] Effects send(TimePoint now, CallId id, Buffer message, bool end);
+                             std::optional<Payload> first, bool end, const std::string& caller = {});
+  /// Sends a message on call `id` (either role); `end` closes our direction. A spliced
+  /// message's head and tail go in the frame's envelope, its body as the payload.
+  [[nodiscard]] Effects send(TimePoint now, CallId id, Payload message, bool end);
   /// Closes our direction of call `id` without a message.
   [[nodiscard]] Effects end(TimePoint now, CallId id);
   /// Callee: fails call `id` with `error`, which reaches the caller as an error frame.

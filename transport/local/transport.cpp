@@ -91,6 +91,7 @@ void Transport::send(const PeerKey& to, Frame frame) {
 }
 
 void Transport::receive(const PeerKey& from, Frame frame) {
+  frame.payload = join_spliced(frame.envelope, std::move(frame.payload));
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.frames_received;

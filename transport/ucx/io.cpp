@@ -3,6 +3,7 @@
 #include "transport/ucx/transport.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace apiary::transport::ucx {
 namespace {
@@ -283,28 +284,42 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
-  if (length > self->config_.max_frame_bytes) {
+  // A spliced message (head + data + tail) is joined here: the data lands in place
+  // between its head and tail, so joining costs no extra copy of it.
+  const std::size_t head = frame.envelope.payload_head().size();
+  const std::size_t total = head + length + frame.envelope.payload_tail().size();
+  if (total > self->config_.max_frame_bytes) {
     ++self->counters_.oversized;
     frame.payload_error = make_error(errc::too_large,
-                                     "frame payload of {} bytes exceeds the limit of {} bytes", length,
+                                     "frame payload of {} bytes exceeds the limit of {} bytes", total,
                                      self->config_.max_frame_bytes);
     self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
+  Buffer payload = Buffer::allocate(total);
+  if (head > 0) std::memcpy(payload.data(), frame.envelope.payload_head().data(), head);
+  if (total > head + length) {
+    std::memcpy(payload.data() + head + length, frame.envelope.payload_tail().data(), total - head - length);
+  }
+  frame.envelope.clear_payload_head();
+  frame.envelope.clear_payload_tail();
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto pending = std::make_unique<PendingRndv>();
     pending->self = self;
     pending->from = ep.key;
     pending->slot = std::make_shared<RxSlot>();
     pending->slot->frame = std::move(frame);
-    pending->slot->frame.payload = Buffer::allocate(length);
+    pending->slot->frame.payload = std::move(payload);
     pending->desc = data;
+    pending->offset = head;
+    pending->length = length;
     ep.rx_order.push_back(pending->slot);  // later frames of this peer wait behind it
     self->rndv_pending_.push_back(std::move(pending));
     ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
-  frame.payload = Buffer::copy_of(data, length);
+  if (length > 0) std::memcpy(payload.data() + head, data, length);
+  frame.payload = std::move(payload);
   self->receive(ep, std::move(frame));
   return UCS_OK;
 }
@@ -344,7 +359,7 @@ void Transport::start_rndv_receives() {
     p.cb.recv_am = &on_rndv_done;
     p.user_data = rp.get();
     Frame& frame = rp->slot->frame;
-    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, frame.payload.data(), frame.payload.size(), &p);
+    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, frame.payload.data() + rp->offset, rp->length, &p);
     if (req == nullptr) {
       transfer_done(rp->from);
       flush_in_order(rp->from, rp->slot);

@@ -40,6 +40,8 @@ class Transport final : public transport::Transport {
     PeerKey from;
     std::shared_ptr<RxSlot> slot;  ///< the frame, in its connection's arrival order
     void* desc = nullptr;  ///< UCX data descriptor
+    std::size_t offset = 0;  ///< where the data lands in the payload (after a spliced head)
+    std::size_t length = 0;  ///< bytes of data
   };
 
   /// Hands `frame` from `ep` to the handler in arrival order (behind pending rendezvous).

@@ -28,6 +28,7 @@ struct GroupSpec {
   Duration reducer_timeout = 100ms;
   bool deferred = false;  ///< reductions as jobs (AllReduceConfig::deferred_reductions)
   bool in_place = false;  ///< averages instead of deltas (AllReduceConfig::averages_in_place)
+  bool splice = false;    ///< parts as views of the tensors (AllReduceConfig::splice_parts)
 };
 
 /// Values in [-1, 1) from splitmix64.
@@ -78,6 +79,7 @@ inline Group make_group(const GroupSpec& spec) {
     c.reducer_timeout = spec.reducer_timeout;
     c.deferred_reductions = spec.deferred;
     c.averages_in_place = spec.in_place;
+    c.splice_parts = spec.splice;
     auto runner = AllReduceRunner::create(c, tensors);
     REQUIRE(runner);
     g.runners.push_back(std::move(*runner));

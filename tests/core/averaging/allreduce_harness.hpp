@@ -142,7 +142,7 @@ class Net {
     const std::size_t to = std::stoul(c.peer.substr(std::string("/ip4/10.0.0.").size()));
     streams_[{p, c.id}] = Stream{to};
     const CallId id = c.id;
-    at(link(p, to, send_gap(p)), [this, p, to, id, msg = c.request] {
+    at(link(p, to, send_gap(p)), [this, p, to, id, msg = whole_message(c)] {
       Stream& s = streams_[{p, id}];
       if (dead_[p] || dead_[to] || !s.callee_open) return;
       s.rid = ++next_rid_[to];
@@ -154,7 +154,7 @@ class Net {
   void apply(std::size_t p, Send& m) {
     const std::size_t to = streams_[{p, m.call}].callee;
     const CallId id = m.call;
-    at(link(p, to, send_gap(p)), [this, p, to, id, msg = m.message, last = m.last] {
+    at(link(p, to, send_gap(p)), [this, p, to, id, msg = whole_message(m), last = m.last] {
       Stream& s = streams_[{p, id}];
       if (dead_[p] || dead_[to] || !s.callee_open || !s.delivered || s.cancelled) return;
       if (last) s.callee_open = false;

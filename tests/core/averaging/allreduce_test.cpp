@@ -83,6 +83,71 @@ TEST_CASE("allreduce: averages in place (no deltas) give the exact mean, inline 
   check_group(spec, 2e-3);
 }
 
+TEST_CASE("allreduce: spliced parts (views of the tensors) give the exact mean, in place or not",
+          "[allreduce]") {
+  GroupSpec spec;
+  spec.splice = true;
+  for (const bool in_place : {false, true}) {
+    INFO("in place " << in_place);
+    spec.in_place = in_place;
+    check_sizes_and_mix(spec);
+  }
+  spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node, AveragingMode::aux};
+  spec.codecs = {pb::FLOAT16};  // a codec's parts are encoded as before
+  check_group(spec, 2e-3);
+}
+
+TEST_CASE("allreduce: a spliced part's body is the tensor itself, kept alive while a frame holds it",
+          "[allreduce]") {
+  std::vector<std::vector<float>> tensors{std::vector<float>(1000), std::vector<float>(24)};
+  for (std::size_t k = 0; k < tensors[0].size(); ++k) tensors[0][k] = static_cast<float>(k);
+  const float* first = tensors[0].data();
+  AllReduceConfig c;
+  c.group_id = "g";
+  c.peers = {test_addr(0), test_addr(1)};
+  c.modes = {AveragingMode::node, AveragingMode::node};
+  c.tensor_sizes = {1000, 24};
+  c.peer_fractions = {1.0, 1.0};
+  c.part_size_bytes = 1024;
+  c.splice_parts = true;
+  c.averages_in_place = true;
+  auto runner = AllReduceRunner::create(c, std::move(tensors));
+  REQUIRE(runner);
+  Effects fx = runner->start(TimePoint{});
+  std::vector<Buffer> bodies;
+  std::string joined;
+  for (const Effect& e : fx) {
+    if (const auto* call = std::get_if<Call>(&e)) {
+      CHECK(call->request.size() < 64);  // only the framing is a string
+      bodies.push_back(call->body);
+      joined = whole_message(*call);
+    } else if (const auto* send = std::get_if<Send>(&e); send && !send->body.empty()) {
+      bodies.push_back(send->body);
+    }
+  }
+  // Peer 0 sends peer 1's half (elements 512.. of the 1024), part by part, from where
+  // the values lie.
+  REQUIRE(bodies.size() >= 2);
+  CHECK(reinterpret_cast<const float*>(bodies[0].data()) == first + 512);
+  CHECK(bodies[0].size() == 256 * sizeof(float));
+  std::string_view floats;
+  auto msg = read_part_message(joined, floats);
+  REQUIRE(msg);
+  CHECK(msg->code == pb::PART_FOR_AVERAGING);
+  CHECK(floats == bodies[0].view());
+  // The round ends (peer 1 cancels): the frames still hold views, so the outcome is a copy
+  // and the views' bytes stay as they were.
+  (void)runner->on_response(TimePoint{}, 2, make_error(errc::peer_down, "gone"));
+  (void)runner->on_timer(TimePoint{} + c.sender_timeout, 1);  // and never sent its parts
+  REQUIRE(runner->finished());
+  auto out = runner->take_outcome();
+  REQUIRE(out.averages.size() == 2);
+  CHECK(out.averages[0].data() != first);
+  CHECK(out.averages[0][600] == 600.0f);
+  out.averages[0][600] = -1.0f;
+  CHECK(reinterpret_cast<const float*>(bodies[0].data())[600 - 512] == 600.0f);
+}
+
 TEST_CASE("allreduce: weighted mean with two client peers", "[allreduce]") {
   GroupSpec spec;
   spec.modes = {AveragingMode::client, AveragingMode::node, AveragingMode::client,

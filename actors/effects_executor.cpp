@@ -48,7 +48,8 @@ void fold_stream_ends(core::Effects& fx) {
     auto* send = std::get_if<core::Send>(&fx[i]);
     auto* reply = std::get_if<core::Reply>(&fx[i]);
     const bool empty_end = (send && send->last && send->message.empty() && send->body.empty() && send->tail.empty()) ||
-                           (reply && reply->last && reply->response && reply->response->empty());
+                           (reply && reply->last && reply->response && reply->response->empty() &&
+                            reply->body.empty() && reply->tail.empty());
     bool folded = false;
     // The latest earlier effect on the same stream (effects on other streams and timers
     // may sit in between; moving an end before them changes nothing for them).
@@ -125,11 +126,12 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
                                       "expected one answer to a unary call, got a stream message "
                                       "(Reply with last = false); the callee's role is faulty"));
         requests_.erase(it);
-      } else if (in.stream && reply->last && reply->response->empty()) {
+      } else if (in.stream && reply->last && reply->response->empty() && reply->body.empty() && reply->tail.empty()) {
         gw_->end(in.call);  // an empty last reply ends the stream without a message
         requests_.erase(it);
       } else {
-        gw_->send(in.call, Buffer::adopt(std::move(*reply->response)), reply->last);
+        gw_->send(in.call, payload_of(std::move(*reply->response), std::move(reply->body), std::move(reply->tail)),
+                  reply->last);
         if (reply->last) requests_.erase(it);
       }
     } else if (auto* cancel_call = std::get_if<core::Cancel>(&effect)) {

@@ -48,8 +48,8 @@ struct Call {
   bool last = true;     ///< streaming: `request` is the caller's only message
   /// A first message too large to copy: with a `body`, the message is request + body +
   /// tail, sent in those pieces (Payload); the body may be a view of a core's memory.
-  Buffer body;
-  std::string tail;
+  Buffer body{};
+  std::string tail{};
 };
 
 /// A unary call (the other fields at their defaults).
@@ -71,17 +71,9 @@ struct Send {
   std::string message;
   bool last = false;
   /// With a `body`, the message is message + body + tail, sent in those pieces (as Call's).
-  Buffer body;
-  std::string tail;
+  Buffer body{};
+  std::string tail{};
 };
-
-/// The whole message of a Call (its request) or of a Send, pieces joined (a copy when spliced).
-inline std::string whole_message(const Call& c) {
-  return c.body.empty() && c.tail.empty() ? c.request : Payload{c.request, c.body, c.tail}.joined();
-}
-inline std::string whole_message(const Send& s) {
-  return s.body.empty() && s.tail.empty() ? s.message : Payload{s.message, s.body, s.tail}.joined();
-}
 
 /// Callee: answer inbound request `request`. With `last` (always, for a unary call) the
 /// call ends: the response is its final message (on a streaming call, an empty response
@@ -92,7 +84,23 @@ struct Reply {
   RequestId request = 0;
   Result<std::string> response{std::string{}};
   bool last = true;
+  /// With a `body` (and a response, not an error), the message is response + body +
+  /// tail, sent in those pieces (as Call's).
+  Buffer body{};
+  std::string tail{};
 };
+
+/// The whole message of a Call (its request) or of a Send, pieces joined (a copy when spliced).
+inline std::string whole_message(const Call& c) {
+  return c.body.empty() && c.tail.empty() ? c.request : Payload{c.request, c.body, c.tail}.joined();
+}
+inline std::string whole_message(const Send& s) {
+  return s.body.empty() && s.tail.empty() ? s.message : Payload{s.message, s.body, s.tail}.joined();
+}
+/// The whole response of a Reply that carries one (not an error).
+inline std::string whole_message(const Reply& r) {
+  return r.body.empty() && r.tail.empty() ? *r.response : Payload{*r.response, r.body, r.tail}.joined();
+}
 
 /// Caller: abandon call `call`; the callee's on_request_message sees errc::cancelled
 /// with `reason`. The core hears nothing more of the call.

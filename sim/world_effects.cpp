@@ -17,6 +17,9 @@ void World::execute(std::size_t node, core::Effects effects) {
       if (!send->body.empty() || !send->tail.empty()) send->message = core::whole_message(*send);
       execute_send(node, std::move(*send));
     } else if (auto* reply = std::get_if<core::Reply>(&effect)) {
+      if (reply->response && (!reply->body.empty() || !reply->tail.empty())) {
+        reply->response = core::whole_message(*reply);
+      }
       execute_reply(node, std::move(*reply));
     } else if (auto* cancel_call = std::get_if<core::Cancel>(&effect)) {
       execute_cancel(node, std::move(*cancel_call));

@@ -18,6 +18,7 @@ using ps_actor_t = caf::stateful_actor<ps_state>;
 
 caf::behavior ps_actor(ps_actor_t* self, std::shared_ptr<Gateway> gw, core::ps::ShardServer server) {
   self->state.server = std::make_unique<core::ps::ShardServer>(std::move(server));
+  self->state.server->set_splice_pulls(true);  // the gateway sends the parameters from where they lie
   self->state.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   return {
       [self](Delivery& d) {

@@ -182,10 +182,19 @@ Effects ShardServer::answer(const std::string& shard, const Released& released, 
     }
   }
   // The pulls a call releases all see the state it left (Shard::set_pull_values).
-  const std::vector<float>& values = shards_.at(shard).values();
+  const Shard& state = shards_.at(shard);
+  const std::vector<float>& values = state.values();
   for (const auto& reply : released.pulls) {
     if (auto id = take(Key{shard, true, reply.replica, reply.step})) {
       ++stats_.pulls;
+      if (splice_pulls_ && !values.empty()) {
+        // The values stay where they lie; the shard's next update goes to fresh storage
+        // while this view is held.
+        out.push_back(Reply{*id, pull_response_head(shard, reply.replica, reply.step, reply.version, values.size()),
+                            true, Buffer::view_of(state.shared_values(), values.data(), values.size() * sizeof(float)),
+                            std::string{}});
+        continue;
+      }
       out.push_back(Reply{*id, encode_pull_response(shard, reply.replica, reply.step, reply.version, values.data(),
                                                     values.size()),
                           true});

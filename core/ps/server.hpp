@@ -50,6 +50,11 @@ class ShardServer {
   /// closes the session. Returns the Replies to send.
   [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, const Result<std::string>& message, bool last);
 
+  /// Pull answers leave as spliced Replies (a `body` viewing the shard's parameters,
+  /// Shard::shared_values) instead of a copy of the values in the message. For shells
+  /// whose transport sends the pieces as they are (the shard actor); off by default.
+  void set_splice_pulls(bool splice) { splice_pulls_ = splice; }
+
   /// The replicas whose session failed, with why.
   [[nodiscard]] const std::map<std::int32_t, std::string>& lost() const { return lost_; }
   /// The shard named `name`, or nullptr.
@@ -82,6 +87,7 @@ class ShardServer {
   std::map<RequestId, std::pair<std::int32_t, PeerAddr>> sessions_;  ///< session -> (replica, its address)
   std::map<std::int32_t, std::string> lost_;                         ///< replica -> why it was lost
   ServerStats stats_;
+  bool splice_pulls_ = false;
 };
 
 }  // namespace apiary::core::ps

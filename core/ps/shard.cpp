@@ -75,8 +75,8 @@ Result<Shard> Shard::create(ShardConfig config, std::vector<float> initial) {
 
 Shard::Shard(ShardConfig config, std::vector<float> initial, std::vector<double> host_weight)
     : config_(std::move(config)),
-      values_(std::move(initial)),
-      optimizer_(config_.optimizer, values_.size(), config_.layout.row_width()),
+      values_(std::make_shared<std::vector<float>>(std::move(initial))),
+      optimizer_(config_.optimizer, values_->size(), config_.layout.row_width()),
       host_weight_(std::move(host_weight)),
       clock_(config_.replica_hosts.size(), 0),
       next_(config_.replica_hosts.size(), 0) {}
@@ -103,9 +103,9 @@ Status Shard::check_header(std::int32_t replica, std::int64_t step, double sampl
     return make_error(errc::invalid_argument, "shard {}: expected a {} gradient, got a {} one", name,
                       config_.sparse ? "sparse" : "dense", sparse ? "sparse" : "dense");
   }
-  if (!sparse && size != values_.size()) {
+  if (!sparse && size != values_->size()) {
     return make_error(errc::invalid_argument, "shard {}: expected a gradient of {} values, got {}", name,
-                      values_.size(), size);
+                      values_->size(), size);
   }
   return ok_status();
 }
@@ -130,8 +130,8 @@ Status Shard::accept(Push p, Released& out) {
   if (!config_.sync) {
     // Asynchronous: this gradient alone is one update.
     ++version_;
-    if (config_.sparse) return optimizer_.apply_sparse(values_, std::get<SparseGradient>(p.gradient));
-    return optimizer_.apply_dense(values_, std::get<std::vector<float>>(p.gradient));
+    if (config_.sparse) return optimizer_.apply_sparse(writable_values(), std::get<SparseGradient>(p.gradient));
+    return optimizer_.apply_dense(writable_values(), std::get<std::vector<float>>(p.gradient));
   }
   // Synchronous, sparse: add w_r * g_r to the step's rows.
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : p.samples;
@@ -158,8 +158,8 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   StepSum& sum = sums_[step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
   if (sum.pushes == 0) {
-    if (spare_.size() == values_.size()) sum.dense = std::move(spare_);
-    sum.dense.resize(values_.size());
+    if (spare_.size() == values_->size()) sum.dense = std::move(spare_);
+    sum.dense.resize(values_->size());
   }
   add_weighted(sum.dense.data(), g, w, sum.pushes == 0);
   ++sum.pushes;
@@ -186,7 +186,7 @@ Status Shard::apply_step(std::int64_t step) {
   ++version_;
   if (!config_.sparse) {
     // The mean is taken inside the update's one pass over the values.
-    auto s = optimizer_.apply_dense_scaled(values_, sum.dense, scale);
+    auto s = optimizer_.apply_dense_scaled(writable_values(), sum.dense, scale);
     spare_ = std::move(sum.dense);
     return s;
   }
@@ -195,11 +195,16 @@ Status Shard::apply_step(std::int64_t step) {
     g.rows.push_back(row);
     for (float x : v) g.values.push_back(x * scale);
   }
-  return optimizer_.apply_sparse(values_, g);
+  return optimizer_.apply_sparse(writable_values(), g);
 }
 
 PullReply Shard::reply(std::int32_t replica, std::int64_t step) const {
-  return PullReply{replica, step, version_, pull_values_ ? values_ : std::vector<float>{}};
+  return PullReply{replica, step, version_, pull_values_ ? *values_ : std::vector<float>{}};
+}
+
+std::vector<float>& Shard::writable_values() {
+  if (values_.use_count() > 1) values_ = std::make_shared<std::vector<float>>(*values_);
+  return *values_;
 }
 
 Status Shard::drain(Released& out) {

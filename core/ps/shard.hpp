@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -122,7 +123,11 @@ class Shard {
   [[nodiscard]] Result<Released> pull(std::int32_t replica, std::int64_t step);
 
   /// Current parameters.
-  [[nodiscard]] const std::vector<float>& values() const { return values_; }
+  [[nodiscard]] const std::vector<float>& values() const { return *values_; }
+  /// The current parameters' storage, for messages that send them without a copy
+  /// (Buffer::view_of): while any such view is held, the next update is written to fresh
+  /// storage, so the view's values never change.
+  [[nodiscard]] std::shared_ptr<const std::vector<float>> shared_values() const { return values_; }
   /// Number of optimizer updates applied.
   [[nodiscard]] std::int64_t version() const { return version_; }
   /// Steps replica `r` has had admitted (its clock).
@@ -166,9 +171,11 @@ class Shard {
   [[nodiscard]] Status apply_step(std::int64_t step);
   [[nodiscard]] Status drain(Released& out);
   [[nodiscard]] PullReply reply(std::int32_t replica, std::int64_t step) const;
+  /// The parameters, to update: copied to fresh storage first if a view still holds them.
+  [[nodiscard]] std::vector<float>& writable_values();
 
   ShardConfig config_;
-  std::vector<float> values_;
+  std::shared_ptr<std::vector<float>> values_;  ///< the parameters (shared with views, see shared_values)
   Optimizer optimizer_;
   std::vector<double> host_weight_;    ///< host_mean: 1 / (H * N_h) per replica
   std::vector<std::int64_t> clock_;    ///< admitted pushes per replica

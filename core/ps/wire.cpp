@@ -196,13 +196,9 @@ bool scan_dense_push(std::string_view bytes, DensePushView& out) {
   return true;
 }
 
-std::string encode_pull_response(const std::string& shard, std::int32_t replica, std::int64_t step,
-                                 std::int64_t version, const float* values, std::size_t count) {
-  // The fields before the values go through a small buffer, the values are appended:
-  // the string is written once, never zero-filled first.
+std::string pull_response_head(const std::string& shard, std::int32_t replica, std::int64_t step,
+                               std::int64_t version, std::size_t count) {
   const std::size_t head = header_size(shard, replica, step, version) + (count == 0 ? 0 : 1 + varint_size(count * 4));
-  std::string out;
-  out.reserve(head + count * sizeof(float));
   std::string prefix(head, '\0');
   Writer w{prefix.data()};
   put_header(w, shard, replica, step, version);
@@ -210,7 +206,17 @@ std::string encode_pull_response(const std::string& shard, std::int32_t replica,
     w.tag(k_field_values, k_len);
     w.varint(count * sizeof(float));
   }
-  out.append(prefix);
+  return prefix;
+}
+
+std::string encode_pull_response(const std::string& shard, std::int32_t replica, std::int64_t step,
+                                 std::int64_t version, const float* values, std::size_t count) {
+  // The fields before the values go through a small buffer, the values are appended:
+  // the string is written once, never zero-filled first.
+  const std::string head = pull_response_head(shard, replica, step, version, count);
+  std::string out;
+  out.reserve(head.size() + count * sizeof(float));
+  out.append(head);
   out.append(reinterpret_cast<const char*>(values), count * sizeof(float));
   return out;
 }

@@ -65,6 +65,11 @@ std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t 
 /// with protobuf, which accepts every valid encoding and reports malformed bytes.
 [[nodiscard]] bool scan_dense_push(std::string_view bytes, DensePushView& out);
 
+/// The bytes of encode_pull_response() before its values (the whole message when
+/// count is 0): the message is this head + the values' raw float32 bytes.
+[[nodiscard]] std::string pull_response_head(const std::string& shard, std::int32_t replica, std::int64_t step,
+                                             std::int64_t version, std::size_t count);
+
 /// A PsPullResponse for `count` values at `values`: the bytes of
 /// to_pb(shard, PullReply{replica, step, version, values}).SerializeAsString().
 [[nodiscard]] std::string encode_pull_response(const std::string& shard, std::int32_t replica, std::int64_t step,

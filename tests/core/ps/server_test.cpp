@@ -141,3 +141,29 @@ TEST_CASE("a lost replica session fails held synchronous requests and refuses ne
   REQUIRE_FALSE(later.response.ok());
   CHECK(later.response.error().code == errc::unavailable);
 }
+
+TEST_CASE("spliced pull answers view the parameters, and an update while a view is held leaves it unchanged") {
+  auto server = two_replica_server();
+  server.set_splice_pulls(true);
+  const core::TimePoint now{};
+  const Reply first = only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0)));
+  REQUIRE(first.response.ok());
+  REQUIRE(first.body.size() == 2 * sizeof(float));
+  // The body is the shard's own storage: no copy of the values.
+  CHECK(reinterpret_cast<const float*>(first.body.data()) == server.shard("w:0")->values().data());
+  pb::PsPullResponse m;
+  REQUIRE(m.ParseFromString(core::whole_message(first)));  // head + body: the same message
+  CHECK(m.version() == 0);
+  REQUIRE(m.values_size() == 2);
+  CHECK(m.values(0) == 0.0F);
+  // The step's update lands in fresh storage while the first answer is held.
+  (void)server.on_request(now, 2, k_ps_push_handle, "", push_body(0, 0, {1.0F, 2.0F}));
+  (void)server.on_request(now, 3, k_ps_push_handle, "", push_body(1, 0, {3.0F, 4.0F}));
+  CHECK(server.shard("w:0")->values() == std::vector<float>{-2.0F, -3.0F});
+  CHECK(reinterpret_cast<const float*>(first.body.data())[0] == 0.0F);
+  CHECK(reinterpret_cast<const float*>(first.body.data())[1] == 0.0F);
+  const Reply second = only_reply(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)));
+  REQUIRE(m.ParseFromString(core::whole_message(second)));
+  CHECK(m.version() == 1);
+  CHECK(m.values(0) == Approx(-2.0F));
+}

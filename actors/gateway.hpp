@@ -55,7 +55,7 @@ class Gateway final : private transport::Handler {
               std::string caller = {});
   /// A unary call: open with the request and end of stream. `caller` names the calling
   /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
-  CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Buffer request,
+  CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Payload request,
                std::chrono::nanoseconds timeout, std::string caller = {}) {
     return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller));
   }

@@ -234,7 +234,7 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
         cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), *params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
-    if (auto pushed = driver.push(gradients, static_cast<double>(a.batch)); !pushed) {
+    if (auto pushed = driver.push_lent(gradients, static_cast<double>(a.batch)); !pushed) {
       rc = fail(pushed.error());
       break;
     }

@@ -158,7 +158,7 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
         ok = false;
       }
       const auto t2 = Clock::now();
-      st = (*driver)->push(grads, 1.0);
+      st = (*driver)->push_lent(grads, 1.0);  // sent from where the gradients lie
       const auto t3 = Clock::now();
       if (step >= o.warmup)
         step_us.push_back(std::chrono::duration<double, std::micro>((t1 - t0) + (t3 - t2)).count());

@@ -12,11 +12,17 @@ namespace apiary::actors {
 
 namespace {
 
-/// A push's request bytes: a dense gradient written once, into a pooled buffer (its
-/// pages stay mapped from one step to the next); a sparse one through protobuf.
-Buffer encode_push(const std::string& shard, const core::ps::ShardPushView& p) {
+/// A push's request: with an `owner` of the caller's dense values, spliced around them
+/// (sent from where they lie); else a dense gradient written once, into a pooled buffer
+/// (its pages stay mapped from one step to the next), a sparse one through protobuf.
+Payload encode_push(const std::string& shard, const core::ps::ShardPushView& p,
+                    const std::shared_ptr<const void>& owner) {
   const float* values = p.dense;
   std::size_t count = p.count;
+  if (owner && !p.piece && values != nullptr && count > 0) {
+    auto [head, tail] = core::ps::dense_push_framing(shard, p.replica, p.step, p.samples, count);
+    return Payload{std::move(head), Buffer::view_of(owner, values, count * sizeof(float)), std::move(tail)};
+  }
   if (p.piece) {
     const auto* dense = std::get_if<std::vector<float>>(&*p.piece);
     if (dense == nullptr) {
@@ -128,7 +134,7 @@ Error ReplicaDriver::describe(const char* what, std::size_t shard, const Error& 
 }
 
 Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, const char* handle,
-                                                              std::vector<std::pair<std::size_t, Buffer>> requests) {
+                                                              std::vector<std::pair<std::size_t, Payload>> requests) {
   std::map<CallId, std::size_t> shard_of;
   std::set<CallId> ids;
   for (auto& [shard, body] : requests) {
@@ -189,7 +195,7 @@ Result<std::map<std::string, std::vector<float>>> ReplicaDriver::pull() {
 Status ReplicaDriver::pull_into(std::map<std::string, std::vector<float>>& params) {
   auto pulls = replica_.start_pull();
   if (!pulls) return pulls.error();
-  std::vector<std::pair<std::size_t, Buffer>> requests;
+  std::vector<std::pair<std::size_t, Payload>> requests;
   for (const auto& p : *pulls) {
     pb::PsPullRequest m;
     m.set_shard(config_.plan.shards[p.shard].config.variable);
@@ -230,11 +236,24 @@ Status ReplicaDriver::pull_into(std::map<std::string, std::vector<float>>& param
 
 Status ReplicaDriver::push(const std::map<std::string, core::ps::Gradient>& gradients, double samples) {
   // Dense gradients go from the caller's tensors straight into the request buffers.
+  return push_from(gradients, samples, nullptr);
+}
+
+Status ReplicaDriver::push_lent(std::map<std::string, core::ps::Gradient>& gradients, double samples) {
+  // The requests' bodies view the lent map; a frame still in flight keeps it alive.
+  auto lent = std::make_shared<std::map<std::string, core::ps::Gradient>>(std::move(gradients));
+  Status pushed = push_from(*lent, samples, lent);
+  gradients = lent.use_count() == 1 ? std::move(*lent) : *lent;
+  return pushed;
+}
+
+Status ReplicaDriver::push_from(const std::map<std::string, core::ps::Gradient>& gradients, double samples,
+                                const std::shared_ptr<const void>& owner) {
   auto pushes = replica_.push_views(gradients, samples);
   if (!pushes) return pushes.error();
-  std::vector<std::pair<std::size_t, Buffer>> requests;
+  std::vector<std::pair<std::size_t, Payload>> requests;
   for (const auto& p : *pushes) {
-    requests.emplace_back(p.shard, encode_push(config_.plan.shards[p.shard].config.variable, p));
+    requests.emplace_back(p.shard, encode_push(config_.plan.shards[p.shard].config.variable, p, owner));
   }
   auto answers = call_all("push", core::ps::k_ps_push_handle, std::move(requests));
   if (!answers) return answers.error();

@@ -66,6 +66,12 @@ class ReplicaDriver {
   /// examples; returns when every shard has taken its piece, and the step advances.
   /// Errors: as pull(), or invalid_argument on missing or mis-sized gradients.
   [[nodiscard]] Status push(const std::map<std::string, core::ps::Gradient>& gradients, double samples);
+  /// As push(), with each dense gradient of a whole variable sent from where it lies
+  /// instead of copied into its request: the map is lent to the push and handed back
+  /// through `gradients` when it returns, its storage unchanged (or, where a request
+  /// may still be in flight after a failure, as a copy, so the bytes in flight stay as
+  /// they were). Pass the same map every step to keep its memory.
+  [[nodiscard]] Status push_lent(std::map<std::string, core::ps::Gradient>& gradients, double samples);
 
   /// Ends the sessions normally (the replica is done; call it after the last pull) and
   /// waits up to `patience` for every PS process to acknowledge, so that a process
@@ -88,10 +94,13 @@ class ReplicaDriver {
  private:
   ReplicaDriver(caf::actor_system& sys, std::shared_ptr<Gateway> gw, ReplicaDriverConfig config,
                 core::ps::Replica replica);
+  /// push() and push_lent(): with an `owner` of the gradients, dense ones are spliced.
+  [[nodiscard]] Status push_from(const std::map<std::string, core::ps::Gradient>& gradients, double samples,
+                                 const std::shared_ptr<const void>& owner);
   /// Issues one call per (shard, request) and waits for all; returns the responses by
   /// shard id, or the first failure as an error naming `what`, the shard and its PS.
   Result<std::map<std::size_t, Buffer>> call_all(const char* what, const char* handle,
-                                                 std::vector<std::pair<std::size_t, Buffer>> requests);
+                                                 std::vector<std::pair<std::size_t, Payload>> requests);
   Error describe(const char* what, std::size_t shard, const Error& e) const;
   /// Opens a session stream to every PS process.
   void join();

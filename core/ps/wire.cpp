@@ -175,6 +175,22 @@ std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t 
   return static_cast<std::size_t>(w.p - out);
 }
 
+std::pair<std::string, std::string> dense_push_framing(const std::string& shard, std::int32_t replica,
+                                                       std::int64_t step, double samples, std::size_t count) {
+  std::string head(header_size(shard, replica, step, 0) + 1 + varint_size(count * sizeof(float)), '\0');
+  Writer w{head.data()};
+  put_header(w, shard, replica, step, 0);
+  w.tag(k_field_values, k_len);
+  w.varint(count * sizeof(float));
+  std::string tail(bits_of(samples) == 0 ? 0 : 1 + 8, '\0');
+  if (const auto bits = bits_of(samples); bits != 0) {
+    Writer t{tail.data()};
+    t.tag(k_field_samples, k_fixed64);
+    t.bytes(&bits, 8);
+  }
+  return {std::move(head), std::move(tail)};
+}
+
 bool scan_dense_push(std::string_view bytes, DensePushView& out) {
   out = DensePushView{};
   Reader r{bytes.data(), bytes.data() + bytes.size()};

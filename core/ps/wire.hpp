@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/ps/shard.hpp"
 #include "messages/result.hpp"
@@ -58,6 +59,13 @@ struct DensePushView {
 /// to_pb(shard, push).SerializeAsString() for the same push. Returns the bytes written.
 std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t replica, std::int64_t step,
                               double samples, const float* values, std::size_t count);
+
+/// The bytes of encode_dense_push() before and after its values, for a push sent in
+/// pieces with the values left where they lie: head + the values' raw float32 bytes +
+/// tail is encode_dense_push()'s message (count > 0).
+[[nodiscard]] std::pair<std::string, std::string> dense_push_framing(const std::string& shard, std::int32_t replica,
+                                                                     std::int64_t step, double samples,
+                                                                     std::size_t count);
 
 /// Reads a PsPushRequest whose gradient is dense (one packed run of floats, or none)
 /// without copying the values. False for anything else (a sparse gradient, unpacked

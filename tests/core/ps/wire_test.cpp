@@ -57,6 +57,11 @@ TEST_CASE("a dense push written directly is byte for byte protobuf's, and reads 
     CHECK(v.step == c.step);
     CHECK(std::memcmp(&v.samples, &c.samples, sizeof(double)) == 0);
     CHECK(floats_of(v.gradient) == c.g);
+    if (c.g.empty()) continue;
+    // Sent in pieces, the values left where they lie: head + values + tail, the same bytes.
+    const auto [head, tail] = dense_push_framing(c.shard, c.replica, c.step, c.samples, c.g.size());
+    const std::string values(reinterpret_cast<const char*>(c.g.data()), c.g.size() * sizeof(float));
+    CHECK(head + values + tail == bytes);
   }
 }
 
@@ -84,6 +89,9 @@ TEST_CASE("a pull response written directly is protobuf's and decodes to the sam
   CHECK(reply->step == 7);
   CHECK(reply->version == 6);
   CHECK(reply->values == values);
+  // Sent in pieces: the head, then the values where they lie.
+  const std::string raw(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  CHECK(pull_response_head("w:0", 2, 7, 6, values.size()) + raw == bytes);
   // Into a reply whose vector has the size already: written in place.
   PullReply reused{9, 9, 9, std::vector<float>(values.size(), 7.0F)};
   const float* storage = reused.values.data();

@@ -52,6 +52,15 @@ class Buffer {
     return b;
   }
 
+  /// Bytes [offset, offset + size) of this buffer, sharing its storage (no copy).
+  [[nodiscard]] Buffer slice(std::size_t offset, std::size_t size) const {
+    Buffer b;
+    if (size == 0) return b;
+    b.size_ = size;
+    b.data_ = std::shared_ptr<std::byte[]>(data_, data_.get() + offset);
+    return b;
+  }
+
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   const char* chars() const { return reinterpret_cast<const char*>(data_.get()); }

@@ -185,6 +185,11 @@ class AllReduceRunner {
     std::size_t received = 0;  ///< answers read (parts 0..received-1 of the peer)
     bool open = true;
   };
+  /// An answer written as its part was averaged.
+  struct PreparedAnswer {
+    std::optional<NonePartWriter> writer;  ///< the delta, appended to its own message
+    Buffer in_place;                        ///< or: the delta's bytes, over the sender's copy
+  };
   /// One sender's stream to this reducer.
   struct Incoming {
     std::size_t peer = 0;
@@ -193,9 +198,10 @@ class AllReduceRunner {
     bool input_ended = false;    ///< the sender's direction ended
     bool open = true;            ///< not answered with last yet
     std::vector<pb::CompressionType> codecs;  ///< codec of each part received
-    /// Answers to uncompressed parts, by part: the reducer writes each delta into its
-    /// message in the pass that averages the part.
-    std::map<std::size_t, NonePartWriter> prepared;
+    /// Answers to uncompressed parts, by part: the reducer writes each delta in the pass
+    /// that averages the part, into a message of its own or (splice_parts) over the
+    /// sender's copy in its received message, which the answer then sends as its body.
+    std::map<std::size_t, PreparedAnswer> prepared;
   };
 
   AllReduceRunner(AllReduceConfig config, std::vector<std::vector<float>> tensors,
@@ -209,7 +215,7 @@ class AllReduceRunner {
   void maybe_finish(Effects& fx);
   // Reducer side (allreduce_reduce.cpp).
   void serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg, PartBytes floats);
-  [[nodiscard]] Result<std::string> answer(Incoming& in, std::size_t k);
+  [[nodiscard]] Result<Payload> answer(Incoming& in, std::size_t k);
   void fail_sender(Effects& fx, std::size_t peer);
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);

@@ -1,5 +1,6 @@
 // The reducing side of AllReduceRunner: serving the part streams of the other senders.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/averaging/allreduce.hpp"
@@ -19,6 +20,9 @@ PartBytes held_floats(std::string_view floats, const Buffer& message) {
 /// Values of one answer computed at a time: small enough to stay in the L1 cache on its
 /// way from the delta into the message.
 constexpr std::size_t k_answer_chunk = 2048;
+
+/// A message in one piece (a Reply's response, no body).
+Payload whole(std::string message) { return Payload{std::move(message), Buffer{}, std::string{}}; }
 
 }  // namespace
 
@@ -104,11 +108,24 @@ void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMe
   if (floats.owner.empty()) {
     done = reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight);
   } else {
-    // Its answer is written as the part is averaged, straight into the message.
-    auto writer = in.prepared.try_emplace(index, pb::AVERAGED_PART, "", "", floats.count, 0.0).first;
-    DeltaSink sink = [w = &writer->second](const float* values, std::size_t n) { w->append(values, n); };
+    // Its answer is written as the part is averaged: spliced, over the copy itself (this
+    // runner owns the received message, and each piece of the copy is read before its
+    // delta is written there); else into a message of its own.
+    PreparedAnswer& prepared = in.prepared[index];
+    DeltaSink sink;
+    if (config_.splice_parts) {
+      const auto offset = static_cast<std::size_t>(floats.bytes - floats.owner.data());
+      prepared.in_place = floats.owner.slice(offset, floats.count * sizeof(float));
+      sink = [at = prepared.in_place.data()](const float* values, std::size_t n) mutable {
+        std::memcpy(at, values, n * sizeof(float));
+        at += n * sizeof(float);
+      };
+    } else {
+      prepared.writer.emplace(pb::AVERAGED_PART, "", "", floats.count, 0.0);
+      sink = [w = &*prepared.writer](const float* values, std::size_t n) { w->append(values, n); };
+    }
     done = reducer_->accumulate(in.sender, index, std::move(floats), msg.weight, std::move(sink));
-    if (!done) in.prepared.erase(writer);
+    if (!done) in.prepared.erase(index);
   }
   if (!done) {
     close_incoming(fx, id, in, pb::PROTOCOL_VIOLATION);
@@ -150,7 +167,7 @@ void AllReduceRunner::flush_answers(Effects& fx) {
         close_incoming(fx, request, in, pb::INTERNAL_ERROR);
         break;
       }
-      fx.push_back(Reply{request, std::move(*msg), false});
+      fx.push_back(Reply{request, std::move(msg->head), false, std::move(msg->body), std::move(msg->tail)});
     }
     // Every part it sent is answered and it sends no more: end the stream.
     if (in.open && in.input_ended && in.replied == sent) {
@@ -162,20 +179,27 @@ void AllReduceRunner::flush_answers(Effects& fx) {
   release_answered_parts();
 }
 
-Result<std::string> AllReduceRunner::answer(Incoming& in, std::size_t k) {
+Result<Payload> AllReduceRunner::answer(Incoming& in, std::size_t k) {
   // avg - sender's copy; a part without an average (weight 0) keeps its values (delta 0).
   const Part& part = partition_.parts[partition_.parts_by_peer[config_.self][k]];
   const auto length = static_cast<std::size_t>(part.length);
   const bool has_delta = reducer_->state(k) == PartState::averaged;
-  if (auto prepared = in.prepared.find(k); prepared != in.prepared.end()) {
-    NonePartWriter writer = std::move(prepared->second);
-    in.prepared.erase(prepared);
-    if (has_delta) return writer.finish();  // written when the part was averaged
+  if (auto found = in.prepared.find(k); found != in.prepared.end()) {
+    PreparedAnswer prepared = std::move(found->second);
+    in.prepared.erase(found);
+    // Written when the part was averaged.
+    if (has_delta && prepared.writer) return whole(prepared.writer->finish());
+    if (has_delta) {
+      auto [head, tail] = NonePartWriter(pb::AVERAGED_PART, "", "", length, 0.0).split();
+      return Payload{std::move(head), std::move(prepared.in_place), std::move(tail)};
+    }
   }
   if (in.codecs[k] != pb::NONE) {
     std::vector<float> delta(length, 0.0f);
     if (has_delta && !reducer_->delta_into(in.sender, k, 0, length, delta.data())) std::fill(delta.begin(), delta.end(), 0.0f);
-    return encode_part_message(pb::AVERAGED_PART, "", "", delta.data(), length, in.codecs[k], 0.0);
+    auto msg = encode_part_message(pb::AVERAGED_PART, "", "", delta.data(), length, in.codecs[k], 0.0);
+    if (!msg) return msg.error();
+    return whole(std::move(*msg));
   }
   // Uncompressed: the delta is computed piece by piece straight into the message.
   NonePartWriter writer(pb::AVERAGED_PART, "", "", length, 0.0);
@@ -185,7 +209,7 @@ Result<std::string> AllReduceRunner::answer(Incoming& in, std::size_t k) {
     if (!has_delta || !reducer_->delta_into(in.sender, k, begin, n, piece)) std::fill(piece, piece + n, 0.0f);
     writer.append(piece, n);
   }
-  return writer.finish();
+  return whole(writer.finish());
 }
 
 void AllReduceRunner::release_answered_parts() {

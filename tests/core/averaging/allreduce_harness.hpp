@@ -174,7 +174,8 @@ class Net {
         execute(caller, runners_[caller].on_response(now_, id, r.response));
         return;
       }
-      if (!r.response->empty()) execute(caller, runners_[caller].on_message(now_, id, *r.response));
+      const std::string message = whole_message(r);  // a spliced answer travels whole here
+      if (!message.empty()) execute(caller, runners_[caller].on_message(now_, id, message));
       if (r.last && s.caller_open) {
         s.caller_open = false;
         execute(caller, runners_[caller].on_response(now_, id, std::string{}));

@@ -2,9 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/averaging/allreduce.hpp"
+#include "core/averaging/allreduce_fastwire.hpp"
 #include "core/averaging/allreduce_wire.hpp"
 #include "tests/core/averaging/allreduce_group.hpp"
 
@@ -135,10 +137,34 @@ TEST_CASE("allreduce: a spliced part's body is the tensor itself, kept alive whi
   REQUIRE(msg);
   CHECK(msg->code == pb::PART_FOR_AVERAGING);
   CHECK(floats == bodies[0].view());
+  // Peer 1's copy of part 0 (elements 0..255, all 10): the answer, its delta, is written
+  // over that copy in the received message and sent from there.
+  const std::vector<float> theirs(256, 10.0f);
+  Buffer part = Buffer::copy_of(encode_none_part(pb::PART_FOR_AVERAGING, "g", test_addr(1), theirs.data(),
+                                                 theirs.size(), 1.0));
+  const std::byte* received = part.data();
+  const std::size_t received_size = part.size();
+  Effects served = runner->on_request(TimePoint{}, 77, test_addr(1), std::move(part));
+  const Reply* answer = nullptr;
+  for (const Effect& e : served) {
+    if (const auto* r = std::get_if<Reply>(&e); r && r->request == 77) answer = r;
+  }
+  REQUIRE(answer != nullptr);
+  REQUIRE(answer->body.size() == 256 * sizeof(float));
+  CHECK(answer->body.data() >= received);
+  CHECK(answer->body.data() + answer->body.size() <= received + received_size);
+  std::string_view delta;
+  const std::string answer_bytes = whole_message(*answer);
+  auto answered = read_part_message(answer_bytes, delta);
+  REQUIRE(answered);
+  CHECK(answered->code == pb::AVERAGED_PART);
+  float d3 = 0.0f;
+  std::memcpy(&d3, delta.data() + 3 * sizeof(float), sizeof d3);
+  CHECK(d3 == (3.0f + 10.0f) / 2.0f - 10.0f);
   // The round ends (peer 1 cancels): the frames still hold views, so the outcome is a copy
   // and the views' bytes stay as they were.
   (void)runner->on_response(TimePoint{}, 2, make_error(errc::peer_down, "gone"));
-  (void)runner->on_timer(TimePoint{} + c.sender_timeout, 1);  // and never sent its parts
+  (void)runner->on_request_message(TimePoint{}, 77, make_error(errc::peer_down, "gone"), true);
   REQUIRE(runner->finished());
   auto out = runner->take_outcome();
   REQUIRE(out.averages.size() == 2);

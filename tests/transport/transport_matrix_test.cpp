@@ -63,6 +63,17 @@ Buffer make_request(std::uint64_t size, std::uint64_t seed) {
   return b;
 }
 
+/// test.rpc_hash's answer to one call: the hash and length of what the service got.
+std::pair<std::uint64_t, std::uint64_t> hash_answer(const actors::CallOutcome& o) {
+  if (o.error) FAIL(o.error->what());
+  REQUIRE(o.messages.size() == 1);
+  REQUIRE(o.messages[0].size() == 16);
+  std::uint64_t h = 0, n = 0;
+  std::memcpy(&h, o.messages[0].data(), 8);
+  std::memcpy(&n, o.messages[0].data() + 8, 8);
+  return {h, n};
+}
+
 }  // namespace
 
 TEST_CASE("transport matrix: bytes arrive intact", "[transport][integration]") {
@@ -100,12 +111,7 @@ TEST_CASE("transport matrix: bytes arrive intact", "[transport][integration]") {
     }
     auto out = actors::await_calls(self, *p.client, ids, 90s);
     for (auto& [id, o] : out) {
-      if (o.error) FAIL(o.error->what());
-      REQUIRE(o.messages.size() == 1);
-      REQUIRE(o.messages[0].size() == 16);
-      std::uint64_t h = 0, n = 0;
-      std::memcpy(&h, o.messages[0].data(), 8);
-      std::memcpy(&n, o.messages[0].data() + 8, 8);
+      const auto [h, n] = hash_answer(o);
       const Buffer& sent = payloads[which[id]];
       CHECK(n == size);
       CHECK(h == testing::fnv1a(sent.data(), sent.size()));
@@ -153,12 +159,7 @@ TEST_CASE("spliced messages arrive joined, their body sent from where it lies", 
   auto out = actors::await_calls(self, *p.client, ids, 90s);
   REQUIRE(out.size() == 1);
   const auto& o = out.begin()->second;
-  if (o.error) FAIL(o.error->what());
-  REQUIRE(o.messages.size() == 1);
-  REQUIRE(o.messages[0].size() == 16);
-  std::uint64_t h = 0, n = 0;
-  std::memcpy(&h, o.messages[0].data(), 8);
-  std::memcpy(&n, o.messages[0].data() + 8, 8);
+  const auto [h, n] = hash_answer(o);
   CHECK(n == whole.size());
   CHECK(h == testing::fnv1a(whole.data(), whole.size()));
 }

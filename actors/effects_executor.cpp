@@ -98,7 +98,9 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
                                                  payload_of(std::move(call->request), std::move(call->body),
                                                             std::move(call->tail)),
                                                  call->last, call->caller)
-                                     : gw_->unary(me, *key, call->handle, Buffer::adopt(std::move(call->request)),
+                                     : gw_->unary(me, *key, call->handle,
+                                                  payload_of(std::move(call->request), std::move(call->body),
+                                                             std::move(call->tail)),
                                                   call->timeout, call->caller);
       calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last};
       by_core_[call->id] = id;

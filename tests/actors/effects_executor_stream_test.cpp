@@ -44,6 +44,9 @@ class StreamCore {
       fx.push_back(core::Reply{id, std::string(), true});  // an end without a message
       return fx;
     }
+    if (handle == "splice") {  // answers with its request between < and >, in three pieces
+      return {core::Reply{id, std::string("<"), false, Buffer::copy_of(body), ">"}, core::Reply{id, std::string(), true}};
+    }
     if (handle == "fail") {
       return {core::Reply{id, std::string("part0"), false}, core::Reply{id, make_error(errc::handler_error, "disk full")}};
     }
@@ -133,7 +136,7 @@ struct Fixture {
     gw_a = *a;
     gw_b = *b;
     callee = sys->spawn(stream_actor, gw_b, Effects{});
-    for (const char* h : {"echo", "parts", "fail", "ticks"}) gw_b->serve(h, callee);
+    for (const char* h : {"echo", "parts", "fail", "ticks", "splice"}) gw_b->serve(h, callee);
     (void)gw_b->describe("nobody:1").get();  // the registrations above are done once this returns
   }
   ~Fixture() {
@@ -143,8 +146,9 @@ struct Fixture {
     gw_b->stop();
   }
 
-  /// Starts a caller on gateway a issuing one streaming call to b.
-  caf::actor call(std::string handle, std::string first, bool last) {
+  /// Starts a caller on gateway a issuing one streaming call to b; a first message with
+  /// a `body` goes in pieces (first + body + tail).
+  caf::actor call(std::string handle, std::string first, bool last, Buffer body = {}, std::string tail = {}) {
     const auto& addr = gw_b->address();
     core::Call c;
     c.id = 1;
@@ -154,6 +158,8 @@ struct Fixture {
     c.timeout = 10s;
     c.stream = true;
     c.last = last;
+    c.body = std::move(body);
+    c.tail = std::move(tail);
     callers.push_back(sys->spawn(stream_actor, gw_a, Effects{c}));
     return callers.back();
   }
@@ -202,4 +208,11 @@ TEST_CASE("a caller's cancel reaches the callee and silences the call", "[actor]
   const auto callee = f.report_when(f.callee, "error:cancelled");
   CHECK(callee == "anomalies=0\nreq ticks/go\nreqmsg  last\nreqmsg error:cancelled last");
   CHECK(f.report_when(caller, "msg 1 tick0") == "anomalies=0\nmsg 1 tick0");  // nothing after the cancel
+}
+
+TEST_CASE("spliced messages through the executor arrive whole, both ways", "[actor]") {
+  Fixture f;
+  auto caller = f.call("splice", "head|", true, Buffer::copy_of(std::string_view("BODY")), "|tail");
+  CHECK(f.report_when(f.callee, "req splice") == "anomalies=0\nreq splice/head|BODY|tail");
+  CHECK(f.report_when(caller, "resp 1") == "anomalies=0\nmsg 1 <head|BODY|tail>\nresp 1 ");
 }

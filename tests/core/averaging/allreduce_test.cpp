@@ -85,15 +85,19 @@ TEST_CASE("allreduce: averages in place (no deltas) give the exact mean, inline 
   check_group(spec, 2e-3);
 }
 
-TEST_CASE("allreduce: spliced parts (views of the tensors) give the exact mean, in place or not",
+TEST_CASE("allreduce: spliced parts (views of the tensors) give the exact mean, in place or not, inline or deferred",
           "[allreduce]") {
   GroupSpec spec;
   spec.splice = true;
   for (const bool in_place : {false, true}) {
-    INFO("in place " << in_place);
-    spec.in_place = in_place;
-    check_sizes_and_mix(spec);
+    for (const bool deferred : {false, true}) {  // deltas from the averaging pass or the job
+      INFO("in place " << in_place << ", deferred " << deferred);
+      spec.in_place = in_place;
+      spec.deferred = deferred;
+      check_sizes_and_mix(spec);
+    }
   }
+  spec.deferred = false;
   spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node, AveragingMode::aux};
   spec.codecs = {pb::FLOAT16};  // a codec's parts are encoded as before
   check_group(spec, 2e-3);

@@ -21,7 +21,7 @@ struct AllReduceRankOptions {
   std::vector<int> ports;           ///< every rank's gateway port on 127.0.0.1, in rank order
   std::string mode = "tcp";         ///< UCX lanes: "tcp" (err mode PEER) or "shm" (sysv + cma)
   std::vector<std::size_t> sizes;   ///< buffer sizes, bytes of float32
-  std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< AllReduceConfig::part_size_bytes
+  std::int64_t part_size_bytes = std::int64_t{1} << 20;  ///< AllReduceConfig::part_size_bytes
   bool quick = false;               ///< the workload's smaller iteration counts
   bool timers = true;               ///< false: drop the runner's fault timers (profiling only)
   /// Keeps the runner's timers in the actor with one pending CAF wake-up

@@ -347,12 +347,21 @@ Effects AllReduceRunner::cancel(TimePoint now) {
   for (auto& [request, in] : incoming_) close_incoming(fx, request, in, pb::CANCELLED);
   fx.push_back(CancelTimer{config_.id_base + 1});
   for (auto& delta : outcome_.deltas) std::fill(delta.begin(), delta.end(), 0.0f);
-  outcome_.averages.clear();
+  // In place, the tensors go back as they stand: averaged where a part was complete
+  // before the cancel, the local values elsewhere.
+  release_tensors();
   outcome_.status = make_error(errc::cancelled,
-                               "all-reduce of group cancelled by this peer; its tensors are "
-                               "unchanged, retry in another round");
+                               "all-reduce of group cancelled by this peer; its tensors keep their local "
+                               "values except parts averaged before the cancel; retry in another round");
   finished_ = true;
   return fx;
+}
+
+void AllReduceRunner::release_tensors() {
+  if (!config_.averages_in_place) return;
+  // A spliced part's frame may still hold a view of the copy (its send completes on the
+  // transport's thread): the caller then gets a copy, so the view's bytes stay unchanged.
+  outcome_.averages = tensors_.use_count() == 1 ? std::move(*tensors_) : *tensors_;
 }
 
 void AllReduceRunner::maybe_finish(Effects& fx) {
@@ -370,13 +379,9 @@ void AllReduceRunner::maybe_finish(Effects& fx) {
   }
   std::sort(outcome_.failed_senders.begin(), outcome_.failed_senders.end());
   std::sort(outcome_.failed_reducers.begin(), outcome_.failed_reducers.end());
-  // Every stream is over: nothing reads the copy any more (the reducer's borrowed own
+  // Every stream is over: nothing here reads the copy any more (the reducer's borrowed own
   // parts included).
-  // parts). A spliced part's frame may still hold a view of it (its send completes on the
-  // transport's thread): the caller then gets a copy, so the view's bytes stay unchanged.
-  if (config_.averages_in_place) {
-    outcome_.averages = tensors_.use_count() == 1 ? std::move(*tensors_) : *tensors_;
-  }
+  release_tensors();
   finished_ = true;
 }
 

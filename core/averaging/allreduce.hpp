@@ -120,7 +120,7 @@ struct AllReduceOutcome {
   /// aux peer, cancelled round).
   std::vector<std::vector<float>> deltas;
   /// With averages_in_place instead of deltas: per tensor, the average where it is known,
-  /// the local value elsewhere. Empty after cancel() (the caller keeps its own values).
+  /// the local value elsewhere (after cancel() too: the parts averaged before it).
   std::vector<std::vector<float>> averages;
   /// Senders this peer's reducer excluded (missing, stalled, broken stream), sorted.
   std::vector<PeerAddr> failed_senders;
@@ -165,7 +165,8 @@ class AllReduceRunner {
   /// every contributor's local values). Unknown or stale ids are ignored.
   [[nodiscard]] Effects on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result);
   /// Leaves the round: cancels the own streams, answers open inbound streams with
-  /// CANCELLED, disarms timers. The outcome is errc::cancelled with zero deltas.
+  /// CANCELLED, disarms timers. The outcome is errc::cancelled with zero deltas (in place:
+  /// the tensors as they stand).
   [[nodiscard]] Effects cancel(TimePoint now);
 
   /// True once every own stream ended, the own span is reduced and every inbound stream
@@ -213,6 +214,8 @@ class AllReduceRunner {
   [[nodiscard]] Result<Payload> part_message(std::size_t part_index, bool first) const;
   void fail_reducer(Effects& fx, std::size_t peer, bool cancel_call);
   void maybe_finish(Effects& fx);
+  /// averages_in_place: hands the tensors to the outcome (a copy while a frame holds a view).
+  void release_tensors();
   // Reducer side (allreduce_reduce.cpp).
   void serve_part(Effects& fx, RequestId id, Incoming& in, PartMessage msg, PartBytes floats);
   [[nodiscard]] Result<Payload> answer(Incoming& in, std::size_t k);

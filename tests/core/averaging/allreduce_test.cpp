@@ -339,5 +339,26 @@ TEST_CASE("allreduce: a client's answers wait until its input ends, a node's do 
   }
 }
 
+TEST_CASE("allreduce: a cancelled round in place hands the tensors back as they stand", "[allreduce]") {
+  const std::vector<float> mine{1.0f, 2.0f, 3.0f, 4.0f};
+  AllReduceConfig c;
+  c.group_id = "g";
+  c.peers = {test_addr(0), test_addr(1)};
+  c.modes = {AveragingMode::node, AveragingMode::node};
+  c.tensor_sizes = {4};
+  c.peer_fractions = {1.0, 1.0};
+  c.averages_in_place = true;
+  auto runner = AllReduceRunner::create(c, {mine});
+  REQUIRE(runner);
+  (void)runner->start(TimePoint{});
+  (void)runner->cancel(TimePoint{});
+  REQUIRE(runner->finished());
+  auto out = runner->take_outcome();
+  CHECK(out.status.error().code == errc::cancelled);
+  // Nothing was averaged before the cancel: the caller gets its own values back.
+  REQUIRE(out.averages.size() == 1);
+  CHECK(out.averages[0] == mine);
+}
+
 }  // namespace
 }  // namespace apiary::core::averaging

@@ -22,7 +22,8 @@ class Buffer {
   /// Uninitialised storage of `size` bytes, to be filled by the owner before sharing.
   /// Blocks of k_pooled_min_bytes or more come from a process-wide pool of released
   /// blocks, so a stream of large payloads reuses memory whose pages are already
-  /// mapped instead of faulting in fresh pages for every payload.
+  /// mapped instead of faulting in fresh pages for every payload. Blocks of 2 MiB or
+  /// more are aligned to 2 MiB and advised to use transparent huge pages (buffer.cpp).
   static Buffer allocate(std::size_t size);
   /// A copy of `bytes`.
   static Buffer copy_of(const void* bytes, std::size_t size) {

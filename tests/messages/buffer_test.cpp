@@ -1,0 +1,70 @@
+// messages/buffer.hpp: pooled blocks (reused, huge ones aligned to 2 MiB), views kept
+// alive by their owner, slices, and Payload's pieces.
+#include "messages/buffer.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using apiary::Buffer;
+using apiary::Payload;
+
+TEST_CASE("large buffers come from the pool: a released block serves the next allocation") {
+  const std::byte* first = nullptr;
+  {
+    Buffer b = Buffer::allocate(std::size_t{300} << 10);
+    first = b.data();
+  }
+  Buffer again = Buffer::allocate(std::size_t{300} << 10);
+  CHECK(again.data() == first);  // same capacity class, the released block
+  CHECK(again.size() == (std::size_t{300} << 10));
+}
+
+TEST_CASE("blocks of 2 MiB or more are aligned to 2 MiB (for transparent huge pages)") {
+  // 1 MiB and a part's framing rounds up to a 2 MiB block too.
+  for (std::size_t size : {(std::size_t{1} << 20) + 100, std::size_t{2} << 20, std::size_t{5} << 20}) {
+    INFO("size " << size);
+    Buffer b = Buffer::allocate(size);
+    REQUIRE(b.size() == size);
+    CHECK(reinterpret_cast<std::uintptr_t>(b.data()) % (std::size_t{2} << 20) == 0);
+    std::memset(b.data(), 0x5a, size);  // every byte is usable
+    CHECK(b.data()[size - 1] == std::byte{0x5a});
+  }
+}
+
+TEST_CASE("a view keeps its owner alive and copies nothing; a slice shares its buffer") {
+  std::weak_ptr<std::vector<float>> watch;
+  Buffer view;
+  {
+    auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f});
+    watch = owner;
+    view = Buffer::view_of(owner, owner->data() + 1, 2 * sizeof(float));
+    CHECK(reinterpret_cast<const float*>(view.data()) == owner->data() + 1);
+  }
+  REQUIRE_FALSE(watch.expired());  // the view holds it
+  float second = 0.0f;
+  std::memcpy(&second, view.data(), sizeof second);
+  CHECK(second == 2.0f);
+  Buffer slice = view.slice(sizeof(float), sizeof(float));
+  view = Buffer{};
+  CHECK_FALSE(watch.expired());  // the slice holds it now
+  float third = 0.0f;
+  std::memcpy(&third, slice.data(), sizeof third);
+  CHECK(third == 3.0f);
+  slice = Buffer{};
+  CHECK(watch.expired());
+  CHECK(Buffer::view_of(nullptr, nullptr, 0).empty());
+}
+
+TEST_CASE("a payload is head + body + tail; a plain buffer is a whole message") {
+  Payload spliced{"<", Buffer::copy_of(std::string_view("body")), ">"};
+  CHECK(spliced.spliced());
+  CHECK(spliced.size() == 6);
+  CHECK(spliced.joined() == "<body>");
+  Payload whole = Buffer::copy_of(std::string_view("all"));
+  CHECK_FALSE(whole.spliced());
+  CHECK(whole.joined() == "all");
+}

@@ -104,20 +104,29 @@ class Transport {
   virtual std::string describe(const PeerKey& peer) = 0;
 };
 
+/// A buffer for a frame's whole message, `body` bytes between the envelope's spliced head
+/// and tail (Envelope.payload_head / payload_tail, copied in here and then cleared from
+/// the envelope). The body's bytes, at offset `body_at`, are left for the caller to fill.
+inline Buffer spliced_buffer(pb::Envelope& env, std::size_t body, std::size_t& body_at) {
+  const std::string& head = env.payload_head();
+  const std::string& tail = env.payload_tail();
+  body_at = head.size();
+  Buffer whole = Buffer::allocate(head.size() + body + tail.size());
+  if (!head.empty()) std::memcpy(whole.data(), head.data(), head.size());
+  if (!tail.empty()) std::memcpy(whole.data() + head.size() + body, tail.data(), tail.size());
+  env.clear_payload_head();
+  env.clear_payload_tail();
+  return whole;
+}
+
 /// The payload of a spliced frame (Envelope.payload_head + payload + payload_tail) in one
 /// buffer, with the envelope's head and tail cleared; any other payload as it is. For
 /// transports that cannot receive the payload in place between head and tail.
 inline Buffer join_spliced(pb::Envelope& env, Buffer payload) {
   if (env.payload_head().empty() && env.payload_tail().empty()) return payload;
-  const std::string& head = env.payload_head();
-  const std::string& tail = env.payload_tail();
-  Buffer joined = Buffer::allocate(head.size() + payload.size() + tail.size());
-  std::byte* out = joined.data();
-  if (!head.empty()) std::memcpy(out, head.data(), head.size());
-  if (!payload.empty()) std::memcpy(out + head.size(), payload.data(), payload.size());
-  if (!tail.empty()) std::memcpy(out + head.size() + payload.size(), tail.data(), tail.size());
-  env.clear_payload_head();
-  env.clear_payload_tail();
+  std::size_t body_at = 0;
+  Buffer joined = spliced_buffer(env, payload.size(), body_at);
+  if (!payload.empty()) std::memcpy(joined.data() + body_at, payload.data(), payload.size());
   return joined;
 }
 

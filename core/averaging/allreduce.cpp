@@ -144,7 +144,7 @@ Result<Payload> AllReduceRunner::part_message(std::size_t part_index, bool first
   const std::string& peer_id = first ? config_.peers[config_.self] : k_no_string;
   if (config_.splice_parts && codec_of(part) == pb::NONE && count > 0) {
     // The values stay where they lie: the message's body is a view of the tensor.
-    auto [head, tail] = NonePartWriter(code, group_id, peer_id, count, config_.weight).split();
+    auto [head, tail] = none_part_framing(code, group_id, peer_id, count, config_.weight);
     return Payload{std::move(head), Buffer::view_of(tensors_, local_data(part), count * sizeof(float)),
                    std::move(tail)};
   }

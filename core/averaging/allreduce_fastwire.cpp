@@ -53,56 +53,73 @@ constexpr char k_dtype[] = "float32";
 
 }  // namespace
 
+namespace {
+
+/// Bytes of a NONE part's tensor field: buffer (1), size (2, packed), dtype (4);
+/// compression NONE is the default (0) and left out, as is an empty buffer (proto3).
+std::size_t none_tensor_bytes(std::size_t count) {
+  const std::size_t data_bytes = count * sizeof(float);
+  const std::size_t size_field = varint_size(count);
+  const std::size_t buffer_field = data_bytes == 0 ? 0 : 1 + varint_size(data_bytes) + data_bytes;
+  return buffer_field + 1 + varint_size(size_field) + size_field + 1 + 1 + sizeof(k_dtype) - 1;
+}
+
+/// The bytes of a NONE part's AveragingData before its values.
+void put_none_head(std::string& out, pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
+                   std::size_t count) {
+  if (code != pb::NO_CODE) {
+    put_tag(out, 1, k_varint);
+    put_varint(out, static_cast<std::uint64_t>(code));
+  }
+  if (!group_id.empty()) put_bytes(out, 2, group_id.data(), group_id.size());
+  if (!peer_id.empty()) put_bytes(out, 3, peer_id.data(), peer_id.size());
+  put_tag(out, 4, k_len);
+  put_varint(out, none_tensor_bytes(count));
+  if (count > 0) {
+    put_tag(out, 1, k_len);
+    put_varint(out, count * sizeof(float));
+  }
+}
+
+/// The bytes of a NONE part's AveragingData after its values.
+void put_none_tail(std::string& out, std::size_t count, double weight) {
+  put_tag(out, 2, k_len);
+  put_varint(out, varint_size(count));
+  put_varint(out, count);
+  put_bytes(out, 4, k_dtype, sizeof(k_dtype) - 1);
+  if (weight != 0.0) {
+    put_tag(out, 5, k_fixed64);
+    char bits[8];
+    std::memcpy(bits, &weight, 8);
+    out.append(bits, 8);
+  }
+}
+
+}  // namespace
+
 NonePartWriter::NonePartWriter(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
                                std::size_t count, double weight)
     : count_(count), weight_(weight) {
-  const std::size_t data_bytes = count * sizeof(float);
-  // Tensor: buffer (1), size (2, packed), dtype (4); compression NONE is the default (0).
-  const std::size_t size_field = varint_size(count);
-  // proto3 leaves an empty buffer out.
-  const std::size_t buffer_field = data_bytes == 0 ? 0 : 1 + varint_size(data_bytes) + data_bytes;
-  const std::size_t tensor_bytes = buffer_field + 1 + varint_size(size_field) + size_field +  //
-                                   1 + 1 + sizeof(k_dtype) - 1;
-  out_.reserve(tensor_bytes + group_id.size() + peer_id.size() + 32);
-  if (code != pb::NO_CODE) {
-    put_tag(out_, 1, k_varint);
-    put_varint(out_, static_cast<std::uint64_t>(code));
-  }
-  if (!group_id.empty()) put_bytes(out_, 2, group_id.data(), group_id.size());
-  if (!peer_id.empty()) put_bytes(out_, 3, peer_id.data(), peer_id.size());
-  put_tag(out_, 4, k_len);
-  put_varint(out_, tensor_bytes);
-  if (data_bytes > 0) {
-    put_tag(out_, 1, k_len);
-    put_varint(out_, data_bytes);
-  }
+  out_.reserve(none_tensor_bytes(count) + group_id.size() + peer_id.size() + 32);
+  put_none_head(out_, code, group_id, peer_id, count);
 }
 
 void NonePartWriter::append(const float* values, std::size_t n) {
   out_.append(reinterpret_cast<const char*>(values), n * sizeof(float));
-  written_ += n;
 }
 
 std::string NonePartWriter::finish() {
-  const std::size_t size_field = varint_size(count_);
-  put_tag(out_, 2, k_len);
-  put_varint(out_, size_field);
-  put_varint(out_, count_);
-  put_bytes(out_, 4, k_dtype, sizeof(k_dtype) - 1);
-  if (weight_ != 0.0) {
-    put_tag(out_, 5, k_fixed64);
-    char bits[8];
-    std::memcpy(bits, &weight_, 8);
-    out_.append(bits, 8);
-  }
+  put_none_tail(out_, count_, weight_);
   return std::move(out_);
 }
 
-std::pair<std::string, std::string> NonePartWriter::split() {
-  std::string head = std::move(out_);
-  out_.clear();
-  written_ = count_;  // the values travel apart
-  return {std::move(head), finish()};
+std::pair<std::string, std::string> none_part_framing(pb::MessageCode code, const std::string& group_id,
+                                                      const std::string& peer_id, std::size_t count, double weight) {
+  std::string head;
+  std::string tail;
+  put_none_head(head, code, group_id, peer_id, count);
+  put_none_tail(tail, count, weight);
+  return {std::move(head), std::move(tail)};
 }
 
 std::string encode_none_part(pb::MessageCode code, const std::string& group_id, const std::string& peer_id,

@@ -28,17 +28,19 @@ class NonePartWriter {
   void append(const float* values, std::size_t n);
   /// The message. Expects every value appended.
   [[nodiscard]] std::string finish();
-  /// Instead of append() and finish(): the bytes before the values and after them, for a
-  /// message sent in pieces with the values left where they lie (head + values + tail is
-  /// finish()'s message). Call on a fresh writer.
-  [[nodiscard]] std::pair<std::string, std::string> split();
 
  private:
   std::string out_;
   std::size_t count_ = 0;
-  std::size_t written_ = 0;
   double weight_ = 0.0;
 };
+
+/// The bytes of encode_none_part()'s message before its values and after them, for a
+/// message sent in pieces with the values left where they lie: head + the `count` floats'
+/// raw bytes + tail is that message.
+[[nodiscard]] std::pair<std::string, std::string> none_part_framing(pb::MessageCode code, const std::string& group_id,
+                                                                    const std::string& peer_id, std::size_t count,
+                                                                    double weight);
 
 /// Reads an AveragingData whose part (if any) is a 1-d float32 NONE tensor into `out`.
 /// False when the bytes hold anything else (a codec, chunks, unknown fields, malformed

@@ -190,7 +190,7 @@ Result<Payload> AllReduceRunner::answer(Incoming& in, std::size_t k) {
     // Written when the part was averaged.
     if (has_delta && prepared.writer) return whole(prepared.writer->finish());
     if (has_delta) {
-      auto [head, tail] = NonePartWriter(pb::AVERAGED_PART, "", "", length, 0.0).split();
+      auto [head, tail] = none_part_framing(pb::AVERAGED_PART, "", "", length, 0.0);
       return Payload{std::move(head), std::move(prepared.in_place), std::move(tail)};
     }
   }

@@ -155,12 +155,20 @@ bool as_floats(std::string_view bytes, DenseBytes& out) {
   return true;
 }
 
+/// A push's samples, after its values (left out at +0.0, as protobuf does).
+std::size_t samples_size(double samples) { return bits_of(samples) == 0 ? 0 : 1 + 8; }
+void put_samples(Writer& w, double samples) {
+  if (const auto bits = bits_of(samples); bits != 0) {
+    w.tag(k_field_samples, k_fixed64);
+    w.bytes(&bits, 8);
+  }
+}
+
 }  // namespace
 
 std::size_t dense_push_size(const std::string& shard, std::int32_t replica, std::int64_t step, double samples,
                             std::size_t count) {
-  return header_size(shard, replica, step, 0) + len_field_size(count * sizeof(float)) +
-         (bits_of(samples) == 0 ? 0 : 1 + 8);
+  return header_size(shard, replica, step, 0) + len_field_size(count * sizeof(float)) + samples_size(samples);
 }
 
 std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t replica, std::int64_t step,
@@ -168,10 +176,7 @@ std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t 
   Writer w{out};
   put_header(w, shard, replica, step, 0);
   put_values(w, values, count);
-  if (const auto bits = bits_of(samples); bits != 0) {
-    w.tag(k_field_samples, k_fixed64);
-    w.bytes(&bits, 8);
-  }
+  put_samples(w, samples);
   return static_cast<std::size_t>(w.p - out);
 }
 
@@ -182,12 +187,9 @@ std::pair<std::string, std::string> dense_push_framing(const std::string& shard,
   put_header(w, shard, replica, step, 0);
   w.tag(k_field_values, k_len);
   w.varint(count * sizeof(float));
-  std::string tail(bits_of(samples) == 0 ? 0 : 1 + 8, '\0');
-  if (const auto bits = bits_of(samples); bits != 0) {
-    Writer t{tail.data()};
-    t.tag(k_field_samples, k_fixed64);
-    t.bytes(&bits, 8);
-  }
+  std::string tail(samples_size(samples), '\0');
+  Writer t{tail.data()};
+  put_samples(t, samples);
   return {std::move(head), std::move(tail)};
 }
 

@@ -286,8 +286,8 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   }
   // A spliced message (head + data + tail) is joined here: the data lands in place
   // between its head and tail, so joining costs no extra copy of it.
-  const std::size_t head = frame.envelope.payload_head().size();
-  const std::size_t total = head + length + frame.envelope.payload_tail().size();
+  const std::size_t total =
+      frame.envelope.payload_head().size() + length + frame.envelope.payload_tail().size();
   if (total > self->config_.max_frame_bytes) {
     ++self->counters_.oversized;
     frame.payload_error = make_error(errc::too_large,
@@ -296,13 +296,8 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
-  Buffer payload = Buffer::allocate(total);
-  if (head > 0) std::memcpy(payload.data(), frame.envelope.payload_head().data(), head);
-  if (total > head + length) {
-    std::memcpy(payload.data() + head + length, frame.envelope.payload_tail().data(), total - head - length);
-  }
-  frame.envelope.clear_payload_head();
-  frame.envelope.clear_payload_tail();
+  std::size_t body_at = 0;
+  Buffer payload = spliced_buffer(frame.envelope, length, body_at);
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto pending = std::make_unique<PendingRndv>();
     pending->self = self;
@@ -311,14 +306,14 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     pending->slot->frame = std::move(frame);
     pending->slot->frame.payload = std::move(payload);
     pending->desc = data;
-    pending->offset = head;
+    pending->offset = body_at;
     pending->length = length;
     ep.rx_order.push_back(pending->slot);  // later frames of this peer wait behind it
     self->rndv_pending_.push_back(std::move(pending));
     ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
-  if (length > 0) std::memcpy(payload.data() + head, data, length);
+  if (length > 0) std::memcpy(payload.data() + body_at, data, length);
   frame.payload = std::move(payload);
   self->receive(ep, std::move(frame));
   return UCS_OK;

@@ -281,6 +281,17 @@ int run_allreduce_bench(const AllReduceBenchOptions& o) {
                  bytes);
       return 1;
     }
+    if (std::count(o.sizes.begin(), o.sizes.end(), bytes) > 1) {
+      fmt::print(stderr, "apiary bench allreduce: size {} is given twice; expected each size once (figures are keyed by size)\n",
+                 bytes);
+      return 1;
+    }
+  }
+  for (const std::size_t n : o.ranks) {
+    if (std::count(o.ranks.begin(), o.ranks.end(), n) > 1) {
+      fmt::print(stderr, "apiary bench allreduce: group size {} is given twice; expected each once\n", n);
+      return 1;
+    }
   }
   fmt::print("apiary bench allreduce: float32 sum/mean, sizes {}, ranks {}, {}apiary part size {} B{}{}{}, loopback only\n",
              joined(o.sizes), joined(o.ranks), o.quick ? "quick (about a tenth of the iterations), " : "",

@@ -208,6 +208,8 @@ void start_op(driver* self) {
   // As MPI_Allreduce in place: the buffer goes to the runner and comes back averaged.
   c.averages_in_place = true;
   c.splice_parts = true;  // parts leave as views of the tensors (the gateway sends the pieces)
+  // Answers carry the averages, copied into place: every replica holds the same bits.
+  c.answer_averages = true;
   std::vector<std::vector<float>> tensors;
   tensors.push_back(std::move(st.tensor));
   auto runner = av::AllReduceRunner::create(std::move(c), std::move(tensors));

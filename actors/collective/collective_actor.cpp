@@ -173,6 +173,8 @@ void start_allreduce(collective_actor* self, collective_op_message& m) {
   // The tensors go to the runner and come back averaged (no copy, no deltas).
   c.averages_in_place = true;
   c.splice_parts = true;  // parts leave as views of the tensors (the gateway sends the pieces)
+  // Answers carry the averages, copied into place: every replica holds the same bits.
+  c.answer_averages = true;
   auto runner = av::AllReduceRunner::create(std::move(c), std::move(m.tensors));
   if (!runner) {
     m.done->set_value(runner.error());

@@ -169,7 +169,7 @@ Effects AllReduceRunner::start(TimePoint now) {
                                  static_cast<std::size_t>(part.length), Buffer{}};
         // Its delta goes straight into the outcome as the part is averaged (in place,
         // the average itself lands over the copy instead).
-        DeltaSink sink;
+        PartSink sink;
         if (!config_.averages_in_place) {
           float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
           sink = [dest](const float* values, std::size_t n) mutable {
@@ -250,25 +250,44 @@ bool AllReduceRunner::take_delta(std::string_view message, const Part& part) {
   // part, else decoded first.
   float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
   const auto length = static_cast<std::size_t>(part.length);
+  const float* __restrict local = local_data(part);
   PartMessage header;
   if (decode_none_part_into(message, header, dest, length)) {
     if (header.code == pb::AVERAGED_PART) return true;
-    std::fill(dest, dest + length, 0.0f);  // not a delta: the local values stay
+    if (header.code == pb::AVERAGED_VALUES) {
+      for (std::size_t k = 0; k < length; ++k) dest[k] = dest[k] - local[k];
+      return true;
+    }
+    std::fill(dest, dest + length, 0.0f);  // not an answer: the local values stay
     return false;
   }
   auto msg = decode_part_message(message);
-  if (!msg || msg->code != pb::AVERAGED_PART || msg->values.size() != length) return false;
-  std::copy(msg->values.begin(), msg->values.end(), dest);
+  if (!msg || (msg->code != pb::AVERAGED_PART && msg->code != pb::AVERAGED_VALUES) ||
+      msg->values.size() != length) {
+    return false;
+  }
+  const bool average = msg->code == pb::AVERAGED_VALUES;
+  for (std::size_t k = 0; k < length; ++k) dest[k] = average ? msg->values[k] - local[k] : msg->values[k];
   return true;
 }
 
 bool AllReduceRunner::add_answer(std::string_view message, const Part& part) {
-  // x += delta, read where the delta lies in the message (uncompressed) or decoded.
+  // x += delta, or x = average, read where the values lie in the message (uncompressed)
+  // or decoded.
   std::string_view floats;
   auto msg = read_part_message(message, floats);
   const auto length = static_cast<std::size_t>(part.length);
-  if (!msg || msg->code != pb::AVERAGED_PART) return false;
+  if (!msg || (msg->code != pb::AVERAGED_PART && msg->code != pb::AVERAGED_VALUES)) return false;
   float* __restrict x = (*tensors_)[part.tensor_index].data() + part.offset;
+  if (msg->code == pb::AVERAGED_VALUES) {
+    if (msg->values.empty() && floats.size() == length * sizeof(float)) {
+      if (length > 0) std::memcpy(x, floats.data(), floats.size());
+      return true;
+    }
+    if (msg->values.size() != length) return false;
+    std::copy(msg->values.begin(), msg->values.end(), x);
+    return true;
+  }
   if (msg->values.empty() && floats.size() == length * sizeof(float)) {
     const char* __restrict d = floats.data();
     for (std::size_t k = 0; k < length; ++k) {

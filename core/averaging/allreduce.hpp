@@ -107,6 +107,12 @@ struct AllReduceConfig {
   /// whose transport sends the pieces as they are (the actors); a shell that moves whole
   /// strings joins them (core::whole_message).
   bool splice_parts = false;
+  /// This reducer answers uncompressed parts with the average itself (AVERAGED_VALUES),
+  /// which the sender copies into place, instead of hivemind's delta to add
+  /// (AVERAGED_PART): every member then holds the same bits (x + (avg - x) need not be
+  /// avg in floating point), and the sender's pass reads one buffer fewer. For a
+  /// synchronous all-reduce. Senders take either answer, whatever their own setting.
+  bool answer_averages = false;
 };
 
 /// Checks a config and the tensors' sizes; the error names the field and what was expected.
@@ -188,8 +194,9 @@ class AllReduceRunner {
   };
   /// An answer written as its part was averaged.
   struct PreparedAnswer {
-    std::optional<NonePartWriter> writer;  ///< the delta, appended to its own message
-    Buffer in_place;                        ///< or: the delta's bytes, over the sender's copy
+    pb::MessageCode code = pb::AVERAGED_PART;  ///< a delta, or AVERAGED_VALUES: the average
+    std::optional<NonePartWriter> writer;      ///< the values, appended to their own message
+    Buffer in_place;                            ///< or: the values' bytes, over the sender's copy
   };
   /// One sender's stream to this reducer.
   struct Incoming {
@@ -222,10 +229,12 @@ class AllReduceRunner {
   void fail_sender(Effects& fx, std::size_t peer);
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);
-  /// Sender: takes a reducer's answer for `part` as its delta; false for anything but an
-  /// averaged part of the right length (the part then keeps its local values).
+  /// Sender: takes a reducer's answer for `part` (a delta, or the average less the local
+  /// values) as its delta; false for anything but an averaged part of the right length
+  /// (the part then keeps its local values).
   [[nodiscard]] bool take_delta(std::string_view message, const Part& part);
-  /// As take_delta with averages_in_place: the delta is added straight to the tensors.
+  /// As take_delta with averages_in_place: a delta is added straight to the tensors, an
+  /// average copied there.
   [[nodiscard]] bool add_answer(std::string_view message, const Part& part);
   void release_answered_parts();
 

@@ -108,11 +108,13 @@ void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMe
   if (floats.owner.empty()) {
     done = reducer_->accumulate(in.sender, index, std::move(msg.values), msg.weight);
   } else {
-    // Its answer is written as the part is averaged: spliced, over the copy itself (this
-    // runner owns the received message, and each piece of the copy is read before its
-    // delta is written there); else into a message of its own.
+    // Its answer (the delta, or the average with answer_averages) is written as the part
+    // is averaged: spliced, over the copy itself (this runner owns the received message,
+    // and each piece of the copy is read before its answer is written there); else into a
+    // message of its own.
     PreparedAnswer& prepared = in.prepared[index];
-    DeltaSink sink;
+    prepared.code = config_.answer_averages ? pb::AVERAGED_VALUES : pb::AVERAGED_PART;
+    PartSink sink;
     if (config_.splice_parts) {
       const auto offset = static_cast<std::size_t>(floats.bytes - floats.owner.data());
       prepared.in_place = floats.owner.slice(offset, floats.count * sizeof(float));
@@ -121,10 +123,11 @@ void AllReduceRunner::serve_part(Effects& fx, RequestId id, Incoming& in, PartMe
         at += n * sizeof(float);
       };
     } else {
-      prepared.writer.emplace(pb::AVERAGED_PART, "", "", floats.count, 0.0);
+      prepared.writer.emplace(prepared.code, "", "", floats.count, 0.0);
       sink = [w = &*prepared.writer](const float* values, std::size_t n) { w->append(values, n); };
     }
-    done = reducer_->accumulate(in.sender, index, std::move(floats), msg.weight, std::move(sink));
+    done = reducer_->accumulate(in.sender, index, std::move(floats), msg.weight, std::move(sink),
+                                config_.answer_averages ? SinkGets::average : SinkGets::delta);
     if (!done) in.prepared.erase(index);
   }
   if (!done) {
@@ -180,7 +183,8 @@ void AllReduceRunner::flush_answers(Effects& fx) {
 }
 
 Result<Payload> AllReduceRunner::answer(Incoming& in, std::size_t k) {
-  // avg - sender's copy; a part without an average (weight 0) keeps its values (delta 0).
+  // avg - sender's copy (or avg, as prepared); a part without an average (weight 0) keeps
+  // its values (delta 0).
   const Part& part = partition_.parts[partition_.parts_by_peer[config_.self][k]];
   const auto length = static_cast<std::size_t>(part.length);
   const bool has_delta = reducer_->state(k) == PartState::averaged;
@@ -190,7 +194,7 @@ Result<Payload> AllReduceRunner::answer(Incoming& in, std::size_t k) {
     // Written when the part was averaged.
     if (has_delta && prepared.writer) return whole(prepared.writer->finish());
     if (has_delta) {
-      auto [head, tail] = none_part_framing(pb::AVERAGED_PART, "", "", length, 0.0);
+      auto [head, tail] = none_part_framing(prepared.code, "", "", length, 0.0);
       return Payload{std::move(head), std::move(prepared.in_place), std::move(tail)};
     }
   }

@@ -71,19 +71,22 @@ void PartReducer::average_part(std::size_t i) {
   // reduce_part()'s arithmetic over the copies where they lie, in sender order.
   std::vector<const std::byte*> inputs;
   std::vector<float> weights;
-  std::vector<const DeltaSink*> sinks;
+  std::vector<const PartSink*> delta_sinks;
+  std::vector<const PartSink*> average_sinks;
   for (std::size_t s = 0; s < part.copies.size(); ++s) {
     const Copy& copy = part.copies[s];
     if (!copy.present) continue;
     inputs.push_back(copy.data());
     weights.push_back(part.weights[s]);
-    sinks.push_back(copy.sink ? &copy.sink : nullptr);
+    const bool delta = copy.sink && copy.gets == SinkGets::delta;
+    delta_sinks.push_back(delta ? &copy.sink : nullptr);
+    if (copy.sink && !delta) average_sinks.push_back(&copy.sink);
   }
   if (part.average_at == nullptr) {
     part.average.resize(part.size);
     part.average_at = part.average.data();
   }
-  weighted_average(inputs, weights, part.size, part.average_at, sinks);
+  weighted_average(inputs, weights, part.size, part.average_at, delta_sinks, average_sinks);
   drop_sunk_copies(part);
 }
 
@@ -121,7 +124,8 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
 }
 
 Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std::size_t part_index,
-                                                         PartBytes values, double weight, DeltaSink sink) {
+                                                         PartBytes values, double weight, PartSink sink,
+                                                         SinkGets gets) {
   if (values.count > 0 && values.bytes == nullptr) {
     return make_error(errc::invalid_argument, "reducer: sender {} sent part {} with {} elements but null data",
                       sender, part_index, values.count);
@@ -130,6 +134,7 @@ Result<std::vector<std::size_t>> PartReducer::accumulate(std::size_t sender, std
   Copy copy;
   copy.held = std::move(values);
   copy.sink = std::move(sink);
+  copy.gets = gets;
   if (count == 0) copy.held.bytes = nullptr;  // nothing to read: keep it as an empty vector
   return add_copy(sender, part_index, std::move(copy), count, weight);
 }
@@ -317,9 +322,12 @@ std::vector<ReduceJob> PartReducer::take_jobs() {
         copy.held = PartBytes{};
       }
       job.inputs.push_back(std::move(copy.values));
-      DeltaSink sink = std::move(copy.sink);  // the job's delta goes there (finish_job)
+      // The job's result goes to the sink (finish_job).
+      PartSink sink = std::move(copy.sink);
+      const SinkGets gets = copy.gets;
       copy = Copy{};
       copy.sink = std::move(sink);
+      copy.gets = gets;
       job.weights.push_back(part.weights[s]);
     }
     part.taken = true;
@@ -352,7 +360,8 @@ Status PartReducer::finish_job(std::size_t part_index, Result<ReducedPart> resul
   if (result) {
     for (std::size_t j = 0; j < part.contributors.size(); ++j) {
       Copy& copy = part.copies[part.contributors[j]];
-      if (copy.sink) copy.sink(result->deltas[j].data(), result->deltas[j].size());
+      if (copy.sink && copy.gets == SinkGets::delta) copy.sink(result->deltas[j].data(), result->deltas[j].size());
+      if (copy.sink && copy.gets == SinkGets::average) copy.sink(result->average.data(), result->average.size());
       copy.values = std::move(result->deltas[j]);
       copy.present = true;
     }

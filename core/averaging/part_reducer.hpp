@@ -57,15 +57,25 @@ struct ReducedPart {
 void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
                       std::size_t size, float* out);
 
-/// Receives one contributor's delta (average - its copy) when its part is averaged: the
-/// values in order, a piece of `n` at a time, each valid during the call only.
-using DeltaSink = std::function<void(const float* values, std::size_t n)>;
+/// Receives one contributor's result when its part is averaged (its delta, average - its
+/// copy, or the average itself; see SinkGets): the values in order, a piece of `n` at a
+/// time, each valid during the call only.
+using PartSink = std::function<void(const float* values, std::size_t n)>;
 
-/// weighted_average() that also hands input j's delta to `*sinks[j]` (where given) in the
-/// same pass, piece by piece, before that piece of `out` is written: the same bits as
-/// computing average - x_j afterwards, without reading the average and the copies again.
+/// What a PartSink receives.
+enum class SinkGets {
+  delta,    ///< average - the contributor's copy (hivemind's answer)
+  average,  ///< the average (an answer that every member copies as it is)
+};
+
+/// weighted_average() that also hands input j's delta to `*delta_sinks[j]` (where given),
+/// and the average to every sink of `average_sinks`, in the same pass, piece by piece,
+/// before that piece of `out` is written: the same bits as computing average - x_j
+/// afterwards, without reading the average and the copies again. A sink may write over
+/// the piece of an input it was handed for (each piece is read before the sinks run).
 void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
-                      std::size_t size, float* out, const std::vector<const DeltaSink*>& sinks);
+                      std::size_t size, float* out, const std::vector<const PartSink*>& delta_sinks,
+                      const std::vector<const PartSink*>& average_sinks = {});
 
 /// Checks a ReduceJob as reduce_part() does, without computing: the number of elements
 /// per input, or the error. For device actors that run the arithmetic themselves.
@@ -120,13 +130,14 @@ class PartReducer {
                                                             std::size_t part_index,
                                                             std::vector<float>&& values, double weight);
   /// As above, reading and keeping the copy where it lies (e.g. in the received message).
-  /// With a `sink`, the sender's delta goes there when the part is averaged (inline: in
-  /// the averaging pass; deferred: from the job's result), and the copy is freed then:
-  /// delta() and delta_into() no longer serve it.
+  /// With a `sink`, the sender's delta (or the average, as `gets` says) goes there when
+  /// the part is averaged (inline: in the averaging pass; deferred: from the job's
+  /// result), and the copy is freed then: delta() and delta_into() no longer serve it.
   [[nodiscard]] Result<std::vector<std::size_t>> accumulate(std::size_t sender,
                                                             std::size_t part_index,
                                                             PartBytes values, double weight,
-                                                            DeltaSink sink = {});
+                                                            PartSink sink = {},
+                                                            SinkGets gets = SinkGets::delta);
 
   /// Marks `sender` failed: it is excluded from every part it has not submitted yet.
   /// Returns the parts that this completed (in order). Marking a sender twice is a no-op.
@@ -186,8 +197,9 @@ class PartReducer {
     bool present = false;
     std::vector<float> values;
     PartBytes held;
-    DeltaSink sink;          ///< where its delta goes when the part is averaged
-    bool delta_sunk = false;  ///< the sink has it; values and held are freed
+    PartSink sink;            ///< where its delta (or the average) goes when the part is averaged
+    SinkGets gets = SinkGets::delta;
+    bool delta_sunk = false;  ///< the sink has its result; values and held are freed
     [[nodiscard]] const std::byte* data() const {
       return held.bytes != nullptr ? held.bytes : reinterpret_cast<const std::byte*>(values.data());
     }
@@ -212,8 +224,8 @@ class PartReducer {
   /// The checks and arithmetic of every accumulate(): `values` holds `count` floats.
   Result<std::vector<std::size_t>> add_copy(std::size_t sender, std::size_t part_index, Copy values,
                                             std::size_t count, double weight);
-  /// Writes part i's average (to average_at, else to a new buffer of its own) and the
-  /// deltas of the copies with sinks.
+  /// Writes part i's average (to average_at, else to a new buffer of its own) and what
+  /// the copies' sinks get.
   void average_part(std::size_t i);
   /// Frees the copies whose deltas went to their sinks.
   static void drop_sunk_copies(PartSlot& part);

@@ -46,7 +46,8 @@ void weighted_average(const std::vector<const std::byte*>& inputs, const std::ve
 }
 
 void weighted_average(const std::vector<const std::byte*>& inputs, const std::vector<float>& weights,
-                      std::size_t size, float* out, const std::vector<const DeltaSink*>& sinks) {
+                      std::size_t size, float* out, const std::vector<const PartSink*>& delta_sinks,
+                      const std::vector<const PartSink*>& average_sinks) {
   double total = 0.0;
   for (float w : weights) total += w;
   const auto divisor = static_cast<float>(total);
@@ -68,16 +69,19 @@ void weighted_average(const std::vector<const std::byte*>& inputs, const std::ve
       }
     }
     for (std::size_t k = 0; k < n; ++k) acc[k] = acc[k] / divisor;
-    // The deltas before `out`: out may be one of the inputs.
-    for (std::size_t j = 0; j < sinks.size() && j < inputs.size(); ++j) {
-      if (sinks[j] == nullptr || !*sinks[j]) continue;
+    // The sinks before `out`: out may be one of the inputs.
+    for (std::size_t j = 0; j < delta_sinks.size() && j < inputs.size(); ++j) {
+      if (delta_sinks[j] == nullptr || !*delta_sinks[j]) continue;
       const std::byte* __restrict x = inputs[j] + begin * sizeof(float);
       for (std::size_t k = 0; k < n; ++k) {
         float v;
         std::memcpy(&v, x + k * sizeof(float), sizeof v);
         delta[k] = acc[k] - v;
       }
-      (*sinks[j])(delta, n);
+      (*delta_sinks[j])(delta, n);
+    }
+    for (const PartSink* sink : average_sinks) {
+      if (sink != nullptr && *sink) (*sink)(acc, n);
     }
     std::memcpy(out + begin, acc, n * sizeof(float));
   }

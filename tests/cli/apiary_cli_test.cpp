@@ -92,6 +92,17 @@ TEST_CASE("bad input to apiary gives clear errors and exit codes", "[integration
     CHECK(run_apiary("").rc == 2);
     CHECK(run_apiary("ping /ip4/127.0.0.1/tcp/1 -c 0").rc == 2);
   }
+  SECTION("benchmark sizes it cannot measure, before any process starts") {
+    auto odd = run_apiary("bench allreduce --sizes 4096,6");
+    CHECK(odd.rc == 1);
+    CHECK_THAT(odd.out, Catch::Contains("multiples of 4 bytes"));
+    auto twice = run_apiary("bench allreduce --sizes 4096,1048576,4096");
+    CHECK(twice.rc == 1);
+    CHECK_THAT(twice.out, Catch::Contains("size 4096 is given twice"));
+    auto ranks = run_apiary("bench allreduce --ranks 2,2");
+    CHECK(ranks.rc == 1);
+    CHECK_THAT(ranks.out, Catch::Contains("group size 2 is given twice"));
+  }
 }
 
 TEST_CASE("identity files: create once, show the same PeerID, load in a node", "[integration]") {

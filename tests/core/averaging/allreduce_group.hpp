@@ -29,6 +29,8 @@ struct GroupSpec {
   bool deferred = false;  ///< reductions as jobs (AllReduceConfig::deferred_reductions)
   bool in_place = false;  ///< averages instead of deltas (AllReduceConfig::averages_in_place)
   bool splice = false;    ///< parts as views of the tensors (AllReduceConfig::splice_parts)
+  /// Per peer: answers with averages (AllReduceConfig::answer_averages); empty: none.
+  std::vector<bool> answer_averages;
 };
 
 /// Values in [-1, 1) from splitmix64.
@@ -80,6 +82,7 @@ inline Group make_group(const GroupSpec& spec) {
     c.deferred_reductions = spec.deferred;
     c.averages_in_place = spec.in_place;
     c.splice_parts = spec.splice;
+    c.answer_averages = p < spec.answer_averages.size() && spec.answer_averages[p];
     auto runner = AllReduceRunner::create(c, tensors);
     REQUIRE(runner);
     g.runners.push_back(std::move(*runner));

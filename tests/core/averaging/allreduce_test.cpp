@@ -103,6 +103,48 @@ TEST_CASE("allreduce: spliced parts (views of the tensors) give the exact mean, 
   check_group(spec, 2e-3);
 }
 
+TEST_CASE("allreduce: reducers answering with averages give the exact mean, the same bits on every member in place",
+          "[allreduce]") {
+  GroupSpec spec;
+  for (const bool in_place : {false, true}) {
+    for (const bool splice : {false, true}) {  // averages over the received copy, or in a message of their own
+      for (const bool deferred : {false, true}) {
+        INFO("in place " << in_place << ", spliced " << splice << ", deferred " << deferred);
+        spec.in_place = in_place;
+        spec.splice = splice;
+        spec.deferred = deferred;
+        spec.answer_averages.assign(4, true);
+        check_sizes_and_mix(spec);
+        if (!in_place) continue;
+        // x + (avg - x) need not be avg in floating point; a copied average is.
+        spec.modes.assign(4, AveragingMode::node);
+        spec.weights = {0.3, 1.7, 2.9, 0.11};
+        spec.part_size_bytes = 68;
+        Group g = make_group(spec);
+        Net net(std::move(g.runners));
+        net.run();
+        const Tensors first = result_of(net, g, 0);
+        for (std::size_t p = 1; p < 4; ++p) {
+          INFO("peer " << p);
+          REQUIRE(net.runner(p).outcome().status);
+          for (std::size_t t = 0; t < first.size(); ++t) {
+            CHECK(std::memcmp(result_of(net, g, p)[t].data(), first[t].data(), first[t].size() * sizeof(float)) == 0);
+          }
+        }
+        spec.weights.clear();
+      }
+    }
+  }
+  // Reducers of both kinds in one group, and a codec's parts, answered with deltas still.
+  spec.deferred = false;
+  spec.answer_averages = {true, false, true, false};
+  check_sizes_and_mix(spec);
+  spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node, AveragingMode::aux};
+  spec.answer_averages.assign(4, true);
+  spec.codecs = {pb::FLOAT16};
+  check_group(spec, 2e-3);
+}
+
 TEST_CASE("allreduce: a spliced part's body is the tensor itself, kept alive while a frame holds it",
           "[allreduce]") {
   std::vector<std::vector<float>> tensors{std::vector<float>(1000), std::vector<float>(24)};

@@ -361,9 +361,10 @@ TEST_CASE("an average written to the caller's memory may replace a borrowed copy
   CHECK(*r.delta(1, 0) == std::vector<float>{-1.0f, -2.0f, 3.0f});
 }
 
-TEST_CASE("delta sinks get reduce_part()'s deltas in the averaging pass, and the copies are freed",
+TEST_CASE("sinks get reduce_part()'s deltas, or its average, in the averaging pass, and the copies are freed",
           "[averaging][part_reducer]") {
-  using apiary::core::averaging::DeltaSink;
+  using apiary::core::averaging::PartSink;
+  using apiary::core::averaging::SinkGets;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> value(-3.0f, 3.0f);
   const std::size_t senders = 3, size = 2500;  // pieces of more than one chunk
@@ -382,7 +383,7 @@ TEST_CASE("delta sinks get reduce_part()'s deltas in the averaging pass, and the
     std::vector<float> own = copies[1];
     PartReducer r({size}, senders, deferred, {own.data()});
     for (std::size_t s : {2, 1, 0}) {
-      DeltaSink sink;
+      PartSink sink;
       if (s != 1) {
         sink = [&sunk, &calls, s](const float* values, std::size_t n) {
           sunk[s].insert(sunk[s].end(), values, values + n);
@@ -390,7 +391,9 @@ TEST_CASE("delta sinks get reduce_part()'s deltas in the averaging pass, and the
         };
       }
       const auto* bytes = reinterpret_cast<const std::byte*>(s == 1 ? own.data() : copies[s].data());
-      REQUIRE(r.accumulate(s, 0, PartBytes{bytes, size, {}}, weights[s], std::move(sink)).ok());
+      // Sender 2's sink takes the average (an answer of AVERAGED_VALUES).
+      const SinkGets gets = s == 2 ? SinkGets::average : SinkGets::delta;
+      REQUIRE(r.accumulate(s, 0, PartBytes{bytes, size, {}}, weights[s], std::move(sink), gets).ok());
     }
     if (deferred) {
       CHECK(sunk[0].empty());  // nothing before the job's result
@@ -401,7 +404,7 @@ TEST_CASE("delta sinks get reduce_part()'s deltas in the averaging pass, and the
       CHECK(calls[0] > 1);  // piece by piece
     }
     CHECK(sunk[0] == reference->deltas[0]);
-    CHECK(sunk[2] == reference->deltas[2]);
+    CHECK(sunk[2] == reference->average);
     CHECK(own == reference->average);
     // The sunk deltas are not kept; the own one (no sink) still is, until release.
     CHECK(r.delta(0, 0).error().code == errc::unavailable);

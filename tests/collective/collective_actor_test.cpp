@@ -87,6 +87,27 @@ TEST_CASE("three members average fused tensors by weight, op after op, then leav
   CHECK(g.members[0]->ops() == 4);
 }
 
+TEST_CASE("an uncompressed all-reduce gives every member the same bits, not x + (mean - x)", "[collective][actor]") {
+  Group g(3, 5000ms);
+  for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->join(10s); })) REQUIRE(s.ok());
+  for (int op = 0; op < 3; ++op) {
+    auto results = g.on_every_member([&](std::size_t r) {
+      // Irregular values and weights: x + (mean - x) would differ from the mean in the last bit
+      // for many elements, and differently on each member.
+      std::vector<float> t(3001);
+      for (std::size_t j = 0; j < t.size(); ++j) t[j] = 0.37F * static_cast<float>((j * 7919 + r * 104729 + op) % 1000) - 11.1F;
+      return g.members[r]->allreduce({t}, 0.3 + 1.7 * static_cast<double>(r));
+    });
+    for (std::size_t r = 0; r < 3; ++r) {
+      INFO("member " << r << " op " << op);
+      REQUIRE(results[r].ok());
+      REQUIRE((*results[r])[0].size() == 3001);
+      CHECK(std::memcmp((*results[r])[0].data(), (*results[0])[0].data(), 3001 * sizeof(float)) == 0);
+    }
+  }
+  for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->leave(10s); })) CHECK(s.ok());
+}
+
 TEST_CASE("a FLOAT16 mean gives every member the same bits, gathers mix with all-reduces", "[collective][actor]") {
   Group g(3, 5000ms);
   for (const auto& s : g.on_every_member([&](std::size_t r) { return g.members[r]->join(10s); })) REQUIRE(s.ok());

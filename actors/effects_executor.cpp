@@ -97,7 +97,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
                                                  payload_of(std::move(call->request), std::move(call->body),
                                                             std::move(call->tail)),
-                                                 call->last, call->caller)
+                                                 call->last, call->caller, std::move(call->landings))
                                      : gw_->unary(me, *key, call->handle,
                                                   payload_of(std::move(call->request), std::move(call->body),
                                                              std::move(call->tail)),
@@ -241,7 +241,7 @@ std::optional<CoreMessageView> EffectExecutor::message_view_of(Delivery& d) {
     leave_end(d);  // an empty last message is no message (as the simulator has it)
     return std::nullopt;
   }
-  CoreMessageView m{it->second.core, std::move(d.data)};
+  CoreMessageView m{it->second.core, std::move(d.data), d.landed};
   if (d.end_of_stream) {
     leave_end(d);  // the callee's last message: response_of ends the call
   } else {

@@ -62,6 +62,9 @@ struct CoreRequestMessage {
 struct CoreMessageView {
   core::CallId call = 0;
   Buffer message;
+  /// The message's body went into a Landing posted with the call (core::Call::landings):
+  /// `message` holds its head + tail only.
+  bool landed = false;
 };
 
 /// CoreRequestMessage with the message left in the received buffer.

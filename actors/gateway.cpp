@@ -45,11 +45,12 @@ void Gateway::stop() {
   // gateway) and callers can terminate.
   sinks_.clear();
   service_sinks_.clear();
+  landings_.clear();
 }
 
 CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
                      pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first,
-                     bool end, std::string caller) {
+                     bool end, std::string caller, std::vector<Landing> landings) {
   const CallId id = next_call_++;
   if (stopped_.load()) {  // nothing would ever answer: say so at once
     Delivery d;
@@ -64,9 +65,15 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
     return id;
   }
   transport_->post([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end,
-                     caller = std::move(caller)]() mutable {
+                     caller = std::move(caller), landings = std::move(landings)]() mutable {
     sinks_[id] = reply_to;  // caller-side sinks are the call ids themselves
+    // Posted before the call leaves, so before any answer can arrive.
+    if (!landings.empty()) {
+      landings_[id] = Posted{peer, std::deque<Landing>(std::make_move_iterator(landings.begin()),
+                                                       std::make_move_iterator(landings.end()))};
+    }
     execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller));
+    forget_if_over(id);
   });
   return id;
 }
@@ -88,7 +95,10 @@ void Gateway::end(CallId call) {
 void Gateway::forget_if_over(CallId call) {
   // A call can end without a final delivery (cancelled, or ended by us after the callee
   // had): its caller-side sink would otherwise hold the actor until the gateway stops.
-  if (call < core::rpc::k_first_served_call && !engine_.has_call(call)) sinks_.erase(call);
+  if (call < core::rpc::k_first_served_call && !engine_.has_call(call)) {
+    sinks_.erase(call);
+    landings_.erase(call);
+  }
 }
 
 void Gateway::fail(CallId call, Error error) {
@@ -132,7 +142,26 @@ std::future<std::string> Gateway::describe(const PeerKey& peer) {
 // ---- transport thread -------------------------------------------------------------
 
 void Gateway::on_frame(const PeerKey& from, transport::Frame frame) {
-  execute(engine_.on_frame(now(), from, frame.envelope, std::move(frame.payload), frame.payload_error));
+  const CallId call = frame.envelope.call_id();
+  auto fx = engine_.on_frame(now(), from, frame.envelope, std::move(frame.payload), frame.payload_error);
+  if (frame.landed > 0) {
+    for (auto& d : fx.deliveries) d.landed = d.call == call && d.kind == DeliveryKind::message && d.has_message;
+  }
+  execute(std::move(fx));
+  if (landings_.count(call) > 0) forget_if_over(call);
+}
+
+Buffer Gateway::landing_for(const PeerKey& from, const pb::Envelope& env, std::size_t body) {
+  // Every message of the callee on a call with landings takes the next one, whether it
+  // lands there or not: the n-th landing is for the n-th message.
+  if (env.kind() != pb::MESSAGE || env.from_caller() || !env.has_message()) return Buffer{};
+  auto it = landings_.find(env.call_id());
+  if (it == landings_.end() || it->second.peer != from) return Buffer{};
+  Landing next = std::move(it->second.next.front());
+  it->second.next.pop_front();
+  if (it->second.next.empty()) landings_.erase(it);
+  if (next.zone.size() != body || next.head != env.payload_head() || next.tail != env.payload_tail()) return Buffer{};
+  return std::move(next.zone);
 }
 
 void Gateway::on_peer_down(const PeerKey& peer, const Error& why) {

@@ -5,12 +5,14 @@
 /// thread hand-off each way per call, the fewest a call between actors can take.
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -50,9 +52,13 @@ class Gateway final : private transport::Handler {
 
   // ---- thread-safe API (any thread, any actor) ----
   /// Opens a call; every delivery for it goes to `reply_to` as a Delivery message.
+  /// `landings` (streaming calls): memory posted for the callee's messages, in order, one
+  /// per message: a spliced message that matches its Landing has its body received
+  /// straight into the zone and is delivered as head + tail with Delivery::landed. The
+  /// gateway drops a call's landings when the call is over; until then it holds the zones.
   CallId open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
               pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first, bool end,
-              std::string caller = {});
+              std::string caller = {}, std::vector<Landing> landings = {});
   /// A unary call: open with the request and end of stream. `caller` names the calling
   /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
   CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Payload request,
@@ -85,6 +91,7 @@ class Gateway final : private transport::Handler {
   void on_peer_down(const PeerKey& peer, const Error& why) override;
   void on_tick(transport::Clock::time_point now) override;
   std::optional<transport::Clock::time_point> next_wakeup() override;
+  Buffer landing_for(const PeerKey& from, const pb::Envelope& envelope, std::size_t body) override;
   void execute(core::rpc::Effects fx);
   /// Drops the caller-side sink of `call` once the engine no longer has it.
   void forget_if_over(CallId call);
@@ -107,6 +114,12 @@ class Gateway final : private transport::Handler {
   core::rpc::Engine engine_;
   std::unordered_map<core::rpc::Sink, caf::actor> sinks_;
   std::unordered_map<std::string, core::rpc::Sink> service_sinks_;
+  /// Memory posted for the callee's next messages on a call (open's `landings`).
+  struct Posted {
+    PeerKey peer;
+    std::deque<Landing> next;
+  };
+  std::unordered_map<CallId, Posted> landings_;
 };
 
 }  // namespace apiary::actors

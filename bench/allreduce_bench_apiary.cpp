@@ -161,7 +161,7 @@ void feed(driver* self, actors::Delivery& d) {
   if (auto m = fx.request_message_view_of(d))
     append(batch, st.runner->on_request_message(actors::core_now(), m->request, std::move(m->message), m->last));
   if (auto m = fx.message_view_of(d))
-    append(batch, st.runner->on_message(actors::core_now(), m->call, m->message.view()));
+    append(batch, st.runner->on_message(actors::core_now(), m->call, m->message.view(), m->landed));
   if (auto r = fx.response_of(d)) append(batch, st.runner->on_response(actors::core_now(), r->call, r->result));
   run(self, std::move(batch));
 }

@@ -50,6 +50,12 @@ struct Call {
   /// tail, sent in those pieces (Payload); the body may be a view of a core's memory.
   Buffer body{};
   std::string tail{};
+  /// Streaming: memory posted for the callee's messages, one per message in order
+  /// (messages/buffer.hpp): a shell that can receives a matching message's body straight
+  /// into the zone and hands the message over as head + tail, marked landed
+  /// (on_message's `landed`); a shell that cannot (the simulator) ignores them and
+  /// delivers whole messages.
+  std::vector<Landing> landings{};
 };
 
 /// A unary call (the other fields at their defaults).

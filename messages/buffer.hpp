@@ -53,6 +53,13 @@ class Buffer {
     return b;
   }
 
+  /// A writable view of `size` bytes at `bytes`, kept alive by `owner`: a Landing's zone,
+  /// where a transport writes a received body. The owner must not touch the bytes while
+  /// the zone is posted.
+  static Buffer zone_of(std::shared_ptr<void> owner, void* bytes, std::size_t size) {
+    return view_of(std::move(owner), bytes, size);
+  }
+
   /// Bytes [offset, offset + size) of this buffer, sharing its storage (no copy).
   [[nodiscard]] Buffer slice(std::size_t offset, std::size_t size) const {
     Buffer b;
@@ -98,6 +105,18 @@ struct Payload {
     out.append(head).append(body.view()).append(tail);
     return out;
   }
+};
+
+/// Memory posted by a receiver for the body of one expected spliced message: a message
+/// whose head and tail are exactly `head` and `tail` and whose body is `zone.size()` bytes
+/// has its body written straight into `zone` (e.g. a view of a tensor, so the bytes land
+/// where they are used), and is delivered as head + tail, marked landed. Any other message
+/// arrives as usual. The zone must stay writable by the receiving transport until the
+/// message arrives or the landing is dropped.
+struct Landing {
+  Buffer zone;
+  std::string head;
+  std::string tail;
 };
 
 }  // namespace apiary

@@ -30,6 +30,9 @@ struct Frame {
   /// Set on receipt when the payload was refused (e.g. larger than max_frame_bytes):
   /// the envelope is intact, the payload is empty, and this says why.
   std::optional<Error> payload_error;
+  /// Set on receipt when the spliced message's body (this many bytes) was written into a
+  /// Landing the handler posted (Handler::landing_for): the payload is then head + tail.
+  std::size_t landed = 0;
 };
 
 /// How peers on the same host are connected.
@@ -66,6 +69,17 @@ class Handler {
   virtual void on_tick(Clock::time_point now) = 0;
   /// When the handler next needs on_tick, if ever.
   virtual std::optional<Clock::time_point> next_wakeup() = 0;
+  /// A frame from `from` (a valid envelope, `body` bytes of payload) is about to be
+  /// received; called for every such frame, in arrival order, before its payload is read.
+  /// Returns memory posted for the body of a spliced frame (payload_head / payload_tail set;
+  /// exactly `body` bytes), or an empty Buffer to receive it as usual. A posted zone is the
+  /// handler's to match against the envelope (Landing) and is handed over once.
+  virtual Buffer landing_for(const PeerKey& from, const pb::Envelope& envelope, std::size_t body) {
+    (void)from;
+    (void)envelope;
+    (void)body;
+    return Buffer{};
+  }
 };
 
 /// Counters for tests and diagnostics.
@@ -78,6 +92,7 @@ struct Stats {
   std::uint64_t oversized_frames = 0;   ///< payloads refused for size
   std::uint64_t stray_messages = 0;     ///< active messages to ids apiary does not use
   std::uint64_t peers_down = 0;
+  std::uint64_t frames_landed = 0;  ///< spliced frames whose body went into a posted Landing
 };
 
 /// A transport backend. Lifecycle: start → (post/send)* → stop.
@@ -128,6 +143,23 @@ inline Buffer join_spliced(pb::Envelope& env, Buffer payload) {
   Buffer joined = spliced_buffer(env, payload.size(), body_at);
   if (!payload.empty()) std::memcpy(joined.data() + body_at, payload.data(), payload.size());
   return joined;
+}
+
+/// For transports that land a frame in one step: asks `handler` for a posted zone for the
+/// body of spliced frame `frame` (payload as received) and, if one is given, copies the body
+/// there and leaves head + tail as the payload (frame.landed set); otherwise joins the
+/// pieces (join_spliced). Either way the envelope's head and tail are cleared.
+inline void land_or_join(Handler& handler, const PeerKey& from, Frame& frame) {
+  pb::Envelope& env = frame.envelope;
+  Buffer zone = handler.landing_for(from, env, frame.payload.size());
+  if (env.payload_head().empty() && env.payload_tail().empty()) return;
+  if (zone.empty() || zone.size() != frame.payload.size()) {
+    frame.payload = join_spliced(env, std::move(frame.payload));
+    return;
+  }
+  std::memcpy(zone.data(), frame.payload.data(), zone.size());
+  frame.landed = zone.size();
+  frame.payload = join_spliced(env, Buffer{});
 }
 
 /// Serialized size limit of an envelope (well under UCX's max_am_header of 8140 B).

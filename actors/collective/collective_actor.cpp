@@ -82,7 +82,7 @@ void feed(collective_actor* self, Delivery& d) {
   if (auto m = fx.request_message_view_of(d); m && st.runner)
     run(self, st.runner->on_request_message(core_now(), m->request, std::move(m->message), m->last));
   if (auto m = fx.message_view_of(d); m && st.runner)
-    run(self, st.runner->on_message(core_now(), m->call, m->message.view()));
+    run(self, st.runner->on_message(core_now(), m->call, m->message.view(), m->landed));
   if (auto r = fx.response_of(d)) on_response(self, r->call, r->result);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "core/averaging/allreduce_fastwire.hpp"
@@ -153,6 +154,24 @@ Result<Payload> AllReduceRunner::part_message(std::size_t part_index, bool first
   return Payload{std::move(*msg), Buffer{}, std::string{}};
 }
 
+std::vector<Landing> AllReduceRunner::answer_landings(std::size_t reducer) const {
+  // In place, an uncompressed answer that is the average itself (AVERAGED_VALUES) can land
+  // straight where its part lies in the tensors; other answers do not match and arrive
+  // as usual. One landing per answer, in order.
+  std::vector<Landing> landings;
+  if (!config_.averages_in_place || !config_.splice_parts) return landings;
+  for (std::size_t index : partition_.parts_by_peer[reducer]) {
+    const Part& part = partition_.parts[index];
+    const auto count = static_cast<std::size_t>(part.length);
+    Landing& landing = landings.emplace_back();
+    if (codec_of(part) != pb::NONE || count == 0) continue;  // an empty zone never matches
+    float* at = (*tensors_)[part.tensor_index].data() + part.offset;
+    landing.zone = Buffer::zone_of(tensors_, at, count * sizeof(float));
+    std::tie(landing.head, landing.tail) = none_part_framing(pb::AVERAGED_VALUES, "", "", count, 0.0);
+  }
+  return landings;
+}
+
 Effects AllReduceRunner::start(TimePoint now) {
   Effects fx;
   if (started_ || finished_) return fx;
@@ -200,7 +219,7 @@ Effects AllReduceRunner::start(TimePoint now) {
       const CallId call = config_.id_base + 1 + r;
       Payload& first = messages[0];
       fx.push_back(Call{call, config_.peers[r], config_.handle, std::move(first.head), config_.call_timeout, "",
-                        true, false, std::move(first.body), std::move(first.tail)});
+                        true, false, std::move(first.body), std::move(first.tail), answer_landings(r)});
       for (std::size_t k = 1; k < messages.size(); ++k) {
         Payload& m = messages[k];
         fx.push_back(Send{call, std::move(m.head), k + 1 == messages.size(), std::move(m.body), std::move(m.tail)});
@@ -216,7 +235,7 @@ Effects AllReduceRunner::start(TimePoint now) {
   return fx;
 }
 
-Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view message) {
+Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view message, bool landed) {
   Effects fx;
   const std::size_t peer = static_cast<std::size_t>(call - config_.id_base - 1);
   auto it = outgoing_.find(peer);
@@ -229,7 +248,9 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view
   }
   // Anything but the next averaged part means the reducer failed.
   const Part& part = partition_.parts[parts[out.received]];
-  const bool taken = config_.averages_in_place ? add_answer(message, part) : take_delta(message, part);
+  const bool taken = landed ? landed_answer(message, part)
+                   : config_.averages_in_place ? add_answer(message, part)
+                                               : take_delta(message, part);
   if (!taken) {
     fail_reducer(fx, peer, true);
     return fx;
@@ -269,6 +290,16 @@ bool AllReduceRunner::take_delta(std::string_view message, const Part& part) {
   const bool average = msg->code == pb::AVERAGED_VALUES;
   for (std::size_t k = 0; k < length; ++k) dest[k] = average ? msg->values[k] - local[k] : msg->values[k];
   return true;
+}
+
+bool AllReduceRunner::landed_answer(std::string_view message, const Part& part) const {
+  // The body already lies in the tensors; what is left must be exactly the framing of
+  // this part's average (which is what the landing matched).
+  const auto count = static_cast<std::size_t>(part.length);
+  if (!config_.averages_in_place || codec_of(part) != pb::NONE || count == 0) return false;
+  const auto [head, tail] = none_part_framing(pb::AVERAGED_VALUES, "", "", count, 0.0);
+  return message.size() == head.size() + tail.size() && message.substr(0, head.size()) == head &&
+         message.substr(head.size()) == tail;
 }
 
 bool AllReduceRunner::add_answer(std::string_view message, const Part& part) {

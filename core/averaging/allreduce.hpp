@@ -158,8 +158,11 @@ class AllReduceRunner {
   /// Reducer: the next message of stream `id` (`last`: the sender finished; the message
   /// may then be empty), or the error that broke it.
   [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, Result<Buffer> message, bool last);
-  /// Sender: reducer's message on call `call` (AVERAGED_PART, or an error code).
-  [[nodiscard]] Effects on_message(TimePoint now, CallId call, std::string_view message);
+  /// Sender: reducer's message on call `call` (AVERAGED_PART or AVERAGED_VALUES, or an
+  /// error code). `landed`: the message's body went into the landing this runner posted
+  /// for it (Call::landings: in place, each uncompressed part's span of the tensors), and
+  /// `message` holds its head + tail only.
+  [[nodiscard]] Effects on_message(TimePoint now, CallId call, std::string_view message, bool landed = false);
   /// Sender: call `call` ended ("" normally, or a final message), or broke.
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   /// A timer armed by this runner fired; other ids are ignored.
@@ -236,6 +239,12 @@ class AllReduceRunner {
   /// As take_delta with averages_in_place: a delta is added straight to the tensors, an
   /// average copied there.
   [[nodiscard]] bool add_answer(std::string_view message, const Part& part);
+  /// Sender: an answer whose values landed in place: true when what is left of it is this
+  /// part's AVERAGED_VALUES framing.
+  [[nodiscard]] bool landed_answer(std::string_view message, const Part& part) const;
+  /// The landings posted with the stream to `reducer`: one per part, its span of the
+  /// tensors for an AVERAGED_VALUES answer (in place and spliced only; else none).
+  [[nodiscard]] std::vector<Landing> answer_landings(std::size_t reducer) const;
   void release_answered_parts();
 
   [[nodiscard]] bool is_sender(std::size_t peer) const;

@@ -211,6 +211,7 @@ const ValueRow values[] = {
     {PB "MessageCode", "CANCELLED", 16},
     {PB "MessageCode", "GROUP_DISBANDED", 17},
     {PB "MessageCode", "BAD_GROUP_KEY", 18},
+    {PB "MessageCode", "AVERAGED_VALUES", 19},
     {PB "KeyType", "RSA", 0},
     {PB "KeyType", "Ed25519", 1},
     {PB "KeyType", "Secp256k1", 2},

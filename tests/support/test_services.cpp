@@ -155,6 +155,29 @@ void install_test_services(caf::actor_system& sys, std::shared_ptr<actors::Gatew
     fill_pattern(out.data(), n, seed);
     return out;
   });
+  // rpc_make's bytes as the body of a spliced answer: head "head:<seed>", tail "tail".
+  auto spliced = sys.spawn([gw](caf::event_based_actor*) -> caf::behavior {
+    return {[gw](Delivery& d) {
+      if (d.kind != DeliveryKind::open) return;
+      if (d.data.size() != 16) {
+        gw->fail(d.call, make_error(errc::invalid_argument, "rpc_make_spliced wants 16 bytes, got {}", d.data.size()));
+        return;
+      }
+      std::uint64_t n = 0, seed = 0;
+      std::memcpy(&n, d.data.data(), 8);
+      std::memcpy(&seed, d.data.data() + 8, 8);
+      if (n > (std::uint64_t{1} << 30)) {
+        gw->fail(d.call, make_error(errc::too_large, "rpc_make_spliced size {} over 1 GiB", n));
+        return;
+      }
+      Buffer body = Buffer::allocate(n);
+      fill_pattern(body.data(), n, seed);
+      gw->send(d.call, Payload{spliced_head(seed), std::move(body), "tail"}, true);
+    }};
+  });
+  gw->serve("test.rpc_make_spliced", spliced);
 }
+
+std::string spliced_head(std::uint64_t seed) { return "head:" + std::to_string(seed); }
 
 }  // namespace apiary::testing

@@ -2,6 +2,7 @@
 /// The services the RPC and transport tests call, installed on a gateway either in a
 /// separate server process (tests/support/rpc_test_server.cpp) or in-process.
 #include <memory>
+#include <string>
 
 #include <caf/actor_system.hpp>
 
@@ -22,7 +23,12 @@ namespace apiary::testing {
 ///   rpc_hash       unary raw bytes → 16 bytes: FNV-1a 64 of the payload ‖ its size (LE)
 ///   rpc_make       unary 16 bytes (size ‖ seed, LE) → `size` pseudo-random bytes from `seed`
 ///   rpc_sleep      unary TestRequest{ms}: answers after ms milliseconds
+///   rpc_make_spliced  rpc_make's bytes as the body of a spliced answer (Payload): head
+///                  spliced_head(seed), tail "tail"
 void install_test_services(caf::actor_system& sys, std::shared_ptr<actors::Gateway> gw);
+
+/// The head of rpc_make_spliced's answer for `seed`.
+std::string spliced_head(std::uint64_t seed);
 
 /// FNV-1a 64 of `n` bytes.
 std::uint64_t fnv1a(const void* data, std::size_t n);

@@ -3,6 +3,7 @@
 // travel both ways (caller → service and service → caller) and must arrive intact.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -162,4 +163,54 @@ TEST_CASE("spliced messages arrive joined, their body sent from where it lies", 
   const auto [h, n] = hash_answer(o);
   CHECK(n == whole.size());
   CHECK(h == testing::fnv1a(whole.data(), whole.size()));
+}
+
+TEST_CASE("a spliced answer lands in memory the caller posted, when its head and tail match", "[transport][integration]") {
+  // Gateway::open's landings: the n-th answer's body is received straight into the n-th
+  // zone if the answer's head, tail and size are the landing's; otherwise it arrives whole.
+  const std::string backend = GENERATE(as<std::string>{}, "ucx-tcp", "ucx-shm", "local");
+  const std::size_t size = GENERATE(std::size_t{1}, std::size_t{64} << 10, std::size_t{16} << 20);
+  INFO("backend " << backend << ", body " << size << " B");
+  Peer p(backend);
+  caf::scoped_actor self{*p.sys};
+  Buffer expect = Buffer::allocate(size);
+  // Storage with guard bytes around the zone, at an odd offset.
+  auto storage = std::make_shared<std::vector<std::byte>>(size + 6, std::byte{0x5a});
+  for (const bool matching : {true, false}) {
+    INFO("matching " << matching);
+    std::fill(storage->begin(), storage->end(), std::byte{0x5a});
+    const std::uint64_t seed = matching ? 11 : 12;
+    std::vector<Landing> landings(1);
+    landings[0].zone = Buffer::zone_of(storage, storage->data() + 3, size);
+    landings[0].head = testing::spliced_head(seed);
+    landings[0].tail = matching ? "tail" : "other tail";
+    const auto before = p.client->transport_stats().frames_landed;
+    std::set<actors::CallId> ids{p.client->open(self, p.address, "test.rpc_make_spliced", pb::UNARY, 60s,
+                                                make_request(size, seed), true, {}, std::move(landings))};
+    auto out = actors::await_calls(self, *p.client, ids, 90s);
+    REQUIRE(out.size() == 1);
+    const auto& o = out.begin()->second;
+    if (o.error) FAIL(o.error->what());
+    REQUIRE(o.messages.size() == 1);
+    testing::fill_pattern(expect.data(), size, seed);
+    const std::string head = testing::spliced_head(seed);
+    if (matching) {
+      // Delivered as head + tail; the body is in the zone, the guard bytes untouched.
+      CHECK(o.messages[0].view() == head + "tail");
+      CHECK(std::memcmp(storage->data() + 3, expect.data(), size) == 0);
+      CHECK(p.client->transport_stats().frames_landed == before + 1);
+    } else {
+      // Delivered whole; the zone is left alone.
+      REQUIRE(o.messages[0].size() == head.size() + size + 4);
+      CHECK(o.messages[0].view().substr(0, head.size()) == head);
+      CHECK(std::memcmp(o.messages[0].data() + head.size(), expect.data(), size) == 0);
+      CHECK(o.messages[0].view().substr(head.size() + size) == "tail");
+      CHECK(std::all_of(storage->begin() + 3, storage->begin() + 3 + static_cast<std::ptrdiff_t>(size),
+                        [](std::byte b) { return b == std::byte{0x5a}; }));
+      CHECK(p.client->transport_stats().frames_landed == before);
+    }
+    for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{2}, size + 3, size + 4, size + 5}) {
+      CHECK((*storage)[i] == std::byte{0x5a});
+    }
+  }
 }

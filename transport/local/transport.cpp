@@ -91,20 +91,28 @@ void Transport::send(const PeerKey& to, Frame frame) {
 }
 
 void Transport::receive(const PeerKey& from, Frame frame) {
-  frame.payload = join_spliced(frame.envelope, std::move(frame.payload));
+  const pb::Envelope& env = frame.envelope;
+  const std::size_t total = env.payload_head().size() + frame.payload.size() + env.payload_tail().size();
+  const bool oversized = total > config_.max_frame_bytes;
+  if (oversized) {
+    frame.payload = join_spliced(frame.envelope, std::move(frame.payload));
+  } else {
+    land_or_join(*handler_, from, frame);  // a spliced body lands in posted memory if it matches
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.frames_received;
-    if (frame.payload.size() > config_.max_frame_bytes) ++stats_.oversized_frames;
+    if (oversized) ++stats_.oversized_frames;
+    if (frame.landed > 0) ++stats_.frames_landed;
   }
   contacts_.insert(from);
   if (frame.envelope.kind() == pb::OPEN) {
     frame.envelope.set_listen_addr(from);  // in-process keys are listen addresses
   }
-  if (frame.payload.size() > config_.max_frame_bytes) {
+  if (oversized) {
     frame.payload_error = make_error(errc::too_large,
                                      "frame payload of {} bytes exceeds the limit of {} bytes",
-                                     frame.payload.size(), config_.max_frame_bytes);
+                                     total, config_.max_frame_bytes);
     frame.payload = Buffer{};
   }
   handler_->on_frame(from, std::move(frame));

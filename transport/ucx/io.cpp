@@ -296,8 +296,18 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     self->receive(ep, std::move(frame));
     return UCS_OK;  // releases rendezvous data unread
   }
+  // A body the handler posted memory for lands there, and the payload is head + tail.
+  Buffer zone = self->handler_->landing_for(ep.key, frame.envelope, length);
+  if (zone.size() != length || (frame.envelope.payload_head().empty() && frame.envelope.payload_tail().empty())) {
+    zone = Buffer{};
+  }
   std::size_t body_at = 0;
-  Buffer payload = spliced_buffer(frame.envelope, length, body_at);
+  Buffer payload = spliced_buffer(frame.envelope, zone.empty() ? length : 0, body_at);
+  if (!zone.empty()) {
+    frame.landed = length;
+    ++self->counters_.landed;
+  }
+  std::byte* const dest = zone.empty() ? payload.data() + body_at : zone.data();
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto pending = std::make_unique<PendingRndv>();
     pending->self = self;
@@ -308,12 +318,13 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     pending->desc = data;
     pending->offset = body_at;
     pending->length = length;
+    pending->zone = std::move(zone);
     ep.rx_order.push_back(pending->slot);  // later frames of this peer wait behind it
     self->rndv_pending_.push_back(std::move(pending));
     ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
-  if (length > 0) std::memcpy(payload.data() + body_at, data, length);
+  if (length > 0) std::memcpy(dest, data, length);
   frame.payload = std::move(payload);
   self->receive(ep, std::move(frame));
   return UCS_OK;
@@ -354,13 +365,17 @@ void Transport::start_rndv_receives() {
     p.cb.recv_am = &on_rndv_done;
     p.user_data = rp.get();
     Frame& frame = rp->slot->frame;
-    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, frame.payload.data() + rp->offset, rp->length, &p);
+    std::byte* dest = rp->zone.empty() ? frame.payload.data() + rp->offset : rp->zone.data();
+    void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, dest, rp->length, &p);
     if (req == nullptr) {
       transfer_done(rp->from);
+      rp->zone = Buffer{};  // the handler's memory is released before its frame is delivered
       flush_in_order(rp->from, rp->slot);
     } else if (UCS_PTR_IS_ERR(req)) {
       transfer_done(rp->from);
+      rp->zone = Buffer{};
       frame.payload = Buffer{};
+      frame.landed = 0;
       frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
                                        rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
       flush_in_order(rp->from, rp->slot);
@@ -373,7 +388,9 @@ void Transport::start_rndv_receives() {
 void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
   std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
   rp->self->transfer_done(rp->from);
+  rp->zone = Buffer{};  // the handler's memory is released before its frame is delivered
   if (status != UCS_OK) {
+    rp->slot->frame.landed = 0;
     rp->slot->frame.payload = Buffer{};
     rp->slot->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
                                                rp->from, ucs_status_string(status));

@@ -90,6 +90,7 @@ Stats Transport::stats() const {
   s.oversized_frames = counters_.oversized;
   s.stray_messages = counters_.stray;
   s.peers_down = counters_.down;
+  s.frames_landed = counters_.landed;
   return s;
 }
 

@@ -42,6 +42,7 @@ class Transport final : public transport::Transport {
     void* desc = nullptr;  ///< UCX data descriptor
     std::size_t offset = 0;  ///< where the data lands in the payload (after a spliced head)
     std::size_t length = 0;  ///< bytes of data
+    Buffer zone;             ///< or: the posted Landing the data goes to (the payload is head + tail)
   };
 
   /// Hands `frame` from `ep` to the handler in arrival order (behind pending rendezvous).
@@ -109,7 +110,8 @@ class Transport final : public transport::Transport {
   std::uint64_t inbound_counter_ = 0;
 
   struct Counters {
-    std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0};
+    std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0},
+        landed{0};
   } counters_;
 };
 

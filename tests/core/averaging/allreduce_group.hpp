@@ -31,6 +31,7 @@ struct GroupSpec {
   bool splice = false;    ///< parts as views of the tensors (AllReduceConfig::splice_parts)
   /// Per peer: answers with averages (AllReduceConfig::answer_averages); empty: none.
   std::vector<bool> answer_averages;
+  bool land = false;  ///< answers land where the runner posted (Net::land_answers)
 };
 
 /// Values in [-1, 1) from splitmix64.

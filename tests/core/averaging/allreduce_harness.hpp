@@ -6,6 +6,8 @@
 /// answers after a number of them, cancelling a peer's round).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -40,6 +42,12 @@ class Net {
   /// Deferred reductions: a job's result comes back after reduce_delay plus
   /// (id % 5) ms, so later parts may finish first (as on a busy device actor).
   Duration reduce_delay = 1ms;
+  /// Honours Call::landings as the gateway does: the n-th answer on a call takes the n-th
+  /// landing, and a spliced answer that matches it is written into the zone and handed
+  /// over as head + tail with on_message's `landed`. Off: every answer travels whole.
+  bool land_answers = false;
+  /// Answers that landed so far.
+  std::size_t landed = 0;
 
   explicit Net(std::vector<AllReduceRunner> runners, std::vector<PeerFaults> faults = {})
       : runners_(std::move(runners)), faults_(std::move(faults)),
@@ -141,6 +149,7 @@ class Net {
   void apply(std::size_t p, Call& c) {
     const std::size_t to = std::stoul(c.peer.substr(std::string("/ip4/10.0.0.").size()));
     streams_[{p, c.id}] = Stream{to};
+    if (land_answers) landings_[{p, c.id}] = std::deque<Landing>(c.landings.begin(), c.landings.end());
     const CallId id = c.id;
     at(link(p, to, send_gap(p)), [this, p, to, id, msg = whole_message(c)] {
       Stream& s = streams_[{p, id}];
@@ -171,13 +180,18 @@ class Net {
       if (dead_[p] || dead_[caller] || !s.caller_open) return;
       if (!r.response) {
         s.caller_open = false;
+        landings_.erase({caller, id});
         execute(caller, runners_[caller].on_response(now_, id, r.response));
         return;
       }
-      const std::string message = whole_message(r);  // a spliced answer travels whole here
-      if (!message.empty()) execute(caller, runners_[caller].on_message(now_, id, message));
+      if (land(caller, id, r)) {
+        execute(caller, runners_[caller].on_message(now_, id, *r.response + r.tail, true));
+      } else if (const std::string message = whole_message(r); !message.empty()) {
+        execute(caller, runners_[caller].on_message(now_, id, message));  // a spliced answer travels whole
+      }
       if (r.last && s.caller_open) {
         s.caller_open = false;
+        landings_.erase({caller, id});
         execute(caller, runners_[caller].on_response(now_, id, std::string{}));
       }
     });
@@ -186,6 +200,7 @@ class Net {
     Stream& s = streams_[{p, c.call}];
     s.caller_open = false;
     s.cancelled = true;
+    landings_.erase({p, c.call});
     const std::size_t to = s.callee;
     const CallId id = c.call;
     // The cancel overtakes the caller's queued messages, which are dropped.
@@ -206,6 +221,21 @@ class Net {
   }
   void apply(std::size_t p, CancelTimer& t) { ++timer_gen_[{p, t.id}]; }
 
+  /// Takes the call's next landing for answer `r` and writes its body there if it matches.
+  bool land(std::size_t caller, CallId id, const Reply& r) {
+    auto it = landings_.find({caller, id});
+    const bool message = !r.response->empty() || !r.body.empty() || !r.tail.empty();
+    if (it == landings_.end() || it->second.empty() || !message) return false;
+    Landing next = std::move(it->second.front());
+    it->second.pop_front();
+    if (next.zone.empty() || next.zone.size() != r.body.size() || next.head != *r.response || next.tail != r.tail) {
+      return false;
+    }
+    std::memcpy(next.zone.data(), r.body.data(), r.body.size());
+    ++landed;
+    return true;
+  }
+
   Duration send_gap(std::size_t p) {
     return sends_[p]++ >= faults_[p].slow_sends_after ? faults_[p].slow_gap : gap;
   }
@@ -216,6 +246,7 @@ class Net {
   std::vector<std::size_t> sends_, replies_;
   std::vector<RequestId> next_rid_;
   std::map<std::pair<std::size_t, CallId>, Stream> streams_;
+  std::map<std::pair<std::size_t, CallId>, std::deque<Landing>> landings_;  ///< land_answers
   std::map<std::pair<std::size_t, RequestId>, std::pair<std::size_t, CallId>> rid_owner_;
   std::map<std::pair<std::size_t, std::size_t>, TimePoint> link_free_;
   std::map<std::pair<std::size_t, TimerId>, std::uint64_t> timer_gen_;

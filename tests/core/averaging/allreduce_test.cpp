@@ -1,6 +1,7 @@
 // AllReduceRunner: groups of runners on the in-memory network of allreduce_harness.hpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -21,7 +22,14 @@ void check_group(const GroupSpec& spec, double atol) {
   Group g = make_group(spec);
   const Tensors reference = weighted_mean(g, senders_of(spec));
   Net net(std::move(g.runners));
+  net.land_answers = spec.land;
   net.run();
+  // Landings are posted in place and spliced, and match answers that are averages.
+  const bool averages = !spec.answer_averages.empty() &&
+                        std::all_of(spec.answer_averages.begin(), spec.answer_averages.end(), [](bool a) { return a; });
+  const bool lands = spec.land && spec.in_place && spec.splice && averages && spec.codecs == std::vector{pb::NONE};
+  if (lands) CHECK(net.landed > 0);
+  if (!spec.land || !spec.in_place || !spec.splice || spec.answer_averages.empty()) CHECK(net.landed == 0);
   for (std::size_t p = 0; p < spec.modes.size(); ++p) {
     INFO("peer " << p << " mode " << static_cast<int>(spec.modes[p]));
     REQUIRE(net.runner(p).finished());
@@ -135,6 +143,20 @@ TEST_CASE("allreduce: reducers answering with averages give the exact mean, the 
       }
     }
   }
+  // Answers that land in the tensors (posted receives), and the ones that cannot: deltas
+  // and a codec's parts arrive whole.
+  spec.land = true;
+  spec.in_place = true;
+  spec.splice = true;
+  for (const bool deferred : {false, true}) {
+    INFO("landing, deferred " << deferred);
+    spec.deferred = deferred;
+    spec.answer_averages.assign(4, true);
+    check_sizes_and_mix(spec);
+    spec.answer_averages = {false, true, false, true};
+    check_sizes_and_mix(spec);
+  }
+  spec.land = false;
   // Reducers of both kinds in one group, and a codec's parts, answered with deltas still.
   spec.deferred = false;
   spec.answer_averages = {true, false, true, false};

@@ -31,9 +31,12 @@ class BufferPool {
         cached_bytes_ -= capacity;
       }
     }
-    if (block == nullptr) block = fresh(capacity);
+    if (block == nullptr) block = capacity < k_huge && capacity >= k_carved_min ? carve(capacity) : fresh(capacity);
     return std::shared_ptr<std::byte[]>(block, [this, capacity](std::byte* p) { give_back(p, capacity); });
   }
+
+  /// Whether a block for `size` bytes lies in huge-page memory (see fresh and carve).
+  static bool huge_backed(std::size_t size) { return round_up(size) >= k_carved_min; }
 
  private:
   /// Blocks of a huge page (2 MiB) or more are aligned to it and asked to be backed by
@@ -49,6 +52,20 @@ class BufferPool {
     return static_cast<std::byte*>(p);
   }
 
+  /// Blocks from k_carved_min up to a huge page are carved out of one huge-page block
+  /// (fresh), so they too are pinned cheaply; the other pieces go to the free list. Such
+  /// pieces stay in the pool for good (one cannot free part of a block): the pool then
+  /// holds at most the peak of what was in use at once.
+  static constexpr std::size_t k_carved_min = std::size_t{256} << 10;
+  std::byte* carve(std::size_t capacity) {
+    std::byte* whole = fresh(k_huge);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& free_list = free_[capacity];
+    for (std::size_t at = capacity; at < k_huge; at += capacity) free_list.push_back(whole + at);
+    cached_bytes_ += k_huge - capacity;
+    return whole;
+  }
+
   static std::size_t round_up(std::size_t n) {
     std::size_t c = k_pooled_min_bytes;
     while (c < n) c <<= 1;
@@ -58,7 +75,8 @@ class BufferPool {
   void give_back(std::byte* p, std::size_t capacity) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (cached_bytes_ + capacity <= k_pool_capacity_bytes) {
+      const bool carved = capacity < k_huge && capacity >= k_carved_min;
+      if (carved || cached_bytes_ + capacity <= k_pool_capacity_bytes) {
         free_[capacity].push_back(p);
         cached_bytes_ += capacity;
         return;
@@ -78,6 +96,7 @@ Buffer Buffer::allocate(std::size_t size) {
   Buffer b;
   if (size >= k_pooled_min_bytes) {
     b.data_ = BufferPool::instance().take(size);
+    b.huge_backed_ = BufferPool::huge_backed(size);
   } else if (size > 0) {
     b.data_ = std::shared_ptr<std::byte[]>(new std::byte[size]);
   }

@@ -23,7 +23,8 @@ class Buffer {
   /// Blocks of k_pooled_min_bytes or more come from a process-wide pool of released
   /// blocks, so a stream of large payloads reuses memory whose pages are already
   /// mapped instead of faulting in fresh pages for every payload. Blocks of 2 MiB or
-  /// more are aligned to 2 MiB and advised to use transparent huge pages (buffer.cpp).
+  /// more are aligned to 2 MiB and advised to use transparent huge pages, and blocks from
+  /// 256 KiB up are carved out of such a block (buffer.cpp).
   static Buffer allocate(std::size_t size);
   /// A copy of `bytes`.
   static Buffer copy_of(const void* bytes, std::size_t size) {
@@ -66,8 +67,15 @@ class Buffer {
     if (size == 0) return b;
     b.size_ = size;
     b.data_ = std::shared_ptr<std::byte[]>(data_, data_.get() + offset);
+    b.huge_backed_ = huge_backed_;
     return b;
   }
+
+  /// Whether the bytes lie in a pooled block backed by transparent huge pages (blocks of
+  /// 256 KiB or more, and slices of them), which a cma copy pins in a few steps; views of
+  /// other memory (a caller's tensor) are pinned one 4 KiB page at a time. Advisory: the
+  /// kernel may still have given 4 KiB pages.
+  [[nodiscard]] bool huge_backed() const { return huge_backed_; }
 
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
@@ -79,6 +87,7 @@ class Buffer {
  private:
   std::shared_ptr<std::byte[]> data_;
   std::size_t size_ = 0;
+  bool huge_backed_ = false;
 };
 
 /// A message in three pieces, `head` + `body` + `tail`, sent without joining them: the

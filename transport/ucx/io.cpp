@@ -168,6 +168,13 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   auto op = std::make_unique<SendOp>();
   op->header = frame.envelope.SerializeAsString();
   op->payload = std::move(frame.payload);
+  // Over shared memory the receiver fetches a large payload with cma, which pins the
+  // sender's pages one by one: a view of 4 KiB pages (a caller's tensor) costs more to
+  // pin than to copy into a pooled huge-page block first. Over tcp the socket copies
+  // either way, so a view leaves as it is.
+  if (config_.mode == Mode::shm && op->payload.size() >= k_stage_min_bytes && !op->payload.huge_backed()) {
+    op->payload = Buffer::copy_of(op->payload.data(), op->payload.size());
+  }
   if (op->header.size() > max_header_) {
     // Never hand UCX 1.13 an oversized header: it would crash the sender.
     handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),

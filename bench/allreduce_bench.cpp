@@ -62,8 +62,12 @@ Result<Figures> run_children(const std::string& system, const std::vector<std::v
   auto figures = parse_allreduce_results(output);
   if (failure && figures.empty())
     return make_error(errc::unavailable, "expected {} to exit 0, got {}", system, *failure);
-  if (failure)
+  if (failure) {
+    // Figures came, but a process failed (a check, a crash on the way out): say which.
+    fmt::print(stderr, "{} with {} processes: expected every process to exit 0, got {}; its figures are marked FAIL\n",
+               system, argvs.size(), *failure);
     for (auto& [bytes, f] : figures) f.ok = false;
+  }
   return figures;
 }
 

@@ -26,7 +26,7 @@ struct AllReduceBenchOptions {
   /// (gloo::AllreduceRing, tcp), mpi-shm (ob1 + vader), mpi-tcp (ob1 + btl tcp on lo); on
   /// request also apiary-shm-dev (apiary-shm with the part reductions on a device actor).
   std::vector<std::string> systems{"apiary-tcp", "apiary-shm", "apiary-shm-poll", "gloo", "mpi-shm", "mpi-tcp"};
-  std::int64_t part_size_bytes = std::int64_t{1} << 20;  ///< apiary's part size, bytes
+  std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< apiary's part size, bytes (hivemind's)
   bool quick = false;   ///< about a tenth of the iterations (a smoke run, < 2 min)
   bool timers = true;   ///< false: apiary ranks drop the runner's fault timers (profiling)
   /// apiary ranks keep freed memory in the heap (GLIBC_TUNABLES mmap and trim thresholds

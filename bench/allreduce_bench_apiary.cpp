@@ -369,7 +369,7 @@ bool parse_allreduce_rank_options(int argc, char** argv, AllReduceRankOptions& o
   for (const auto p : wl::parse_sizes(wl::flag_value(argc, argv, "--ports"))) o.ports.push_back(static_cast<int>(p));
   o.mode = wl::flag_value(argc, argv, "--mode", "tcp");
   o.sizes = wl::parse_sizes(wl::flag_value(argc, argv, "--sizes"));
-  o.part_size_bytes = std::strtoll(wl::flag_value(argc, argv, "--part-size", "1048576").c_str(), nullptr, 10);
+  o.part_size_bytes = std::strtoll(wl::flag_value(argc, argv, "--part-size", "524288").c_str(), nullptr, 10);
   o.barrier_dir = wl::flag_value(argc, argv, "--barrier");
   o.quick = wl::has_flag(argc, argv, "--quick");
   o.timers = !wl::has_flag(argc, argv, "--no-timers");

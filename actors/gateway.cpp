@@ -203,8 +203,11 @@ void Gateway::execute(core::rpc::Effects fx) {
     auto it = sinks_.find(d.sink);
     if (it == sinks_.end()) continue;  // the service was unregistered meanwhile
     caf::actor target = it->second;
-    // Caller-side sinks live as long as their call.
-    if (d.final && d.sink == d.call) sinks_.erase(it);
+    // Caller-side sinks (and landings) live as long as their call.
+    if (d.final && d.sink == d.call) {
+      sinks_.erase(it);
+      landings_.erase(d.call);
+    }
     caf::anon_send(target, std::move(d));
   }
 }

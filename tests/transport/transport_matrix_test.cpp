@@ -214,3 +214,35 @@ TEST_CASE("a spliced answer lands in memory the caller posted, when its head and
     }
   }
 }
+
+TEST_CASE("a call's landings are released when it fails, and an unmatched one when it ends", "[transport][integration]") {
+  const std::string backend = GENERATE(as<std::string>{}, "ucx-tcp", "local");
+  INFO("backend " << backend);
+  Peer p(backend);
+  caf::scoped_actor self{*p.sys};
+  auto storage = std::make_shared<std::vector<std::byte>>(std::size_t{1} << 20);
+  auto post = [&](const std::string& head) {
+    std::vector<Landing> landings(2);  // one more than the call's answers
+    for (auto& l : landings) {
+      l.zone = Buffer::zone_of(storage, storage->data(), storage->size());
+      l.head = head;
+      l.tail = "tail";
+    }
+    return landings;
+  };
+  // Nobody listens there: the call fails, and the gateway lets go of the zones.
+  std::set<actors::CallId> failed{p.client->open(self, "127.0.0.1:1", "test.rpc_make_spliced", pb::UNARY, 10s,
+                                                 make_request(64, 1), true, {}, post(testing::spliced_head(1)))};
+  auto out = actors::await_calls(self, *p.client, failed, 30s);
+  REQUIRE(out.size() == 1);
+  CHECK(out.begin()->second.error.has_value());
+  CHECK(storage.use_count() == 1);
+  // One answer takes one landing; the second, never used, goes when the call ends.
+  std::set<actors::CallId> ok{p.client->open(self, p.address, "test.rpc_make_spliced", pb::UNARY, 60s,
+                                             make_request(storage->size(), 2), true, {}, post(testing::spliced_head(2)))};
+  out = actors::await_calls(self, *p.client, ok, 60s);
+  REQUIRE(out.size() == 1);
+  if (out.begin()->second.error) FAIL(out.begin()->second.error->what());
+  CHECK(out.begin()->second.messages.at(0).view() == testing::spliced_head(2) + "tail");
+  CHECK(storage.use_count() == 1);
+}

@@ -11,7 +11,7 @@
 namespace apiary {
 namespace {
 
-/// Released large blocks by capacity (a power of two), reused by later allocations.
+/// Released large blocks by capacity class (see round_up), reused by later allocations.
 class BufferPool {
  public:
   static BufferPool& instance() {
@@ -66,7 +66,11 @@ class BufferPool {
     return whole;
   }
 
+  /// A block's capacity class: a power of two below a huge page, a multiple of a huge
+  /// page from there (a 32 MiB payload and its framing takes 34 MiB, not 64), so that
+  /// payloads of one size reuse one class without doubling what the pool holds.
   static std::size_t round_up(std::size_t n) {
+    if (n > k_huge) return (n + k_huge - 1) / k_huge * k_huge;
     std::size_t c = k_pooled_min_bytes;
     while (c < n) c <<= 1;
     return c;

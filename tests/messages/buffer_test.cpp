@@ -67,6 +67,21 @@ TEST_CASE("blocks from 256 KiB to 2 MiB are carved out of one huge-page block; o
   CHECK(Buffer::allocate(std::size_t{3} << 20).huge_backed());
 }
 
+TEST_CASE("blocks above 2 MiB come in classes of whole huge pages, not powers of two") {
+  const std::byte* first = nullptr;
+  {
+    Buffer b = Buffer::allocate((std::size_t{32} << 20) + 100);  // a 32 MiB part and its framing: 34 MiB
+    first = b.data();
+  }
+  {
+    Buffer same = Buffer::allocate((std::size_t{33} << 20) + 7);  // the same 34 MiB class
+    CHECK(same.data() == first);
+  }
+  Buffer other = Buffer::allocate((std::size_t{34} << 20) + 1);  // 36 MiB: a class of its own
+  CHECK(other.data() != first);
+  CHECK(reinterpret_cast<std::uintptr_t>(other.data()) % (std::size_t{2} << 20) == 0);
+}
+
 TEST_CASE("a view keeps its owner alive and copies nothing; a slice shares its buffer") {
   std::weak_ptr<std::vector<float>> watch;
   Buffer view;

@@ -170,9 +170,13 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   op->payload = std::move(frame.payload);
   // Over shared memory the receiver fetches a large payload with cma, which pins the
   // sender's pages one by one: a view of 4 KiB pages (a caller's tensor) costs more to
-  // pin than to copy into a pooled huge-page block first. Over tcp the socket copies
-  // either way, so a view leaves as it is.
-  if (config_.mode == Mode::shm && op->payload.size() >= k_stage_min_bytes && !op->payload.huge_backed()) {
+  // pin than to copy into a pooled huge-page block first. Only up to k_stage_max_bytes,
+  // though: the copy runs before the send starts, and a large one delays it by more than
+  // the pinning costs (see worker.hpp). Over tcp the socket copies either way, so a view
+  // leaves as it is.
+  const std::size_t size = op->payload.size();
+  if (config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
+      !op->payload.huge_backed()) {
     op->payload = Buffer::copy_of(op->payload.data(), op->payload.size());
   }
   if (op->header.size() > max_header_) {

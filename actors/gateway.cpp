@@ -73,7 +73,6 @@ CallId Gateway::open(const caf::actor& reply_to, const PeerKey& peer, const std:
                                                        std::make_move_iterator(landings.end()))};
     }
     execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller));
-    forget_if_over(id);
   });
   return id;
 }
@@ -148,7 +147,6 @@ void Gateway::on_frame(const PeerKey& from, transport::Frame frame) {
     for (auto& d : fx.deliveries) d.landed = d.call == call && d.kind == DeliveryKind::message && d.has_message;
   }
   execute(std::move(fx));
-  if (landings_.count(call) > 0) forget_if_over(call);
 }
 
 Buffer Gateway::landing_for(const PeerKey& from, const pb::Envelope& env, std::size_t body) {

@@ -145,15 +145,23 @@ inline Buffer join_spliced(pb::Envelope& env, Buffer payload) {
   return joined;
 }
 
-/// For transports that land a frame in one step: asks `handler` for a posted zone for the
-/// body of spliced frame `frame` (payload as received) and, if one is given, copies the body
-/// there and leaves head + tail as the payload (frame.landed set); otherwise joins the
-/// pieces (join_spliced). Either way the envelope's head and tail are cleared.
+/// Asks `handler` for memory posted for the body (`body` bytes) of the frame with envelope
+/// `env` (every frame asks, in arrival order); the zone, if it is one for a spliced frame
+/// of exactly that size, else an empty Buffer.
+inline Buffer posted_zone(Handler& handler, const PeerKey& from, const pb::Envelope& env, std::size_t body) {
+  Buffer zone = handler.landing_for(from, env, body);
+  const bool spliced = !env.payload_head().empty() || !env.payload_tail().empty();
+  return spliced && zone.size() == body ? zone : Buffer{};
+}
+
+/// For transports that land a frame in one step: a posted zone (posted_zone) for the body
+/// of spliced frame `frame` (payload as received) gets the body, and the payload is head +
+/// tail (frame.landed set); otherwise the pieces are joined (join_spliced). Either way the
+/// envelope's head and tail are cleared.
 inline void land_or_join(Handler& handler, const PeerKey& from, Frame& frame) {
   pb::Envelope& env = frame.envelope;
-  Buffer zone = handler.landing_for(from, env, frame.payload.size());
-  if (env.payload_head().empty() && env.payload_tail().empty()) return;
-  if (zone.empty() || zone.size() != frame.payload.size()) {
+  Buffer zone = posted_zone(handler, from, env, frame.payload.size());
+  if (zone.empty()) {
     frame.payload = join_spliced(env, std::move(frame.payload));
     return;
   }

@@ -248,9 +248,7 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view
   }
   // Anything but the next averaged part means the reducer failed.
   const Part& part = partition_.parts[parts[out.received]];
-  const bool taken = landed ? landed_answer(message, part)
-                   : config_.averages_in_place ? add_answer(message, part)
-                                               : take_delta(message, part);
+  const bool taken = landed ? landed_answer(message, part) : take_answer(message, part);
   if (!taken) {
     fail_reducer(fx, peer, true);
     return fx;
@@ -266,29 +264,40 @@ Effects AllReduceRunner::on_message(TimePoint now, CallId call, std::string_view
   return fx;
 }
 
-bool AllReduceRunner::take_delta(std::string_view message, const Part& part) {
-  // The delta goes where the part lies in its tensor: straight there for an uncompressed
-  // part, else decoded first.
-  float* dest = outcome_.deltas[part.tensor_index].data() + part.offset;
+bool AllReduceRunner::take_answer(std::string_view message, const Part& part) {
+  // The values are read where they lie in the message (uncompressed, any alignment) or
+  // decoded. In place, a delta is added to the tensors and an average copied over them;
+  // otherwise the outcome's delta is the delta itself, or the average less the local values.
+  std::string_view floats;
+  auto msg = read_part_message(message, floats);
   const auto length = static_cast<std::size_t>(part.length);
-  const float* __restrict local = local_data(part);
-  PartMessage header;
-  if (decode_none_part_into(message, header, dest, length)) {
-    if (header.code == pb::AVERAGED_PART) return true;
-    if (header.code == pb::AVERAGED_VALUES) {
-      for (std::size_t k = 0; k < length; ++k) dest[k] = dest[k] - local[k];
-      return true;
-    }
-    std::fill(dest, dest + length, 0.0f);  // not an answer: the local values stay
+  if (!msg || (msg->code != pb::AVERAGED_PART && msg->code != pb::AVERAGED_VALUES)) return false;
+  const char* src = nullptr;
+  if (msg->values.empty() && floats.size() == length * sizeof(float)) {
+    src = floats.data();
+  } else if (msg->values.size() == length) {
+    src = reinterpret_cast<const char*>(msg->values.data());
+  } else {
     return false;
   }
-  auto msg = decode_part_message(message);
-  if (!msg || (msg->code != pb::AVERAGED_PART && msg->code != pb::AVERAGED_VALUES) ||
-      msg->values.size() != length) {
-    return false;
-  }
+  if (length == 0) return true;
   const bool average = msg->code == pb::AVERAGED_VALUES;
-  for (std::size_t k = 0; k < length; ++k) dest[k] = average ? msg->values[k] - local[k] : msg->values[k];
+  float* __restrict x = (*tensors_)[part.tensor_index].data() + part.offset;
+  float* __restrict delta = config_.averages_in_place ? nullptr : outcome_.deltas[part.tensor_index].data() + part.offset;
+  auto value = [src](std::size_t k) {
+    float v;
+    std::memcpy(&v, src + k * sizeof(float), sizeof v);
+    return v;
+  };
+  if (config_.averages_in_place && average) {
+    std::memcpy(x, src, length * sizeof(float));
+  } else if (config_.averages_in_place) {
+    for (std::size_t k = 0; k < length; ++k) x[k] += value(k);
+  } else if (average) {
+    for (std::size_t k = 0; k < length; ++k) delta[k] = value(k) - x[k];
+  } else {
+    std::memcpy(delta, src, length * sizeof(float));
+  }
   return true;
 }
 
@@ -300,37 +309,6 @@ bool AllReduceRunner::landed_answer(std::string_view message, const Part& part) 
   const auto [head, tail] = none_part_framing(pb::AVERAGED_VALUES, "", "", count, 0.0);
   return message.size() == head.size() + tail.size() && message.substr(0, head.size()) == head &&
          message.substr(head.size()) == tail;
-}
-
-bool AllReduceRunner::add_answer(std::string_view message, const Part& part) {
-  // x += delta, or x = average, read where the values lie in the message (uncompressed)
-  // or decoded.
-  std::string_view floats;
-  auto msg = read_part_message(message, floats);
-  const auto length = static_cast<std::size_t>(part.length);
-  if (!msg || (msg->code != pb::AVERAGED_PART && msg->code != pb::AVERAGED_VALUES)) return false;
-  float* __restrict x = (*tensors_)[part.tensor_index].data() + part.offset;
-  if (msg->code == pb::AVERAGED_VALUES) {
-    if (msg->values.empty() && floats.size() == length * sizeof(float)) {
-      if (length > 0) std::memcpy(x, floats.data(), floats.size());
-      return true;
-    }
-    if (msg->values.size() != length) return false;
-    std::copy(msg->values.begin(), msg->values.end(), x);
-    return true;
-  }
-  if (msg->values.empty() && floats.size() == length * sizeof(float)) {
-    const char* __restrict d = floats.data();
-    for (std::size_t k = 0; k < length; ++k) {
-      float delta;
-      std::memcpy(&delta, d + k * sizeof(float), sizeof delta);
-      x[k] += delta;
-    }
-    return true;
-  }
-  if (msg->values.size() != length) return false;
-  for (std::size_t k = 0; k < length; ++k) x[k] += msg->values[k];
-  return true;
 }
 
 Effects AllReduceRunner::on_response(TimePoint now, CallId call, const Result<std::string>& result) {

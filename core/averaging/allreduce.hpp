@@ -232,13 +232,10 @@ class AllReduceRunner {
   void fail_sender(Effects& fx, std::size_t peer);
   void close_incoming(Effects& fx, RequestId id, Incoming& in, pb::MessageCode code);
   void flush_answers(Effects& fx);
-  /// Sender: takes a reducer's answer for `part` (a delta, or the average less the local
-  /// values) as its delta; false for anything but an averaged part of the right length
-  /// (the part then keeps its local values).
-  [[nodiscard]] bool take_delta(std::string_view message, const Part& part);
-  /// As take_delta with averages_in_place: a delta is added straight to the tensors, an
-  /// average copied there.
-  [[nodiscard]] bool add_answer(std::string_view message, const Part& part);
+  /// Sender: takes a reducer's answer for `part`, a delta or the average: in place, added
+  /// to or copied over the tensors; otherwise as the outcome's delta. False for anything
+  /// but an averaged part of the right length (the part then keeps its local values).
+  [[nodiscard]] bool take_answer(std::string_view message, const Part& part);
   /// Sender: an answer whose values landed in place: true when what is left of it is this
   /// part's AVERAGED_VALUES framing.
   [[nodiscard]] bool landed_answer(std::string_view message, const Part& part) const;

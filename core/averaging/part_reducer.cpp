@@ -93,7 +93,7 @@ void PartReducer::average_part(std::size_t i) {
 void PartReducer::drop_sunk_copies(PartSlot& part) {
   for (Copy& copy : part.copies) {
     if (!copy.present || !copy.sink) continue;
-    copy.delta_sunk = true;
+    copy.sunk = true;
     copy.sink = nullptr;
     copy.held = PartBytes{};
     std::vector<float>().swap(copy.values);
@@ -262,7 +262,7 @@ Status PartReducer::delta_into(std::size_t sender, std::size_t part_index, std::
                       begin + count, part_index, part.size);
   }
   const Copy& copy = part.copies[sender];
-  if (copy.delta_sunk) {
+  if (copy.sunk) {
     return make_error(errc::unavailable,
                       "reducer: sender {}'s delta of part {} went to its sink when the part was "
                       "averaged; it is not kept",

@@ -199,7 +199,7 @@ class PartReducer {
     PartBytes held;
     PartSink sink;            ///< where its delta (or the average) goes when the part is averaged
     SinkGets gets = SinkGets::delta;
-    bool delta_sunk = false;  ///< the sink has its result; values and held are freed
+    bool sunk = false;  ///< the sink has its result; values and held are freed
     [[nodiscard]] const std::byte* data() const {
       return held.bytes != nullptr ? held.bytes : reinterpret_cast<const std::byte*>(values.data());
     }
@@ -227,7 +227,7 @@ class PartReducer {
   /// Writes part i's average (to average_at, else to a new buffer of its own) and what
   /// the copies' sinks get.
   void average_part(std::size_t i);
-  /// Frees the copies whose deltas went to their sinks.
+  /// Frees the copies whose results went to their sinks.
   static void drop_sunk_copies(PartSlot& part);
   /// Settles the parts from next_pending_ on that no active sender still owes.
   std::vector<std::size_t> complete_ready_parts();

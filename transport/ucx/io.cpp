@@ -177,7 +177,7 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   const std::size_t size = op->payload.size();
   if (config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
       !op->payload.huge_backed()) {
-    op->payload = Buffer::copy_of(op->payload.data(), op->payload.size());
+    op->payload = Buffer::copy_of(op->payload.data(), size);
   }
   if (op->header.size() > max_header_) {
     // Never hand UCX 1.13 an oversized header: it would crash the sender.
@@ -308,10 +308,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     return UCS_OK;  // releases rendezvous data unread
   }
   // A body the handler posted memory for lands there, and the payload is head + tail.
-  Buffer zone = self->handler_->landing_for(ep.key, frame.envelope, length);
-  if (zone.size() != length || (frame.envelope.payload_head().empty() && frame.envelope.payload_tail().empty())) {
-    zone = Buffer{};
-  }
+  Buffer zone = posted_zone(*self->handler_, ep.key, frame.envelope, length);
   std::size_t body_at = 0;
   Buffer payload = spliced_buffer(frame.envelope, zone.empty() ? length : 0, body_at);
   if (!zone.empty()) {

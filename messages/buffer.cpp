@@ -31,7 +31,7 @@ class BufferPool {
         cached_bytes_ -= capacity;
       }
     }
-    if (block == nullptr) block = capacity < k_huge && capacity >= k_carved_min ? carve(capacity) : fresh(capacity);
+    if (block == nullptr) block = carved(capacity) ? carve(capacity) : fresh(capacity);
     return std::shared_ptr<std::byte[]>(block, [this, capacity](std::byte* p) { give_back(p, capacity); });
   }
 
@@ -57,6 +57,7 @@ class BufferPool {
   /// pieces stay in the pool for good (one cannot free part of a block): the pool then
   /// holds at most the peak of what was in use at once.
   static constexpr std::size_t k_carved_min = std::size_t{256} << 10;
+  static bool carved(std::size_t capacity) { return capacity >= k_carved_min && capacity < k_huge; }
   std::byte* carve(std::size_t capacity) {
     std::byte* whole = fresh(k_huge);
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,8 +80,7 @@ class BufferPool {
   void give_back(std::byte* p, std::size_t capacity) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const bool carved = capacity < k_huge && capacity >= k_carved_min;
-      if (carved || cached_bytes_ + capacity <= k_pool_capacity_bytes) {
+      if (carved(capacity) || cached_bytes_ + capacity <= k_pool_capacity_bytes) {
         free_[capacity].push_back(p);
         cached_bytes_ += capacity;
         return;

@@ -158,7 +158,10 @@ Buffer Gateway::landing_for(const PeerKey& from, const pb::Envelope& env, std::s
   Landing next = std::move(it->second.next.front());
   it->second.next.pop_front();
   if (it->second.next.empty()) landings_.erase(it);
-  if (next.zone.size() != body || next.head != env.payload_head() || next.tail != env.payload_tail()) return Buffer{};
+  if (next.zone.size() != body || (!next.any_head && next.head != env.payload_head()) ||
+      next.tail != env.payload_tail()) {
+    return Buffer{};
+  }
   return std::move(next.zone);
 }
 

@@ -217,21 +217,22 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   int rc = 0;
   double total_ms = 0;
+  // The parameters live across steps: each pull is received into them.
+  std::map<std::string, std::vector<float>> params;
   for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
     if (g_stdin_closed) {
       rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
       break;
     }
     const auto start = std::chrono::steady_clock::now();
-    auto params = driver.pull();
-    if (!params) {
-      rc = fail(params.error());
+    if (auto pulled = driver.pull_into(params); !pulled) {
+      rc = fail(pulled.error());
       break;
     }
     const auto version = driver.min_version();
     std::map<std::string, std::vector<float>> grads;
     const double loss =
-        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), *params, &grads);
+        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
     if (auto pushed = driver.push_lent(gradients, static_cast<double>(a.batch)); !pushed) {
@@ -240,7 +241,7 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
-    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, *params)) : "";
+    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
     std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
                            loss, full, ms)
                    .c_str(),
@@ -249,14 +250,13 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
   }
   if (rc == 0) {
     // The parameters after the last step (in BSP: every replica's updates applied).
-    auto params = driver.pull();
-    if (!params) {
-      rc = fail(params.error());
+    if (auto pulled = driver.pull_into(params); !pulled) {
+      rc = fail(pulled.error());
     } else {
       std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f}\n", id,
-                                    driver.min_version(), cps::logistic_full_loss(data, *params),
+                                    driver.min_version(), cps::logistic_full_loss(data, params),
                                     a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0);
-      for (const auto& [name, values] : *params) {
+      for (const auto& [name, values] : params) {
         out += "final " + name;
         for (float v : values) out += fmt::format(" {:.9g}", v);
         out += "\n";

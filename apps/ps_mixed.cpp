@@ -84,9 +84,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     }
     const auto start = std::chrono::steady_clock::now();
     // 1. The PS variables of this step.
-    auto pulled = driver.pull();
-    if (!pulled) return fail(pulled.error());
-    for (auto& [name, values] : *pulled) params[name] = std::move(values);
+    if (auto pulled = driver.pull_into(params); !pulled) return fail(pulled.error());
     const auto version = driver.min_version();
     // 2. Gradients of the whole model on this replica's batch.
     std::map<std::string, std::vector<float>> grads;
@@ -117,9 +115,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     std::fflush(stdout);
   }
   // The PS variables after the last step (in BSP: every replica's pushes applied).
-  auto pulled = driver.pull();
-  if (!pulled) return fail(pulled.error());
-  for (auto& [name, values] : *pulled) params[name] = std::move(values);
+  if (auto pulled = driver.pull_into(params); !pulled) return fail(pulled.error());
   print_final(id, driver.min_version(), cps::logistic_full_loss(data, params),
               a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0,
               (*collective)->ops() + stepper->nccl_ops(), params);

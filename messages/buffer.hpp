@@ -126,6 +126,10 @@ struct Landing {
   Buffer zone;
   std::string head;
   std::string tail;
+  /// Any head matches (`head` is then unused; the tail and the body's size still must):
+  /// for an answer whose head carries what the receiver cannot know in advance, such as a
+  /// PS pull's version. The receiver checks the delivered head itself.
+  bool any_head = false;
 };
 
 }  // namespace apiary

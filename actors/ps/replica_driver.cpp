@@ -133,22 +133,26 @@ Error ReplicaDriver::describe(const char* what, std::size_t shard, const Error& 
                     s.config.variable, replica_.step(), s.device, addr, e.message, hint);
 }
 
-Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, const char* handle,
-                                                              std::vector<std::pair<std::size_t, Payload>> requests) {
+Result<std::map<std::size_t, ReplicaDriver::Answer>> ReplicaDriver::call_all(
+    const char* what, const char* handle, std::vector<std::pair<std::size_t, Payload>> requests,
+    std::map<std::size_t, Landing> landings) {
   std::map<CallId, std::size_t> shard_of;
   std::set<CallId> ids;
   for (auto& [shard, body] : requests) {
     auto via = config_.pull_via.find(shard);
     const bool proxied = via != config_.pull_via.end() && std::string(handle) == core::ps::k_ps_pull_handle;
     const auto& peer = proxied ? via->second : config_.servers.at(config_.plan.shards[shard].device);
-    const CallId id = gw_->unary(self_, peer, handle, std::move(body), config_.timeout);
+    std::vector<Landing> landing;
+    if (auto l = landings.find(shard); l != landings.end()) landing.push_back(std::move(l->second));
+    const CallId id = gw_->open(self_, peer, handle, pb::UNARY, config_.timeout, std::move(body), true, {},
+                                std::move(landing));
     shard_of.emplace(id, shard);
     ids.insert(id);
   }
   // Collect the answers; the first failure cancels the other calls, so that a dead PS
   // is reported at once even when another shard holds this replica's request.
-  std::map<std::size_t, Buffer> out;
-  std::map<CallId, Buffer> partial;
+  std::map<std::size_t, Answer> out;
+  std::map<CallId, Answer> partial;
   const auto patience = config_.timeout + std::chrono::seconds(1);  // the gateway's deadline fires first
   const auto give_up = std::chrono::steady_clock::now() + patience;
   std::optional<Error> failure;
@@ -166,7 +170,7 @@ Result<std::map<std::size_t, Buffer>> ReplicaDriver::call_all(const char* what, 
           if (d.kind == DeliveryKind::error) {
             failure = describe(what, it->second, d.error);
           } else if (d.has_message) {
-            partial[d.call] = std::move(d.data);
+            partial[d.call] = Answer{std::move(d.data), d.landed};
           }
           if (!d.final) return;
           ids.erase(d.call);
@@ -203,19 +207,40 @@ Status ReplicaDriver::pull_into(std::map<std::string, std::vector<float>>& param
     m.set_step(p.step);
     requests.emplace_back(p.shard, to_buffer(m));
   }
-  auto answers = call_all("pull", core::ps::k_ps_pull_handle, std::move(requests));
+  // A variable held whole whose vector has its size already (every pull after the first)
+  // is posted as its answer's landing: the values are received straight into the vector.
+  // Any head lands (it carries the shard's version); decode_landed_pull_response checks
+  // it. The vectors are shared with the zones while the calls run.
+  auto held = std::make_shared<std::map<std::string, std::vector<float>>>(std::move(params));
+  std::map<std::size_t, Landing> landings;
+  for (const auto& p : *pulls) {
+    auto whole = whole_.find(p.shard);
+    auto mine = whole == whole_.end() ? held->end() : held->find(whole->second);
+    if (mine == held->end() || mine->second.empty() ||
+        mine->second.size() != config_.plan.shards[p.shard].config.layout.size()) {
+      continue;
+    }
+    Landing& l = landings[p.shard];
+    l.zone = Buffer::zone_of(held, mine->second.data(), mine->second.size() * sizeof(float));
+    l.any_head = true;
+  }
+  auto answers = call_all("pull", core::ps::k_ps_pull_handle, std::move(requests), std::move(landings));
+  // A zone still held (a cancelled answer landing after a failure) leaves a copy here.
+  params = held.use_count() == 1 ? std::move(*held) : *held;
   if (!answers) return answers.error();
-  for (auto& [shard, body] : *answers) {
-    // The values are copied once, from the received bytes into the replica's piece: for
-    // a variable held whole, the caller's own vector.
+  for (auto& [shard, answer] : *answers) {
+    // The values are received into the caller's vector (landed), or copied once from the
+    // received bytes into the replica's piece: for a variable held whole, that vector.
     core::ps::PullReply reply;
     if (auto whole = whole_.find(shard); whole != whole_.end()) {
       if (auto mine = params.find(whole->second); mine != params.end()) reply.values = std::move(mine->second);
     }
-    if (auto s = core::ps::decode_pull_response_into(body.view(), reply); !s) {
-      return describe("pull", shard, s.error());
-    }
-    body = Buffer{};
+    const auto s = answer.landed ? core::ps::decode_landed_pull_response(answer.body.view(),
+                                                                          reply.values.size() * sizeof(float), reply)
+                                 : core::ps::decode_pull_response_into(answer.body.view(), reply);
+    if (!s) return describe("pull", shard, s.error());
+    pulls_landed_ += answer.landed ? 1 : 0;
+    answer.body = Buffer{};
     const auto& config = config_.plan.shards[shard].config;
     // The synchronization contract, checked on every answer: a synchronous shard
     // answers step s with at least s - staleness updates applied.
@@ -257,8 +282,8 @@ Status ReplicaDriver::push_from(const std::map<std::string, core::ps::Gradient>&
   }
   auto answers = call_all("push", core::ps::k_ps_push_handle, std::move(requests));
   if (!answers) return answers.error();
-  for (auto& [shard, body] : *answers) {
-    auto m = from_buffer<pb::PsPushResponse>(body, "push response");
+  for (auto& [shard, answer] : *answers) {
+    auto m = from_buffer<pb::PsPushResponse>(answer.body, "push response");
     if (!m) return describe("push", shard, m.error());
     core::ps::PushAck ack{m->replica(), m->step()};
     if (auto r = replica_.on_push_ack(shard, ack); !r) return describe("push", shard, r.error());

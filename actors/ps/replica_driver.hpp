@@ -56,10 +56,10 @@ class ReplicaDriver {
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> pull();
 
   /// pull() into `params`, reusing the vectors it holds: an unpartitioned variable's
-  /// values are written over its vector when that has the right size, so a loop that
-  /// passes the same map every step keeps its memory (no fresh pages to fault in, no
-  /// zero fill). On success `params` holds every variable; on an error (as pull()) its
-  /// contents are unspecified.
+  /// values are received straight into its vector when that has the right size (the
+  /// vector is posted as the answer's Landing), so a loop that passes the same map every
+  /// step keeps its memory and copies nothing after the transport. On success `params`
+  /// holds every variable; on an error (as pull()) its contents are unspecified.
   [[nodiscard]] Status pull_into(std::map<std::string, std::vector<float>>& params);
 
   /// Pushes this step's gradients (whole variables, by name) computed from `samples`
@@ -90,6 +90,8 @@ class ReplicaDriver {
   [[nodiscard]] std::int64_t min_version() const { return replica_.min_version(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return config_.replica; }
+  /// Pull answers received straight into the caller's vectors (pull_into), so far.
+  [[nodiscard]] std::size_t pulls_landed() const { return pulls_landed_; }
 
  private:
   ReplicaDriver(caf::actor_system& sys, std::shared_ptr<Gateway> gw, ReplicaDriverConfig config,
@@ -97,10 +99,17 @@ class ReplicaDriver {
   /// push() and push_lent(): with an `owner` of the gradients, dense ones are spliced.
   [[nodiscard]] Status push_from(const std::map<std::string, core::ps::Gradient>& gradients, double samples,
                                  const std::shared_ptr<const void>& owner);
-  /// Issues one call per (shard, request) and waits for all; returns the responses by
-  /// shard id, or the first failure as an error naming `what`, the shard and its PS.
-  Result<std::map<std::size_t, Buffer>> call_all(const char* what, const char* handle,
-                                                 std::vector<std::pair<std::size_t, Payload>> requests);
+  /// A call's response: whole, or its head + tail with the body in the call's Landing.
+  struct Answer {
+    Buffer body;
+    bool landed = false;
+  };
+  /// Issues one call per (shard, request), with the shard's landing if `landings` has
+  /// one, and waits for all; returns the responses by shard id, or the first failure as
+  /// an error naming `what`, the shard and its PS.
+  Result<std::map<std::size_t, Answer>> call_all(const char* what, const char* handle,
+                                                 std::vector<std::pair<std::size_t, Payload>> requests,
+                                                 std::map<std::size_t, Landing> landings = {});
   Error describe(const char* what, std::size_t shard, const Error& e) const;
   /// Opens a session stream to every PS process.
   void join();
@@ -111,6 +120,7 @@ class ReplicaDriver {
   core::ps::Replica replica_;
   std::map<CallId, std::string> sessions_;  ///< open session call -> PS device
   std::map<std::size_t, std::string> whole_;  ///< shard id -> the variable it holds whole
+  std::size_t pulls_landed_ = 0;
 };
 
 }  // namespace apiary::actors

@@ -245,6 +245,21 @@ Result<PullReply> decode_pull_response(std::string_view bytes) {
   return reply;
 }
 
+namespace {
+
+/// A pull response's field other than its values, read into `out`; false for anything
+/// unusual (a field of the wrong wire type or an unknown one).
+bool pull_header_field(std::uint32_t number, std::uint32_t wire, std::uint64_t value, PullReply& out) {
+  if (number == k_field_shard && wire == k_len) return true;  // the caller knows which shard it asked
+  if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
+  else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
+  else if (number == k_field_version && wire == k_varint) out.version = static_cast<std::int64_t>(value);
+  else return false;
+  return true;
+}
+
+}  // namespace
+
 Status decode_pull_response_into(std::string_view bytes, PullReply& out) {
   out.replica = 0;
   out.step = 0;
@@ -260,12 +275,8 @@ Status decode_pull_response_into(std::string_view bytes, PullReply& out) {
     direct = r.field(number, wire, field, value) && number <= k_field_values && (seen & (1U << number)) == 0;
     if (!direct) break;
     seen |= 1U << number;
-    if (number == k_field_shard && wire == k_len) continue;  // the caller knows which shard it asked
-    if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
-    else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
-    else if (number == k_field_version && wire == k_varint) out.version = static_cast<std::int64_t>(value);
-    else if (number == k_field_values && wire == k_len) direct = as_floats(field, values);
-    else direct = false;
+    if (number == k_field_values && wire == k_len) direct = as_floats(field, values);
+    else direct = pull_header_field(number, wire, value, out);
   }
   if (direct) {
     out.values.resize(values.count);  // a no-op when the storage is reused at its size
@@ -286,6 +297,36 @@ Status decode_pull_response_into(std::string_view bytes, PullReply& out) {
   out.version = m.version();
   out.values.assign(m.values().begin(), m.values().end());
   return ok_status();
+}
+
+Status decode_landed_pull_response(std::string_view head, std::size_t landed, PullReply& out) {
+  out.replica = 0;
+  out.step = 0;
+  out.version = 0;
+  Reader r{head.data(), head.data() + head.size()};
+  std::uint32_t seen = 0;
+  while (r.p < r.end) {
+    // The values' tag and length end the head; their bytes are the landed ones.
+    const char* at = r.p;
+    std::uint64_t tag = 0, size = 0;
+    if (r.varint(tag) && tag == (std::uint64_t{k_field_values} << 3 | k_len)) {
+      if (r.varint(size) && r.p == r.end && size == landed && landed % sizeof(float) == 0) return ok_status();
+      break;
+    }
+    r.p = at;
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!r.field(number, wire, field, value) || number >= k_field_values || (seen & (1U << number)) != 0 ||
+        !pull_header_field(number, wire, value, out)) {
+      break;
+    }
+    seen |= 1U << number;
+  }
+  return make_error(errc::malformed,
+                    "pull response: expected a PsPullResponse head ending with the length of its {} landed value "
+                    "bytes, got {} bytes that are not one; do the replica and the PS run the same apiary version?",
+                    landed, head.size());
 }
 
 }  // namespace apiary::core::ps

@@ -93,4 +93,10 @@ std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t 
 /// zero fill). Errors: as decode_pull_response(); `out` is then unspecified.
 [[nodiscard]] Status decode_pull_response_into(std::string_view bytes, PullReply& out);
 
+/// The head of a pull response whose `landed` value bytes were received elsewhere (a
+/// Landing): pull_response_head()'s bytes, its fields read into `out` (out.values is
+/// left alone: it is where the values landed). Errors: malformed, when the head is not
+/// one whose values field, last, holds exactly `landed` bytes.
+[[nodiscard]] Status decode_landed_pull_response(std::string_view head, std::size_t landed, PullReply& out);
+
 }  // namespace apiary::core::ps

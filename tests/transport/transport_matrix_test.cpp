@@ -165,7 +165,7 @@ TEST_CASE("spliced messages arrive joined, their body sent from where it lies", 
   CHECK(h == testing::fnv1a(whole.data(), whole.size()));
 }
 
-TEST_CASE("a spliced answer lands in memory the caller posted, when its head and tail match", "[transport][integration]") {
+TEST_CASE("a spliced answer lands in memory the caller posted, when its head and tail match or any head was allowed", "[transport][integration]") {
   // Gateway::open's landings: the n-th answer's body is received straight into the n-th
   // zone if the answer's head, tail and size are the landing's; otherwise it arrives whole.
   const std::string backend = GENERATE(as<std::string>{}, "ucx-tcp", "ucx-shm", "local");
@@ -176,13 +176,18 @@ TEST_CASE("a spliced answer lands in memory the caller posted, when its head and
   Buffer expect = Buffer::allocate(size);
   // Storage with guard bytes around the zone, at an odd offset.
   auto storage = std::make_shared<std::vector<std::byte>>(size + 6, std::byte{0x5a});
-  for (const bool matching : {true, false}) {
-    INFO("matching " << matching);
+  // Posted: the answer's head and tail; any head with its tail (the head posted is not the
+  // answer's); or its head with another tail, which does not match.
+  enum class Posted { exact, any_head, other_tail };
+  for (const Posted posted : {Posted::exact, Posted::any_head, Posted::other_tail}) {
+    const bool matching = posted != Posted::other_tail;
+    INFO("posted " << static_cast<int>(posted));
     std::fill(storage->begin(), storage->end(), std::byte{0x5a});
-    const std::uint64_t seed = matching ? 11 : 12;
+    const std::uint64_t seed = 11 + static_cast<std::uint64_t>(posted);
     std::vector<Landing> landings(1);
     landings[0].zone = Buffer::zone_of(storage, storage->data() + 3, size);
-    landings[0].head = testing::spliced_head(seed);
+    landings[0].head = posted == Posted::any_head ? "not the head" : testing::spliced_head(seed);
+    landings[0].any_head = posted == Posted::any_head;
     landings[0].tail = matching ? "tail" : "other tail";
     const auto before = p.client->transport_stats().frames_landed;
     std::set<actors::CallId> ids{p.client->open(self, p.address, "test.rpc_make_spliced", pb::UNARY, 60s,

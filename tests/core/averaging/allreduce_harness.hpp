@@ -228,7 +228,8 @@ class Net {
     if (it == landings_.end() || it->second.empty() || !message) return false;
     Landing next = std::move(it->second.front());
     it->second.pop_front();
-    if (next.zone.empty() || next.zone.size() != r.body.size() || next.head != *r.response || next.tail != r.tail) {
+    if (next.zone.empty() || next.zone.size() != r.body.size() || (!next.any_head && next.head != *r.response) ||
+        next.tail != r.tail) {
       return false;
     }
     std::memcpy(next.zone.data(), r.body.data(), r.body.size());

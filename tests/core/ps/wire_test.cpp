@@ -105,6 +105,35 @@ TEST_CASE("a pull response written directly is protobuf's and decodes to the sam
   CHECK(empty->values.empty());
 }
 
+TEST_CASE("the head of a pull response whose values landed elsewhere decodes, and only that head") {
+  const std::size_t landed = 1000 * sizeof(float);  // a two-byte length
+  const std::string head = pull_response_head("w:0", 3, 300, 299, 1000);
+  PullReply reply{0, 0, 0, std::vector<float>(1000, 2.5F)};
+  REQUIRE(decode_landed_pull_response(head, landed, reply).ok());
+  CHECK(reply.replica == 3);
+  CHECK(reply.step == 300);
+  CHECK(reply.version == 299);
+  CHECK(reply.values == std::vector<float>(1000, 2.5F));  // left where they landed
+  // Refused: another length, bytes after the length, no values field, an unknown field,
+  // a repeated field, and the whole message instead of its head.
+  const std::vector<float> one = {1.0F};
+  const std::vector<std::pair<std::string, std::size_t>> bad = {
+      {head, landed - 4},
+      {head + "x", landed},
+      {pull_response_head("w:0", 3, 300, 299, 0), landed},
+      {"\x30\x01" + head, landed},
+      {"\x10\x01" + head, landed},
+      {encode_pull_response("w:0", 1, 1, 1, one.data(), one.size()), sizeof(float)},
+  };
+  for (const auto& [bytes, size] : bad) {
+    INFO(bytes.size() << " bytes, " << size << " landed");
+    const auto s = decode_landed_pull_response(bytes, size, reply);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == errc::malformed);
+    CHECK_THAT(s.error().message, Catch::Contains("landed value bytes"));
+  }
+}
+
 TEST_CASE("a pull response in another valid encoding is read through protobuf, garbage is refused") {
   // Field 5 as unpacked fixed32 floats (valid protobuf, not what apiary writes).
   std::string unpacked = "\x10\x01";  // replica = 1

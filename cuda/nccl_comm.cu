@@ -2,8 +2,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "cuda/cuda_check.cuh"
 #include "cuda/nccl_comm.hpp"
@@ -27,17 +29,6 @@ ncclRedOp_t nccl_of(nccl_op op) {
     case nccl_op::sum: break;
   }
   return ncclSum;
-}
-
-// Waits for the communicator's stream after a collective was enqueued.
-status finish(ncclResult_t r, const std::string& what, int device, cudaStream_t stream) {
-  if (r != ncclSuccess) {
-    return nccl_failure(what, r, "expected device buffers of the stated sizes on this rank's device, "
-                                 "and every rank calling the same collectives in the same order");
-  }
-  return detail::check(cudaStreamSynchronize(stream),
-                       "waiting for " + what + " on device " + std::to_string(device),
-                       detail::launch_advice);
 }
 
 }  // namespace
@@ -92,25 +83,69 @@ nccl_communicator::~nccl_communicator() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-status nccl_communicator::all_reduce(const float* send, float* recv, std::size_t n, nccl_op op) {
-  if (n == 0) return ok_status();
-  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
-    return detail::cuda_failure("nccl all_reduce: cudaSetDevice", e, detail::launch_advice);
+status nccl_communicator::usable(const char* what) {
+  if (!aborted_why_.empty()) {
+    return status::failure(std::string(what) + ": the communicator was aborted (" + aborted_why_ +
+                           "); expected a new group to be formed");
   }
-  const auto stream = static_cast<cudaStream_t>(stream_);
-  const ncclResult_t r = ncclAllReduce(send, recv, n, ncclFloat32, nccl_of(op),
-                                       static_cast<ncclComm_t>(comm_), stream);
-  return finish(r, "ncclAllReduce of " + std::to_string(n) + " floats", device_, stream);
+  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+    return detail::cuda_failure(std::string(what) + ": cudaSetDevice", e, detail::launch_advice);
+  }
+  return ok_status();
 }
 
-status nccl_communicator::all_gather(const float* send, float* recv, std::size_t n) {
-  if (n == 0) return ok_status();
-  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
-    return detail::cuda_failure("nccl all_gather: cudaSetDevice", e, detail::launch_advice);
-  }
+status nccl_communicator::finish(int result, const std::string& what, const abort_probe& probe) {
+  const auto r = static_cast<ncclResult_t>(result);
   const auto stream = static_cast<cudaStream_t>(stream_);
-  const ncclResult_t r = ncclAllGather(send, recv, n, ncclFloat32, static_cast<ncclComm_t>(comm_), stream);
-  return finish(r, "ncclAllGather of " + std::to_string(n) + " floats per rank", device_, stream);
+  if (r != ncclSuccess) {
+    return nccl_failure(what, r, "expected device buffers of the stated sizes on this rank's device, "
+                                 "and every rank calling the same collectives in the same order");
+  }
+  if (!probe) {
+    return detail::check(cudaStreamSynchronize(stream), "waiting for " + what + " on device " + std::to_string(device_),
+                         detail::launch_advice);
+  }
+  // Polled instead of synchronized, so that a member that went down does not keep this
+  // rank waiting inside NCCL for ever: the communicator is aborted instead.
+  const auto comm = static_cast<ncclComm_t>(comm_);
+  while (true) {
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q == cudaSuccess) return ok_status();
+    if (q != cudaErrorNotReady) {
+      return detail::check(q, "waiting for " + what + " on device " + std::to_string(device_), detail::launch_advice);
+    }
+    std::string why;
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+      why = std::string("NCCL reported ") + ncclGetErrorString(async);
+    } else {
+      why = probe();
+    }
+    if (!why.empty()) {
+      (void)ncclCommAbort(comm);
+      comm_ = nullptr;
+      aborted_why_ = why;
+      return status::failure(what + " aborted on rank " + std::to_string(rank_) + ": " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+status nccl_communicator::all_reduce(const float* send, float* recv, std::size_t n, nccl_op op,
+                                     const abort_probe& probe) {
+  if (auto st = usable("nccl all_reduce"); !st) return st;
+  if (n == 0) return ok_status();
+  const ncclResult_t r = ncclAllReduce(send, recv, n, ncclFloat32, nccl_of(op), static_cast<ncclComm_t>(comm_),
+                                       static_cast<cudaStream_t>(stream_));
+  return finish(r, "ncclAllReduce of " + std::to_string(n) + " floats", probe);
+}
+
+status nccl_communicator::all_gather(const float* send, float* recv, std::size_t n, const abort_probe& probe) {
+  if (auto st = usable("nccl all_gather"); !st) return st;
+  if (n == 0) return ok_status();
+  const ncclResult_t r = ncclAllGather(send, recv, n, ncclFloat32, static_cast<ncclComm_t>(comm_),
+                                       static_cast<cudaStream_t>(stream_));
+  return finish(r, "ncclAllGather of " + std::to_string(n) + " floats per rank", probe);
 }
 
 }  // namespace apiary::cuda

@@ -8,7 +8,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "cuda/status.hpp"
 
@@ -27,6 +29,10 @@ status nccl_new_id(nccl_id* out);
 
 /// The reduction of all_reduce.
 enum class nccl_op : std::uint8_t { sum, prod, min, max, avg };
+
+/// Asked while a collective waits: empty to go on waiting, else why to give up (say, a
+/// member of the group went down; NCCL itself would wait for it for ever).
+using abort_probe = std::function<std::string()>;
 
 /// One rank's communicator, its CUDA device and one stream on it. Not thread-safe.
 class nccl_communicator {
@@ -49,11 +55,17 @@ class nccl_communicator {
   [[nodiscard]] stream_handle stream() const { return stream_; }
 
   /// recv[i] = op over every rank's send[i], i < n (float32 device pointers on device();
-  /// send may equal recv). Returns when the result is in place.
-  status all_reduce(const float* send, float* recv, std::size_t n, nccl_op op = nccl_op::sum);
+  /// send may equal recv). Returns when the result is in place. While it waits, `probe`
+  /// (if set) is asked about every 50 us; when it gives a reason, or NCCL reports an
+  /// asynchronous error (a peer's connection lost), the communicator is aborted
+  /// (ncclCommAbort) and the call fails saying why; every later call then fails too.
+  status all_reduce(const float* send, float* recv, std::size_t n, nccl_op op = nccl_op::sum,
+                    const abort_probe& probe = {});
   /// recv[r * n + i] = rank r's send[i], i < n: recv holds ranks() * n floats. Returns when
-  /// the result is in place.
-  status all_gather(const float* send, float* recv, std::size_t n);
+  /// the result is in place. `probe`: as all_reduce.
+  status all_gather(const float* send, float* recv, std::size_t n, const abort_probe& probe = {});
+  /// Whether the communicator was aborted (see all_reduce); it is then unusable.
+  [[nodiscard]] bool aborted() const { return !aborted_why_.empty(); }
 
  private:
   nccl_communicator() = default;
@@ -61,8 +73,14 @@ class nccl_communicator {
   int ranks_ = 0;
   int rank_ = 0;
   int device_ = 0;
-  void* comm_ = nullptr;            // ncclComm_t
+  /// Waits for the collective `what` enqueued with result `r` on the stream (see all_reduce).
+  status finish(int r, const std::string& what, const abort_probe& probe);
+  /// Why a call cannot run: the communicator was aborted, or the device cannot be selected.
+  status usable(const char* what);
+
+  void* comm_ = nullptr;            // ncclComm_t; null once aborted
   stream_handle stream_ = nullptr;  // cudaStream_t
+  std::string aborted_why_;         // empty while usable
 };
 
 }  // namespace apiary::cuda

@@ -47,11 +47,11 @@ status nccl_communicator::create(const nccl_id& /*id*/, int /*ranks*/, int /*ran
 
 nccl_communicator::~nccl_communicator() = default;
 
-status nccl_communicator::all_reduce(const float*, float*, std::size_t, nccl_op) {
+status nccl_communicator::all_reduce(const float*, float*, std::size_t, nccl_op, const abort_probe&) {
   return not_linked("nccl_communicator::all_reduce");
 }
 
-status nccl_communicator::all_gather(const float*, float*, std::size_t) {
+status nccl_communicator::all_gather(const float*, float*, std::size_t, const abort_probe&) {
   return not_linked("nccl_communicator::all_gather");
 }
 

@@ -126,6 +126,9 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(caf::actor_system& sys, std
                       config.group, config.rank, config.ranks, config.device, config.root, config.timeout.count());
   }
   if (auto st = check_gpu(config); !st) return st.error();
+  // The watch first: by the time rank 0 sees a member fetch the id, it holds its stream.
+  auto watch = NcclWatch::start(sys, gw, config.group, config.rank, config.ranks, config.root);
+  if (!watch) return watch.error();
   caf::actor server;
   auto fetchers = std::make_shared<Fetchers>();
   auto id = agree_on_id(sys, gw, config, &server, fetchers);
@@ -147,7 +150,7 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(caf::actor_system& sys, std
                       "every replica runs on its own GPU",
                       config.group, config.rank, config.ranks, config.device, joined.message());
   }
-  return std::unique_ptr<NcclGroup>(new NcclGroup(config, std::move(comm)));
+  return std::unique_ptr<NcclGroup>(new NcclGroup(config, std::move(*watch), std::move(comm)));
 }
 
 NcclGroup::~NcclGroup() = default;
@@ -190,7 +193,9 @@ Result<std::vector<std::vector<float>>> NcclGroup::mean(std::vector<std::vector<
   }
   // Upload, sum over the group in place, download.
   if (auto st = buffer_.upload(host_.data(), bytes); !st) return failed("the upload", st);
-  if (auto st = comm_->all_reduce(buffer_.as<float>(), buffer_.as<float>(), total, cuda::nccl_op::sum); !st) {
+  const cuda::abort_probe member_down = [this] { return watch_->broken(); };
+  if (auto st = comm_->all_reduce(buffer_.as<float>(), buffer_.as<float>(), total, cuda::nccl_op::sum, member_down);
+      !st) {
     return failed("the all-reduce", st);
   }
   if (auto st = buffer_.download(host_.data(), bytes); !st) return failed("the download", st);

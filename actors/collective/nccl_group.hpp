@@ -18,8 +18,10 @@
 /// NCCL hands every rank the same reduced bits and the division is the same everywhere,
 /// so every member ends with the same bits.
 ///
-/// Unlike actors::Collective, a member that dies mid-op is not detected: NCCL waits for
-/// it. Use from one thread.
+/// A member that dies is noticed over apiary's RPC (NcclWatch: each member holds a
+/// stream to rank 0, which passes on who went down): a mean waiting inside NCCL then
+/// aborts the communicator and fails naming that member, instead of waiting for ever.
+/// The group cannot be used after that. Use from one thread.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +31,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/collective/nccl_watch.hpp"
 #include "actors/gateway.hpp"
 #include "cuda/buffer.hpp"
 #include "cuda/nccl_comm.hpp"
@@ -67,7 +70,8 @@ class NcclGroup {
   /// samples). A tensor whose codec is FLOAT16 comes back rounded to float16 values, as
   /// Collective::mean's decode(encode(average)) (one codec applies to all; empty:
   /// NONE). Errors: invalid_argument for a bad weight or codec count; unsupported for a
-  /// codec other than NONE or FLOAT16; unavailable when CUDA or NCCL fails.
+  /// codec other than NONE or FLOAT16; unavailable when CUDA or NCCL fails, or when a
+  /// member went down (the message names it).
   [[nodiscard]] Result<std::vector<std::vector<float>>> mean(std::vector<std::vector<float>> tensors, double weight,
                                                              const std::vector<pb::CompressionType>& codecs = {});
 
@@ -83,10 +87,11 @@ class NcclGroup {
   NcclGroup& operator=(const NcclGroup&) = delete;
 
  private:
-  NcclGroup(NcclGroupConfig config, std::unique_ptr<cuda::nccl_communicator> comm)
-      : config_(std::move(config)), comm_(std::move(comm)) {}
+  NcclGroup(NcclGroupConfig config, std::unique_ptr<NcclWatch> watch, std::unique_ptr<cuda::nccl_communicator> comm)
+      : config_(std::move(config)), watch_(std::move(watch)), comm_(std::move(comm)) {}
 
   NcclGroupConfig config_;
+  std::unique_ptr<NcclWatch> watch_;
   std::unique_ptr<cuda::nccl_communicator> comm_;
   cuda::device_buffer buffer_;  ///< the fused tensors on the GPU, grown as needed
   std::vector<float> host_;     ///< the fused tensors on the host

@@ -25,11 +25,12 @@ caf::behavior ps_actor(ps_actor_t* self, std::shared_ptr<Gateway> gw, core::ps::
         auto& st = self->state;
         // The server only replies; nothing it returns can fail to be issued. A unary
         // request its caller gave up on is dropped by the executor (its answer too).
-        // The body stays in the received buffer: a dense push is summed straight from it.
+        // The body stays in the received buffer: a dense push is summed straight from it
+        // when its step is complete, and the buffer is held until then.
         if (auto req = st.fx->request_view_of(d)) {
           // Name the caller by its listen address when it has one (inbound keys are opaque).
           const auto from = d.peer_listen_addr.empty() ? req->from : d.peer_listen_addr;
-          (void)st.fx->execute(st.server->on_request(core_now(), req->id, req->handle, from, req->body.view()));
+          (void)st.fx->execute(st.server->on_request(core_now(), req->id, req->handle, from, req->body));
         }
         if (auto m = st.fx->request_message_of(d)) {
           (void)st.fx->execute(st.server->on_request_message(core_now(), m->request, m->message, m->last));

@@ -32,9 +32,15 @@ std::size_t ShardServer::held() const {
   return n;
 }
 
+Effects ShardServer::on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
+                                const Buffer& body) {
+  if (handle == k_ps_push_handle) return push(id, body.view(), std::make_shared<const Buffer>(body));
+  return on_request(now, id, handle, from, body.view());
+}
+
 Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle, const PeerAddr& from,
                                 std::string_view body) {
-  if (handle == k_ps_push_handle) return push(id, body);
+  if (handle == k_ps_push_handle) return push(id, body, nullptr);
   if (handle == k_ps_pull_handle) return pull(id, body);
   if (handle == k_ps_join_handle) return join(id, body, from);
   return refuse(id, make_error(errc::not_found, "PS {}: expected handle {} or {}, got '{}'", device_, k_ps_push_handle,
@@ -109,14 +115,14 @@ Shard* ShardServer::find(const std::string& name, RequestId id, Effects& out) {
   return nullptr;
 }
 
-Effects ShardServer::push(RequestId id, std::string_view body) {
+Effects ShardServer::push(RequestId id, std::string_view body, std::shared_ptr<const void> keep) {
   // A dense gradient is summed straight from the request's bytes; anything else (sparse,
   // an unusual encoding, malformed bytes) goes through protobuf.
   DensePushView view;
   if (scan_dense_push(body, view)) {
     const std::string shard(view.shard);
     return admit_push(id, shard, view.replica, view.step, [&](Shard& s) {
-      return s.push_dense(view.replica, view.step, view.samples, view.gradient);
+      return s.push_dense(view.replica, view.step, view.samples, view.gradient, keep);
     });
   }
   pb::PsPushRequest req;

@@ -41,9 +41,14 @@ class ShardServer {
   /// request's own when it is answered (or refused) now, and those of held requests it
   /// released. A malformed request, an unknown handle or shard, or a request the shard
   /// refuses is answered with an error saying what was expected.
-  /// `body` is only read during the call (a dense push is summed straight from it).
+  /// `body` is only read during the call (a dense push is copied until its step is
+  /// summed).
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
                                    std::string_view body);
+  /// on_request() with a body whose storage the server may keep: a synchronous dense push
+  /// is summed straight from it when its step is complete, and holds it until then.
+  [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
+                                   const Buffer& body);
 
   /// The next message, end or error of a session stream (request `id` of
   /// k_ps_join_handle): an error marks its replica lost (see the file comment); the end
@@ -68,7 +73,8 @@ class ShardServer {
   /// (shard, pull?, replica, step): identifies a held request to answer later.
   using Key = std::tuple<std::string, bool, std::int32_t, std::int64_t>;
 
-  Effects push(RequestId id, std::string_view body);
+  /// A push request; `keep`, if set, keeps `body`'s bytes alive for the shard.
+  Effects push(RequestId id, std::string_view body, std::shared_ptr<const void> keep);
   /// A push's admission once decoded: `take` hands the gradient to the shard.
   template <typename Take>
   Effects admit_push(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step, Take take);

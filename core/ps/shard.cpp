@@ -122,7 +122,9 @@ Status Shard::check(const Push& p) const {
 
 Status Shard::accept(Push p, Released& out) {
   if (config_.sync && !config_.sparse) {
-    return accept_dense(p.replica, p.step, p.samples, bytes_of(std::get<std::vector<float>>(p.gradient)), out);
+    auto kept = std::make_shared<const std::vector<float>>(std::move(std::get<std::vector<float>>(p.gradient)));
+    const DenseBytes g = bytes_of(*kept);
+    return accept_dense(p.replica, p.step, p.samples, g, std::move(kept), out);
   }
   const auto r = static_cast<std::size_t>(p.replica);
   ++clock_[r];
@@ -149,21 +151,48 @@ Status Shard::accept(Push p, Released& out) {
   return apply_ready();
 }
 
-Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g, Released& out) {
+Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
+                           std::shared_ptr<const void> keep, Released& out) {
   const auto r = static_cast<std::size_t>(replica);
   ++clock_[r];
   out.acks.push_back(PushAck{replica, step});
-  // Add w_r * g_r to the step's sum; the step's first gradient writes it.
+  // w_r * g_r waits for the step's sum (fold).
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : samples;
   StepSum& sum = sums_[step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
-  if (sum.pushes == 0) {
+  ++sum.pushes;
+  sum.pending[replica] = PendingDense{w, g, std::move(keep)};
+  sum.pending_bytes += g.count * sizeof(float);
+  if (sum.pending_bytes > config_.max_unsummed_bytes) fold(sum);
+  return apply_ready();
+}
+
+void Shard::fold(StepSum& sum) {
+  // The run of pending gradients next in replica order.
+  std::vector<PendingDense> run;
+  for (auto it = sum.pending.find(sum.folded); it != sum.pending.end() && it->first == sum.folded;
+       it = sum.pending.erase(it), ++sum.folded) {
+    sum.pending_bytes -= it->second.g.count * sizeof(float);
+    run.push_back(std::move(it->second));
+  }
+  if (run.empty()) return;
+  const bool first = sum.folded == static_cast<std::int32_t>(run.size());  // nothing summed before
+  if (first) {
     if (spare_.size() == values_->size()) sum.dense = std::move(spare_);
     sum.dense.resize(values_->size());
   }
-  add_weighted(sum.dense.data(), g, w, sum.pushes == 0);
-  ++sum.pushes;
-  return apply_ready();
+  // Block by block, every gradient of the run in replica order: a block of the sum stays
+  // in cache while the gradients pass through it, each element summed in the same order
+  // as one whole pass per gradient would.
+  constexpr std::size_t k_block = 16384;  // floats: 64 KiB of the sum
+  const std::size_t n = sum.dense.size();
+  for (std::size_t at = 0; at < n; at += k_block) {
+    const std::size_t len = std::min(k_block, n - at);
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      const DenseBytes part{run[k].g.bytes + at * sizeof(float), len};
+      add_weighted(sum.dense.data() + at, part, run[k].w, first && k == 0);
+    }
+  }
 }
 
 Status Shard::apply_ready() {
@@ -183,6 +212,13 @@ Status Shard::apply_step(std::int64_t step) {
   StepSum sum = std::move(it->second);
   sums_.erase(it);
   const auto scale = static_cast<float>(1.0 / sum.divisor);
+  if (!config_.sparse) {
+    fold(sum);  // every replica has pushed: the whole run
+    if (!sum.pending.empty() || sum.dense.size() != values_->size()) {
+      return make_error(errc::internal, "shard {}: step {} completed with {} of {} gradients summed",
+                        config_.variable, step, sum.folded, clock_.size());
+    }
+  }
   ++version_;
   if (!config_.sparse) {
     // The mean is taken inside the update's one pass over the values.
@@ -245,17 +281,18 @@ Result<Released> Shard::push(Push p) {
   return out;
 }
 
-Result<Released> Shard::push_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes gradient) {
+Result<Released> Shard::push_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes gradient,
+                                   std::shared_ptr<const void> keep) {
   if (auto s = check_header(replica, step, samples, false, gradient.count); !s) return s.error();
-  if (!config_.sync || !admitted(step)) {
-    // Kept past this call (held) or applied alone: the gradient needs its own copy.
+  if (!config_.sync || !admitted(step) || keep == nullptr) {
+    // Held, applied alone, or in bytes that live only during this call: its own copy.
     std::vector<float> owned(gradient.count);
     if (gradient.count > 0) std::memcpy(owned.data(), gradient.bytes, gradient.count * sizeof(float));
     return push(Push{replica, step, std::move(owned), samples});
   }
   Released out;
   ++next_[static_cast<std::size_t>(replica)];
-  if (auto s = accept_dense(replica, step, samples, gradient, out); !s) return s.error();
+  if (auto s = accept_dense(replica, step, samples, gradient, std::move(keep), out); !s) return s.error();
   if (auto s = drain(out); !s) return s.error();
   return out;
 }

@@ -52,6 +52,9 @@ struct ShardConfig {
   std::int64_t staleness = 0;               ///< steps a replica may run ahead (sync only)
   std::vector<std::int32_t> replica_hosts;  ///< host index of each replica id 0..R-1
   Aggregation aggregation = Aggregation::sample_weighted;  ///< sync aggregation rule
+  /// Sync, dense: the most gradient bytes a step keeps unsummed, waiting for the replicas
+  /// before them in replica order (see Shard::StepSum). Beyond it, memory goes first.
+  std::size_t max_unsummed_bytes = std::size_t{512} << 20;
 };
 
 /// A gradient for the whole shard: dense values, or rows.
@@ -106,12 +109,13 @@ class Shard {
   /// the replica's next one). A refused push changes nothing.
   [[nodiscard]] Result<Released> push(Push p);
 
-  /// push() for a dense gradient that stays in the caller's bytes (a received message):
-  /// a synchronous shard sums it into its step straight from them; it is copied only
-  /// when it must be kept (held by the staleness bound, or applied alone when async).
-  /// Same checks and errors as push().
+  /// push() for a dense gradient that stays in the caller's bytes (a received message),
+  /// which `keep` keeps alive: a synchronous shard sums its step's gradients straight
+  /// from them once the step is complete. Without `keep` (the bytes live only during the
+  /// call), or when it must be kept otherwise (held by the staleness bound, or applied
+  /// alone when async), the gradient is copied. Same checks and errors as push().
   [[nodiscard]] Result<Released> push_dense(std::int32_t replica, std::int64_t step, double samples,
-                                            DenseBytes gradient);
+                                            DenseBytes gradient, std::shared_ptr<const void> keep = nullptr);
 
   /// Whether each PullReply carries a copy of the parameters (the default). Without,
   /// PullReply::values stays empty and the owner reads values() right after the call:
@@ -142,10 +146,24 @@ class Shard {
   [[nodiscard]] const ShardConfig& config() const { return config_; }
 
  private:
-  /// One synchronous step's running weighted sum.
+  /// A dense gradient of a synchronous step, not summed yet.
+  struct PendingDense {
+    double w = 0.0;                    ///< its weight w_r
+    DenseBytes g;                      ///< its values
+    std::shared_ptr<const void> keep;  ///< keeps `g` alive
+  };
+
+  /// One synchronous step's weighted sum. Dense gradients are summed in replica order,
+  /// whatever order they arrive in (so a step's update has the same bits every run), in
+  /// one blocked pass over all of them when the step is complete: each gradient is read
+  /// once and the sum written once. While more than config.max_unsummed_bytes wait, the
+  /// run of them next in replica order is summed at once (the same bits: the same order).
   struct StepSum {
-    std::vector<float> dense;                           ///< sum of w_r g_r (dense)
-    std::size_t pushes = 0;                             ///< gradients summed so far
+    std::vector<float> dense;                           ///< sum of w_r g_r (dense), of replicas < folded
+    std::size_t pushes = 0;                             ///< gradients taken in
+    std::int32_t folded = 0;                            ///< dense: replicas 0..folded-1 are in `dense`
+    std::map<std::int32_t, PendingDense> pending;       ///< dense: the others taken in, by replica
+    std::size_t pending_bytes = 0;                      ///< their size
     std::map<std::int64_t, std::vector<float>> rows;    ///< sum of w_r g_r per row (sparse)
     double divisor = 0.0;                               ///< sum of n_r (sample_weighted)
   };
@@ -163,9 +181,12 @@ class Shard {
                                     std::size_t size) const;
   [[nodiscard]] bool admitted(std::int64_t step) const;
   [[nodiscard]] Status accept(Push p, Released& out);
-  /// accept() of a synchronous shard's dense gradient, read from `g`.
+  /// accept() of a synchronous shard's dense gradient, read from `g`, kept alive by `keep`.
   [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
-                                    Released& out);
+                                    std::shared_ptr<const void> keep, Released& out);
+  /// Sums into sum.dense the run of pending gradients next in replica order (all of them
+  /// once the step is complete).
+  void fold(StepSum& sum);
   /// Applies every step below the slowest clock, in order.
   [[nodiscard]] Status apply_ready();
   [[nodiscard]] Status apply_step(std::int64_t step);

@@ -67,8 +67,10 @@ TEST_CASE("push_dense gives the bits push gives, for every rule and optimizer", 
     cfg.replica_hosts = c.hosts;
     auto by_push = Shard::create(cfg, std::vector<float>(kSize, 0.5F));
     auto by_bytes = Shard::create(cfg, std::vector<float>(kSize, 0.5F));
+    auto by_kept = Shard::create(cfg, std::vector<float>(kSize, 0.5F));  // the bytes kept, not copied
     REQUIRE(by_push.ok());
     REQUIRE(by_bytes.ok());
+    REQUIRE(by_kept.ok());
     Unaligned buffer;
     bool held_any = false;
     // Replica 2 lags two steps behind, so that the others' later pushes are held (and
@@ -79,16 +81,57 @@ TEST_CASE("push_dense gives the bits push gives, for every rule and optimizer", 
       const double samples = 1.0 + r;  // weights 1, 2, 3 (sample_weighted)
       auto a = by_push->push(Push{r, step, gradient_of(r, step), samples});
       auto b = by_bytes->push_dense(r, step, samples, buffer.bytes(gradient_of(r, step)));
+      auto kept = std::make_shared<Unaligned>();
+      const DenseBytes kept_bytes = kept->bytes(gradient_of(r, step));
+      auto k = by_kept->push_dense(r, step, samples, kept_bytes, kept);
       REQUIRE(a.ok() == b.ok());
       REQUIRE(a.ok());
+      REQUIRE(k.ok());
       CHECK(a->acks.size() == b->acks.size());
+      CHECK(a->acks.size() == k->acks.size());
       CHECK(by_push->held() == by_bytes->held());
+      CHECK(by_push->held() == by_kept->held());
       held_any = held_any || by_bytes->held() > 0;
     }
     CHECK(held_any == c.sync);
     CHECK(by_push->version() == by_bytes->version());
     CHECK(by_push->version() == (c.sync ? 3 : 9));
     CHECK(std::memcmp(by_push->values().data(), by_bytes->values().data(), kSize * sizeof(float)) == 0);
+    CHECK(std::memcmp(by_push->values().data(), by_kept->values().data(), kSize * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("a synchronous step sums its gradients in replica order, whatever order they arrive in",
+          "[ps][shard]") {
+  // Float sums depend on their order: ((1e8 + 1) - 1e8) + 1 = 1, but ((1 + 1) + 1e8) - 1e8 = 0.
+  const std::vector<float> values = {1e8F, 1.0F, -1e8F, 1.0F};
+  auto gradient = [&](std::int32_t r) { return std::vector<float>(kSize, values[static_cast<std::size_t>(r)]); };
+  std::vector<float> first;
+  for (const std::size_t cap : {std::size_t{512} << 20, std::size_t{0}}) {  // summed at the end, or at once
+    for (const auto& order : std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3}, {3, 1, 0, 2}, {2, 3, 1, 0}}) {
+      for (const bool kept : {false, true}) {
+        INFO("cap " << cap << ", first pusher " << order[0] << ", bytes kept " << kept);
+        auto cfg = config(OptimizerKind::sgd, Aggregation::sample_weighted, true, 0);
+        cfg.optimizer.learning_rate = 1.0F;
+        cfg.replica_hosts = {0, 0, 0, 0};
+        cfg.max_unsummed_bytes = cap;
+        auto shard = Shard::create(cfg, std::vector<float>(kSize, 0.0F));
+        REQUIRE(shard.ok());
+        for (const std::int32_t r : order) {
+          if (kept) {
+            auto bytes = std::make_shared<Unaligned>();
+            const DenseBytes g = bytes->bytes(gradient(r));
+            REQUIRE(shard->push_dense(r, 0, 1.0, g, bytes).ok());
+          } else {
+            REQUIRE(shard->push(Push{r, 0, gradient(r), 1.0}).ok());
+          }
+        }
+        REQUIRE(shard->version() == 1);
+        CHECK(shard->values() == std::vector<float>(kSize, -0.25F));  // -(1/4) * (((1e8 + 1) - 1e8) + 1)
+        if (first.empty()) first = shard->values();
+        CHECK(std::memcmp(first.data(), shard->values().data(), kSize * sizeof(float)) == 0);
+      }
+    }
   }
 }
 

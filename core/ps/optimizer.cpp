@@ -138,6 +138,21 @@ Status Optimizer::apply_dense_scaled(std::vector<float>& params, const std::vect
   return ok_status();
 }
 
+Status Optimizer::apply_dense_blocks(std::vector<float>& params, float scale, std::size_t block_size,
+                                     const GradientBlocks& block) {
+  if (params.size() != size_ || block_size == 0) {
+    return make_error(errc::invalid_argument, "dense update: expected {} parameters and blocks of >= 1 value, got {} and {}",
+                      size_, params.size(), block_size);
+  }
+  ++updates_;
+  const float lr_t = adam_rate(config_, updates_);
+  for (std::size_t at = 0; at < size_; at += block_size) {
+    const std::size_t n = std::min(block_size, size_ - at);
+    update_range(params.data(), block(at, n), at, n, lr_t, scale);
+  }
+  return ok_status();
+}
+
 Status Optimizer::apply_sparse(std::vector<float>& params, const SparseGradient& g) {
   if (params.size() != size_) {
     return make_error(errc::invalid_argument, "sparse update: expected {} parameters, got {}", size_, params.size());

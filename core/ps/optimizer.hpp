@@ -16,6 +16,7 @@
 ///   the first time at update t gets the correction of t, not of 1.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "messages/result.hpp"
@@ -72,6 +73,16 @@ class Optimizer {
   /// scaled (rounded to float, as `grad[i] * scale` would be) inside the update's one
   /// pass. Errors: as apply_dense().
   [[nodiscard]] Status apply_dense_scaled(std::vector<float>& params, const std::vector<float>& grad, float scale);
+
+  /// A gradient handed over block by block: `block(at, n)` returns its values
+  /// [at, at + n), valid until the next call.
+  using GradientBlocks = std::function<const float*(std::size_t at, std::size_t n)>;
+  /// apply_dense_scaled() of a gradient that is formed block by block (so it need never
+  /// lie whole in memory): blocks of `block_size` values in order, each applied as soon
+  /// as it is formed. The same bits as apply_dense_scaled() of the whole gradient.
+  /// Errors: invalid_argument on a size mismatch of params (nothing changes then).
+  [[nodiscard]] Status apply_dense_blocks(std::vector<float>& params, float scale, std::size_t block_size,
+                                          const GradientBlocks& block);
 
   /// Applies `g` to its rows only (see the file comment). Errors: invalid_argument on a
   /// bad row or size (nothing changes then).

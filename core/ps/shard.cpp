@@ -167,31 +167,35 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   return apply_ready();
 }
 
-void Shard::fold(StepSum& sum) {
-  // The run of pending gradients next in replica order.
+std::vector<Shard::PendingDense> Shard::take_run(StepSum& sum) {
   std::vector<PendingDense> run;
   for (auto it = sum.pending.find(sum.folded); it != sum.pending.end() && it->first == sum.folded;
        it = sum.pending.erase(it), ++sum.folded) {
     sum.pending_bytes -= it->second.g.count * sizeof(float);
     run.push_back(std::move(it->second));
   }
+  return run;
+}
+
+void Shard::sum_block(const std::vector<PendingDense>& run, bool first, std::size_t at, std::size_t n, float* into) {
+  // Every gradient of the run in replica order over one block: the block stays in cache
+  // while they pass through it, each element summed in the order one whole pass per
+  // gradient would sum it.
+  for (std::size_t k = 0; k < run.size(); ++k) {
+    add_weighted(into, DenseBytes{run[k].g.bytes + at * sizeof(float), n}, run[k].w, first && k == 0);
+  }
+}
+
+void Shard::fold(StepSum& sum) {
+  const bool first = sum.folded == 0;  // nothing summed before
+  const auto run = take_run(sum);
   if (run.empty()) return;
-  const bool first = sum.folded == static_cast<std::int32_t>(run.size());  // nothing summed before
   if (first) {
     if (spare_.size() == values_->size()) sum.dense = std::move(spare_);
     sum.dense.resize(values_->size());
   }
-  // Block by block, every gradient of the run in replica order: a block of the sum stays
-  // in cache while the gradients pass through it, each element summed in the same order
-  // as one whole pass per gradient would.
-  constexpr std::size_t k_block = 16384;  // floats: 64 KiB of the sum
-  const std::size_t n = sum.dense.size();
-  for (std::size_t at = 0; at < n; at += k_block) {
-    const std::size_t len = std::min(k_block, n - at);
-    for (std::size_t k = 0; k < run.size(); ++k) {
-      const DenseBytes part{run[k].g.bytes + at * sizeof(float), len};
-      add_weighted(sum.dense.data() + at, part, run[k].w, first && k == 0);
-    }
+  for (std::size_t at = 0; at < sum.dense.size(); at += k_block) {
+    sum_block(run, first, at, std::min(k_block, sum.dense.size() - at), sum.dense.data() + at);
   }
 }
 
@@ -213,19 +217,27 @@ Status Shard::apply_step(std::int64_t step) {
   sums_.erase(it);
   const auto scale = static_cast<float>(1.0 / sum.divisor);
   if (!config_.sparse) {
-    fold(sum);  // every replica has pushed: the whole run
-    if (!sum.pending.empty() || sum.dense.size() != values_->size()) {
-      return make_error(errc::internal, "shard {}: step {} completed with {} of {} gradients summed",
+    // Every replica has pushed: the rest of the run is summed block by block, and each
+    // block of the sum updates the parameters (the mean taken inside the update) while
+    // it is in cache. Gradients summed early lie in sum.dense; the rest are added there.
+    const bool partial = sum.folded > 0;
+    const auto run = take_run(sum);
+    if (!sum.pending.empty() || static_cast<std::size_t>(sum.folded) != clock_.size() ||
+        (partial && sum.dense.size() != values_->size())) {
+      return make_error(errc::internal, "shard {}: step {} completed with {} of {} gradients in replica order",
                         config_.variable, step, sum.folded, clock_.size());
     }
-  }
-  ++version_;
-  if (!config_.sparse) {
-    // The mean is taken inside the update's one pass over the values.
-    auto s = optimizer_.apply_dense_scaled(writable_values(), sum.dense, scale);
-    spare_ = std::move(sum.dense);
+    ++version_;
+    block_.resize(k_block);
+    auto s = optimizer_.apply_dense_blocks(writable_values(), scale, k_block, [&](std::size_t at, std::size_t n) {
+      float* into = partial ? sum.dense.data() + at : block_.data();
+      sum_block(run, !partial, at, n, into);
+      return static_cast<const float*>(into);
+    });
+    if (partial) spare_ = std::move(sum.dense);
     return s;
   }
+  ++version_;
   SparseGradient g;
   for (auto& [row, v] : sum.rows) {
     g.rows.push_back(row);

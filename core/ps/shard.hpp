@@ -155,8 +155,9 @@ class Shard {
 
   /// One synchronous step's weighted sum. Dense gradients are summed in replica order,
   /// whatever order they arrive in (so a step's update has the same bits every run), in
-  /// one blocked pass over all of them when the step is complete: each gradient is read
-  /// once and the sum written once. While more than config.max_unsummed_bytes wait, the
+  /// one blocked pass over all of them when the step is complete, each block of the sum
+  /// applied by the optimizer while in cache: each gradient is read once and the sum is
+  /// never written out whole. While more than config.max_unsummed_bytes wait, the
   /// run of them next in replica order is summed at once (the same bits: the same order).
   struct StepSum {
     std::vector<float> dense;                           ///< sum of w_r g_r (dense), of replicas < folded
@@ -184,9 +185,17 @@ class Shard {
   /// accept() of a synchronous shard's dense gradient, read from `g`, kept alive by `keep`.
   [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
                                     std::shared_ptr<const void> keep, Released& out);
-  /// Sums into sum.dense the run of pending gradients next in replica order (all of them
-  /// once the step is complete).
+  /// Takes out of `sum` the run of pending gradients next in replica order.
+  static std::vector<PendingDense> take_run(StepSum& sum);
+  /// Sums values [at, at + n) of `run`, in order, into `into` (`first`: it holds nothing yet).
+  static void sum_block(const std::vector<PendingDense>& run, bool first, std::size_t at, std::size_t n,
+                        float* into);
+  /// Sums into sum.dense the run of pending gradients next in replica order (early, while
+  /// more than config.max_unsummed_bytes wait).
   void fold(StepSum& sum);
+  /// Values per block of a step's sum: 64 KiB, which stays in cache while the run's
+  /// gradients pass through it.
+  static constexpr std::size_t k_block = 16384;
   /// Applies every step below the slowest clock, in order.
   [[nodiscard]] Status apply_ready();
   [[nodiscard]] Status apply_step(std::int64_t step);
@@ -204,7 +213,8 @@ class Shard {
   std::int64_t version_ = 0;
   std::int64_t applied_steps_ = 0;     ///< sync: steps 0..applied_steps_-1 are applied
   std::map<std::int64_t, StepSum> sums_;
-  std::vector<float> spare_;           ///< an applied step's dense sum, reused by the next step
+  std::vector<float> spare_;           ///< an applied step's dense sum, reused by the next early fold
+  std::vector<float> block_;           ///< one block of a step's sum (apply_step)
   bool pull_values_ = true;            ///< copy the parameters into each PullReply
   std::deque<Push> held_pushes_;
   std::deque<HeldPull> held_pulls_;

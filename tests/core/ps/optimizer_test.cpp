@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 
 using namespace apiary::core::ps;
 
@@ -74,6 +75,44 @@ TEST_CASE("sparse Adam touches only its rows and uses the global update count", 
   const double lr_t = 0.01 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9);
   const double m = 0.1 * 2.0, v = 0.001 * 4.0;
   CHECK(p[4] == Approx(1.0 - lr_t * m / (std::sqrt(v) + 1e-7)).epsilon(1e-5));
+}
+
+TEST_CASE("a gradient applied block by block gives the bits of the whole gradient", "[ps][optimizer]") {
+  constexpr std::size_t n = 41;
+  std::vector<float> grad(n);
+  for (std::size_t i = 0; i < n; ++i) grad[i] = 0.37F * static_cast<float>(i) - 5.1F;
+  for (const auto kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
+    for (const bool nesterov : {false, true}) {
+      for (const std::size_t block : {std::size_t{1}, std::size_t{7}, n + 3}) {
+        INFO("kind " << static_cast<int>(kind) << ", nesterov " << nesterov << ", block " << block);
+        auto c = config(kind, 0.05F);
+        c.momentum = 0.9F;
+        c.nesterov = nesterov;
+        Optimizer whole(c, n, 1), blocked(c, n, 1);
+        std::vector<float> a(n, 1.5F), b(n, 1.5F);
+        for (int step = 0; step < 3; ++step) {  // Adam's bias correction and the slots carry over
+          REQUIRE(whole.apply_dense_scaled(a, grad, 0.25F).ok());
+          std::vector<std::size_t> asked;
+          REQUIRE(blocked
+                      .apply_dense_blocks(b, 0.25F, block,
+                                          [&](std::size_t at, std::size_t len) {
+                                            asked.push_back(at);
+                                            CHECK(len == std::min(block, n - at));
+                                            return grad.data() + at;
+                                          })
+                      .ok());
+          CHECK(asked.size() == (n + block - 1) / block);
+        }
+        CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+        CHECK(whole.slot_m() == blocked.slot_m());
+        CHECK(whole.slot_v() == blocked.slot_v());
+      }
+    }
+  }
+  Optimizer opt(config(OptimizerKind::sgd, 0.1F), 3, 1);
+  std::vector<float> wrong(2, 0.0F);
+  CHECK_FALSE(opt.apply_dense_blocks(wrong, 1.0F, 4, [](std::size_t, std::size_t) -> const float* { return nullptr; })
+                  .ok());
 }
 
 TEST_CASE("optimizer rejects bad input without changing anything", "[ps][optimizer][errors]") {

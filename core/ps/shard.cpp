@@ -135,19 +135,15 @@ Status Shard::accept(Push p, Released& out) {
     if (config_.sparse) return optimizer_.apply_sparse(writable_values(), std::get<SparseGradient>(p.gradient));
     return optimizer_.apply_dense(writable_values(), std::get<std::vector<float>>(p.gradient));
   }
-  // Synchronous, sparse: add w_r * g_r to the step's rows.
+  // Synchronous, sparse: w_r * g_r waits for the step's sum, in replica order (apply_step).
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : p.samples;
   StepSum& sum = sums_[p.step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
   ++sum.pushes;
-  const std::size_t width = config_.layout.row_width();
-  auto merged = merge_rows(std::get<SparseGradient>(p.gradient), width, config_.layout.shape.front());
+  auto merged = merge_rows(std::get<SparseGradient>(p.gradient), config_.layout.row_width(),
+                           config_.layout.shape.front());
   if (!merged) return merged.error();
-  for (std::size_t i = 0; i < merged->rows.size(); ++i) {
-    auto& row = sum.rows[merged->rows[i]];
-    row.resize(width, 0.0F);
-    for (std::size_t j = 0; j < width; ++j) row[j] += static_cast<float>(w * merged->values[i * width + j]);
-  }
+  sum.sparse[p.replica] = std::make_pair(w, std::move(*merged));
   return apply_ready();
 }
 
@@ -237,9 +233,20 @@ Status Shard::apply_step(std::int64_t step) {
     if (partial) spare_ = std::move(sum.dense);
     return s;
   }
+  // Sparse: each row summed over the replicas in replica order, as dense values are.
+  const std::size_t width = config_.layout.row_width();
+  std::map<std::int64_t, std::vector<float>> rows;
+  for (const auto& [replica, weighted] : sum.sparse) {
+    const auto& [w, merged] = weighted;
+    for (std::size_t i = 0; i < merged.rows.size(); ++i) {
+      auto& row = rows[merged.rows[i]];
+      row.resize(width, 0.0F);
+      for (std::size_t j = 0; j < width; ++j) row[j] += static_cast<float>(w * merged.values[i * width + j]);
+    }
+  }
   ++version_;
   SparseGradient g;
-  for (auto& [row, v] : sum.rows) {
+  for (auto& [row, v] : rows) {
     g.rows.push_back(row);
     for (float x : v) g.values.push_back(x * scale);
   }

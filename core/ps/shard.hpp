@@ -153,19 +153,20 @@ class Shard {
     std::shared_ptr<const void> keep;  ///< keeps `g` alive
   };
 
-  /// One synchronous step's weighted sum. Dense gradients are summed in replica order,
-  /// whatever order they arrive in (so a step's update has the same bits every run), in
-  /// one blocked pass over all of them when the step is complete, each block of the sum
-  /// applied by the optimizer while in cache: each gradient is read once and the sum is
-  /// never written out whole. While more than config.max_unsummed_bytes wait, the
-  /// run of them next in replica order is summed at once (the same bits: the same order).
+  /// One synchronous step's weighted sum. Gradients are summed in replica order,
+  /// whatever order they arrive in (so a step's update has the same bits every run), when
+  /// the step is complete. Dense ones in one blocked pass over all of them, each block of
+  /// the sum applied by the optimizer while in cache: each gradient is read once and the
+  /// sum is never written out whole. While more than config.max_unsummed_bytes of them
+  /// wait, the run next in replica order is summed at once (the same bits: the same
+  /// order). Sparse ones row by row.
   struct StepSum {
     std::vector<float> dense;                           ///< sum of w_r g_r (dense), of replicas < folded
     std::size_t pushes = 0;                             ///< gradients taken in
     std::int32_t folded = 0;                            ///< dense: replicas 0..folded-1 are in `dense`
     std::map<std::int32_t, PendingDense> pending;       ///< dense: the others taken in, by replica
     std::size_t pending_bytes = 0;                      ///< their size
-    std::map<std::int64_t, std::vector<float>> rows;    ///< sum of w_r g_r per row (sparse)
+    std::map<std::int32_t, std::pair<double, SparseGradient>> sparse;  ///< sparse: (w_r, merged g_r) by replica
     double divisor = 0.0;                               ///< sum of n_r (sample_weighted)
   };
 

@@ -135,6 +135,30 @@ TEST_CASE("a synchronous step sums its gradients in replica order, whatever orde
   }
 }
 
+TEST_CASE("a synchronous step sums sparse rows in replica order, whatever order they arrive in",
+          "[ps][shard][sparse]") {
+  const std::vector<float> values = {1e8F, 1.0F, -1e8F, 1.0F};
+  for (const auto& order : std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3}, {3, 1, 0, 2}, {2, 3, 1, 0}}) {
+    INFO("first pusher " << order[0]);
+    ShardConfig c;
+    c.variable = "emb";
+    c.layout.shape = {4, 2};
+    c.sparse = true;
+    c.optimizer.kind = OptimizerKind::sgd;
+    c.optimizer.learning_rate = 1.0F;
+    c.replica_hosts = {0, 0, 0, 0};
+    auto shard = Shard::create(c, std::vector<float>(8, 0.0F));
+    REQUIRE(shard.ok());
+    for (const std::int32_t r : order) {
+      const float v = values[static_cast<std::size_t>(r)];
+      REQUIRE(shard->push(Push{r, 0, SparseGradient{{1}, {v, v}}, 1.0}).ok());
+    }
+    REQUIRE(shard->version() == 1);
+    // Row 1 is -(1/4) * (((1e8 + 1) - 1e8) + 1); the other rows are untouched.
+    CHECK(shard->values() == std::vector<float>{0.0F, 0.0F, -0.25F, -0.25F, 0.0F, 0.0F, 0.0F, 0.0F});
+  }
+}
+
 TEST_CASE("push_dense refuses what push refuses, and without pull values the owner reads them", "[ps][shard]") {
   auto shard = Shard::create(config(OptimizerKind::sgd, Aggregation::sample_weighted, true, 0),
                              std::vector<float>(kSize, 0.0F));

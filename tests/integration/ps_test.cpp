@@ -236,7 +236,7 @@ TEST_CASE("an embedded job (every PS device and replica in one process) equals s
   }
 }
 
-TEST_CASE("BSP gives the same bits in processes with a straggler as embedded: shards sum in replica order",
+TEST_CASE("BSP gives the same bits in processes with a straggler, embedded and simulated: shards sum in replica order",
           "[ps][integration]") {
   // The pushes of a step reach the shards in different orders in the two runs (the last
   // replica of the processes sleeps each step); a sum in arrival order would differ in
@@ -253,9 +253,17 @@ TEST_CASE("BSP gives the same bits in processes with a straggler as embedded: sh
   const auto embedded = finish(*embedded_proc);
   INFO("the embedded job printed:\n" << embedded.text);
   REQUIRE(embedded.rc == 0);
+  // The simulator, its last replica a straggler too, predicts the same bits.
+  testing::Process sim_proc({"/bin/sh", "-c",
+                             "exec " + testing::sibling_executable("apiary") + " sim ps " + common_args(job) +
+                                 " --steps " + std::to_string(steps) + " --straggler-ms 40 2>&1"});
+  const auto simulated = finish(sim_proc);
+  INFO("the simulated job printed:\n" << simulated.text);
+  REQUIRE(simulated.rc == 0);
   for (const auto& [name, values] : reference_sgd(steps)) {
     const auto want = final_values(embedded, name, 0);
     REQUIRE(want.size() == values.size());
+    CHECK(final_values(simulated, name) == want);
     for (int r = 0; r < k_replicas; ++r) {
       INFO("replica " << r << " printed:\n" << runs[r].text);
       REQUIRE(runs[r].rc == 0);

@@ -58,6 +58,36 @@ Result<std::string> read_text(const std::string& path, const char* what) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// --restore: the checkpoint at `path`, checked against the plan's variables.
+Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string& path,
+                                                               const cps::TrainingPlan& plan) {
+  auto bytes = read_text(path, "checkpoint");
+  if (!bytes) return bytes.error();
+  auto checkpoint = cps::decode_checkpoint(*bytes);
+  if (!checkpoint) return make_error(checkpoint.error().code, "--restore {}: {}", path, checkpoint.error().message);
+  if (auto fits = cps::check_checkpoint(*checkpoint, plan.variables); !fits) {
+    return make_error(fits.error().code, "--restore {}: {}", path, fits.error().message);
+  }
+  return std::make_shared<const cps::Checkpoint>(std::move(*checkpoint));
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a file beside it, then renamed over it.
+Status write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush()) {
+      std::remove(temporary.c_str());
+      return make_error(errc::io, "--save: cannot write {}; is its directory there and writable?", temporary);
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return make_error(errc::io, "--save: cannot rename {} to {}", temporary, path);
+  }
+  return ok_status();
+}
+
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what) {
   const auto colon = text.rfind(':');
@@ -167,7 +197,7 @@ Result<std::map<std::string, cps::Shard>> make_shards(const PsArgs& a, const cps
     return make_error(errc::invalid_argument, "--device: expected a PS device of the strategy ({}), got '{}'", servers,
                       device);
   }
-  auto initial = cps::initial_pieces(plan, cps::logistic_initial(a.features));
+  auto initial = cps::initial_pieces(plan, a.restored ? a.restored->values : cps::logistic_initial(a.features));
   if (!initial) return initial.error();
   std::map<std::string, cps::Shard> shards;
   for (auto id : ids) {
@@ -215,6 +245,7 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
 int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) {
   const std::int32_t id = driver.id();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   int rc = 0;
   double total_ms = 0;
   // The parameters live across steps: each pull is received into them.
@@ -232,7 +263,7 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
     const auto version = driver.min_version();
     std::map<std::string, std::vector<float>> grads;
     const double loss =
-        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, step, a.batch), params, &grads);
+        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, first + step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
     if (auto pushed = driver.push_lent(gradients, static_cast<double>(a.batch)); !pushed) {
@@ -262,6 +293,16 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
         out += "\n";
       }
       std::fputs(out.c_str(), stdout);
+      // Only the chief writes the checkpoint: every replica holds the same parameters.
+      if (id == 0 && !a.save.empty()) {
+        auto bytes = cps::encode_checkpoint(first + a.steps, driver.plan().variables, params);
+        const Status saved = bytes ? write_atomically(a.save, *bytes) : Status(bytes.error());
+        if (!saved) {
+          rc = fail(saved.error());
+        } else {
+          std::fputs(fmt::format("checkpoint {} step {}\n", a.save, first + a.steps).c_str(), stdout);
+        }
+      }
     }
   }
   if (rc == 0) {
@@ -432,6 +473,12 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_flag("--embedded", a->embedded,
                 "Run the whole job in this process: every PS device and every replica (no --role, --peers)");
   cmd->add_flag("--stop-on-stdin-eof", a->stdin_stops, "Stop when stdin closes (for a parent that holds the pipe)");
+  cmd->add_option("--save", a->save,
+                  "PS strategies: the chief writes a checkpoint here after the last step (every variable whole, "
+                  "however the strategy partitions it); other roles ignore it");
+  cmd->add_option("--restore", a->restore,
+                  "PS strategies: start from this checkpoint (written by --save, with any strategy for the same "
+                  "model); every role of the job takes the same file");
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
@@ -448,6 +495,12 @@ Command add_ps_command(CLI::App& app) {
     // An all-reduce strategy runs without PS processes (apps/ps_allreduce.hpp).
     auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features, *sparse);
     if (!ar_plan) return fail(ar_plan.error());
+    if (*ar_plan && (!a->save.empty() || !a->restore.empty())) {
+      return fail(make_error(errc::invalid_argument,
+                             "--save and --restore: expected a PS strategy (every variable on a PS), got one that "
+                             "all-reduces {} variable(s); checkpoints are for PS strategies",
+                             (*ar_plan)->variables.size() + (*ar_plan)->sparse.size()));
+    }
     if (*ar_plan && (*ar_plan)->ps_variables.empty()) {
       if (a->stdin_stops) watch_stdin();
       return run_allreduce_job(allreduce_args(*a), **ar_plan);
@@ -462,6 +515,11 @@ Command add_ps_command(CLI::App& app) {
     }
     auto plan = load_plan(*a);
     if (!plan) return fail(plan.error());
+    if (!a->restore.empty()) {
+      auto restored = read_checkpoint(a->restore, *plan);
+      if (!restored) return fail(restored.error());
+      a->restored = std::move(*restored);
+    }
     if (a->embedded) return run_embedded(*a, *plan);
     if (a->role == "ps") return run_ps(*a, *plan);
     return run_replica(*a, std::move(*plan));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/ps/replica_driver.hpp"
+#include "core/ps/checkpoint.hpp"
 #include "core/ps/plan.hpp"
 #include "core/ps/shard.hpp"
 #include "messages/result.hpp"
@@ -41,6 +42,10 @@ struct PsArgs {
   std::string mode = "tcp";
   bool stdin_stops = false;
   bool embedded = false;
+  std::string save;     ///< --save: the chief writes a checkpoint here after the last step
+  std::string restore;  ///< --restore: the checkpoint the job starts from
+  /// The --restore checkpoint, read and checked against the plan; null without one.
+  std::shared_ptr<const core::ps::Checkpoint> restored;
 };
 
 /// Set when stdin closed under --stop-on-stdin-eof (replicas check it between steps).
@@ -64,12 +69,15 @@ int fail(const Error& e);
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what);
 /// Watches stdin: at its end, sets the stop flag and raises SIGTERM.
 void watch_stdin();
-/// The shards PS device `device` holds, at their initial values; `names` gets their
-/// names, comma-separated. Errors: invalid_argument when the device holds none.
+/// The shards PS device `device` holds, at their initial values (or the --restore
+/// checkpoint's); `names` gets their names, comma-separated. Errors: invalid_argument
+/// when the device holds none.
 Result<std::map<std::string, core::ps::Shard>> make_shards(const PsArgs& a, const core::ps::TrainingPlan& plan,
                                                            const std::string& device, std::string& names);
-/// Trains with `driver` for --steps steps, then pulls the final parameters and leaves;
-/// prints one line per step and the final parameters. Returns the exit code.
+/// Trains with `driver` for --steps steps (on the data of the steps after the --restore
+/// checkpoint's), then pulls the final parameters and leaves; prints one line per step
+/// and the final parameters, and the chief writes the --save checkpoint. Returns the
+/// exit code.
 int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas);
 /// A PS process: serves the shards the plan puts on --device until SIGINT/SIGTERM.
 int run_ps(const PsArgs& a, const core::ps::TrainingPlan& plan);

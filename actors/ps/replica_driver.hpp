@@ -90,6 +90,8 @@ class ReplicaDriver {
   [[nodiscard]] std::int64_t min_version() const { return replica_.min_version(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return config_.replica; }
+  /// The job's plan.
+  [[nodiscard]] const core::ps::TrainingPlan& plan() const { return config_.plan; }
   /// Pull answers received straight into the caller's vectors (pull_into), so far.
   [[nodiscard]] std::size_t pulls_landed() const { return pulls_landed_; }
 

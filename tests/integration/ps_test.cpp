@@ -10,9 +10,11 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/ps/checkpoint.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/plan.hpp"
 #include "core/strategy/builders.hpp"
@@ -41,9 +43,9 @@ struct Servers {
   }
 };
 
-void start_servers(const Job& job, Servers& s) {
+void start_servers(const Job& job, Servers& s, const std::string& extra = "") {
   for (const auto& device : job.plan.servers) {
-    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job));
+    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job) + " " + extra);
     auto line = p->read_line(30s);
     REQUIRE(line);
     INFO(*line);
@@ -269,6 +271,95 @@ TEST_CASE("BSP gives the same bits in processes with a straggler, embedded and s
       REQUIRE(runs[r].rc == 0);
       CHECK(final_values(runs[r], name) == want);
     }
+  }
+}
+
+TEST_CASE("a partitioned job's checkpoint, written by the chief only, restores into an unpartitioned job",
+          "[ps][integration]") {
+  // Six steps partitioned (PartitionedPS), saved; six more unpartitioned (PSLoadBalancing)
+  // from the checkpoint, on the data of steps 6-11: twelve steps of SGD in all.
+  const std::int64_t steps = 6;
+  const Job first = make_job(cs::BuilderKind::partitioned_ps, {}, "ckpt_partitioned", true);
+  REQUIRE(first.plan.shards.size() > first.plan.variables.size());  // something is partitioned
+  const std::string saved = first.dir + "/job.ckpt";
+  std::vector<Run> runs;
+  {
+    Servers servers;
+    start_servers(first, servers);
+    std::vector<std::unique_ptr<testing::Process>> procs;
+    for (int r = 0; r < k_replicas; ++r) {
+      // Every role is given --save; only the chief writes.
+      const std::string role = r == 0 ? "--role chief --save " + saved
+                                      : fmt::format("--role worker --replica {} --save {}/worker{}.ckpt", r,
+                                                    first.dir, r);
+      procs.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(first) + " --peers" + servers.peers +
+                               " --steps " + std::to_string(steps)));
+    }
+    for (auto& p : procs) runs.push_back(finish(*p));
+  }
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    CHECK_FALSE(std::filesystem::exists(fmt::format("{}/worker{}.ckpt", first.dir, r)));
+  }
+  CHECK(runs[0].text.find("checkpoint " + saved + " step 6") != std::string::npos);
+  std::ifstream in(saved, std::ios::binary);
+  REQUIRE(in);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto checkpoint = cps::decode_checkpoint(bytes);
+  REQUIRE(checkpoint.ok());
+  CHECK(checkpoint->step == steps);
+  CHECK(cps::check_checkpoint(*checkpoint, first.plan.variables).ok());
+  for (const auto& v : first.plan.variables) CHECK(checkpoint->values.at(v.name) == final_values(runs[0], v.name));
+
+  const Job second = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_whole", true);
+  REQUIRE(second.plan.shards.size() == second.plan.variables.size());  // nothing is partitioned
+  Servers servers;
+  start_servers(second, servers, "--restore " + saved);
+  auto procs = start_replicas(second, servers, "--steps " + std::to_string(steps) + " --restore " + saved);
+  const auto expected = reference_sgd(2 * steps);
+  for (int r = 0; r < k_replicas; ++r) {
+    const auto run = finish(*procs[r]);
+    INFO("replica " << r << " printed:\n" << run.text);
+    REQUIRE(run.rc == 0);
+    for (const auto& [name, values] : expected) {
+      const auto got = final_values(run, name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("a checkpoint that is missing, garbage or of another model is refused with a clear error",
+          "[ps][integration]") {
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_bad", true);
+  const std::string garbage = job.dir + "/garbage.ckpt", other = job.dir + "/other.ckpt";
+  std::ofstream(garbage, std::ios::binary) << "not a checkpoint \xff\xff\xff";
+  // The same variables with another shape: as if saved from a model of 8 features.
+  auto variables = job.plan.variables;
+  std::map<std::string, std::vector<float>> values;
+  for (auto& v : variables) {
+    if (v.shape == std::vector<std::int64_t>{static_cast<std::int64_t>(k_features)}) v.shape = {8};
+    std::int64_t n = 1;
+    for (const auto d : v.shape) n *= d;
+    values[v.name] = std::vector<float>(static_cast<std::size_t>(n), 0.5F);
+  }
+  auto bytes = cps::encode_checkpoint(3, variables, values);
+  REQUIRE(bytes.ok());
+  std::ofstream(other, std::ios::binary) << *bytes;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {job.dir + "/missing.ckpt", "cannot open the checkpoint file"},
+      {garbage, "expected a PsCheckpoint"},
+      {other, "of shape [16], got shape [8]; was it saved from another model?"},
+  };
+  for (const auto& [path, why] : cases) {
+    auto proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps 2 --restore " + path);
+    const auto run = finish(*proc);
+    INFO(run.text);
+    CHECK(run.rc != 0);
+    CHECK(run.text.find(why) != std::string::npos);
+    const bool names_path = run.text.find(path) != std::string::npos;
+    CHECK(names_path);
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "actors/collective/collective.hpp"
 #include "api/startup.hpp"
+#include "apps/ps_checkpoint.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/resource_spec.hpp"
@@ -59,7 +60,8 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
           const NcclMaker& nccl) {
   const std::size_t replicas = plan.replicas.size();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  auto params = cps::logistic_initial(a.features);
+  auto params = a.restored ? a.restored->values : cps::logistic_initial(a.features);
+  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   auto stepper = ArStepper::create(plan, a.optimizer, params);
   if (!stepper) return fail(stepper.error());
   const std::chrono::milliseconds patience(a.timeout_ms);
@@ -77,7 +79,7 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     const auto start = std::chrono::steady_clock::now();
     std::map<std::string, std::vector<float>> grads;
     const double loss = cps::logistic_loss(
-        data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch), params, &grads);
+        data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     if (auto st = stepper->step(collective, grads, params, static_cast<double>(a.batch),
                                 fmt::format("replica {} at step {}", id, step));
@@ -100,6 +102,12 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
               params);
   if (auto left = collective.leave(patience); !left)
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  // Only the chief writes the checkpoint: every replica holds the same parameters.
+  if (id == 0 && !a.save.empty()) {
+    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params); !saved) {
+      return fail(saved.error());
+    }
+  }
   return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "actors/collective/nccl_group.hpp"
 #include "core/collective/ar_plan.hpp"
 #include "core/collective/synchronizer.hpp"
+#include "core/ps/checkpoint.hpp"
 #include "core/ps/optimizer.hpp"
 #include "messages/result.hpp"
 
@@ -43,6 +44,8 @@ struct ArJobArgs {
   std::int64_t step_delay_ms = 0;
   std::string mode = "tcp";
   const std::atomic<bool>* stopped = nullptr;  ///< set when the job must stop between steps
+  std::string save;  ///< the chief writes a checkpoint here after the last step (apps/ps_checkpoint.hpp)
+  std::shared_ptr<const core::ps::Checkpoint> restored;  ///< the job starts from it; null: from scratch
 };
 
 /// The all-reduce plan of the strategy file when it uses AllReduceSynchronizers (none

@@ -28,6 +28,7 @@
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_allreduce.hpp"
+#include "apps/ps_checkpoint.hpp"
 #include "apps/ps_discovery.hpp"
 #include "apps/ps_mixed.hpp"
 #include "apps/ps_roles.hpp"
@@ -56,36 +57,6 @@ Result<std::string> read_text(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-/// --restore: the checkpoint at `path`, checked against the plan's variables.
-Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string& path,
-                                                               const cps::TrainingPlan& plan) {
-  auto bytes = read_text(path, "checkpoint");
-  if (!bytes) return bytes.error();
-  auto checkpoint = cps::decode_checkpoint(*bytes);
-  if (!checkpoint) return make_error(checkpoint.error().code, "--restore {}: {}", path, checkpoint.error().message);
-  if (auto fits = cps::check_checkpoint(*checkpoint, plan.variables); !fits) {
-    return make_error(fits.error().code, "--restore {}: {}", path, fits.error().message);
-  }
-  return std::make_shared<const cps::Checkpoint>(std::move(*checkpoint));
-}
-
-/// Writes `bytes` to `path` whole or not at all: into a file beside it, then renamed over it.
-Status write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush()) {
-      std::remove(temporary.c_str());
-      return make_error(errc::io, "--save: cannot write {}; is its directory there and writable?", temporary);
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return make_error(errc::io, "--save: cannot rename {} to {}", temporary, path);
-  }
-  return ok_status();
 }
 
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
@@ -295,12 +266,8 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
       std::fputs(out.c_str(), stdout);
       // Only the chief writes the checkpoint: every replica holds the same parameters.
       if (id == 0 && !a.save.empty()) {
-        auto bytes = cps::encode_checkpoint(first + a.steps, driver.plan().variables, params);
-        const Status saved = bytes ? write_atomically(a.save, *bytes) : Status(bytes.error());
-        if (!saved) {
+        if (auto saved = save_checkpoint(a.save, first + a.steps, driver.plan().variables, params); !saved) {
           rc = fail(saved.error());
-        } else {
-          std::fputs(fmt::format("checkpoint {} step {}\n", a.save, first + a.steps).c_str(), stdout);
         }
       }
     }
@@ -408,6 +375,8 @@ ArJobArgs allreduce_args(const PsArgs& a) {
   r.step_delay_ms = a.step_delay_ms;
   r.mode = a.mode;
   r.stopped = &g_stdin_closed;
+  r.save = a.save;
+  r.restored = a.restored;
   return r;
 }
 
@@ -474,11 +443,11 @@ Command add_ps_command(CLI::App& app) {
                 "Run the whole job in this process: every PS device and every replica (no --role, --peers)");
   cmd->add_flag("--stop-on-stdin-eof", a->stdin_stops, "Stop when stdin closes (for a parent that holds the pipe)");
   cmd->add_option("--save", a->save,
-                  "PS strategies: the chief writes a checkpoint here after the last step (every variable whole, "
-                  "however the strategy partitions it); other roles ignore it");
+                  "The chief writes a checkpoint here after the last step (every variable whole, however the "
+                  "strategy partitions it); other roles ignore it");
   cmd->add_option("--restore", a->restore,
-                  "PS strategies: start from this checkpoint (written by --save, with any strategy for the same "
-                  "model); every role of the job takes the same file");
+                  "Start from this checkpoint (written by --save, with any strategy for the same model); every "
+                  "role of the job takes the same file");
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
@@ -495,11 +464,10 @@ Command add_ps_command(CLI::App& app) {
     // An all-reduce strategy runs without PS processes (apps/ps_allreduce.hpp).
     auto ar_plan = load_allreduce_plan(a->strategy, a->text, a->resource_spec, a->features, *sparse);
     if (!ar_plan) return fail(ar_plan.error());
-    if (*ar_plan && (!a->save.empty() || !a->restore.empty())) {
-      return fail(make_error(errc::invalid_argument,
-                             "--save and --restore: expected a PS strategy (every variable on a PS), got one that "
-                             "all-reduces {} variable(s); checkpoints are for PS strategies",
-                             (*ar_plan)->variables.size() + (*ar_plan)->sparse.size()));
+    if (!a->restore.empty()) {
+      auto restored = read_checkpoint(a->restore, model_variables(a->features));
+      if (!restored) return fail(restored.error());
+      a->restored = std::move(*restored);
     }
     if (*ar_plan && (*ar_plan)->ps_variables.empty()) {
       if (a->stdin_stops) watch_stdin();
@@ -515,11 +483,6 @@ Command add_ps_command(CLI::App& app) {
     }
     auto plan = load_plan(*a);
     if (!plan) return fail(plan.error());
-    if (!a->restore.empty()) {
-      auto restored = read_checkpoint(a->restore, *plan);
-      if (!restored) return fail(restored.error());
-      a->restored = std::move(*restored);
-    }
     if (a->embedded) return run_embedded(*a, *plan);
     if (a->role == "ps") return run_ps(*a, *plan);
     return run_replica(*a, std::move(*plan));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "apps/ps_allreduce.hpp"
+#include "apps/ps_checkpoint.hpp"
 #include "core/ps/logistic_regression.hpp"
 
 namespace apiary::apps {
@@ -65,7 +66,8 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
       allreduce_collective_config(a.timeout_ms, static_cast<std::size_t>(id), std::move(members)));
   if (!collective) return fail(collective.error());
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  auto params = cps::logistic_initial(a.features);
+  auto params = a.restored ? a.restored->values : cps::logistic_initial(a.features);
+  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   auto stepper = ArStepper::create(ar, optimizer_of(a), params);
   if (!stepper) return fail(stepper.error());
   const std::chrono::milliseconds patience(a.timeout_ms);
@@ -89,7 +91,8 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     // 2. Gradients of the whole model on this replica's batch.
     std::map<std::string, std::vector<float>> grads;
     const double loss =
-        cps::logistic_loss(data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), step, a.batch),
+        cps::logistic_loss(data,
+                           cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch),
                            params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     // 3. The PS variables' gradients to their shards.
@@ -122,6 +125,12 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   if (auto left = (*collective)->leave(patience); !left) {
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  }
+  // Only the chief writes the checkpoint: every replica holds the same parameters.
+  if (id == 0 && !a.save.empty()) {
+    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params); !saved) {
+      return fail(saved.error());
+    }
   }
   return 0;
 }

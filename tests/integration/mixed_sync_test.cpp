@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <tuple>
 #include <sstream>
 
 #include "core/collective/ar_plan.hpp"
@@ -157,6 +158,35 @@ TEST_CASE("an embedded Parallax job equals single-process SGD", "[mixed][integra
   check_bsp(run);
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) check_close(run, expected, r);
+}
+
+TEST_CASE("a checkpoint carries training from an all-reduce job to a mixed one to a PS one, equal to SGD",
+          "[mixed][integration]") {
+  // Four steps each: AllReduce, saved; Parallax (w sparse on a PS, b all-reduced) from it,
+  // saved; PSLoadBalancing from that. Twelve steps of SGD in all, on steps 0-11's data.
+  const std::int64_t steps = 4;
+  const Job ar = make_job(cs::BuilderKind::all_reduce, {}, "ckpt_ar", false);
+  const Job mixed = make_parallax_job("ckpt_mixed");
+  const Job ps = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_ps", true);
+  const std::string after_ar = ar.dir + "/ar.ckpt", after_mixed = mixed.dir + "/mixed.ckpt";
+  const std::string n = " --steps " + std::to_string(steps);
+  const std::vector<std::tuple<const Job*, std::string, std::string>> legs = {
+      {&ar, n + " --save " + after_ar, "checkpoint " + after_ar + " step 4"},
+      {&mixed, n + k_sparse + " --restore " + after_ar + " --save " + after_mixed,
+       "checkpoint " + after_mixed + " step 8"},
+      {&ps, n + " --restore " + after_mixed, ""},
+  };
+  Run last;
+  for (const auto& [job, args, saved] : legs) {
+    auto p = spawn_ps("--embedded " + common_args(*job) + args);
+    last = finish(*p);
+    INFO(last.text);
+    REQUIRE(last.rc == 0);
+    if (!saved.empty()) CHECK(last.text.find(saved) != std::string::npos);
+  }
+  INFO(last.text);
+  const auto expected = reference_sgd(3 * steps);
+  for (int r = 0; r < k_replicas; ++r) check_close(last, expected, r);
 }
 
 TEST_CASE("a hand-written mixed strategy (w all-reduced, b on a PS) runs embedded, equal to SGD",

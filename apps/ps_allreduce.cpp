@@ -64,6 +64,9 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   auto stepper = ArStepper::create(plan, a.optimizer, params);
   if (!stepper) return fail(stepper.error());
+  if (a.restored && restores_optimizer(*a.restored, a.optimizer.kind)) {
+    if (auto st = stepper->restore_optimizers(a.restored->states); !st) return fail(st.error());
+  }
   const std::chrono::milliseconds patience(a.timeout_ms);
   if (auto joined = collective.join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
@@ -104,7 +107,9 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
-    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params); !saved) {
+    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params, a.optimizer.kind,
+                                     stepper->optimizer_states());
+        !saved) {
       return fail(saved.error());
     }
   }
@@ -339,6 +344,25 @@ Result<ArStepper> ArStepper::create(const cc::ArPlan& plan, const cps::Optimizer
     if (auto st = add(sp.name, sp.row_width); !st) return st.error();
   }
   return ArStepper(std::move(*sync), std::move(optimizers));
+}
+
+std::map<std::string, cps::Optimizer::State> ArStepper::optimizer_states() const {
+  std::map<std::string, cps::Optimizer::State> out;
+  for (const auto& [name, optimizer] : optimizers_) out.emplace(name, optimizer.state());
+  return out;
+}
+
+Status ArStepper::restore_optimizers(const std::map<std::string, cps::Optimizer::State>& states) {
+  for (auto& [name, optimizer] : optimizers_) {
+    auto it = states.find(name);
+    if (it == states.end()) {
+      return make_error(errc::invalid_argument, "--restore: expected the optimizer state of {}, got none", name);
+    }
+    if (auto st = optimizer.restore(it->second); !st) {
+      return make_error(st.error().code, "--restore: {}: {}", name, st.error().message);
+    }
+  }
+  return ok_status();
 }
 
 Status ArStepper::step(actors::Collective& collective, const std::map<std::string, std::vector<float>>& grads,

@@ -98,6 +98,13 @@ class ArStepper {
   /// Collectives run over NCCL so far.
   [[nodiscard]] std::uint64_t nccl_ops() const { return nccl_ ? nccl_->ops() : 0; }
 
+  /// Every all-reduced variable's optimizer state, by name.
+  [[nodiscard]] std::map<std::string, core::ps::Optimizer::State> optimizer_states() const;
+  /// Continues every all-reduced variable's optimizer from `states` (by name; others are
+  /// ignored). Errors: invalid_argument naming a variable without a state, or whose
+  /// state does not fit its optimizer.
+  [[nodiscard]] Status restore_optimizers(const std::map<std::string, core::ps::Optimizer::State>& states);
+
  private:
   ArStepper(core::collective::Synchronizer sync, std::map<std::string, core::ps::Optimizer> optimizers)
       : sync_(std::move(sync)), optimizers_(std::move(optimizers)) {}

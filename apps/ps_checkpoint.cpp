@@ -1,5 +1,6 @@
 #include "apps/ps_checkpoint.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -32,8 +33,9 @@ Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string
 }
 
 Status save_checkpoint(const std::string& path, std::int64_t step, const std::vector<cps::VariablePlan>& variables,
-                       const std::map<std::string, std::vector<float>>& params) {
-  auto bytes = cps::encode_checkpoint(step, variables, params);
+                       const std::map<std::string, std::vector<float>>& params, cps::OptimizerKind kind,
+                       const std::map<std::string, cps::Optimizer::State>& states) {
+  auto bytes = cps::encode_checkpoint(step, variables, params, kind, states);
   if (!bytes) return bytes.error();
   const std::string temporary = path + ".partial";
   {
@@ -50,6 +52,40 @@ Status save_checkpoint(const std::string& path, std::int64_t step, const std::ve
   std::fputs(fmt::format("checkpoint {} step {}\n", path, step).c_str(), stdout);
   std::fflush(stdout);
   return ok_status();
+}
+
+bool restores_optimizer(const cps::Checkpoint& checkpoint, cps::OptimizerKind kind) {
+  return checkpoint.optimizer == cps::optimizer_name(kind);
+}
+
+void note_optimizer_change(const cps::Checkpoint& checkpoint, cps::OptimizerKind kind) {
+  if (restores_optimizer(checkpoint, kind)) return;
+  std::fputs(fmt::format("restore: the checkpoint's optimizer state is for {}, this job runs {}: its optimizer "
+                         "starts afresh\n",
+                         checkpoint.optimizer, cps::optimizer_name(kind))
+                 .c_str(),
+             stdout);
+  std::fflush(stdout);
+}
+
+Result<std::vector<cps::Optimizer::State>> restored_states(const cps::Checkpoint* checkpoint, cps::OptimizerKind kind,
+                                                           const cps::TrainingPlan& plan) {
+  std::vector<cps::Optimizer::State> out;
+  if (checkpoint == nullptr || !restores_optimizer(*checkpoint, kind)) return out;
+  out.resize(plan.shards.size());
+  // Each slot is cut as the values are: per variable, into its shards' pieces.
+  for (auto slot : {&cps::Optimizer::State::m, &cps::Optimizer::State::v}) {
+    std::map<std::string, std::vector<float>> whole;
+    for (const auto& v : plan.variables) whole[v.name] = checkpoint->states.at(v.name).*slot;
+    if (std::all_of(whole.begin(), whole.end(), [](const auto& w) { return w.second.empty(); })) continue;
+    auto pieces = cps::initial_pieces(plan, whole);
+    if (!pieces) return make_error(pieces.error().code, "--restore: optimizer state: {}", pieces.error().message);
+    for (std::size_t id = 0; id < plan.shards.size(); ++id) out[id].*slot = std::move((*pieces)[id]);
+  }
+  for (std::size_t id = 0; id < plan.shards.size(); ++id) {
+    out[id].updates = checkpoint->states.at(plan.shards[id].variable).updates;
+  }
+  return out;
 }
 
 }  // namespace apiary::apps

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/ps/checkpoint.hpp"
+#include "core/ps/plan.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::apps {
@@ -21,11 +22,26 @@ std::vector<core::ps::VariablePlan> model_variables(std::size_t features);
 Result<std::shared_ptr<const core::ps::Checkpoint>> read_checkpoint(const std::string& path,
                                                                     const std::vector<core::ps::VariablePlan>& variables);
 
-/// Writes the checkpoint of `params` after `step` steps to `path`, whole or not at all
-/// (into a file beside it, then renamed over it), and prints "checkpoint PATH step N".
-/// Errors: invalid_argument for parameters that do not fit `variables`, io when the file
-/// cannot be written.
+/// Writes the checkpoint of `params` and their optimizer `states` (of an optimizer of
+/// `kind`) after `step` steps to `path`, whole or not at all (into a file beside it, then
+/// renamed over it), and prints "checkpoint PATH step N". Errors: invalid_argument for
+/// parameters or states that do not fit `variables`, io when the file cannot be written.
 Status save_checkpoint(const std::string& path, std::int64_t step, const std::vector<core::ps::VariablePlan>& variables,
-                       const std::map<std::string, std::vector<float>>& params);
+                       const std::map<std::string, std::vector<float>>& params, core::ps::OptimizerKind kind,
+                       const std::map<std::string, core::ps::Optimizer::State>& states);
+
+/// Whether the optimizer state in `checkpoint` is for an optimizer of `kind` (else a
+/// restored job starts its optimizer afresh).
+bool restores_optimizer(const core::ps::Checkpoint& checkpoint, core::ps::OptimizerKind kind);
+/// Prints, once, that the checkpoint's optimizer state is not restored when it is for
+/// another kind of optimizer than `kind`.
+void note_optimizer_change(const core::ps::Checkpoint& checkpoint, core::ps::OptimizerKind kind);
+
+/// The optimizer state of every shard of `plan` (by shard id) from `checkpoint`, slots cut
+/// as the values are; empty when there is no checkpoint or its state is for another kind
+/// of optimizer. Errors: invalid_argument when a slot does not fit its variable.
+Result<std::vector<core::ps::Optimizer::State>> restored_states(const core::ps::Checkpoint* checkpoint,
+                                                                core::ps::OptimizerKind kind,
+                                                                const core::ps::TrainingPlan& plan);
 
 }  // namespace apiary::apps

@@ -53,6 +53,15 @@ int fail(const Error& e) {
   return e.code == errc::invalid_argument ? 2 : 1;
 }
 
+cps::OptimizerConfig optimizer_of(const PsArgs& a) {
+  cps::OptimizerConfig opt;
+  opt.learning_rate = a.learning_rate;
+  opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
+             : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
+                                         : cps::OptimizerKind::sgd;
+  return opt;
+}
+
 Result<std::string> read_text(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
@@ -93,12 +102,7 @@ Result<cps::TrainingPlan> load_plan(const PsArgs& a, bool ps_only = false, const
     return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
                       a.strategy, valid.error().message, cps::k_logreg_weights, a.features, cps::k_logreg_bias);
   }
-  cps::OptimizerConfig opt;
-  opt.learning_rate = a.learning_rate;
-  opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
-             : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
-                                         : cps::OptimizerKind::sgd;
-  return cps::plan_training(ps_only ? core::collective::ps_part(*strategy) : *strategy, item, opt);
+  return cps::plan_training(ps_only ? core::collective::ps_part(*strategy) : *strategy, item, optimizer_of(a));
 }
 
 /// --peers DEVICE=HOST:PORT entries.
@@ -170,10 +174,15 @@ Result<std::map<std::string, cps::Shard>> make_shards(const PsArgs& a, const cps
   }
   auto initial = cps::initial_pieces(plan, a.restored ? a.restored->values : cps::logistic_initial(a.features));
   if (!initial) return initial.error();
+  auto states = restored_states(a.restored.get(), optimizer_of(a).kind, plan);
+  if (!states) return states.error();
   std::map<std::string, cps::Shard> shards;
   for (auto id : ids) {
     auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
     if (!shard) return shard.error();
+    if (!states->empty()) {
+      if (auto st = shard->restore_optimizer(std::move((*states)[id])); !st) return st.error();
+    }
     names += (names.empty() ? "" : ",") + plan.shards[id].config.variable;
     shards.emplace(plan.shards[id].config.variable, std::move(*shard));
   }
@@ -266,9 +275,11 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
       std::fputs(out.c_str(), stdout);
       // Only the chief writes the checkpoint: every replica holds the same parameters.
       if (id == 0 && !a.save.empty()) {
-        if (auto saved = save_checkpoint(a.save, first + a.steps, driver.plan().variables, params); !saved) {
-          rc = fail(saved.error());
-        }
+        auto states = driver.optimizer_states();
+        const Status saved = states ? save_checkpoint(a.save, first + a.steps, driver.plan().variables, params,
+                                                      optimizer_of(a).kind, *states)
+                                    : Status(states.error());
+        if (!saved) rc = fail(saved.error());
       }
     }
   }
@@ -367,10 +378,7 @@ ArJobArgs allreduce_args(const PsArgs& a) {
   r.samples = a.samples;
   r.features = a.features;
   r.seed = a.seed;
-  r.optimizer.learning_rate = a.learning_rate;
-  r.optimizer.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
-                     : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
-                                                 : cps::OptimizerKind::sgd;
+  r.optimizer = optimizer_of(a);
   r.timeout_ms = a.timeout_ms;
   r.step_delay_ms = a.step_delay_ms;
   r.mode = a.mode;
@@ -468,6 +476,7 @@ Command add_ps_command(CLI::App& app) {
       auto restored = read_checkpoint(a->restore, model_variables(a->features));
       if (!restored) return fail(restored.error());
       a->restored = std::move(*restored);
+      note_optimizer_change(*a->restored, optimizer_of(*a).kind);
     }
     if (*ar_plan && (*ar_plan)->ps_variables.empty()) {
       if (a->stdin_stops) watch_stdin();

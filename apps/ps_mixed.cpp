@@ -19,17 +19,9 @@ namespace {
 namespace cc = core::collective;
 namespace cps = core::ps;
 using ps_roles::fail;
+using ps_roles::optimizer_of;
 using ps_roles::PsArgs;
 using ps_roles::ReplicaRun;
-
-cps::OptimizerConfig optimizer_of(const PsArgs& a) {
-  cps::OptimizerConfig opt;
-  opt.learning_rate = a.learning_rate;
-  opt.kind = a.optimizer == "adam"       ? cps::OptimizerKind::adam
-             : a.optimizer == "momentum" ? cps::OptimizerKind::momentum
-                                         : cps::OptimizerKind::sgd;
-  return opt;
-}
 
 /// Values per row of axis 0 of `shape` (1 for a scalar or a vector).
 std::size_t row_width(const std::vector<std::int64_t>& shape) {
@@ -68,8 +60,12 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   auto params = a.restored ? a.restored->values : cps::logistic_initial(a.features);
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
-  auto stepper = ArStepper::create(ar, optimizer_of(a), params);
+  const auto optimizer = optimizer_of(a);
+  auto stepper = ArStepper::create(ar, optimizer, params);
   if (!stepper) return fail(stepper.error());
+  if (a.restored && restores_optimizer(*a.restored, optimizer.kind)) {
+    if (auto st = stepper->restore_optimizers(a.restored->states); !st) return fail(st.error());
+  }
   const std::chrono::milliseconds patience(a.timeout_ms);
   if (auto joined = (*collective)->join(patience); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
@@ -128,7 +124,13 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   }
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
-    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params); !saved) {
+    // The PS variables' state from their shards, the all-reduced ones' from this replica.
+    auto states = driver.optimizer_states();
+    if (!states) return fail(states.error());
+    for (auto& [name, state] : stepper->optimizer_states()) (*states)[name] = std::move(state);
+    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params, optimizer.kind,
+                                     *states);
+        !saved) {
       return fail(saved.error());
     }
   }

@@ -65,6 +65,8 @@ using ReplicaTrainer = std::function<int(ReplicaRun&)>;
 
 /// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
 int fail(const Error& e);
+/// The optimizer of --optimizer and --learning-rate.
+core::ps::OptimizerConfig optimizer_of(const PsArgs& a);
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what);
 /// Watches stdin: at its end, sets the stop flag and raises SIGTERM.

@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/rpc.hpp"
+#include "core/ps/partition.hpp"
 #include "core/ps/wire.hpp"
 
 namespace apiary::actors {
@@ -257,6 +258,44 @@ Status ReplicaDriver::pull_into(std::map<std::string, std::vector<float>>& param
   if (!taken) return taken.error();
   for (auto& [name, values] : *taken) params[name] = std::move(values);
   return ok_status();
+}
+
+Result<std::map<std::string, core::ps::Optimizer::State>> ReplicaDriver::optimizer_states() {
+  using State = core::ps::Optimizer::State;
+  std::vector<std::pair<std::size_t, Payload>> requests;
+  for (std::size_t shard = 0; shard < config_.plan.shards.size(); ++shard) {
+    pb::PsPullRequest m;
+    m.set_shard(config_.plan.shards[shard].config.variable);
+    m.set_replica(config_.replica);
+    m.set_step(replica_.step());
+    requests.emplace_back(shard, to_buffer(m));
+  }
+  auto answers = call_all("optimizer state", core::ps::k_ps_optimizer_state_handle, std::move(requests));
+  if (!answers) return answers.error();
+  std::map<std::size_t, State> by_shard;
+  for (auto& [shard, answer] : *answers) {
+    auto m = from_buffer<pb::PsOptimizerState>(answer.body, "optimizer state");
+    if (!m) return describe("optimizer state", shard, m.error());
+    by_shard[shard] = State{m->updates(), std::vector<float>(m->slot_m().begin(), m->slot_m().end()),
+                            std::vector<float>(m->slot_v().begin(), m->slot_v().end())};
+  }
+  std::map<std::string, State> out;
+  for (const auto& v : config_.plan.variables) {
+    auto layouts = core::ps::shard_layouts(v.shape, v.partitioner);
+    if (!layouts) return layouts.error();
+    State whole;
+    whole.updates = by_shard.at(v.shards.front()).updates;
+    for (auto slot : {&State::m, &State::v}) {
+      std::vector<std::vector<float>> pieces;
+      for (const auto s : v.shards) pieces.push_back(std::move(by_shard.at(s).*slot));
+      if (pieces.front().empty()) continue;  // the optimizer has no such slot
+      auto joined = core::ps::reassemble(pieces, v.shape, *layouts);
+      if (!joined) return joined.error();
+      whole.*slot = std::move(*joined);
+    }
+    out.emplace(v.name, std::move(whole));
+  }
+  return out;
 }
 
 Status ReplicaDriver::push(const std::map<std::string, core::ps::Gradient>& gradients, double samples) {

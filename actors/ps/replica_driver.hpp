@@ -73,6 +73,11 @@ class ReplicaDriver {
   /// they were). Pass the same map every step to keep its memory.
   [[nodiscard]] Status push_lent(std::map<std::string, core::ps::Gradient>& gradients, double samples);
 
+  /// Every variable's optimizer state on the PS (slots of a partitioned variable put
+  /// back together), as the shards stand: for the chief's checkpoint after its last pull.
+  /// Errors: as pull().
+  [[nodiscard]] Result<std::map<std::string, core::ps::Optimizer::State>> optimizer_states();
+
   /// Ends the sessions normally (the replica is done; call it after the last pull) and
   /// waits up to `patience` for every PS process to acknowledge, so that a process
   /// exiting next is not taken for a dead replica. Errors: deadline_exceeded naming the

@@ -47,6 +47,7 @@ caf::actor spawn_ps_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, c
   gw_ref->serve(core::ps::k_ps_push_handle, a);
   gw_ref->serve(core::ps::k_ps_pull_handle, a);
   gw_ref->serve(core::ps::k_ps_join_handle, a);
+  gw_ref->serve(core::ps::k_ps_optimizer_state_handle, a);
   return a;
 }
 
@@ -54,6 +55,7 @@ void stop_ps_actor(Gateway& gw, const caf::actor& ps) {
   gw.unserve(core::ps::k_ps_push_handle);
   gw.unserve(core::ps::k_ps_pull_handle);
   gw.unserve(core::ps::k_ps_join_handle);
+  gw.unserve(core::ps::k_ps_optimizer_state_handle);
   if (ps) caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
 }
 

@@ -24,23 +24,45 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+/// Whether a slot of `size` values fits a variable of `n` elements: whole, or absent.
+bool slot_fits(std::size_t size, std::int64_t n) { return size == 0 || static_cast<std::int64_t>(size) == n; }
+
 }  // namespace
 
+const char* optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::momentum: return "momentum";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::sgd: break;
+  }
+  return "sgd";
+}
+
 Result<std::string> encode_checkpoint(std::int64_t step, const std::vector<VariablePlan>& variables,
-                                      const std::map<std::string, std::vector<float>>& values) {
+                                      const std::map<std::string, std::vector<float>>& values, OptimizerKind kind,
+                                      const std::map<std::string, Optimizer::State>& states) {
   pb::PsCheckpoint m;
   m.set_step(step);
+  m.set_optimizer(optimizer_name(kind));
   for (const auto& v : variables) {
     auto it = values.find(v.name);
+    auto state = states.find(v.name);
     const auto want = elements(v.shape);
     if (it == values.end() || static_cast<std::int64_t>(it->second.size()) != want) {
       return make_error(errc::invalid_argument, "checkpoint: expected {} values of {} for shape {}, got {}", want,
                         v.name, shape_text(v.shape), it == values.end() ? 0 : it->second.size());
     }
+    if (state == states.end() || !slot_fits(state->second.m.size(), want) || !slot_fits(state->second.v.size(), want)) {
+      return make_error(errc::invalid_argument, "checkpoint: expected the optimizer state of {} (slots of {} values)",
+                        v.name, want);
+    }
     auto* out = m.add_variables();
     out->set_name(v.name);
     out->mutable_shape()->Add(v.shape.begin(), v.shape.end());
     out->mutable_values()->Add(it->second.begin(), it->second.end());
+    out->set_updates(state->second.updates);
+    out->mutable_slot_m()->Add(state->second.m.begin(), state->second.m.end());
+    out->mutable_slot_v()->Add(state->second.v.begin(), state->second.v.end());
   }
   return m.SerializeAsString();
 }
@@ -53,18 +75,29 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes) {
                       bytes.size());
   }
   if (m.step() < 0) return make_error(errc::malformed, "checkpoint: expected a step >= 0, got {}", m.step());
+  if (m.optimizer() != "sgd" && m.optimizer() != "momentum" && m.optimizer() != "adam") {
+    return make_error(errc::malformed, "checkpoint: expected optimizer sgd, momentum or adam, got '{}'", m.optimizer());
+  }
   Checkpoint c;
   c.step = m.step();
+  c.optimizer = m.optimizer();
   for (const auto& v : m.variables()) {
     std::vector<std::int64_t> shape(v.shape().begin(), v.shape().end());
-    if (elements(shape) != v.values_size()) {
-      return make_error(errc::malformed, "checkpoint: variable '{}' of shape {} expected {} values, got {}", v.name(),
-                        shape_text(shape), elements(shape), v.values_size());
+    const auto n = elements(shape);
+    if (n != v.values_size() || !slot_fits(static_cast<std::size_t>(v.slot_m_size()), n) ||
+        !slot_fits(static_cast<std::size_t>(v.slot_v_size()), n) || v.updates() < 0) {
+      return make_error(errc::malformed,
+                        "checkpoint: variable '{}' of shape {} expected {} values (and slots of as many, or none), got "
+                        "{} values, slots of {} and {}, {} updates",
+                        v.name(), shape_text(shape), n, v.values_size(), v.slot_m_size(), v.slot_v_size(),
+                        v.updates());
     }
     if (!c.values.emplace(v.name(), std::vector<float>(v.values().begin(), v.values().end())).second) {
       return make_error(errc::malformed, "checkpoint: variable '{}' appears twice", v.name());
     }
     c.shapes.emplace(v.name(), std::move(shape));
+    c.states.emplace(v.name(), Optimizer::State{v.updates(), std::vector<float>(v.slot_m().begin(), v.slot_m().end()),
+                                                std::vector<float>(v.slot_v().begin(), v.slot_v().end())});
   }
   return c;
 }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ps/optimizer.hpp"
 #include "core/ps/replica.hpp"
 #include "messages/result.hpp"
 
@@ -20,16 +21,25 @@ struct Checkpoint {
   std::int64_t step = 0;                                  ///< training steps behind the values
   std::map<std::string, std::vector<float>> values;        ///< by variable name, row-major
   std::map<std::string, std::vector<std::int64_t>> shapes;  ///< by variable name
+  std::string optimizer;                                   ///< kind behind `states` (optimizer_name)
+  std::map<std::string, Optimizer::State> states;          ///< by variable name, slots whole
 };
 
+/// "sgd", "momentum" or "adam".
+[[nodiscard]] const char* optimizer_name(OptimizerKind kind);
+
 /// The bytes of a checkpoint of `values` (by name) after `step` steps, each variable
-/// with its shape from `variables`. Errors: invalid_argument when a variable of
-/// `variables` has no values or values of another size than its shape.
+/// with its shape from `variables` and its optimizer state (slots whole) from `states`,
+/// of an optimizer of `kind`. Errors: invalid_argument when a variable of `variables`
+/// has no values or state, or values or slots of another size than its shape.
 [[nodiscard]] Result<std::string> encode_checkpoint(std::int64_t step, const std::vector<VariablePlan>& variables,
-                                                    const std::map<std::string, std::vector<float>>& values);
+                                                    const std::map<std::string, std::vector<float>>& values,
+                                                    OptimizerKind kind,
+                                                    const std::map<std::string, Optimizer::State>& states);
 
 /// A checkpoint from its bytes. Errors: malformed when they are not a PsCheckpoint, or
-/// one with a negative step, a repeated variable, or values that do not fill a shape.
+/// one with a negative step, a repeated variable, values or slots that do not fill a
+/// shape, or an unknown optimizer.
 [[nodiscard]] Result<Checkpoint> decode_checkpoint(std::string_view bytes);
 
 /// Whether `checkpoint` holds every variable of `variables` with its shape (it may hold

@@ -138,6 +138,18 @@ Status Optimizer::apply_dense_scaled(std::vector<float>& params, const std::vect
   return ok_status();
 }
 
+Status Optimizer::restore(State state) {
+  if (state.updates < 0 || state.m.size() != m_.size() || state.v.size() != v_.size()) {
+    return make_error(errc::invalid_argument,
+                      "optimizer state: expected {} momentum/m and {} v values and updates >= 0, got {}, {} and {}",
+                      m_.size(), v_.size(), state.m.size(), state.v.size(), state.updates);
+  }
+  updates_ = state.updates;
+  m_ = std::move(state.m);
+  v_ = std::move(state.v);
+  return ok_status();
+}
+
 Status Optimizer::apply_dense_blocks(std::vector<float>& params, float scale, std::size_t block_size,
                                      const GradientBlocks& block) {
   if (params.size() != size_ || block_size == 0) {

@@ -90,6 +90,19 @@ class Optimizer {
 
   /// Number of updates applied so far (Adam's t).
   [[nodiscard]] std::int64_t updates() const { return updates_; }
+
+  /// What an optimizer carries from one update to the next (a checkpoint's part).
+  struct State {
+    std::int64_t updates = 0;  ///< updates applied
+    std::vector<float> m;      ///< momentum accumulator or Adam's m; empty for SGD
+    std::vector<float> v;      ///< Adam's v; empty otherwise
+  };
+  /// The current state.
+  [[nodiscard]] State state() const { return State{updates_, m_, v_}; }
+  /// Continues from `state`. Errors: invalid_argument when a slot is not of this kind's
+  /// size (size() values for the slots it has, none for the others) or updates < 0
+  /// (nothing changes then).
+  [[nodiscard]] Status restore(State state);
   /// The first slot (momentum accumulator or Adam m); empty for SGD.
   [[nodiscard]] const std::vector<float>& slot_m() const { return m_; }
   /// Adam's second moment v; empty otherwise.

@@ -43,8 +43,27 @@ Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::stri
   if (handle == k_ps_push_handle) return push(id, body, nullptr);
   if (handle == k_ps_pull_handle) return pull(id, body);
   if (handle == k_ps_join_handle) return join(id, body, from);
+  if (handle == k_ps_optimizer_state_handle) return optimizer_state(id, body);
   return refuse(id, make_error(errc::not_found, "PS {}: expected handle {} or {}, got '{}'", device_, k_ps_push_handle,
                                k_ps_pull_handle, handle));
+}
+
+Effects ShardServer::optimizer_state(RequestId id, std::string_view body) {
+  pb::PsPullRequest req;
+  if (!parse(req, body)) {
+    return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPullRequest", device_, body.size()));
+  }
+  Effects out;
+  Shard* s = find(req.shard(), id, out);
+  if (s == nullptr) return out;
+  const auto state = s->optimizer().state();
+  pb::PsOptimizerState m;
+  m.set_shard(req.shard());
+  m.set_updates(state.updates);
+  m.mutable_slot_m()->Add(state.m.begin(), state.m.end());
+  m.mutable_slot_v()->Add(state.v.begin(), state.v.end());
+  out.push_back(Reply{id, m.SerializeAsString(), true});
+  return out;
 }
 
 Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& from) {

@@ -80,6 +80,8 @@ class ShardServer {
   Effects admit_push(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step, Take take);
   Effects pull(RequestId id, std::string_view body);
   Effects join(RequestId id, std::string_view body, const PeerAddr& from);
+  /// A shard's optimizer state, answered at once (k_ps_optimizer_state_handle).
+  Effects optimizer_state(RequestId id, std::string_view body);
   /// The error for a request to a synchronous shard once a replica is lost.
   [[nodiscard]] Error lost_error(const std::string& shard) const;
   /// Replies to the held requests `released` answers (and the caller's own, `id`).

@@ -142,6 +142,8 @@ class Shard {
   [[nodiscard]] std::size_t held() const { return held_pushes_.size() + held_pulls_.size(); }
   /// The optimizer (slots, update count).
   [[nodiscard]] const Optimizer& optimizer() const { return optimizer_; }
+  /// Continues the optimizer from `state` (a checkpoint's). Errors: Optimizer::restore's.
+  [[nodiscard]] Status restore_optimizer(Optimizer::State state) { return optimizer_.restore(std::move(state)); }
   /// The configuration.
   [[nodiscard]] const ShardConfig& config() const { return config_; }
 

@@ -330,6 +330,47 @@ TEST_CASE("a partitioned job's checkpoint, written by the chief only, restores i
   }
 }
 
+TEST_CASE("a checkpoint carries the optimizer's state: 6 + 6 steps give the bits of 12, Adam and momentum",
+          "[ps][integration]") {
+  // PS (saved partitioned, restored unpartitioned) with Adam, and all-reduce with momentum:
+  // the restored job continues with the slots and update count, so its parameters are
+  // bit for bit those of the job that never stopped.
+  const Job partitioned = make_job(cs::BuilderKind::partitioned_ps, {}, "ckpt_adam_part", true);
+  const Job whole = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_adam_whole", true);
+  const Job ar = make_job(cs::BuilderKind::all_reduce, {}, "ckpt_momentum_ar", false);
+  struct Case {
+    const Job* save_with;
+    const Job* restore_with;
+    std::string optimizer;
+  };
+  for (const auto& c : {Case{&partitioned, &whole, "adam"}, Case{&ar, &ar, "momentum"}}) {
+    INFO("optimizer " << c.optimizer);
+    const std::string saved = c.save_with->dir + "/" + c.optimizer + ".ckpt";
+    auto embedded = [&](const Job& job, const std::string& args, const std::string& optimizer = "") {
+      auto p = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --optimizer " +
+                        (optimizer.empty() ? c.optimizer : optimizer) + args);
+      auto run = finish(*p);
+      INFO(run.text);
+      REQUIRE(run.rc == 0);
+      return run;
+    };
+    const auto straight = embedded(*c.restore_with, " --steps 12");
+    (void)embedded(*c.save_with, " --steps 6 --save " + saved);
+    const auto resumed = embedded(*c.restore_with, " --steps 6 --restore " + saved);
+    CHECK(resumed.text.find("starts afresh") == std::string::npos);
+    for (const auto& v : whole.plan.variables) {
+      INFO(v.name);
+      const auto want = final_values(straight, v.name, 0);
+      REQUIRE_FALSE(want.empty());
+      CHECK(final_values(resumed, v.name, 0) == want);
+    }
+    // Another optimizer than the checkpoint's: the values are restored, its state is not.
+    const auto other = embedded(*c.restore_with, " --steps 1 --restore " + saved, "sgd");
+    CHECK(other.text.find("restore: the checkpoint's optimizer state is for " + c.optimizer +
+                          ", this job runs sgd: its optimizer starts afresh") != std::string::npos);
+  }
+}
+
 TEST_CASE("a checkpoint that is missing, garbage or of another model is refused with a clear error",
           "[ps][integration]") {
   const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_bad", true);
@@ -344,7 +385,9 @@ TEST_CASE("a checkpoint that is missing, garbage or of another model is refused 
     for (const auto d : v.shape) n *= d;
     values[v.name] = std::vector<float>(static_cast<std::size_t>(n), 0.5F);
   }
-  auto bytes = cps::encode_checkpoint(3, variables, values);
+  std::map<std::string, cps::Optimizer::State> states;
+  for (const auto& v : variables) states[v.name] = {};
+  auto bytes = cps::encode_checkpoint(3, variables, values, cps::OptimizerKind::sgd, states);
   REQUIRE(bytes.ok());
   std::ofstream(other, std::ios::binary) << *bytes;
   const std::vector<std::pair<std::string, std::string>> cases = {

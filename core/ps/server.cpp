@@ -48,13 +48,18 @@ Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::stri
                                k_ps_pull_handle, handle));
 }
 
+Shard* ShardServer::requested(RequestId id, std::string_view body, pb::PsPullRequest& req, Effects& out) {
+  if (!parse(req, body)) {
+    out = refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPullRequest", device_, body.size()));
+    return nullptr;
+  }
+  return find(req.shard(), id, out);
+}
+
 Effects ShardServer::optimizer_state(RequestId id, std::string_view body) {
   pb::PsPullRequest req;
-  if (!parse(req, body)) {
-    return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPullRequest", device_, body.size()));
-  }
   Effects out;
-  Shard* s = find(req.shard(), id, out);
+  Shard* s = requested(id, body, req, out);
   if (s == nullptr) return out;
   const auto state = s->optimizer().state();
   pb::PsOptimizerState m;
@@ -172,11 +177,8 @@ Effects ShardServer::admit_push(RequestId id, const std::string& shard, std::int
 
 Effects ShardServer::pull(RequestId id, std::string_view body) {
   pb::PsPullRequest req;
-  if (!parse(req, body)) {
-    return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsPullRequest", device_, body.size()));
-  }
   Effects out;
-  Shard* s = find(req.shard(), id, out);
+  Shard* s = requested(id, body, req, out);
   if (s == nullptr) return out;
   if (!lost_.empty() && s->config().sync) return refuse(id, lost_error(req.shard()));
   const Key key{req.shard(), true, req.replica(), req.step()};

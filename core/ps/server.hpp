@@ -20,6 +20,7 @@
 #include "core/effects.hpp"
 #include "core/ps/shard.hpp"
 #include "messages/result.hpp"
+#include "ps.pb.h"
 
 namespace apiary::core::ps {
 
@@ -88,6 +89,9 @@ class ShardServer {
   Effects answer(const std::string& shard, const Released& released, Effects out);
   Effects refuse(RequestId id, Error error);
   Shard* find(const std::string& name, RequestId id, Effects& out);
+  /// The shard a PsPullRequest in `body` names (parsed into `req`), or nullptr with `out`
+  /// refusing the request (malformed bytes, an unknown shard).
+  Shard* requested(RequestId id, std::string_view body, pb::PsPullRequest& req, Effects& out);
 
   std::string device_;
   std::map<std::string, Shard> shards_;

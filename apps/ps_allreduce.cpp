@@ -80,6 +80,13 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
       return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
     }
     const auto start = std::chrono::steady_clock::now();
+    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
+      if (auto saved = save_checkpoint(checkpoint_path(a.save, first + step), first + step, model_variables(a.features),
+                                       params, a.optimizer.kind, stepper->optimizer_states());
+          !saved) {
+        return fail(saved.error());
+      }
+    }
     std::map<std::string, std::vector<float>> grads;
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
@@ -107,7 +114,8 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
-    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params, a.optimizer.kind,
+    if (auto saved = save_checkpoint(checkpoint_path(a.save, first + a.steps), first + a.steps,
+                                     model_variables(a.features), params, a.optimizer.kind,
                                      stepper->optimizer_states());
         !saved) {
       return fail(saved.error());

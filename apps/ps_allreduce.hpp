@@ -45,6 +45,7 @@ struct ArJobArgs {
   std::string mode = "tcp";
   const std::atomic<bool>* stopped = nullptr;  ///< set when the job must stop between steps
   std::string save;  ///< the chief writes a checkpoint here after the last step (apps/ps_checkpoint.hpp)
+  std::int64_t save_every = 0;  ///< and at the start of every step that is a multiple of it
   std::shared_ptr<const core::ps::Checkpoint> restored;  ///< the job starts from it; null: from scratch
 };
 

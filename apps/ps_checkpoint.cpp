@@ -54,6 +54,15 @@ Status save_checkpoint(const std::string& path, std::int64_t step, const std::ve
   return ok_status();
 }
 
+std::string checkpoint_path(const std::string& pattern, std::int64_t step) {
+  std::string path = pattern;
+  const std::string mark = "{step}";
+  for (auto at = path.find(mark); at != std::string::npos; at = path.find(mark, at)) {
+    path.replace(at, mark.size(), std::to_string(step));
+  }
+  return path;
+}
+
 bool restores_optimizer(const cps::Checkpoint& checkpoint, cps::OptimizerKind kind) {
   return checkpoint.optimizer == cps::optimizer_name(kind);
 }

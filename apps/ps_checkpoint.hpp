@@ -30,6 +30,14 @@ Status save_checkpoint(const std::string& path, std::int64_t step, const std::ve
                        const std::map<std::string, std::vector<float>>& params, core::ps::OptimizerKind kind,
                        const std::map<std::string, core::ps::Optimizer::State>& states);
 
+/// The --save path for `step`: `pattern` with "{step}" replaced by the step number.
+std::string checkpoint_path(const std::string& pattern, std::int64_t step);
+/// Whether the chief writes a periodic checkpoint (--save-every `every`) at the start of
+/// its step `step` of the job (`global`: steps behind it in all, the checkpoint's too).
+inline bool periodic_checkpoint(std::int64_t every, std::int64_t step, std::int64_t global) {
+  return every > 0 && step > 0 && global % every == 0;
+}
+
 /// Whether the optimizer state in `checkpoint` is for an optimizer of `kind` (else a
 /// restored job starts its optimizer afresh).
 bool restores_optimizer(const core::ps::Checkpoint& checkpoint, core::ps::OptimizerKind kind);

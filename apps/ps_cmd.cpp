@@ -230,6 +230,13 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
   double total_ms = 0;
   // The parameters live across steps: each pull is received into them.
   std::map<std::string, std::vector<float>> params;
+  // The chief's checkpoint of `params` after `global` steps, with the shards' optimizer state.
+  auto checkpoint = [&](std::int64_t global) -> Status {
+    auto states = driver.optimizer_states();
+    if (!states) return states.error();
+    return save_checkpoint(checkpoint_path(a.save, global), global, driver.plan().variables, params,
+                           optimizer_of(a).kind, *states);
+  };
   for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
     if (g_stdin_closed) {
       rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
@@ -241,6 +248,12 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
       break;
     }
     const auto version = driver.min_version();
+    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
+      if (auto saved = checkpoint(first + step); !saved) {
+        rc = fail(saved.error());
+        break;
+      }
+    }
     std::map<std::string, std::vector<float>> grads;
     const double loss =
         cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, first + step, a.batch), params, &grads);
@@ -275,11 +288,7 @@ int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) 
       std::fputs(out.c_str(), stdout);
       // Only the chief writes the checkpoint: every replica holds the same parameters.
       if (id == 0 && !a.save.empty()) {
-        auto states = driver.optimizer_states();
-        const Status saved = states ? save_checkpoint(a.save, first + a.steps, driver.plan().variables, params,
-                                                      optimizer_of(a).kind, *states)
-                                    : Status(states.error());
-        if (!saved) rc = fail(saved.error());
+        if (auto saved = checkpoint(first + a.steps); !saved) rc = fail(saved.error());
       }
     }
   }
@@ -384,6 +393,7 @@ ArJobArgs allreduce_args(const PsArgs& a) {
   r.mode = a.mode;
   r.stopped = &g_stdin_closed;
   r.save = a.save;
+  r.save_every = a.save_every;
   r.restored = a.restored;
   return r;
 }
@@ -453,6 +463,10 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--save", a->save,
                   "The chief writes a checkpoint here after the last step (every variable whole, however the "
                   "strategy partitions it); other roles ignore it");
+  cmd->add_option("--save-every", a->save_every,
+                  "With --save: the chief also writes a checkpoint at the start of every step that is a multiple of "
+                  "this (put {step} in the --save path to keep each)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   cmd->add_option("--restore", a->restore,
                   "Start from this checkpoint (written by --save, with any strategy for the same model); every "
                   "role of the job takes the same file");
@@ -465,6 +479,9 @@ Command add_ps_command(CLI::App& app) {
                   "all-gathered and averaged under all-reduce, pushed as rows to a PS), e.g. logreg/w:0; repeatable");
   return [a, sparse]() {
     block_shutdown_signals();
+    if (a->save_every > 0 && a->save.empty()) {
+      return fail(make_error(errc::invalid_argument, "--save-every {}: expected --save PATH too", a->save_every));
+    }
     if (a->embedded != a->role.empty()) {
       return fail(make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
                              a->embedded ? "both" : "neither"));

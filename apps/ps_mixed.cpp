@@ -75,6 +75,15 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
                               "apiary.ps.mixed");
   if (!group) return fail(group.error());
   stepper->use_nccl(std::move(*group));
+  // The chief's checkpoint after `global` steps: the PS variables' optimizer state from
+  // their shards, the all-reduced ones' from this replica.
+  auto checkpoint = [&](std::int64_t global) -> Status {
+    auto states = driver.optimizer_states();
+    if (!states) return states.error();
+    for (auto& [name, state] : stepper->optimizer_states()) (*states)[name] = std::move(state);
+    return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
+                           optimizer.kind, *states);
+  };
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
     if (ps_roles::g_stdin_closed) {
@@ -84,6 +93,9 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     // 1. The PS variables of this step.
     if (auto pulled = driver.pull_into(params); !pulled) return fail(pulled.error());
     const auto version = driver.min_version();
+    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
+      if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
+    }
     // 2. Gradients of the whole model on this replica's batch.
     std::map<std::string, std::vector<float>> grads;
     const double loss =
@@ -124,15 +136,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   }
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
-    // The PS variables' state from their shards, the all-reduced ones' from this replica.
-    auto states = driver.optimizer_states();
-    if (!states) return fail(states.error());
-    for (auto& [name, state] : stepper->optimizer_states()) (*states)[name] = std::move(state);
-    if (auto saved = save_checkpoint(a.save, first + a.steps, model_variables(a.features), params, optimizer.kind,
-                                     *states);
-        !saved) {
-      return fail(saved.error());
-    }
+    if (auto saved = checkpoint(first + a.steps); !saved) return fail(saved.error());
   }
   return 0;
 }

@@ -42,7 +42,8 @@ struct PsArgs {
   std::string mode = "tcp";
   bool stdin_stops = false;
   bool embedded = false;
-  std::string save;     ///< --save: the chief writes a checkpoint here after the last step
+  std::string save;     ///< --save: the chief writes a checkpoint here after the last step ({step}: its number)
+  std::int64_t save_every = 0;  ///< --save-every: also at the start of every step that is a multiple of it
   std::string restore;  ///< --restore: the checkpoint the job starts from
   /// The --restore checkpoint, read and checked against the plan; null without one.
   std::shared_ptr<const core::ps::Checkpoint> restored;

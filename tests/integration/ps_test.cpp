@@ -371,6 +371,43 @@ TEST_CASE("a checkpoint carries the optimizer's state: 6 + 6 steps give the bits
   }
 }
 
+TEST_CASE("periodic checkpoints keep one every N steps, and resuming from one gives the bits of the run",
+          "[ps][integration]") {
+  // Adam, 5 steps, a checkpoint every 2 (steps 2 and 4) and at the end (5), each in its
+  // own file; 1 step from step 4's gives the bits of the 5-step run. PS and all-reduce.
+  const Job ps = make_job(cs::BuilderKind::partitioned_ps, {}, "ckpt_every_ps", true);
+  const Job ar = make_job(cs::BuilderKind::all_reduce, {}, "ckpt_every_ar", false);
+  for (const Job* job : {&ps, &ar}) {
+    INFO("strategy " << job->strategy);
+    auto embedded = [&](const std::string& args) {
+      auto p = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(*job) + " --optimizer adam" + args);
+      auto run = finish(*p);
+      INFO(run.text);
+      REQUIRE(run.rc == 0);
+      return run;
+    };
+    const std::string pattern = job->dir + "/every-{step}.ckpt";
+    const auto kept = embedded(" --steps 5 --save-every 2 --save " + pattern);
+    for (const int step : {2, 4, 5}) {
+      const std::string path = job->dir + "/every-" + std::to_string(step) + ".ckpt";
+      CHECK(kept.text.find("checkpoint " + path + " step " + std::to_string(step)) != std::string::npos);
+      CHECK(std::filesystem::exists(path));
+    }
+    CHECK_FALSE(std::filesystem::exists(job->dir + "/every-3.ckpt"));
+    const auto resumed = embedded(" --steps 1 --restore " + job->dir + "/every-4.ckpt");
+    for (const auto& v : ps.plan.variables) {
+      INFO(v.name);
+      const auto want = final_values(kept, v.name, 0);
+      REQUIRE_FALSE(want.empty());
+      CHECK(final_values(resumed, v.name, 0) == want);
+    }
+  }
+  auto p = spawn_ps("--embedded " + common_args(ps) + " --steps 1 --save-every 2");
+  const auto refused = finish(*p);
+  CHECK(refused.rc == 2);
+  CHECK(refused.text.find("--save-every 2: expected --save PATH too") != std::string::npos);
+}
+
 TEST_CASE("a checkpoint that is missing, garbage or of another model is refused with a clear error",
           "[ps][integration]") {
   const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_bad", true);

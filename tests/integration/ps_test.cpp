@@ -408,6 +408,47 @@ TEST_CASE("periodic checkpoints keep one every N steps, and resuming from one gi
   CHECK(refused.text.find("--save-every 2: expected --save PATH too") != std::string::npos);
 }
 
+TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to the bits of an unbroken run",
+          "[ps][integration]") {
+  // Adam, checkpoints every 2 steps; the first PS process is killed after step 4's
+  // checkpoint; the job restarts from it and finishes its 10 steps.
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_crash", true);
+  const std::int64_t total = 10;
+  const std::string adam = " --optimizer adam", pattern = job.dir + "/crash-{step}.ckpt";
+  std::string last;  // the newest checkpoint the chief wrote before the kill
+  {
+    Servers servers;
+    start_servers(job, servers, adam);
+    auto procs = start_replicas(job, servers,
+                                "--steps " + std::to_string(total) + " --step-delay-ms 200 --save-every 2 --save " +
+                                    pattern + adam);
+    std::string chief_text;
+    while (auto line = procs[0]->read_line(60s)) {
+      chief_text += *line + "\n";
+      if (line->rfind("checkpoint ", 0) == 0) last = line->substr(11, line->find(" step ") - 11);
+      if (line->rfind("checkpoint " + job.dir + "/crash-4.ckpt", 0) == 0) break;
+    }
+    INFO("chief printed:\n" << chief_text);
+    REQUIRE(last == job.dir + "/crash-4.ckpt");
+    servers.procs[0]->kill(SIGKILL);
+    for (auto& p : procs) CHECK(finish(*p).rc != 0);  // the job fails, naming the PS
+  }
+  Servers servers;
+  start_servers(job, servers, adam + " --restore " + last);
+  auto procs = start_replicas(job, servers, "--steps " + std::to_string(total - 4) + " --restore " + last + adam);
+  std::vector<Run> runs;
+  for (auto& p : procs) runs.push_back(finish(*p));
+  auto unbroken_proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + adam + " --steps " +
+                                std::to_string(total));
+  const auto unbroken = finish(*unbroken_proc);
+  REQUIRE(unbroken.rc == 0);
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    for (const auto& v : job.plan.variables) CHECK(final_values(runs[r], v.name) == final_values(unbroken, v.name, 0));
+  }
+}
+
 TEST_CASE("a checkpoint that is missing, garbage or of another model is refused with a clear error",
           "[ps][integration]") {
   const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_bad", true);

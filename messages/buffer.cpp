@@ -11,6 +11,9 @@
 namespace apiary {
 namespace {
 
+/// A huge page, the 2 MiB the kernel's transparent huge pages come in.
+constexpr std::size_t k_huge = std::size_t{2} << 20;
+
 /// Released large blocks by capacity class (see round_up), reused by later allocations.
 class BufferPool {
  public:
@@ -39,16 +42,9 @@ class BufferPool {
   static bool huge_backed(std::size_t size) { return round_up(size) >= k_carved_min; }
 
  private:
-  /// Blocks of a huge page (2 MiB) or more are aligned to it and asked to be backed by
-  /// transparent huge pages: a cma copy pins such a block in a few page-table steps
-  /// instead of one per 4 KiB page, and passes over it miss the TLB far less. The block's
-  /// whole capacity is then resident once touched. Where the kernel gives no huge pages
-  /// (THP off, fragmented memory), the advice is ignored and 4 KiB pages serve as before.
-  static constexpr std::size_t k_huge = std::size_t{2} << 20;
   static std::byte* fresh(std::size_t capacity) {
-    void* p = capacity < k_huge ? std::malloc(capacity) : std::aligned_alloc(k_huge, capacity);
+    void* p = allocate_huge_page_backed(capacity);
     if (p == nullptr) throw std::bad_alloc();
-    if (capacity >= k_huge) (void)madvise(p, capacity, MADV_HUGEPAGE);
     return static_cast<std::byte*>(p);
   }
 
@@ -95,6 +91,19 @@ class BufferPool {
 };
 
 }  // namespace
+
+void* allocate_huge_page_backed(std::size_t size) noexcept {
+  // Blocks of a huge page or more are aligned to it and asked to be backed by
+  // transparent huge pages: a cma copy pins such a block in a few page-table steps
+  // instead of one per 4 KiB page, and passes over it miss the TLB far less. The block's
+  // whole size is then resident once touched. Where the kernel gives no huge pages
+  // (THP off, fragmented memory), the advice is ignored and 4 KiB pages serve as before.
+  if (size < k_huge) return std::malloc(size == 0 ? 1 : size);
+  void* p = nullptr;
+  if (posix_memalign(&p, k_huge, size) != 0) return nullptr;
+  (void)madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
 
 Buffer Buffer::allocate(std::size_t size) {
   Buffer b;

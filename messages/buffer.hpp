@@ -15,6 +15,12 @@ inline constexpr std::size_t k_pooled_min_bytes = std::size_t{64} << 10;
 /// Most bytes the pool keeps in released blocks; beyond it, blocks are freed.
 inline constexpr std::size_t k_pool_capacity_bytes = std::size_t{512} << 20;
 
+/// `size` bytes from malloc's heap; from 2 MiB on, aligned to 2 MiB and advised to be
+/// backed by transparent huge pages (buffer.cpp says why). nullptr when memory is out.
+/// Release with std::free. The buffer pool's blocks come from here, and so does the
+/// `apiary` executable's operator new (apps/huge_page_new.cpp).
+void* allocate_huge_page_backed(std::size_t size) noexcept;
+
 class Buffer {
  public:
   Buffer() = default;

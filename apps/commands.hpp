@@ -2,8 +2,11 @@
 /// The `apiary` subcommands. Each registers its options on the app and returns the
 /// function that runs it (exit code: 0 ok, 1 failure, 2 bad usage).
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "messages/result.hpp"
 
 namespace apiary::apps {
 
@@ -33,5 +36,9 @@ Command add_ps_command(CLI::App& app);
 void block_shutdown_signals();
 /// Waits for SIGINT or SIGTERM; returns the signal number.
 int wait_for_shutdown_signal();
+
+/// The contents of the `what` file at `path` (e.g. "strategy"). Errors: not_found
+/// naming it when it cannot be opened.
+Result<std::string> read_file(const std::string& path, const char* what);
 
 }  // namespace apiary::apps

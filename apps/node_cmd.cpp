@@ -2,6 +2,8 @@
 #include <csignal>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "api/node.hpp"
@@ -25,6 +27,12 @@ int wait_for_shutdown_signal() {
   int sig = 0;
   sigwait(&set, &sig);
   return sig;
+}
+
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 namespace {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +16,7 @@
 
 #include "actors/collective/collective.hpp"
 #include "api/startup.hpp"
+#include "apps/commands.hpp"
 #include "apps/ps_checkpoint.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
@@ -39,11 +39,6 @@ int fail(const Error& e) {
   return e.code == errc::invalid_argument ? 2 : 1;
 }
 
-Result<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 /// Every replica's multiaddr, in replica order, from --peers DEVICE=HOST:PORT.
 Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArPlan& plan,
@@ -74,6 +69,11 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
   auto group = nccl();
   if (!group) return fail(group.error());
   stepper->use_nccl(std::move(*group));
+  // The chief's checkpoint after `global` steps, with this replica's optimizer state.
+  auto checkpoint = [&](std::int64_t global) -> Status {
+    return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
+                           a.optimizer.kind, stepper->optimizer_states());
+  };
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
     if (a.stopped != nullptr && *a.stopped) {
@@ -81,11 +81,7 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     }
     const auto start = std::chrono::steady_clock::now();
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
-      if (auto saved = save_checkpoint(checkpoint_path(a.save, first + step), first + step, model_variables(a.features),
-                                       params, a.optimizer.kind, stepper->optimizer_states());
-          !saved) {
-        return fail(saved.error());
-      }
+      if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
     }
     std::map<std::string, std::vector<float>> grads;
     const double loss = cps::logistic_loss(
@@ -114,12 +110,7 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
-    if (auto saved = save_checkpoint(checkpoint_path(a.save, first + a.steps), first + a.steps,
-                                     model_variables(a.features), params, a.optimizer.kind,
-                                     stepper->optimizer_states());
-        !saved) {
-      return fail(saved.error());
-    }
+    if (auto saved = checkpoint(first + a.steps); !saved) return fail(saved.error());
   }
   return 0;
 }

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
+#include "apps/commands.hpp"
 #include "core/ps/logistic_regression.hpp"
 
 namespace apiary::apps {
@@ -21,10 +21,9 @@ std::vector<cps::VariablePlan> model_variables(std::size_t features) {
 
 Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string& path,
                                                                const std::vector<cps::VariablePlan>& variables) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "cannot open the checkpoint file {}; check the path", path);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto checkpoint = cps::decode_checkpoint(bytes);
+  auto bytes = read_file(path, "checkpoint");
+  if (!bytes) return bytes.error();
+  auto checkpoint = cps::decode_checkpoint(*bytes);
   if (!checkpoint) return make_error(checkpoint.error().code, "--restore {}: {}", path, checkpoint.error().message);
   if (auto fits = cps::check_checkpoint(*checkpoint, variables); !fits) {
     return make_error(fits.error().code, "--restore {}: {}", path, fits.error().message);

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -62,11 +61,6 @@ cps::OptimizerConfig optimizer_of(const PsArgs& a) {
   return opt;
 }
 
-Result<std::string> read_text(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what) {
@@ -85,12 +79,12 @@ Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string&
 /// strategy's PS part only when `ps_only` (a mixed strategy), with the variables in
 /// `sparse` marked sparse.
 Result<cps::TrainingPlan> load_plan(const PsArgs& a, bool ps_only = false, const std::vector<std::string>& sparse = {}) {
-  auto bytes = read_text(a.strategy, "strategy");
+  auto bytes = read_file(a.strategy, "strategy");
   if (!bytes) return bytes.error();
   auto strategy =
       cs::parse_strategy(*bytes, a.text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, a.strategy);
   if (!strategy) return strategy.error();
-  auto spec_text = read_text(a.resource_spec, "resource spec");
+  auto spec_text = read_file(a.resource_spec, "resource spec");
   if (!spec_text) return spec_text.error();
   auto spec = cs::parse_resource_spec(*spec_text, a.resource_spec);
   if (!spec) return spec.error();

@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -146,12 +145,6 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   };
 }
 
-/// The contents of `path`. Errors: not_found.
-Result<std::string> read_file_text(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 /// Adds `apiary sim ps` to `cmd`; returns its action (-1 when not chosen).
 std::function<int()> add_ps_sim_command(CLI::App& cmd) {
@@ -206,13 +199,13 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
     };
     auto range = parse_latency(a->latency);
     if (!range) return fail(range.error());
-    auto bytes = read_file_text(a->strategy, "strategy");
+    auto bytes = read_file(a->strategy, "strategy");
     if (!bytes) return fail(bytes.error());
     namespace cs = core::strategy;
     auto strategy =
         cs::parse_strategy(*bytes, a->text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, a->strategy);
     if (!strategy) return fail(strategy.error());
-    auto spec_text = read_file_text(a->resource_spec, "resource spec");
+    auto spec_text = read_file(a->resource_spec, "resource spec");
     if (!spec_text) return fail(spec_text.error());
     auto spec = cs::parse_resource_spec(*spec_text, a->resource_spec);
     if (!spec) return fail(spec.error());

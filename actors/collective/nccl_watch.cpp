@@ -26,11 +26,10 @@ struct NcclWatchState {
   };
   std::map<CallId, Member> members;  ///< rank 0: the streams it holds
 
-  /// Records `why` unless a reason is known already; returns the reason kept.
-  std::string break_with(std::string why) {
+  /// Records `why` unless a reason is known already.
+  void break_with(std::string why) {
     std::lock_guard<std::mutex> lock(mu);
     if (broken.empty()) broken = std::move(why);
-    return broken;
   }
 };
 
@@ -60,20 +59,19 @@ caf::behavior root_watch(caf::event_based_actor*, std::shared_ptr<Gateway> gw, s
           return;
         }
         if (d.kind == DeliveryKind::error) {
-          NcclWatchState::Member gone;
+          // A member went down: the first reason is kept, and every other member told it.
           std::vector<CallId> others;
+          std::string why;
           {
             std::lock_guard<std::mutex> lock(st->mu);
             auto it = st->members.find(d.call);
             if (it == st->members.end()) return;  // failed by us, or never admitted
-            gone = it->second;
+            if (st->broken.empty()) {
+              st->broken = fmt::format("NCCL group '{}': replica {} at {} went down ({})", st->group,
+                                       it->second.rank, it->second.peer, d.error.message);
+            }
+            why = st->broken;
             st->members.erase(it);
-          }
-          const std::string why =
-              st->break_with(fmt::format("NCCL group '{}': replica {} at {} went down ({})", st->group, gone.rank,
-                                         gone.peer, d.error.message));
-          {
-            std::lock_guard<std::mutex> lock(st->mu);
             for (const auto& [call, member] : st->members) others.push_back(call);
             st->members.clear();
           }

@@ -139,7 +139,6 @@ Status Shard::accept(Push p, Released& out) {
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : p.samples;
   StepSum& sum = sums_[p.step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
-  ++sum.pushes;
   auto merged = merge_rows(std::get<SparseGradient>(p.gradient), config_.layout.row_width(),
                            config_.layout.shape.front());
   if (!merged) return merged.error();
@@ -156,7 +155,6 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : samples;
   StepSum& sum = sums_[step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
-  ++sum.pushes;
   sum.pending[replica] = PendingDense{w, g, std::move(keep)};
   sum.pending_bytes += g.count * sizeof(float);
   if (sum.pending_bytes > config_.max_unsummed_bytes) fold(sum);

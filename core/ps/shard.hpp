@@ -164,7 +164,6 @@ class Shard {
   /// order). Sparse ones row by row.
   struct StepSum {
     std::vector<float> dense;                           ///< sum of w_r g_r (dense), of replicas < folded
-    std::size_t pushes = 0;                             ///< gradients taken in
     std::int32_t folded = 0;                            ///< dense: replicas 0..folded-1 are in `dense`
     std::map<std::int32_t, PendingDense> pending;       ///< dense: the others taken in, by replica
     std::size_t pending_bytes = 0;                      ///< their size

@@ -39,13 +39,11 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 
 }  // namespace apiary::actors
 
-// DHT actor (actors/dht/dht_messages.hpp).
+// The generic role host (actors/role_actor.hpp).
 namespace apiary::actors {
-struct dht_op_message;
-struct dht_look_message;
+struct role_call_message;
 }  // namespace apiary::actors
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_op_message)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::dht_look_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::role_call_message)
 
 // Averager actor (actors/averaging/averager_messages.hpp).
 namespace apiary::actors {

@@ -58,12 +58,8 @@ Node::~Node() { stop(); }
 
 std::string Node::rtt_table() {
   if (!impl_ || !impl_->ping) return {};
-  caf::scoped_actor self{*system_};
-  std::string table;
-  self->request(impl_->ping, std::chrono::seconds(1), actors::report_atom::value)
-      .receive([&](std::string& t) { table = std::move(t); },
-               [&](caf::error& e) { table = "rtt table unavailable: " + system_->render(e) + "\n"; });
-  return table;
+  auto table = actors::ping_report(impl_->ping);
+  return table ? *table : "rtt table unavailable: " + table.error().message + "\n";
 }
 
 void Node::stop() {

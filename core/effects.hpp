@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/time.hpp"
+#include "core/value.hpp"
 #include "messages/buffer.hpp"
 #include "messages/result.hpp"
 
@@ -24,6 +25,10 @@ using RequestId = std::uint64_t;
 
 /// Identifies a timer; chosen by the core.
 using TimerId = std::uint64_t;
+
+/// Identifies a local operation: a call into a role from its host's API, or from one
+/// role to another of the same process (Ask); chosen by whoever starts it.
+using OpId = std::uint64_t;
 
 /// Issue a call to `peer`.
 ///
@@ -126,8 +131,27 @@ struct CancelTimer {
   TimerId id = 0;
 };
 
+/// A local operation this role was asked to run (core/role.hpp: LocalCall) is over:
+/// `result` goes back to whoever started `op` (the host's API caller, or the role that
+/// asked, as a LocalReply). Each op completes once.
+struct Complete {
+  OpId op = 0;
+  Result<Value> result{Value{}};
+};
+
+/// Asks role `role` of the same process (by the name it has in its host's Mux) to run
+/// `method` with `args`: it arrives there as a LocalCall and its Complete comes back to
+/// this role as a LocalReply with the same `op`. An unknown role or method is answered
+/// at once with an errc::not_found error.
+struct Ask {
+  OpId op = 0;
+  std::string role;
+  std::string method;
+  Value args{};
+};
+
 /// One effect.
-using Effect = std::variant<Call, Send, Reply, Cancel, SetTimer, CancelTimer>;
+using Effect = std::variant<Call, Send, Reply, Cancel, SetTimer, CancelTimer, Complete, Ask>;
 
 // Inputs of a core that takes streaming calls, besides on_request / on_response /
 // on_timer (names by convention, not an interface):

@@ -1,7 +1,8 @@
 #pragma once
-/// The ping role as an actor: a thin shell around core::ping::Pinger that serves
-/// probes over the gateway, probes every known peer each interval, and answers
-/// report_atom with a printable RTT table.
+/// The ping role (core::ping::Pinger) in the generic actor host: it serves probes over
+/// the gateway, probes every known peer each interval, and gives a printable RTT table.
+#include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,10 +15,15 @@
 
 namespace apiary::actors {
 
-/// Spawns the ping actor for the node listening at `self_addr` (a multiaddr), registers
-/// it for core::ping::k_handle, and starts probing `bootstrap`.
+/// Spawns the host of a Pinger for the node listening at `self_addr` (a multiaddr),
+/// serving core::ping::k_handle, and starts probing `bootstrap`.
 caf::actor spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
                             core::ping::Config config, std::vector<std::string> bootstrap);
+
+/// The RTT table of the pinger hosted by `ping` (format_rtt_table); an error when the
+/// host does not answer within `patience`.
+[[nodiscard]] Result<std::string> ping_report(const caf::actor& ping,
+                                              std::chrono::milliseconds patience = std::chrono::seconds(1));
 
 /// Formats a pinger's view as a table: peer, answered/sent, min/median/max RTT in µs.
 std::string format_rtt_table(const std::string& self, const std::map<core::PeerAddr, core::ping::PeerStats>& peers);

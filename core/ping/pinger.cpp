@@ -51,7 +51,20 @@ Duration PeerStats::max_rtt() const {
   return *std::max_element(rtts.begin(), rtts.end());
 }
 
-Pinger::Pinger(PeerAddr self, Config config) : self_(std::move(self)), config_(config) {}
+Pinger::Pinger(PeerAddr self, Config config, std::vector<PeerAddr> bootstrap)
+    : self_(std::move(self)), config_(config), bootstrap_(std::move(bootstrap)) {}
+
+Effects Pinger::on(TimePoint now, Input input) {
+  if (std::holds_alternative<Start>(input)) return start(now, bootstrap_);
+  if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, std::string(r->body.view()));
+  if (auto* r = std::get_if<Response>(&input)) return on_response(now, r->call, r->result);
+  if (auto* t = std::get_if<TimerFired>(&input)) return on_timer(now, t->id);
+  if (auto* c = std::get_if<LocalCall>(&input)) {
+    if (c->method == k_snapshot_method) return {Complete{c->op, Value::of(Snapshot{self_, peers_, rounds_})}};
+    return {unknown_method(*c, "the pinger")};
+  }
+  return {};  // no streams, no asks; a peer going down shows as failed probes
+}
 
 void Pinger::learn(const PeerAddr& addr) {
   if (addr.empty() || addr == self_) return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/effects.hpp"
+#include "core/role.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
 
@@ -54,12 +55,29 @@ struct PeerStats {
   [[nodiscard]] Duration max_rtt() const;
 };
 
+/// What a pinger has seen, as one value (the answer of k_snapshot_method).
+struct Snapshot {
+  PeerAddr self;                          ///< the node's own listen multiaddr
+  std::map<PeerAddr, PeerStats> peers;    ///< every known peer, sorted by address
+  std::size_t rounds = 0;                 ///< probing rounds run so far
+};
+
+/// The local method that answers with a Snapshot.
+inline constexpr const char* k_snapshot_method = "snapshot";
+
 /// One node's pinger. Peers are iterated in sorted address order, so equal inputs give
-/// equal effects.
-class Pinger {
+/// equal effects. As a Role it serves k_handle, starts on Start with the bootstrap
+/// addresses it was made with, and answers the local method k_snapshot_method.
+class Pinger final : public Role {
  public:
-  /// `self` is the node's own listen multiaddr; it is never added as a peer.
-  Pinger(PeerAddr self, Config config);
+  /// `self` is the node's own listen multiaddr; it is never added as a peer. `bootstrap`
+  /// is what Start learns.
+  Pinger(PeerAddr self, Config config, std::vector<PeerAddr> bootstrap = {});
+
+  /// {k_handle}.
+  [[nodiscard]] std::vector<std::string> handles() const override { return {k_handle}; }
+  /// The role contract: each input to the method below that takes it.
+  [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// Learns the `bootstrap` addresses and arms the round timer to fire at `now`, so the
   /// first round runs as soon as the shell delivers it.
@@ -109,6 +127,7 @@ class Pinger {
 
   PeerAddr self_;
   Config config_;
+  std::vector<PeerAddr> bootstrap_;
   std::map<PeerAddr, PeerStats> peers_;
   std::map<CallId, InFlight> in_flight_;
   CallId next_call_ = 1;

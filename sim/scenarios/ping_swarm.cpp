@@ -8,31 +8,6 @@
 
 namespace apiary::sim::scenarios {
 
-PingHost::PingHost(core::PeerAddr self, core::ping::Config config,
-                   std::vector<core::PeerAddr> bootstrap)
-    : pinger_(std::move(self), config), bootstrap_(std::move(bootstrap)) {}
-
-core::Effects PingHost::on_start(core::TimePoint now) { return pinger_.start(now, bootstrap_); }
-
-core::Effects PingHost::on_request(core::TimePoint now, core::RequestId id,
-                                   const std::string& handle, const std::string& request) {
-  if (handle != core::ping::k_handle) {
-    return {core::Reply{id, make_error(errc::not_found,
-                                       "expected handle {}, got '{}'; this node serves only "
-                                       "ping", core::ping::k_handle, handle)}};
-  }
-  return pinger_.on_request(now, id, request);
-}
-
-core::Effects PingHost::on_response(core::TimePoint now, core::CallId call,
-                                    const Result<std::string>& response) {
-  return pinger_.on_response(now, call, response);
-}
-
-core::Effects PingHost::on_timer(core::TimePoint now, core::TimerId id) {
-  return pinger_.on_timer(now, id);
-}
-
 core::PeerAddr swarm_addr(std::size_t i) {
   return fmt::format("/ip4/10.{}.{}.{}/tcp/4100", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff);
 }

@@ -11,34 +11,13 @@
 #include "core/ping/pinger.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
-#include "sim/host.hpp"
+#include "sim/role_host.hpp"
 #include "sim/world.hpp"
 
 namespace apiary::sim::scenarios {
 
-/// Runs one core::ping::Pinger as a simulated node, serving core::ping::k_handle.
-class PingHost : public Host {
- public:
-  /// A node listening on `self` that bootstraps from `bootstrap` when started.
-  PingHost(core::PeerAddr self, core::ping::Config config,
-           std::vector<core::PeerAddr> bootstrap);
-
-  [[nodiscard]] core::Effects on_start(core::TimePoint now) override;
-  /// Forwards probes to the pinger; any other handle gets an errc::not_found reply.
-  [[nodiscard]] core::Effects on_request(core::TimePoint now, core::RequestId id,
-                                         const std::string& handle,
-                                         const std::string& request) override;
-  [[nodiscard]] core::Effects on_response(core::TimePoint now, core::CallId call,
-                                          const Result<std::string>& response) override;
-  [[nodiscard]] core::Effects on_timer(core::TimePoint now, core::TimerId id) override;
-
-  /// The pinger this host runs.
-  [[nodiscard]] const core::ping::Pinger& pinger() const { return pinger_; }
-
- private:
-  core::ping::Pinger pinger_;
-  std::vector<core::PeerAddr> bootstrap_;
-};
+/// One simulated ping node: the generic host running a core::ping::Pinger.
+using PingHost = RoleHost<core::ping::Pinger>;
 
 /// How a swarm is built.
 struct PingSwarmOptions {
@@ -67,7 +46,7 @@ class PingSwarm {
   [[nodiscard]] const std::vector<core::PeerAddr>& addrs() const { return addrs_; }
   /// The pinger of node `i` (< size()).
   [[nodiscard]] const core::ping::Pinger& pinger(std::size_t i) const {
-    return hosts_[i]->pinger();
+    return hosts_[i]->role();
   }
 
  private:

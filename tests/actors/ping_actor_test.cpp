@@ -15,11 +15,11 @@ namespace {
 /// Asks a ping actor for its table until `done(table)` holds or `patience` passes.
 template <class Pred>
 std::string wait_for_table(caf::actor_system& sys, const caf::actor& ping, Pred done, std::chrono::seconds patience) {
-  caf::scoped_actor self{sys};
+  (void)sys;
   std::string table;
   const auto give_up = std::chrono::steady_clock::now() + patience;
   while (std::chrono::steady_clock::now() < give_up) {
-    self->request(ping, 1s, actors::report_atom::value).receive([&](std::string& t) { table = t; }, [](caf::error&) {});
+    if (auto t = actors::ping_report(ping)) table = *t;
     if (done(table)) break;
     std::this_thread::sleep_for(50ms);
   }

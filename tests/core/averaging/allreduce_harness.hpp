@@ -220,6 +220,9 @@ class Net {
     });
   }
   void apply(std::size_t p, CancelTimer& t) { ++timer_gen_[{p, t.id}]; }
+  /// The runner makes no local calls.
+  void apply(std::size_t, Complete&) {}
+  void apply(std::size_t, Ask&) {}
 
   /// Takes the call's next landing for answer `r` and writes its body there if it matches.
   bool land(std::size_t caller, CallId id, const Reply& r) {

@@ -1,0 +1,151 @@
+#include "actors/role_actor.hpp"
+
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "actors/effects_executor.hpp"
+#include "actors/type_ids.hpp"
+#include "messages/identity/multiaddr.hpp"
+
+namespace apiary::actors {
+namespace {
+
+struct role_host_state {
+  std::unique_ptr<core::Role> role;
+  std::unique_ptr<EffectExecutor> fx;
+  /// Local operations in the role -> their callers (told errc::cancelled if the host
+  /// stops first: the replies go with the state).
+  std::map<core::OpId, std::shared_ptr<RoleReply>> waiting;
+  core::OpId next_op = 1;
+  /// Callers' names by (listen "host:port" + PeerID bytes), parsed once per peer.
+  std::unordered_map<std::string, core::PeerAddr> from;
+};
+
+using self_t = caf::stateful_actor<role_host_state>;
+
+/// The core's name for the caller of delivery `d`, from the cache.
+const core::PeerAddr& caller_of(self_t* self, const Delivery& d) {
+  auto& cache = self->state.from;
+  std::string key = d.peer_listen_addr;
+  key.push_back('\0');
+  key += d.peer_id;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(std::move(key), peer_addr_of(d.peer_listen_addr, d.peer_id)).first;
+  return it->second;
+}
+
+/// Feeds one input to the role and executes what it returns: calls, messages and timers
+/// through the executor (calls that cannot be issued come straight back as responses),
+/// each Complete to its caller, an Ask no role here serves answered with an error.
+void feed(self_t* self, core::Input input) {
+  auto& st = self->state;
+  core::Effects fx = st.role->on(core_now(), std::move(input));
+  std::vector<core::Complete> completed;
+  std::vector<core::Ask> asks;
+  core::Effects rest;
+  rest.reserve(fx.size());
+  for (auto& effect : fx) {
+    if (auto* done = std::get_if<core::Complete>(&effect)) {
+      completed.push_back(std::move(*done));
+    } else if (auto* ask = std::get_if<core::Ask>(&effect)) {
+      asks.push_back(std::move(*ask));
+    } else {
+      rest.push_back(std::move(effect));
+    }
+  }
+  for (auto& failed : st.fx->execute(std::move(rest))) feed(self, core::Response{failed.call, std::move(failed.result)});
+  for (auto& done : completed) {
+    auto it = st.waiting.find(done.op);
+    if (it == st.waiting.end()) continue;  // an operation the role started itself
+    auto reply = std::move(it->second);
+    st.waiting.erase(it);
+    reply->deliver(std::move(done.result));
+  }
+  for (auto& ask : asks) {
+    feed(self, core::LocalReply{ask.op, make_error(errc::not_found, "no role named '{}' in this process", ask.role)});
+  }
+}
+
+caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_ptr<std::unique_ptr<core::Role>> role) {
+  self->state.role = std::move(*role);
+  self->state.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
+  feed(self, core::Start{});
+  return {
+      [self](Delivery& d) {
+        auto& st = self->state;
+        if (auto req = st.fx->request_view_of(d)) {
+          feed(self, core::Request{req->id, std::move(req->handle), caller_of(self, d), std::move(req->body)});
+        }
+        if (auto m = st.fx->request_message_view_of(d)) {
+          feed(self, core::RequestMessage{m->request, std::move(m->message), m->last});
+        }
+        if (auto m = st.fx->message_view_of(d)) feed(self, core::StreamMessage{m->call, std::move(m->message), m->landed});
+        if (auto r = st.fx->response_of(d)) feed(self, core::Response{r->call, std::move(r->result)});
+      },
+      [self](timer_atom, core::TimerId id, std::uint64_t generation) {
+        if (self->state.fx->timer_is_current(id, generation)) feed(self, core::TimerFired{id});
+      },
+      [self](role_call_message& m) {
+        auto& st = self->state;
+        const core::OpId op = st.next_op++;
+        st.waiting.emplace(op, std::move(m.reply));
+        feed(self, core::LocalCall{op, std::move(m.role), std::move(m.method), std::move(m.args)});
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role) {
+  const auto handles = role->handles();
+  auto gw_ref = gw;
+  // CAF copies spawn arguments; the role travels in a shared holder.
+  auto holder = std::make_shared<std::unique_ptr<core::Role>>(std::move(role));
+  auto a = sys.spawn(role_host, std::move(gw), std::move(holder));
+  for (const auto& h : handles) gw_ref->serve(h, a);
+  return a;
+}
+
+void stop_role_actor(Gateway& gw, const caf::actor& host, const std::vector<std::string>& handles) {
+  for (const auto& h : handles) gw.unserve(h);
+  if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+}
+
+void call_role(const caf::actor& host, std::string role, std::string method, core::Value args, RoleDone done) {
+  caf::anon_send(host, role_call_message{std::move(role), std::move(method), std::move(args),
+                                         std::make_shared<RoleReply>(std::move(done))});
+}
+
+std::future<Result<core::Value>> call_role(const caf::actor& host, std::string role, std::string method,
+                                           core::Value args) {
+  auto promise = std::make_shared<std::promise<Result<core::Value>>>();
+  auto future = promise->get_future();
+  call_role(host, std::move(role), std::move(method), std::move(args),
+            [promise](Result<core::Value> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+core::PeerAddr peer_addr_of(const std::string& listen_host_port, const std::string& peer_id_bytes) {
+  const auto colon = listen_host_port.rfind(':');
+  if (listen_host_port.empty() || colon == std::string::npos) return {};
+  std::string host = listen_host_port.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port_text = listen_host_port.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return {};
+  }
+  const unsigned long port = std::stoul(port_text);
+  if (port == 0 || port > 65535) return {};
+  std::optional<messages::PeerId> peer;
+  if (!peer_id_bytes.empty()) {
+    if (auto id = messages::PeerId::from_bytes(peer_id_bytes)) peer = *id;
+  }
+  auto addr = messages::Multiaddr::from_ip(host, static_cast<std::uint16_t>(port), peer);
+  if (!addr) return {};
+  return addr->to_string();
+}
+
+}  // namespace apiary::actors

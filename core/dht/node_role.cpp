@@ -1,0 +1,83 @@
+#include "core/dht/node_role.hpp"
+
+#include "messages/identity/multiaddr.hpp"
+
+namespace apiary::core::dht {
+
+std::string addressed_handle(const char* base, const messages::PeerId& peer) {
+  return std::string(base) + "@" + peer.to_string();
+}
+
+NodeRole::NodeRole(std::unique_ptr<Node> node, NodeRoleConfig config)
+    : node_(std::move(node)), config_(std::move(config)) {
+  if (config_.shared_transport) caller_ = config_.peer_id.bytes();
+}
+
+std::vector<std::string> NodeRole::served(const messages::PeerId& peer, bool shared_transport) {
+  std::vector<std::string> out;
+  for (const char* handle : {k_ping_handle, k_store_handle, k_find_handle}) {
+    out.push_back(addressed_handle(handle, peer));
+    if (!shared_transport) out.emplace_back(handle);
+  }
+  return out;
+}
+
+std::vector<std::string> NodeRole::handles() const {
+  if (node_->config().protocol.client_mode) return {};
+  return served(config_.peer_id, config_.shared_transport);
+}
+
+Effects NodeRole::on(TimePoint now, Input input) {
+  if (auto* r = std::get_if<Request>(&input)) {
+    const std::string base = r->handle.substr(0, r->handle.find('@'));
+    return finish(node_->on_request(now, r->id, base, r->from, std::string(r->body.view())));
+  }
+  if (auto* r = std::get_if<Response>(&input)) return finish(node_->on_response(now, r->call, r->result));
+  if (auto* t = std::get_if<TimerFired>(&input)) return finish(node_->on_timer(now, t->id));
+  if (auto* c = std::get_if<LocalCall>(&input)) {
+    if (c->method == k_run_method) {
+      const auto* op = c->args.as<NodeOp>();
+      if (op == nullptr || !*op) {
+        return {Complete{c->op, make_error(errc::invalid_argument, "the DHT node's '{}' takes a NodeOp, got a {}",
+                                           k_run_method, c->args.type_name())}};
+      }
+      asked_.insert(c->op);
+      return finish((*op)(*node_, now, c->op));
+    }
+    if (c->method == k_look_method) {
+      const auto* look = c->args.as<NodeLook>();
+      if (look == nullptr || !*look) {
+        return {Complete{c->op, make_error(errc::invalid_argument, "the DHT node's '{}' takes a NodeLook, got a {}",
+                                           k_look_method, c->args.type_name())}};
+      }
+      (*look)(*node_, now);
+      return {Complete{c->op, Value{}}};
+    }
+    return {unknown_method(*c, "the DHT node")};
+  }
+  return {};  // no streams; a peer going down shows as failed calls
+}
+
+Effects NodeRole::finish(Effects fx) {
+  for (auto& effect : fx) {
+    auto* call = std::get_if<Call>(&effect);
+    if (call == nullptr) continue;
+    // Address the node behind the peer's transport by its PeerID, when the address names it.
+    auto known = suffixes_.find(call->peer);
+    if (known == suffixes_.end()) {
+      auto addr = messages::Multiaddr::parse(call->peer);
+      std::string suffix = addr && addr->peer ? "@" + addr->peer->to_string() : std::string{};
+      known = suffixes_.emplace(call->peer, std::move(suffix)).first;
+    }
+    call->handle += known->second;
+    call->caller = caller_;
+  }
+  for (auto& result : node_->take_completed()) {
+    if (asked_.erase(result.op) == 0) continue;  // an operation the node started itself
+    const OpId op = result.op;
+    fx.push_back(Complete{op, Value::of(std::move(result))});
+  }
+  return fx;
+}
+
+}  // namespace apiary::core::dht

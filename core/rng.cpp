@@ -1,11 +1,8 @@
-#include "sim/rng.hpp"
+#include "core/rng.hpp"
 
-namespace apiary::sim {
+namespace apiary::core {
 
-namespace {
-
-/// splitmix64: advances `state` and returns a well-mixed 64-bit value.
-std::uint64_t splitmix64(std::uint64_t& state) {
+std::uint64_t splitmix64_next(std::uint64_t& state) {
   state += 0x9e3779b97f4a7c15ULL;
   std::uint64_t z = state;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -13,13 +10,21 @@ std::uint64_t splitmix64(std::uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
 Rng::Rng(std::uint64_t seed) {
   // splitmix64 never yields four zero words in a row, so the state is never all zero.
-  for (auto& word : s_) word = splitmix64(seed);
+  for (auto& word : s_) word = splitmix64_next(seed);
+}
+
+Rng Rng::from_state(const std::array<std::uint64_t, 4>& state) {
+  Rng r;
+  r.s_ = state;
+  return r;
 }
 
 std::uint64_t Rng::next_u64() {
@@ -56,4 +61,4 @@ bool Rng::chance(double p) {
   return uniform01() < p;
 }
 
-}  // namespace apiary::sim
+}  // namespace apiary::core

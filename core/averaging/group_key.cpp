@@ -1,5 +1,7 @@
 #include "core/averaging/group_key.hpp"
 
+#include "core/rng.hpp"
+
 #include <array>
 #include <map>
 
@@ -11,14 +13,7 @@ constexpr std::uint64_t k_seed_init = 0x6a09e667f3bcc908ULL;
 constexpr std::string_view k_separator = ".0b";
 
 /// SplitMix64's output function applied to x + gamma.
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + k_golden_gamma;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+std::uint64_t splitmix64(std::uint64_t x) { return splitmix64_next(x); }
 
 /// xoshiro256** seeded from the bytes of a group id (steps 1-2 of the header comment).
 class GroupRng {
@@ -33,21 +28,13 @@ class GroupRng {
       }
       h = splitmix64(h ^ chunk);
     }
-    for (std::size_t j = 0; j < 4; ++j) s_[j] = splitmix64(h + j * k_golden_gamma);
+    std::array<std::uint64_t, 4> s{};
+    for (std::size_t j = 0; j < 4; ++j) s[j] = splitmix64(h + j * k_golden_gamma);
+    rng_ = Rng::from_state(s);
   }
 
   /// The next 64 bits of xoshiro256**.
-  std::uint64_t next() {
-    const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const std::uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
+  std::uint64_t next() { return rng_.next_u64(); }
 
   /// Uniform in [0, n), n >= 1, without modulo bias.
   std::uint64_t uniform(std::uint64_t n) {
@@ -60,7 +47,7 @@ class GroupRng {
   }
 
  private:
-  std::array<std::uint64_t, 4> s_{};
+  Rng rng_{0};  ///< replaced by the state above in the constructor
 };
 
 }  // namespace

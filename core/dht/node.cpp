@@ -1,5 +1,7 @@
 #include "core/dht/node.hpp"
 
+#include "core/rng.hpp"
+
 #include <algorithm>
 
 #include "core/dht/auth.hpp"
@@ -386,10 +388,7 @@ void Node::refresh_buckets(TimePoint now) {
 
 std::uint64_t Node::next_random() {
   // splitmix64: small, seedable, and enough for picking ids in a bucket.
-  std::uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return splitmix64_next(rng_state_);
 }
 
 }  // namespace apiary::core::dht

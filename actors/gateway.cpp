@@ -1,6 +1,7 @@
 #include "actors/gateway.hpp"
 
 #include "actors/type_ids.hpp"
+#include "messages/log/log.hpp"
 #include "transport/local/transport.hpp"
 #include "transport/ucx/transport.hpp"
 
@@ -23,8 +24,14 @@ Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, Gate
   }
   std::shared_ptr<Gateway> gw(new Gateway(std::move(t)));
   auto bound = gw->transport_->start(gw.get(), config.host, config.port);
-  if (!bound) return bound.error();
+  if (!bound) {
+    log::process_logger().log(log::Level::error, "gateway.start_failed", "host", config.host, "port", config.port,
+                              "why", bound.error().message);
+    return bound.error();
+  }
   gw->address_ = *bound;
+  log::process_logger().log(log::Level::info, "gateway.listen", "address", *bound, "backend",
+                            config.backend == Backend::ucx ? "ucx" : "local");
   // Calls to our own address never leave the process (see execute); the key is the
   // transport thread's to read, so it is set there.
   Gateway* raw = gw.get();
@@ -166,6 +173,7 @@ Buffer Gateway::landing_for(const PeerKey& from, const pb::Envelope& env, std::s
 }
 
 void Gateway::on_peer_down(const PeerKey& peer, const Error& why) {
+  log::process_logger().log(log::Level::info, "gateway.peer_down", "peer", peer, "why", why.message);
   execute(engine_.on_peer_down(now(), peer, why));
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "messages/log/log.hpp"
 
 int main(int argc, char** argv) {
   // Tensors, parts and frames of hundreds of KiB to hundreds of MiB come and go every
@@ -18,6 +19,16 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 1);
   CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};
   app.require_subcommand(1);
+  // Logs (stderr, structured): the level from --log-level, before or after the command,
+  // or from the environment (APIARY_LOG; APIARY_LOG_JSON=1 for JSON lines).
+  app.fallthrough();
+  app.add_option_function<std::string>(
+         "--log-level",
+         [](const std::string& level) {
+           if (auto st = apiary::log::set_process_level(level); !st) throw CLI::ValidationError("--log-level", st.error().message);
+         },
+         "Log level: trace, debug, info, warn (default, or APIARY_LOG), error, off")
+      ->type_name("LEVEL");
   const std::vector<std::pair<std::string, apiary::apps::Command>> commands = {
       {"node", apiary::apps::add_node_command(app)},
       {"ping", apiary::apps::add_ping_command(app)},

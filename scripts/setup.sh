@@ -9,7 +9,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
   libcaf-dev libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils
-  libfmt-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
+  libfmt-dev libspdlog-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
   libopendht-dev
   libgloo-dev openmpi-bin libopenmpi-dev
 )
@@ -24,6 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+# ccache keys on paths relative to the checkout and ignores the working directory, so a
+# fresh clone in another folder (CI) reuses what any earlier build compiled.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # CUDA kernels are built when nvcc is present (/usr/local/cuda); everything works without.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${APIARY_CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "${APIARY_JOBS:-2}"

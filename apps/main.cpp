@@ -19,9 +19,8 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 1);
   CLI::App app{"apiary: an actor runtime for distributed and decentralized deep-learning training"};
   app.require_subcommand(1);
-  // Logs (stderr, structured): the level from --log-level, before or after the command,
-  // or from the environment (APIARY_LOG; APIARY_LOG_JSON=1 for JSON lines).
-  app.fallthrough();
+  // Logs (stderr, structured): the level from --log-level, given before the command, or
+  // from the environment (APIARY_LOG; APIARY_LOG_JSON=1 for JSON lines).
   app.add_option_function<std::string>(
          "--log-level",
          [](const std::string& level) {

@@ -20,8 +20,13 @@ struct role_host_state {
   /// stops first: the replies go with the state).
   std::map<core::OpId, std::shared_ptr<RoleReply>> waiting;
   core::OpId next_op = 1;
-  /// Callers' names by (listen "host:port" + PeerID bytes), parsed once per peer.
-  std::unordered_map<std::string, core::PeerAddr> from;
+  /// A caller's name, parsed once per peer: by listen "host:port", with the PeerID bytes
+  /// it was made from (a new PeerID at the same address is parsed again).
+  struct Caller {
+    std::string peer_id;
+    core::PeerAddr addr;
+  };
+  std::unordered_map<std::string, Caller> from;
 };
 
 using self_t = caf::stateful_actor<role_host_state>;
@@ -29,12 +34,14 @@ using self_t = caf::stateful_actor<role_host_state>;
 /// The core's name for the caller of delivery `d`, from the cache.
 const core::PeerAddr& caller_of(self_t* self, const Delivery& d) {
   auto& cache = self->state.from;
-  std::string key = d.peer_listen_addr;
-  key.push_back('\0');
-  key += d.peer_id;
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(std::move(key), peer_addr_of(d.peer_listen_addr, d.peer_id)).first;
-  return it->second;
+  auto it = cache.find(d.peer_listen_addr);
+  if (it == cache.end()) {
+    it = cache.emplace(d.peer_listen_addr, role_host_state::Caller{d.peer_id, peer_addr_of(d.peer_listen_addr, d.peer_id)})
+             .first;
+  } else if (it->second.peer_id != d.peer_id) {
+    it->second = role_host_state::Caller{d.peer_id, peer_addr_of(d.peer_listen_addr, d.peer_id)};
+  }
+  return it->second.addr;
 }
 
 /// Feeds one input to the role and executes what it returns: calls, messages and timers
@@ -43,30 +50,16 @@ const core::PeerAddr& caller_of(self_t* self, const Delivery& d) {
 void feed(self_t* self, core::Input input) {
   auto& st = self->state;
   core::Effects fx = st.role->on(core_now(), std::move(input));
-  std::vector<core::Complete> completed;
-  std::vector<core::Ask> asks;
-  core::Effects rest;
-  rest.reserve(fx.size());
-  for (auto& effect : fx) {
-    if (auto* done = std::get_if<core::Complete>(&effect)) {
-      completed.push_back(std::move(*done));
-    } else if (auto* ask = std::get_if<core::Ask>(&effect)) {
-      asks.push_back(std::move(*ask));
-    } else {
-      rest.push_back(std::move(effect));
-    }
-  }
-  for (auto& failed : st.fx->execute(std::move(rest))) feed(self, core::Response{failed.call, std::move(failed.result)});
-  for (auto& done : completed) {
+  auto local = core::take_local(fx);
+  for (auto& failed : st.fx->execute(std::move(fx))) feed(self, core::Response{failed.call, std::move(failed.result)});
+  for (auto& done : local.completed) {
     auto it = st.waiting.find(done.op);
     if (it == st.waiting.end()) continue;  // an operation the role started itself
     auto reply = std::move(it->second);
     st.waiting.erase(it);
     reply->deliver(std::move(done.result));
   }
-  for (auto& ask : asks) {
-    feed(self, core::LocalReply{ask.op, make_error(errc::not_found, "no role named '{}' in this process", ask.role)});
-  }
+  for (auto& ask : local.asks) feed(self, core::no_such_role(ask));
 }
 
 caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_ptr<std::unique_ptr<core::Role>> role) {

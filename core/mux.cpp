@@ -156,7 +156,7 @@ void Mux::translate(TimePoint now, RoleId r, Effects fx, Effects& out) {
     } else if (auto* ask = std::get_if<Ask>(&effect)) {
       auto it = by_name_.find(ask->role);
       if (it == by_name_.end()) {
-        feed(now, r, LocalReply{ask->op, make_error(errc::not_found, "no role named '{}' here", ask->role)}, out);
+        feed(now, r, no_such_role(*ask), out);
         continue;
       }
       const OpId op = next_op_++;

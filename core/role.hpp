@@ -98,6 +98,19 @@ class Role {
   [[nodiscard]] virtual Effects on(TimePoint now, Input input) = 0;
 };
 
+/// The local effects of a role's output, for its host.
+struct LocalEffects {
+  std::vector<Complete> completed;  ///< finished local operations, in order
+  std::vector<Ask> asks;            ///< calls to roles the host must find, in order
+};
+
+/// Moves the Completes and Asks out of `fx`, which keeps its other effects in order.
+/// Allocates nothing when there are none (the common case on a hot path).
+[[nodiscard]] LocalEffects take_local(Effects& fx);
+
+/// The answer to an Ask for a role its host does not have.
+[[nodiscard]] LocalReply no_such_role(const Ask& ask);
+
 /// A LocalCall's Complete with an error: `method` is not one the role knows.
 [[nodiscard]] inline Complete unknown_method(const LocalCall& call, const char* role) {
   return Complete{call.op, make_error(errc::not_found, "{} has no local method '{}'", role, call.method)};

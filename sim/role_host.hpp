@@ -77,23 +77,20 @@ class RoleHost final : public Host {
   /// One input to the role; Completes go to their callers, Asks no role here serves are
   /// answered with an error, the rest goes to the World.
   core::Effects feed(core::TimePoint now, core::Input input) {
-    core::Effects out;
     core::Effects fx = role_.on(now, std::move(input));
-    for (auto& effect : fx) {
-      if (auto* done = std::get_if<core::Complete>(&effect)) {
-        auto it = waiting_.find(done->op);
-        if (it == waiting_.end()) continue;  // an op the role started itself
-        Done cb = std::move(it->second);
-        waiting_.erase(it);
-        if (cb) cb(std::move(done->result));
-      } else if (auto* ask = std::get_if<core::Ask>(&effect)) {
-        auto more = feed(now, core::LocalReply{ask->op, make_error(errc::not_found, "no role named '{}' here", ask->role)});
-        out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-      } else {
-        out.push_back(std::move(effect));
-      }
+    auto local = core::take_local(fx);
+    for (auto& done : local.completed) {
+      auto it = waiting_.find(done.op);
+      if (it == waiting_.end()) continue;  // an op the role started itself
+      Done cb = std::move(it->second);
+      waiting_.erase(it);
+      if (cb) cb(std::move(done.result));
     }
-    return out;
+    for (auto& ask : local.asks) {
+      auto more = feed(now, core::no_such_role(ask));
+      fx.insert(fx.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+    return fx;
   }
 
   R role_;

@@ -206,3 +206,23 @@ TEST_CASE("a Pinger in a Mux beside another role probes, answers and reports as 
   CHECK(snap->rounds == 1);
   CHECK(snap->peers.at("/ip4/127.0.0.1/tcp/2").failed == 1);
 }
+
+TEST_CASE("take_local moves Completes and Asks out, keeping every other effect in order", "[mux]") {
+  Effects fx{SetTimer{1, {}}, Complete{5, Value::of(1)}, Cancel{2, "x"}, Ask{6, "dht", "run", {}}, CancelTimer{3}};
+  auto local = take_local(fx);
+  REQUIRE(fx.size() == 3);
+  CHECK(std::get<SetTimer>(fx[0]).id == 1);
+  CHECK(std::get<Cancel>(fx[1]).call == 2);
+  CHECK(std::get<CancelTimer>(fx[2]).id == 3);
+  REQUIRE(local.completed.size() == 1);
+  CHECK(local.completed[0].op == 5);
+  REQUIRE(local.asks.size() == 1);
+  CHECK(local.asks[0].role == "dht");
+  CHECK(no_such_role(local.asks[0]).result.error().message.find("'dht'") != std::string::npos);
+
+  Effects plain{SetTimer{1, {}}};
+  auto none = take_local(plain);
+  CHECK(plain.size() == 1);
+  CHECK(none.completed.empty());
+  CHECK(none.asks.empty());
+}

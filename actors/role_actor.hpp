@@ -54,6 +54,26 @@ struct role_call_message {
 /// (core::Start). The actor owns the role until it exits.
 caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role);
 
+/// `role`, with `watch(role)` run after every input it takes (on the host's thread), e.g.
+/// to publish counters that other threads read while it runs.
+template <class R>
+std::unique_ptr<core::Role> watched(std::unique_ptr<R> role, std::function<void(const R&)> watch) {
+  struct Watched final : core::Role {
+    std::unique_ptr<R> inner;
+    std::function<void(const R&)> watch;
+    std::vector<std::string> handles() const override { return inner->handles(); }
+    core::Effects on(core::TimePoint now, core::Input input) override {
+      core::Effects fx = inner->on(now, std::move(input));
+      watch(*inner);
+      return fx;
+    }
+  };
+  auto out = std::make_unique<Watched>();
+  out->inner = std::move(role);
+  out->watch = std::move(watch);
+  return out;
+}
+
 /// Unregisters the handles of a role host and stops it.
 void stop_role_actor(Gateway& gw, const caf::actor& host, const std::vector<std::string>& handles);
 

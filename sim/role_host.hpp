@@ -45,6 +45,14 @@ class RoleHost final : public Host {
     return feed(now, core::LocalCall{op, std::move(target), std::move(method), std::move(args)});
   }
 
+  /// Feeds any input to the role now (a fault injector's PeerDown, for one); returns the
+  /// effects to execute (World::submit).
+  [[nodiscard]] core::Effects input(core::TimePoint now, core::Input in) { return feed(now, std::move(in)); }
+  /// input(now, PeerDown{peer}).
+  [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer) {
+    return feed(now, core::PeerDown{peer});
+  }
+
   /// Local operations started and not finished yet.
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
 

@@ -1,6 +1,6 @@
 #pragma once
-/// A node's proxy of dense PS variables (`local_replication`) as an actor: a thin shell
-/// around core::ps::ProxyServer serving the pull handle (core/ps/wire.hpp) on its own
+/// A node's proxy of dense PS variables (`local_replication`) in the generic actor host:
+/// core::ps::ProxyServer serving the pull handle (core/ps/wire.hpp) on its own
 /// gateway. The node's replicas pull proxied shards from it (ReplicaDriverConfig::
 /// pull_via); it sends one pull per shard per step to the PS.
 #include <atomic>

@@ -1,7 +1,7 @@
 #pragma once
-/// The parameter-server role as an actor: a thin shell around core::ps::ShardServer
-/// that serves the push and pull handles (core/ps/wire.hpp) over the gateway and sends
-/// each answer when the server releases it. Replicas talk to it with ReplicaDriver
+/// The parameter-server role (core::ps::ShardServer) in the generic actor host: it
+/// serves the PS handles (core/ps/wire.hpp) over the gateway and sends each answer when
+/// the server releases it. Replicas talk to it with ReplicaDriver
 /// (actors/ps/replica_driver.hpp).
 #include <memory>
 #include <string>

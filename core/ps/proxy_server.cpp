@@ -25,6 +25,19 @@ void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step
   out.push_back(unary_call(next_call_++, shards_.at(shard), k_ps_pull_handle, m.SerializeAsString(), call_timeout_));
 }
 
+std::vector<std::string> ProxyServer::handles() const { return {k_ps_pull_handle}; }
+
+Effects ProxyServer::on(TimePoint now, Input input) {
+  if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, std::string(r->body.view()));
+  if (auto* r = std::get_if<Response>(&input)) return on_response(now, r->call, r->result);
+  if (auto* p = std::get_if<PeerDown>(&input)) return peer_down(now, p->peer);
+  if (auto* c = std::get_if<LocalCall>(&input)) {
+    if (c->method == k_proxy_counters_method) return {Complete{c->op, Value::of(ProxyCounts{pulls(), reads()})}};
+    return {unknown_method(*c, "the PS proxy")};
+  }
+  return {};
+}
+
 Effects ProxyServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle,
                                 const std::string& request) {
   if (handle != k_ps_pull_handle) {

@@ -18,17 +18,33 @@
 
 #include "core/effects.hpp"
 #include "core/ps/proxy.hpp"
+#include "core/role.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core::ps {
 
-/// One node's proxy. Not thread-safe; one owner drives it.
-class ProxyServer {
+/// What a proxy has done so far (the answer of k_proxy_counters_method).
+struct ProxyCounts {
+  std::int64_t pulls = 0;  ///< pulls sent to the PS (one per shard per step)
+  std::int64_t reads = 0;  ///< reads answered to local replicas
+};
+
+/// The local method that answers with a ProxyCounts.
+inline constexpr const char* k_proxy_counters_method = "counters";
+
+/// One node's proxy. Not thread-safe; one owner drives it. As a Role it serves the pull
+/// handle, refreshes from the PS with its own calls, and answers k_proxy_counters_method.
+class ProxyServer final : public Role {
  public:
   /// The proxy of node `node`, caching the shards of `shards` (shard name -> address of
   /// its PS); its own pulls carry replica id `replica` (one of the node's) and wait up
   /// to `call_timeout`.
   ProxyServer(std::string node, std::map<std::string, PeerAddr> shards, std::int32_t replica, Duration call_timeout);
+
+  /// The pull handle.
+  [[nodiscard]] std::vector<std::string> handles() const override;
+  /// The role contract: each input to the method below that takes it.
+  [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// A request from a local replica: a pull of a proxied shard. Returns the Reply (a
   /// hit), the Call refreshing the copy (the first reader of a step), or nothing (the

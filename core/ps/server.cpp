@@ -32,6 +32,34 @@ std::size_t ShardServer::held() const {
   return n;
 }
 
+std::vector<std::string> ShardServer::served() {
+  return {k_ps_push_handle, k_ps_pull_handle, k_ps_join_handle, k_ps_optimizer_state_handle};
+}
+
+Effects ShardServer::on(TimePoint now, Input input) {
+  if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, r->from, r->body);
+  if (auto* m = std::get_if<RequestMessage>(&input)) {
+    const Result<std::string> message =
+        m->message.ok() ? Result<std::string>(std::string(m->message->view())) : Result<std::string>(m->message.error());
+    return on_request_message(now, m->id, message, m->last);
+  }
+  if (auto* p = std::get_if<PeerDown>(&input)) {
+    // The connection to a replica broke: its session ends as if the stream had failed.
+    std::vector<RequestId> gone;
+    for (const auto& [id, session] : sessions_) {
+      if (session.second == p->peer) gone.push_back(id);
+    }
+    Effects out;
+    for (RequestId id : gone) {
+      auto fx = on_request_message(now, id, make_error(errc::peer_down, "the connection to {} broke", p->peer), true);
+      out.insert(out.end(), std::make_move_iterator(fx.begin()), std::make_move_iterator(fx.end()));
+    }
+    return out;
+  }
+  if (auto* c = std::get_if<LocalCall>(&input)) return {unknown_method(*c, "the PS shard server")};
+  return {};  // it makes no calls and arms no timers
+}
+
 Effects ShardServer::on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
                                 const Buffer& body) {
   if (handle == k_ps_push_handle) return push(id, body.view(), std::make_shared<const Buffer>(body));

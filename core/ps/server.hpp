@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "core/effects.hpp"
+#include "core/role.hpp"
 #include "core/ps/shard.hpp"
 #include "messages/result.hpp"
 #include "ps.pb.h"
@@ -32,11 +33,21 @@ struct ServerStats {
   std::uint64_t sessions = 0;  ///< replica sessions opened
 };
 
-/// The shards of one PS device. Not thread-safe; one owner drives it.
-class ShardServer {
+/// The shards of one PS device. Not thread-safe; one owner drives it. As a Role it
+/// serves the four handles of core/ps/wire.hpp, keeps the bodies of requests as the
+/// Buffer they came in (the kept-body on_request), and reads session streams.
+class ShardServer final : public Role {
  public:
   /// A server named `device` (for messages) holding `shards`, keyed by shard name.
   ShardServer(std::string device, std::map<std::string, Shard> shards);
+
+  /// served().
+  [[nodiscard]] std::vector<std::string> handles() const override { return served(); }
+  /// The push, pull, join and optimizer-state handles every server serves.
+  [[nodiscard]] static std::vector<std::string> served();
+  /// The role contract: requests, session-stream messages, and a peer going down (its
+  /// open sessions fail with errc::peer_down, as when their streams fail).
+  [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// A request to a handle of core/ps/wire.hpp. Returns the Replies to send: this
   /// request's own when it is answered (or refused) now, and those of held requests it

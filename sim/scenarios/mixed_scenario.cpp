@@ -116,7 +116,7 @@ void collect(const MixedRun& run, const PsScenarioConfig& c, const cc::ArPlan& a
     o.end = host->end_time();
     report.replicas.push_back(std::move(o));
   }
-  for (const auto* server : run.servers) report.ps_pulls += server->server().stats().pulls;
+  for (const auto* server : run.servers) report.ps_pulls += server->role().stats().pulls;
 }
 
 }  // namespace

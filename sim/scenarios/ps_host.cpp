@@ -17,49 +17,6 @@ constexpr core::TimerId k_compute_timer = 1;
 
 }  // namespace
 
-// ---- PsServerHost ----
-
-Effects PsServerHost::on_start(TimePoint /*now*/) { return {}; }
-
-Effects PsServerHost::on_request(TimePoint now, core::RequestId id, const std::string& handle,
-                                 const std::string& request) {
-  return on_request_from(now, id, handle, core::PeerAddr{}, request);
-}
-
-Effects PsServerHost::on_request_from(TimePoint now, core::RequestId id, const std::string& handle,
-                                      const core::PeerAddr& from, const std::string& request) {
-  if (handle == cps::k_ps_join_handle) sessions_[id] = from;
-  return server_.on_request(now, id, handle, from, request);
-}
-
-Effects PsServerHost::on_response(TimePoint /*now*/, core::CallId /*call*/, const Result<std::string>& /*response*/) {
-  return {};  // a PS makes no calls
-}
-
-Effects PsServerHost::on_timer(TimePoint /*now*/, core::TimerId /*id*/) { return {}; }
-
-Effects PsServerHost::on_request_message(TimePoint now, core::RequestId id, const Result<std::string>& message,
-                                         bool last) {
-  if (last || !message.ok()) sessions_.erase(id);
-  return server_.on_request_message(now, id, message, last);
-}
-
-Effects PsServerHost::peer_down(TimePoint now, const core::PeerAddr& peer) {
-  Effects out;
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second != peer) {
-      ++it;
-      continue;
-    }
-    const core::RequestId id = it->first;
-    it = sessions_.erase(it);
-    auto fx =
-        server_.on_request_message(now, id, make_error(errc::peer_down, "the connection to {} broke", peer), true);
-    out.insert(out.end(), std::make_move_iterator(fx.begin()), std::make_move_iterator(fx.end()));
-  }
-  return out;
-}
-
 // ---- PsReplicaHost ----
 
 Result<std::unique_ptr<PsReplicaHost>> PsReplicaHost::create(PsReplicaSettings settings) {

@@ -31,38 +31,14 @@
 #include "core/time.hpp"
 #include "messages/result.hpp"
 #include "sim/host.hpp"
+#include "sim/role_host.hpp"
 #include "sim/scenarios/ps_client.hpp"
 
 namespace apiary::sim::scenarios {
 
-/// One PS device's shards as a simulated node.
-class PsServerHost : public Host {
- public:
-  /// Serves `server`.
-  explicit PsServerHost(core::ps::ShardServer server) : server_(std::move(server)) {}
-
-  [[nodiscard]] core::Effects on_start(core::TimePoint now) override;
-  [[nodiscard]] core::Effects on_request(core::TimePoint now, core::RequestId id, const std::string& handle,
-                                         const std::string& request) override;
-  [[nodiscard]] core::Effects on_request_from(core::TimePoint now, core::RequestId id, const std::string& handle,
-                                              const core::PeerAddr& from, const std::string& request) override;
-  [[nodiscard]] core::Effects on_response(core::TimePoint now, core::CallId call,
-                                          const Result<std::string>& response) override;
-  [[nodiscard]] core::Effects on_timer(core::TimePoint now, core::TimerId id) override;
-  [[nodiscard]] core::Effects on_request_message(core::TimePoint now, core::RequestId id,
-                                                 const Result<std::string>& message, bool last) override;
-
-  /// The connection to `peer` broke: its open sessions fail (errc::peer_down). Returns
-  /// the effects for World::submit.
-  [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer);
-
-  /// The server (shards, lost replicas, counters).
-  [[nodiscard]] const core::ps::ShardServer& server() const { return server_; }
-
- private:
-  core::ps::ShardServer server_;
-  std::map<core::RequestId, core::PeerAddr> sessions_;  ///< open session -> its caller
-};
+/// One PS device's shards as a simulated node: the generic host running the server
+/// (role() gives its shards, lost replicas and counters).
+using PsServerHost = RoleHost<core::ps::ShardServer>;
 
 /// Fixed settings of one replica.
 struct PsReplicaSettings {

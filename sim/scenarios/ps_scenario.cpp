@@ -164,11 +164,11 @@ void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
     o.end = host->end_time();
     report.replicas.push_back(std::move(o));
   }
-  for (const auto* server : run.servers) report.ps_pulls += server->server().stats().pulls;
+  for (const auto* server : run.servers) report.ps_pulls += server->role().stats().pulls;
   for (std::size_t i = 0; i < run.proxies.size(); ++i) {
     PsProxyReport p = run.proxy_reports[i];
-    p.pulls = run.proxies[i]->proxy().pulls();
-    p.reads = run.proxies[i]->proxy().reads();
+    p.pulls = run.proxies[i]->role().pulls();
+    p.reads = run.proxies[i]->role().reads();
     report.proxies.push_back(std::move(p));
   }
 }

@@ -24,13 +24,16 @@ std::vector<std::string> NodeRole::served(const messages::PeerId& peer, bool sha
 
 std::vector<std::string> NodeRole::handles() const {
   if (node_->config().protocol.client_mode) return {};
+  if (!config_.addressed) return {k_ping_handle, k_store_handle, k_find_handle};
   return served(config_.peer_id, config_.shared_transport);
 }
 
 Effects NodeRole::on(TimePoint now, Input input) {
   if (auto* r = std::get_if<Request>(&input)) {
-    const std::string base = r->handle.substr(0, r->handle.find('@'));
-    return finish(node_->on_request(now, r->id, base, r->from, std::string(r->body.view())));
+    const auto at = r->handle.find('@');
+    const std::string body(r->body.view());
+    if (at == std::string::npos) return finish(node_->on_request(now, r->id, r->handle, r->from, body));
+    return finish(node_->on_request(now, r->id, r->handle.substr(0, at), r->from, body));
   }
   if (auto* r = std::get_if<Response>(&input)) return finish(node_->on_response(now, r->call, r->result));
   if (auto* t = std::get_if<TimerFired>(&input)) return finish(node_->on_timer(now, t->id));
@@ -60,6 +63,7 @@ Effects NodeRole::on(TimePoint now, Input input) {
 
 Effects NodeRole::finish(Effects fx) {
   for (auto& effect : fx) {
+    if (!config_.addressed) break;
     auto* call = std::get_if<Call>(&effect);
     if (call == nullptr) continue;
     // Address the node behind the peer's transport by its PeerID, when the address names it.

@@ -40,13 +40,18 @@ struct NodeRoleConfig {
   /// The transport hosts other DHT nodes too: calls name this node as their caller, and
   /// only the handles addressed to this node are served.
   bool shared_transport = false;
+  /// Nodes are addressed by PeerID on their transport (`<handle>@<PeerID>`). Off where
+  /// every address reaches exactly one node (the simulator): plain handles only, calls
+  /// unchanged.
+  bool addressed = true;
 };
 
 class NodeRole final : public Role {
  public:
   NodeRole(std::unique_ptr<Node> node, NodeRoleConfig config);
 
-  /// Nothing in client mode; else served(peer_id, shared_transport).
+  /// Nothing in client mode; the plain handles when not addressed; else
+  /// served(peer_id, shared_transport).
   [[nodiscard]] std::vector<std::string> handles() const override;
   /// The handles a serving node has: addressed to `peer`, and the plain ones too (for
   /// callers that know only host:port) unless the transport is shared.

@@ -66,15 +66,17 @@ struct Run {
     DhtHost& host = swarm->host(*pick);
     ops[op] = OpRecord{kind, key, *pick, false, {}};
     const core::TimePoint now = world.now();
-    core::Effects fx;
+    core::dht::NodeOp run;
     if (kind == OpKind::store) {
       core::dht::StoreItem item{key_ids[key], core::dht::k_subkey_regular, values[key],
-                                host.node().dht_time(now) + config.ttl};
-      fx = host.node().store(now, op, {std::move(item)});
+                                host.role().node().dht_time(now) + config.ttl};
+      run = [item = std::move(item)](core::dht::Node& n, core::TimePoint at, core::dht::OpId id) {
+        return n.store(at, id, {item});
+      };
     } else {
-      fx = host.node().get(now, op, {key_ids[key]});
+      run = [k = key_ids[key]](core::dht::Node& n, core::TimePoint at, core::dht::OpId id) { return n.get(at, id, {k}); };
     }
-    (void)world.submit(swarm->addr(*pick), host.deliver(std::move(fx)));
+    run_dht_op(world, swarm->addr(*pick), host, op, std::move(run), swarm->sink());
   }
 
   /// Crashes `count` random initial nodes at times uniform in [from, until]; with
@@ -132,7 +134,7 @@ struct Run {
     for (std::size_t k = 0; k < key_ids.size(); ++k) key_index.emplace(key_ids[k], k);
     std::vector<std::vector<std::size_t>> out(key_ids.size());
     for (std::size_t i = 0; i < swarm->size(); ++i) {
-      core::dht::Node& node = swarm->host(i).node();
+      core::dht::Node& node = swarm->host(i).role().node();
       for (const auto& item : node.protocol().storage().items(node.dht_time(world.now()))) {
         auto it = key_index.find(item.first);
         if (it != key_index.end()) out[it->second].push_back(i);

@@ -9,41 +9,22 @@
 
 namespace apiary::sim::scenarios {
 
-DhtHost::DhtHost(core::dht::NodeId id, core::PeerAddr self, core::dht::NodeConfig config,
-                 double dht_epoch, std::vector<core::PeerAddr> bootstrap, DhtOpSink sink)
-    : node_(id, std::move(self), std::move(config), nullptr, dht_epoch),
-      bootstrap_(std::move(bootstrap)),
-      sink_(std::move(sink)) {}
-
-core::Effects DhtHost::deliver(core::Effects effects) {
-  for (auto& result : node_.take_completed()) {
-    if (sink_) sink_(node_.self_addr(), std::move(result));
-  }
-  return effects;
-}
-
-core::Effects DhtHost::on_start(core::TimePoint now) {
-  return deliver(node_.start(now, k_bootstrap_op, bootstrap_));
-}
-
-core::Effects DhtHost::on_request(core::TimePoint now, core::RequestId id,
-                                  const std::string& handle, const std::string& request) {
-  return deliver(node_.on_request(now, id, handle, core::PeerAddr{}, request));
-}
-
-core::Effects DhtHost::on_request_from(core::TimePoint now, core::RequestId id,
-                                       const std::string& handle, const core::PeerAddr& from,
-                                       const std::string& request) {
-  return deliver(node_.on_request(now, id, handle, from, request));
-}
-
-core::Effects DhtHost::on_response(core::TimePoint now, core::CallId call,
-                                   const Result<std::string>& response) {
-  return deliver(node_.on_response(now, call, response));
-}
-
-core::Effects DhtHost::on_timer(core::TimePoint now, core::TimerId id) {
-  return deliver(node_.on_timer(now, id));
+void run_dht_op(World& world, const core::PeerAddr& addr, DhtHost& host, core::dht::OpId op, core::dht::NodeOp run,
+                const DhtOpSink& sink) {
+  if (!world.running(addr)) return;
+  auto fx = host.call(world.now(), "", core::dht::k_run_method, core::Value::of(std::move(run)),
+                      [addr, op, sink](Result<core::Value> r) {
+                        core::dht::OpResult result;
+                        if (r.ok() && r->as<core::dht::OpResult>() != nullptr) {
+                          result = std::move(*r->as<core::dht::OpResult>());
+                        } else {
+                          result.status = r.ok() ? make_error(errc::internal, "the node answered with a {}", r->type_name())
+                                                 : r.error();
+                        }
+                        result.op = op;
+                        if (sink) sink(addr, std::move(result));
+                      });
+  (void)world.submit(addr, std::move(fx));
 }
 
 core::PeerAddr dht_addr(std::size_t i, const core::dht::NodeId& id) {
@@ -150,11 +131,21 @@ Result<std::size_t> DhtSwarm::add(World& world, std::vector<core::PeerAddr> boot
   core::dht::NodeConfig config = options_.node;
   config.seed = world.rng().next_u64();
   core::PeerAddr addr = dht_addr(index, id);
-  auto host = std::make_unique<DhtHost>(id, addr, std::move(config), options_.dht_epoch,
-                                        std::move(bootstrap), sink_);
+  core::dht::NodeRoleConfig role;
+  role.addressed = false;  // every simulated address is one node
+  auto host = std::make_unique<DhtHost>(
+      std::make_unique<core::dht::Node>(id, addr, std::move(config), nullptr, options_.dht_epoch), role);
   DhtHost* typed = host.get();
   if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
   if (auto st = world.start_node(addr, at); !st) return st.error();
+  // Right after it starts, the node bootstraps: a local operation, as a process's Dht does.
+  world.schedule(at, [addr, typed, bootstrap = std::move(bootstrap), sink = sink_](World& w) {
+    run_dht_op(w, addr, *typed, k_bootstrap_op,
+               [bootstrap](core::dht::Node& n, core::TimePoint now, core::dht::OpId op) {
+                 return n.start(now, op, bootstrap);
+               },
+               sink);
+  });
   addrs_.push_back(std::move(addr));
   hosts_.push_back(typed);
   return index;

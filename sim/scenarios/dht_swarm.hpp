@@ -1,6 +1,6 @@
 #pragma once
 /// The DHT swarm: N simulated nodes each running an unchanged core::dht::Node, joining one
-/// after another from a few random earlier nodes. DhtHost adapts one Node to the World;
+/// after another from a few random earlier nodes. DhtHost runs one node's role in the World;
 /// DhtSwarm builds the swarm and adds fresh joiners later (churn); dht_link_rule gives
 /// every link its own latency, drawn once from a seeded hash.
 #include <cstddef>
@@ -13,54 +13,28 @@
 #include "core/effects.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
-#include "sim/host.hpp"
+#include "core/dht/node_role.hpp"
+#include "sim/role_host.hpp"
 #include "sim/network.hpp"
 #include "sim/world.hpp"
 
 namespace apiary::sim::scenarios {
 
-/// Op id every DhtHost uses for its bootstrap (scenario ops must pick others).
+/// Op id the sink sees for every node's bootstrap (scenario ops must pick others).
 inline constexpr core::dht::OpId k_bootstrap_op = 1;
 
 /// Receives every operation a node finishes: the node's address and the result.
 using DhtOpSink = std::function<void(const core::PeerAddr& node, core::dht::OpResult result)>;
 
-/// Runs one core::dht::Node as a simulated node. The World's caller address is passed to
-/// the node as the request's sender, so the node registers callers in its routing table
-/// as a real node does.
-class DhtHost : public Host {
- public:
-  /// A node with DHT id `id` listening on `self`, bootstrapping from `bootstrap` when
-  /// started; `dht_epoch` (seconds) is added to virtual time to get DHT time; every
-  /// finished operation (the bootstrap included) goes to `sink`.
-  DhtHost(core::dht::NodeId id, core::PeerAddr self, core::dht::NodeConfig config,
-          double dht_epoch, std::vector<core::PeerAddr> bootstrap, DhtOpSink sink);
+/// One simulated DHT node: the generic host running a core::dht::NodeRole (its node
+/// is role().node()). The World's caller address reaches the node as the request's
+/// sender, so it registers callers in its routing table as a real node does.
+using DhtHost = RoleHost<core::dht::NodeRole>;
 
-  [[nodiscard]] core::Effects on_start(core::TimePoint now) override;
-  /// A request with no known caller (the World always calls on_request_from).
-  [[nodiscard]] core::Effects on_request(core::TimePoint now, core::RequestId id,
-                                         const std::string& handle,
-                                         const std::string& request) override;
-  [[nodiscard]] core::Effects on_request_from(core::TimePoint now, core::RequestId id,
-                                              const std::string& handle,
-                                              const core::PeerAddr& from,
-                                              const std::string& request) override;
-  [[nodiscard]] core::Effects on_response(core::TimePoint now, core::CallId call,
-                                          const Result<std::string>& response) override;
-  [[nodiscard]] core::Effects on_timer(core::TimePoint now, core::TimerId id) override;
-
-  /// Hands `effects` (the output of a call on node()) back after draining the node's
-  /// finished operations into the sink; use it for local API calls a scenario makes.
-  [[nodiscard]] core::Effects deliver(core::Effects effects);
-
-  /// The node this host runs.
-  [[nodiscard]] core::dht::Node& node() { return node_; }
-
- private:
-  core::dht::Node node_;
-  std::vector<core::PeerAddr> bootstrap_;
-  DhtOpSink sink_;
-};
+/// Starts `run` (a NodeOp) on running node `addr` of `world` now; its OpResult, with
+/// `op` as its id, goes to `sink`. Nothing happens when the node is not running.
+void run_dht_op(World& world, const core::PeerAddr& addr, DhtHost& host, core::dht::OpId op, core::dht::NodeOp run,
+                const DhtOpSink& sink);
 
 /// How a DHT swarm is built.
 struct DhtSwarmOptions {
@@ -103,6 +77,8 @@ class DhtSwarm {
   [[nodiscard]] const core::PeerAddr& addr(std::size_t i) const { return addrs_[i]; }
   /// Every node's address, in the order added.
   [[nodiscard]] const std::vector<core::PeerAddr>& addrs() const { return addrs_; }
+  /// Where every node's bootstrap and run_dht_op results go.
+  [[nodiscard]] const DhtOpSink& sink() const { return sink_; }
   /// The host of node `i` (< size()).
   [[nodiscard]] DhtHost& host(std::size_t i) const { return *hosts_[i]; }
   /// The index of a node picked uniformly among those running now, or an error if none.

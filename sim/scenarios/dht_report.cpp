@@ -45,9 +45,10 @@ std::string format_report(const DhtScenarioReport& r) {
                    "their node, {} served locally",
                    r.gets_ok, r.gets_done, 100.0 * r.get_success(),
                    r.gets - r.gets_done - r.gets_aborted, r.gets_aborted, r.gets_local));
-  line(fmt::format("gets, replica alive:    {}/{} ok ({:.3f}%); {} keys lost every replica",
-                   r.gets_alive_ok, r.gets_alive, 100.0 * r.get_success_alive(),
-                   r.keys_without_replica));
+  line(fmt::format("gets, replica alive:    {}/{} ok ({:.3f}%); {} keys lost every replica, {} never stored "
+                   "(the storing node crashed first)",
+                   r.gets_alive_ok, r.gets_alive, 100.0 * r.get_success_alive(), r.keys_without_replica,
+                   r.keys_never_held));
   line(fmt::format("hops per get:           mean {:.2f}, p50 {}, p99 {}, max {} ({} remote gets)",
                    r.hops.mean, r.hops.p50, r.hops.p99, r.hops.max, r.hops.samples));
   line(fmt::format("messages per store:     {:.1f} node requests, {:.1f} world calls",

@@ -201,6 +201,12 @@ void Run::summarize(const std::vector<std::vector<std::size_t>>& held) {
     if (ok && op.result.hops > 0) hops.push_back(op.result.hops);
   }
   for (const auto& h : held) {
+    // A key no node held after the stores was never stored (its store's issuer crashed
+    // before any replica took it): no replica of it was lost.
+    if (h.empty()) {
+      report.keys_never_held += 1;
+      continue;
+    }
     const bool alive = std::any_of(h.begin(), h.end(),
                                    [&](std::size_t i) { return world.running(swarm->addr(i)); });
     report.keys_without_replica += alive ? 0 : 1;

@@ -81,7 +81,8 @@ struct DhtScenarioReport {
   std::size_t gets_local = 0;          ///< gets served by the issuing node itself (0 hops)
   std::size_t gets_alive = 0;          ///< finished gets of keys with a live replica
   std::size_t gets_alive_ok = 0;       ///< ... that returned the stored value
-  std::size_t keys_without_replica = 0;  ///< keys no live node held after the stores
+  std::size_t keys_without_replica = 0;  ///< keys held after the stores whose every holder then crashed
+  std::size_t keys_never_held = 0;       ///< keys no node held after the stores (their store's issuer crashed first)
   HopStats hops;                       ///< over the gets that found their value remotely
   double requests_per_store = 0.0;     ///< mean OpResult::requests of finished stores
   double requests_per_get = 0.0;       ///< mean OpResult::requests of finished gets

@@ -75,7 +75,7 @@ TEST_CASE("rank 0 going down breaks the NCCL watch on the members", "[collective
   }
 }
 
-TEST_CASE("members leaving normally do not break the NCCL watch; a stream without a valid rank is refused",
+TEST_CASE("members leaving normally do not break the NCCL watch, a stream without a valid rank is refused",
           "[collective][actor]") {
   Group g(3);
   g.watches[2].reset();  // ends its stream

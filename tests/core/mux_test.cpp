@@ -168,7 +168,7 @@ TEST_CASE("a host's local call reaches the named role and its Complete keeps the
   CHECK(of<Complete>(fx)[0].result.error().message.find("zz") != std::string::npos);
 }
 
-TEST_CASE("Start and PeerDown reach every role; an id beyond a role's space fails its call", "[mux]") {
+TEST_CASE("Start and PeerDown reach every role, an id beyond a role's space fails its call", "[mux]") {
   TwoProbes t;
   (void)t.mux.on({}, Start{});
   (void)t.mux.on({}, PeerDown{"/ip4/127.0.0.1/tcp/5"});

@@ -158,7 +158,7 @@ TEST_CASE("row moments, standardize and destandardize round-trip rows") {
   CHECK(ssd == 0.0);
 }
 
-TEST_CASE("device_context on the CPU accumulates and divides; the pool reuses buffers") {
+TEST_CASE("device_context on the CPU accumulates and divides, the pool reuses buffers") {
   std::unique_ptr<device_context> ctx;
   CHECK(device_context::open(backend::cpu, 0, &ctx).ok());
   if (!ctx) return;

@@ -44,7 +44,7 @@ rank_result run_rank(const nccl_id& id, int ranks, int rank, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("nccl communicator: one rank per device joins by id; all-reduce and all-gather") {
+TEST_CASE("nccl communicator: one rank per device joins by id, all-reduce and all-gather") {
   int devices = 0;
   CHECK(gpu::device_count(&devices).ok());
   nccl_id id;

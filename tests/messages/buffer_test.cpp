@@ -38,7 +38,7 @@ TEST_CASE("blocks of 2 MiB or more are aligned to 2 MiB (for transparent huge pa
   }
 }
 
-TEST_CASE("blocks from 256 KiB to 2 MiB are carved out of one huge-page block; only pooled blocks say huge_backed") {
+TEST_CASE("blocks from 256 KiB to 2 MiB are carved out of one huge-page block, only pooled blocks say huge_backed") {
   constexpr std::size_t huge = std::size_t{2} << 20;
   for (std::size_t capacity : {std::size_t{256} << 10, std::size_t{512} << 10, std::size_t{1} << 20}) {
     INFO("capacity " << capacity);
@@ -82,7 +82,7 @@ TEST_CASE("blocks above 2 MiB come in classes of whole huge pages, not powers of
   CHECK(reinterpret_cast<std::uintptr_t>(other.data()) % (std::size_t{2} << 20) == 0);
 }
 
-TEST_CASE("a view keeps its owner alive and copies nothing; a slice shares its buffer") {
+TEST_CASE("a view keeps its owner alive and copies nothing, a slice shares its buffer") {
   std::weak_ptr<std::vector<float>> watch;
   Buffer view;
   {
@@ -106,7 +106,7 @@ TEST_CASE("a view keeps its owner alive and copies nothing; a slice shares its b
   CHECK(Buffer::view_of(nullptr, nullptr, 0).empty());
 }
 
-TEST_CASE("a payload is head + body + tail; a plain buffer is a whole message") {
+TEST_CASE("a payload is head + body + tail, a plain buffer is a whole message") {
   Payload spliced{"<", Buffer::copy_of(std::string_view("body")), ">"};
   CHECK(spliced.spliced());
   CHECK(spliced.size() == 6);

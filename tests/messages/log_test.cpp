@@ -55,7 +55,7 @@ TEST_CASE("events format as text and as JSON lines, values quoted and escaped", 
   CHECK(format_json(Record{Level::info, 0, "x", control}) == R"({"time":0.000000,"level":"info","event":"x","line":"a\nb\u0001"})");
 }
 
-TEST_CASE("levels parse by name; anything else is refused naming the accepted levels", "[log]") {
+TEST_CASE("levels parse by name, anything else is refused naming the accepted levels", "[log]") {
   CHECK(*parse_level("debug") == Level::debug);
   CHECK(*parse_level("warning") == Level::warn);
   CHECK(*parse_level("off") == Level::off);

@@ -40,7 +40,7 @@ TEST_CASE("a checkpoint round-trips values, shapes and optimizer state", "[ps][c
   CHECK(check_checkpoint(*c, {k_variables[1]}).ok());
 }
 
-TEST_CASE("encode refuses values or state that do not fit; check names what does not match", "[ps][checkpoint]") {
+TEST_CASE("encode refuses values or state that do not fit, check names what does not match", "[ps][checkpoint]") {
   auto short_w = values();
   short_w["w"].pop_back();
   CHECK_THAT(encode_checkpoint(1, k_variables, short_w, OptimizerKind::sgd, {{"w", {}}, {"b", {}}}).error().message,

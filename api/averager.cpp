@@ -139,6 +139,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   impl.schema_hash = schema_of(options);
   impl.gateway = dht.gateway();
   impl.actor_config.role.peer_id = averager->id_;
+  impl.actor_config.role.dht_epoch = dht.runtime().dht_epoch();  // DHT time is the DHT node's
   impl.actor_config.dht = dht.actor();
   impl.actor_config.caller = dht.peer_id().bytes();
   impl.actor_config.serve_join = options.mode != mm::AveragingMode::client;

@@ -87,8 +87,34 @@ core::dht::StoreItem item_of(const DhtKey& key, std::string value, double expira
 Dht::Dht() = default;
 
 Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
-  auto listen = messages::Multiaddr::parse(options.listen);
-  if (!listen) return make_error(errc::invalid_argument, "--listen: {}", listen.error().message);
+  std::unique_ptr<Runtime> runtime;
+  if (options.gateway) {
+    // Another node's gateway: this node has its own identity and is addressed by it.
+    if (options.system == nullptr) {
+      return make_error(errc::invalid_argument, "DhtOptions::gateway needs DhtOptions::system, its actor system");
+    }
+    auto rt = Runtime::attach(*options.system, options.gateway, options.identity_file);
+    if (!rt) return rt.error();
+    runtime = std::move(*rt);
+  } else {
+    RuntimeOptions ro;
+    ro.system = options.system;
+    ro.listen = options.listen;
+    ro.identity_file = options.identity_file;
+    ro.mode = options.mode;
+    ro.busy_poll = options.busy_poll;
+    ro.threads = options.threads;
+    auto rt = Runtime::start(ro);
+    if (!rt) return rt.error();
+    runtime = std::move(*rt);
+  }
+  auto dht = start(*runtime, options);
+  if (!dht) return dht.error();
+  (*dht)->own_runtime_ = std::move(runtime);
+  return dht;
+}
+
+Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& options) {
   std::vector<core::PeerAddr> initial_peers;
   for (const auto& p : options.initial_peers) {
     auto m = messages::Multiaddr::parse(p);
@@ -100,42 +126,10 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
   if (auto ok = core::dht::validate(node_config); !ok) {
     return make_error(errc::invalid_argument, "DHT node config: {}", ok.error().message);
   }
-  auto key = api::load_identity(options.identity_file);
-  if (!key) return key.error();
 
   std::unique_ptr<Dht> dht(new Dht());
+  dht->runtime_ = &runtime;
   dht->client_ = node_config.protocol.client_mode;
-  dht->peer_id_ = messages::PeerId::from_public_key(key->public_key());
-  if (options.system != nullptr) {
-    dht->system_ = options.system;
-  } else {
-    dht->config_ = api::node_actor_system_config(options.threads);
-    dht->own_system_ = std::make_unique<caf::actor_system>(*dht->config_);
-    dht->system_ = dht->own_system_.get();
-  }
-
-  if (options.gateway) {
-    dht->gateway_ = options.gateway;
-    dht->shared_gateway_ = true;
-  } else {
-    actors::GatewayConfig gc;
-    gc.transport.mode = options.mode;
-    gc.transport.busy_poll = options.busy_poll;
-    gc.transport.peer_id = dht->peer_id_.bytes();
-    gc.host = listen->host;
-    gc.port = listen->port;
-    auto gw = actors::Gateway::start(*dht->system_, gc);
-    if (!gw) return gw.error();
-    dht->gateway_ = *gw;
-  }
-  const auto& bound_text = dht->gateway_->address();
-  const auto colon = bound_text.rfind(':');
-  const auto port = static_cast<std::uint16_t>(std::stoi(bound_text.substr(colon + 1)));
-  std::string bound_host = bound_text.substr(0, colon);
-  if (bound_host.size() >= 2 && bound_host.front() == '[') bound_host = bound_host.substr(1, bound_host.size() - 2);
-  auto bound = messages::Multiaddr::from_ip(bound_host, port, dht->peer_id_);
-  if (!bound) return bound.error();
-  dht->address_ = *bound;
 
   // A random DHT id, as hivemind's DHTID.generate(); the core never draws randomness itself.
   std::random_device entropy;
@@ -144,14 +138,15 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
 
   actors::DhtActorConfig ac;
   ac.id = dht->node_id_;
-  ac.self_addr = dht->client_ ? core::PeerAddr{} : dht->address_.to_string();
+  ac.self_addr = dht->client_ ? core::PeerAddr{} : runtime.address().to_string();
   ac.node = node_config;
   ac.validator = options.validator;
   ac.authorizer = options.authorizer;
-  ac.peer_id = dht->peer_id_;
-  ac.shared_gateway = dht->shared_gateway_;
+  ac.peer_id = runtime.peer_id();
+  ac.shared_gateway = runtime.shares_gateway();
+  ac.dht_epoch = runtime.dht_epoch();
   dht->impl_ = std::make_unique<Impl>();
-  dht->impl_->dht = actors::spawn_dht_actor(*dht->system_, dht->gateway_, std::move(ac));
+  dht->impl_->dht = actors::spawn_dht_actor(runtime.system(), runtime.gateway(), std::move(ac));
 
   // Bootstrap: the node pings the initial peers and looks itself up; it ends on its own
   // (every call has a deadline), the wait below only guards against a stuck actor.
@@ -238,7 +233,7 @@ std::future<Result<std::vector<core::dht::Contact>>> Dht::find_nearest(const cor
 
 std::vector<std::string> Dht::visible_addrs() const {
   if (client_) return {};
-  return {address_.to_string()};
+  return {runtime_->address().to_string()};
 }
 
 double Dht::now() {
@@ -275,10 +270,10 @@ Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
 
 void Dht::stop() {
   if (impl_ && impl_->dht) {
-    actors::stop_dht_actor(*gateway_, impl_->dht, peer_id_, shared_gateway_);
+    actors::stop_dht_actor(*runtime_->gateway(), impl_->dht, runtime_->peer_id(), runtime_->shares_gateway());
     impl_->dht = caf::actor{};
   }
-  if (gateway_ && !shared_gateway_) gateway_->stop();
+  if (own_runtime_) own_runtime_->stop();
 }
 
 }  // namespace apiary

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/runtime.hpp"
 #include "core/dht/node.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -117,6 +118,11 @@ class Dht {
   /// missing or bad identity file (not_found, malformed), port in use (unavailable), no
   /// initial peer answered (unavailable, naming them).
   static Result<std::unique_ptr<Dht>> start(const DhtOptions& options);
+  /// Starts a node on `runtime` (its actor system, gateway, identity and DHT epoch;
+  /// `runtime` must outlive the node) and bootstraps it; the options' listen, identity,
+  /// mode, busy_poll, threads, system and gateway are the runtime's business and are
+  /// ignored. Errors as start(options).
+  static Result<std::unique_ptr<Dht>> start(Runtime& runtime, const DhtOptions& options);
   ~Dht();
   Dht(const Dht&) = delete;
   Dht& operator=(const Dht&) = delete;
@@ -141,13 +147,13 @@ class Dht {
                                                                     bool exclude_self = false);
 
   /// This node's PeerID.
-  [[nodiscard]] const messages::PeerId& peer_id() const { return peer_id_; }
+  [[nodiscard]] const messages::PeerId& peer_id() const { return runtime_->peer_id(); }
   /// This node's DHT id.
   [[nodiscard]] const core::dht::NodeId& node_id() const { return node_id_; }
   /// The multiaddrs other nodes reach this one at (with /p2p/<PeerID>); empty for a client.
   [[nodiscard]] std::vector<std::string> visible_addrs() const;
   /// The listen multiaddr with /p2p/<PeerID> (a client's too).
-  [[nodiscard]] const messages::Multiaddr& address() const { return address_; }
+  [[nodiscard]] const messages::Multiaddr& address() const { return runtime_->address(); }
   /// DHT time: Unix time in seconds (what expirations are measured against).
   [[nodiscard]] static double now();
   /// Counters and sizes (asks the actor; errors if it does not answer within 5 s).
@@ -157,9 +163,11 @@ class Dht {
   /// Consecutive failures on record for `peer` (a multiaddr with /p2p/) in the blacklist.
   [[nodiscard]] Result<std::size_t> blacklist_failures(const std::string& peer);
   /// The actor system the node runs on.
-  [[nodiscard]] caf::actor_system& system() { return *system_; }
+  [[nodiscard]] caf::actor_system& system() { return runtime_->system(); }
   /// The gateway the node serves on (roles beside the node, e.g. an Averager, share it).
-  [[nodiscard]] const std::shared_ptr<actors::Gateway>& gateway() const { return gateway_; }
+  [[nodiscard]] const std::shared_ptr<actors::Gateway>& gateway() const { return runtime_->gateway(); }
+  /// The runtime the node runs on.
+  [[nodiscard]] Runtime& runtime() const { return *runtime_; }
   /// The DHT actor (roles beside the node run their DHT operations on it).
   [[nodiscard]] const caf::actor& actor() const;
   /// Stops the node: operations in flight end cancelled. Idempotent.
@@ -168,16 +176,11 @@ class Dht {
  private:
   Dht();
   struct Impl;
-  std::unique_ptr<caf::actor_system_config> config_;
-  std::unique_ptr<caf::actor_system> own_system_;
-  caf::actor_system* system_ = nullptr;
-  std::shared_ptr<actors::Gateway> gateway_;
+  Runtime* runtime_ = nullptr;
+  std::unique_ptr<Runtime> own_runtime_;  ///< when start(options) brought one up
   std::unique_ptr<Impl> impl_;
-  messages::Multiaddr address_;
-  messages::PeerId peer_id_;
   core::dht::NodeId node_id_;
   bool client_ = false;
-  bool shared_gateway_ = false;
 };
 
 }  // namespace apiary

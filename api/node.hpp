@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/gateway.hpp"
+#include "api/runtime.hpp"
 #include "messages/identity/ed25519.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -47,27 +48,23 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   /// The listen multiaddr including /p2p/<PeerID>.
-  const messages::Multiaddr& address() const { return address_; }
+  const messages::Multiaddr& address() const { return runtime_->address(); }
   /// This node's PeerID.
-  const messages::PeerId& id() const { return id_; }
+  const messages::PeerId& id() const { return runtime_->peer_id(); }
   /// The ping role's RTT table (blocks up to a second for the actor's answer).
   std::string rtt_table();
   /// The actor system, for embedding applications that spawn their own actors.
-  caf::actor_system& system() { return *system_; }
+  caf::actor_system& system() { return runtime_->system(); }
   /// The gateway, for registering services and making calls.
-  const std::shared_ptr<actors::Gateway>& gateway() const { return gateway_; }
+  const std::shared_ptr<actors::Gateway>& gateway() const { return runtime_->gateway(); }
   /// Stops the roles and the gateway. Idempotent.
   void stop();
 
  private:
   Node() = default;
   struct Impl;
-  std::unique_ptr<caf::actor_system_config> config_;
-  std::unique_ptr<caf::actor_system> system_;
-  std::shared_ptr<actors::Gateway> gateway_;
+  std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<Impl> impl_;
-  messages::Multiaddr address_;
-  messages::PeerId id_;
 };
 
 }  // namespace apiary

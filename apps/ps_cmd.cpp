@@ -24,7 +24,7 @@
 #include "actors/ps/proxy_actor.hpp"
 #include "actors/ps/replica_driver.hpp"
 #include "actors/ps/shard_actor.hpp"
-#include "api/startup.hpp"
+#include "api/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_allreduce.hpp"
 #include "apps/ps_checkpoint.hpp"
@@ -132,27 +132,16 @@ void watch_stdin() {
   }).detach();
 }
 
-/// A caf system and a gateway listening on --listen.
-struct Runtime {
-  std::unique_ptr<caf::actor_system_config> config;
-  std::unique_ptr<caf::actor_system> system;
-  std::shared_ptr<actors::Gateway> gateway;
-};
-
-Result<Runtime> start_runtime(const PsArgs& a) {
+/// The process's runtime, listening on --listen.
+Result<std::unique_ptr<Runtime>> start_runtime(const PsArgs& a) {
   auto hp = split_host_port(a.listen, "--listen");
   if (!hp) return hp.error();
-  Runtime rt;
-  rt.config = api::node_actor_system_config(0);
-  rt.system = std::make_unique<caf::actor_system>(*rt.config);
-  actors::GatewayConfig gc;
-  gc.transport.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
-  gc.host = hp->first;
-  gc.port = hp->second;
-  auto gw = actors::Gateway::start(*rt.system, gc);
-  if (!gw) return gw.error();
-  rt.gateway = *gw;
-  return rt;
+  auto listen = messages::Multiaddr::from_ip(hp->first, hp->second);
+  if (!listen) return make_error(errc::invalid_argument, "--listen: {}", listen.error().message);
+  RuntimeOptions ro;
+  ro.listen = listen->to_string();
+  ro.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  return Runtime::start(ro);
 }
 
 /// The shards PS device `device` holds, at their initial values; `names` gets their
@@ -187,18 +176,19 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   std::string names;
   auto shards = make_shards(a, plan, a.device, names);
   if (!shards) return fail(shards.error());
-  auto rt = start_runtime(a);
-  if (!rt) return fail(rt.error());
+  auto started_rt = start_runtime(a);
+  if (!started_rt) return fail(started_rt.error());
+  Runtime& rt = **started_rt;
   // The job's DHT node (the first PS process bootstraps it), publishing this PS's address.
-  auto dht = start_job_dht(*rt->system, rt->gateway, a.initial_peers);
+  auto dht = start_job_dht(rt.system(), rt.gateway(), a.initial_peers);
   if (!dht) {
-    rt->gateway->stop();
+    rt.gateway()->stop();
     return fail(dht.error());
   }
-  auto actor = actors::spawn_ps_actor(*rt->system, rt->gateway, cps::ShardServer(a.device, std::move(*shards)));
+  auto actor = actors::spawn_ps_actor(rt.system(), rt.gateway(), cps::ShardServer(a.device, std::move(*shards)));
   auto publisher = std::make_unique<Publisher>(**dht);
-  publisher->add(ps_key(a.job, a.device), rt->gateway->address());
-  std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt->gateway->address().c_str(), names.c_str());
+  publisher->add(ps_key(a.job, a.device), rt.gateway()->address());
+  std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt.gateway()->address().c_str(), names.c_str());
   std::printf("ps %s dht %s key %s\n", a.device.c_str(), (*dht)->address().to_string().c_str(),
               ps_key(a.job, a.device).c_str());
   std::fflush(stdout);
@@ -208,8 +198,8 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   std::fflush(stdout);
   publisher.reset();
   (*dht)->stop();
-  actors::stop_ps_actor(*rt->gateway, actor);
-  rt->gateway->stop();
+  actors::stop_ps_actor(*rt.gateway(), actor);
+  rt.gateway()->stop();
   return 0;
 }
 
@@ -308,18 +298,19 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& t
   std::map<std::string, std::string> proxies;
   auto wanted = split_peers(a, plan, *servers, proxies);
   if (!wanted) return fail(wanted.error());
-  auto rt = start_runtime(a);
-  if (!rt) return fail(rt.error());
+  auto started_rt = start_runtime(a);
+  if (!started_rt) return fail(started_rt.error());
+  Runtime& rt = **started_rt;
   // The job's DHT node, when there is one to join: finds the PS devices not in --peers.
   std::unique_ptr<Dht> dht;
   std::unique_ptr<Publisher> publisher;
   auto stop_all = [&] {
     publisher.reset();
     if (dht) dht->stop();
-    rt->gateway->stop();
+    rt.gateway()->stop();
   };
   if (!a.initial_peers.empty()) {
-    auto started = start_job_dht(*rt->system, rt->gateway, a.initial_peers);
+    auto started = start_job_dht(rt.system(), rt.gateway(), a.initial_peers);
     if (!started) {
       stop_all();
       return fail(started.error());
@@ -340,7 +331,7 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& t
     servers->insert(found->begin(), found->end());
   }
   auto proxy =
-      setup_node_proxy(a, plan, id, *servers, proxies, *rt->system, rt->gateway, dht.get(), publisher.get());
+      setup_node_proxy(a, plan, id, *servers, proxies, rt.system(), rt.gateway(), dht.get(), publisher.get());
   if (!proxy) {
     stop_all();
     return fail(proxy.error());
@@ -348,22 +339,22 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& t
   const std::size_t replicas = plan.replicas.size();
   actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms),
                                  proxy->pull_via};
-  auto driver = actors::ReplicaDriver::create(*rt->system, rt->gateway, std::move(dc));
+  auto driver = actors::ReplicaDriver::create(rt.system(), rt.gateway(), std::move(dc));
   if (!driver) {
     proxy->expected_reads = 0;
-    finish_node_proxy(a, *proxy, *rt->gateway);
+    finish_node_proxy(a, *proxy, *rt.gateway());
     stop_all();
     return fail(driver.error());
   }
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples\n", id, replicas, a.role.c_str(),
-              rt->gateway->address().c_str(), static_cast<long long>(a.steps), a.batch);
+              rt.gateway()->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
-  ReplicaRun run{**driver, *rt->system, rt->gateway, {}};
+  ReplicaRun run{**driver, rt.system(), rt.gateway(), {}};
   const int rc = trainer ? trainer(run) : train(a, **driver, replicas);
   driver->reset();
   if (rc != 0) proxy->expected_reads = 0;  // a failed job: do not wait for the others' reads
-  finish_node_proxy(a, *proxy, *rt->gateway);
+  finish_node_proxy(a, *proxy, *rt.gateway());
   stop_all();
   return rc;
 }

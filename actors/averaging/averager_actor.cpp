@@ -138,10 +138,6 @@ void declare_state(self_t* self) {
 
 caf::behavior averager_actor(self_t* self, std::shared_ptr<Gateway> gw, AveragerActorConfig config) {
   auto& st = self->state;
-  // DHT time is Unix time, as on the DHT actor.
-  config.role.dht_epoch =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-      core::to_seconds(core_now());
   st.rng.seed(config.seed);
   if (config.device) config.role.deferred_reductions = true;
   config.role.splice_parts = true;  // the gateway sends a part's pieces as they are

@@ -25,7 +25,7 @@ namespace apiary::actors {
 /// What an averager actor is made of.
 struct AveragerActorConfig {
   /// The role's settings; role.peer_id is the averager's multiaddr with /p2p/<PeerID>
-  /// (groupmates call it there), role.dht_epoch is set by the actor (Unix time).
+  /// (groupmates call it there), role.dht_epoch is the DHT epoch of the runtime (apiary::Runtime::dht_epoch).
   core::averaging::AveragerRoleConfig role;
   /// The DHT actor that stores declarations and reads group keys.
   caf::actor dht;

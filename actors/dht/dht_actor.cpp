@@ -7,11 +7,8 @@
 namespace apiary::actors {
 
 caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config) {
-  // DHT time is Unix time: system clock seconds = core_now() seconds + epoch.
-  const double epoch = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-                       core::to_seconds(core_now());
   auto node = std::make_unique<core::dht::Node>(config.id, config.self_addr, config.node, std::move(config.validator),
-                                                epoch);
+                                                config.dht_epoch);
   if (config.authorizer) node->set_authorizer(std::move(config.authorizer));
   return spawn_role_actor(sys, std::move(gw),
                           std::make_unique<core::dht::NodeRole>(

@@ -37,13 +37,14 @@ struct DhtActorConfig {
   /// The gateway hosts other DHT nodes too: calls name this node as their caller, and
   /// only the handles addressed to this node (`<handle>@<PeerID>`) are served.
   bool shared_gateway = false;
+  /// DHT time (Unix seconds) at core_now() == 0 (apiary::Runtime::dht_epoch).
+  double dht_epoch = 0;
 };
 
 using core::dht::addressed_handle;
 
 /// Spawns the DHT node's host on `gw` and, unless it is a client, registers it for the
-/// three DHTProtocol handles. DHT time is Unix time: the node's epoch is the system
-/// clock minus core_now() at spawn.
+/// three DHTProtocol handles. DHT time is Unix time: core_now() + config.dht_epoch.
 caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config);
 
 /// Stops routing the DHTProtocol handles to the actor on `gw` and stops the actor.

@@ -1,0 +1,98 @@
+#pragma once
+/// apiary::Runtime: what a process has once, for every facade in it. The actor system,
+/// the gateway (one transport, one listen address), the identity (Ed25519 key and
+/// PeerID), the DHT epoch (Unix seconds at the runtime's time zero, computed once), and
+/// the logger. A DHT, averagers, a PS replica and an expert server in one process all
+/// take the same Runtime&, so none of them brings up its own.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/time.hpp"
+#include "messages/identity/ed25519.hpp"
+#include "messages/identity/multiaddr.hpp"
+#include "messages/identity/peer_id.hpp"
+#include "messages/log/log.hpp"
+#include "messages/result.hpp"
+#include "transport/transport.hpp"
+
+namespace caf {
+class actor_system;
+class actor_system_config;
+}  // namespace caf
+
+namespace apiary {
+
+namespace actors {
+class Gateway;
+}
+
+/// How to bring a runtime up.
+struct RuntimeOptions {
+  /// Listen multiaddr (/ip4/HOST/tcp/PORT or /ip6/...; port 0 picks a free one).
+  std::string listen = "/ip4/127.0.0.1/tcp/0";
+  /// Identity key file (libp2p format); empty: a fresh key for this run.
+  std::string identity_file;
+  /// UCX transport mode (tcp, or shared memory between processes of one host).
+  transport::Mode mode = transport::Mode::tcp;
+  /// Busy-poll the transport this long before sleeping (0: sleep at once).
+  std::chrono::microseconds busy_poll{0};
+  /// Most scheduler threads of the actor system (0: CAF's default).
+  std::size_t threads = 0;
+  /// An actor system to run on instead of an own one (it must outlive the runtime).
+  caf::actor_system* system = nullptr;
+};
+
+class Runtime {
+ public:
+  /// Starts an actor system and a gateway listening on `options.listen`, with the
+  /// identity of `options.identity_file`. Errors name the bad option or what failed.
+  static Result<std::unique_ptr<Runtime>> start(const RuntimeOptions& options);
+
+  /// A runtime on an actor system and gateway another runtime owns (several identities
+  /// behind one gateway, each addressed by its PeerID), with its own identity; the
+  /// owner must outlive it. Errors: the identity file.
+  static Result<std::unique_ptr<Runtime>> attach(caf::actor_system& system, std::shared_ptr<actors::Gateway> gateway,
+                                                 const std::string& identity_file = {});
+
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  [[nodiscard]] caf::actor_system& system() const { return *system_; }
+  [[nodiscard]] const std::shared_ptr<actors::Gateway>& gateway() const { return gateway_; }
+  /// Whether the gateway is another runtime's (attach()).
+  [[nodiscard]] bool shares_gateway() const { return own_gateway_ == false; }
+  [[nodiscard]] const messages::Ed25519PrivateKey& key() const { return *key_; }
+  [[nodiscard]] const messages::PeerId& peer_id() const { return peer_id_; }
+  /// The bound listen address with /p2p/<PeerID>.
+  [[nodiscard]] const messages::Multiaddr& address() const { return address_; }
+  /// The runtime's time (the steady clock the actors use).
+  [[nodiscard]] core::TimePoint now() const;
+  /// DHT time (Unix seconds) at now() == 0, fixed when the runtime starts: DHT time at
+  /// `t` is to_seconds(t) + dht_epoch().
+  [[nodiscard]] double dht_epoch() const { return dht_epoch_; }
+  /// Unix seconds now, on the runtime's clock (hivemind's get_dht_time).
+  [[nodiscard]] double dht_time() const { return core::to_seconds(now()) + dht_epoch_; }
+  /// The process logger.
+  [[nodiscard]] log::Logger& logger() const { return log::process_logger(); }
+
+  /// Stops the gateway (when this runtime owns it); facades on it stop answering.
+  void stop();
+
+ private:
+  Runtime() = default;
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> own_system_;
+  caf::actor_system* system_ = nullptr;
+  std::shared_ptr<actors::Gateway> gateway_;
+  bool own_gateway_ = true;
+  std::optional<messages::Ed25519PrivateKey> key_;
+  messages::PeerId peer_id_;
+  messages::Multiaddr address_;
+  double dht_epoch_ = 0;
+};
+
+}  // namespace apiary

@@ -18,6 +18,7 @@
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_checkpoint.hpp"
+#include "apps/ps_roles.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/resource_spec.hpp"
@@ -30,14 +31,11 @@ namespace {
 namespace cc = core::collective;
 namespace cps = core::ps;
 namespace cs = core::strategy;
+using ps_roles::fail;
+using ps_roles::start_runtime;
 
 /// Every replica of a job uses this name for the collective's handles and op ids.
 constexpr const char* k_job = "apiary.ps.allreduce";
-
-int fail(const Error& e) {
-  std::fprintf(stderr, "apiary ps: %s\n", e.what().c_str());
-  return e.code == errc::invalid_argument ? 2 : 1;
-}
 
 
 /// Every replica's multiaddr, in replica order, from --peers DEVICE=HOST:PORT.
@@ -132,30 +130,22 @@ int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
   // Listen where the others will call this replica (unless --listen says otherwise).
   const std::string listen =
       a.listen == "127.0.0.1:0" || a.listen.empty() ? host_ports[static_cast<std::size_t>(id)] : a.listen;
-  const auto colon = listen.rfind(':');
-  auto config = api::node_actor_system_config(0);
-  caf::actor_system sys(*config);
-  actors::GatewayConfig gc;
-  gc.transport.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
-  gc.host = listen.substr(0, colon);
-  gc.port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
-  auto gw = actors::Gateway::start(sys, gc);
-  if (!gw) return fail(gw.error());
-  auto collective = actors::Collective::create(sys, *gw, collective_config(a, static_cast<std::size_t>(id), *members));
-  if (!collective) {
-    (*gw)->stop();
-    return fail(collective.error());
-  }
+  auto rt = start_runtime(listen, a.mode);
+  if (!rt) return fail(rt.error());
+  caf::actor_system& sys = (*rt)->system();
+  const auto& gw = (*rt)->gateway();
+  auto collective = actors::Collective::create(sys, gw, collective_config(a, static_cast<std::size_t>(id), *members));
+  if (!collective) return fail(collective.error());
   print_allreduce_plan(plan);
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
-              a.role.c_str(), (*gw)->address().c_str(), static_cast<long long>(a.steps), a.batch);
+              a.role.c_str(), gw->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   const auto root = (*members)[0];
   const int rc = train(a, plan, **collective, id, [&] {
-    return nccl_group_for(sys, *gw, plan, static_cast<std::size_t>(id), root, a.timeout_ms, k_job);
+    return nccl_group_for(sys, gw, plan, static_cast<std::size_t>(id), root, a.timeout_ms, k_job);
   });
   collective->reset();
-  (*gw)->stop();
+  (*rt)->stop();
   return rc;
 }
 

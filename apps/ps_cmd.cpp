@@ -132,15 +132,14 @@ void watch_stdin() {
   }).detach();
 }
 
-/// The process's runtime, listening on --listen.
-Result<std::unique_ptr<Runtime>> start_runtime(const PsArgs& a) {
-  auto hp = split_host_port(a.listen, "--listen");
+Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, const std::string& mode) {
+  auto hp = split_host_port(host_port, "--listen");
   if (!hp) return hp.error();
   auto listen = messages::Multiaddr::from_ip(hp->first, hp->second);
   if (!listen) return make_error(errc::invalid_argument, "--listen: {}", listen.error().message);
   RuntimeOptions ro;
   ro.listen = listen->to_string();
-  ro.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  ro.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   return Runtime::start(ro);
 }
 
@@ -176,7 +175,7 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   std::string names;
   auto shards = make_shards(a, plan, a.device, names);
   if (!shards) return fail(shards.error());
-  auto started_rt = start_runtime(a);
+  auto started_rt = start_runtime(a.listen, a.mode);
   if (!started_rt) return fail(started_rt.error());
   Runtime& rt = **started_rt;
   // The job's DHT node (the first PS process bootstraps it), publishing this PS's address.
@@ -298,7 +297,7 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& t
   std::map<std::string, std::string> proxies;
   auto wanted = split_peers(a, plan, *servers, proxies);
   if (!wanted) return fail(wanted.error());
-  auto started_rt = start_runtime(a);
+  auto started_rt = start_runtime(a.listen, a.mode);
   if (!started_rt) return fail(started_rt.error());
   Runtime& rt = **started_rt;
   // The job's DHT node, when there is one to join: finds the PS devices not in --peers.

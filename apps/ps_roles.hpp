@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/ps/replica_driver.hpp"
+#include "api/runtime.hpp"
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/plan.hpp"
 #include "core/ps/shard.hpp"
@@ -70,6 +71,10 @@ int fail(const Error& e);
 core::ps::OptimizerConfig optimizer_of(const PsArgs& a);
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what);
+
+/// The process's runtime listening on `host_port` ("host:port", as --listen), over
+/// UCX `mode` ("tcp" or "shm").
+Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, const std::string& mode);
 /// Watches stdin: at its end, sets the stop flag and raises SIGTERM.
 void watch_stdin();
 /// The shards PS device `device` holds, at their initial values (or the --restore

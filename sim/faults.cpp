@@ -38,4 +38,35 @@ Result<std::vector<core::PeerAddr>> kill_random(World& world,
   return chosen;
 }
 
+Status restart_at(World& world, const core::PeerAddr& addr, core::TimePoint at, std::unique_ptr<Host> fresh) {
+  return world.restart_node(addr, at, std::move(fresh));
+}
+
+Status clog_at(World& world, const core::PeerAddr& a, const core::PeerAddr& b, core::TimePoint at,
+               core::Duration span) {
+  if (span < core::Duration::zero()) {
+    return make_error(errc::invalid_argument, "expected a clog of >= 0 ns, got {} ns", span.count());
+  }
+  world.schedule(at, [a, b, until = at + span](World& w) {
+    w.network().clog(a, b, until);
+    w.network().clog(b, a, until);
+  });
+  return ok_status();
+}
+
+Status partition_at(World& world, std::vector<core::PeerAddr> side_a, std::vector<core::PeerAddr> side_b,
+                    core::TimePoint at, core::Duration span) {
+  if (span < core::Duration::zero()) {
+    return make_error(errc::invalid_argument, "expected a partition of >= 0 ns, got {} ns", span.count());
+  }
+  if (side_a.empty() || side_b.empty()) {
+    return make_error(errc::invalid_argument, "expected two non-empty sides to partition, got {} and {} nodes",
+                      side_a.size(), side_b.size());
+  }
+  world.schedule(at, [a = std::move(side_a), b = std::move(side_b), until = at + span](World& w) {
+    w.network().partition(a, b, until);
+  });
+  return ok_status();
+}
+
 }  // namespace apiary::sim

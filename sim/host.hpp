@@ -53,6 +53,13 @@ class Host {
     return {};
   }
 
+  /// The World's failure detector says `peer` went down (World::set_peer_down_detection).
+  /// The default ignores it.
+  [[nodiscard]] virtual core::Effects on_peer_down(core::TimePoint now, const core::PeerAddr& peer) {
+    (void)now, (void)peer;
+    return {};
+  }
+
   /// Callee of streaming request `id`: the caller's next message (Send), in order;
   /// `last` when the caller's direction ended (the message is then "" if the caller's
   /// first message was already its last). An error (cancelled, deadline_exceeded) ends

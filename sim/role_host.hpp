@@ -52,6 +52,7 @@ class RoleHost final : public Host {
   [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer) {
     return feed(now, core::PeerDown{peer});
   }
+  core::Effects on_peer_down(core::TimePoint now, const core::PeerAddr& peer) override { return peer_down(now, peer); }
 
   /// Local operations started and not finished yet.
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }

@@ -46,6 +46,22 @@ Status World::start_node(const PeerAddr& addr, TimePoint at) { return schedule(a
 
 Status World::kill_node(const PeerAddr& addr, TimePoint at) { return schedule(addr, at, EventKind::kill); }
 
+Status World::restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<Host> fresh) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  if (!fresh) return make_error(errc::invalid_argument, "expected a host to restart '{}' with, got none", addr);
+  if (auto st = kill_node(addr, at); !st) return st;  // a running node crashes first
+  const std::size_t i = *idx;
+  auto holder = std::make_shared<std::unique_ptr<Host>>(std::move(fresh));
+  schedule(std::max(at, now_), [i, holder](World& w) {
+    Node& node = w.nodes_[i];
+    node.host = std::move(*holder);
+    node.state = NodeState::running;
+    w.execute(i, node.host->on_start(w.now_));
+  });
+  return ok_status();
+}
+
 Status World::schedule(const PeerAddr& addr, TimePoint at, EventKind kind) {
   auto idx = index_of(addr);
   if (!idx) return idx.error();
@@ -170,15 +186,26 @@ void World::process(Event& event) {
       node.state = NodeState::running;
       execute(event.node, node.host->on_start(now_));
       return;
-    case EventKind::kill:
+    case EventKind::kill: {
       // A crash: everything the node was waiting for is forgotten.
+      if (node.state == NodeState::dead) return;
       node.state = NodeState::dead;
       node.timers.clear();
       node.calls.clear();
       node.inbound.clear();
       node.streams.clear();
       node.ended.clear();
+      if (peer_down_after_) {
+        const PeerAddr victim = node.addr;
+        schedule(now_ + *peer_down_after_, [victim](World& w) {
+          for (std::size_t i = 0; i < w.nodes_.size(); ++i) {
+            if (w.nodes_[i].state != NodeState::running || w.nodes_[i].addr == victim) continue;
+            w.execute(i, w.nodes_[i].host->on_peer_down(w.now_, victim));
+          }
+        });
+      }
       return;
+    }
     case EventKind::timer: {
       if (node.state != NodeState::running) return;
       auto it = node.timers.find(event.timer);

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,17 @@ class World {
   /// Schedules a crash of `addr` at `at` (clamped to now): from then its timers and
   /// calls are forgotten and messages to it vanish, so calls to it time out.
   [[nodiscard]] Status kill_node(const PeerAddr& addr, TimePoint at);
+  /// Schedules a restart of `addr` at `at` (clamped to now): a running node crashes
+  /// first; then `fresh` (the node's state after a restart: nothing survives a crash
+  /// unless the host brings it back) replaces its host and starts. Errors: unknown node,
+  /// no host.
+  [[nodiscard]] Status restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<Host> fresh);
+
+  /// A failure detector: `after` a node is killed, every running node hears
+  /// Host::on_peer_down for it (as a transport's error mode or keepalives would tell it).
+  /// nullopt (the default) turns it off.
+  void set_peer_down_detection(std::optional<Duration> after) { peer_down_after_ = after; }
+
   /// True when `addr` was started and not killed.
   [[nodiscard]] bool running(const PeerAddr& addr) const;
   /// True when `addr` was killed.
@@ -168,6 +180,7 @@ class World {
   std::vector<Event> queue_;  ///< a min-heap on (at, seq)
   std::vector<Node> nodes_;
   std::map<PeerAddr, std::size_t> by_addr_;
+  std::optional<Duration> peer_down_after_;
 };
 
 }  // namespace apiary::sim

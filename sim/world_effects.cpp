@@ -89,7 +89,7 @@ void World::execute_call(std::size_t node, core::Call call) {
   push(std::move(deadline));
 
   // The request crosses the link (or is lost and the deadline will fire).
-  auto delay = network_.transit(caller.addr, call.peer, rng_);
+  auto delay = network_.transit(caller.addr, call.peer, call.request.size(), now_, rng_);  // joined above
   if (!delay) {
     stats_.lost += 1;  // a lost open: a stream's later messages find no request either
     return;
@@ -142,7 +142,7 @@ void World::execute_reply(std::size_t node, core::Reply reply) {
 
 void World::send_response(std::size_t from, std::size_t to, core::CallId call,
                           std::uint64_t serial, Result<std::string> payload) {
-  auto delay = network_.transit(nodes_[from].addr, nodes_[to].addr, rng_);
+  auto delay = network_.transit(nodes_[from].addr, nodes_[to].addr, payload.ok() ? payload->size() : 0, now_, rng_);
   if (!delay) {
     stats_.lost += 1;
     return;

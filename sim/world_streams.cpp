@@ -19,8 +19,10 @@ void World::send_stream(EventKind kind, std::size_t from, std::size_t to, core::
     delay += Duration(static_cast<Duration::rep>(
         rng_.uniform(static_cast<std::uint64_t>(link.jitter.count()) + 1)));
   }
+  const std::size_t bytes = payload.ok() ? payload->size() : 0;
+  const TimePoint sent = network_.occupy(nodes_[from].addr, nodes_[to].addr, bytes, now_);
   Event event;
-  event.at = std::max(now_ + delay, fifo);
+  event.at = std::max({sent + delay, fifo, network_.clog_end(nodes_[from].addr, nodes_[to].addr, now_)});
   fifo = event.at;
   event.kind = kind;
   event.node = to;

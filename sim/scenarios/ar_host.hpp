@@ -78,6 +78,8 @@ class ArReplicaHost : public Host {
   /// The connection to `peer` broke: if it is a member this replica still needs (it is
   /// not finished), the replica fails naming it. Returns the effects for World::submit.
   [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer);
+  /// The World\'s failure detector: peer_down().
+  core::Effects on_peer_down(core::TimePoint now, const core::PeerAddr& peer) override { return peer_down(now, peer); }
 
   /// Steps completed so far (version = the step: every replica applies every average).
   [[nodiscard]] const std::vector<PsReplicaStep>& steps() const { return steps_; }

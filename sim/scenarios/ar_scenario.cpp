@@ -71,11 +71,11 @@ Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr
   return ok_status();
 }
 
-/// Kills `victim`; after `detection` every live replica sees its connection to it break.
+/// Kills `victim`; after `detection` every live replica sees its connection to it break
+/// (the World's failure detector).
 void kill(ArRun& run, const core::PeerAddr& victim, core::Duration detection) {
-  World& world = run.world;
-  (void)world.kill_node(victim, world.now());
-  world.schedule(world.now() + detection, [&run, victim](World& w) { tell_peer_down(w, run.addrs, run.replicas, victim); });
+  run.world.set_peer_down_detection(detection);
+  (void)run.world.kill_node(victim, run.world.now());
 }
 
 void collect(const ArRun& run, const PsScenarioConfig& c, const cc::ArPlan& plan, PsScenarioReport& report) {

@@ -84,6 +84,8 @@ class MixedReplicaHost : public Host {
   /// The connection to `peer` (a PS device or a member) broke: if this replica still
   /// needs it, the replica fails naming it. Returns the effects for World::submit.
   [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer);
+  /// The World\'s failure detector: peer_down().
+  core::Effects on_peer_down(core::TimePoint now, const core::PeerAddr& peer) override { return peer_down(now, peer); }
 
   /// Steps completed so far (version: the smallest pulled PS version).
   [[nodiscard]] const std::vector<PsReplicaStep>& steps() const { return steps_; }

@@ -87,13 +87,11 @@ Status add_hosts(MixedRun& run, const PsScenarioConfig& c, const std::shared_ptr
   return ok_status();
 }
 
-/// Kills `victim` now; after `detection` every live peer sees its connection to it break.
+/// Kills `victim` now; after `detection` every live peer sees its connection to it break
+/// (the World's failure detector).
 void kill(MixedRun& run, const core::PeerAddr& victim, core::Duration detection) {
+  run.world.set_peer_down_detection(detection);
   (void)run.world.kill_node(victim, run.world.now());
-  run.world.schedule(run.world.now() + detection, [&run, victim](World& w) {
-    tell_peer_down(w, run.server_addrs, run.servers, victim);
-    tell_peer_down(w, run.replica_addrs, run.replicas, victim);
-  });
 }
 
 void collect(const MixedRun& run, const PsScenarioConfig& c, const cc::ArPlan& ar, PsScenarioReport& report) {

@@ -82,6 +82,8 @@ class PsReplicaHost : public Host {
   /// The connection to `peer` broke: calls in flight to it fail (errc::peer_down), and
   /// so do later ones. Returns the effects for World::submit.
   [[nodiscard]] core::Effects peer_down(core::TimePoint now, const core::PeerAddr& peer);
+  /// The World\'s failure detector: peer_down().
+  core::Effects on_peer_down(core::TimePoint now, const core::PeerAddr& peer) override { return peer_down(now, peer); }
 
   /// Steps completed so far, with what each measured.
   [[nodiscard]] const std::vector<PsReplicaStep>& steps() const { return steps_; }

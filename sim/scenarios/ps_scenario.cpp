@@ -134,15 +134,11 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps:
   return ok_status();
 }
 
-/// Kills `victim` now; after `detection` every live peer sees its connection to it break.
+/// Kills `victim` now; after `detection` every live peer sees its connection to it break
+/// (the World's failure detector).
 void kill(Run& run, const core::PeerAddr& victim, core::Duration detection) {
-  World& world = run.world;
-  (void)world.kill_node(victim, world.now());
-  world.schedule(world.now() + detection, [&run, victim](World& w) {
-    tell_peer_down(w, run.server_addrs, run.servers, victim);
-    tell_peer_down(w, run.replica_addrs, run.replicas, victim);
-    tell_peer_down(w, run.proxy_addrs, run.proxies, victim);
-  });
+  run.world.set_peer_down_detection(detection);
+  (void)run.world.kill_node(victim, run.world.now());
 }
 
 void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan& plan, PsScenarioReport& report) {

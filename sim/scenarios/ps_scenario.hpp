@@ -146,16 +146,6 @@ void record_world(const World& world, PsScenarioReport& report);
                                                                          std::vector<core::PeerAddr>& addrs,
                                                                          std::vector<PsServerHost*>& hosts);
 
-/// Tells every running host of `hosts` (at `addrs`, aligned) that its connection to
-/// `victim` broke (Host::peer_down).
-template <class H>
-void tell_peer_down(World& w, const std::vector<core::PeerAddr>& addrs, const std::vector<H*>& hosts,
-                    const core::PeerAddr& victim) {
-  for (std::size_t i = 0; i < hosts.size(); ++i) {
-    if (w.running(addrs[i])) (void)w.submit(addrs[i], hosts[i]->peer_down(w.now(), victim));
-  }
-}
-
 /// Runs `world` until every replica finished, failed or was killed, killing on the
 /// config's cue: the PS `first_ps` (when not empty) once the chief (replica 0) began step
 /// kill_ps_at, the last replica once it began step kill_replica_at. `kill(victim)` kills a

@@ -59,29 +59,35 @@ LinkModel Network::link(const PeerAddr& from, const PeerAddr& to) const {
   return default_;
 }
 
-std::optional<Duration> Network::transit(const PeerAddr& from, const PeerAddr& to,
-                                         Rng& rng) const {
-  const LinkModel model = link(from, to);
+std::optional<Duration> Network::draw(const LinkModel& model, Rng& rng) {
   if (rng.chance(model.loss)) return std::nullopt;
   Duration delay = model.latency;
   if (model.jitter > Duration::zero()) {
-    delay += Duration(static_cast<Duration::rep>(
-        rng.uniform(static_cast<std::uint64_t>(model.jitter.count()) + 1)));
+    delay += Duration(static_cast<Duration::rep>(rng.uniform(static_cast<std::uint64_t>(model.jitter.count()) + 1)));
   }
   return delay;
+}
+
+std::optional<Duration> Network::transit(const PeerAddr& from, const PeerAddr& to, Rng& rng) const {
+  return draw(link(from, to), rng);
 }
 
 std::optional<Duration> Network::transit(const PeerAddr& from, const PeerAddr& to, std::size_t bytes,
                                          TimePoint now, Rng& rng) {
   if (!partitions_.empty() && partitioned(from, to, now)) return std::nullopt;
-  auto delay = transit(from, to, rng);
+  const LinkModel model = link(from, to);
+  const auto delay = draw(model, rng);
   if (!delay) return delay;
-  const TimePoint arrive = std::max(occupy(from, to, bytes, now) + *delay, clog_end(from, to, now));
+  const TimePoint arrive = std::max(occupy(model, from, to, bytes, now) + *delay, clog_end(from, to, now));
   return arrive - now;
 }
 
 TimePoint Network::occupy(const PeerAddr& from, const PeerAddr& to, std::size_t bytes, TimePoint now) {
-  const LinkModel model = link(from, to);
+  return occupy(link(from, to), from, to, bytes, now);
+}
+
+TimePoint Network::occupy(const LinkModel& model, const PeerAddr& from, const PeerAddr& to, std::size_t bytes,
+                          TimePoint now) {
   if (model.bandwidth <= 0.0) return now;
   // The message waits for the messages before it, then occupies the link.
   TimePoint& free = busy_[{from, to}];

@@ -106,6 +106,10 @@ class Network {
     TimePoint until{};
   };
   using Link = std::pair<PeerAddr, PeerAddr>;
+  /// A message's fate on a link of `model`: lost (nullopt), or latency plus its jitter.
+  static std::optional<Duration> draw(const LinkModel& model, Rng& rng);
+  /// occupy() with the link's model already looked up.
+  TimePoint occupy(const LinkModel& model, const PeerAddr& from, const PeerAddr& to, std::size_t bytes, TimePoint now);
 
   LinkModel default_;
   LinkRule rule_;

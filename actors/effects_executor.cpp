@@ -150,7 +150,7 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       }
       const auto gen = next_generation_++;
       timers_[set->id] = Armed{gen, set->at, set->at};
-      const auto delay = std::max(core::Duration::zero(), set->at - core_now());
+      const auto delay = std::max(core::Duration::zero(), set->at - now());
       self_->delayed_send(self_, delay, timer_atom::value, set->id, gen);
     } else if (auto* cancel = std::get_if<core::CancelTimer>(&effect)) {
       timers_.erase(cancel->id);
@@ -280,14 +280,18 @@ std::optional<CoreResponse> EffectExecutor::response_of(Delivery& d) {
   return r;
 }
 
+core::TimePoint EffectExecutor::now() const {
+  return std::chrono::duration_cast<core::Duration>(self_->clock().now().time_since_epoch());
+}
+
 bool EffectExecutor::timer_is_current(core::TimerId id, std::uint64_t generation) {
   auto it = timers_.find(id);
   if (it == timers_.end() || it->second.generation != generation) return false;  // cancelled or re-armed
-  const core::TimePoint now = core_now();
-  if (now < it->second.at) {
+  const core::TimePoint t = now();
+  if (t < it->second.at) {
     // Pushed later since this wake-up was sent: wake again at the new time.
     it->second.wake = it->second.at;
-    self_->delayed_send(self_, it->second.at - now, timer_atom::value, id, generation);
+    self_->delayed_send(self_, it->second.at - t, timer_atom::value, id, generation);
     return false;
   }
   timers_.erase(it);

@@ -127,6 +127,9 @@ class EffectExecutor {
   std::optional<CoreMessageView> message_view_of(Delivery& d);
   /// A delivery that ends one of the core's calls (unary or streaming), translated.
   std::optional<CoreResponse> response_of(Delivery& d);
+  /// The actor's time: its actor clock (the steady clock in production, the test
+  /// coordinator's virtual clock under CAF's deterministic tests), as core/ sees time.
+  [[nodiscard]] core::TimePoint now() const;
   /// Whether a timer message (id, generation) is the timer's current arming.
   /// A timer that fires is forgotten; one pushed later since is re-sent for the rest.
   bool timer_is_current(core::TimerId id, std::uint64_t generation);

@@ -49,7 +49,7 @@ const core::PeerAddr& caller_of(self_t* self, const Delivery& d) {
 /// each Complete to its caller, an Ask no role here serves answered with an error.
 void feed(self_t* self, core::Input input) {
   auto& st = self->state;
-  core::Effects fx = st.role->on(core_now(), std::move(input));
+  core::Effects fx = st.role->on(st.fx->now(), std::move(input));
   auto local = core::take_local(fx);
   for (auto& failed : st.fx->execute(std::move(fx))) feed(self, core::Response{failed.call, std::move(failed.result)});
   for (auto& done : local.completed) {

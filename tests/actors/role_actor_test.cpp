@@ -1,0 +1,146 @@
+// The generic actor host (actors/role_actor.hpp) under CAF's deterministic test
+// coordinator: local calls complete in order, a Mux answers Asks between its roles, a
+// timer armed by the role fires when the test says so, and a host that stops first
+// answers its callers with errc::cancelled.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include <future>
+#include <memory>
+
+#include "actors/gateway.hpp"
+#include "actors/role_actor.hpp"
+#include "actors/type_ids.hpp"
+#include "core/mux.hpp"
+
+using namespace apiary;
+using namespace apiary::core;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// "double" completes at once; "later" arms a timer and completes when it fires;
+/// "ask" asks role `args` to double 21; "never" never completes.
+class Worker final : public Role {
+ public:
+  std::vector<std::string> handles() const override { return {}; }
+  Effects on(TimePoint now, Input input) override {
+    if (auto* c = std::get_if<LocalCall>(&input)) {
+      if (c->method == "double") return {Complete{c->op, Value::of(*c->args.as<int>() * 2)}};
+      if (c->method == "later") {
+        pending_ = c->op;
+        return {SetTimer{1, now + 1s}};
+      }
+      if (c->method == "ask") {
+        asker_ = c->op;
+        return {Ask{5, *c->args.as<std::string>(), "double", Value::of(21)}};
+      }
+      if (c->method == "never") return {};
+      return {unknown_method(*c, "the worker")};
+    }
+    if (std::holds_alternative<TimerFired>(input)) return {Complete{pending_, Value::of(std::string("fired"))}};
+    if (auto* r = std::get_if<LocalReply>(&input)) return {Complete{asker_, r->result}};
+    return {};
+  }
+
+ private:
+  OpId pending_ = 0;
+  OpId asker_ = 0;
+};
+
+struct Fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<actors::Gateway> gw;
+  Fixture() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    actors::GatewayConfig gc;
+    gc.backend = actors::Backend::local;
+    auto started = actors::Gateway::start(*sys, gc);
+    REQUIRE(started.ok());
+    gw = *started;
+  }
+  ~Fixture() { gw->stop(); }
+  template <class T>
+  static bool ready(std::future<T>& f) {
+    return f.wait_for(0s) == std::future_status::ready;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a hosted role's local calls complete, an unknown method with not_found", "[role_actor]") {
+  Fixture f;
+  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto twice = actors::call_role(host, "", "double", Value::of(4));
+  auto bad = actors::call_role(host, "", "triple", Value::of(4));
+  CHECK(!Fixture::ready(twice));  // nothing runs until the coordinator says so
+  f.sched->run();
+  REQUIRE(Fixture::ready(twice));
+  auto r = twice.get();
+  REQUIRE(r.ok());
+  CHECK(*r->as<int>() == 8);
+  auto e = bad.get();
+  REQUIRE(!e.ok());
+  CHECK(e.error().code == errc::not_found);
+  CHECK(e.error().message.find("triple") != std::string::npos);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  f.sched->run();
+}
+
+TEST_CASE("a role's timer fires when the clock is advanced, and completes its call", "[role_actor]") {
+  Fixture f;
+  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto later = actors::call_role(host, "", "later");
+  f.sched->run();
+  CHECK(!Fixture::ready(later));
+  f.sched->trigger_timeouts();
+  f.sched->run();
+  REQUIRE(Fixture::ready(later));
+  auto r = later.get();
+  REQUIRE(r.ok());
+  CHECK(*r->as<std::string>() == "fired");
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  f.sched->run();
+}
+
+TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown role with an error", "[role_actor]") {
+  Fixture f;
+  auto mux = std::make_unique<Mux>();
+  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
+  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
+  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::move(mux));
+  auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
+  auto nobody = actors::call_role(host, "a", "ask", Value::of(std::string("c")));
+  f.sched->run();
+  auto r = asked.get();
+  REQUIRE(r.ok());
+  CHECK(*r->as<int>() == 42);
+  auto e = nobody.get();
+  REQUIRE(!e.ok());
+  CHECK(e.error().message.find("'c'") != std::string::npos);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  f.sched->run();
+}
+
+TEST_CASE("a host that stops answers its waiting callers, and calls sent after, with cancelled", "[role_actor]") {
+  Fixture f;
+  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto waiting = actors::call_role(host, "", "never");
+  f.sched->run();
+  CHECK(!Fixture::ready(waiting));
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  f.sched->run();
+  REQUIRE(Fixture::ready(waiting));
+  auto r = waiting.get();
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == errc::cancelled);
+  auto late = actors::call_role(host, "", "double", Value::of(1));
+  f.sched->run();
+  REQUIRE(Fixture::ready(late));
+  CHECK(late.get().error().code == errc::cancelled);
+}

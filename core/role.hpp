@@ -1,6 +1,6 @@
 #pragma once
-/// The role contract: what every protocol role implements, so that any host (a CAF
-/// actor, the gateway's transport thread, the simulator, a unit test) can run any role,
+/// The role contract: what every protocol role implements, so that any host (the CAF
+/// actor of actors/role_actor.hpp, the simulator's RoleHost, a unit test) can run any role,
 /// and a Mux (core/mux.hpp) can put several roles in one host. A role takes one Input
 /// with `now` and returns Effects (core/effects.hpp), in order; nothing else reaches it
 /// and nothing else leaves it.

@@ -16,6 +16,7 @@ namespace {
 struct role_host_state {
   std::unique_ptr<core::Role> role;
   std::unique_ptr<EffectExecutor> fx;
+  RoleRoutes routes;  ///< other hosts of the process, by the role names Asks use
   /// Local operations in the role -> their callers (told errc::cancelled if the host
   /// stops first: the replies go with the state).
   std::map<core::OpId, std::shared_ptr<RoleReply>> waiting;
@@ -59,11 +60,23 @@ void feed(self_t* self, core::Input input) {
     st.waiting.erase(it);
     reply->deliver(std::move(done.result));
   }
-  for (auto& ask : local.asks) feed(self, core::no_such_role(ask));
+  for (auto& ask : local.asks) {
+    auto route = st.routes.find(ask.role);
+    if (route == st.routes.end()) {
+      feed(self, core::no_such_role(ask));
+      continue;
+    }
+    // The other host answers on its own thread; the answer comes back here as a message.
+    auto me = caf::actor_cast<caf::actor>(self);
+    call_role(route->second, ask.role, std::move(ask.method), std::move(ask.args),
+              [me, op = ask.op](Result<core::Value> r) { caf::anon_send(me, role_reply_message{op, std::move(r)}); });
+  }
 }
 
-caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_ptr<std::unique_ptr<core::Role>> role) {
+caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_ptr<std::unique_ptr<core::Role>> role,
+                       RoleRoutes routes) {
   self->state.role = std::move(*role);
+  self->state.routes = std::move(routes);
   self->state.fx = std::make_unique<EffectExecutor>(self, std::move(gw));
   feed(self, core::Start{});
   return {
@@ -81,6 +94,7 @@ caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_p
       [self](timer_atom, core::TimerId id, std::uint64_t generation) {
         if (self->state.fx->timer_is_current(id, generation)) feed(self, core::TimerFired{id});
       },
+      [self](role_reply_message& m) { feed(self, core::LocalReply{m.op, std::move(m.result)}); },
       [self](role_call_message& m) {
         auto& st = self->state;
         const core::OpId op = st.next_op++;
@@ -92,12 +106,13 @@ caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_p
 
 }  // namespace
 
-caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role) {
+caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role,
+                            RoleRoutes routes) {
   const auto handles = role->handles();
   auto gw_ref = gw;
   // CAF copies spawn arguments; the role travels in a shared holder.
   auto holder = std::make_shared<std::unique_ptr<core::Role>>(std::move(role));
-  auto a = sys.spawn(role_host, std::move(gw), std::move(holder));
+  auto a = sys.spawn(role_host, std::move(gw), std::move(holder), std::move(routes));
   for (const auto& h : handles) gw_ref->serve(h, a);
   return a;
 }

@@ -5,6 +5,7 @@
 /// and hands each Complete to the caller of its local operation. It holds no protocol
 /// decision: everything it does is the same for every role.
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <string>
@@ -50,9 +51,23 @@ struct role_call_message {
   std::shared_ptr<RoleReply> reply;
 };
 
+/// The other role hosts of the process a host's roles may Ask, by role name (e.g. an
+/// averager's "dht" is the host of the process's DHT node). An Ask for a name the role's
+/// own Mux does not have goes to the host named here, as a local call to its lone role
+/// (or the role of that name in its Mux); the answer comes back as the LocalReply.
+using RoleRoutes = std::map<std::string, caf::actor>;
+
+/// The answer to a routed Ask, on its way back to the asking host.
+struct role_reply_message {
+  core::OpId op = 0;
+  Result<core::Value> result{core::Value{}};
+};
+
 /// Spawns the host of `role`, registers every handle it serves with `gw`, and starts it
-/// (core::Start). The actor owns the role until it exits.
-caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role);
+/// (core::Start). The actor owns the role until it exits. Asks for the names in `routes`
+/// go to those hosts; any other unknown name is answered with errc::not_found.
+caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::unique_ptr<core::Role> role,
+                            RoleRoutes routes = {});
 
 /// `role`, with `watch(role)` run after every input it takes (on the host's thread), e.g.
 /// to publish counters that other threads read while it runs.

@@ -42,8 +42,10 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 // The generic role host (actors/role_actor.hpp).
 namespace apiary::actors {
 struct role_call_message;
+struct role_reply_message;
 }  // namespace apiary::actors
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::role_call_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::role_reply_message)
 
 // Averager actor (actors/averaging/averager_messages.hpp).
 namespace apiary::actors {

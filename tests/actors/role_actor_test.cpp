@@ -144,3 +144,28 @@ TEST_CASE("a host that stops answers its waiting callers, and calls sent after, 
   REQUIRE(Fixture::ready(late));
   CHECK(late.get().error().code == errc::cancelled);
 }
+
+TEST_CASE("an Ask for a role of another host of the process goes there, and a stopped one answers cancelled",
+          "[role_actor]") {
+  Fixture f;
+  auto other = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
+  auto asked = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
+  f.sched->run();
+  REQUIRE(Fixture::ready(asked));
+  auto r = asked.get();
+  REQUIRE(r.ok());
+  CHECK(*r->as<int>() == 42);
+  auto unrouted = actors::call_role(host, "", "ask", Value::of(std::string("averager")));
+  f.sched->run();
+  CHECK(unrouted.get().error().code == errc::not_found);
+
+  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
+  f.sched->run();
+  auto gone = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
+  f.sched->run();
+  REQUIRE(Fixture::ready(gone));
+  CHECK(gone.get().error().code == errc::cancelled);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  f.sched->run();
+}

@@ -9,10 +9,8 @@ Status kill_at(World& world, const core::PeerAddr& addr, core::TimePoint at) {
   return world.kill_node(addr, at);
 }
 
-Result<std::vector<core::PeerAddr>> kill_random(World& world,
-                                                std::vector<core::PeerAddr> candidates,
-                                                std::size_t count, core::TimePoint from,
-                                                core::TimePoint until) {
+Result<std::vector<Kill>> kill_random(World& world, std::vector<core::PeerAddr> candidates, std::size_t count,
+                                      core::TimePoint from, core::TimePoint until) {
   if (count > candidates.size()) {
     return make_error(errc::invalid_argument,
                       "expected at most {} nodes to kill (the candidates), got {}; lower "
@@ -23,7 +21,7 @@ Result<std::vector<core::PeerAddr>> kill_random(World& world,
                       "expected a window with from <= until, got from={} ns until={} ns; "
                       "swap them", from.count(), until.count());
   }
-  std::vector<core::PeerAddr> chosen;
+  std::vector<Kill> chosen;
   const auto span = static_cast<std::uint64_t>((until - from).count()) + 1;
   for (std::size_t i = 0; i < count; ++i) {
     // Pick one of the remaining candidates, then its crash time.
@@ -33,7 +31,7 @@ Result<std::vector<core::PeerAddr>> kill_random(World& world,
     const core::TimePoint at =
         from + core::Duration(static_cast<core::Duration::rep>(world.rng().uniform(span)));
     if (auto st = world.kill_node(addr, at); !st) return st.error();
-    chosen.push_back(std::move(addr));
+    chosen.push_back(Kill{std::move(addr), at});
   }
   return chosen;
 }

@@ -15,12 +15,18 @@ namespace apiary::sim {
 /// Crashes node `addr` at virtual time `at`. Error: unknown node.
 [[nodiscard]] Status kill_at(World& world, const core::PeerAddr& addr, core::TimePoint at);
 
+/// One crash a fault injector scheduled.
+struct Kill {
+  core::PeerAddr addr;
+  core::TimePoint at{};
+};
+
 /// Crashes `count` distinct nodes chosen by the World's Rng from `candidates`, each at a
-/// time drawn uniformly from [from, until]; returns the chosen addresses (in
-/// the order chosen). Error: count larger than the candidates, or until < from.
-[[nodiscard]] Result<std::vector<core::PeerAddr>> kill_random(
-    World& world, std::vector<core::PeerAddr> candidates, std::size_t count,
-    core::TimePoint from, core::TimePoint until);
+/// time drawn uniformly from [from, until] (attrition, as FoundationDB's Attrition
+/// workload); returns the crashes in the order chosen. Error: count larger than the
+/// candidates, or until < from.
+[[nodiscard]] Result<std::vector<Kill>> kill_random(World& world, std::vector<core::PeerAddr> candidates,
+                                                    std::size_t count, core::TimePoint from, core::TimePoint until);
 
 /// Restarts node `addr` at `at` with host `fresh` (a crash, then a fresh start; see
 /// World::restart_node). Error: unknown node, no host.

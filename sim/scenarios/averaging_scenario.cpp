@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/dht/node_id.hpp"
+#include "sim/faults.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 
 namespace apiary::sim::scenarios {
@@ -142,13 +143,9 @@ std::size_t schedule_round(Run& run, const AveragingScenarioConfig& c, std::size
   // Attrition: fail_rate of the live peers die at random times inside the round.
   const auto kills = std::min(live.size(), static_cast<std::size_t>(
                                                std::llround(c.fail_rate * static_cast<double>(live.size()))));
-  const auto period_ns = static_cast<std::uint64_t>(c.round_period.count());
-  for (std::size_t k = 0; k < kills; ++k) {
-    const std::size_t pick = k + static_cast<std::size_t>(world.rng().uniform(live.size() - k));
-    std::swap(live[k], live[pick]);
-    const TimePoint at = begin + core::Duration(static_cast<core::Duration::rep>(world.rng().uniform(period_ns)));
-    (void)world.kill_node(run.addrs[live[k]], at);
-  }
+  std::vector<core::PeerAddr> candidates;
+  for (std::size_t i : live) candidates.push_back(run.addrs[i]);
+  (void)kill_random(world, std::move(candidates), kills, begin, begin + c.round_period - core::Duration(1));
   return kills;
 }
 

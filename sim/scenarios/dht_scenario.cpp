@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/dht/msgpack_value.hpp"
+#include "sim/faults.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 
 namespace apiary::sim::scenarios {
@@ -82,18 +83,16 @@ struct Run {
   /// Crashes `count` random initial nodes at times uniform in [from, until]; with
   /// replace_killed, a fresh node joins at each crash.
   void inject_kills(std::size_t count, core::TimePoint from, core::TimePoint until) {
-    const auto span = static_cast<std::uint64_t>((until - from).count()) + 1;
-    for (std::size_t i = 0; i < count && !survivors.empty(); ++i) {
-      const auto pick = static_cast<std::size_t>(world.rng().uniform(survivors.size()));
-      const std::size_t victim = survivors[pick];
-      survivors[pick] = survivors.back();
-      survivors.pop_back();
-      const core::TimePoint at =
-          from + core::Duration(static_cast<core::Duration::rep>(world.rng().uniform(span)));
-      (void)world.kill_node(swarm->addr(victim), at);
+    std::vector<core::PeerAddr> candidates;
+    for (std::size_t i : survivors) candidates.push_back(swarm->addr(i));
+    auto kills = kill_random(world, std::move(candidates), std::min(count, survivors.size()), from, until);
+    if (!kills) return;
+    for (const auto& kill : *kills) {
+      survivors.erase(std::find_if(survivors.begin(), survivors.end(),
+                                   [&](std::size_t i) { return swarm->addr(i) == kill.addr; }));
       report.killed += 1;
       if (config.replace_killed) {
-        world.schedule(at, [this](World& w) {
+        world.schedule(kill.at, [this](World& w) {
           if (swarm->add_joiner(w, w.now()).ok()) report.joined += 1;
         });
       }

@@ -47,14 +47,3 @@ struct role_reply_message;
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::role_call_message)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::role_reply_message)
 
-// Averager actor (actors/averaging/averager_messages.hpp).
-namespace apiary::actors {
-struct averager_step_message;
-struct averager_control_message;
-struct averager_dht_message;
-struct averager_load_state_message;
-}  // namespace apiary::actors
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_load_state_message)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_step_message)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_control_message)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(apiary::actors::averager_dht_message)

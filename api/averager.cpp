@@ -7,12 +7,17 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
-#include "actors/averaging/averager_actor.hpp"
+#include "actors/device/device_actor.hpp"
+#include "actors/device/device_route.hpp"
 #include "actors/gateway.hpp"
+#include "actors/role_actor.hpp"
 #include "actors/type_ids.hpp"
 #include "core/averaging/group_key.hpp"
+#include "core/averaging/state_roles.hpp"
 #include "core/averaging/state_sharing.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "core/mux.hpp"
+#include "core/rng.hpp"
 
 namespace apiary {
 
@@ -20,10 +25,11 @@ namespace mm = core::averaging;
 
 struct Averager::Impl {
   AveragerOptions options;
-  actors::AveragerActorConfig actor_config;
   std::shared_ptr<actors::Gateway> gateway;
-  caf::actor actor;
+  caf::actor actor;                  ///< the role host: averager, state sharing, state loading
+  std::vector<std::string> handles;  ///< what it serves
   std::optional<actors::device_actor> device;  ///< where part reductions run (if not in the role)
+  caf::actor device_route;                     ///< the device as the roles' "device"
   caf::actor_system* system = nullptr;
   mutable std::mutex mutex;  ///< guards options.tensors and group_key
   std::string group_key;
@@ -138,22 +144,24 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   impl.group_key = mm::make_group_key(options.prefix, options.initial_group_bits).value();
   impl.schema_hash = schema_of(options);
   impl.gateway = dht.gateway();
-  impl.actor_config.role.peer_id = averager->id_;
-  impl.actor_config.role.dht_epoch = dht.runtime().dht_epoch();  // DHT time is the DHT node's
-  impl.actor_config.dht = dht.actor();
-  impl.actor_config.caller = dht.peer_id().bytes();
-  impl.actor_config.serve_join = options.mode != mm::AveragingMode::client;
+  mm::AveragerRoleConfig role;
+  role.peer_id = averager->id_;
+  role.dht_epoch = dht.runtime().dht_epoch();  // DHT time is the DHT node's
+  role.caller = dht.peer_id().bytes();
+  role.serve_join = options.mode != mm::AveragingMode::client;
+  role.splice_parts = true;  // the gateway sends a part's pieces as they are
   std::uint64_t seed = options.seed;
   if (seed == 0) {
     for (char c : dht.peer_id().bytes()) seed = seed * 1099511628211ULL ^ static_cast<unsigned char>(c);
   }
-  impl.actor_config.seed = seed;
-  impl.actor_config.prefix = options.prefix;
-  impl.actor_config.sharing_priority = options.state_sharing_priority;
-  impl.actor_config.declare_period = options.declare_state_period;
+  mm::StateSharingConfig sharing;
+  sharing.peer_id = averager->id_;
+  sharing.prefix = options.prefix;
+  sharing.priority = options.state_sharing_priority;
+  sharing.declare_period = options.declare_state_period;
   if (options.state_sharing_priority) {
     std::weak_ptr<Impl> weak = averager->impl_;
-    impl.actor_config.state_stream = [weak]() -> Result<std::vector<std::string>> {
+    sharing.state_stream = [weak]() -> Result<std::vector<std::string>> {
       auto raw = weak.lock();
       if (!raw) return make_error(errc::cancelled, "expected a running averager to share its state, but it stopped");
       std::vector<std::vector<float>> tensors;
@@ -184,7 +192,6 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
     case ReduceOn::in_role:
       break;
   }
-  impl.actor_config.device = impl.device;
   impl.system = &dht.system();
   if (!options.device_tensors.empty()) {
     auto mirror = read_device_tensors(dht.system(), *impl.device, options.device_tensors);
@@ -197,12 +204,27 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   }
   averager->dht_ = &dht;
   impl.options = std::move(options);
-  impl.actor = actors::spawn_averager_actor(dht.system(), impl.gateway, impl.actor_config);
+  actors::RoleRoutes routes{{"dht", dht.actor()}};
+  auto mux = std::make_unique<core::Mux>();
+  mux->reach("dht");
+  if (impl.device) {
+    role.device_role = "device";
+    impl.device_route = actors::spawn_device_route(dht.system(), *impl.device);
+    routes.emplace("device", impl.device_route);
+    mux->reach("device");
+  }
+  auto rng = std::make_shared<core::Rng>(seed);
+  (void)mux->add("averager", std::make_unique<mm::AveragerRole>(std::move(role), [rng] { return rng->next_u64(); }));
+  (void)mux->add("state", std::make_unique<mm::StateSharingRole>(std::move(sharing)));
+  (void)mux->add("loader", std::make_unique<mm::StateLoadingRole>(dht.peer_id().bytes()));
+  impl.handles = mux->handles();
+  impl.actor = actors::spawn_role_actor(dht.system(), impl.gateway, std::move(mux), std::move(routes));
   return averager;
 }
 
 Averager::~Averager() {
-  if (impl_ && impl_->actor) actors::stop_averager_actor(*impl_->gateway, impl_->actor, impl_->actor_config);
+  if (impl_ && impl_->actor) actors::stop_role_actor(*impl_->gateway, impl_->actor, impl_->handles);
+  if (impl_ && impl_->device_route) caf::anon_send_exit(impl_->device_route, caf::exit_reason::user_shutdown);
   if (impl_ && impl_->device) caf::anon_send_exit(*impl_->device, caf::exit_reason::user_shutdown);
 }
 
@@ -253,12 +275,18 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
     for (const auto& t : s.tensors) s.tensor_sizes.push_back(static_cast<std::int64_t>(t.size()));
   }
   std::shared_ptr<Impl> impl = impl_;
-  actors::submit_step(impl_->actor, std::move(s), [impl, promise](Result<mm::AveragerStepResult> outcome) {
+  actors::call_role(impl_->actor, "averager", mm::k_step_method, core::Value::of(std::move(s)),
+                    [impl, promise](Result<core::Value> outcome) {
     if (!outcome) {
       promise->set_value(outcome.error());
       return;
     }
-    mm::AveragerStepResult& r = outcome.value();
+    auto* result = outcome->as<mm::AveragerStepResult>();
+    if (result == nullptr) {
+      promise->set_value(make_error(errc::internal, "the averager's step completed without its result"));
+      return;
+    }
+    mm::AveragerStepResult& r = *result;
     AveragerStepReport report;
     if (!impl->options.device_tensors.empty()) {
       auto updated = add_to_device_tensors(*impl->system, *impl->device, impl->options.device_tensors, r.deltas,
@@ -293,23 +321,15 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   return future;
 }
 
-void Averager::trigger() {
-  actors::submit_control(impl_->actor, [](mm::AveragerRole& role, core::TimePoint now) { return role.trigger(now); });
-}
+void Averager::trigger() { actors::call_role(impl_->actor, "averager", mm::k_trigger_method, {}, nullptr); }
 
-void Averager::cancel() {
-  actors::submit_control(impl_->actor, [](mm::AveragerRole& role, core::TimePoint now) { return role.cancel(now); });
-}
+void Averager::cancel() { actors::call_role(impl_->actor, "averager", mm::k_cancel_method, {}, nullptr); }
 
 bool Averager::set_weight(double weight) {
-  auto promise = std::make_shared<std::promise<bool>>();
-  auto future = promise->get_future();
-  actors::submit_control(impl_->actor, [promise, weight](mm::AveragerRole& role, core::TimePoint) {
-    promise->set_value(role.set_weight(weight));
-    return mm::AveragerEffects{};
-  });
+  auto future = actors::call_role(impl_->actor, "averager", mm::k_set_weight_method, core::Value::of(weight));
   if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return false;
-  return future.get();
+  auto changed = future.get();
+  return changed.ok() && changed->as<bool>() != nullptr && *changed->as<bool>();
 }
 
 std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeout) {
@@ -340,9 +360,15 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
   for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
   config.expected_shapes = shapes;
   std::shared_ptr<Impl> impl = impl_;
-  actors::submit_load_state(impl_->actor, std::move(config), [impl, promise](Result<mm::DownloadedState> r) {
-    if (!r) {
-      promise->set_value(r.error());
+  actors::call_role(impl_->actor, "loader", mm::k_load_method, core::Value::of(std::move(config)),
+                    [impl, promise](Result<core::Value> loaded) {
+    if (!loaded) {
+      promise->set_value(loaded.error());
+      return;
+    }
+    auto* r = loaded->as<mm::DownloadedState>();
+    if (r == nullptr) {
+      promise->set_value(make_error(errc::internal, "the state download completed without a state"));
       return;
     }
     {

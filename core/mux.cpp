@@ -109,7 +109,14 @@ Effects Mux::on(TimePoint now, Input input) {
           in.op = op;
           feed(now, it->second, std::move(in), out);
         } else if constexpr (std::is_same_v<T, LocalReply>) {
-          ++stray_;  // the Mux answers its roles' Asks itself; a host has none to answer
+          auto it = asked_out_.find(in.op);
+          if (it == asked_out_.end()) {
+            ++stray_;  // the answer to an Ask that never left the Mux, or one answered already
+            return;
+          }
+          const Origin origin = it->second;
+          asked_out_.erase(it);
+          feed(now, origin.role, LocalReply{origin.op, std::move(in.result)}, out);
         }
       },
       input);
@@ -155,6 +162,13 @@ void Mux::translate(TimePoint now, RoleId r, Effects fx, Effects& out) {
       }
     } else if (auto* ask = std::get_if<Ask>(&effect)) {
       auto it = by_name_.find(ask->role);
+      if (it == by_name_.end() && remote_.count(ask->role) != 0) {
+        const OpId op = next_op_++;
+        asked_out_.emplace(op, Origin{false, r, ask->op});
+        ask->op = op;
+        out.push_back(std::move(effect));
+        continue;
+      }
       if (it == by_name_.end()) {
         feed(now, r, no_such_role(*ask), out);
         continue;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,12 @@ class Mux final : public Role {
   /// Fails when the name is taken, another role already serves one of its handles, or the
   /// Mux is full. Add every role before the first input.
   Result<RoleId> add(std::string name, std::unique_ptr<Role> role);
+
+  /// Declares `name` a role of another host of the same process: Asks for it leave the
+  /// Mux as Ask effects (op ids in the Mux's space), for the host to route, and their
+  /// answers come back as LocalReply inputs. Asks for a name neither added nor reached
+  /// are answered inside the Mux with errc::not_found.
+  void reach(std::string name) { remote_.insert(std::move(name)); }
 
   /// The role added as `name`, or nullptr.
   [[nodiscard]] Role* find(const std::string& name) const;
@@ -78,6 +85,8 @@ class Mux final : public Role {
   std::unordered_map<std::string, RoleId> by_handle_;
   std::unordered_map<RequestId, RoleId> requests_;  ///< open streaming requests → the role
   std::unordered_map<OpId, Origin> ops_;            ///< local ops running in a role
+  std::set<std::string> remote_;                    ///< roles of other hosts (reach())
+  std::unordered_map<OpId, Origin> asked_out_;      ///< Asks that left the Mux -> who asked
   OpId next_op_ = 1;
   std::uint64_t stray_ = 0;
   std::uint64_t refused_ = 0;

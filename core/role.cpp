@@ -26,6 +26,13 @@ LocalEffects take_local(Effects& fx) {
   return out;
 }
 
+void name_caller(Effects& fx, const std::string& caller) {
+  if (caller.empty()) return;
+  for (auto& effect : fx) {
+    if (auto* call = std::get_if<Call>(&effect)) call->caller = caller;
+  }
+}
+
 LocalReply no_such_role(const Ask& ask) {
   return LocalReply{ask.op, make_error(errc::not_found, "no role named '{}' here", ask.role)};
 }

@@ -108,6 +108,10 @@ struct LocalEffects {
 /// Allocates nothing when there are none (the common case on a hot path).
 [[nodiscard]] LocalEffects take_local(Effects& fx);
 
+/// Names `caller` (PeerID bytes) as the caller of every Call in `fx` (when several nodes
+/// share one transport); "" leaves them as they are.
+void name_caller(Effects& fx, const std::string& caller);
+
 /// The answer to an Ask for a role its host does not have.
 [[nodiscard]] LocalReply no_such_role(const Ask& ask);
 

@@ -19,7 +19,7 @@
 namespace apiary::sim {
 
 template <class R>
-class RoleHost final : public Host {
+class RoleHost : public Host {
   static_assert(std::is_base_of_v<core::Role, R>, "RoleHost hosts a core::Role");
 
  public:

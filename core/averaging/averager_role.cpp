@@ -11,18 +11,6 @@ namespace apiary::core::averaging {
 
 namespace {
 
-/// Moves a role's call and timer ids up by `base`.
-Effects shifted(Effects fx, std::uint64_t base) {
-  for (auto& effect : fx) {
-    if (auto* c = std::get_if<Call>(&effect)) c->id += base;
-    if (auto* s = std::get_if<Send>(&effect)) s->call += base;
-    if (auto* x = std::get_if<Cancel>(&effect)) x->call += base;
-    if (auto* t = std::get_if<SetTimer>(&effect)) t->id += base;
-    if (auto* t = std::get_if<CancelTimer>(&effect)) t->id += base;
-  }
-  return fx;
-}
-
 void append(Effects& out, Effects more) {
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
 }
@@ -81,6 +69,12 @@ bool AveragerRole::serves(const std::string& handle) const {
   return handle == k_join_handle || handle == config_.part_handle;
 }
 
+std::vector<std::string> AveragerRole::handles() const {
+  std::vector<std::string> out{config_.part_handle};
+  if (config_.serve_join) out.emplace_back(k_join_handle);
+  return out;
+}
+
 AveragerEffects AveragerRole::step(TimePoint now, AveragerStep step) {
   AveragerEffects out;
   if (step_) {
@@ -133,7 +127,7 @@ AveragerEffects AveragerRole::cancel(TimePoint now) {
   if (!step_) return out;
   if (matchmaking_.searching()) {
     MatchmakingEffects mfx = matchmaking_.cancel(now);
-    append(out.rpc, shifted(std::move(mfx.rpc), config_.id_base));
+    append(out.rpc, std::move(mfx.rpc));
     out.dht = std::move(mfx.dht);
   }
   if (runner_ && !runner_->finished()) append(out.rpc, runner_->cancel(now));
@@ -142,7 +136,7 @@ AveragerEffects AveragerRole::cancel(TimePoint now) {
 }
 
 void AveragerRole::absorb(TimePoint now, MatchmakingEffects mfx, AveragerEffects& out) {
-  append(out.rpc, shifted(std::move(mfx.rpc), config_.id_base));
+  append(out.rpc, std::move(mfx.rpc));
   for (auto& op : mfx.dht) out.dht.push_back(std::move(op));
   if (!mfx.outcome || !step_) return;
   if (mfx.outcome->ok()) {
@@ -208,7 +202,7 @@ void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
   config.reducer_timeout = s.reducer_timeout;
   config.call_timeout = s.call_timeout;
   config.handle = config_.part_handle;
-  config.deferred_reductions = config_.deferred_reductions;
+  config.deferred_reductions = !config_.device_role.empty();
   config.splice_parts = config_.splice_parts;
   ++round_;
   config.id_base = runner_base();

@@ -1,9 +1,15 @@
 #pragma once
 /// AveragerRole: one averager's steps (hivemind's DecentralizedAverager.step, reference
-/// §3): matchmaking finds a group through the DHT, then one AllReduceRunner averages the
-/// step's tensors with that group. The shell hosts the role beside a DHT node: it
-/// routes inbound requests by handle (serves()), calls, messages and timers by id
-/// (owns()), runs the role's DHT operations and feeds their results back.
+/// §3) as a Role (core/role.hpp): matchmaking finds a group through the DHT, then one
+/// AllReduceRunner averages the step's tensors with that group. Its host runs it beside
+/// the process's DHT node: the role's DHT declarations and reads are Asks to that role
+/// (k_run_method NodeOps), its part reductions Asks to a device role when it has one,
+/// and a step's result leaves as the Complete of the k_step_method call that began it.
+///
+/// Local methods: k_step_method (AveragerStep; completes with AveragerStepResult or why
+/// the step failed; one at a time, another while one runs completes at once with
+/// errc::unavailable), k_trigger_method and k_cancel_method (no args; complete at once),
+/// k_set_weight_method (double; completes with a bool: false once the all-reduce began).
 ///
 /// Gather bytes: every member's gather is the msgpack array [bandwidth or nil, mode,
 /// user gather (bin)]; the role unwraps it into the modes and bandwidths that decide who
@@ -15,8 +21,8 @@
 /// formed (disbanded, leader failure) is retried until its deadline; one that reached the
 /// deadline fails with matchmaking's "could not find a group".
 ///
-/// Ids: matchmaking's calls and timers live at config.id_base + [0, k_round_ids), round
-/// r's runner at config.id_base + (r + 1) * k_round_ids + [0, k_round_ids).
+/// Ids (inside the role's own space): matchmaking's calls and timers live at
+/// [0, k_round_ids), round r's runner at (r + 1) * k_round_ids + [0, k_round_ids).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -28,6 +34,7 @@
 #include "core/averaging/allreduce.hpp"
 #include "core/averaging/matchmaking.hpp"
 #include "core/effects.hpp"
+#include "core/role.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
 
@@ -35,6 +42,15 @@ namespace apiary::core::averaging {
 
 /// Ids reserved for matchmaking, and for each round's runner.
 inline constexpr std::uint64_t k_round_ids = std::uint64_t{1} << 24;
+
+/// The averager's local methods (see above).
+inline constexpr const char* k_step_method = "step";
+inline constexpr const char* k_trigger_method = "trigger";
+inline constexpr const char* k_cancel_method = "cancel";
+inline constexpr const char* k_set_weight_method = "set_weight";
+/// The local method of a device role the averager asks for a part reduction (args
+/// ReduceJob; answered with a ReducedPart).
+inline constexpr const char* k_reduce_method = "reduce";
 
 /// Fixed settings of one averager.
 struct AveragerRoleConfig {
@@ -45,13 +61,17 @@ struct AveragerRoleConfig {
   double dht_epoch = 0;
   /// Where calls to a groupmate go (default: its id is its address).
   std::function<PeerAddr(const PeerIdBytes&)> address_of;
-  /// First call/timer id of the role (ids below are the shell's, e.g. its DHT node's).
-  std::uint64_t id_base = std::uint64_t{1} << 48;
-  /// The part stream's handle (with the averager's prefix, if the shell uses one).
+  /// The part stream's handle (with the averager's prefix, if the host uses one).
   std::string part_handle = k_aggregate_part_handle;
-  /// The all-reduce's reductions leave the role as AveragerEffects::reduce jobs (for a
-  /// device actor), answered through on_reduced(); otherwise they run inline.
-  bool deferred_reductions = false;
+  /// Serve the join stream (false for a client: it only joins others' groups).
+  bool serve_join = true;
+  /// The name of the process's DHT node role (the target of matchmaking's Asks).
+  std::string dht_role = "dht";
+  /// The name of a device role that runs the all-reduce's part reductions (Asks of
+  /// method "reduce" with a ReduceJob, answered with a ReducedPart); "": inline.
+  std::string device_role;
+  /// PeerID bytes named as the caller of the role's calls ("": the transport's own).
+  std::string caller;
   /// The all-reduce's uncompressed parts leave as spliced messages (AllReduceConfig::
   /// splice_parts): for shells whose transport sends the pieces as they are.
   bool splice_parts = false;
@@ -100,11 +120,11 @@ struct AveragerStepResult {
   std::size_t attempts = 1;               ///< matchmaking attempts (retries + 1)
 };
 
-/// What one input produced.
+/// What one of the role's parts produced, before the role turns it into Effects.
 struct AveragerEffects {
   Effects rpc;
   std::vector<DhtOp> dht;
-  /// Part reductions to run (deferred_reductions); each result goes back through
+  /// Part reductions to run on the device role; each result goes back through
   /// on_reduced(job.id, ...), in any order.
   std::vector<ReduceJob> reduce;
   /// At most once per step: the step's result or why it failed.
@@ -112,40 +132,15 @@ struct AveragerEffects {
 };
 
 /// One averager: matchmaking + all-reduce, one step at a time.
-class AveragerRole {
+class AveragerRole final : public Role {
  public:
   /// A role drawing group ids and orders from `rng`.
   AveragerRole(AveragerRoleConfig config, NextU64 rng);
 
-  /// Starts a step (one at a time; another while one runs ends at once with
-  /// errc::unavailable). Bad settings end at once with invalid_argument.
-  [[nodiscard]] AveragerEffects step(TimePoint now, AveragerStep step);
-  /// Lets a require_trigger step begin its all-reduce (at once if its group is known).
-  [[nodiscard]] AveragerEffects trigger(TimePoint now);
-  /// Changes the running step's weight; false once its all-reduce began.
-  bool set_weight(double weight);
-  /// Abandons the running step (outcome errc::cancelled); no-op when idle.
-  [[nodiscard]] AveragerEffects cancel(TimePoint now);
-
-  /// Whether an inbound request on `handle` is the role's (join or part stream).
-  [[nodiscard]] bool serves(const std::string& handle) const;
-  /// Whether a call or timer id is the role's.
-  [[nodiscard]] bool owns(std::uint64_t id) const { return id >= config_.id_base; }
-  /// Whether the role serves inbound request `id`.
-  [[nodiscard]] bool owns_request(RequestId id) const { return requests_.count(id) != 0; }
-
+  /// The part stream's handle, and the join stream's when serve_join.
+  [[nodiscard]] std::vector<std::string> handles() const override;
   /// Part streams' messages are reduced where they lie in their buffers (no copy).
-  [[nodiscard]] AveragerEffects on_request(TimePoint now, RequestId id, const std::string& handle,
-                                           const PeerAddr& from, Buffer body);
-  [[nodiscard]] AveragerEffects on_request_message(TimePoint now, RequestId id, Result<Buffer> message,
-                                                   bool last);
-  [[nodiscard]] AveragerEffects on_message(TimePoint now, CallId call, std::string_view message);
-  [[nodiscard]] AveragerEffects on_response(TimePoint now, CallId call, const Result<std::string>& result);
-  [[nodiscard]] AveragerEffects on_timer(TimePoint now, TimerId id);
-  [[nodiscard]] AveragerEffects on_declared(TimePoint now, DhtOpId op, bool ok);
-  [[nodiscard]] AveragerEffects on_averagers(TimePoint now, DhtOpId op, std::vector<Averager> active);
-  /// The result of reduce job `job` (or why it failed); stale jobs are ignored.
-  [[nodiscard]] AveragerEffects on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result);
+  [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// True while a step runs.
   [[nodiscard]] bool busy() const { return step_.has_value(); }
@@ -155,6 +150,36 @@ class AveragerRole {
   [[nodiscard]] const std::string& next_group_key() const { return next_group_key_; }
 
  private:
+  /// What an Ask of the role was for.
+  struct Asked {
+    bool reduce = false;   ///< a part reduction (else a DHT operation)
+    bool declare = false;  ///< a DHT declaration (else a read of a group key)
+    std::uint64_t id = 0;  ///< the reduce job's id, or matchmaking's DHT op id
+  };
+
+  /// The local methods.
+  [[nodiscard]] Effects local(TimePoint now, const LocalCall& call);
+  /// An Ask's answer.
+  [[nodiscard]] AveragerEffects answered(TimePoint now, LocalReply reply);
+  /// `afx` as Effects: DHT operations and reductions become Asks, the outcome the
+  /// running step's Complete; the caller is named on calls.
+  [[nodiscard]] Effects lower(AveragerEffects afx);
+
+  AveragerEffects step(TimePoint now, AveragerStep step);
+  AveragerEffects trigger(TimePoint now);
+  bool set_weight(double weight);
+  AveragerEffects cancel(TimePoint now);
+  [[nodiscard]] bool serves(const std::string& handle) const;
+  AveragerEffects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
+                             Buffer body);
+  AveragerEffects on_request_message(TimePoint now, RequestId id, Result<Buffer> message, bool last);
+  AveragerEffects on_message(TimePoint now, CallId call, std::string_view message);
+  AveragerEffects on_response(TimePoint now, CallId call, const Result<std::string>& result);
+  AveragerEffects on_timer(TimePoint now, TimerId id);
+  AveragerEffects on_declared(TimePoint now, DhtOpId op, bool ok);
+  AveragerEffects on_averagers(TimePoint now, DhtOpId op, std::vector<Averager> active);
+  AveragerEffects on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result);
+
   /// A part stream input that arrived before this peer's runner for its group.
   struct Held {
     RequestId id = 0;
@@ -175,7 +200,7 @@ class AveragerRole {
   void runner_effects(Effects fx, AveragerEffects& out);
   void finish(Result<AveragerStepResult> outcome, AveragerEffects& out);
   [[nodiscard]] bool runner_id(std::uint64_t id) const;
-  [[nodiscard]] std::uint64_t runner_base() const { return config_.id_base + (round_ + 1) * k_round_ids; }
+  [[nodiscard]] std::uint64_t runner_base() const { return (round_ + 1) * k_round_ids; }
 
   AveragerRoleConfig config_;
   Matchmaking matchmaking_;
@@ -188,6 +213,9 @@ class AveragerRole {
   std::vector<Held> held_;
   std::map<RequestId, bool> requests_;  ///< served request → is a part stream
   std::string next_group_key_;
+  std::optional<OpId> step_op_;          ///< the running step's k_step_method call
+  std::map<OpId, Asked> asks_;           ///< Asks awaiting their answer
+  OpId next_ask_ = 1;
 };
 
 /// The gather bytes a member sends: msgpack [bandwidth or nil, mode, user bytes].

@@ -1,10 +1,13 @@
 // AveragerRole's inputs: inbound streams, call answers, timers and DHT results, routed to
 // matchmaking or to the current round's runner.
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "averaging.pb.h"
 #include "core/averaging/averager_role.hpp"
+#include "core/averaging/dht_declarations.hpp"
+#include "core/dht/node_role.hpp"
 
 namespace apiary::core::averaging {
 
@@ -63,8 +66,8 @@ AveragerEffects AveragerRole::on_request_message(TimePoint now, RequestId id, Re
 
 AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, std::string_view message) {
   AveragerEffects out;
-  if (call >= config_.id_base && call < config_.id_base + k_round_ids) {
-    absorb(now, matchmaking_.on_message(now, call - config_.id_base, std::string(message)), out);
+  if (call < k_round_ids) {
+    absorb(now, matchmaking_.on_message(now, call, std::string(message)), out);
   } else if (runner_id(call)) {
     runner_effects(runner_->on_message(now, call, message), out);
   }
@@ -73,8 +76,8 @@ AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, std::string
 
 AveragerEffects AveragerRole::on_response(TimePoint now, CallId call, const Result<std::string>& result) {
   AveragerEffects out;
-  if (call >= config_.id_base && call < config_.id_base + k_round_ids) {
-    absorb(now, matchmaking_.on_response(now, call - config_.id_base, result), out);
+  if (call < k_round_ids) {
+    absorb(now, matchmaking_.on_response(now, call, result), out);
   } else if (runner_id(call)) {
     runner_effects(runner_->on_response(now, call, result), out);
   }
@@ -83,8 +86,8 @@ AveragerEffects AveragerRole::on_response(TimePoint now, CallId call, const Resu
 
 AveragerEffects AveragerRole::on_timer(TimePoint now, TimerId id) {
   AveragerEffects out;
-  if (id >= config_.id_base && id < config_.id_base + k_round_ids) {
-    absorb(now, matchmaking_.on_timer(now, id - config_.id_base), out);
+  if (id < k_round_ids) {
+    absorb(now, matchmaking_.on_timer(now, id), out);
   } else if (runner_id(id)) {
     runner_effects(runner_->on_timer(now, id), out);
   }
@@ -106,6 +109,120 @@ AveragerEffects AveragerRole::on_averagers(TimePoint now, DhtOpId op, std::vecto
 AveragerEffects AveragerRole::on_reduced(TimePoint now, std::uint64_t job, Result<ReducedPart> result) {
   AveragerEffects out;
   if (runner_id(job)) runner_effects(runner_->on_reduced(now, job, std::move(result)), out);
+  return out;
+}
+
+}  // namespace apiary::core::averaging
+
+namespace apiary::core::averaging {
+
+Effects AveragerRole::on(TimePoint now, Input input) {
+  return std::visit(
+      [&](auto& in) -> Effects {
+        using T = std::decay_t<decltype(in)>;
+        if constexpr (std::is_same_v<T, Request>) {
+          return lower(on_request(now, in.id, in.handle, in.from, std::move(in.body)));
+        } else if constexpr (std::is_same_v<T, RequestMessage>) {
+          return lower(on_request_message(now, in.id, std::move(in.message), in.last));
+        } else if constexpr (std::is_same_v<T, StreamMessage>) {
+          return lower(on_message(now, in.call, in.message.view()));
+        } else if constexpr (std::is_same_v<T, Response>) {
+          return lower(on_response(now, in.call, in.result));
+        } else if constexpr (std::is_same_v<T, TimerFired>) {
+          return lower(on_timer(now, in.id));
+        } else if constexpr (std::is_same_v<T, LocalCall>) {
+          return local(now, in);
+        } else if constexpr (std::is_same_v<T, LocalReply>) {
+          return lower(answered(now, std::move(in)));
+        } else {
+          return {};  // Start; a groupmate going down shows as its calls failing
+        }
+      },
+      input);
+}
+
+Effects AveragerRole::local(TimePoint now, const LocalCall& c) {
+  if (c.method == k_step_method) {
+    auto* s = c.args.as<AveragerStep>();
+    if (s == nullptr) {
+      return {Complete{c.op, make_error(errc::invalid_argument, "the averager's '{}' takes an AveragerStep, got a {}",
+                                        k_step_method, c.args.type_name())}};
+    }
+    if (step_) {
+      return {Complete{c.op, make_error(errc::unavailable, "expected one averaging step at a time, but a step is "
+                                                           "running; wait for it or cancel it first")}};
+    }
+    step_op_ = c.op;
+    return lower(step(now, std::move(*s)));
+  }
+  if (c.method == k_trigger_method || c.method == k_cancel_method) {
+    Effects fx = lower(c.method == k_trigger_method ? trigger(now) : cancel(now));
+    fx.push_back(Complete{c.op, Value{}});
+    return fx;
+  }
+  if (c.method == k_set_weight_method) {
+    const auto* weight = c.args.as<double>();
+    if (weight == nullptr) {
+      return {Complete{c.op, make_error(errc::invalid_argument, "the averager's '{}' takes a double, got a {}",
+                                        k_set_weight_method, c.args.type_name())}};
+    }
+    return {Complete{c.op, Value::of(set_weight(*weight))}};
+  }
+  return {unknown_method(c, "the averager")};
+}
+
+AveragerEffects AveragerRole::answered(TimePoint now, LocalReply reply) {
+  auto it = asks_.find(reply.op);
+  if (it == asks_.end()) return {};
+  const Asked asked = it->second;
+  asks_.erase(it);
+  if (asked.reduce) {
+    Result<ReducedPart> part = make_error(errc::internal, "the device answered a reduction with no ReducedPart");
+    if (!reply.result.ok()) {
+      part = reply.result.error();
+    } else if (auto* p = reply.result->as<ReducedPart>()) {
+      part = std::move(*p);
+    }
+    return on_reduced(now, asked.id, std::move(part));
+  }
+  const dht::OpResult* r = reply.result.ok() ? reply.result->as<dht::OpResult>() : nullptr;
+  if (asked.declare) return on_declared(now, asked.id, r != nullptr && r->status.ok() && !r->stored.empty() && r->stored[0]);
+  std::vector<Averager> active;
+  if (r != nullptr && !r->found.empty()) active = declared_averagers(r->found[0], to_seconds(now) + config_.dht_epoch);
+  return on_averagers(now, asked.id, std::move(active));
+}
+
+Effects AveragerRole::lower(AveragerEffects afx) {
+  Effects out;
+  for (auto& op : afx.dht) {
+    const OpId ask = next_ask_++;
+    dht::NodeOp run;
+    if (auto* d = std::get_if<DhtDeclare>(&op)) {
+      asks_[ask] = Asked{false, true, d->op};
+      run = [item = declaration_item(*d)](dht::Node& node, TimePoint at, OpId id) { return node.store(at, id, {item}); };
+    } else if (auto* g = std::get_if<DhtGetAveragers>(&op)) {
+      asks_[ask] = Asked{false, false, g->op};
+      run = [key = averagers_key(*g)](dht::Node& node, TimePoint at, OpId id) { return node.get(at, id, {key}, true); };
+    }
+    out.push_back(Ask{ask, config_.dht_role, dht::k_run_method, Value::of(std::move(run))});
+  }
+  if (afx.outcome && step_op_) {
+    const OpId op = *step_op_;
+    step_op_.reset();
+    if (afx.outcome->ok()) {
+      out.push_back(Complete{op, Value::of(std::move(afx.outcome->value()))});
+    } else {
+      out.push_back(Complete{op, afx.outcome->error()});
+    }
+  }
+  name_caller(afx.rpc, config_.caller);
+  out.insert(out.end(), std::make_move_iterator(afx.rpc.begin()), std::make_move_iterator(afx.rpc.end()));
+  // After the calls and replies above: a part's answers must follow those already on their way.
+  for (auto& job : afx.reduce) {
+    const OpId ask = next_ask_++;
+    asks_[ask] = Asked{true, false, job.id};
+    out.push_back(Ask{ask, config_.device_role, k_reduce_method, Value::of(std::move(job))});
+  }
   return out;
 }
 

@@ -151,6 +151,30 @@ TEST_CASE("a role's Ask to another role of the Mux comes back as its LocalReply"
   CHECK(t.a->ask_error.find("nobody") != std::string::npos);
 }
 
+TEST_CASE("an Ask for a role of another host leaves the Mux, and its answer comes back to the asker", "[mux]") {
+  TwoProbes t;
+  t.mux.reach("dht");
+  auto fx = t.mux.on({}, LocalCall{9, "a", "ask", Value::of(std::string("dht"))});
+  REQUIRE(of<Ask>(fx).size() == 1);
+  const Ask out = of<Ask>(fx)[0];
+  CHECK(out.role == "dht");
+  CHECK(out.method == "double");
+  CHECK(t.a->doubled == 0);
+
+  // The host answers with the op the Ask carried; the asker hears it under its own op.
+  CHECK(t.mux.on({}, LocalReply{out.op, Value::of(42)}).empty());
+  CHECK(t.a->doubled == 42);
+  REQUIRE(std::holds_alternative<LocalReply>(t.a->inputs.back()));
+  CHECK(std::get<LocalReply>(t.a->inputs.back()).op == 3);
+
+  // A second answer to the same Ask, or one to an Ask never made, is dropped and counted.
+  const auto before = t.a->inputs.size();
+  CHECK(t.mux.on({}, LocalReply{out.op, Value::of(1)}).empty());
+  CHECK(t.mux.on({}, LocalReply{424242, Value::of(1)}).empty());
+  CHECK(t.a->inputs.size() == before);
+  CHECK(t.mux.stray() == 2);
+}
+
 TEST_CASE("a host's local call reaches the named role and its Complete keeps the host's op id", "[mux]") {
   TwoProbes t;
   auto fx = t.mux.on({}, LocalCall{77, "b", "double", Value::of(5)});

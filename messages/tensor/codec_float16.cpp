@@ -130,6 +130,24 @@ Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header) 
   std::vector<float> stds(m);
   std::memcpy(means.data(), buffer.data() + 2 * n, m * sizeof(float));
   std::memcpy(stds.data(), buffer.data() + 2 * n + m * sizeof(float), m * sizeof(float));
+  // Each dtype as hivemind's decoder computes it: halves cast to the tensor's dtype, then
+  // multiplied by the row's std and added its mean in place (torch's type promotion).
+  if (header.type == dtype::float64) {
+    Buffer out = Buffer::allocate(n * sizeof(double));
+    auto* dst = reinterpret_cast<double*>(out.data());
+    for (std::size_t r = 0; r < m && len > 0; ++r) {
+      kernels::destandardize_doubles(dst + r * len, halves_at(buffer) + r * len, len, means[r], stds[r]);
+    }
+    return Tensor::make(header.type, std::move(header.shape), std::move(out), message.requires_grad());
+  }
+  if (header.type == dtype::float16) {
+    Buffer out = Buffer::allocate(n * 2);
+    auto* dst = reinterpret_cast<std::uint16_t*>(out.data());
+    for (std::size_t r = 0; r < m && len > 0; ++r) {
+      kernels::destandardize_halves(dst + r * len, halves_at(buffer) + r * len, len, means[r], stds[r]);
+    }
+    return Tensor::make(header.type, std::move(header.shape), std::move(out), message.requires_grad());
+  }
   detail::FloatOutput values(header.type, n);
   for (std::size_t r = 0; r < m && len > 0; ++r) {
     kernels::destandardize(values.data() + r * len, halves_at(buffer) + r * len, len, means[r],

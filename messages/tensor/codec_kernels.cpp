@@ -95,6 +95,20 @@ APIARY_CODEC_CLONES void destandardize(float* dst, const std::uint16_t* src, std
   for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]) * std + mean;
 }
 
+APIARY_CODEC_CLONES void destandardize_doubles(double* dst, const std::uint16_t* src, std::size_t n,
+                                               float mean, float std) {
+  const double m = mean;
+  const double s = std;
+  for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<double>(half_to_float(src[i])) * s + m;
+}
+
+void destandardize_halves(std::uint16_t* dst, const std::uint16_t* src, std::size_t n, float mean, float std) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t scaled = float_to_half(half_to_float(src[i]) * std);
+    dst[i] = float_to_half(half_to_float(scaled) + mean);
+  }
+}
+
 APIARY_CODEC_CLONES void uniform_indices(std::uint8_t* idx, const float* x, std::size_t n,
                                          float shift, float scale) {
   // Adding and subtracting 1.5 * 2^23 rounds a float of magnitude below 2^22 to an

@@ -39,6 +39,13 @@ void standardize_to_halves(std::uint16_t* dst, const float* x, std::size_t n, fl
                            float std);
 /// dst[i] = float32(src[i]) * std + mean (multiply, then add; never fused).
 void destandardize(float* dst, const std::uint16_t* src, std::size_t n, float mean, float std);
+/// The same in float64, as torch's in-place ops on a float64 tensor compute it:
+/// dst[i] = float64(src[i]) * float64(std) + float64(mean).
+void destandardize_doubles(double* dst, const std::uint16_t* src, std::size_t n, float mean, float std);
+/// The same on a float16 tensor, rounded to float16 after the multiply and after the add
+/// (each op in float32, as torch's mul_ / add_ with a float32 operand):
+/// dst[i] = float16(float32(float16(float32(src[i]) * std)) + mean).
+void destandardize_halves(std::uint16_t* dst, const std::uint16_t* src, std::size_t n, float mean, float std);
 
 /// idx[i] = clamp(round_half_even((x[i] - shift) / scale) + 128, 0, 255); scale > 0.
 void uniform_indices(std::uint8_t* idx, const float* x, std::size_t n, float shift, float scale);

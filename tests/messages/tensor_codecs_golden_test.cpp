@@ -63,6 +63,40 @@ TEST_CASE("MEANSTD_16BIT golden bytes: halves, then means, then stds") {
   CHECK(values_of(*msg::decode(wire)) == std::vector<double>{1, 3, 5, 5});
 }
 
+TEST_CASE("MEANSTD_16BIT decodes float64 and float16 as hivemind does, not through float32") {
+  // One row of one element: the half 0x3c01 = 1.0009765625, std 3, the given mean.
+  auto wire = [](const char* dtype, float mean) {
+    pb::Tensor t;
+    t.add_size(1);
+    t.add_size(1);
+    t.set_dtype(dtype);
+    t.set_compression(pb::MEANSTD_16BIT);
+    const float std = 3.0f;
+    std::string buffer = bytes({0x01, 0x3c});
+    buffer.append(reinterpret_cast<const char*>(&mean), sizeof mean);
+    buffer.append(reinterpret_cast<const char*>(&std), sizeof std);
+    t.set_buffer(buffer);
+    return t;
+  };
+  // float64 (hivemind: the halves as float64, then * std and + mean in float64):
+  // 1.0009765625 * 3 = 3.0029296875, + float64(0.1f) = 0.100000001490116119384765625,
+  // exact in float64. Through float32 it would be 3.1029295921325684.
+  auto wide = msg::decode(wire("float64", 0.1f));
+  REQUIRE(wide.ok());
+  CHECK(values_of(*wide) == std::vector<double>{3.102929688990116119384765625});
+  // float16 (hivemind: torch's in-place mul_ and add_ on a float16 tensor round to float16
+  // after each): 3.0029296875 lies halfway between the halves 3.001953125 and 3.00390625
+  // and rounds to the even one, 3.00390625 (0x4202); minus 2^-11 it is 3.00341796875,
+  // which rounds to 0x4202 again. Rounding once, 3.00244140625 would give 0x4201.
+  auto half = msg::decode(wire("float16", -0x1p-11f));
+  REQUIRE(half.ok());
+  CHECK(values_of(*half) == std::vector<double>{3.00390625});
+  // float32 keeps its one rounding: 3.0029296875 - 2^-11 = 3.00244140625 exactly.
+  auto single = msg::decode(wire("float32", -0x1p-11f));
+  REQUIRE(single.ok());
+  CHECK(values_of(*single) == std::vector<double>{3.00244140625});
+}
+
 TEST_CASE("UNIFORM_8BIT golden bytes: codebook of ORIGINAL values, not centred ones") {
   // mean 10; centred -3, -1, 1, 3; unbiased std sqrt(20 / 3) = 2.58199;
   // scale = 6 * std / 256 = 0.0605154; c / scale = -49.57, -16.52, 16.52, 49.57

@@ -90,9 +90,10 @@ Status check(const AveragerOptions& o) {
                       "reducer_timeout > sender_timeout, got {}, {}, {}, {} s",
                       o.min_matchmaking_time, o.request_timeout, o.sender_timeout, o.reducer_timeout);
   }
-  if (o.codecs.size() != 1 && o.codecs.size() != o.tensors.size()) {
-    return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}",
-                      o.tensors.size(), o.codecs.size());
+  const std::size_t count = o.device_tensors.empty() ? o.tensors.size() : o.device_tensors.size();
+  if (o.codecs.size() != 1 && o.codecs.size() != count) {
+    return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}", count,
+                      o.codecs.size());
   }
   return ok_status();
 }

@@ -12,6 +12,8 @@ PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev
   libopendht-dev
   libgloo-dev openmpi-bin libopenmpi-dev
+  python3-dev python3-pybind11 python3-numpy python3-torch python3-msgpack python3-pytest
+  python3-sklearn python3-tqdm python3-protobuf
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

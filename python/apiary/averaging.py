@@ -1,0 +1,328 @@
+"""apiary.DecentralizedAverager: hivemind's averager over apiary's C++ averager.
+
+The averaged tensors are the trainer's own memory (float32, contiguous, on the CPU:
+``torch.Tensor`` or ``numpy.ndarray``): each step reads them and adds
+``averaging_alpha * (group average - tensor)`` to them in place; nothing is copied into
+shared memory or another process.
+"""
+import contextlib
+import threading
+from enum import Enum
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from . import _apiary
+from .compression import CompressionBase, CompressionInfo, NoCompression, TensorDescriptor
+from .dht import DHT
+from .futures import OperationFuture
+from .peer_id import PeerID
+from .serializer import MSGPackSerializer
+from .timed import get_dht_time
+
+GatheredData = Any
+
+# A step without a timeout looks for a group this long (hivemind: forever).
+_NO_TIMEOUT = 7 * 24 * 3600.0
+
+
+class AveragingMode(Enum):
+    NODE = 0
+    CLIENT = 1
+    AUX = 2
+
+
+def _memory_of(tensor: Any) -> Tuple[int, int]:
+    """(address, elements) of a float32, contiguous CPU tensor or array; ValueError otherwise."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of the package
+        torch = None
+    if torch is not None and isinstance(tensor, torch.Tensor):
+        if tensor.device.type != "cpu":
+            raise ValueError(f"expected CPU tensors, got one on {tensor.device}")
+        if tensor.dtype != torch.float32:
+            raise ValueError(f"expected float32 tensors, got {tensor.dtype}; averaging runs on float32 memory")
+        if not tensor.is_contiguous():
+            raise ValueError("expected contiguous tensors, got a strided view; pass tensor.contiguous()")
+        return tensor.data_ptr(), tensor.numel()
+    import numpy as np
+
+    if isinstance(tensor, np.ndarray):
+        if tensor.dtype != np.float32:
+            raise ValueError(f"expected float32 arrays, got {tensor.dtype}; averaging runs on float32 memory")
+        if not tensor.flags["C_CONTIGUOUS"] or not tensor.flags["WRITEABLE"]:
+            raise ValueError("expected C-contiguous, writeable arrays")
+        return tensor.ctypes.data, tensor.size
+    raise TypeError(f"expected torch.Tensor or numpy.ndarray tensors, got {type(tensor).__name__}")
+
+
+def _peer_of(maddr: str) -> PeerID:
+    return PeerID.from_multiaddr(maddr)
+
+
+class StepControl:
+    """A running step (``step(wait=False)``): result(), trigger it, cancel it, change its weight."""
+
+    def __init__(self, averager: "DecentralizedAverager", pending: Any, weight: float, require_trigger: bool):
+        self._averager = averager
+        self._future = OperationFuture(pending, averager._gathered_of)
+        self._weight = weight
+        self._triggered = not require_trigger
+
+    def result(self, timeout: Optional[float] = None) -> Dict[PeerID, GatheredData]:
+        """The gathered data of every group member, by PeerID (raises the step's error)."""
+        return self._future.result(timeout)
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def cancelled(self) -> bool:
+        if self._future.cancelled():
+            return True
+        if not self._future.done():
+            return False
+        import concurrent.futures
+
+        return isinstance(self._future.exception(0), concurrent.futures.CancelledError)
+
+    def cancel(self) -> bool:
+        """Abandons the step: it ends with CancelledError. False if it finished already."""
+        if self._future.done():
+            return False
+        self._averager._native.cancel()
+        return True
+
+    def allow_allreduce(self) -> None:
+        """Lets a ``require_trigger`` step begin its all-reduce (harmless when repeated)."""
+        self._triggered = True
+        self._averager._native.trigger()
+
+    trigger = allow_allreduce
+
+    @property
+    def triggered(self) -> bool:
+        return self._triggered
+
+    @property
+    def weight(self) -> float:
+        return self._weight
+
+    @weight.setter
+    def weight(self, weight: float) -> None:
+        if not self._averager._native.set_weight(float(weight)):
+            raise RuntimeError("expected a step that has not begun its all-reduce, but it began (or ended)")
+        self._weight = float(weight)
+
+
+class DecentralizedAverager:
+    """Averages tensors with peers found through the DHT (hivemind.averaging.DecentralizedAverager).
+
+    Arguments follow hivemind's; apiary differences: tensors must be float32 and
+    contiguous (they are averaged in place), ``allow_retries`` is always on (a step
+    retries matchmaking until its timeout), and the state shared with peers is the
+    averaged tensors as of the last step or download.
+    """
+
+    def __init__(
+        self,
+        averaged_tensors: Sequence[Any],
+        dht: DHT,
+        *,
+        start: bool,
+        prefix: str,
+        target_group_size: Optional[int] = None,
+        min_group_size: int = 2,
+        initial_group_bits: str = "",
+        min_matchmaking_time: float = 5.0,
+        request_timeout: float = 3.0,
+        averaging_alpha: float = 1.0,
+        part_size_bytes: int = 2**19,
+        allreduce_timeout: Optional[float] = None,
+        next_chunk_timeout: Optional[float] = None,
+        sender_timeout: Optional[float] = None,
+        reducer_timeout: Optional[float] = None,
+        compression: CompressionBase = NoCompression(),
+        state_compression: CompressionBase = NoCompression(),
+        tensor_infos: Optional[Sequence[Any]] = None,
+        bandwidth: Optional[float] = None,
+        min_vector_size: int = 0,
+        auxiliary: bool = False,
+        allow_state_sharing: Optional[bool] = None,
+        declare_state_period: float = 30,
+        client_mode: Optional[bool] = None,
+        daemon: bool = True,
+        shutdown_timeout: float = 5,
+        state_sharing_priority: float = 0.0,
+    ):
+        if not isinstance(dht, DHT) or not dht.is_alive():
+            raise ValueError("expected a running apiary.DHT")
+        if not prefix:
+            raise ValueError("expected a non-empty prefix")
+        client_mode = dht.client_mode if client_mode is None else bool(client_mode)
+        if auxiliary and client_mode:
+            raise ValueError("an auxiliary averager cannot be in client mode")
+        self.mode = AveragingMode.CLIENT if client_mode else AveragingMode.AUX if auxiliary else AveragingMode.NODE
+        self.client_mode = client_mode
+        self.prefix = prefix
+        self.dht = dht
+        self._tensors = list(averaged_tensors)
+        memory = [_memory_of(t) for t in self._tensors]
+        if not memory:
+            raise ValueError("expected at least one tensor to average")
+        if not isinstance(compression, CompressionBase):
+            raise TypeError(f"expected an apiary.compression codec, got {type(compression).__name__}")
+        if tensor_infos is None:
+            infos = [CompressionInfo(i, TensorDescriptor(tuple(t.shape))) for i, t in enumerate(self._tensors)]
+        else:
+            infos = list(tensor_infos)
+            if len(infos) != len(self._tensors):
+                raise ValueError(f"expected one tensor_info per tensor ({len(self._tensors)}), got {len(infos)}")
+        codecs = [int(compression.choose(info).compression_type) for info in infos]
+        sender = sender_timeout if sender_timeout is not None else next_chunk_timeout
+        sender = 5.0 if sender is None else float(sender)
+        reducer = 2 * sender if reducer_timeout is None else float(reducer_timeout)
+        if allow_state_sharing is None:
+            allow_state_sharing = self.mode == AveragingMode.NODE
+        self._allow_state_sharing = bool(allow_state_sharing)
+        self.min_matchmaking_time = float(min_matchmaking_time)
+        self.allreduce_timeout = allreduce_timeout
+        options = dict(
+            prefix=prefix,
+            mode=self.mode.value,
+            target_group_size=0 if target_group_size is None else int(target_group_size),
+            min_group_size=int(min_group_size),
+            initial_group_bits=str(initial_group_bits),
+            min_matchmaking_time=self.min_matchmaking_time,
+            request_timeout=float(request_timeout),
+            averaging_alpha=float(averaging_alpha),
+            bandwidth=None if bandwidth is None else float(bandwidth),
+            codecs=codecs,
+            part_size_bytes=int(part_size_bytes),
+            min_vector_size=int(min_vector_size),
+            sender_timeout=sender,
+            reducer_timeout=reducer,
+            state_sharing_priority=float(state_sharing_priority) if self._allow_state_sharing else None,
+            declare_state_period=float(declare_state_period),
+        )
+        self._lock = threading.RLock()
+        self._native: Any = None
+        self._options = options
+        self._memory = memory
+        self._shut_down = False
+        if start:
+            self.run_in_background()
+
+    def run_in_background(self, await_ready: bool = True, timeout: Optional[float] = None) -> None:
+        """Starts the averager: it serves its groupmates from now on."""
+        if self._native is not None:
+            raise RuntimeError("expected an averager that is not running, but it was started already")
+        self._native = _apiary.Averager(self.dht._require(), self._memory, self._options)
+
+    def is_alive(self) -> bool:
+        return self._native is not None and not self._shut_down
+
+    @property
+    def peer_id(self) -> PeerID:
+        return self.dht.peer_id
+
+    @property
+    def allow_state_sharing(self) -> bool:
+        return self._allow_state_sharing
+
+    def _require(self) -> Any:
+        if self._shut_down:
+            raise RuntimeError("expected a running averager, but it was shut down")
+        if self._native is None:
+            raise RuntimeError("expected a running averager, but it was not started; call run_in_background()")
+        return self._native
+
+    def _gathered_of(self, report: Dict[str, Any]) -> Dict[PeerID, GatheredData]:
+        out: Dict[PeerID, GatheredData] = {}
+        for maddr, gathered in zip(report["peers"], report["gathered"]):
+            out[_peer_of(maddr)] = MSGPackSerializer.loads(gathered) if gathered else None
+        self.last_report = report
+        return out
+
+    def step(
+        self,
+        gather: Optional[GatheredData] = None,
+        scheduled_time: Optional[float] = None,
+        weight: Optional[float] = None,
+        timeout: Optional[float] = None,
+        allow_retries: bool = True,
+        require_trigger: bool = False,
+        wait: bool = True,
+    ) -> Any:
+        """Finds a group and averages the tensors with it, in place.
+
+        :param gather: any msgpack-serializable data sent to the groupmates (their
+          gathers come back, by PeerID)
+        :param scheduled_time: when the all-reduce should begin (DHT time; default: now
+          + min_matchmaking_time)
+        :param weight: this peer's weight in the average (default 1; 0 for an auxiliary peer)
+        :param timeout: seconds to find a group before giving up (default: no limit)
+        :param require_trigger: wait for StepControl.allow_allreduce() before averaging
+        :param wait: return the gathered data (True) or a StepControl (False)
+        """
+        native = self._require()
+        if weight is None:
+            weight = 0.0 if self.mode == AveragingMode.AUX else 1.0
+        now = get_dht_time()
+        if scheduled_time is None:
+            scheduled_time = now + self.min_matchmaking_time
+        scheduled_in = max(0.0, float(scheduled_time) - now)
+        if timeout is None:
+            timeout = _NO_TIMEOUT
+        gather_bytes = MSGPackSerializer.dumps(gather)
+        with self._lock:
+            pending = native.step(float(weight), float(timeout), scheduled_in, gather_bytes, bool(require_trigger))
+        control = StepControl(self, pending, float(weight), require_trigger)
+        return control.result() if wait else control
+
+    @contextlib.contextmanager
+    def get_tensors(self) -> Iterator[List[Any]]:
+        """The averaged tensors (the trainer's own), under the averager's lock."""
+        with self._lock:
+            yield self._tensors
+
+    def load_state_from_peers(
+        self, wait: bool = True, timeout: Optional[float] = None
+    ) -> Optional[Tuple[Any, List[Any]]]:
+        """Downloads the state of the best donor: ``(metadata, tensors)``, or None when no
+        peer shares its state. The averaged tensors are not changed."""
+        native = self._require()
+        pending = native.load_state_from_peers(60.0 if timeout is None else float(timeout))
+        future = OperationFuture(pending, self._state_of)
+        if not wait:
+            return future
+        try:
+            return future.result()
+        except LookupError:
+            return None
+
+    def _state_of(self, loaded: Tuple[bytes, str]) -> Tuple[Any, List[Any]]:
+        metadata, _donor = loaded
+        import torch
+
+        tensors = [torch.tensor(values, dtype=torch.float32).reshape(tuple(t.shape))
+                   for values, t in zip(self._native.tensors(), self._tensors)]
+        return (MSGPackSerializer.loads(metadata) if metadata else None), tensors
+
+    def set_state_metadata(self, metadata: Any) -> None:
+        """What peers downloading this peer's state get as metadata (msgpack-serializable)."""
+        self._require().set_state_metadata(MSGPackSerializer.dumps(metadata))
+
+    def get_group_bits(self) -> str:
+        key = self._require().group_key()
+        return key.rsplit(".", 1)[1] if "." in key else ""
+
+    def shutdown(self) -> None:
+        """Stops the averager (a running step ends cancelled)."""
+        if self._native is not None and not self._shut_down:
+            self._native = None  # the C++ averager stops with its last reference
+        self._shut_down = True
+
+    def __enter__(self) -> "DecentralizedAverager":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()

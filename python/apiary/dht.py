@@ -1,0 +1,162 @@
+"""apiary.DHT: hivemind's DHT facade over apiary's C++ Kademlia node.
+
+Keys, subkeys and values are any msgpack-serializable Python objects, serialized as
+hivemind does (apiary.serializer), so records are the bytes hivemind stores. The node
+runs in this process on its own threads (no child process); calls release the GIL.
+"""
+import warnings
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from . import _apiary
+from .futures import OperationFuture
+from .peer_id import PeerID
+from .serializer import MSGPackSerializer
+from .timed import DHTExpiration, ValueWithExpiration, get_dht_time
+
+DHTKey = Any
+Subkey = Any
+DHTValue = Any
+
+_DEFAULT_HOST_MAADDRS = ("/ip4/127.0.0.1/tcp/0",)
+
+
+def _found_to_python(found: Any) -> Optional[ValueWithExpiration]:
+    if found is None:
+        return None
+    value, expiration = found
+    if isinstance(value, dict):
+        entries = {
+            MSGPackSerializer.loads(subkey): ValueWithExpiration(MSGPackSerializer.loads(v), exp)
+            for subkey, (v, exp) in value.items()
+        }
+        return ValueWithExpiration(entries, expiration)
+    return ValueWithExpiration(MSGPackSerializer.loads(value), expiration)
+
+
+class DHT:
+    """A DHT node (hivemind.DHT's API).
+
+    :param initial_peers: multiaddrs (with /p2p/<PeerID>) of peers to bootstrap from;
+      none: this node starts a new DHT
+    :param start: start the node now (else call run_in_background())
+    :param client_mode: the node makes requests but serves none (peers do not store on it)
+    :param host_maddrs: where to listen; the first multiaddr is used (default
+      ``/ip4/127.0.0.1/tcp/0``: loopback, a free port)
+    :param identity_path: a file with the node's Ed25519 key (created when missing), so
+      its PeerID survives restarts
+    :param num_workers: threads of the node's runtime (0: as many as the machine's cores, at most 4)
+    """
+
+    def __init__(
+        self,
+        initial_peers: Optional[Sequence[str]] = None,
+        *,
+        start: bool = True,
+        daemon: bool = True,
+        num_workers: int = 0,
+        record_validators: Iterable[Any] = (),
+        shutdown_timeout: float = 3,
+        await_ready: bool = True,
+        client_mode: bool = False,
+        host_maddrs: Optional[Sequence[str]] = None,
+        identity_path: Optional[str] = None,
+        **kwargs: Any,
+    ):
+        if isinstance(initial_peers, str):
+            raise TypeError("expected initial_peers as a list of multiaddrs, got one str; wrap it in a list")
+        self.initial_peers: List[str] = [str(p) for p in (initial_peers or [])]
+        self.client_mode = bool(client_mode)
+        self.num_workers = int(num_workers)
+        self.shutdown_timeout = shutdown_timeout
+        validators = list(record_validators)
+        if validators:
+            raise NotImplementedError(
+                "apiary.DHT does not take Python record validators yet; start it without record_validators"
+            )
+        maddrs = [str(m) for m in (host_maddrs or _DEFAULT_HOST_MAADDRS)]
+        if len(maddrs) > 1:
+            warnings.warn(f"apiary.DHT listens on one multiaddr; using {maddrs[0]}, ignoring {maddrs[1:]}")
+        self._listen = maddrs[0]
+        self._identity_path = "" if identity_path is None else str(identity_path)
+        if kwargs:
+            warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
+        self._node: Optional[Any] = None
+        self._shut_down = False
+        if start:
+            self.run_in_background(await_ready=await_ready)
+
+    def run_in_background(self, await_ready: bool = True, timeout: Optional[float] = None) -> None:
+        """Starts the node (bootstrapping from initial_peers) and returns once it is up."""
+        if self._node is not None:
+            raise RuntimeError("expected a DHT that is not running, but this one was started already")
+        if self._shut_down:
+            raise RuntimeError("expected a DHT that was not shut down; create a new one")
+        self._node = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
+                                 self.num_workers)
+
+    def wait_until_ready(self, timeout: Optional[float] = None) -> None:
+        """Returns once the node runs (start() returns only then, so at once)."""
+        self._require()
+
+    def is_alive(self) -> bool:
+        return self._node is not None and not self._shut_down
+
+    def _require(self) -> Any:
+        if self._shut_down:
+            raise RuntimeError("expected a running DHT, but it was shut down")
+        if self._node is None:
+            raise RuntimeError("expected a running DHT, but it was not started; call run_in_background()")
+        return self._node
+
+    @property
+    def peer_id(self) -> PeerID:
+        return PeerID(self._require().peer_id)
+
+    def get_visible_maddrs(self, latest: bool = False) -> List[str]:
+        """Multiaddrs with /p2p/<PeerID> other peers can reach this node at."""
+        return list(self._require().visible_addrs())
+
+    def store(
+        self,
+        key: DHTKey,
+        value: DHTValue,
+        expiration_time: DHTExpiration,
+        subkey: Optional[Subkey] = None,
+        return_future: bool = False,
+        **kwargs: Any,
+    ) -> Union[bool, OperationFuture]:
+        """Stores ``value`` under ``key`` (an entry ``subkey`` of a dictionary value, if
+        given) until ``expiration_time`` (DHT time); True if at least one peer accepted it."""
+        node = self._require()
+        packed_subkey = None if subkey is None else MSGPackSerializer.dumps(subkey)
+        pending = node.store(MSGPackSerializer.dumps(key), MSGPackSerializer.dumps(value), float(expiration_time),
+                             packed_subkey)
+        future = OperationFuture(pending)
+        return future if return_future else future.result()
+
+    def get(
+        self, key: DHTKey, latest: bool = False, return_future: bool = False, **kwargs: Any
+    ) -> Union[Optional[ValueWithExpiration], OperationFuture]:
+        """The value of ``key`` with its expiration, or None; ``latest``: ask until the
+        freshest value is known. A dictionary value comes as ``{subkey: ValueWithExpiration}``."""
+        node = self._require()
+        future = OperationFuture(node.get(MSGPackSerializer.dumps(key), bool(latest)), _found_to_python)
+        return future if return_future else future.result()
+
+    def shutdown(self) -> None:
+        """Stops the node (idempotent)."""
+        if self._node is not None and not self._shut_down:
+            self._node.stop()
+        self._shut_down = True
+
+    def __enter__(self) -> "DHT":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:  # noqa: BLE001 - the interpreter may be going down
+            pass

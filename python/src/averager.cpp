@@ -1,0 +1,114 @@
+// Bindings of apiary::Averager: the trainer's float32 tensors are averaged in place
+// (their memory is read before each step and updated by the CPU device actor), so
+// nothing is copied beyond what the C++ path copies.
+#include <pybind11/stl.h>
+
+#include "api/averager.hpp"
+#include "python/src/common.hpp"
+
+namespace apiary::python {
+
+namespace {
+
+py::object report_to_python(AveragerStepReport& r) {
+  py::dict out;
+  out["group_id"] = py::bytes(r.group_id);
+  out["peers"] = r.peers;
+  py::list gathered;
+  for (const auto& g : r.gathered) gathered.append(py::bytes(g));
+  out["gathered"] = gathered;
+  out["my_index"] = r.my_index;
+  out["shares"] = r.shares;
+  out["failed_senders"] = r.failed_senders;
+  out["failed_reducers"] = r.failed_reducers;
+  out["attempts"] = r.attempts;
+  out["next_group_key"] = r.next_group_key;
+  return std::move(out);
+}
+
+}  // namespace
+
+void bind_averager(py::module_& m) {
+  py::class_<Averager>(m, "Averager", "A decentralized averager beside a Dht, over the trainer's memory.")
+      .def(py::init([](Dht& dht, const std::vector<std::pair<std::uintptr_t, std::size_t>>& tensors, py::dict o) {
+             AveragerOptions options;
+             for (const auto& [ptr, size] : tensors) {
+               options.device_tensors.push_back(DeviceTensor{reinterpret_cast<float*>(ptr), size});
+             }
+             options.reduce_on = ReduceOn::cpu;  // the tensors are in host memory
+             options.prefix = o["prefix"].cast<std::string>();
+             options.mode = static_cast<core::averaging::AveragingMode>(o["mode"].cast<int>());
+             options.target_group_size = o["target_group_size"].cast<std::size_t>();
+             options.min_group_size = o["min_group_size"].cast<std::size_t>();
+             options.initial_group_bits = o["initial_group_bits"].cast<std::string>();
+             options.min_matchmaking_time = o["min_matchmaking_time"].cast<double>();
+             options.request_timeout = o["request_timeout"].cast<double>();
+             options.averaging_alpha = o["averaging_alpha"].cast<double>();
+             options.bandwidth = o["bandwidth"].cast<std::optional<double>>();
+             options.codecs.clear();
+             for (int codec : o["codecs"].cast<std::vector<int>>()) {
+               options.codecs.push_back(static_cast<pb::CompressionType>(codec));
+             }
+             options.part_size_bytes = o["part_size_bytes"].cast<std::int64_t>();
+             options.min_vector_size = o["min_vector_size"].cast<std::int64_t>();
+             options.sender_timeout = o["sender_timeout"].cast<double>();
+             options.reducer_timeout = o["reducer_timeout"].cast<double>();
+             options.state_sharing_priority = o["state_sharing_priority"].cast<std::optional<double>>();
+             options.declare_state_period = o["declare_state_period"].cast<double>();
+             Result<std::unique_ptr<Averager>> started = make_error(errc::internal, "not started");
+             {
+               py::gil_scoped_release unlocked;
+               started = Averager::start(dht, std::move(options));
+             }
+             return value_or_raise(std::move(started));
+           }),
+           py::arg("dht"), py::arg("tensors"), py::arg("options"), py::keep_alive<1, 2>())
+      .def(
+          "step",
+          [](Averager& a, double weight, double timeout, double scheduled_in, const py::bytes& gather,
+             bool require_trigger) {
+            AveragerStepOptions options;
+            options.weight = weight;
+            options.timeout = timeout;
+            options.scheduled_in = scheduled_in;
+            options.gather = std::string(gather);
+            options.require_trigger = require_trigger;
+            std::future<Result<AveragerStepReport>> future;
+            {
+              py::gil_scoped_release unlocked;  // reads the tensors through the device actor
+              future = a.step(options);
+            }
+            return Pending::of<AveragerStepReport>(std::move(future), report_to_python);
+          },
+          py::arg("weight"), py::arg("timeout"), py::arg("scheduled_in"), py::arg("gather"),
+          py::arg("require_trigger"), "Starts one averaging step; its report comes through the Pending.")
+      .def("trigger", &Averager::trigger, "Lets a require_trigger step begin its all-reduce.")
+      .def("cancel", &Averager::cancel, "Abandons the running step (it ends cancelled).")
+      .def(
+          "set_weight",
+          [](Averager& a, double w) {
+            py::gil_scoped_release unlocked;
+            return a.set_weight(w);
+          },
+          "Changes the running step's weight; False once its all-reduce began.")
+      .def(
+          "load_state_from_peers",
+          [](Averager& a, double timeout) {
+            std::future<Result<AveragerState>> future;
+            {
+              py::gil_scoped_release unlocked;
+              future = a.load_state_from_peers(timeout);
+            }
+            return Pending::of<AveragerState>(std::move(future), [](AveragerState& s) {
+              return py::object(py::make_tuple(py::bytes(s.metadata), s.donor));
+            });
+          },
+          py::arg("timeout"), "Downloads the state of the best donor: (metadata bytes, donor multiaddr).")
+      .def("set_state_metadata", [](Averager& a, const py::bytes& m) { a.set_state_metadata(std::string(m)); })
+      .def("tensors", &Averager::tensors, "The averager's copy of the tensors (as of the last step or download).")
+      .def_property_readonly("id", &Averager::id, "The averager's multiaddr with /p2p/.")
+      .def("group_key", &Averager::group_key, "The group key the next step uses.")
+      .def("transport_bytes", &Averager::transport_bytes, "Bytes sent and received by the transport.");
+}
+
+}  // namespace apiary::python

@@ -1,0 +1,78 @@
+#pragma once
+// What the binding files share: errors as Python exceptions, and Pending, a C++ future
+// waited on with the GIL released (Ctrl-C interrupts the wait).
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+
+#include <pybind11/pybind11.h>
+
+#include "messages/result.hpp"
+
+namespace apiary::python {
+
+namespace py = pybind11;
+
+/// Raises `error` as the Python exception of its kind, with its message:
+/// invalid_argument, malformed, too_large -> ValueError; not_found -> LookupError;
+/// unavailable, peer_down -> ConnectionError; deadline_exceeded -> TimeoutError;
+/// cancelled -> concurrent.futures.CancelledError; io -> OSError; unsupported ->
+/// NotImplementedError; the others -> RuntimeError.
+[[noreturn]] void raise(const Error& error);
+
+/// The value of `r`, or raise(its error).
+template <class T>
+T value_or_raise(Result<T> r) {
+  if (!r) raise(r.error());
+  return std::move(r.value());
+}
+
+/// A C++ operation's result on its way: wait for it from Python without holding the GIL.
+class Pending {
+ public:
+  /// `future`'s value, converted to Python by `convert` (called with the GIL held).
+  template <class T>
+  static Pending of(std::future<Result<T>> future, std::function<py::object(T&)> convert) {
+    struct Typed final : Base {
+      std::future<Result<T>> future;
+      std::function<py::object(T&)> convert;
+      bool wait_for(std::chrono::milliseconds d) override {
+        return future.wait_for(d) == std::future_status::ready;
+      }
+      Result<py::object> take() override {
+        Result<T> r = future.get();
+        if (!r) return r.error();
+        return convert(r.value());
+      }
+    };
+    auto typed = std::make_shared<Typed>();
+    typed->future = std::move(future);
+    typed->convert = std::move(convert);
+    Pending out;
+    out.impl_ = std::move(typed);
+    return out;
+  }
+
+  /// True once the result is there.
+  [[nodiscard]] bool done();
+  /// Waits (at most `timeout` seconds when given) and returns the value or raises its
+  /// error; TimeoutError when it is not there in time (the operation goes on).
+  py::object result(std::optional<double> timeout);
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual bool wait_for(std::chrono::milliseconds d) = 0;
+    virtual Result<py::object> take() = 0;
+  };
+  std::shared_ptr<Base> impl_;
+  std::shared_ptr<std::optional<Result<py::object>>> taken_ = std::make_shared<std::optional<Result<py::object>>>();
+};
+
+void bind_dht(py::module_& m);
+void bind_averager(py::module_& m);
+void bind_tensor(py::module_& m);
+
+}  // namespace apiary::python

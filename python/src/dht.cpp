@@ -1,0 +1,104 @@
+// Bindings of apiary::Dht: keys, subkeys and values come in as msgpack bytes (the
+// package serializes them as hivemind does); found values go out as bytes.
+#include <pybind11/stl.h>
+
+#include "api/dht.hpp"
+#include "messages/identity/key_file.hpp"
+#include "python/src/common.hpp"
+
+namespace apiary::python {
+
+namespace {
+
+/// A found value for Python: None, (value bytes, expiration), or ({subkey bytes: (value
+/// bytes, expiration)}, expiration) for a dictionary.
+py::object found_to_python(std::optional<core::dht::FoundValue>& found) {
+  if (!found) return py::none();
+  if (const auto* plain = std::get_if<std::string>(&found->value)) {
+    return py::make_tuple(py::bytes(*plain), found->expiration);
+  }
+  py::dict entries;
+  for (const auto& [subkey, entry] : std::get<core::dht::FoundValue::Dictionary>(found->value)) {
+    entries[py::bytes(subkey)] = py::make_tuple(py::bytes(entry.value), entry.expiration_time);
+  }
+  return py::make_tuple(entries, found->expiration);
+}
+
+/// A subkey from its msgpack bytes.
+DhtKey subkey_of(const py::bytes& packed) { return value_or_raise(DhtKey::packed(std::string(packed))); }
+
+/// A key from its msgpack bytes: a bytes key (msgpack bin) hashes its raw bytes, as in
+/// hivemind; any other object hashes its msgpack bytes.
+DhtKey key_of(const py::bytes& packed) {
+  const std::string text(packed);
+  const auto tag = text.empty() ? 0 : static_cast<unsigned char>(text[0]);
+  std::size_t head = 0;
+  std::size_t size = 0;
+  if (tag == 0xc4 && text.size() >= 2) {
+    head = 2;
+    size = static_cast<unsigned char>(text[1]);
+  } else if (tag == 0xc5 && text.size() >= 3) {
+    head = 3;
+    size = (std::size_t{static_cast<unsigned char>(text[1])} << 8) | static_cast<unsigned char>(text[2]);
+  } else if (tag == 0xc6 && text.size() >= 5) {
+    head = 5;
+    for (int i = 1; i <= 4; ++i) size = (size << 8) | static_cast<unsigned char>(text[i]);
+  }
+  if (head != 0 && head + size == text.size()) return DhtKey::bytes(std::string_view(text).substr(head));
+  return value_or_raise(DhtKey::packed(text));
+}
+
+}  // namespace
+
+void bind_dht(py::module_& m) {
+  py::class_<Dht>(m, "Dht", "One DHT node with its own runtime (actor system, transport, identity).")
+      .def(py::init([](const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
+                       const std::string& identity_path, std::size_t threads) {
+             // As hivemind: a missing identity file is created with a new key.
+             if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
+             DhtOptions options;
+             options.listen = listen;
+             options.initial_peers = initial_peers;
+             options.client_mode = client_mode;
+             options.identity_file = identity_path;
+             options.threads = threads;
+             Result<std::unique_ptr<Dht>> started = make_error(errc::internal, "not started");
+             {
+               py::gil_scoped_release unlocked;
+               started = Dht::start(options);
+             }
+             return value_or_raise(std::move(started));
+           }),
+           py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
+           py::arg("threads"))
+      .def(
+          "store",
+          [](Dht& dht, const py::bytes& key, const py::bytes& value, double expiration,
+             const std::optional<py::bytes>& subkey) {
+            std::optional<DhtKey> sub;
+            if (subkey) sub = subkey_of(*subkey);
+            return Pending::of<bool>(dht.store(key_of(key), std::string(value), expiration, std::move(sub)),
+                                     [](bool& ok) { return py::bool_(ok); });
+          },
+          py::arg("key"), py::arg("value"), py::arg("expiration"), py::arg("subkey") = py::none(),
+          "Stores msgpack `value` under msgpack `key` (and `subkey`) until `expiration` (DHT seconds).")
+      .def(
+          "get",
+          [](Dht& dht, const py::bytes& key, bool latest) {
+            return Pending::of<std::optional<core::dht::FoundValue>>(dht.get(key_of(key), latest), found_to_python);
+          },
+          py::arg("key"), py::arg("latest") = false, "Finds the value of msgpack `key`.")
+      .def_property_readonly("peer_id", [](const Dht& dht) { return py::bytes(dht.peer_id().bytes()); },
+                             "The node's PeerID bytes.")
+      .def("visible_addrs", &Dht::visible_addrs, "Multiaddrs (with /p2p/) other peers reach this node at.")
+      .def("address", [](const Dht& dht) { return dht.address().to_string(); }, "The listen multiaddr with /p2p/.")
+      .def(
+          "stop",
+          [](Dht& dht) {
+            py::gil_scoped_release unlocked;
+            dht.stop();
+          },
+          "Stops the node (idempotent).");
+}
+
+}  // namespace apiary::python

@@ -1,0 +1,100 @@
+// The _apiary extension module: the C++ API for apiary's Python package (python/apiary).
+#include <pybind11/stl.h>
+
+#include "api/dht.hpp"
+#include "messages/identity/peer_id.hpp"
+#include "python/src/common.hpp"
+
+namespace apiary::python {
+
+void raise(const Error& error) {
+  PyObject* kind = PyExc_RuntimeError;
+  py::object holder;
+  switch (error.code) {
+    case errc::invalid_argument:
+    case errc::malformed:
+    case errc::too_large:
+      kind = PyExc_ValueError;
+      break;
+    case errc::not_found:
+      kind = PyExc_LookupError;
+      break;
+    case errc::unavailable:
+    case errc::peer_down:
+      kind = PyExc_ConnectionError;
+      break;
+    case errc::deadline_exceeded:
+      kind = PyExc_TimeoutError;
+      break;
+    case errc::cancelled:
+      holder = py::module_::import("concurrent.futures").attr("CancelledError");
+      kind = holder.ptr();
+      break;
+    case errc::io:
+      kind = PyExc_OSError;
+      break;
+    case errc::unsupported:
+      kind = PyExc_NotImplementedError;
+      break;
+    default:
+      break;
+  }
+  PyErr_SetString(kind, error.message.c_str());
+  throw py::error_already_set();
+}
+
+bool Pending::done() {
+  if (taken_->has_value()) return true;
+  py::gil_scoped_release unlocked;
+  return impl_->wait_for(std::chrono::milliseconds(0));
+}
+
+py::object Pending::result(std::optional<double> timeout) {
+  if (timeout && !(*timeout >= 0)) throw py::value_error("expected timeout >= 0 or None");
+  if (!taken_->has_value()) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      bool ready = false;
+      {
+        py::gil_scoped_release unlocked;
+        ready = impl_->wait_for(std::chrono::milliseconds(20));
+      }
+      if (ready) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C
+      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+      if (timeout && waited.count() >= *timeout) {
+        raise(make_error(errc::deadline_exceeded, "the operation did not finish within {} s; it goes on", *timeout));
+      }
+    }
+    *taken_ = impl_->take();
+  }
+  const Result<py::object>& r = **taken_;
+  if (!r) raise(r.error());
+  return r.value();
+}
+
+}  // namespace apiary::python
+
+PYBIND11_MODULE(_apiary, m) {
+  namespace py = pybind11;
+  using apiary::python::Pending;
+  m.doc() = "apiary's C++ runtime: the DHT and the decentralized averager (use the apiary package)";
+  py::class_<Pending>(m, "Pending", "A C++ operation's result on its way.")
+      .def("done", &Pending::done, "True once the result is there.")
+      .def("result", &Pending::result, py::arg("timeout") = py::none(),
+           "Waits (at most timeout seconds) and returns the value, or raises the operation's error.");
+  m.def("get_dht_time", &apiary::Dht::now, "DHT time: seconds since the Unix epoch, as a float.");
+  m.def(
+      "peer_id_from_base58",
+      [](const std::string& text) { return py::bytes(apiary::python::value_or_raise(apiary::messages::PeerId::from_string(text)).bytes()); },
+      "The bytes of a PeerID given in base58.");
+  m.def(
+      "peer_id_to_base58",
+      [](const py::bytes& raw) {
+        return apiary::python::value_or_raise(apiary::messages::PeerId::from_bytes(std::string(raw))).to_string();
+      },
+      "The base58 text of a PeerID's bytes.");
+  apiary::python::bind_dht(m);
+  apiary::python::bind_averager(m);
+  apiary::python::bind_tensor(m);
+}

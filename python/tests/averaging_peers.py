@@ -1,0 +1,57 @@
+"""Averaging peers for test_averaging.py (module-level: they run in spawned processes)."""
+import time
+
+import torch
+
+import apiary
+
+
+def average_once(initial_peers, index, values, mode, weight, group_size, timeout=60):
+    """One averager: a step with its `values`; returns its tensors, the gathered data and its PeerID."""
+    with apiary.DHT(initial_peers=initial_peers, client_mode=(mode == "client")) as dht:
+        tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
+        averager = apiary.DecentralizedAverager(
+            tensors, dht, start=True, prefix="mytest", target_group_size=group_size,
+            min_matchmaking_time=2.0, request_timeout=1.0, auxiliary=(mode == "aux"),
+        )
+        gathered = averager.step(gather={"index": index}, weight=weight, timeout=timeout)
+        with averager.get_tensors() as averaged:
+            out = [t.tolist() for t in averaged]
+        averager.shutdown()
+        return str(dht.peer_id), {str(k): v for k, v in gathered.items()}, out
+
+
+def triggered_step(initial_peers, index, values, cancel):
+    """A require_trigger step: cancelled when `cancel`, else triggered after a while."""
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        tensors = [torch.tensor(values, dtype=torch.float32)]
+        averager = apiary.DecentralizedAverager(
+            tensors, dht, start=True, prefix="trig", target_group_size=2, min_matchmaking_time=2.0,
+            request_timeout=1.0,
+        )
+        control = averager.step(require_trigger=True, wait=False, timeout=30)
+        time.sleep(3.0)
+        if cancel:
+            control.cancel()
+            try:
+                control.result(timeout=30)
+                return "finished"
+            except Exception as e:  # noqa: BLE001 - the test checks which
+                return type(e).__name__
+        control.allow_allreduce()
+        control.allow_allreduce()  # harmless when repeated
+        gathered = control.result(timeout=30)
+        return len(gathered), tensors[0].tolist()
+
+
+def share_state(initial_peers, values, seconds):
+    """A donor: shares its tensors and metadata for `seconds`."""
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        tensors = [torch.tensor(values, dtype=torch.float32)]
+        averager = apiary.DecentralizedAverager(
+            tensors, dht, start=True, prefix="state", state_sharing_priority=5.0, declare_state_period=2.0,
+        )
+        averager.set_state_metadata({"epoch": 7})
+        time.sleep(seconds)
+        averager.shutdown()
+        return str(dht.peer_id)

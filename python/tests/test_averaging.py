@@ -1,0 +1,108 @@
+"""apiary.DecentralizedAverager with hivemind's API: peers in separate processes over UCX
+on loopback (hivemind's test_averaging.py: all-reduce with client and aux peers, weights,
+step control, load_state_from_peers), and bad input."""
+import concurrent.futures
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import apiary
+from averaging_peers import average_once, share_state, triggered_step
+from peers import run_in_processes
+
+
+@pytest.mark.parametrize("modes", [("node",) * 4, ("node", "node", "client", "aux"), ("node", "client", "node", "node")])
+def test_allreduce_once(modes):
+    rng = np.random.default_rng(0)
+    values = [[rng.standard_normal(123).astype(np.float32).tolist(), [float(i)] * 3] for i in range(4)]
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        reports = run_in_processes(average_once, [(peers, i, values[i], modes[i], 1.0, 4) for i in range(4)])
+    ids = [r[0] for r in reports]
+    senders = [i for i, m in enumerate(modes) if m != "aux"]
+    for t in range(2):
+        expected = np.mean([np.array(values[i][t], dtype=np.float32) for i in senders], axis=0)
+        for i in senders:
+            np.testing.assert_allclose(reports[i][2][t], expected, atol=1e-6)
+    for _, gathered, _ in reports:
+        assert sorted(gathered) == sorted(ids)  # every member's PeerID
+        assert sorted(g["index"] for g in gathered.values()) == [0, 1, 2, 3]
+
+
+def test_allreduce_weighted():
+    weights = [0.5, 2.0, 3.5, 1.0]
+    values = [[[float(i + 1)] * 10] for i in range(4)]
+    modes = ["node", "client", "node", "client"]
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        reports = run_in_processes(average_once, [(peers, i, values[i], modes[i], weights[i], 4) for i in range(4)])
+    expected = sum(w * (i + 1) for i, w in enumerate(weights)) / sum(weights)
+    for _, _, tensors in reports:
+        np.testing.assert_allclose(tensors[0], [expected] * 10, atol=1e-5)
+
+
+def test_step_control_trigger_and_cancel():
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        results = run_in_processes(triggered_step, [(peers, 0, [1.0] * 4, False), (peers, 1, [3.0] * 4, False)])
+    for size, tensor in results:
+        assert size == 2
+        assert tensor == [2.0] * 4
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        (cancelled,) = run_in_processes(triggered_step, [(peers, 0, [1.0], True)])
+    assert cancelled == "CancelledError"
+
+
+def test_load_state_from_peers():
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        tensors = [torch.zeros(5)]
+        averager = apiary.DecentralizedAverager(tensors, root, start=True, prefix="state", allow_state_sharing=False)
+        assert averager.load_state_from_peers(timeout=5) is None  # nobody shares yet
+        donor = threading.Thread(target=lambda: run_in_processes(share_state, [(peers, [1.0, 2, 3, 4, 5], 12)]))
+        donor.start()
+        state = None
+        deadline = time.time() + 10
+        while state is None and time.time() < deadline:
+            time.sleep(1.0)
+            state = averager.load_state_from_peers(timeout=5)
+        donor.join()
+        assert state is not None
+        metadata, loaded = state
+        assert metadata == {"epoch": 7}
+        assert loaded[0].tolist() == [1.0, 2, 3, 4, 5]
+        assert tensors[0].tolist() == [0.0] * 5  # the averaged tensors are not changed
+        averager.shutdown()
+
+
+def test_bad_tensors_and_arguments_raise_clear_errors():
+    with apiary.DHT() as dht:
+        with pytest.raises(ValueError, match="float32"):
+            apiary.DecentralizedAverager([torch.zeros(3, dtype=torch.float64)], dht, start=True, prefix="bad")
+        with pytest.raises(ValueError, match="contiguous"):
+            apiary.DecentralizedAverager([torch.zeros(4, 4).t()], dht, start=True, prefix="bad")
+        with pytest.raises(TypeError):
+            apiary.DecentralizedAverager([[1.0, 2.0]], dht, start=True, prefix="bad")
+        with pytest.raises(ValueError):
+            apiary.DecentralizedAverager([], dht, start=True, prefix="bad")
+        with pytest.raises(ValueError):
+            apiary.DecentralizedAverager([torch.zeros(3)], dht, start=True, prefix="bad", min_group_size=0)
+        with pytest.raises(ValueError):
+            apiary.DecentralizedAverager([torch.zeros(3)], dht, start=True, prefix="bad", auxiliary=True,
+                                         client_mode=True)
+        averager = apiary.DecentralizedAverager([np.zeros(3, dtype=np.float32)], dht, start=True, prefix="alone")
+        with pytest.raises(TypeError):
+            averager.step(gather=object(), timeout=1)
+        # Nobody else: the step ends with an error once its timeout passes, nothing hangs.
+        with pytest.raises(Exception) as failed:
+            averager.step(timeout=2.0)
+        assert not isinstance(failed.value, concurrent.futures.CancelledError)
+        averager.shutdown()
+        with pytest.raises(RuntimeError, match="shut down"):
+            averager.step()
+    with pytest.raises(ValueError):
+        apiary.DecentralizedAverager([torch.zeros(3)], dht, start=True, prefix="bad")  # a shut-down DHT

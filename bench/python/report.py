@@ -1,0 +1,48 @@
+"""Pairs each workload's RESULT lines from apiary and hivemind and prints both and the ratio."""
+import glob
+import json
+import os
+import sys
+
+LOWER_IS_BETTER = ("_ms", "_s", "bytes", "mse")
+
+
+def records(path):
+    out = []
+    for line in open(path, errors="replace"):
+        if line.startswith("RESULT "):
+            out.append(json.loads(line[len("RESULT "):]))
+    return out
+
+
+def key_of(r):
+    return tuple((k, r[k]) for k in ("bench", "codec", "workload", "peers", "mib") if k in r)
+
+
+def main(folder):
+    names = sorted({os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(folder, "*.*"))})
+    print(f"{'workload':34} {'figure':16} {'apiary':>12} {'hivemind':>12} {'hivemind/apiary':>16}")
+    for name in names:
+        ours = {key_of(r): r for r in records(os.path.join(folder, name + ".apiary"))} if os.path.exists(
+            os.path.join(folder, name + ".apiary")) else {}
+        theirs = {key_of(r): r for r in records(os.path.join(folder, name + ".hivemind"))} if os.path.exists(
+            os.path.join(folder, name + ".hivemind")) else {}
+        for key in sorted(set(ours) | set(theirs), key=str):
+            a, h = ours.get(key, {}), theirs.get(key, {})
+            label = name + ("" if "codec" not in dict(key) else f" {dict(key)['codec']}")
+            fields = [k for k in list(a) + [k for k in h if k not in a] if k not in dict(key) and k != "bench"]
+            for f in fields:
+                va, vh = a.get(f), h.get(f)
+                if isinstance(va, str) or isinstance(vh, str):
+                    print(f"{label:34} {f:16} {str(va)[:12]:>12} {str(vh)[:12]:>12}")
+                    continue
+                ratio = ""
+                if isinstance(va, (int, float)) and isinstance(vh, (int, float)) and va:
+                    ratio = f"{vh / va:.2f}x"
+                fa = "-" if va is None else f"{va:.4g}"
+                fh = "-" if vh is None else f"{vh:.4g}"
+                print(f"{label:34} {f:16} {fa:>12} {fh:>12} {ratio:>16}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -185,9 +185,10 @@ def serialize_torch_tensor(tensor: torch.Tensor, compression_type: Any = Compres
     data = data.contiguous()
     dtype = str(data.dtype).replace("torch.", "")
     nbytes = data.numel() * data.element_size()
-    wire = _apiary.encode_tensor(dtype, list(data.shape), data.data_ptr(), nbytes, _codec_of(compression_type),
-                                 bool(tensor.requires_grad))
-    return Tensor.FromString(wire)
+    codec = _codec_of(compression_type)
+    buffer, wire_dtype = _apiary.encode_tensor(dtype, list(data.shape), data.data_ptr(), nbytes, codec)
+    return Tensor(buffer=buffer, size=list(data.shape), dtype=wire_dtype, compression=codec,
+                  requires_grad=bool(tensor.requires_grad))
 
 
 _DTYPES = {name: getattr(torch, name) for name in
@@ -197,9 +198,16 @@ _DTYPES = {name: getattr(torch, name) for name in
 
 def deserialize_torch_tensor(serialized: Any) -> torch.Tensor:
     """The torch tensor of a runtime.proto Tensor (a message, or its serialized bytes)."""
-    wire = serialized if isinstance(serialized, (bytes, bytearray)) else serialized.SerializeToString()
-    dtype, shape, values, requires_grad = _apiary.decode_tensor(bytes(wire))
-    out = torch.from_numpy(values).view(_DTYPES[dtype]).reshape(tuple(shape))
-    if requires_grad:
+    if isinstance(serialized, (bytes, bytearray)):
+        from .runtime_pb2 import Tensor
+
+        try:
+            serialized = Tensor.FromString(bytes(serialized))
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError
+            raise ValueError(f"expected a serialized runtime.proto Tensor, got bytes that do not parse: {e}") from None
+    values, dtype = _apiary.decode_tensor(serialized.buffer, serialized.dtype, list(serialized.size),
+                                          int(serialized.compression))
+    out = torch.from_numpy(values).view(_DTYPES[dtype]).reshape(tuple(serialized.size))
+    if serialized.requires_grad:
         out.requires_grad_(True)
     return out

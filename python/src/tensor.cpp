@@ -12,64 +12,87 @@ namespace apiary::python {
 
 namespace {
 
-/// Serialized runtime.proto Tensor of the `nbytes` bytes at `address` (dtype, shape).
-py::bytes encode_tensor(const std::string& dtype_name, const std::vector<std::uint32_t>& shape, std::uintptr_t address,
-                        std::size_t nbytes, int codec, bool requires_grad) {
+/// (buffer bytes, dtype name) of runtime.proto's Tensor of the `nbytes` bytes at
+/// `address` encoded with `codec`; the caller builds the message around them. NONE is the
+/// memory itself (one copy, into the bytes); a codec's buffer is written once, then copied
+/// into the bytes (it is smaller than the tensor).
+py::tuple encode_tensor(const std::string& dtype_name, const std::vector<std::uint32_t>& shape, std::uintptr_t address,
+                        std::size_t nbytes, int codec) {
   const messages::dtype type = value_or_raise(messages::parse_dtype(dtype_name));
   if (codec < 0 || !pb::CompressionType_IsValid(codec)) {
     raise(make_error(errc::invalid_argument, "expected a CompressionType 0-5, got {}", codec));
   }
-  std::string wire;
+  const messages::Shape dims(shape.begin(), shape.end());
+  const std::size_t numel = value_or_raise(messages::element_count(dims, messages::element_size(type)));
+  if (numel * messages::element_size(type) != nbytes) {
+    raise(make_error(errc::invalid_argument, "expected {} bytes for {} elements of {}, got {}",
+                     numel * messages::element_size(type), numel, dtype_name, nbytes));
+  }
+  if (codec == pb::NONE && type != messages::dtype::bfloat16) {
+    return py::make_tuple(py::bytes(reinterpret_cast<const char*>(address), nbytes), dtype_name);
+  }
+  Result<pb::Tensor> message = make_error(errc::internal, "not encoded");
   {
     py::gil_scoped_release unlocked;
     // A view of the caller's memory: it stays alive (and unchanged) during the call.
     Buffer view = Buffer::view_of(nullptr, reinterpret_cast<const void*>(address), nbytes);
-    auto tensor = messages::Tensor::make(type, messages::Shape(shape.begin(), shape.end()), std::move(view),
-                                         requires_grad);
+    auto tensor = messages::Tensor::make(type, dims, std::move(view));
     if (!tensor) {
-      py::gil_scoped_acquire locked;
-      raise(tensor.error());
+      message = tensor.error();
+    } else {
+      message = messages::encode(*tensor, static_cast<pb::CompressionType>(codec));
     }
-    auto message = messages::encode(*tensor, static_cast<pb::CompressionType>(codec));
-    if (!message) {
-      py::gil_scoped_acquire locked;
-      raise(message.error());
-    }
-    wire = message->SerializeAsString();
   }
-  return py::bytes(wire);
+  if (!message) raise(message.error());
+  return py::make_tuple(py::bytes(message->buffer()), message->dtype());
 }
 
-/// (dtype name, shape, uint8 array over the values, requires_grad) of serialized Tensor bytes.
-py::tuple decode_tensor(const py::bytes& serialized) {
-  const std::string_view bytes = serialized;
-  pb::Tensor message;
-  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    raise(make_error(errc::malformed, "expected a serialized runtime.proto Tensor, got {} bytes that do not parse",
-                     bytes.size()));
+/// A uint8 numpy array owning `bytes` (no copy).
+py::array_t<std::uint8_t> array_of(Buffer bytes) {
+  auto holder = new Buffer(std::move(bytes));
+  py::capsule owner(holder, [](void* p) { delete static_cast<Buffer*>(p); });
+  return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(holder->size())},
+                                   reinterpret_cast<const std::uint8_t*>(holder->data()), owner);
+}
+
+/// The values of a runtime.proto Tensor given by its fields, as a writeable uint8 array
+/// (one copy of the buffer for NONE; a codec decodes from the buffer in place), and the
+/// decoded dtype name.
+py::tuple decode_tensor(const py::bytes& buffer, const std::string& dtype_name, const std::vector<std::uint32_t>& shape,
+                        int codec) {
+  const std::string_view bytes = buffer;
+  const messages::dtype type = value_or_raise(messages::parse_dtype(dtype_name));
+  const messages::Shape dims(shape.begin(), shape.end());
+  if (codec == pb::NONE && type != messages::dtype::bfloat16) {
+    const std::size_t numel = value_or_raise(messages::element_count(dims, messages::element_size(type)));
+    if (bytes.size() != numel * messages::element_size(type)) {
+      raise(make_error(errc::malformed, "tensor buffer has {} bytes, expected {} for {} elements of {}; the message is "
+                                        "truncated or its shape is wrong", bytes.size(),
+                       numel * messages::element_size(type), numel, dtype_name));
+    }
+    return py::make_tuple(array_of(Buffer::copy_of(bytes.data(), bytes.size())), dtype_name);
   }
+  pb::Tensor message;
+  message.set_buffer(bytes.data(), bytes.size());
+  message.set_dtype(dtype_name);
+  for (auto d : shape) message.add_size(d);
+  message.set_compression(static_cast<pb::CompressionType>(codec));
   Result<messages::Tensor> decoded = make_error(errc::internal, "not decoded");
   {
     py::gil_scoped_release unlocked;
     decoded = messages::decode(message);
   }
   messages::Tensor tensor = value_or_raise(std::move(decoded));
-  auto holder = new Buffer(tensor.bytes());
-  py::capsule owner(holder, [](void* p) { delete static_cast<Buffer*>(p); });
-  py::array_t<std::uint8_t> values({static_cast<py::ssize_t>(holder->size())},
-                                   reinterpret_cast<const std::uint8_t*>(holder->data()), owner);
-  std::vector<std::uint32_t> shape(tensor.shape().begin(), tensor.shape().end());
-  return py::make_tuple(std::string(messages::to_string(tensor.type())), shape, values, tensor.requires_grad());
+  return py::make_tuple(array_of(tensor.bytes()), std::string(messages::to_string(tensor.type())));
 }
 
 }  // namespace
 
 void bind_tensor(py::module_& m) {
   m.def("encode_tensor", &encode_tensor, py::arg("dtype"), py::arg("shape"), py::arg("address"), py::arg("nbytes"),
-        py::arg("codec"), py::arg("requires_grad") = false,
-        "Serialized runtime.proto Tensor bytes of the memory at address (read in place).");
-  m.def("decode_tensor", &decode_tensor, py::arg("serialized"),
-        "(dtype, shape, uint8 array of the values, requires_grad) of serialized Tensor bytes.");
+        py::arg("codec"), "(buffer, dtype) of runtime.proto's Tensor of the memory at address (read in place).");
+  m.def("decode_tensor", &decode_tensor, py::arg("buffer"), py::arg("dtype"), py::arg("shape"), py::arg("codec"),
+        "(uint8 array of the values, dtype) of a runtime.proto Tensor's fields.");
 }
 
 }  // namespace apiary::python

@@ -1,5 +1,7 @@
 #include "api/dht.hpp"
 
+#include <mutex>
+
 #include <chrono>
 #include <random>
 
@@ -44,6 +46,12 @@ Result<DhtKey> DhtKey::packed(std::string packed) {
 
 struct Dht::Impl {
   caf::actor dht;
+  /// Guards `dht` against stop() on another thread (operations may come from any thread).
+  mutable std::mutex mutex;
+  [[nodiscard]] caf::actor current() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return dht;
+  }
 };
 
 const caf::actor& Dht::actor() const { return impl_->dht; }
@@ -174,7 +182,7 @@ std::future<Result<bool>> Dht::store(const DhtKey& key, std::string value, doubl
                                      std::optional<DhtKey> subkey) {
   std::vector<core::dht::StoreItem> items{item_of(key, std::move(value), expiration, subkey)};
   return run_op<bool>(
-      impl_ ? impl_->dht : caf::actor{},
+      impl_ ? impl_->current() : caf::actor{},
       [items = std::move(items)](Node& n, core::TimePoint now, OpId op) { return n.store(now, op, items); },
       [](OpResult r) -> Result<bool> { return !r.stored.empty() && r.stored.front(); });
 }
@@ -184,7 +192,7 @@ std::future<Result<std::vector<DhtStored>>> Dht::store_many(std::vector<DhtStore
   records.reserve(items.size());
   for (auto& i : items) records.push_back(item_of(i.key, std::move(i.value), i.expiration, i.subkey));
   return run_op<std::vector<DhtStored>>(
-      impl_ ? impl_->dht : caf::actor{},
+      impl_ ? impl_->current() : caf::actor{},
       [records = std::move(records)](Node& n, core::TimePoint now, OpId op) { return n.store(now, op, records); },
       [](OpResult r) -> Result<std::vector<DhtStored>> {
         std::vector<DhtStored> out(r.stored.size());
@@ -199,7 +207,7 @@ std::future<Result<std::vector<DhtStored>>> Dht::store_many(std::vector<DhtStore
 std::future<Result<std::optional<FoundValue>>> Dht::get(const DhtKey& key, bool latest) {
   std::vector<core::dht::NodeId> keys{key.id()};
   return run_op<std::optional<FoundValue>>(
-      impl_ ? impl_->dht : caf::actor{},
+      impl_ ? impl_->current() : caf::actor{},
       [keys, latest](Node& n, core::TimePoint now, OpId op) { return n.get(now, op, keys, latest); },
       [](OpResult r) -> Result<std::optional<FoundValue>> {
         if (r.found.empty()) return std::optional<FoundValue>{};
@@ -213,7 +221,7 @@ std::future<Result<std::vector<std::optional<FoundValue>>>> Dht::get_many(const 
   ids.reserve(keys.size());
   for (const auto& k : keys) ids.push_back(k.id());
   return run_op<std::vector<std::optional<FoundValue>>>(
-      impl_ ? impl_->dht : caf::actor{},
+      impl_ ? impl_->current() : caf::actor{},
       [ids = std::move(ids), latest](Node& n, core::TimePoint now, OpId op) { return n.get(now, op, ids, latest); },
       [](OpResult r) -> Result<std::vector<std::optional<FoundValue>>> { return std::move(r.found); });
 }
@@ -221,7 +229,7 @@ std::future<Result<std::vector<std::optional<FoundValue>>>> Dht::get_many(const 
 std::future<Result<std::vector<core::dht::Contact>>> Dht::find_nearest(const core::dht::NodeId& id, std::size_t k,
                                                                        bool exclude_self) {
   return run_op<std::vector<core::dht::Contact>>(
-      impl_ ? impl_->dht : caf::actor{},
+      impl_ ? impl_->current() : caf::actor{},
       [id, k, exclude_self](Node& n, core::TimePoint now, OpId op) {
         return n.find_nearest(now, op, {id}, k, exclude_self);
       },
@@ -241,8 +249,9 @@ double Dht::now() {
 }
 
 Result<DhtStats> Dht::stats() {
-  if (!impl_ || !impl_->dht) return make_error(errc::cancelled, "the DHT node is stopped");
-  return actors::look_at_dht<DhtStats>(impl_->dht, [](Node& n, core::TimePoint now) {
+  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
+  return actors::look_at_dht<DhtStats>(node, [](Node& n, core::TimePoint now) {
     DhtStats s;
     const double t = n.dht_time(now);
     s.node = n.stats();
@@ -256,23 +265,27 @@ Result<DhtStats> Dht::stats() {
 }
 
 Result<bool> Dht::stores_locally(const DhtKey& key) {
-  if (!impl_ || !impl_->dht) return make_error(errc::cancelled, "the DHT node is stopped");
+  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
   const auto id = key.id();
   return actors::look_at_dht<bool>(
-      impl_->dht, [id](Node& n, core::TimePoint now) { return n.protocol().storage().contains(n.dht_time(now), id); });
+      node, [id](Node& n, core::TimePoint now) { return n.protocol().storage().contains(n.dht_time(now), id); });
 }
 
 Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
-  if (!impl_ || !impl_->dht) return make_error(errc::cancelled, "the DHT node is stopped");
-  return actors::look_at_dht<std::size_t>(impl_->dht,
+  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
+  return actors::look_at_dht<std::size_t>(node,
                                           [peer](Node& n, core::TimePoint) { return n.blacklist().failures(peer); });
 }
 
 void Dht::stop() {
-  if (impl_ && impl_->dht) {
-    actors::stop_dht_actor(*runtime_->gateway(), impl_->dht, runtime_->peer_id(), runtime_->shares_gateway());
-    impl_->dht = caf::actor{};
+  caf::actor node;
+  if (impl_) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    std::swap(node, impl_->dht);
   }
+  if (node) actors::stop_dht_actor(*runtime_->gateway(), node, runtime_->peer_id(), runtime_->shares_gateway());
   if (own_runtime_) own_runtime_->stop();
 }
 

@@ -4,6 +4,7 @@ Keys, subkeys and values are any msgpack-serializable Python objects, serialized
 hivemind does (apiary.serializer), so records are the bytes hivemind stores. The node
 runs in this process on its own threads (no child process); calls release the GIL.
 """
+import threading
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
@@ -82,6 +83,7 @@ class DHT:
             warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
         self._node: Optional[Any] = None
         self._shut_down = False
+        self._lock = threading.Lock()  # calls from any thread, shutdown() among them
         if start:
             self.run_in_background(await_ready=await_ready)
 
@@ -127,10 +129,10 @@ class DHT:
     ) -> Union[bool, OperationFuture]:
         """Stores ``value`` under ``key`` (an entry ``subkey`` of a dictionary value, if
         given) until ``expiration_time`` (DHT time); True if at least one peer accepted it."""
-        node = self._require()
         packed_subkey = None if subkey is None else MSGPackSerializer.dumps(subkey)
-        pending = node.store(MSGPackSerializer.dumps(key), MSGPackSerializer.dumps(value), float(expiration_time),
-                             packed_subkey)
+        packed_key, packed_value = MSGPackSerializer.dumps(key), MSGPackSerializer.dumps(value)
+        with self._lock:
+            pending = self._require().store(packed_key, packed_value, float(expiration_time), packed_subkey)
         future = OperationFuture(pending)
         return future if return_future else future.result()
 
@@ -139,15 +141,18 @@ class DHT:
     ) -> Union[Optional[ValueWithExpiration], OperationFuture]:
         """The value of ``key`` with its expiration, or None; ``latest``: ask until the
         freshest value is known. A dictionary value comes as ``{subkey: ValueWithExpiration}``."""
-        node = self._require()
-        future = OperationFuture(node.get(MSGPackSerializer.dumps(key), bool(latest)), _found_to_python)
+        packed_key = MSGPackSerializer.dumps(key)
+        with self._lock:
+            pending = self._require().get(packed_key, bool(latest))
+        future = OperationFuture(pending, _found_to_python)
         return future if return_future else future.result()
 
     def shutdown(self) -> None:
         """Stops the node (idempotent)."""
-        if self._node is not None and not self._shut_down:
-            self._node.stop()
-        self._shut_down = True
+        with self._lock:
+            if self._node is not None and not self._shut_down:
+                self._node.stop()
+            self._shut_down = True
 
     def __enter__(self) -> "DHT":
         return self

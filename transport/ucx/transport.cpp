@@ -1,5 +1,7 @@
 #include "transport/ucx/transport.hpp"
 
+#include <thread>
+
 #include <sched.h>
 
 #include <algorithm>
@@ -180,10 +182,28 @@ void Transport::shutdown() {
     release_completed(reqs);
   }
   for (void* r : reqs) ucp_request_cancel(worker_->get(), r);
-  for (auto* req : conn_requests_) ucp_listener_reject(listener_->get(), req);
+  // Refuse connections for a quiet spell before the listener goes. UCX 1.13's async thread
+  // hands a connection whose handshake began before ucp_listener_destroy to the freed
+  // listener (a crash in ucp_cm_server_conn_request_cb when a peer dials a node that is
+  // stopping while other nodes of the process run), so the listener is destroyed only once
+  // no request came for a while, and the worker, which closes such handshakes, right after.
+  const auto quiet = std::chrono::milliseconds(20);
+  auto last = Clock::now();
+  const auto bound = last + std::chrono::milliseconds(250);
+  for (;;) {
+    ucp_worker_progress(worker_->get());
+    if (!conn_requests_.empty()) {
+      for (auto* req : conn_requests_) ucp_listener_reject(listener_->get(), req);
+      conn_requests_.clear();
+      last = Clock::now();
+    }
+    const auto now = Clock::now();
+    if (now - last >= quiet || now >= bound) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   wake_target_ = nullptr;
-  listener_.reset();
   rndv_pending_.clear();
+  listener_.reset();
   worker_.reset();
   context_.reset();
 }

@@ -4,7 +4,7 @@
 DHT (``apiary.DHT``), decentralized averaging (``apiary.DecentralizedAverager``), the
 averaging codecs (``apiary.compression``), PeerID, ValueWithExpiration, get_dht_time.
 """
-from . import compression, runtime_pb2
+from . import compression, runtime_pb2, utils
 from .averaging import AveragingMode, DecentralizedAverager, StepControl
 from .compression import (
     BlockwiseQuantization,

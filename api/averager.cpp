@@ -151,6 +151,9 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   role.caller = dht.peer_id().bytes();
   role.serve_join = options.mode != mm::AveragingMode::client;
   role.splice_parts = true;  // the gateway sends a part's pieces as they are
+  // Addressed by PeerID: other averagers may share this gateway (its DHT node's does).
+  const core::Addressing addressing(dht.peer_id(), dht.runtime().shares_gateway());
+  role.addressing = addressing;
   std::uint64_t seed = options.seed;
   if (seed == 0) {
     for (char c : dht.peer_id().bytes()) seed = seed * 1099511628211ULL ^ static_cast<unsigned char>(c);
@@ -160,6 +163,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   sharing.prefix = options.prefix;
   sharing.priority = options.state_sharing_priority;
   sharing.declare_period = options.declare_state_period;
+  sharing.addressing = addressing;
   if (options.state_sharing_priority) {
     std::weak_ptr<Impl> weak = averager->impl_;
     sharing.state_stream = [weak]() -> Result<std::vector<std::string>> {
@@ -217,7 +221,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   auto rng = std::make_shared<core::Rng>(seed);
   (void)mux->add("averager", std::make_unique<mm::AveragerRole>(std::move(role), [rng] { return rng->next_u64(); }));
   (void)mux->add("state", std::make_unique<mm::StateSharingRole>(std::move(sharing)));
-  (void)mux->add("loader", std::make_unique<mm::StateLoadingRole>(dht.peer_id().bytes()));
+  (void)mux->add("loader", std::make_unique<mm::StateLoadingRole>(dht.peer_id().bytes(), addressing));
   impl.handles = mux->handles();
   impl.actor = actors::spawn_role_actor(dht.system(), impl.gateway, std::move(mux), std::move(routes));
   return averager;

@@ -70,9 +70,9 @@ bool AveragerRole::serves(const std::string& handle) const {
 }
 
 std::vector<std::string> AveragerRole::handles() const {
-  std::vector<std::string> out{config_.part_handle};
-  if (config_.serve_join) out.emplace_back(k_join_handle);
-  return out;
+  std::vector<std::string> bases{config_.part_handle};
+  if (config_.serve_join) bases.emplace_back(k_join_handle);
+  return config_.addressing.served(bases);
 }
 
 AveragerEffects AveragerRole::step(TimePoint now, AveragerStep step) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/averaging/allreduce.hpp"
+#include "core/addressing.hpp"
 #include "core/averaging/matchmaking.hpp"
 #include "core/effects.hpp"
 #include "core/role.hpp"
@@ -72,6 +73,9 @@ struct AveragerRoleConfig {
   std::string device_role;
   /// PeerID bytes named as the caller of the role's calls ("": the transport's own).
   std::string caller;
+  /// Whether the role's handles and its calls to groupmates carry PeerIDs (several
+  /// averagers on one transport); default: plain handles.
+  Addressing addressing;
   /// The all-reduce's uncompressed parts leave as spliced messages (AllReduceConfig::
   /// splice_parts): for shells whose transport sends the pieces as they are.
   bool splice_parts = false;

@@ -121,7 +121,7 @@ Effects AveragerRole::on(TimePoint now, Input input) {
       [&](auto& in) -> Effects {
         using T = std::decay_t<decltype(in)>;
         if constexpr (std::is_same_v<T, Request>) {
-          return lower(on_request(now, in.id, in.handle, in.from, std::move(in.body)));
+          return lower(on_request(now, in.id, Addressing::base_of(in.handle), in.from, std::move(in.body)));
         } else if constexpr (std::is_same_v<T, RequestMessage>) {
           return lower(on_request_message(now, in.id, std::move(in.message), in.last));
         } else if constexpr (std::is_same_v<T, StreamMessage>) {
@@ -216,6 +216,7 @@ Effects AveragerRole::lower(AveragerEffects afx) {
     }
   }
   name_caller(afx.rpc, config_.caller);
+  config_.addressing.address(afx.rpc);
   out.insert(out.end(), std::make_move_iterator(afx.rpc.begin()), std::make_move_iterator(afx.rpc.end()));
   // After the calls and replies above: a part's answers must follow those already on their way.
   for (auto& job : afx.reduce) {

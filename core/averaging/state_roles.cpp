@@ -84,6 +84,7 @@ Effects StateLoadingRole::on(TimePoint now, Input input) {
 
 Effects StateLoadingRole::settle(Effects fx) {
   name_caller(fx, caller_);
+  addressing_.address(fx);
   if (!loader_ || !loader_->finished()) return fx;
   auto outcome = loader_->take_outcome();
   loader_.reset();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/addressing.hpp"
 #include "core/averaging/state_sharing.hpp"
 #include "core/role.hpp"
 
@@ -34,6 +35,8 @@ struct StateSharingConfig {
   /// Builds this peer's state stream (make_state_stream) when a peer asks; null: the
   /// peer does not share (it answers with an empty stream). Runs on the host's thread.
   std::function<Result<std::vector<std::string>>()> state_stream;
+  /// Whether the handle carries this peer's PeerID (several averagers on one transport).
+  Addressing addressing;
 };
 
 /// Serves rpc_download_state and keeps this peer's declaration fresh.
@@ -41,7 +44,7 @@ class StateSharingRole final : public Role {
  public:
   explicit StateSharingRole(StateSharingConfig config);
 
-  [[nodiscard]] std::vector<std::string> handles() const override { return {config_.handle}; }
+  [[nodiscard]] std::vector<std::string> handles() const override { return config_.addressing.served({config_.handle}); }
   /// Start: the first declaration (when a priority is set); Request: the state stream;
   /// TimerFired: the next declaration (every period / 2, so one never expires).
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
@@ -63,8 +66,10 @@ class StateSharingRole final : public Role {
 /// Downloads a state, one download at a time.
 class StateLoadingRole final : public Role {
  public:
-  /// `caller`: PeerID bytes named on the downloads' calls ("": the transport's own).
-  explicit StateLoadingRole(std::string caller = {}) : caller_(std::move(caller)) {}
+  /// `caller`: PeerID bytes named on the downloads' calls ("": the transport's own);
+  /// `addressing`: whether calls to donors carry their PeerIDs.
+  explicit StateLoadingRole(std::string caller = {}, Addressing addressing = {})
+      : caller_(std::move(caller)), addressing_(std::move(addressing)) {}
 
   [[nodiscard]] std::vector<std::string> handles() const override { return {}; }
   /// LocalCall k_load_method starts a download (another while one runs completes at once
@@ -76,6 +81,7 @@ class StateLoadingRole final : public Role {
   [[nodiscard]] Effects settle(Effects fx);
 
   std::string caller_;
+  Addressing addressing_;
   std::optional<StateLoader> loader_;
   OpId op_ = 0;  ///< the running download's op
 };

@@ -216,6 +216,7 @@ class DecentralizedAverager:
         if self._native is not None:
             raise RuntimeError("expected an averager that is not running, but it was started already")
         self._native = _apiary.Averager(self.dht._require(), self._memory, self._options)
+        self.dht._users.add(self)
 
     def is_alive(self) -> bool:
         return self._native is not None and not self._shut_down
@@ -318,7 +319,8 @@ class DecentralizedAverager:
     def shutdown(self) -> None:
         """Stops the averager (a running step ends cancelled)."""
         if self._native is not None and not self._shut_down:
-            self._native = None  # the C++ averager stops with its last reference
+            self._native.stop()  # even while a traceback still holds the object
+            self._native = None
         self._shut_down = True
 
     def __enter__(self) -> "DecentralizedAverager":

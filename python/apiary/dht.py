@@ -4,8 +4,10 @@ Keys, subkeys and values are any msgpack-serializable Python objects, serialized
 hivemind does (apiary.serializer), so records are the bytes hivemind stores. The node
 runs in this process on its own threads (no child process); calls release the GIL.
 """
+import atexit
 import threading
 import warnings
+import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _apiary
@@ -19,6 +21,16 @@ Subkey = Any
 DHTValue = Any
 
 _DEFAULT_HOST_MAADDRS = ("/ip4/127.0.0.1/tcp/0",)
+
+# Every running DHT of the process: at exit each is shut down (its averagers first) while
+# the interpreter is still whole, instead of by the garbage collector during teardown.
+_RUNNING: "weakref.WeakSet[DHT]" = weakref.WeakSet()
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    for dht in list(_RUNNING):
+        dht.shutdown()
 
 
 def _found_to_python(found: Any) -> Optional[ValueWithExpiration]:
@@ -84,6 +96,7 @@ class DHT:
         self._node: Optional[Any] = None
         self._shut_down = False
         self._lock = threading.Lock()  # calls from any thread, shutdown() among them
+        self._users: "weakref.WeakSet[Any]" = weakref.WeakSet()  # averagers over this node
         if start:
             self.run_in_background(await_ready=await_ready)
 
@@ -95,6 +108,7 @@ class DHT:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
         self._node = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
                                  self.num_workers)
+        _RUNNING.add(self)
 
     def wait_until_ready(self, timeout: Optional[float] = None) -> None:
         """Returns once the node runs (start() returns only then, so at once)."""
@@ -149,6 +163,8 @@ class DHT:
 
     def shutdown(self) -> None:
         """Stops the node (idempotent)."""
+        for user in list(self._users):
+            user.shutdown()  # an averager stops before the node it uses
         with self._lock:
             if self._node is not None and not self._shut_down:
                 self._node.stop()

@@ -26,11 +26,26 @@ py::object report_to_python(AveragerStepReport& r) {
   return std::move(out);
 }
 
+/// A Python averager: stop() ends the C++ averager even while Python still holds the
+/// object (a traceback's frame, say), so the runtime it runs on can stop.
+struct PyAverager {
+  std::unique_ptr<Averager> averager;
+  Averager& get() {
+    if (!averager) throw std::runtime_error("expected a running averager, but it was stopped");
+    return *averager;
+  }
+  void stop() {
+    py::gil_scoped_release unlocked;
+    averager.reset();
+  }
+};
+
 }  // namespace
 
 void bind_averager(py::module_& m) {
-  py::class_<Averager>(m, "Averager", "A decentralized averager beside a Dht, over the trainer's memory.")
-      .def(py::init([](Dht& dht, const std::vector<std::pair<std::uintptr_t, std::size_t>>& tensors, py::dict o) {
+  py::class_<PyAverager>(m, "Averager", "A decentralized averager beside a Dht, over the trainer's memory.")
+      .def(py::init([](PyDht& node, const std::vector<std::pair<std::uintptr_t, std::size_t>>& tensors, py::dict o) {
+             Dht& dht = node.get();
              AveragerOptions options;
              for (const auto& [ptr, size] : tensors) {
                options.device_tensors.push_back(DeviceTensor{reinterpret_cast<float*>(ptr), size});
@@ -60,12 +75,13 @@ void bind_averager(py::module_& m) {
                py::gil_scoped_release unlocked;
                started = Averager::start(dht, std::move(options));
              }
-             return value_or_raise(std::move(started));
+             return PyAverager{value_or_raise(std::move(started))};
            }),
            py::arg("dht"), py::arg("tensors"), py::arg("options"), py::keep_alive<1, 2>())
+      .def("stop", &PyAverager::stop, "Stops the averager (a running step ends cancelled); idempotent.")
       .def(
           "step",
-          [](Averager& a, double weight, double timeout, double scheduled_in, const py::bytes& gather,
+          [](PyAverager& p, double weight, double timeout, double scheduled_in, const py::bytes& gather,
              bool require_trigger) {
             AveragerStepOptions options;
             options.weight = weight;
@@ -73,6 +89,7 @@ void bind_averager(py::module_& m) {
             options.scheduled_in = scheduled_in;
             options.gather = std::string(gather);
             options.require_trigger = require_trigger;
+            Averager& a = p.get();
             std::future<Result<AveragerStepReport>> future;
             {
               py::gil_scoped_release unlocked;  // reads the tensors through the device actor
@@ -82,18 +99,20 @@ void bind_averager(py::module_& m) {
           },
           py::arg("weight"), py::arg("timeout"), py::arg("scheduled_in"), py::arg("gather"),
           py::arg("require_trigger"), "Starts one averaging step; its report comes through the Pending.")
-      .def("trigger", &Averager::trigger, "Lets a require_trigger step begin its all-reduce.")
-      .def("cancel", &Averager::cancel, "Abandons the running step (it ends cancelled).")
+      .def("trigger", [](PyAverager& p) { p.get().trigger(); }, "Lets a require_trigger step begin its all-reduce.")
+      .def("cancel", [](PyAverager& p) { p.get().cancel(); }, "Abandons the running step (it ends cancelled).")
       .def(
           "set_weight",
-          [](Averager& a, double w) {
+          [](PyAverager& p, double w) {
+            Averager& a = p.get();
             py::gil_scoped_release unlocked;
             return a.set_weight(w);
           },
           "Changes the running step's weight; False once its all-reduce began.")
       .def(
           "load_state_from_peers",
-          [](Averager& a, double timeout) {
+          [](PyAverager& p, double timeout) {
+            Averager& a = p.get();
             std::future<Result<AveragerState>> future;
             {
               py::gil_scoped_release unlocked;
@@ -104,11 +123,13 @@ void bind_averager(py::module_& m) {
             });
           },
           py::arg("timeout"), "Downloads the state of the best donor: (metadata bytes, donor multiaddr).")
-      .def("set_state_metadata", [](Averager& a, const py::bytes& m) { a.set_state_metadata(std::string(m)); })
-      .def("tensors", &Averager::tensors, "The averager's copy of the tensors (as of the last step or download).")
-      .def_property_readonly("id", &Averager::id, "The averager's multiaddr with /p2p/.")
-      .def("group_key", &Averager::group_key, "The group key the next step uses.")
-      .def("transport_bytes", &Averager::transport_bytes, "Bytes sent and received by the transport.");
+      .def("set_state_metadata", [](PyAverager& p, const py::bytes& m) { p.get().set_state_metadata(std::string(m)); })
+      .def("tensors", [](PyAverager& p) { return p.get().tensors(); },
+           "The averager's copy of the tensors (as of the last step or download).")
+      .def_property_readonly("id", [](PyAverager& p) { return p.get().id(); }, "The averager's multiaddr with /p2p/.")
+      .def("group_key", [](PyAverager& p) { return p.get().group_key(); }, "The group key the next step uses.")
+      .def("transport_bytes", [](PyAverager& p) { return p.get().transport_bytes(); },
+           "Bytes sent and received by the transport.");
 }
 
 }  // namespace apiary::python

@@ -6,9 +6,14 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
+#include "api/dht.hpp"
+#include "api/runtime.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::python {
@@ -69,6 +74,25 @@ class Pending {
   };
   std::shared_ptr<Base> impl_;
   std::shared_ptr<std::optional<Result<py::object>>> taken_ = std::make_shared<std::optional<Result<py::object>>>();
+};
+
+/// A Python DHT: a node attached to the process's runtime for its listen address (kept
+/// alive by the nodes that use it).
+struct PyDht {
+  PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
+        const std::string& identity_path, std::size_t threads);
+  ~PyDht() { stop(); }
+  PyDht(const PyDht&) = delete;
+  PyDht& operator=(const PyDht&) = delete;
+  /// The node; raises RuntimeError once stopped.
+  Dht& get() {
+    if (!dht || !host) throw std::runtime_error("expected a running DHT node, but it was stopped");
+    return *dht;
+  }
+  void stop();
+
+  std::shared_ptr<Runtime> host;
+  std::unique_ptr<Dht> dht;
 };
 
 void bind_dht(py::module_& m);

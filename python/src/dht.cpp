@@ -2,6 +2,9 @@
 // package serializes them as hivemind does); found values go out as bytes.
 #include <pybind11/stl.h>
 
+#include <map>
+#include <mutex>
+
 #include "api/dht.hpp"
 #include "messages/identity/key_file.hpp"
 #include "python/src/common.hpp"
@@ -48,33 +51,61 @@ DhtKey key_of(const py::bytes& packed) {
   return value_or_raise(DhtKey::packed(text));
 }
 
+/// The runtimes DHT nodes of this process attach to, by listen multiaddr: one transport
+/// (one UCX context) for all of them, as UCX wants one per process. A runtime lives while
+/// a node uses it.
+std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<Runtime>> hosts;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<Runtime>& slot = hosts[listen];
+  if (auto running = slot.lock()) return running;
+  RuntimeOptions options;
+  options.listen = listen;
+  options.threads = threads;
+  std::shared_ptr<Runtime> runtime(value_or_raise(Runtime::start(options)));
+  slot = runtime;
+  return runtime;
+}
+
 }  // namespace
 
+PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
+             const std::string& identity_path, std::size_t threads) {
+  // As hivemind: a missing identity file is created with a new key.
+  if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
+  host = host_for(listen, threads);
+  DhtOptions options;
+  options.system = &host->system();
+  options.gateway = host->gateway();
+  options.initial_peers = initial_peers;
+  options.client_mode = client_mode;
+  options.identity_file = identity_path;
+  Result<std::unique_ptr<Dht>> started = make_error(errc::internal, "not started");
+  {
+    py::gil_scoped_release unlocked;
+    started = Dht::start(options);
+  }
+  if (!started) host.reset();
+  dht = value_or_raise(std::move(started));
+}
+
+void PyDht::stop() {
+  py::gil_scoped_release unlocked;
+  if (dht) dht->stop();
+  host.reset();  // the last node of a runtime stops it
+}
+
 void bind_dht(py::module_& m) {
-  py::class_<Dht>(m, "Dht", "One DHT node with its own runtime (actor system, transport, identity).")
-      .def(py::init([](const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
-                       const std::string& identity_path, std::size_t threads) {
-             // As hivemind: a missing identity file is created with a new key.
-             if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
-             DhtOptions options;
-             options.listen = listen;
-             options.initial_peers = initial_peers;
-             options.client_mode = client_mode;
-             options.identity_file = identity_path;
-             options.threads = threads;
-             Result<std::unique_ptr<Dht>> started = make_error(errc::internal, "not started");
-             {
-               py::gil_scoped_release unlocked;
-               started = Dht::start(options);
-             }
-             return value_or_raise(std::move(started));
-           }),
+  py::class_<PyDht>(m, "Dht", "One DHT node, attached to the process's runtime (actor system, transport).")
+      .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t>(),
            py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
            py::arg("threads"))
       .def(
           "store",
-          [](Dht& dht, const py::bytes& key, const py::bytes& value, double expiration,
+          [](PyDht& node, const py::bytes& key, const py::bytes& value, double expiration,
              const std::optional<py::bytes>& subkey) {
+            Dht& dht = node.get();
             std::optional<DhtKey> sub;
             if (subkey) sub = subkey_of(*subkey);
             return Pending::of<bool>(dht.store(key_of(key), std::string(value), expiration, std::move(sub)),
@@ -84,21 +115,18 @@ void bind_dht(py::module_& m) {
           "Stores msgpack `value` under msgpack `key` (and `subkey`) until `expiration` (DHT seconds).")
       .def(
           "get",
-          [](Dht& dht, const py::bytes& key, bool latest) {
+          [](PyDht& node, const py::bytes& key, bool latest) {
+            Dht& dht = node.get();
             return Pending::of<std::optional<core::dht::FoundValue>>(dht.get(key_of(key), latest), found_to_python);
           },
           py::arg("key"), py::arg("latest") = false, "Finds the value of msgpack `key`.")
-      .def_property_readonly("peer_id", [](const Dht& dht) { return py::bytes(dht.peer_id().bytes()); },
+      .def_property_readonly("peer_id", [](PyDht& node) { return py::bytes(node.get().peer_id().bytes()); },
                              "The node's PeerID bytes.")
-      .def("visible_addrs", &Dht::visible_addrs, "Multiaddrs (with /p2p/) other peers reach this node at.")
-      .def("address", [](const Dht& dht) { return dht.address().to_string(); }, "The listen multiaddr with /p2p/.")
-      .def(
-          "stop",
-          [](Dht& dht) {
-            py::gil_scoped_release unlocked;
-            dht.stop();
-          },
-          "Stops the node (idempotent).");
+      .def("visible_addrs", [](PyDht& node) { return node.get().visible_addrs(); },
+           "Multiaddrs (with /p2p/) other peers reach this node at.")
+      .def("address", [](PyDht& node) { return node.get().address().to_string(); },
+           "The listen multiaddr with /p2p/.")
+      .def("stop", &PyDht::stop, "Stops the node (idempotent); the process's runtime stops with its last node.");
 }
 
 }  // namespace apiary::python

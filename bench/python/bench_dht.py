@@ -26,6 +26,8 @@ def main():
     parser.add_argument("--expiration", type=float, default=300)
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--verbose", action="store_true", help="print each failed get")
+    parser.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for one operation's result (then it counts as failed)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     hm = load(args.impl)
@@ -77,7 +79,7 @@ def main():
             stored = {}
             for i, f in zip(storers, futures):
                 try:
-                    if f is not None and f.result():
+                    if f is not None and f.result(timeout=args.wait):
                         stored[i] = f"value-{i}"
                 except Exception as e:  # noqa: BLE001 - a failed store counts as failed
                     if args.verbose:
@@ -88,7 +90,7 @@ def main():
             results = []
             for f in futures:
                 try:
-                    results.append(None if f is None else f.result())
+                    results.append(None if f is None else f.result(timeout=args.wait))
                 except Exception as e:  # noqa: BLE001 - a failed get counts as failed
                     if args.verbose:
                         print(f"get: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

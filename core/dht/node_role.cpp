@@ -1,6 +1,5 @@
 #include "core/dht/node_role.hpp"
 
-#include "messages/identity/multiaddr.hpp"
 
 namespace apiary::core::dht {
 
@@ -11,21 +10,16 @@ std::string addressed_handle(const char* base, const messages::PeerId& peer) {
 NodeRole::NodeRole(std::unique_ptr<Node> node, NodeRoleConfig config)
     : node_(std::move(node)), config_(std::move(config)) {
   if (config_.shared_transport) caller_ = config_.peer_id.bytes();
+  if (config_.addressed) addressing_ = Addressing(config_.peer_id, config_.shared_transport);
 }
 
 std::vector<std::string> NodeRole::served(const messages::PeerId& peer, bool shared_transport) {
-  std::vector<std::string> out;
-  for (const char* handle : {k_ping_handle, k_store_handle, k_find_handle}) {
-    out.push_back(addressed_handle(handle, peer));
-    if (!shared_transport) out.emplace_back(handle);
-  }
-  return out;
+  return Addressing(peer, shared_transport).served({k_ping_handle, k_store_handle, k_find_handle});
 }
 
 std::vector<std::string> NodeRole::handles() const {
   if (node_->config().protocol.client_mode) return {};
-  if (!config_.addressed) return {k_ping_handle, k_store_handle, k_find_handle};
-  return served(config_.peer_id, config_.shared_transport);
+  return addressing_.served({k_ping_handle, k_store_handle, k_find_handle});
 }
 
 Effects NodeRole::on(TimePoint now, Input input) {
@@ -62,20 +56,9 @@ Effects NodeRole::on(TimePoint now, Input input) {
 }
 
 Effects NodeRole::finish(Effects fx) {
-  for (auto& effect : fx) {
-    if (!config_.addressed) break;
-    auto* call = std::get_if<Call>(&effect);
-    if (call == nullptr) continue;
-    // Address the node behind the peer's transport by its PeerID, when the address names it.
-    auto known = suffixes_.find(call->peer);
-    if (known == suffixes_.end()) {
-      auto addr = messages::Multiaddr::parse(call->peer);
-      std::string suffix = addr && addr->peer ? "@" + addr->peer->to_string() : std::string{};
-      known = suffixes_.emplace(call->peer, std::move(suffix)).first;
-    }
-    call->handle += known->second;
-    call->caller = caller_;
-  }
+  // Address the node behind each callee's transport by its PeerID, when the address names it.
+  addressing_.address(fx);
+  name_caller(fx, caller_);
   for (auto& result : node_->take_completed()) {
     if (asked_.erase(result.op) == 0) continue;  // an operation the node started itself
     const OpId op = result.op;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/addressing.hpp"
 #include "core/dht/node.hpp"
 #include "core/role.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -69,9 +70,7 @@ class NodeRole final : public Role {
   std::unique_ptr<Node> node_;
   NodeRoleConfig config_;
   std::string caller_;  ///< PeerID bytes named in calls when the transport is shared
-  /// "@<PeerID>" per peer address already seen ("" when it names no peer): calls to a
-  /// known peer skip parsing its multiaddr again.
-  std::unordered_map<PeerAddr, std::string> suffixes_;
+  Addressing addressing_;  ///< the node's handles and its calls, by PeerID (when addressed)
   std::set<OpId> asked_;  ///< operations LocalCalls started, not finished yet
 };
 

@@ -11,21 +11,14 @@
 #include "core/averaging/averager_role.hpp"
 #include "core/averaging/state_roles.hpp"
 #include "core/dht/node_role.hpp"
+#include "tests/core/averaging/effects_of.hpp"
 
 namespace {
 
 namespace av = apiary::core::averaging;
 using namespace apiary::core;
 using apiary::errc;
-
-template <class T>
-std::vector<T> of(const Effects& fx) {
-  std::vector<T> out;
-  for (const auto& e : fx) {
-    if (auto* x = std::get_if<T>(&e)) out.push_back(*x);
-  }
-  return out;
-}
+using apiary::testing::all_of;
 
 }  // namespace
 
@@ -40,20 +33,20 @@ TEST_CASE("a sharing role declares itself through the DHT role from Start on, ev
 
   const TimePoint t0 = TimePoint{} + std::chrono::seconds(100);
   auto fx = role.on(t0, Start{});
-  REQUIRE(of<Ask>(fx).size() == 1);
-  CHECK(of<Ask>(fx)[0].role == "dht");
-  CHECK(of<Ask>(fx)[0].method == dht::k_run_method);
-  CHECK(of<Ask>(fx)[0].args.as<dht::NodeOp>() != nullptr);
-  REQUIRE(of<SetTimer>(fx).size() == 1);
-  CHECK(of<SetTimer>(fx)[0].at == t0 + std::chrono::seconds(5));
+  REQUIRE(all_of<Ask>(fx).size() == 1);
+  CHECK(all_of<Ask>(fx)[0].role == "dht");
+  CHECK(all_of<Ask>(fx)[0].method == dht::k_run_method);
+  CHECK(all_of<Ask>(fx)[0].args.as<dht::NodeOp>() != nullptr);
+  REQUIRE(all_of<SetTimer>(fx).size() == 1);
+  CHECK(all_of<SetTimer>(fx)[0].at == t0 + std::chrono::seconds(5));
 
   // The DHT's answer is counted; the timer declares again.
   dht::OpResult stored;
   stored.stored = {true};
-  CHECK(role.on(t0, LocalReply{of<Ask>(fx)[0].op, Value::of(stored)}).empty());
+  CHECK(role.on(t0, LocalReply{all_of<Ask>(fx)[0].op, Value::of(stored)}).empty());
   CHECK(role.stored() == 1);
-  fx = role.on(t0 + std::chrono::seconds(5), TimerFired{of<SetTimer>(fx)[0].id});
-  CHECK(of<Ask>(fx).size() == 1);
+  fx = role.on(t0 + std::chrono::seconds(5), TimerFired{all_of<SetTimer>(fx)[0].id});
+  CHECK(all_of<Ask>(fx).size() == 1);
   CHECK(role.declared() == 2);
 }
 
@@ -61,7 +54,7 @@ TEST_CASE("a role without a priority declares nothing and streams an empty state
   av::StateSharingRole role(av::StateSharingConfig{});
   CHECK(role.on({}, Start{}).empty());
   auto fx = role.on({}, Request{7, av::k_download_state_handle, "", {}});
-  const auto replies = of<Reply>(fx);
+  const auto replies = all_of<Reply>(fx);
   REQUIRE(replies.size() == 1);  // the end only: not sharing
   CHECK(replies[0].request == 7);
   CHECK(replies[0].last);
@@ -73,29 +66,29 @@ TEST_CASE("the loading role runs one download at a time and refuses bad argument
   av::StateLoaderConfig config;
   config.donors = {"/ip4/127.0.0.1/tcp/1"};
   auto fx = role.on({}, LocalCall{1, "", av::k_load_method, Value::of(config)});
-  REQUIRE(of<Call>(fx).size() == 1);
-  const Call call = of<Call>(fx)[0];
+  REQUIRE(all_of<Call>(fx).size() == 1);
+  const Call call = all_of<Call>(fx)[0];
   CHECK(call.caller == "caller-bytes");
-  CHECK(of<Complete>(fx).empty());
+  CHECK(all_of<Complete>(fx).empty());
 
   fx = role.on({}, LocalCall{2, "", av::k_load_method, Value::of(config)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].op == 2);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::unavailable);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 2);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::unavailable);
 
   fx = role.on({}, LocalCall{3, "", av::k_load_method, Value::of(42)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
 
   fx = role.on({}, LocalCall{4, "", "nonsense", {}});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::not_found);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::not_found);
 
   // The donor's call fails: no donor left, so the first download completes with the error.
   fx = role.on({}, Response{call.id, apiary::make_error(errc::unavailable, "peer down")});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].op == 1);
-  CHECK_FALSE(of<Complete>(fx)[0].result.ok());
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 1);
+  CHECK_FALSE(all_of<Complete>(fx)[0].result.ok());
 }
 
 TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong arguments are refused", "[averager]") {
@@ -105,8 +98,8 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   CHECK(role.handles().size() == 2);
 
   auto fx = role.on({}, LocalCall{1, "", av::k_step_method, Value::of(42)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
 
   av::AveragerStep step;
   step.params.group_key = "run.0b";
@@ -117,24 +110,24 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   step.params.min_matchmaking_time = std::chrono::seconds(5);
   step.tensors = {{1.0f, 2.0f}};
   fx = role.on({}, LocalCall{2, "", av::k_step_method, Value::of(step)});
-  if (!of<Complete>(fx).empty()) FAIL(of<Complete>(fx)[0].result.error().what());
+  if (!all_of<Complete>(fx).empty()) FAIL(all_of<Complete>(fx)[0].result.error().what());
   CHECK(role.busy());
-  const auto asks = of<Ask>(fx);
+  const auto asks = all_of<Ask>(fx);
   REQUIRE_FALSE(asks.empty());
   for (const auto& ask : asks) CHECK(ask.role == "dht");
 
   fx = role.on({}, LocalCall{3, "", av::k_step_method, Value::of(step)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].op == 3);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::unavailable);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 3);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::unavailable);
 
   fx = role.on({}, LocalCall{4, "", av::k_set_weight_method, Value::of(0.5)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(*of<Complete>(fx)[0].result->as<bool>());
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(*all_of<Complete>(fx)[0].result->as<bool>());
 
   // Cancel ends the step (its Complete carries errc::cancelled), then the cancel's own.
   fx = role.on({}, LocalCall{5, "", av::k_cancel_method, {}});
-  const auto done = of<Complete>(fx);
+  const auto done = all_of<Complete>(fx);
   REQUIRE(done.size() == 2);
   CHECK(done[0].op == 2);
   CHECK(done[0].result.error().code == errc::cancelled);
@@ -142,6 +135,6 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   CHECK_FALSE(role.busy());
 
   fx = role.on({}, LocalCall{6, "", "fly", {}});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::not_found);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::not_found);
 }

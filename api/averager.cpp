@@ -18,6 +18,7 @@
 #include "core/dht/msgpack_value.hpp"
 #include "core/mux.hpp"
 #include "core/rng.hpp"
+#include "messages/tensor/codec.hpp"
 
 namespace apiary {
 
@@ -95,6 +96,10 @@ Status check(const AveragerOptions& o) {
     return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}", count,
                       o.codecs.size());
   }
+  if (o.state_codecs.size() > 1 && o.state_codecs.size() != count) {
+    return make_error(errc::invalid_argument, "expected no state codec, one, or one per tensor ({}), got {}", count,
+                      o.state_codecs.size());
+  }
   return ok_status();
 }
 
@@ -164,21 +169,42 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   sharing.priority = options.state_sharing_priority;
   sharing.declare_period = options.declare_state_period;
   sharing.addressing = addressing;
-  if (options.state_sharing_priority) {
+  if (options.state_sharing_priority && options.current_state) {
+    sharing.state_stream = [provide = options.current_state]() -> Result<std::vector<std::string>> {
+      auto state = provide();
+      if (!state) return state.error();
+      return mm::make_state_stream(state->metadata, state->tensors);
+    };
+  } else if (options.state_sharing_priority) {
     std::weak_ptr<Impl> weak = averager->impl_;
     sharing.state_stream = [weak]() -> Result<std::vector<std::string>> {
       auto raw = weak.lock();
       if (!raw) return make_error(errc::cancelled, "expected a running averager to share its state, but it stopped");
       std::vector<std::vector<float>> tensors;
       std::string metadata;
+      std::vector<pb::CompressionType> codecs;
       {
         std::lock_guard<std::mutex> lock(raw->mutex);
         tensors = raw->options.tensors;
         metadata = raw->metadata.empty() ? core::dht::pack_str(raw->group_key) : raw->metadata;
+        codecs = raw->options.state_codecs;
       }
-      std::vector<messages::Shape> shapes;
-      for (const auto& t : tensors) shapes.push_back({static_cast<std::uint32_t>(t.size())});
-      return mm::make_state_stream(metadata, tensors, shapes, pb::NONE);
+      if (codecs.size() <= 1) {
+        const pb::CompressionType codec = codecs.empty() ? pb::NONE : codecs.front();
+        std::vector<messages::Shape> shapes;
+        for (const auto& t : tensors) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+        return mm::make_state_stream(metadata, tensors, shapes, codec);
+      }
+      std::vector<pb::Tensor> encoded;
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        auto tensor = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(tensors[i].size())},
+                                                tensors[i].data(), tensors[i].size() * sizeof(float));
+        if (!tensor) return tensor.error();
+        auto message = messages::encode(*tensor, codecs[i]);
+        if (!message) return message.error();
+        encoded.push_back(std::move(*message));
+      }
+      return mm::make_state_stream(metadata, encoded);
     };
   }
   switch (options.reduce_on) {
@@ -337,7 +363,7 @@ bool Averager::set_weight(double weight) {
   return changed.ok() && changed->as<bool>() != nullptr && *changed->as<bool>();
 }
 
-std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeout) {
+std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeout, bool any_state) {
   auto promise = std::make_shared<std::promise<Result<AveragerState>>>();
   auto future = promise->get_future();
   const std::string key = mm::state_sharing_key(impl_->options.prefix);
@@ -361,9 +387,13 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
   for (const auto& donor : donors) config.donors.push_back(donor.peer);
   config.call_timeout = seconds(timeout);
   config.chunk_timeout = seconds(std::min(timeout, 15.0));
-  std::vector<messages::Shape> shapes;
-  for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
-  config.expected_shapes = shapes;
+  if (any_state) {
+    config.any_dtype = true;
+  } else {
+    std::vector<messages::Shape> shapes;
+    for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+    config.expected_shapes = shapes;
+  }
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "loader", mm::k_load_method, core::Value::of(std::move(config)),
                     [impl, promise](Result<core::Value> loaded) {
@@ -376,11 +406,15 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
       promise->set_value(make_error(errc::internal, "the state download completed without a state"));
       return;
     }
+    if (!r->typed.empty() || r->tensors.empty()) {
+      promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), std::move(r->typed)});
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(impl->mutex);
       impl->options.tensors = std::move(r->tensors);
     }
-    promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor)});
+    promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), {}});
   });
   return future;
 }

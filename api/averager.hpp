@@ -24,10 +24,11 @@
 #include "api/dht.hpp"
 #include "core/averaging/averager_role.hpp"
 #include "messages/result.hpp"
+#include "messages/tensor/tensor.hpp"
+#include "runtime.pb.h"
 
 namespace apiary {
 
-/// How to start an averager.
 /// A float32 tensor in the memory of the averager's device actor: a CUDA device pointer
 /// of GPU `AveragerOptions::gpu` with ReduceOn::gpu, host memory with ReduceOn::cpu. The
 /// trainer keeps it alive while the averager runs.
@@ -45,6 +46,13 @@ enum class ReduceOn {
   in_role,    ///< inline in the averager's protocol core as parts arrive (no thread hop)
 };
 
+/// A state as a peer shares it (AveragerOptions::current_state).
+struct SharedState {
+  std::string metadata;             ///< non-empty bytes (e.g. msgpack)
+  std::vector<pb::Tensor> tensors;  ///< runtime.proto Tensors, encoded
+};
+
+/// How to start an averager.
 struct AveragerOptions {
   /// The experiment's name: group keys are `<prefix>.0b<bits>` (no dots).
   std::string prefix;
@@ -86,6 +94,13 @@ struct AveragerOptions {
   std::optional<double> state_sharing_priority;
   /// Seconds between state-sharing declarations in the DHT.
   double declare_state_period = 30.0;
+  /// Codec of each tensor of the shared state (empty: NONE; one entry applies to all).
+  std::vector<pb::CompressionType> state_codecs;
+  /// The state a peer downloads, built when one asks (hivemind's get_current_state):
+  /// metadata bytes and the tensors encoded (any dtype and codec). Null: the averaged
+  /// tensors (float32, flat, state_codecs) with set_state_metadata's metadata. Runs on
+  /// the averager's actor thread: it must not wait on the averager.
+  std::function<Result<SharedState>()> current_state;
   /// Seeds group ids and member orders (0: from the PeerID).
   std::uint64_t seed = 0;
   /// Where the part reductions run, and which GPU (a CUDA ordinal) for automatic and gpu.
@@ -127,6 +142,9 @@ struct AveragerStepReport {
 struct AveragerState {
   std::string metadata;   ///< the donor's metadata bytes (see Averager::set_state_metadata)
   std::string donor;      ///< the donor's multiaddr
+  /// The donor's tensors as decoded, in their dtypes and shapes (load_state_from_peers
+  /// with any_state); empty otherwise (the tensors replaced the averager's own).
+  std::vector<messages::Tensor> tensors;
 };
 
 class Averager {
@@ -151,7 +169,9 @@ class Averager {
   /// Replaces the tensors with those of the highest-priority peer sharing its state,
   /// falling back to the next donor when one fails, stalls or sends another schema.
   /// Errors: no donor (not_found), every donor failed (unavailable, naming each).
-  std::future<Result<AveragerState>> load_state_from_peers(double timeout = 60.0);
+  /// `any_state`: take a state of any tensors (any count, dtype, shape: a donor with its
+  /// own current_state) into AveragerState::tensors, leaving the averager's as they are.
+  std::future<Result<AveragerState>> load_state_from_peers(double timeout = 60.0, bool any_state = false);
   /// The metadata sent with this peer's state (default: msgpack str of the group key).
   void set_state_metadata(std::string metadata);
 

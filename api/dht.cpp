@@ -272,6 +272,18 @@ Result<bool> Dht::stores_locally(const DhtKey& key) {
       node, [id](Node& n, core::TimePoint now) { return n.protocol().storage().contains(n.dht_time(now), id); });
 }
 
+Status Dht::add_validators(std::vector<std::unique_ptr<core::dht::RecordValidator>> validators) {
+  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
+  auto held = std::make_shared<std::vector<std::unique_ptr<core::dht::RecordValidator>>>(std::move(validators));
+  auto added = actors::look_at_dht<bool>(node, [held](Node& n, core::TimePoint) {
+    for (auto& v : *held) n.add_validator(std::move(v));
+    return true;
+  });
+  if (!added) return added.error();
+  return ok_status();
+}
+
 Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
   const caf::actor node = impl_ ? impl_->current() : caf::actor{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");

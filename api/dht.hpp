@@ -160,6 +160,10 @@ class Dht {
   [[nodiscard]] Result<DhtStats> stats();
   /// Whether this node's main storage holds `key` now (a replica; tests, monitoring).
   [[nodiscard]] Result<bool> stores_locally(const DhtKey& key);
+  /// Adds record validators to the running node (merged into its composite where they
+  /// merge), as hivemind's DHT.add_validators. Errors: cancelled once stopped,
+  /// deadline_exceeded if the node does not answer within 5 s.
+  [[nodiscard]] Status add_validators(std::vector<std::unique_ptr<core::dht::RecordValidator>> validators);
   /// Consecutive failures on record for `peer` (a multiaddr with /p2p/) in the blacklist.
   [[nodiscard]] Result<std::size_t> blacklist_failures(const std::string& peer);
   /// The actor system the node runs on.

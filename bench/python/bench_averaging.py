@@ -8,6 +8,7 @@ time per round and success rate.
 --peers peers (one group): time per step (after a warm-up step) and success rate.
 Peers run as threads of this process; each has its own DHT.
 """
+import resource
 import statistics
 import threading
 import time
@@ -59,9 +60,14 @@ def main():
     times = [[None] * args.peers for _ in range(rounds)]
     barrier = threading.Barrier(args.peers)
 
+    native = getattr(averagers[0], "_native", None)  # apiary: the process's transport counters
+    bytes_at = {}
+
     def run(i):
         for r in range(rounds):
             barrier.wait()
+            if i == 0 and native is not None:
+                bytes_at[r] = sum(native.transport_bytes())
             t0 = time.perf_counter()
             try:
                 result = averagers[i].step(timeout=15.0 if swarm else 60.0)
@@ -71,6 +77,7 @@ def main():
             if ok:
                 times[r][i] = time.perf_counter() - t0
 
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     threads = [threading.Thread(target=run, args=(i,)) for i in range(args.peers)]
     for t in threads:
         t.start()
@@ -84,6 +91,10 @@ def main():
               "round_max_s": max(done) if done else float("nan")}
     if not swarm:
         record["mib"] = args.mib
+        if native is not None and 1 in bytes_at:
+            record["transport_bytes_per_step"] = (sum(native.transport_bytes()) - bytes_at[1]) / args.rounds
+        # Memory the steps added at their peak beyond the tensors (copies of them show here).
+        record["step_rss_growth_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024.0
     emit(record)
     for a in averagers:
         a.shutdown()

@@ -1,4 +1,6 @@
-"""Pairs each workload's RESULT lines from apiary and hivemind and prints both and the ratio."""
+"""Pairs each workload's RESULT lines from apiary and hivemind and prints both and the
+ratio; where the same workload ran through apiary's C++ API too (<name>.cpp), prints the
+Python figure beside the C++ one and their ratio (the Python module's overhead)."""
 import glob
 import json
 import os
@@ -20,7 +22,8 @@ def key_of(r):
 
 
 def main(folder):
-    names = sorted({os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(folder, "*.*"))})
+    names = sorted({os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(folder, "*.apiary"))} |
+                   {os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(folder, "*.hivemind"))})
     print(f"{'workload':34} {'figure':16} {'apiary':>12} {'hivemind':>12} {'hivemind/apiary':>16}")
     for name in names:
         ours = {key_of(r): r for r in records(os.path.join(folder, name + ".apiary"))} if os.path.exists(
@@ -44,5 +47,27 @@ def main(folder):
                 print(f"{label:34} {f:16} {fa:>12} {fh:>12} {ratio:>16}")
 
 
+def python_overhead(folder):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.cpp"))):
+        name = os.path.basename(path).rsplit(".", 1)[0]
+        native = {key_of(r): r for r in records(path)}
+        python = {key_of(r): r for r in records(os.path.join(folder, name + ".apiary"))} if os.path.exists(
+            os.path.join(folder, name + ".apiary")) else {}
+        for key in sorted(set(native) | set(python), key=str):
+            c, p = native.get(key, {}), python.get(key, {})
+            for f in [k for k in list(p) + [k for k in c if k not in p] if k not in dict(key) and k != "bench"]:
+                vc, vp = c.get(f), p.get(f)
+                ratio = f"{vp / vc:.2f}x" if isinstance(vc, (int, float)) and isinstance(vp, (int, float)) and vc else ""
+                fc = "-" if vc is None else f"{vc:.4g}"
+                fp = "-" if vp is None else f"{vp:.4g}"
+                rows.append(f"{name:34} {f:24} {fp:>12} {fc:>12} {ratio:>12}")
+    if rows:
+        print()
+        print(f"{'workload':34} {'figure':24} {'apiary py':>12} {'apiary C++':>12} {'py/C++':>12}")
+        print("\n".join(rows))
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    python_overhead(sys.argv[1])

@@ -10,8 +10,8 @@ namespace apiary::core::averaging {
 // ---------------------------------------------------------------- StateStreamReader
 
 StateStreamReader::StateStreamReader(std::optional<std::vector<messages::Shape>> expected_shapes,
-                                     std::uint64_t max_bytes)
-    : expected_(std::move(expected_shapes)), max_bytes_(max_bytes) {}
+                                     std::uint64_t max_bytes, bool any_dtype)
+    : expected_(std::move(expected_shapes)), max_bytes_(max_bytes), any_dtype_(any_dtype) {}
 
 Status StateStreamReader::push(const std::string& message) {
   const std::size_t n = ++messages_;
@@ -48,7 +48,7 @@ Status StateStreamReader::push(const std::string& message) {
                       "state stream message {}: expected the first chunk of tensor {} (with "
                       "dtype and shape), got a buffer-only chunk; the donor sent more chunks "
                       "than it announced",
-                      n, state_.tensors.size());
+                      n, state_.shapes.size());
   }
   bytes_ += data.tensor_part().buffer().size();
   if (max_bytes_ != 0 && bytes_ > max_bytes_) {
@@ -65,8 +65,8 @@ Status StateStreamReader::push(const std::string& message) {
   if (!joined) return joined.error();
   auto tensor = messages::decode(*joined);
   if (!tensor) return tensor.error();
-  const std::size_t index = state_.tensors.size();
-  if (tensor->type() != messages::dtype::float32) {
+  const std::size_t index = state_.shapes.size();
+  if (!any_dtype_ && tensor->type() != messages::dtype::float32) {
     return make_error(errc::malformed,
                       "state stream tensor {}: expected float32 values, got dtype \"{}\"; "
                       "state tensors travel as float32",
@@ -87,9 +87,13 @@ Status StateStreamReader::push(const std::string& message) {
                         messages::format_shape(tensor->shape()));
     }
   }
-  const float* p = tensor->data<float>();
-  state_.tensors.emplace_back(p, p + tensor->numel());
   state_.shapes.push_back(tensor->shape());
+  if (any_dtype_) {
+    state_.typed.push_back(std::move(*tensor));
+  } else {
+    const float* p = tensor->data<float>();
+    state_.tensors.emplace_back(p, p + tensor->numel());
+  }
   return ok_status();
 }
 
@@ -102,15 +106,15 @@ Result<DownloadedState> StateStreamReader::finish() {
   if (assembler_.started()) {
     auto cut = assembler_.finish();
     if (!cut) {
-      return make_error(cut.error().code, "state stream tensor {}: {}", state_.tensors.size(),
+      return make_error(cut.error().code, "state stream tensor {}: {}", state_.shapes.size(),
                         cut.error().message);
     }
   }
-  if (expected_ && state_.tensors.size() != expected_->size()) {
+  if (expected_ && state_.shapes.size() != expected_->size()) {
     return make_error(errc::protocol,
                       "state stream ended after {} tensors, expected {}; the donor averages "
                       "another model",
-                      state_.tensors.size(), expected_->size());
+                      state_.shapes.size(), expected_->size());
   }
   return std::move(state_);
 }
@@ -119,7 +123,7 @@ Result<DownloadedState> StateStreamReader::finish() {
 
 StateLoader::StateLoader(StateLoaderConfig config)
     : config_(std::move(config)),
-      reader_(config_.expected_shapes, config_.max_state_bytes) {}
+      reader_(config_.expected_shapes, config_.max_state_bytes, config_.any_dtype) {}
 
 Result<StateLoader> StateLoader::create(StateLoaderConfig config) {
   if (config.handle.empty()) {
@@ -168,7 +172,7 @@ void StateLoader::ask(Effects& fx, TimePoint now) {
     return;
   }
   // Ask the next donor: DownloadRequest is the caller's only message.
-  reader_ = StateStreamReader(config_.expected_shapes, config_.max_state_bytes);
+  reader_ = StateStreamReader(config_.expected_shapes, config_.max_state_bytes, config_.any_dtype);
   Call call;
   call.id = call_id();
   call.peer = config_.donors[current_];

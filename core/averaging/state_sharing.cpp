@@ -148,6 +148,33 @@ Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
   return out;
 }
 
+Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
+                                                   const std::vector<pb::Tensor>& encoded,
+                                                   std::size_t chunk_size_bytes) {
+  if (metadata.empty()) {
+    return make_error(errc::invalid_argument,
+                      "state stream: expected non-empty metadata, got 0 bytes; pass the "
+                      "msgpack of the state's metadata (at least an empty map, 0x80)");
+  }
+  if (chunk_size_bytes == 0) {
+    return make_error(errc::invalid_argument,
+                      "state stream: expected chunk_size_bytes > 0, got 0; hivemind uses "
+                      "65536 (messages::default_chunk_bytes)");
+  }
+  std::vector<std::string> out;
+  pb::DownloadData data;
+  data.set_metadata(metadata);
+  for (const pb::Tensor& tensor : encoded) {
+    for (pb::Tensor& chunk : messages::split_for_streaming(tensor, chunk_size_bytes)) {
+      *data.mutable_tensor_part() = std::move(chunk);
+      out.push_back(data.SerializeAsString());
+      data.Clear();
+    }
+  }
+  if (out.empty()) out.push_back(data.SerializeAsString());  // metadata only
+  return out;
+}
+
 Effects serve_state_stream(RequestId request, Result<std::vector<std::string>> stream) {
   Effects fx;
   if (!stream) {

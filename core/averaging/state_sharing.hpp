@@ -89,6 +89,13 @@ struct StateDonor {
     const std::vector<messages::Shape>& shapes, pb::CompressionType codec,
     std::size_t chunk_size_bytes = messages::default_chunk_bytes);
 
+/// The messages of a state whose tensors are encoded already (any dtype, any codec, e.g.
+/// runtime.proto Tensors a trainer serialized): each split into chunks of at most
+/// `chunk_size_bytes`. Errors: errc::invalid_argument (empty metadata, chunk size 0).
+[[nodiscard]] Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
+                                                                 const std::vector<pb::Tensor>& encoded,
+                                                                 std::size_t chunk_size_bytes = messages::default_chunk_bytes);
+
 /// The Replies answering inbound rpc_download_state `request`: each message with
 /// last = false, then an empty Reply with last = true. An empty `stream` (sharing off)
 /// is just the end; an error is one Reply carrying it.
@@ -100,6 +107,9 @@ struct DownloadedState {
   std::string metadata;                      ///< the donor's metadata bytes
   std::vector<std::vector<float>> tensors;   ///< the tensors, float32, in stream order
   std::vector<messages::Shape> shapes;       ///< their shapes, aligned with tensors
+  /// The tensors as decoded, in their own dtypes, instead of `tensors` (which is then
+  /// empty), from a reader that takes any dtype.
+  std::vector<messages::Tensor> typed;
   PeerAddr donor;                            ///< who sent it (empty from a bare reader)
 };
 
@@ -108,9 +118,10 @@ struct DownloadedState {
 class StateStreamReader {
  public:
   /// `expected_shapes`: when set, the state must have exactly these tensors' shapes.
-  /// `max_bytes`: most tensor buffer bytes accepted (0: no limit).
+  /// `max_bytes`: most tensor buffer bytes accepted (0: no limit). `any_dtype`: tensors
+  /// of every dtype are taken (into DownloadedState::typed), not only float32.
   explicit StateStreamReader(std::optional<std::vector<messages::Shape>> expected_shapes = {},
-                             std::uint64_t max_bytes = 0);
+                             std::uint64_t max_bytes = 0, bool any_dtype = false);
 
   /// Feeds the next serialized DownloadData. Errors: errc::malformed (not DownloadData,
   /// no metadata in the first message, a tensor that does not decode or is not float32),
@@ -130,6 +141,7 @@ class StateStreamReader {
  private:
   std::optional<std::vector<messages::Shape>> expected_;
   std::uint64_t max_bytes_ = 0;
+  bool any_dtype_ = false;
   std::uint64_t bytes_ = 0;
   std::size_t messages_ = 0;
   messages::StreamAssembler assembler_;
@@ -152,6 +164,8 @@ struct StateLoaderConfig {
   std::optional<std::vector<messages::Shape>> expected_shapes;
   /// Most tensor buffer bytes accepted from one donor (0: no limit).
   std::uint64_t max_state_bytes = 0;
+  /// Take tensors of any dtype (DownloadedState::typed) rather than float32 only.
+  bool any_dtype = false;
   /// Added to every call id and timer id, so that one shell can host several roles.
   std::uint64_t id_base = 0;
 };

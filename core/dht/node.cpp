@@ -48,6 +48,34 @@ Effects Node::flush() {
   return out;
 }
 
+namespace {
+
+/// A validator the node shares with whoever gave it (it cannot be taken apart to merge).
+class SharedValidator final : public RecordValidator {
+ public:
+  explicit SharedValidator(std::shared_ptr<RecordValidator> held) : held_(std::move(held)) {}
+  [[nodiscard]] bool validate(const DhtRecord& r) const override { return held_->validate(r); }
+  [[nodiscard]] Result<std::string> sign_value(const DhtRecord& r) const override { return held_->sign_value(r); }
+  [[nodiscard]] std::string strip_value(const DhtRecord& r) const override { return held_->strip_value(r); }
+  [[nodiscard]] int priority() const override { return held_->priority(); }
+
+ private:
+  std::shared_ptr<RecordValidator> held_;
+};
+
+}  // namespace
+
+void Node::add_validator(std::unique_ptr<RecordValidator> validator) {
+  if (!validator) return;
+  auto composite = std::dynamic_pointer_cast<CompositeValidator>(validator_);
+  if (!composite) {
+    composite = std::make_shared<CompositeValidator>();
+    if (validator_) composite->extend(std::make_unique<SharedValidator>(std::move(validator_)));
+    validator_ = composite;
+  }
+  composite->extend(std::move(validator));
+}
+
 std::vector<OpResult> Node::take_completed() {
   std::vector<OpResult> out;
   out.swap(completed_);
@@ -196,6 +224,19 @@ Effects Node::finish_input(TimePoint now) {
   return flush();
 }
 
+bool Node::valid_record(DhtTime t, const DhtRecord& record) const {
+  if (!validator_) return true;
+  if (record.subkey != k_subkey_dictionary) return validator_->validate(record);
+  // A whole dictionary is valid when each entry is, as its own record (hivemind's
+  // _validate_dictionary): signatures and schemas are per subkey.
+  auto dict = unpack_dictionary(record.value);
+  if (!dict) return false;
+  for (const auto& [subkey, entry] : dict->items(t)) {
+    if (!validator_->validate(DhtRecord{record.key, subkey, entry.value, entry.expiration_time})) return false;
+  }
+  return true;
+}
+
 Result<std::string> Node::serve_store(DhtTime t, const PeerAddr& from, const std::string& body) {
   pb::StoreRequest req;
   if (!req.ParseFromString(body)) {
@@ -212,8 +253,7 @@ Result<std::string> Node::serve_store(DhtTime t, const PeerAddr& from, const std
   *accepted.mutable_peer() = req.peer();
   std::vector<int> position(static_cast<std::size_t>(n), -1);
   for (int i = 0; i < n; ++i) {
-    DhtRecord record{req.keys(i), req.subkeys(i), req.values(i), req.expiration_time(i)};
-    if (!validator_->validate(record)) continue;
+    if (!valid_record(t, DhtRecord{req.keys(i), req.subkeys(i), req.values(i), req.expiration_time(i)})) continue;
     position[static_cast<std::size_t>(i)] = accepted.keys_size();
     accepted.add_keys(req.keys(i));
     accepted.add_subkeys(req.subkeys(i));

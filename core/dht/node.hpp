@@ -148,6 +148,13 @@ class Node {
   /// unknown or a client): rpc_ping / rpc_store / rpc_find.
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle,
                                    const PeerAddr& from, const std::string& body);
+  /// Adds `validator` to the node's (hivemind's DHT.add_validators): merged into the
+  /// node's CompositeValidator where it merges; a node without a composite gets one.
+  void add_validator(std::unique_ptr<RecordValidator> validator);
+  /// Whether the validator accepts `record` (no validator: yes); a whole dictionary
+  /// (subkey k_subkey_dictionary) when every entry does, each as its own record.
+  [[nodiscard]] bool valid_record(DhtTime t, const DhtRecord& record) const;
+
   /// The outcome of call `call`.
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& response);
   /// Timer `id` fired.

@@ -148,19 +148,31 @@ void Node::offer_found(TimePoint now, Search& s, const NodeId& key, const pb::Fi
   const DhtTime t = dht_time(now);
   GetKey& gk = s.keys.at(key);
   const bool regular = r.type() == pb::FOUND_REGULAR;
-  // Records that fail validation are not believed (treated as not found).
-  if (validator_ && !validator_->validate(DhtRecord{key.to_bytes(), regular ? k_subkey_regular : k_subkey_dictionary,
-                                                    r.value(), r.expiration_time()})) {
-    return;
-  }
+  // Records that fail validation are not believed (treated as not found); of a
+  // dictionary, only the entries that fail are dropped (a forged entry does not hide the
+  // owners' ones).
   const std::size_t hops = s.depth.count(from.id) ? s.depth.at(from.id) : 1;
   if (regular) {
+    if (validator_ && !validator_->validate(DhtRecord{key.to_bytes(), k_subkey_regular, r.value(), r.expiration_time()})) {
+      return;
+    }
     if (r.expiration_time() < t) return;
     fold(t, gk.best, Candidate{r.value(), r.expiration_time(), from.id, hops});
     return;
   }
   auto dict = unpack_dictionary(r.value());
-  if (!dict || dict->size(t) == 0) return;
+  if (!dict) return;
+  if (validator_) {
+    DictionaryValue kept;
+    kept.raise_latest_expiration_time(dict->latest_expiration_time());
+    for (auto& [subkey, entry] : dict->items(t)) {
+      if (validator_->validate(DhtRecord{key.to_bytes(), subkey, entry.value, entry.expiration_time})) {
+        (void)kept.store(t, subkey, std::move(entry.value), entry.expiration_time);
+      }
+    }
+    dict = std::move(kept);
+  }
+  if (dict->size(t) == 0) return;
   fold(t, gk.best, Candidate{std::move(*dict), r.expiration_time(), from.id, hops});
 }
 

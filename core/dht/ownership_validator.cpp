@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -119,7 +120,14 @@ Result<std::string> base64_decode(std::string_view text) {
 }
 
 OwnershipValidator::OwnershipValidator(messages::Ed25519PrivateKey private_key)
-    : private_key_(std::move(private_key)), own_marker_(owner_marker(private_key_.public_key())) {}
+    : private_key_(private_key), own_marker_(owner_marker(private_key.public_key())) {}  // copies share the key
+
+OwnershipValidator::OwnershipValidator(messages::RsaPrivateKey private_key)
+    : private_key_(private_key), own_marker_(owner_marker(private_key.public_key())) {}  // copies share the key
+
+std::string OwnershipValidator::owner_marker(const messages::RsaPublicKey& public_key) {
+  return std::string(k_owner_open) + public_key.openssh() + "]";
+}
 
 std::string OwnershipValidator::owner_marker(const messages::Ed25519PublicKey& public_key) {
   return std::string(k_owner_open) + base64_encode(public_key.bytes()) + "]";
@@ -168,7 +176,16 @@ Result<std::string> OwnershipValidator::sign_value(const DhtRecord& record) cons
   if (!own) return record.value;
   DhtRecord stripped = record;
   stripped.value = strip_value(record);
-  auto signature = private_key_.sign(signed_message(stripped));
+  const std::string message = signed_message(stripped);
+  auto signature = std::visit(
+      [&](const auto& key) -> Result<std::string> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(key)>, messages::RsaPrivateKey>) {
+          return key.sign_pss(message);
+        } else {
+          return key.sign(message);
+        }
+      },
+      private_key_);
   if (!signature) return signature.error();
   return stripped.value + signature_marker(*signature);
 }

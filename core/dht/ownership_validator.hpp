@@ -12,9 +12,11 @@
 /// without signature markers, float64 expiration]).
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "core/dht/validation.hpp"
 #include "messages/identity/ed25519.hpp"
+#include "messages/identity/rsa.hpp"
 
 namespace apiary::core::dht {
 
@@ -23,6 +25,9 @@ class OwnershipValidator final : public RecordValidator {
  public:
   /// A validator that signs with `private_key` (validation needs no key of its own).
   explicit OwnershipValidator(messages::Ed25519PrivateKey private_key);
+  /// A validator that signs with an RSA key, as hivemind's RSASignatureValidator: its owner
+  /// marker is "[owner:ssh-rsa <base64>]", its signatures RSA-PSS SHA-256.
+  explicit OwnershipValidator(messages::RsaPrivateKey private_key);
 
   /// The owner marker naming `public_key`: "[owner:" + base64(raw 32 bytes) + "]".
   [[nodiscard]] static std::string owner_marker(const messages::Ed25519PublicKey& public_key);
@@ -30,6 +35,9 @@ class OwnershipValidator final : public RecordValidator {
   [[nodiscard]] static std::string signature_marker(std::string_view signature);
   /// The bytes an owner signs for `record` (its value taken as given, not stripped).
   [[nodiscard]] static std::string signed_message(const DhtRecord& record);
+
+  /// The owner marker naming an RSA `public_key`: "[owner:" + its OpenSSH text + "]".
+  [[nodiscard]] static std::string owner_marker(const messages::RsaPublicKey& public_key);
 
   /// The owner marker of this validator's own public key.
   [[nodiscard]] const std::string& own_marker() const { return own_marker_; }
@@ -55,7 +63,7 @@ class OwnershipValidator final : public RecordValidator {
   [[nodiscard]] bool merge_with(const RecordValidator& other) override;
 
  private:
-  messages::Ed25519PrivateKey private_key_;
+  std::variant<messages::Ed25519PrivateKey, messages::RsaPrivateKey> private_key_;
   std::string own_marker_;
 };
 

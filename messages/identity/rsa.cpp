@@ -3,6 +3,7 @@
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/x509.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
 
@@ -144,6 +145,29 @@ Result<RsaPrivateKey> RsaPrivateKey::generate(int bits) {
   auto text = openssh_of(raw);
   if (!text) return text.error();
   return RsaPrivateKey(pkey, RsaPublicKey(pkey, std::move(*text)));
+}
+
+Result<RsaPrivateKey> RsaPrivateKey::from_der(std::string_view der) {
+  const auto* p = reinterpret_cast<const unsigned char*>(der.data());
+  EVP_PKEY* raw = d2i_AutoPrivateKey(nullptr, &p, static_cast<long>(der.size()));
+  if (raw == nullptr) return make_error(errc::malformed, "RSA: expected a DER private key, got {} bytes that do not parse", der.size());
+  auto pkey = own(raw);
+  if (EVP_PKEY_get_base_id(raw) != EVP_PKEY_RSA) return make_error(errc::malformed, "RSA: the DER private key is not an RSA key");
+  if (p != reinterpret_cast<const unsigned char*>(der.data()) + der.size()) {
+    return make_error(errc::malformed, "RSA: {} bytes follow the DER private key", reinterpret_cast<const unsigned char*>(der.data()) + der.size() - p);
+  }
+  auto text = openssh_of(raw);
+  if (!text) return text.error();
+  return RsaPrivateKey(pkey, RsaPublicKey(pkey, std::move(*text)));
+}
+
+Result<std::string> RsaPrivateKey::to_der() const {
+  unsigned char* out = nullptr;
+  const int size = i2d_PrivateKey(pkey_.get(), &out);
+  if (size <= 0 || out == nullptr) return make_error(errc::crypto, "RSA: cannot encode the private key as DER");
+  std::string der(reinterpret_cast<const char*>(out), static_cast<std::size_t>(size));
+  OPENSSL_free(out);
+  return der;
 }
 
 Result<std::string> RsaPrivateKey::sign_pss(std::string_view message) const {

@@ -1,8 +1,8 @@
 #pragma once
 /// RSA keys as hivemind uses them for record ownership (reference §2.8 and §5): public keys
 /// in OpenSSH text form ("ssh-rsa AAAA..."), signatures RSA-PSS with SHA-256, MGF1(SHA-256)
-/// and the maximal salt length. apiary signs with Ed25519; RSA is here so records signed by
-/// hivemind peers are recognised.
+/// and the maximal salt length. apiary signs with Ed25519 unless asked for RSA (a peer
+/// owning records the way hivemind's peers do); records signed by hivemind peers verify.
 #include <openssl/types.h>
 
 #include <memory>
@@ -42,7 +42,14 @@ class RsaPrivateKey {
   /// A fresh key of `bits` bits (hivemind: 2048) with e = 65537. Errors: errc::crypto.
   static Result<RsaPrivateKey> generate(int bits = 2048);
 
+  /// A key from its DER bytes (PKCS#1 RSAPrivateKey or PKCS#8). Errors: errc::malformed.
+  static Result<RsaPrivateKey> from_der(std::string_view der);
+
   [[nodiscard]] const RsaPublicKey& public_key() const { return public_key_; }
+
+  /// The key's DER bytes (PKCS#1 RSAPrivateKey, OpenSSL's traditional form). Errors:
+  /// errc::crypto.
+  [[nodiscard]] Result<std::string> to_der() const;
 
   /// The RSA-PSS signature of `message`. Errors: errc::crypto.
   [[nodiscard]] Result<std::string> sign_pss(std::string_view message) const;

@@ -6,12 +6,15 @@ The averaged tensors are the trainer's own memory (float32, contiguous, on the C
 shared memory or another process.
 """
 import contextlib
+import logging
 import threading
+import weakref
 from enum import Enum
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import _apiary
-from .compression import CompressionBase, CompressionInfo, NoCompression, TensorDescriptor
+from .compression import _DTYPES as _TORCH_DTYPES
+from .compression import CompressionBase, CompressionInfo, NoCompression, TensorDescriptor, serialize_torch_tensor
 from .dht import DHT
 from .futures import OperationFuture
 from .peer_id import PeerID
@@ -19,6 +22,7 @@ from .serializer import MSGPackSerializer
 from .timed import get_dht_time
 
 GatheredData = Any
+logger = logging.getLogger(__name__)
 
 # A step without a timeout looks for a group this long (hivemind: forever).
 _NO_TIMEOUT = 7 * 24 * 3600.0
@@ -53,6 +57,35 @@ def _memory_of(tensor: Any) -> Tuple[int, int]:
             raise ValueError("expected C-contiguous, writeable arrays")
         return tensor.ctypes.data, tensor.size
     raise TypeError(f"expected torch.Tensor or numpy.ndarray tensors, got {type(tensor).__name__}")
+
+
+_UNSET = object()
+_STATE_LOCK_PATIENCE = 30.0  # seconds the state provider waits for the tensors' lock
+
+
+def _state_provider(averager: "DecentralizedAverager") -> Any:
+    """What the C++ averager calls when a peer downloads the state: holds the averager
+    weakly (the C++ side must not keep it alive)."""
+    ref = weakref.ref(averager)
+
+    def provide() -> Tuple[bytes, List[bytes]]:
+        me = ref()
+        if me is None:
+            raise RuntimeError("the averager is gone")
+        return me._state_for_peer()
+
+    return provide
+
+
+def _as_torch(tensor: Any) -> Any:
+    import numpy as np
+    import torch
+
+    if isinstance(tensor, np.ndarray):
+        return torch.from_numpy(tensor)
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected torch.Tensor or numpy.ndarray state tensors, got {type(tensor).__name__}")
+    return tensor
 
 
 def _peer_of(maddr: str) -> PeerID:
@@ -177,6 +210,10 @@ class DecentralizedAverager:
             if len(infos) != len(self._tensors):
                 raise ValueError(f"expected one tensor_info per tensor ({len(self._tensors)}), got {len(infos)}")
         codecs = [int(compression.choose(info).compression_type) for info in infos]
+        if not isinstance(state_compression, CompressionBase):
+            raise TypeError(f"expected an apiary.compression codec, got {type(state_compression).__name__}")
+        self.compression, self.state_compression = compression, state_compression
+        self.tensor_infos = infos
         sender = sender_timeout if sender_timeout is not None else next_chunk_timeout
         sender = 5.0 if sender is None else float(sender)
         reducer = 2 * sender if reducer_timeout is None else float(reducer_timeout)
@@ -202,12 +239,15 @@ class DecentralizedAverager:
             reducer_timeout=reducer,
             state_sharing_priority=float(state_sharing_priority) if self._allow_state_sharing else None,
             declare_state_period=float(declare_state_period),
+            state_codecs=[],
+            current_state=_state_provider(self) if self._allow_state_sharing else None,
         )
         self._lock = threading.RLock()
         self._native: Any = None
         self._options = options
         self._memory = memory
         self._shut_down = False
+        self._state_metadata: Any = _UNSET
         if start:
             self.run_in_background()
 
@@ -285,32 +325,64 @@ class DecentralizedAverager:
         with self._lock:
             yield self._tensors
 
+    def get_current_state(self) -> Tuple[Any, Sequence[Any], Sequence[CompressionInfo]]:
+        """What a peer downloading this peer's state gets: ``(metadata, tensors, infos)``
+        (override it to share more, e.g. optimizer statistics). Called on the averager's
+        thread when a peer asks; the tensors are encoded with ``state_compression`` by
+        their infos. Default: the averaged tensors, and the metadata of
+        set_state_metadata or ``dict(group_key=...)``."""
+        with self.get_tensors() as tensors:
+            metadata = self._state_metadata if self._state_metadata is not _UNSET else dict(group_key=self.get_group_bits())
+            return metadata, list(tensors), self.tensor_infos
+
+    def _state_for_peer(self) -> Tuple[bytes, List[bytes]]:
+        # On the averager's thread: a trainer holding the tensors' lock must not stall it.
+        if not self._lock.acquire(timeout=_STATE_LOCK_PATIENCE):
+            raise TimeoutError(f"the averaged tensors stayed locked for {_STATE_LOCK_PATIENCE} s; "
+                               "the state is not shared this time")
+        try:
+            metadata, tensors, infos = self.get_current_state()
+            tensors = [_as_torch(t) for t in tensors]
+            if infos is None:
+                infos = [CompressionInfo.from_tensor(t, key=i) for i, t in enumerate(tensors)]
+            if len(infos) != len(tensors):
+                raise ValueError(f"get_current_state gave {len(tensors)} tensors but {len(infos)} infos")
+            encoded = [serialize_torch_tensor(t, self.state_compression, info).SerializeToString()
+                       for t, info in zip(tensors, infos)]
+            return MSGPackSerializer.dumps(metadata), encoded
+        finally:
+            self._lock.release()
+
     def load_state_from_peers(
         self, wait: bool = True, timeout: Optional[float] = None
     ) -> Optional[Tuple[Any, List[Any]]]:
-        """Downloads the state of the best donor: ``(metadata, tensors)``, or None when no
-        peer shares its state. The averaged tensors are not changed."""
+        """Downloads the state of the best donor: ``(metadata, tensors)`` as its
+        get_current_state gave them (dtypes and shapes included), or None when no peer
+        shares its state. The averaged tensors are not changed."""
         native = self._require()
-        pending = native.load_state_from_peers(60.0 if timeout is None else float(timeout))
+        pending = native.load_state_from_peers(60.0 if timeout is None else float(timeout), True)
         future = OperationFuture(pending, self._state_of)
         if not wait:
             return future
         try:
             return future.result()
-        except LookupError:
+        except (LookupError, ConnectionError) as e:  # no donor, or every donor failed: hivemind's None
+            logger.warning(f"load_state_from_peers: no state loaded: {e}")
             return None
 
-    def _state_of(self, loaded: Tuple[bytes, str]) -> Tuple[Any, List[Any]]:
-        metadata, _donor = loaded
+    def _state_of(self, loaded: Tuple[bytes, str, list]) -> Tuple[Any, List[Any]]:
+        metadata, _donor, decoded = loaded
         import torch
 
-        tensors = [torch.tensor(values, dtype=torch.float32).reshape(tuple(t.shape))
-                   for values, t in zip(self._native.tensors(), self._tensors)]
+        tensors = [torch.from_numpy(values).view(_TORCH_DTYPES[dtype]).reshape(tuple(shape))
+                   for values, dtype, shape in decoded]
         return (MSGPackSerializer.loads(metadata) if metadata else None), tensors
 
     def set_state_metadata(self, metadata: Any) -> None:
-        """What peers downloading this peer's state get as metadata (msgpack-serializable)."""
-        self._require().set_state_metadata(MSGPackSerializer.dumps(metadata))
+        """What peers downloading this peer's state get as metadata (msgpack-serializable)
+        from the default get_current_state."""
+        MSGPackSerializer.dumps(metadata)  # TypeError now rather than when a peer asks
+        self._state_metadata = metadata
 
     def get_group_bits(self) -> str:
         key = self._require().group_key()

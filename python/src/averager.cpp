@@ -3,6 +3,8 @@
 // nothing is copied beyond what the C++ path copies.
 #include <pybind11/stl.h>
 
+#include <mutex>
+
 #include "api/averager.hpp"
 #include "python/src/common.hpp"
 
@@ -26,17 +28,74 @@ py::object report_to_python(AveragerStepReport& r) {
   return std::move(out);
 }
 
+/// A Python callable the averager's actor thread calls (with the GIL), released by its
+/// owner under the GIL: the thread may hold the holder longer than Python lives.
+struct PyCallback {
+  std::mutex mutex;
+  PyObject* fn = nullptr;  ///< owned reference; null once released
+
+  /// The callable (None once released); call with the GIL held.
+  py::object get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return fn == nullptr ? py::none() : py::reinterpret_borrow<py::object>(fn);
+  }
+  /// Drops the callable; call with the GIL held.
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex);
+    Py_XDECREF(fn);
+    fn = nullptr;
+  }
+};
+
+/// The state a Python averager shares: its provider's (metadata bytes, serialized
+/// runtime.proto Tensors) as a SharedState. Called on the averager's actor thread.
+Result<SharedState> shared_state_of(PyCallback& provider) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return make_error(errc::cancelled, "Python is shutting down");
+  py::gil_scoped_acquire locked;
+  py::object fn = provider.get();
+  if (fn.is_none()) return make_error(errc::cancelled, "expected a running averager, but it was stopped");
+  try {
+    auto parts = fn().cast<std::pair<py::bytes, std::vector<py::bytes>>>();
+    SharedState state;
+    state.metadata = std::string(parts.first);
+    for (const auto& serialized : parts.second) {
+      const std::string_view bytes = serialized;
+      pb::Tensor tensor;
+      if (!tensor.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+        return make_error(errc::malformed, "get_current_state gave tensor {} as bytes that are not a runtime.proto "
+                                           "Tensor", state.tensors.size());
+      }
+      state.tensors.push_back(std::move(tensor));
+    }
+    return state;
+  } catch (py::error_already_set& e) {
+    return make_error(errc::internal, "get_current_state raised {}", e.what());
+  } catch (py::cast_error& e) {
+    return make_error(errc::invalid_argument, "expected (metadata bytes, [Tensor bytes]) from get_current_state: {}",
+                      e.what());
+  }
+}
+
 /// A Python averager: stop() ends the C++ averager even while Python still holds the
 /// object (a traceback's frame, say), so the runtime it runs on can stop.
 struct PyAverager {
   std::unique_ptr<Averager> averager;
+  std::shared_ptr<PyCallback> provider = std::make_shared<PyCallback>();
+  PyAverager() = default;
+  PyAverager(PyAverager&&) = default;
+  ~PyAverager() {
+    if (averager || provider) stop();
+  }
   Averager& get() {
     if (!averager) throw std::runtime_error("expected a running averager, but it was stopped");
     return *averager;
   }
   void stop() {
-    py::gil_scoped_release unlocked;
-    averager.reset();
+    {
+      py::gil_scoped_release unlocked;
+      averager.reset();
+    }
+    if (provider) provider->release();
   }
 };
 
@@ -70,12 +129,22 @@ void bind_averager(py::module_& m) {
              options.reducer_timeout = o["reducer_timeout"].cast<double>();
              options.state_sharing_priority = o["state_sharing_priority"].cast<std::optional<double>>();
              options.declare_state_period = o["declare_state_period"].cast<double>();
+             for (int codec : o["state_codecs"].cast<std::vector<int>>()) {
+               options.state_codecs.push_back(static_cast<pb::CompressionType>(codec));
+             }
+             PyAverager out;
+             py::object provide = o["current_state"];
+             if (!provide.is_none()) {
+               out.provider->fn = provide.release().ptr();
+               options.current_state = [provider = out.provider] { return shared_state_of(*provider); };
+             }
              Result<std::unique_ptr<Averager>> started = make_error(errc::internal, "not started");
              {
                py::gil_scoped_release unlocked;
                started = Averager::start(dht, std::move(options));
              }
-             return PyAverager{value_or_raise(std::move(started))};
+             out.averager = value_or_raise(std::move(started));
+             return out;
            }),
            py::arg("dht"), py::arg("tensors"), py::arg("options"), py::keep_alive<1, 2>())
       .def("stop", &PyAverager::stop, "Stops the averager (a running step ends cancelled); idempotent.")
@@ -111,18 +180,21 @@ void bind_averager(py::module_& m) {
           "Changes the running step's weight; False once its all-reduce began.")
       .def(
           "load_state_from_peers",
-          [](PyAverager& p, double timeout) {
+          [](PyAverager& p, double timeout, bool any_state) {
             Averager& a = p.get();
             std::future<Result<AveragerState>> future;
             {
               py::gil_scoped_release unlocked;
-              future = a.load_state_from_peers(timeout);
+              future = a.load_state_from_peers(timeout, any_state);
             }
             return Pending::of<AveragerState>(std::move(future), [](AveragerState& s) {
-              return py::object(py::make_tuple(py::bytes(s.metadata), s.donor));
+              py::list tensors;
+              for (auto& t : s.tensors) tensors.append(tensor_to_python(t));
+              return py::object(py::make_tuple(py::bytes(s.metadata), s.donor, tensors));
             });
           },
-          py::arg("timeout"), "Downloads the state of the best donor: (metadata bytes, donor multiaddr).")
+          py::arg("timeout"), py::arg("any_state") = true,
+          "Downloads the state of the best donor: (metadata bytes, donor multiaddr, [(values, dtype, shape)]).")
       .def("set_state_metadata", [](PyAverager& p, const py::bytes& m) { p.get().set_state_metadata(std::string(m)); })
       .def("tensors", [](PyAverager& p) { return p.get().tensors(); },
            "The averager's copy of the tensors (as of the last step or download).")

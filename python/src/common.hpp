@@ -14,6 +14,8 @@
 
 #include "api/dht.hpp"
 #include "api/runtime.hpp"
+#include "core/dht/validation.hpp"
+#include "messages/tensor/tensor.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::python {
@@ -76,11 +78,18 @@ class Pending {
   std::shared_ptr<std::optional<Result<py::object>>> taken_ = std::make_shared<std::optional<Result<py::object>>>();
 };
 
+/// A record validator for Python: a prototype the DHT node copies (validators merge by
+/// kind when a node composes them), also callable directly.
+struct PyValidator {
+  std::shared_ptr<const core::dht::RecordValidator> proto;
+  std::function<std::unique_ptr<core::dht::RecordValidator>()> clone;
+};
+
 /// A Python DHT: a node attached to the process's runtime for its listen address (kept
 /// alive by the nodes that use it).
 struct PyDht {
   PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
-        const std::string& identity_path, std::size_t threads);
+        const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators);
   ~PyDht() { stop(); }
   PyDht(const PyDht&) = delete;
   PyDht& operator=(const PyDht&) = delete;
@@ -95,8 +104,13 @@ struct PyDht {
   std::unique_ptr<Dht> dht;
 };
 
+/// (uint8 array over the values, dtype name, shape) of a decoded tensor (no copy: the
+/// array holds the tensor's buffer).
+py::tuple tensor_to_python(messages::Tensor& tensor);
+
 void bind_dht(py::module_& m);
 void bind_averager(py::module_& m);
 void bind_tensor(py::module_& m);
+void bind_validators(py::module_& m);
 
 }  // namespace apiary::python

@@ -71,7 +71,7 @@ std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads
 }  // namespace
 
 PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
-             const std::string& identity_path, std::size_t threads) {
+             const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators) {
   // As hivemind: a missing identity file is created with a new key.
   if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
   host = host_for(listen, threads);
@@ -81,6 +81,10 @@ PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_
   options.initial_peers = initial_peers;
   options.client_mode = client_mode;
   options.identity_file = identity_path;
+  // Always a composite, so validators added later merge with these (add_validators).
+  auto composite = std::make_shared<core::dht::CompositeValidator>();
+  for (const auto& v : validators) composite->extend(v.clone());
+  options.validator = std::move(composite);
   Result<std::unique_ptr<Dht>> started = make_error(errc::internal, "not started");
   {
     py::gil_scoped_release unlocked;
@@ -98,9 +102,10 @@ void PyDht::stop() {
 
 void bind_dht(py::module_& m) {
   py::class_<PyDht>(m, "Dht", "One DHT node, attached to the process's runtime (actor system, transport).")
-      .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t>(),
+      .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t,
+                    const std::vector<PyValidator>&>(),
            py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
-           py::arg("threads"))
+           py::arg("threads"), py::arg("validators"))
       .def(
           "store",
           [](PyDht& node, const py::bytes& key, const py::bytes& value, double expiration,
@@ -120,6 +125,18 @@ void bind_dht(py::module_& m) {
             return Pending::of<std::optional<core::dht::FoundValue>>(dht.get(key_of(key), latest), found_to_python);
           },
           py::arg("key"), py::arg("latest") = false, "Finds the value of msgpack `key`.")
+      .def(
+          "add_validators",
+          [](PyDht& node, const std::vector<PyValidator>& validators) {
+            Dht& dht = node.get();
+            std::vector<std::unique_ptr<core::dht::RecordValidator>> fresh;
+            for (const auto& v : validators) fresh.push_back(v.clone());
+            py::gil_scoped_release unlocked;
+            auto added = dht.add_validators(std::move(fresh));
+            py::gil_scoped_acquire locked;
+            (void)value_or_raise(std::move(added));
+          },
+          py::arg("validators"), "Adds record validators to the running node (merged where they merge).")
       .def_property_readonly("peer_id", [](PyDht& node) { return py::bytes(node.get().peer_id().bytes()); },
                              "The node's PeerID bytes.")
       .def("visible_addrs", [](PyDht& node) { return node.get().visible_addrs(); },

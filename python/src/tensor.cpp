@@ -88,6 +88,11 @@ py::tuple decode_tensor(const py::bytes& buffer, const std::string& dtype_name, 
 
 }  // namespace
 
+py::tuple tensor_to_python(messages::Tensor& tensor) {
+  std::vector<std::uint32_t> shape(tensor.shape().begin(), tensor.shape().end());
+  return py::make_tuple(array_of(tensor.bytes()), std::string(messages::to_string(tensor.type())), shape);
+}
+
 void bind_tensor(py::module_& m) {
   m.def("encode_tensor", &encode_tensor, py::arg("dtype"), py::arg("shape"), py::arg("address"), py::arg("nbytes"),
         py::arg("codec"), "(buffer, dtype) of runtime.proto's Tensor of the memory at address (read in place).");

@@ -55,3 +55,31 @@ def share_state(initial_peers, values, seconds):
         time.sleep(seconds)
         averager.shutdown()
         return str(dht.peer_id)
+
+
+class _StatefulAverager(apiary.DecentralizedAverager):
+    """Shares more than its averaged tensors, as a trainer with optimizer statistics does."""
+
+    def get_current_state(self):
+        metadata, tensors, infos = super().get_current_state()
+        extra = [torch.arange(6, dtype=torch.float64).reshape(2, 3) / 3, torch.tensor([12345], dtype=torch.int64),
+                 torch.full((4, 1), 0.5, dtype=torch.float16)]
+        extra_infos = [apiary.CompressionInfo.from_tensor(t, key=f"extra{i}") for i, t in enumerate(extra)]
+        return dict(metadata, step=42), list(tensors) + extra, list(infos) + extra_infos
+
+
+def share_custom_state(initial_peers, seconds, broken):
+    """A donor whose get_current_state adds tensors of other dtypes and shapes (or raises,
+    when `broken`); its averaged tensor changes after it started, as training does."""
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        tensors = [torch.zeros(2, 2)]
+        averager = _StatefulAverager(tensors, dht, start=True, prefix="custom", state_sharing_priority=5.0,
+                                     declare_state_period=2.0,
+                                     state_compression=apiary.SizeAdaptiveCompression(
+                                         4, apiary.NoCompression(), apiary.Float16Compression()))
+        if broken:
+            averager.get_current_state = lambda: 1 / 0
+        tensors[0] += torch.tensor([[1.0, 2.0], [3.0, 1.0 / 3.0]])  # in place, after start
+        time.sleep(seconds)
+        averager.shutdown()
+        return str(dht.peer_id)

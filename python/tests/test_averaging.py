@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import apiary
-from averaging_peers import average_once, share_state, triggered_step
+from averaging_peers import average_once, share_custom_state, share_state, triggered_step
 from peers import run_in_processes
 
 
@@ -76,6 +76,53 @@ def test_load_state_from_peers():
         assert metadata == {"epoch": 7}
         assert loaded[0].tolist() == [1.0, 2, 3, 4, 5]
         assert tensors[0].tolist() == [0.0] * 5  # the averaged tensors are not changed
+        averager.shutdown()
+
+
+def _load_with_retries(averager, seconds):
+    state, deadline = None, time.time() + seconds
+    while state is None and time.time() < deadline:
+        time.sleep(1.0)
+        state = averager.load_state_from_peers(timeout=5)
+    return state
+
+
+def test_overridden_current_state_with_its_dtypes_shapes_and_state_compression():
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        averager = apiary.DecentralizedAverager([torch.zeros(2, 2)], root, start=True, prefix="custom",
+                                                allow_state_sharing=False)
+        donor = threading.Thread(target=lambda: run_in_processes(share_custom_state, [(peers, 12, False)]))
+        donor.start()
+        state = _load_with_retries(averager, 10)
+        donor.join()
+        assert state is not None
+        metadata, loaded = state
+        assert metadata["step"] == 42 and "group_key" in metadata
+        assert [t.dtype for t in loaded] == [torch.float32, torch.float64, torch.int64, torch.float16]
+        assert [tuple(t.shape) for t in loaded] == [(2, 2), (2, 3), (1,), (4, 1)]
+        # The live tensor as changed after start, through the adaptive state compression:
+        # tensors of 4 elements or more as float16, the int64 one of 1 element as it is.
+        assert loaded[0].tolist() == [[1.0, 2.0], [3.0, float(torch.tensor(1 / 3).half())]]
+        assert loaded[1].tolist() == (torch.arange(6, dtype=torch.float64).reshape(2, 3) / 3).half().double().tolist()
+        assert loaded[2].tolist() == [12345]
+        assert loaded[3].tolist() == [[0.5]] * 4
+        averager.shutdown()
+
+
+def test_a_donor_whose_state_fails_gives_no_state(caplog):
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        averager = apiary.DecentralizedAverager([torch.zeros(2, 2)], root, start=True, prefix="custom",
+                                                allow_state_sharing=False)
+        donor = threading.Thread(target=lambda: run_in_processes(share_custom_state, [(peers, 10, True)]))
+        donor.start()
+        deadline = time.time() + 8
+        while "ZeroDivisionError" not in caplog.text and time.time() < deadline:
+            time.sleep(1.0)
+            assert averager.load_state_from_peers(timeout=5) is None
+        donor.join()
+        assert "ZeroDivisionError" in caplog.text  # the donor's error came back with its name
         averager.shutdown()
 
 

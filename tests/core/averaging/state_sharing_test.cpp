@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <string>
 #include <variant>
@@ -13,6 +14,7 @@
 #include "core/averaging/state_sharing.hpp"
 #include "tests/core/averaging/effects_of.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "messages/tensor/codec.hpp"
 
 namespace {
 
@@ -274,4 +276,50 @@ TEST_CASE("state sharing: malformed streams are errors the reader names", "[stat
   }
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().code == errc::too_large);
+}
+
+TEST_CASE("state sharing: encoded tensors of any dtype stream and read back in their dtypes", "[state_sharing]") {
+  namespace msg = apiary::messages;
+  const std::vector<double> doubles{0.5, -1.25, 3.0, 1e300, -0.0, 7.0};
+  const std::vector<std::int64_t> ints{1, -2, 1LL << 40};
+  auto f64 = msg::Tensor::copy_of(msg::dtype::float64, {2, 3}, doubles.data(), doubles.size() * sizeof(double));
+  auto i64 = msg::Tensor::copy_of(msg::dtype::int64, {3}, ints.data(), ints.size() * sizeof(std::int64_t));
+  REQUIRE(f64.ok());
+  REQUIRE(i64.ok());
+  auto e0 = msg::encode(*f64, pb::NONE);
+  auto e1 = msg::encode(*i64, pb::NONE);
+  REQUIRE(e0.ok());
+  REQUIRE(e1.ok());
+  auto stream = av::make_state_stream("\x81\xa1s\x2a", std::vector<pb::Tensor>{*e0, *e1}, 16);
+  REQUIRE(stream.ok());
+  CHECK(stream->size() == 3 + 2);  // 48 bytes in 16-byte chunks, then 24 in two
+
+  av::StateStreamReader float_only;  // the float32 reader refuses them
+  bool refused = false;
+  for (const auto& m : *stream) refused = refused || !float_only.push(m).ok();
+  CHECK(refused);
+
+  av::StateStreamReader reader(std::vector<Shape>{{2, 3}, {3}}, 0, true);
+  for (const auto& m : *stream) REQUIRE(reader.push(m).ok());
+  auto state = reader.finish();
+  REQUIRE(state.ok());
+  CHECK(state->metadata == "\x81\xa1s\x2a");
+  CHECK(state->tensors.empty());
+  REQUIRE(state->typed.size() == 2);
+  CHECK(state->typed[0].type() == msg::dtype::float64);
+  CHECK(state->typed[0].shape() == Shape{2, 3});
+  CHECK(std::vector<double>(state->typed[0].data<double>(), state->typed[0].data<double>() + 6) == doubles);
+  CHECK(state->typed[1].type() == msg::dtype::int64);
+  CHECK(std::vector<std::int64_t>(state->typed[1].data<std::int64_t>(), state->typed[1].data<std::int64_t>() + 3) == ints);
+  CHECK(state->shapes == std::vector<Shape>{{2, 3}, {3}});
+
+  av::StateStreamReader other_shapes(std::vector<Shape>{{6}, {3}}, 0, true);
+  bool mismatch = false;
+  for (const auto& m : *stream) mismatch = mismatch || !other_shapes.push(m).ok();
+  CHECK(mismatch);
+  CHECK(av::make_state_stream("", std::vector<pb::Tensor>{}).error().code == errc::invalid_argument);
+  CHECK(av::make_state_stream("m", std::vector<pb::Tensor>{*e0}, 0).error().code == errc::invalid_argument);
+  auto only_metadata = av::make_state_stream("m", std::vector<pb::Tensor>{});
+  REQUIRE(only_metadata.ok());
+  CHECK(only_metadata->size() == 1);
 }

@@ -6,6 +6,7 @@
 #include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
+#include "core/dht/schema_validator.hpp"
 #include "tests/core/dht/node_network.hpp"
 #include "tests/core/dht/traverse_network.hpp"
 
@@ -394,4 +395,50 @@ TEST_CASE("with refresh_timeout, buckets not updated for that long are looked up
   net.advance(std::chrono::seconds(16));  // the second round (t = 20 s) finds them stale
   CHECK(watcher.stats().calls > early);
   CHECK(net.spare(watcher).empty());  // refreshes are the node's own: never reported as ops
+}
+
+TEST_CASE("validators added to a running node merge with its own (hivemind's add_validators)") {
+  std::mt19937_64 rng(61);
+  NodeNetwork net;
+  auto schema = [](const char* field, schema_type type, bool extra) {
+    SchemaOptions options;
+    options.allow_extra_keys = extra;
+    return std::make_unique<SchemaValidator>(std::vector<SchemaField>{SchemaField::regular(field, type)}, options);
+  };
+  // One node starts with a composite, another with a plain validator, a third with none.
+  auto composite = std::make_shared<CompositeValidator>();
+  composite->extend(schema("a", schema_type::bytes, false));
+  Node& with_composite = net.add(random_id(rng), {}, composite);
+  Node& with_plain = net.add(random_id(rng), {}, std::shared_ptr<RecordValidator>(schema("a", schema_type::bytes, false)));
+  Node& without = net.add(random_id(rng), {}, nullptr);
+  REQUIRE(net.start(with_composite, {}).status);
+  REQUIRE(net.start(with_plain, {}).status);
+  REQUIRE(net.start(without, {}).status);
+  const double now = net.dht_now();
+  auto stores = [&](Node& n, const char* key, const std::string& value, double exp) -> bool {
+    return net.store(n, {StoreItem{NodeId::of_str_key(key), std::string(k_subkey_regular), value, exp}}).stored[0];
+  };
+  CHECK(stores(with_composite, "a", pack_bin("x"), now + 10));
+  CHECK_FALSE(stores(with_composite, "b", pack_str("x"), now + 10));  // no extra keys
+  CHECK(stores(without, "b", pack_bin("anything"), now + 10));
+
+  // Merged into the composite's schema: "b" becomes a field of the same schema, so a
+  // record of either field passes; a wrong type is refused.
+  with_composite.add_validator(schema("b", schema_type::str, false));
+  CHECK(composite->size() == 1);
+  CHECK(stores(with_composite, "b", pack_str("y"), now + 11));
+  CHECK_FALSE(stores(with_composite, "b", pack_bin("y"), now + 12));
+  CHECK(stores(with_composite, "a", pack_bin("z"), now + 13));
+
+  // A plain validator is kept as it is and the new one checked beside it.
+  with_plain.add_validator(schema("b", schema_type::str, true));
+  CHECK_FALSE(stores(with_plain, "b", pack_str("y"), now + 10));  // the first still allows no extra keys
+  CHECK(stores(with_plain, "a", pack_bin("y"), now + 10));
+
+  // A node without validators gets the one added.
+  without.add_validator(schema("b", schema_type::str, true));
+  CHECK_FALSE(stores(without, "b", pack_bin("bytes now refused"), now + 20));
+  CHECK(stores(without, "b", pack_str("a str"), now + 21));
+  without.add_validator(nullptr);  // nothing to add
+  CHECK(stores(without, "c", pack_bin("extra keys pass"), now + 10));
 }

@@ -275,3 +275,42 @@ TEST_CASE("records owned by an OpenSSH RSA key verify with RSA-PSS, as hivemind 
   CHECK_FALSE(apiary::messages::RsaPublicKey::from_openssh("ssh-rsa AAAA").ok());
   CHECK_FALSE(apiary::messages::RsaPublicKey::from_openssh("ssh-ed25519 AAAA").ok());
 }
+
+TEST_CASE("an RSA-keyed validator signs its own records as hivemind's RSASignatureValidator", "[dht][validation]") {
+  auto rsa = apiary::messages::RsaPrivateKey::generate(2048);
+  REQUIRE(rsa.ok());
+  auto der = rsa->to_der();
+  REQUIRE(der.ok());
+  auto restored = apiary::messages::RsaPrivateKey::from_der(*der);
+  REQUIRE(restored.ok());
+  CHECK(restored->public_key().openssh() == rsa->public_key().openssh());
+  CHECK_FALSE(apiary::messages::RsaPrivateKey::from_der(der->substr(0, der->size() / 2)).ok());
+  CHECK_FALSE(apiary::messages::RsaPrivateKey::from_der(*der + "x").ok());
+  auto ed = Ed25519PrivateKey::generate();
+  REQUIRE(ed.ok());
+  auto ed_der = apiary::messages::RsaPrivateKey::from_der(ed->seed());
+  CHECK_FALSE(ed_der.ok());
+
+  const dht::OwnershipValidator signer(*restored);  // signs as the key it was saved from
+  CHECK(signer.own_marker() == "[owner:" + rsa->public_key().openssh() + "]");
+  dht::DhtRecord record{dht::NodeId::of_str_key("key").to_bytes(), dht::pack_bin(signer.own_marker()),
+                        dht::pack_str("value"), 1.7e9};
+  auto signed_value = signer.sign_value(record);
+  REQUIRE(signed_value.ok());
+  dht::DhtRecord good = record;
+  good.value = *signed_value;
+  const dht::OwnershipValidator checker(*ed);  // any validator checks any owner's signature
+  CHECK(checker.validate(good));
+  CHECK(checker.strip_value(good) == record.value);
+  // Signing again replaces the signature rather than adding a second one.
+  good.value = *signer.sign_value(good);
+  CHECK(checker.validate(good));
+  // Someone else's record is left unsigned, and unprotected records pass unsigned.
+  dht::DhtRecord foreign = record;
+  foreign.subkey = dht::pack_bin(dht::OwnershipValidator::owner_marker(ed->public_key()));
+  CHECK(*signer.sign_value(foreign) == foreign.value);
+  CHECK_FALSE(checker.validate(foreign));
+  dht::DhtRecord open = record;
+  open.subkey = dht::pack_str("plain");
+  CHECK(checker.validate(open));
+}

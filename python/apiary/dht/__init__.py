@@ -10,11 +10,13 @@ import warnings
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from . import _apiary
-from .futures import OperationFuture
-from .peer_id import PeerID
-from .serializer import MSGPackSerializer
-from .timed import DHTExpiration, ValueWithExpiration, get_dht_time
+from .. import _apiary
+from ..futures import OperationFuture
+from ..peer_id import PeerID
+from ..serializer import MSGPackSerializer
+from ..timed import DHTExpiration, ValueWithExpiration, get_dht_time
+from . import crypto, schema, validation
+from .validation import CompositeValidator, DHTRecord, RecordValidatorBase, native_validators
 
 DHTKey = Any
 Subkey = Any
@@ -57,6 +59,9 @@ class DHT:
       ``/ip4/127.0.0.1/tcp/0``: loopback, a free port)
     :param identity_path: a file with the node's Ed25519 key (created when missing), so
       its PeerID survives restarts
+    :param record_validators: apiary.dht validators (crypto.RSASignatureValidator,
+      crypto.Ed25519SignatureValidator, schema.SchemaValidator): the node checks, signs and
+      strips records with them, in C++
     :param num_workers: threads of the node's runtime (0: as many as the machine's cores, at most 4)
     """
 
@@ -81,11 +86,7 @@ class DHT:
         self.client_mode = bool(client_mode)
         self.num_workers = int(num_workers)
         self.shutdown_timeout = shutdown_timeout
-        validators = list(record_validators)
-        if validators:
-            raise NotImplementedError(
-                "apiary.DHT does not take Python record validators yet; start it without record_validators"
-            )
+        self._validators = native_validators(record_validators)  # TypeError on a foreign validator
         maddrs = [str(m) for m in (host_maddrs or _DEFAULT_HOST_MAADDRS)]
         if len(maddrs) > 1:
             warnings.warn(f"apiary.DHT listens on one multiaddr; using {maddrs[0]}, ignoring {maddrs[1:]}")
@@ -107,8 +108,15 @@ class DHT:
         if self._shut_down:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
         self._node = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
-                                 self.num_workers)
+                                 self.num_workers, self._validators)
         _RUNNING.add(self)
+
+    def add_validators(self, record_validators: Iterable[RecordValidatorBase]) -> None:
+        """Adds record validators to the running node (merged into its own where they
+        merge: ownership validators into one, schemas into one accepting any schema)."""
+        natives = native_validators(record_validators)
+        with self._lock:
+            self._require().add_validators(natives)
 
     def wait_until_ready(self, timeout: Optional[float] = None) -> None:
         """Returns once the node runs (start() returns only then, so at once)."""

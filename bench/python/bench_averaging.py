@@ -93,8 +93,10 @@ def main():
         record["mib"] = args.mib
         if native is not None and 1 in bytes_at:
             record["transport_bytes_per_step"] = (sum(native.transport_bytes()) - bytes_at[1]) / args.rounds
-        # Memory the steps added at their peak beyond the tensors (copies of them show here).
-        record["step_rss_growth_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024.0
+        if native is not None:
+            # Memory the steps added at their peak beyond the tensors (copies of them show
+            # here; not for hivemind, whose averagers run in processes of their own).
+            record["step_rss_growth_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024.0
     emit(record)
     for a in averagers:
         a.shutdown()

@@ -34,9 +34,9 @@ for w in "${WORKLOADS[@]}"; do
     dht) both dht16 bench_dht.py --peers 16; both dht64 bench_dht.py --peers 64 ;;
     averaging) both averaging bench_averaging.py --workload swarm ;;
     step) for p in 2 4; do for m in 16 64; do
-            both "step${p}x${m}" bench_averaging.py --workload step --peers $p --mib $m --rounds 3
+            both "step${p}x${m}" bench_averaging.py --workload step --peers $p --mib $m --rounds 10
             echo "== step${p}x${m}: apiary C++" >&2  # the same swarm through api::Averager, no Python
-            timeout 900 build/bench/apiary_averager_step_bench --peers $p --mib $m --rounds 3 >"$OUT/step${p}x${m}.cpp" 2>&1 || true
+            timeout 900 build/bin/apiary_averager_step_bench --peers $p --mib $m --rounds 10 >"$OUT/step${p}x${m}.cpp" 2>&1 || true
           done; done ;;
     *) echo "unknown workload $w" >&2; exit 2 ;;
   esac

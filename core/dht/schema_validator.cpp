@@ -37,8 +37,42 @@ bool matches(const msgpack::object& object, schema_type type) {
     case schema_type::bytes_with_owner:
       return object.type == msgpack::type::BIN &&
              has_owner_marker(std::string_view(object.via.bin.ptr, object.via.bin.size));
+    case schema_type::nonnegative_float:
+      return (object.type == msgpack::type::FLOAT32 || object.type == msgpack::type::FLOAT64) &&
+             object.via.f64 >= 0;
+    case schema_type::record:
+      return false;  // checked against its fields by matches_record
   }
   return false;
+}
+
+/// True iff `object` is a map of exactly `fields`' str keys, each once, each value of
+/// its field's type (nil for a nullable one).
+bool matches_record(const msgpack::object& object, const std::vector<RecordField>& fields) {
+  if (object.type != msgpack::type::MAP || object.via.map.size != fields.size()) return false;
+  std::vector<bool> seen(fields.size(), false);
+  for (std::uint32_t i = 0; i < object.via.map.size; ++i) {
+    const msgpack::object_kv& kv = object.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR) return false;
+    const std::string_view name(kv.key.via.str.ptr, kv.key.via.str.size);
+    std::size_t f = 0;
+    while (f < fields.size() && fields[f].name != name) ++f;
+    if (f == fields.size() || seen[f]) return false;
+    seen[f] = true;
+    const bool nil_ok = fields[f].nullable && kv.val.type == msgpack::type::NIL;
+    if (!nil_ok && !matches(kv.val, fields[f].type)) return false;
+  }
+  return true;
+}
+
+/// True iff `packed` is exactly one msgpack object fitting `field`'s values.
+bool value_matches(std::string_view packed, const SchemaField& field) {
+  auto handle = unpack_one(packed);
+  if (!handle) return false;
+  const msgpack::object& object = handle->get();
+  if (field.nullable && object.type == msgpack::type::NIL) return true;
+  if (field.value_type == schema_type::record) return matches_record(object, field.record);
+  return matches(object, field.value_type);
 }
 
 /// True iff `packed` is exactly one msgpack object of type `type`.
@@ -51,7 +85,7 @@ bool packed_matches(std::string_view packed, schema_type type) {
 bool accepts(const SchemaField& field, const DhtRecord& record) {
   if (!field.subkey_type) {
     // A regular field: no subkey, one value of the field's type.
-    return record.subkey == k_subkey_regular && packed_matches(record.value, field.value_type);
+    return record.subkey == k_subkey_regular && value_matches(record.value, field);
   }
   if (record.subkey == k_subkey_regular) return false;  // a dictionary field needs subkeys
   if (record.subkey == k_subkey_dictionary) {
@@ -61,23 +95,27 @@ bool accepts(const SchemaField& field, const DhtRecord& record) {
     for (const auto& [subkey, entry] :
          dictionary->items(-std::numeric_limits<DhtTime>::infinity())) {
       if (!packed_matches(subkey, *field.subkey_type)) return false;
-      if (!packed_matches(entry.value, field.value_type)) return false;
+      if (!value_matches(entry.value, field)) return false;
     }
     return true;
   }
   // One dictionary entry.
-  return packed_matches(record.subkey, *field.subkey_type) &&
-         packed_matches(record.value, field.value_type);
+  return packed_matches(record.subkey, *field.subkey_type) && value_matches(record.value, field);
 }
 
 }  // namespace
 
 SchemaField SchemaField::regular(std::string name, schema_type type) {
-  return SchemaField{std::move(name), type, std::nullopt};
+  return SchemaField{std::move(name), type, std::nullopt, false, {}};
 }
 
 SchemaField SchemaField::dictionary(std::string name, schema_type subkey, schema_type value) {
-  return SchemaField{std::move(name), value, subkey};
+  return SchemaField{std::move(name), value, subkey, false, {}};
+}
+
+SchemaField SchemaField::dictionary_of_records(std::string name, schema_type subkey, std::vector<RecordField> fields,
+                                               bool nullable) {
+  return SchemaField{std::move(name), schema_type::record, subkey, nullable, std::move(fields)};
 }
 
 SchemaValidator::SchemaValidator(std::vector<SchemaField> fields, SchemaOptions options)

@@ -21,6 +21,15 @@ enum class schema_type {
   float64,           ///< msgpack float (32 or 64 bit), not an int
   boolean,           ///< msgpack true/false
   bytes_with_owner,  ///< msgpack bin containing an `[owner:...]` marker
+  nonnegative_float, ///< msgpack float >= 0 (pydantic `confloat(ge=0, strict=True)`)
+  record,            ///< msgpack map of named fields (a nested pydantic model): SchemaField::record
+};
+
+/// One field of a record value (a nested model such as hivemind's LocalTrainingProgress).
+struct RecordField {
+  std::string name;                          ///< the map key (a msgpack str)
+  schema_type type = schema_type::bytes;     ///< not record: records nest one level
+  bool nullable = false;                     ///< nil is accepted too (Optional[...])
 };
 
 /// One field of a schema: its name (the DHT key is the id of the name, or of
@@ -32,12 +41,21 @@ struct SchemaField {
   schema_type value_type = schema_type::bytes;
   /// Set for a dictionary field: the type of each subkey; unset for a regular field.
   std::optional<schema_type> subkey_type;
+  /// The value may be nil too (Optional[...]: hivemind's progress entries are None once
+  /// their peer left).
+  bool nullable = false;
+  /// The fields of a record value (value_type record): a msgpack map holding exactly
+  /// these str keys, each value of its type.
+  std::vector<RecordField> record;
 
   /// A field holding a regular value of `type`.
   [[nodiscard]] static SchemaField regular(std::string name, schema_type type);
   /// A field holding a dictionary of `subkey` -> `value`.
   [[nodiscard]] static SchemaField dictionary(std::string name, schema_type subkey,
                                               schema_type value);
+  /// A dictionary of `subkey` -> a record of `fields` (or nil when `nullable`).
+  [[nodiscard]] static SchemaField dictionary_of_records(std::string name, schema_type subkey,
+                                                         std::vector<RecordField> fields, bool nullable);
 };
 
 /// Options of a SchemaValidator.

@@ -25,9 +25,9 @@ core::dht::DhtRecord record_of(const py::bytes& key, const py::bytes& subkey, co
 }
 
 core::dht::schema_type schema_type_of(int code) {
-  if (code < 0 || code > static_cast<int>(core::dht::schema_type::bytes_with_owner)) {
+  if (code < 0 || code > static_cast<int>(core::dht::schema_type::record)) {
     throw py::value_error("expected a schema type code from 0 to " +
-                          std::to_string(static_cast<int>(core::dht::schema_type::bytes_with_owner)) + ", got " +
+                          std::to_string(static_cast<int>(core::dht::schema_type::record)) + ", got " +
                           std::to_string(code));
   }
   return static_cast<core::dht::schema_type>(code);
@@ -125,18 +125,31 @@ void bind_validators(py::module_& m) {
       "The public key of a private key: raw 32 bytes (Ed25519) or OpenSSH text (RSA).");
   m.def(
       "schema_validator",
-      [](const std::vector<std::tuple<std::string, int, std::optional<int>>>& fields,
+      [](const std::vector<std::tuple<std::string, int, std::optional<int>, bool,
+                                      std::vector<std::tuple<std::string, int, bool>>>>& fields,
          const std::optional<std::string>& prefix, bool allow_extra_keys) {
         std::vector<core::dht::SchemaField> schema;
-        for (const auto& [name, value_type, subkey_type] : fields) {
-          schema.push_back(subkey_type ? core::dht::SchemaField::dictionary(name, schema_type_of(*subkey_type),
-                                                                            schema_type_of(value_type))
-                                       : core::dht::SchemaField::regular(name, schema_type_of(value_type)));
+        for (const auto& [name, value_type, subkey_type, nullable, record] : fields) {
+          core::dht::SchemaField field{name, schema_type_of(value_type), std::nullopt, nullable, {}};
+          if (subkey_type) field.subkey_type = schema_type_of(*subkey_type);
+          for (const auto& [member, type, member_nullable] : record) {
+            const auto member_type = schema_type_of(type);
+            if (member_type == core::dht::schema_type::record) {
+              throw py::value_error("expected the fields of a record in a schema to be plain types, but '" + member +
+                                    "' of '" + name + "' is a record itself");
+            }
+            field.record.push_back(core::dht::RecordField{member, member_type, member_nullable});
+          }
+          if ((field.value_type == core::dht::schema_type::record) != !field.record.empty()) {
+            throw py::value_error("expected record fields exactly for a record field, got '" + name + "'");
+          }
+          schema.push_back(std::move(field));
         }
         return validator_of(core::dht::SchemaValidator(std::move(schema), {prefix, allow_extra_keys}));
       },
       py::arg("fields"), py::arg("prefix"), py::arg("allow_extra_keys"),
-      "A schema validator of (field name, value type code, subkey type code or None) fields.");
+      "A schema validator of (name, value type code, subkey type code or None, nullable, record fields) fields; "
+      "record fields are (name, type code, nullable).");
 }
 
 }  // namespace apiary::python

@@ -5,7 +5,7 @@ reject forged and mistyped records."""
 import dataclasses
 import hashlib
 import pickle
-from typing import Dict
+from typing import Dict, Optional
 
 import pytest
 
@@ -200,3 +200,34 @@ def test_add_validators_to_a_running_node():
         node.add_validators([])
     with pytest.raises(TypeError):
         apiary.DHT(record_validators=["not a validator"])
+
+
+def test_hivemind_progress_schema_with_nested_optional_records():
+    pydantic = pytest.importorskip("pydantic")
+
+    class LocalTrainingProgress(pydantic.BaseModel):
+        peer_id: bytes
+        epoch: pydantic.conint(ge=0, strict=True)
+        samples_accumulated: pydantic.conint(ge=0, strict=True)
+        samples_per_second: pydantic.confloat(ge=0.0, strict=True)
+        time: pydantic.StrictFloat
+        client_mode: pydantic.StrictBool
+
+    class TrainingProgressSchema(pydantic.BaseModel):
+        progress: Dict[BytesWithPublicKey, Optional[LocalTrainingProgress]]
+
+    validator = SchemaValidator(TrainingProgressSchema, prefix="run", allow_extra_keys=False)
+    owner = Ed25519SignatureValidator().local_public_key
+    ok = lambda value, subkey=owner: validator.validate(_record(validator, "progress", value, subkey, "run"))  # noqa: E731
+    good = dict(peer_id=b"id", epoch=3, samples_accumulated=10, samples_per_second=2.5, time=1.7e9, client_mode=False)
+    assert ok(good)
+    assert ok(LocalTrainingProgress(**good).dict())  # what hivemind's tracker stores
+    assert ok(None)  # a peer that left
+    assert not ok(good, subkey=b"no owner")
+    assert not ok(dict(good, epoch=-1))
+    assert not ok(dict(good, samples_per_second=3))  # an int is not a float
+    assert not ok(dict(good, samples_per_second=-0.5))
+    assert not ok(dict(good, client_mode=1))
+    assert not ok(dict(good, extra=1))
+    assert not ok({k: v for k, v in good.items() if k != "time"})
+    assert not ok([1, 2])

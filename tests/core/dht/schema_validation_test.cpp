@@ -3,6 +3,7 @@
 // signed_data: {bytes with an owner marker: bytes}.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -145,4 +146,61 @@ TEST_CASE("two schemas naming one field accept either type", "[dht][schema]") {
   CHECK(ints.validate(rec("x", regular, pack(1))));
   CHECK(ints.validate(rec("x", regular, dht::pack_str("one"))));
   CHECK_FALSE(ints.validate(rec("x", regular, dht::pack_float(1.0))));
+}
+
+TEST_CASE("a dictionary of optional records checks each record's fields strictly (hivemind's progress)",
+          "[dht][schema]") {
+  const std::vector<dht::RecordField> progress{{"peer_id", schema_type::bytes, false},
+                                          {"epoch", schema_type::nonnegative_int, false},
+                                          {"samples_per_second", schema_type::nonnegative_float, false},
+                                          {"time", schema_type::float64, false},
+                                          {"client_mode", schema_type::boolean, false},
+                                          {"note", schema_type::str, true}};
+  const dht::SchemaValidator validator(
+      {SchemaField::dictionary_of_records("progress", schema_type::bytes_with_owner, progress, true)},
+      dht::SchemaOptions{std::string("run"), false});
+  const std::string owner = dht::pack_bin("[owner:abc]");
+  auto record_of = [&](const std::string& value) {
+    return dht::DhtRecord{dht::SchemaValidator::field_key(std::string("run"), "progress"), owner, value, 1e9};
+  };
+  // A map of the fields, in any order, built by hand in msgpack.
+  auto map_of = [](const std::vector<std::pair<std::string, std::string>>& entries) {
+    std::string out(1, static_cast<char>(0x80 | entries.size()));
+    for (const auto& [k, v] : entries) out += dht::pack_str(k) + v;
+    return out;
+  };
+  const std::vector<std::pair<std::string, std::string>> good{
+      {"peer_id", dht::pack_bin("id")}, {"epoch", std::string(1, '\x05')}, {"samples_per_second", dht::pack_float(2.5)},
+      {"time", dht::pack_float(1.7e9)}, {"client_mode", std::string(1, '\xc2')}, {"note", std::string(1, '\xc0')}};
+  CHECK(validator.validate(record_of(map_of(good))));
+  auto reversed = good;
+  std::reverse(reversed.begin(), reversed.end());
+  CHECK(validator.validate(record_of(map_of(reversed))));
+  CHECK(validator.validate(record_of(std::string(1, '\xc0'))));  // None: the peer left
+  auto with = [&](const std::string& name, const std::string& value) {
+    auto entries = good;
+    for (auto& [k, v] : entries) {
+      if (k == name) v = value;
+    }
+    return record_of(map_of(entries));
+  };
+  CHECK_FALSE(validator.validate(with("epoch", std::string(1, '\xff'))));             // -1
+  CHECK_FALSE(validator.validate(with("epoch", dht::pack_float(5.0))));                    // a float is not an int
+  CHECK_FALSE(validator.validate(with("samples_per_second", dht::pack_float(-1.0))));      // negative
+  CHECK_FALSE(validator.validate(with("samples_per_second", std::string(1, '\x02'))));  // an int is not a float
+  CHECK_FALSE(validator.validate(with("client_mode", std::string(1, '\x00'))));
+  CHECK_FALSE(validator.validate(with("peer_id", std::string(1, '\xc0'))));           // not nullable
+  CHECK(validator.validate(with("note", dht::pack_str("hello"))));
+  auto missing = good;
+  missing.pop_back();
+  CHECK_FALSE(validator.validate(record_of(map_of(missing))));
+  auto extra = good;
+  extra.emplace_back("extra", dht::pack_str("x"));
+  CHECK_FALSE(validator.validate(record_of(map_of(extra))));
+  auto twice = good;
+  twice.back() = {"epoch", std::string(1, '\x05')};
+  CHECK_FALSE(validator.validate(record_of(map_of(twice))));
+  CHECK_FALSE(validator.validate(record_of(dht::pack_str("not a map"))));
+  CHECK_FALSE(validator.validate(dht::DhtRecord{dht::SchemaValidator::field_key(std::string("run"), "progress"),
+                                           dht::pack_bin("no owner"), map_of(good), 1e9}));
 }

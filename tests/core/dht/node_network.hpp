@@ -61,6 +61,12 @@ class NodeNetwork {
     return wait(node, op);
   }
 
+  /// The result of op `op` that `started` (the node's effects of starting it) began.
+  OpResult finish(Node& node, OpId op, Effects started) {
+    submit(node, std::move(started));
+    return wait(node, op);
+  }
+
   /// Kills the node at `addr`: calls to it fail from now on.
   void kill(const std::string& addr) { dead_.insert(addr); }
   /// DHT time now.

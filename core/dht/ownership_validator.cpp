@@ -120,10 +120,10 @@ Result<std::string> base64_decode(std::string_view text) {
 }
 
 OwnershipValidator::OwnershipValidator(messages::Ed25519PrivateKey private_key)
-    : private_key_(private_key), own_marker_(owner_marker(private_key.public_key())) {}  // copies share the key
+    : signers_{Signer{private_key, owner_marker(private_key.public_key())}} {}  // copies share the key
 
 OwnershipValidator::OwnershipValidator(messages::RsaPrivateKey private_key)
-    : private_key_(private_key), own_marker_(owner_marker(private_key.public_key())) {}  // copies share the key
+    : signers_{Signer{private_key, owner_marker(private_key.public_key())}} {}  // copies share the key
 
 std::string OwnershipValidator::owner_marker(const messages::RsaPublicKey& public_key) {
   return std::string(k_owner_open) + public_key.openssh() + "]";
@@ -171,9 +171,14 @@ bool OwnershipValidator::validate(const DhtRecord& record) const {
 }
 
 Result<std::string> OwnershipValidator::sign_value(const DhtRecord& record) const {
-  const bool own = record.key.find(own_marker_) != std::string::npos ||
-                   record.subkey.find(own_marker_) != std::string::npos;
-  if (!own) return record.value;
+  const Signer* own = nullptr;
+  for (const Signer& s : signers_) {
+    if (record.key.find(s.marker) != std::string::npos || record.subkey.find(s.marker) != std::string::npos) {
+      own = &s;
+      break;
+    }
+  }
+  if (own == nullptr) return record.value;
   DhtRecord stripped = record;
   stripped.value = strip_value(record);
   const std::string message = signed_message(stripped);
@@ -185,7 +190,7 @@ Result<std::string> OwnershipValidator::sign_value(const DhtRecord& record) cons
           return key.sign(message);
         }
       },
-      private_key_);
+      own->key);
   if (!signature) return signature.error();
   return stripped.value + signature_marker(*signature);
 }
@@ -195,7 +200,14 @@ std::string OwnershipValidator::strip_value(const DhtRecord& record) const {
 }
 
 bool OwnershipValidator::merge_with(const RecordValidator& other) {
-  return dynamic_cast<const OwnershipValidator*>(&other) != nullptr;
+  const auto* ownership = dynamic_cast<const OwnershipValidator*>(&other);
+  if (ownership == nullptr) return false;
+  for (const Signer& s : ownership->signers_) {
+    bool known = false;
+    for (const Signer& mine : signers_) known = known || mine.marker == s.marker;
+    if (!known) signers_.push_back(s);
+  }
+  return true;
 }
 
 }  // namespace apiary::core::dht

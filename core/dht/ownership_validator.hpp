@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "core/dht/validation.hpp"
 #include "messages/identity/ed25519.hpp"
@@ -40,7 +41,7 @@ class OwnershipValidator final : public RecordValidator {
   [[nodiscard]] static std::string owner_marker(const messages::RsaPublicKey& public_key);
 
   /// The owner marker of this validator's own public key.
-  [[nodiscard]] const std::string& own_marker() const { return own_marker_; }
+  [[nodiscard]] const std::string& own_marker() const { return signers_.front().marker; }
 
   /// True when neither key nor subkey holds an owner marker. Otherwise true iff every
   /// owner marker in key and subkey names the same valid public key, the value holds
@@ -49,8 +50,9 @@ class OwnershipValidator final : public RecordValidator {
   /// RSA key text) needs an RSA-PSS SHA-256 signature instead of an Ed25519 one.
   [[nodiscard]] bool validate(const DhtRecord& record) const override;
 
-  /// The stripped value plus this validator's signature marker when key or subkey holds
-  /// its own owner marker; the value unchanged otherwise. Errors: errc::crypto.
+  /// The stripped value plus a signature marker when key or subkey holds the owner marker
+  /// of one of this validator's keys (signed with that key); the value unchanged
+  /// otherwise. Errors: errc::crypto.
   [[nodiscard]] Result<std::string> sign_value(const DhtRecord& record) const override;
 
   /// The value with every signature marker removed.
@@ -59,12 +61,18 @@ class OwnershipValidator final : public RecordValidator {
   /// 10: signatures are checked and stripped before schemas look at a value.
   [[nodiscard]] int priority() const override { return 10; }
 
-  /// Absorbs any other OwnershipValidator (this one's key keeps signing), like upstream.
+  /// Absorbs any other OwnershipValidator, keys included: records naming either
+  /// validator's key are signed with that key (upstream keeps only the first key, which
+  /// its process-wide key makes the same; here validators of several keys may share a
+  /// node, e.g. a trainer's and a progress tracker's).
   [[nodiscard]] bool merge_with(const RecordValidator& other) override;
 
  private:
-  std::variant<messages::Ed25519PrivateKey, messages::RsaPrivateKey> private_key_;
-  std::string own_marker_;
+  struct Signer {
+    std::variant<messages::Ed25519PrivateKey, messages::RsaPrivateKey> key;
+    std::string marker;  ///< the owner marker of its public key
+  };
+  std::vector<Signer> signers_;  ///< this validator's key first, then those of merged ones
 };
 
 /// Standard base64 (RFC 4648 §4) with '=' padding.

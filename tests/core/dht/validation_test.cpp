@@ -314,3 +314,29 @@ TEST_CASE("an RSA-keyed validator signs its own records as hivemind's RSASignatu
   open.subkey = dht::pack_str("plain");
   CHECK(checker.validate(open));
 }
+
+TEST_CASE("merged ownership validators sign with the key each record names", "[dht][validation]") {
+  auto rsa = apiary::messages::RsaPrivateKey::generate(2048);
+  auto ed = Ed25519PrivateKey::generate();
+  auto third = Ed25519PrivateKey::generate();
+  REQUIRE(rsa.ok());
+  REQUIRE(ed.ok());
+  REQUIRE(third.ok());
+  dht::OwnershipValidator merged(*ed);
+  const dht::OwnershipValidator by_rsa(*rsa);
+  REQUIRE(merged.merge_with(by_rsa));
+  REQUIRE(merged.merge_with(dht::OwnershipValidator(*ed)));  // the same key again adds nothing
+  CHECK(merged.own_marker() == dht::OwnershipValidator::owner_marker(ed->public_key()));
+  for (const std::string& marker : {by_rsa.own_marker(), merged.own_marker()}) {
+    dht::DhtRecord record{dht::NodeId::of_str_key("k").to_bytes(), dht::pack_bin(marker), dht::pack_str("v"), 1.7e9};
+    auto value = merged.sign_value(record);
+    REQUIRE(value.ok());
+    CHECK(*value != record.value);
+    record.value = *value;
+    CHECK(dht::OwnershipValidator(*third).validate(record));
+  }
+  dht::DhtRecord foreign{dht::NodeId::of_str_key("k").to_bytes(),
+                         dht::pack_bin(dht::OwnershipValidator::owner_marker(third->public_key())), dht::pack_str("v"),
+                         1.7e9};
+  CHECK(*merged.sign_value(foreign) == foreign.value);
+}

@@ -112,5 +112,6 @@ void bind_dht(py::module_& m);
 void bind_averager(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_validators(py::module_& m);
+void bind_progress(py::module_& m);
 
 }  // namespace apiary::python

@@ -98,4 +98,5 @@ PYBIND11_MODULE(_apiary, m) {
   apiary::python::bind_averager(m);
   apiary::python::bind_tensor(m);
   apiary::python::bind_validators(m);
+  apiary::python::bind_progress(m);
 }

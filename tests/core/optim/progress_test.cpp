@@ -131,7 +131,7 @@ TEST_CASE("with no record found the tracker goes by its own progress and speed",
   CHECK(g.next_fetch_time == Approx(1002.0 + 3.0));  // default_refresh_period
 }
 
-TEST_CASE("reports move the global samples while the epochs agree; a new epoch starts from zero", "[optim]") {
+TEST_CASE("reports move the global samples while the epochs agree, and a new epoch starts from zero", "[optim]") {
   ProgressTracker tracker(config_of(50), "me", 0.0, 1000.0);
   const double now = 1001.0;
   tracker.on_fetched(now, {LocalProgress{"me", 0, 0, 1.0, now, false}, LocalProgress{"other", 0, 10, 1.0, now, false}});

@@ -1,7 +1,8 @@
 """apiary.DecentralizedAverager: hivemind's averager over apiary's C++ averager.
 
 The averaged tensors are the trainer's own memory (float32, contiguous, on the CPU:
-``torch.Tensor`` or ``numpy.ndarray``): each step reads them and adds
+``torch.Tensor`` or ``numpy.ndarray``; or CUDA tensors of one GPU in a CUDA build,
+reduced by that GPU's device actor): each step reads them and adds
 ``averaging_alpha * (group average - tensor)`` to them in place; nothing is copied into
 shared memory or another process.
 """
@@ -34,20 +35,22 @@ class AveragingMode(Enum):
     AUX = 2
 
 
-def _memory_of(tensor: Any) -> Tuple[int, int]:
-    """(address, elements) of a float32, contiguous CPU tensor or array; ValueError otherwise."""
+def _memory_of(tensor: Any) -> Tuple[int, int, int]:
+    """(address, elements, CUDA device or -1) of a float32, contiguous tensor or array;
+    ValueError otherwise."""
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency of the package
         torch = None
     if torch is not None and isinstance(tensor, torch.Tensor):
-        if tensor.device.type != "cpu":
-            raise ValueError(f"expected CPU tensors, got one on {tensor.device}")
+        if tensor.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"expected CPU or CUDA tensors, got one on {tensor.device}")
         if tensor.dtype != torch.float32:
             raise ValueError(f"expected float32 tensors, got {tensor.dtype}; averaging runs on float32 memory")
         if not tensor.is_contiguous():
             raise ValueError("expected contiguous tensors, got a strided view; pass tensor.contiguous()")
-        return tensor.data_ptr(), tensor.numel()
+        device = -1 if tensor.device.type == "cpu" else (tensor.device.index or 0)
+        return tensor.data_ptr(), tensor.numel(), device
     import numpy as np
 
     if isinstance(tensor, np.ndarray):
@@ -55,8 +58,17 @@ def _memory_of(tensor: Any) -> Tuple[int, int]:
             raise ValueError(f"expected float32 arrays, got {tensor.dtype}; averaging runs on float32 memory")
         if not tensor.flags["C_CONTIGUOUS"] or not tensor.flags["WRITEABLE"]:
             raise ValueError("expected C-contiguous, writeable arrays")
-        return tensor.ctypes.data, tensor.size
+        return tensor.ctypes.data, tensor.size, -1
     raise TypeError(f"expected torch.Tensor or numpy.ndarray tensors, got {type(tensor).__name__}")
+
+
+def _device_of(memory: Sequence[Tuple[int, int, int]]) -> int:
+    """The one device of every tensor (-1: host memory); ValueError for a mix."""
+    devices = sorted({device for _, _, device in memory})
+    if len(devices) > 1:
+        names = ["cpu" if d < 0 else f"cuda:{d}" for d in devices]
+        raise ValueError(f"expected every averaged tensor on one device, got tensors on {names}")
+    return devices[0]
 
 
 _UNSET = object()
@@ -150,9 +162,9 @@ class DecentralizedAverager:
     """Averages tensors with peers found through the DHT (hivemind.averaging.DecentralizedAverager).
 
     Arguments follow hivemind's; apiary differences: tensors must be float32 and
-    contiguous (they are averaged in place), ``allow_retries`` is always on (a step
-    retries matchmaking until its timeout), and the state shared with peers is the
-    averaged tensors as of the last step or download.
+    contiguous, all in host memory or all on one GPU (a CUDA build averages those through
+    that GPU's device actor); they are averaged in place. ``allow_retries`` is always on
+    (a step retries matchmaking until its timeout).
     """
 
     def __init__(
@@ -201,6 +213,7 @@ class DecentralizedAverager:
         memory = [_memory_of(t) for t in self._tensors]
         if not memory:
             raise ValueError("expected at least one tensor to average")
+        device = _device_of(memory)  # CUDA tensors average through the GPU's device actor
         if not isinstance(compression, CompressionBase):
             raise TypeError(f"expected an apiary.compression codec, got {type(compression).__name__}")
         if tensor_infos is None:
@@ -240,12 +253,13 @@ class DecentralizedAverager:
             state_sharing_priority=float(state_sharing_priority) if self._allow_state_sharing else None,
             declare_state_period=float(declare_state_period),
             state_codecs=[],
+            gpu=device,
             current_state=_state_provider(self) if self._allow_state_sharing else None,
         )
         self._lock = threading.RLock()
         self._native: Any = None
         self._options = options
-        self._memory = memory
+        self._memory = [(address, size) for address, size, _ in memory]
         self._shut_down = False
         self._state_metadata: Any = _UNSET
         if start:

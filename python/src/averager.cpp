@@ -109,7 +109,10 @@ void bind_averager(py::module_& m) {
              for (const auto& [ptr, size] : tensors) {
                options.device_tensors.push_back(DeviceTensor{reinterpret_cast<float*>(ptr), size});
              }
-             options.reduce_on = ReduceOn::cpu;  // the tensors are in host memory
+             // Host memory: the CPU device actor; a GPU's: that GPU's device actor (a CUDA build).
+             const int gpu = o["gpu"].cast<int>();
+             options.reduce_on = gpu < 0 ? ReduceOn::cpu : ReduceOn::gpu;
+             options.gpu = gpu < 0 ? 0 : gpu;
              options.prefix = o["prefix"].cast<std::string>();
              options.mode = static_cast<core::averaging::AveragingMode>(o["mode"].cast<int>());
              options.target_group_size = o["target_group_size"].cast<std::size_t>();

@@ -126,6 +126,26 @@ def test_a_donor_whose_state_fails_gives_no_state(caplog):
         averager.shutdown()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA torch and a GPU (gpu)")
+def test_cuda_tensors_average_in_place_on_their_gpu():
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        tensor = torch.full((1000,), 3.0, device="cuda")
+        pointer = tensor.data_ptr()
+        averager = apiary.DecentralizedAverager([tensor], root, start=True, prefix="mytest", target_group_size=2,
+                                                min_matchmaking_time=2.0, request_timeout=1.0)
+        other = threading.Thread(target=lambda: run_in_processes(
+            average_once, [(peers, 1, [[1.0] * 1000], "node", 1.0, 2)]))
+        other.start()
+        averager.step(timeout=60)
+        other.join()
+        assert tensor.data_ptr() == pointer
+        assert torch.allclose(tensor.cpu(), torch.full((1000,), 2.0))
+        with pytest.raises(ValueError, match="one device"):
+            apiary.DecentralizedAverager([tensor, torch.zeros(3)], root, start=True, prefix="mixed")
+        averager.shutdown()
+
+
 def test_bad_tensors_and_arguments_raise_clear_errors():
     with apiary.DHT() as dht:
         with pytest.raises(ValueError, match="float32"):

@@ -352,7 +352,24 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   return future;
 }
 
-void Averager::trigger() { actors::call_role(impl_->actor, "averager", mm::k_trigger_method, {}, nullptr); }
+void Averager::trigger() {
+  // The step averages the tensors as they are now (a pre-scheduled step was begun before
+  // the trainer filled them).
+  std::vector<std::vector<float>> now;
+  if (!impl_->options.device_tensors.empty()) {
+    auto mirror = read_device_tensors(*impl_->system, *impl_->device, impl_->options.device_tensors);
+    if (mirror) {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      impl_->options.tensors = *mirror;
+      now = std::move(*mirror);
+    }
+  } else {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    now = impl_->options.tensors;
+  }
+  actors::call_role(impl_->actor, "averager", mm::k_trigger_method,
+                    now.empty() ? core::Value{} : core::Value::of(std::move(now)), nullptr);
+}
 
 void Averager::cancel() { actors::call_role(impl_->actor, "averager", mm::k_cancel_method, {}, nullptr); }
 

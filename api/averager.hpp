@@ -159,7 +159,9 @@ class Averager {
   /// Runs one averaging step; the future is ready once the step's deltas are applied or
   /// it failed (no group before the timeout, cancel, another step running).
   std::future<Result<AveragerStepReport>> step(const AveragerStepOptions& options = {});
-  /// Lets a require_trigger step begin its all-reduce.
+  /// Lets a require_trigger step begin its all-reduce, with the tensors as they are now
+  /// (read again from device_tensors): a step scheduled early averages what the trainer
+  /// put in the tensors before the trigger.
   void trigger();
   /// Cancels the running step (its future gets errc::cancelled).
   void cancel();

@@ -108,9 +108,14 @@ StepParams AveragerRole::matchmaking_params() const {
   return params;
 }
 
-AveragerEffects AveragerRole::trigger(TimePoint now) {
+AveragerEffects AveragerRole::trigger(TimePoint now, std::vector<std::vector<float>>* fresh) {
   AveragerEffects out;
   if (!step_) return out;
+  if (fresh != nullptr && !runner_ && fresh->size() == step_->tensors.size()) {
+    bool same_sizes = true;
+    for (std::size_t t = 0; t < fresh->size(); ++t) same_sizes = same_sizes && (*fresh)[t].size() == step_->tensors[t].size();
+    if (same_sizes) step_->tensors = std::move(*fresh);  // the values the trainer holds now
+  }
   triggered_ = true;
   if (group_ && !runner_) begin_allreduce(now, out);
   return out;

@@ -8,7 +8,10 @@
 ///
 /// Local methods: k_step_method (AveragerStep; completes with AveragerStepResult or why
 /// the step failed; one at a time, another while one runs completes at once with
-/// errc::unavailable), k_trigger_method and k_cancel_method (no args; complete at once),
+/// errc::unavailable), k_trigger_method (optional args: the tensors as they are now, which
+/// replace the step's when its all-reduce has not begun; a step waiting for its trigger
+/// thus averages the values of trigger time, as hivemind's does) and k_cancel_method (no
+/// args); both complete at once,
 /// k_set_weight_method (double; completes with a bool: false once the all-reduce began).
 ///
 /// Gather bytes: every member's gather is the msgpack array [bandwidth or nil, mode,
@@ -170,7 +173,7 @@ class AveragerRole final : public Role {
   [[nodiscard]] Effects lower(AveragerEffects afx);
 
   AveragerEffects step(TimePoint now, AveragerStep step);
-  AveragerEffects trigger(TimePoint now);
+  AveragerEffects trigger(TimePoint now, std::vector<std::vector<float>>* fresh = nullptr);
   bool set_weight(double weight);
   AveragerEffects cancel(TimePoint now);
   [[nodiscard]] bool serves(const std::string& handle) const;

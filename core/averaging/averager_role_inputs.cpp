@@ -156,7 +156,8 @@ Effects AveragerRole::local(TimePoint now, const LocalCall& c) {
     return lower(step(now, std::move(*s)));
   }
   if (c.method == k_trigger_method || c.method == k_cancel_method) {
-    Effects fx = lower(c.method == k_trigger_method ? trigger(now) : cancel(now));
+    auto* fresh = c.args.as<std::vector<std::vector<float>>>();
+    Effects fx = lower(c.method == k_trigger_method ? trigger(now, fresh) : cancel(now));
     fx.push_back(Complete{c.op, Value{}});
     return fx;
   }

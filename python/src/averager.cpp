@@ -171,7 +171,14 @@ void bind_averager(py::module_& m) {
           },
           py::arg("weight"), py::arg("timeout"), py::arg("scheduled_in"), py::arg("gather"),
           py::arg("require_trigger"), "Starts one averaging step; its report comes through the Pending.")
-      .def("trigger", [](PyAverager& p) { p.get().trigger(); }, "Lets a require_trigger step begin its all-reduce.")
+      .def(
+          "trigger",
+          [](PyAverager& p) {
+            Averager& a = p.get();
+            py::gil_scoped_release unlocked;  // reads the tensors through the device actor
+            a.trigger();
+          },
+          "Lets a require_trigger step begin its all-reduce, with the tensors as they are now.")
       .def("cancel", [](PyAverager& p) { p.get().cancel(); }, "Abandons the running step (it ends cancelled).")
       .def(
           "set_weight",

@@ -42,3 +42,31 @@ def forge_progress(initial_peers, prefix, victim_marker):
                 dht.store(f"{prefix}_progress", dict(record, epoch=-1), expiration, subkey=signer.local_public_key),
                 dht.store(f"{prefix}_progress", "not a record", expiration, subkey=signer.local_public_key),
                 dht.store(f"{prefix}_progress", record, expiration, subkey=signer.local_public_key))
+
+
+def accumulate_and_average(initial_peers, prefix, reuse, batches, batch_size, target, pre_schedule):
+    """A GradientAverager peer: mse(w, target) gradients of a zero 5x5 parameter, `batches`
+    of `batch_size` samples, averaged with its group; returns what it saw."""
+    import torch
+    import torch.nn.functional as F
+
+    from apiary.optim import GradientAverager
+
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        w = torch.nn.Parameter(torch.zeros(5, 5))
+        averager = GradientAverager([w], dht=dht, prefix=prefix, target_group_size=2, reuse_grad_buffers=reuse,
+                                    min_matchmaking_time=2.0, request_timeout=1.0, start=True)
+        control = averager.schedule_step(apiary.get_dht_time() + 3) if pre_schedule else None
+        for _ in range(batches):
+            F.mse_loss(w, torch.full((5, 5), float(target))).backward()
+            averager.accumulate_grads_(batch_size=batch_size)
+            if not reuse:
+                w.grad.zero_()
+        counts = (averager.local_samples_accumulated, averager.local_times_accumulated)
+        accumulated = next(averager._grad_accumulators()).clone()
+        averager.step(control=control, timeout=60)
+        with averager.use_averaged_gradients():
+            averaged = w.grad.clone()
+        restored = w.grad.clone()
+        averager.shutdown()
+        return counts, accumulated.tolist(), averaged.tolist(), restored.tolist(), averager.local_samples_accumulated

@@ -83,6 +83,28 @@ TEST_CASE("a require_trigger step finds its group but averages only after trigge
   CHECK_FALSE(swarm.averagers[0]->set_weight(1.0));  // no step runs any more
 }
 
+TEST_CASE("a step scheduled before the trainer filled its tensors averages them as they are at the trigger",
+          "[actor][averaging]") {
+  Swarm swarm({{0.0f, 0.0f}, {0.0f, 0.0f}});
+  AveragerStepOptions step;
+  step.require_trigger = true;
+  step.timeout = 30;
+  auto first = swarm.averagers[0]->step(step);
+  auto second = swarm.averagers[1]->step(step);
+  // The trainer writes its values after the step began (hivemind's pre-scheduled rounds).
+  swarm.averagers[0]->with_tensors([](std::vector<std::vector<float>>& t) { t[0] = {2.0f, 6.0f}; });
+  swarm.averagers[1]->with_tensors([](std::vector<std::vector<float>>& t) { t[0] = {4.0f, 0.0f}; });
+  swarm.averagers[0]->trigger();
+  swarm.averagers[1]->trigger();
+  REQUIRE(first.get().ok());
+  REQUIRE(second.get().ok());
+  for (const auto& averager : swarm.averagers) {
+    const auto t = averager->tensors()[0];
+    CHECK(t[0] == Approx(3.0f).margin(1e-6));
+    CHECK(t[1] == Approx(3.0f).margin(1e-6));
+  }
+}
+
 TEST_CASE("part reductions on the CPU device actor and inline in the role give one mean",
           "[actor][averaging]") {
   // 3 peers x 3000 floats in 1 KiB parts: every reducer has many parts; peer 1 reduces

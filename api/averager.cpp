@@ -234,6 +234,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
     impl.schema_hash = schema_of(options);
   }
   averager->dht_ = &dht;
+  averager->runtime_ = dht.own_runtime();
   impl.options = std::move(options);
   actors::RoleRoutes routes{{"dht", dht.actor()}};
   auto mux = std::make_unique<core::Mux>();

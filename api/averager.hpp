@@ -190,6 +190,7 @@ class Averager {
 
  private:
   Averager() = default;
+  std::shared_ptr<Runtime> runtime_;  ///< the node's own runtime, if it has one: it outlives this averager
   Dht* dht_ = nullptr;
   struct Impl;
   std::shared_ptr<Impl> impl_;  ///< shared with the callback of a running step

@@ -172,6 +172,10 @@ class Dht {
   [[nodiscard]] const std::shared_ptr<actors::Gateway>& gateway() const { return runtime_->gateway(); }
   /// The runtime the node runs on.
   [[nodiscard]] Runtime& runtime() const { return *runtime_; }
+  /// The runtime this Dht brought up itself (start(options)), for facades beside the node
+  /// to hold: it then lives until the last of them goes, even if the Dht goes first.
+  /// Null when the node runs on a caller's runtime (the caller keeps that alive).
+  [[nodiscard]] std::shared_ptr<Runtime> own_runtime() const { return own_runtime_; }
   /// The DHT actor (roles beside the node run their DHT operations on it).
   [[nodiscard]] const caf::actor& actor() const;
   /// Stops the node: operations in flight end cancelled. Idempotent.
@@ -181,7 +185,7 @@ class Dht {
   Dht();
   struct Impl;
   Runtime* runtime_ = nullptr;
-  std::unique_ptr<Runtime> own_runtime_;  ///< when start(options) brought one up
+  std::shared_ptr<Runtime> own_runtime_;  ///< when start(options) brought one up
   std::unique_ptr<Impl> impl_;
   core::dht::NodeId node_id_;
   bool client_ = false;

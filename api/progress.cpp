@@ -66,6 +66,7 @@ Result<std::unique_ptr<ProgressTracker>> ProgressTracker::start(Dht& dht, Progre
   config.owner_marker = marker;
   config.dht_epoch = dht.runtime().dht_epoch();
   std::unique_ptr<ProgressTracker> tracker(new ProgressTracker());
+  tracker->runtime_ = dht.own_runtime();
   tracker->gateway_ = dht.gateway();
   tracker->owner_marker_ = marker;
   tracker->actor_ = std::make_shared<caf::actor>(actors::spawn_role_actor(
@@ -77,6 +78,7 @@ ProgressTracker::~ProgressTracker() {
   if (!actor_) return;
   if (!left_) (void)leave(std::chrono::seconds(1));
   actors::stop_role_actor(*gateway_, *actor_, {});
+  actor_.reset();  // before the runtime, which may go with this tracker
 }
 
 Result<core::Value> ProgressTracker::call(const char* method, core::Value args, std::chrono::milliseconds patience) {

@@ -58,6 +58,7 @@ class ProgressTracker {
   ProgressTracker() = default;
   Result<core::Value> call(const char* method, core::Value args, std::chrono::milliseconds patience);
 
+  std::shared_ptr<Runtime> runtime_;  ///< the node's own runtime, if it has one: it outlives this tracker
   std::shared_ptr<actors::Gateway> gateway_;
   std::shared_ptr<caf::actor> actor_;  ///< the role's host
   std::string owner_marker_;

@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include <functional>
+#include <future>
 
 #include "api/averager.hpp"
 #include "api/dht.hpp"
@@ -229,4 +230,29 @@ TEST_CASE("bad averager options are refused with the field named", "[actor][aver
   auto empty = Averager::start(*swarm.dhts[0], o);
   REQUIRE_FALSE(empty.ok());
   CHECK(empty.error().message.find("tensor") != std::string::npos);
+}
+
+TEST_CASE("an averager outliving its stopped Dht stops cleanly", "[actor][averaging]") {
+  // The node (with a runtime of its own) stops first, then the averager beside it goes.
+  auto done = std::async(std::launch::async, [] {
+    DhtOptions d;
+    d.node.wait_timeout = 1s;
+    auto dht = Dht::start(d);
+    REQUIRE(dht.ok());
+    AveragerOptions o;
+    o.prefix = "orphan";
+    o.tensors = {{1.0f, 2.0f}};
+    auto averager = Averager::start(**dht, o);
+    REQUIRE(averager.ok());
+    (*dht)->stop();
+    AveragerStepOptions step;
+    step.timeout = 2;
+    auto r = (*averager)->step(step).get();  // fails: nobody to find a group with, or the node is gone
+    CHECK_FALSE(r.ok());
+    dht->reset();  // the node's runtime goes while the averager is still there
+    averager->reset();
+    return true;
+  });
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);  // no hang (a hang leaves the test stuck)
+  CHECK(done.get());
 }

@@ -24,7 +24,7 @@ void widen_bfloat16(const Buffer& bytes, std::size_t numel, std::string& out) {
 }
 
 // float32 bytes -> bfloat16 elements, rounding to nearest even.
-Buffer narrow_to_bfloat16(const std::string& buffer, std::size_t numel) {
+Buffer narrow_to_bfloat16(std::string_view buffer, std::size_t numel) {
   Buffer out = Buffer::allocate(numel * 2);
   for (std::size_t i = 0; i < numel; ++i) {
     float wide;
@@ -94,35 +94,40 @@ Result<pb::Tensor> encode(const Tensor& tensor, pb::CompressionType compression,
 }
 
 Result<Tensor> decode(const pb::Tensor& message) {
-  const int compression = message.compression();
+  return decode(WireTensor{message.dtype(), shape_of(message), message.compression(), message.requires_grad()},
+                message.buffer());
+}
+
+Result<Tensor> decode(const WireTensor& fields, std::string_view buffer) {
+  const int compression = fields.compression;
   if (!pb::CompressionType_IsValid(compression)) {
     return make_error(errc::malformed,
                       "tensor compression {} is not a CompressionType: expected 0..5; the "
                       "sender uses a newer schema or the message is corrupt",
                       compression);
   }
-  auto type = parse_dtype(message.dtype());
+  auto type = parse_dtype(fields.dtype);
   if (!type) return type.error();
-  Shape shape = shape_of(message);
+  Shape shape = fields.shape;
   auto numel = element_count(shape, element_size(*type) * 2);  // room for legacy bfloat16
   if (!numel) return numel.error();
   if (compression != pb::NONE) {
-    DecodeHeader header{*type, std::move(shape), *numel};
+    DecodeHeader header{*type, std::move(shape), *numel, static_cast<pb::CompressionType>(compression),
+                        fields.requires_grad};
     switch (compression) {
-      case pb::FLOAT16: return decode_float16(message, std::move(header));
-      case pb::MEANSTD_16BIT: return decode_meanstd16(message, std::move(header));
+      case pb::FLOAT16: return decode_float16(buffer, std::move(header));
+      case pb::MEANSTD_16BIT: return decode_meanstd16(buffer, std::move(header));
       case pb::UNIFORM_8BIT:
-      case pb::QUANTILE_8BIT: return decode_codebook8(message, std::move(header));
-      default: return decode_blockwise8(message, std::move(header));
+      case pb::QUANTILE_8BIT: return decode_codebook8(buffer, std::move(header));
+      default: return decode_blockwise8(buffer, std::move(header));
     }
   }
 
-  const std::string& buffer = message.buffer();
   const std::size_t native = *numel * element_size(*type);
   if (*type == dtype::bfloat16 && buffer.size() == *numel * sizeof(float) && *numel > 0) {
     // Legacy bfloat16: float32 bytes on the wire, rounded back to bfloat16.
     return Tensor::make(*type, std::move(shape), narrow_to_bfloat16(buffer, *numel),
-                        message.requires_grad());
+                        fields.requires_grad);
   }
   if (buffer.size() != native) {
     const char* legacy = *type == dtype::bfloat16 ? " (or 4 per element, legacy float32)" : "";
@@ -134,7 +139,7 @@ Result<Tensor> decode(const pb::Tensor& message) {
                       element_size(*type), legacy);
   }
   return Tensor::copy_of(*type, std::move(shape), buffer.data(), buffer.size(),
-                         message.requires_grad());
+                         fields.requires_grad);
 }
 
 }  // namespace apiary::messages

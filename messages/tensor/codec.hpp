@@ -3,6 +3,7 @@
 /// (raw little-endian element bytes), FLOAT16, MEANSTD_16BIT, UNIFORM_8BIT, QUANTILE_8BIT
 /// and BLOCKWISE_8BIT (layouts and dtype rules in codecs.hpp).
 #include <string>
+#include <string_view>
 
 #include "messages/result.hpp"
 #include "messages/tensor/tensor.hpp"
@@ -42,6 +43,17 @@ Status encode_into(const Tensor& tensor, pb::CompressionType compression, pb::Te
 /// bfloat16 2 or 4 bytes per element); errc::too_large for a shape whose element count
 /// overflows.
 Result<Tensor> decode(const pb::Tensor& message);
+
+/// A runtime.proto Tensor's fields other than its buffer (decode's input without a
+/// message, e.g. from Python: the buffer is read where it lies, not copied into one).
+struct WireTensor {
+  std::string_view dtype;
+  Shape shape;
+  int compression = 0;
+  bool requires_grad = false;
+};
+/// decode() of the message those fields and `buffer` make.
+Result<Tensor> decode(const WireTensor& fields, std::string_view buffer);
 
 /// Printable name of a compression ("NONE", "FLOAT16", ...; "unknown(<n>)" otherwise).
 std::string compression_name(int compression);

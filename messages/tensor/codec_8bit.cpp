@@ -187,10 +187,9 @@ Status encode_quantile8(const Tensor& tensor, pb::Tensor& message) {
   return ok_status();
 }
 
-Result<Tensor> decode_codebook8(const pb::Tensor& message, DecodeHeader header) {
-  const auto codec = static_cast<pb::CompressionType>(message.compression());
+Result<Tensor> decode_codebook8(std::string_view buffer, DecodeHeader header) {
+  const auto codec = header.compression;
   if (!applies(header.type)) return detail::unsupported_dtype(codec, header.type, float_dtypes);
-  const std::string& buffer = message.buffer();
   const std::size_t n = header.numel;
   const char* layout = "i64 codebook length + f32 codebook + u8 index per element";
   if (buffer.size() < header_bytes) {
@@ -236,7 +235,7 @@ Result<Tensor> decode_codebook8(const pb::Tensor& message, DecodeHeader header) 
         break;
     }
   }
-  return Tensor::make(header.type, std::move(header.shape), std::move(out), message.requires_grad());
+  return Tensor::make(header.type, std::move(header.shape), std::move(out), header.requires_grad);
 }
 
 }  // namespace apiary::messages

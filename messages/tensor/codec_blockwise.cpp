@@ -114,10 +114,9 @@ Status encode_blockwise8(const Tensor& tensor, pb::Tensor& message) {
   return ok_status();
 }
 
-Result<Tensor> decode_blockwise8(const pb::Tensor& message, DecodeHeader header) {
+Result<Tensor> decode_blockwise8(std::string_view buffer, DecodeHeader header) {
   const pb::CompressionType codec = pb::BLOCKWISE_8BIT;
   if (!is_floating_point(header.type)) return detail::unsupported_dtype(codec, header.type, float_dtypes);
-  const std::string& buffer = message.buffer();
   const std::size_t n = header.numel;
   const std::size_t blocks = block_count(n);
   const char* layout = "i64 n_absmax + i64 n_code + f32 absmax + f32 code + u8 per element";
@@ -162,7 +161,7 @@ Result<Tensor> decode_blockwise8(const pb::Tensor& message, DecodeHeader header)
     const std::size_t len = std::min(blockwise_block_size, n - begin);
     kernels::scaled_gather(values.data() + begin, code.data(), q + begin, len, absmax[b]);
   }
-  return Tensor::make(header.type, std::move(header.shape), values.finish(), message.requires_grad());
+  return Tensor::make(header.type, std::move(header.shape), values.finish(), header.requires_grad);
 }
 
 }  // namespace apiary::messages

@@ -21,7 +21,7 @@ std::uint16_t* halves_at(std::string& buffer) {
   return reinterpret_cast<std::uint16_t*>(buffer.data());
 }
 
-const std::uint16_t* halves_at(const std::string& buffer) {
+const std::uint16_t* halves_at(std::string_view buffer) {
   return reinterpret_cast<const std::uint16_t*>(buffer.data());
 }
 
@@ -60,22 +60,21 @@ Status encode_float16(const Tensor& tensor, pb::Tensor& message) {
   return ok_status();
 }
 
-Result<Tensor> decode_float16(const pb::Tensor& message, DecodeHeader header) {
+Result<Tensor> decode_float16(std::string_view buffer, DecodeHeader header) {
   if (!half_codec_applies(header.type)) {
     return detail::unsupported_dtype(pb::FLOAT16, header.type, half_dtypes);
   }
-  const std::string& buffer = message.buffer();
   const std::size_t n = header.numel;
   if (buffer.size() != 2 * n) {
     return detail::wrong_size(pb::FLOAT16, header, 2 * n, buffer.size(), "2 bytes per element");
   }
   if (header.type == dtype::float16) {
     return Tensor::copy_of(header.type, std::move(header.shape), buffer.data(), buffer.size(),
-                           message.requires_grad());
+                           header.requires_grad);
   }
   detail::FloatOutput values(header.type, n);
   kernels::halves_to_floats(values.data(), halves_at(buffer), n);
-  return Tensor::make(header.type, std::move(header.shape), values.finish(), message.requires_grad());
+  return Tensor::make(header.type, std::move(header.shape), values.finish(), header.requires_grad);
 }
 
 Status encode_meanstd16(const Tensor& tensor, pb::Tensor& message) {
@@ -109,7 +108,7 @@ Status encode_meanstd16(const Tensor& tensor, pb::Tensor& message) {
   return ok_status();
 }
 
-Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header) {
+Result<Tensor> decode_meanstd16(std::string_view buffer, DecodeHeader header) {
   if (!half_codec_applies(header.type)) {
     return detail::unsupported_dtype(pb::MEANSTD_16BIT, header.type, half_dtypes);
   }
@@ -119,7 +118,6 @@ Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header) 
   const std::size_t n = header.numel;
   const std::size_t m = rows->count;
   const std::size_t len = rows->length;
-  const std::string& buffer = message.buffer();
   const std::size_t expected = 2 * n + 2 * m * sizeof(float);
   if (buffer.size() != expected) {
     return detail::wrong_size(pb::MEANSTD_16BIT, header, expected, buffer.size(),
@@ -138,7 +136,7 @@ Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header) 
     for (std::size_t r = 0; r < m && len > 0; ++r) {
       kernels::destandardize_doubles(dst + r * len, halves_at(buffer) + r * len, len, means[r], stds[r]);
     }
-    return Tensor::make(header.type, std::move(header.shape), std::move(out), message.requires_grad());
+    return Tensor::make(header.type, std::move(header.shape), std::move(out), header.requires_grad);
   }
   if (header.type == dtype::float16) {
     Buffer out = Buffer::allocate(n * 2);
@@ -146,14 +144,14 @@ Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header) 
     for (std::size_t r = 0; r < m && len > 0; ++r) {
       kernels::destandardize_halves(dst + r * len, halves_at(buffer) + r * len, len, means[r], stds[r]);
     }
-    return Tensor::make(header.type, std::move(header.shape), std::move(out), message.requires_grad());
+    return Tensor::make(header.type, std::move(header.shape), std::move(out), header.requires_grad);
   }
   detail::FloatOutput values(header.type, n);
   for (std::size_t r = 0; r < m && len > 0; ++r) {
     kernels::destandardize(values.data() + r * len, halves_at(buffer) + r * len, len, means[r],
                            stds[r]);
   }
-  return Tensor::make(header.type, std::move(header.shape), values.finish(), message.requires_grad());
+  return Tensor::make(header.type, std::move(header.shape), values.finish(), header.requires_grad);
 }
 
 }  // namespace apiary::messages

@@ -98,7 +98,7 @@ void put_i64(std::string& buffer, std::size_t offset, std::int64_t value) {
   std::memcpy(buffer.data() + offset, &value, sizeof value);
 }
 
-std::int64_t get_i64(const std::string& buffer, std::size_t offset) {
+std::int64_t get_i64(std::string_view buffer, std::size_t offset) {
   std::int64_t value;
   std::memcpy(&value, buffer.data() + offset, sizeof value);
   return value;

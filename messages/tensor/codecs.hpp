@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/result.hpp"
@@ -24,19 +25,21 @@ struct DecodeHeader {
   dtype type = dtype::float32;  ///< the dtype named by the message
   Shape shape;                  ///< its shape
   std::size_t numel = 0;        ///< elements of the shape
+  pb::CompressionType compression = pb::NONE;  ///< the message's codec
+  bool requires_grad = false;   ///< the message's flag, kept on the tensor
 };
 
 /// FLOAT16: fp16[numel], clamped to +-65504. float32/float16/float64 only.
 Status encode_float16(const Tensor& tensor, pb::Tensor& message);
 /// Decodes a FLOAT16 buffer into the header's dtype.
-Result<Tensor> decode_float16(const pb::Tensor& message, DecodeHeader header);
+Result<Tensor> decode_float16(std::string_view buffer, DecodeHeader header);
 
 /// MEANSTD_16BIT: fp16[numel] || f32 means[M] || f32 stds[M], M = prod(shape[:-1]);
 /// per last-dim row: mean, std = rms of the centred row clamped >= 2^-23. 0-d tensors and
 /// dtypes other than float32/float16/float64 are errc::unsupported.
 Status encode_meanstd16(const Tensor& tensor, pb::Tensor& message);
 /// Decodes a MEANSTD_16BIT buffer: fp16 * std + mean, in the header's dtype.
-Result<Tensor> decode_meanstd16(const pb::Tensor& message, DecodeHeader header);
+Result<Tensor> decode_meanstd16(std::string_view buffer, DecodeHeader header);
 
 /// UNIFORM_8BIT: i64 256 || f32 codebook[256] || u8 idx[numel]. shift = mean,
 /// scale = 6 std / 256, idx = clamp(round_half_even((x - shift) / scale) + 128, 0, 255),
@@ -47,7 +50,7 @@ Status encode_uniform8(const Tensor& tensor, pb::Tensor& message);
 Status encode_quantile8(const Tensor& tensor, pb::Tensor& message);
 /// Decodes either 8-bit codebook layout (any codebook of 1..256 entries; every index
 /// must be inside it): out[i] = codebook[idx[i]] in the header's dtype.
-Result<Tensor> decode_codebook8(const pb::Tensor& message, DecodeHeader header);
+Result<Tensor> decode_codebook8(std::string_view buffer, DecodeHeader header);
 
 /// BLOCKWISE_8BIT: i64 n_absmax || i64 n_code || f32 absmax[n_absmax] || f32 code[n_code]
 /// || u8 q[numel]; blocks of 4096 elements, q = index of the code nearest x / absmax (a
@@ -55,7 +58,7 @@ Result<Tensor> decode_codebook8(const pb::Tensor& message, DecodeHeader header);
 /// the code 0 so that it decodes to zeros).
 Status encode_blockwise8(const Tensor& tensor, pb::Tensor& message);
 /// Decodes BLOCKWISE_8BIT with any in-band code table of 1..256 entries.
-Result<Tensor> decode_blockwise8(const pb::Tensor& message, DecodeHeader header);
+Result<Tensor> decode_blockwise8(std::string_view buffer, DecodeHeader header);
 
 /// The signed dynamic code table: 256 ascending float32 values in [-1, 1], with 0 and 1.
 /// For i = 0..6, the 2^i midpoints of 2^i equal steps of [0.1, 1] times 10^(i-6), with
@@ -120,7 +123,7 @@ void prepare(pb::Tensor& message, const Tensor& tensor, pb::CompressionType code
 /// Little-endian scalar reads and writes at a byte offset of a buffer.
 void put_i64(std::string& buffer, std::size_t offset, std::int64_t value);
 /// Reads an int64 at `offset` (the caller checks bounds).
-std::int64_t get_i64(const std::string& buffer, std::size_t offset);
+std::int64_t get_i64(std::string_view buffer, std::size_t offset);
 
 }  // namespace detail
 }  // namespace apiary::messages

@@ -56,7 +56,7 @@ py::array_t<std::uint8_t> array_of(Buffer bytes) {
 }
 
 /// The values of a runtime.proto Tensor given by its fields, as a writeable uint8 array
-/// (one copy of the buffer for NONE; a codec decodes from the buffer in place), and the
+/// (one copy of the buffer for NONE; a codec decodes from the bytes in place), and the
 /// decoded dtype name.
 py::tuple decode_tensor(const py::bytes& buffer, const std::string& dtype_name, const std::vector<std::uint32_t>& shape,
                         int codec) {
@@ -72,15 +72,12 @@ py::tuple decode_tensor(const py::bytes& buffer, const std::string& dtype_name, 
     }
     return py::make_tuple(array_of(Buffer::copy_of(bytes.data(), bytes.size())), dtype_name);
   }
-  pb::Tensor message;
-  message.set_buffer(bytes.data(), bytes.size());
-  message.set_dtype(dtype_name);
-  for (auto d : shape) message.add_size(d);
-  message.set_compression(static_cast<pb::CompressionType>(codec));
+  // Decoded from the bytes where they lie (no message around a copy of them).
+  const messages::WireTensor fields{dtype_name, dims, codec, false};
   Result<messages::Tensor> decoded = make_error(errc::internal, "not decoded");
   {
     py::gil_scoped_release unlocked;
-    decoded = messages::decode(message);
+    decoded = messages::decode(fields, bytes);
   }
   messages::Tensor tensor = value_or_raise(std::move(decoded));
   return py::make_tuple(array_of(tensor.bytes()), std::string(messages::to_string(tensor.type())));

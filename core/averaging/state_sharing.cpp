@@ -98,30 +98,61 @@ std::vector<StateDonor> order_state_donors(const SharingDictionary& entries,
   return donors;
 }
 
+namespace {
+
+/// The stream's messages, built tensor by tensor: each tensor's chunks, the very first
+/// message also carrying the metadata.
+class StreamWriter {
+ public:
+  static Result<StreamWriter> create(const std::string& metadata, std::size_t chunk_size_bytes) {
+    if (metadata.empty()) {
+      return make_error(errc::invalid_argument,
+                        "state stream: expected non-empty metadata, got 0 bytes; pass the "
+                        "msgpack of the state's metadata (at least an empty map, 0x80)");
+    }
+    if (chunk_size_bytes == 0) {
+      return make_error(errc::invalid_argument,
+                        "state stream: expected chunk_size_bytes > 0, got 0; hivemind uses "
+                        "65536 (messages::default_chunk_bytes)");
+    }
+    return StreamWriter(metadata, chunk_size_bytes);
+  }
+  void add(const pb::Tensor& encoded) {
+    for (pb::Tensor& chunk : messages::split_for_streaming(encoded, chunk_size_)) {
+      *data_.mutable_tensor_part() = std::move(chunk);
+      out_.push_back(data_.SerializeAsString());
+      data_.Clear();
+    }
+  }
+  std::vector<std::string> finish() {
+    if (out_.empty()) out_.push_back(data_.SerializeAsString());  // metadata only
+    return std::move(out_);
+  }
+
+ private:
+  StreamWriter(const std::string& metadata, std::size_t chunk_size) : chunk_size_(chunk_size) {
+    data_.set_metadata(metadata);
+  }
+  std::size_t chunk_size_;
+  pb::DownloadData data_;
+  std::vector<std::string> out_;
+};
+
+}  // namespace
+
 Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
                                                    const std::vector<std::vector<float>>& tensors,
                                                    const std::vector<messages::Shape>& shapes,
                                                    pb::CompressionType codec,
                                                    std::size_t chunk_size_bytes) {
-  if (metadata.empty()) {
-    return make_error(errc::invalid_argument,
-                      "state stream: expected non-empty metadata, got 0 bytes; pass the "
-                      "msgpack of the state's metadata (at least an empty map, 0x80)");
-  }
+  auto writer = StreamWriter::create(metadata, chunk_size_bytes);
+  if (!writer) return writer.error();
   if (shapes.size() != tensors.size()) {
     return make_error(errc::invalid_argument,
                       "state stream: expected one shape per tensor, got {} shapes for {} "
                       "tensors; pass shapes aligned with the tensors",
                       shapes.size(), tensors.size());
   }
-  if (chunk_size_bytes == 0) {
-    return make_error(errc::invalid_argument,
-                      "state stream: expected chunk_size_bytes > 0, got 0; hivemind uses "
-                      "65536 (messages::default_chunk_bytes)");
-  }
-  std::vector<std::string> out;
-  pb::DownloadData data;
-  data.set_metadata(metadata);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     // Check the tensor against its shape, then encode it with the codec.
     auto count = messages::element_count(shapes[i], sizeof(float));
@@ -137,42 +168,18 @@ Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
     if (!tensor) return tensor.error();
     auto encoded = messages::encode(*tensor, codec);
     if (!encoded) return encoded.error();
-    // One message per chunk; the very first also carries the metadata.
-    for (pb::Tensor& chunk : messages::split_for_streaming(*encoded, chunk_size_bytes)) {
-      *data.mutable_tensor_part() = std::move(chunk);
-      out.push_back(data.SerializeAsString());
-      data.Clear();
-    }
+    writer->add(*encoded);
   }
-  if (out.empty()) out.push_back(data.SerializeAsString());  // metadata only
-  return out;
+  return writer->finish();
 }
 
 Result<std::vector<std::string>> make_state_stream(const std::string& metadata,
                                                    const std::vector<pb::Tensor>& encoded,
                                                    std::size_t chunk_size_bytes) {
-  if (metadata.empty()) {
-    return make_error(errc::invalid_argument,
-                      "state stream: expected non-empty metadata, got 0 bytes; pass the "
-                      "msgpack of the state's metadata (at least an empty map, 0x80)");
-  }
-  if (chunk_size_bytes == 0) {
-    return make_error(errc::invalid_argument,
-                      "state stream: expected chunk_size_bytes > 0, got 0; hivemind uses "
-                      "65536 (messages::default_chunk_bytes)");
-  }
-  std::vector<std::string> out;
-  pb::DownloadData data;
-  data.set_metadata(metadata);
-  for (const pb::Tensor& tensor : encoded) {
-    for (pb::Tensor& chunk : messages::split_for_streaming(tensor, chunk_size_bytes)) {
-      *data.mutable_tensor_part() = std::move(chunk);
-      out.push_back(data.SerializeAsString());
-      data.Clear();
-    }
-  }
-  if (out.empty()) out.push_back(data.SerializeAsString());  // metadata only
-  return out;
+  auto writer = StreamWriter::create(metadata, chunk_size_bytes);
+  if (!writer) return writer.error();
+  for (const pb::Tensor& tensor : encoded) writer->add(tensor);
+  return writer->finish();
 }
 
 Effects serve_state_stream(RequestId request, Result<std::vector<std::string>> stream) {

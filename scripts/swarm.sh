@@ -19,15 +19,27 @@ PY=/usr/bin/python3   # Debian's interpreter: it sees Debian's torch and scikit-
 PEER=python/examples/swarm_digits.py
 OUT=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$OUT"; }
+TAILPID=
+cleanup() {
+  for p in "${pids[@]}" $TAILPID; do kill -TERM "$p" 2>/dev/null || true; done
+  rm -rf "$OUT"
+}
 trap cleanup EXIT
 COMMON=(--peers "$PEERS" --steps "$STEPS" --average-every "$EVERY")
 
-"$PY" "$PEER" "${COMMON[@]}" --rank 0 >"$OUT/peer0.log" &
+"$PY" "$PEER" "${COMMON[@]}" --rank 0 >"$OUT/peer0.log" 2>"$OUT/peer0.err" &
 pids+=($!)
-for _ in $(seq 300); do grep -q '^listening ' "$OUT/peer0.log" && break; sleep 0.1; done
+# Peer 0 prints its address once its DHT node listens (seconds; a cold start of torch
+# and scikit-learn on a busy machine takes longer): wait for it, or for it to die.
+for _ in $(seq 1200); do
+  grep -q '^listening ' "$OUT/peer0.log" && break
+  kill -0 "${pids[0]}" 2>/dev/null || break
+  sleep 0.1
+done
 BOOT=$(sed -n 's/^listening //p' "$OUT/peer0.log")
-[ -n "$BOOT" ] || { echo "peer 0 did not start:"; cat "$OUT/peer0.log"; exit 1; }
+[ -n "$BOOT" ] || { echo "peer 0 did not start:"; cat "$OUT/peer0.log" "$OUT/peer0.err"; exit 1; }
+tail -f "$OUT/peer0.err" >&2 &   # its progress bar, as the other peers show theirs
+TAILPID=$!
 echo "peer 0 listening on $BOOT; $PEERS peers training ($STEPS steps, averaging every $EVERY steps, groups of up to 4)"
 for i in $(seq 1 $((PEERS - 1))); do
   "$PY" "$PEER" "${COMMON[@]}" --rank "$i" --initial-peers "$BOOT" >"$OUT/peer$i.log" &
@@ -38,6 +50,7 @@ pids+=($!)
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 pids=()
+kill "$TAILPID" 2>/dev/null || true
 for i in $(seq 0 $((PEERS - 1))); do
   echo
   echo "== peer $i"

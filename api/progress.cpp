@@ -115,6 +115,12 @@ Result<ProgressSnapshot> ProgressTracker::fetch(std::chrono::milliseconds patien
   return value_as<ProgressSnapshot>(call(optim::k_fetch_method, {}, patience), "a fetch");
 }
 
+Status ProgressTracker::pause(bool paused) {
+  auto done = call(optim::k_pause_method, core::Value::of(paused), std::chrono::seconds(10));
+  if (!done) return done.error();
+  return ok_status();
+}
+
 Result<bool> ProgressTracker::leave(std::chrono::milliseconds patience) {
   left_ = true;
   return value_as<bool>(call(optim::k_leave_method, {}, patience), "leave");

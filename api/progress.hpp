@@ -51,6 +51,9 @@ class ProgressTracker {
   Result<ProgressSnapshot> fetch(std::chrono::milliseconds patience = std::chrono::seconds(30));
   /// Publishes None (this peer left the run); whether the DHT took it. Later reports fail.
   Result<bool> leave(std::chrono::milliseconds patience = std::chrono::seconds(10));
+  /// Holds reports and fetches back until pause(false) (hivemind's pause_updates), so that
+  /// several calls are published as one.
+  Status pause(bool paused);
   /// The owner marker of this peer's record (its subkey).
   [[nodiscard]] const std::string& owner_marker() const { return owner_marker_; }
 

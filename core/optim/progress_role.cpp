@@ -37,7 +37,7 @@ ProgressSnapshot ProgressRole::snapshot(TimePoint now) const {
 }
 
 Effects ProgressRole::publish(TimePoint now) {
-  if (store_in_flight_) {
+  if (store_in_flight_ || (paused_ && !left_)) {
     publish_again_ = true;
     return {};
   }
@@ -61,6 +61,10 @@ Effects ProgressRole::publish(TimePoint now) {
 }
 
 Effects ProgressRole::fetch(TimePoint) {
+  if (paused_) {
+    fetch_waiting_ = true;
+    return {};
+  }
   if (fetch_in_flight_) return {};
   const dht::NodeId key = dht::NodeId::of_str_key(progress_key(config_.run_id));
   dht::NodeOp op = [key](dht::Node& node, TimePoint at, OpId id) { return node.get(at, id, {key}, true); };
@@ -115,6 +119,25 @@ Effects ProgressRole::on_call(TimePoint now, LocalCall& call) {
     append(fx, publish(now));
     return fx;
   }
+  if (call.method == k_pause_method) {
+    const auto* pause = call.args.as<bool>();
+    if (pause == nullptr) {
+      return {Complete{call.op, make_error(errc::invalid_argument, "'{}' takes a bool", k_pause_method)}};
+    }
+    paused_ = *pause;
+    Effects fx{Complete{call.op, Value{}}};
+    if (!paused_) {
+      if (publish_again_ && !store_in_flight_) {
+        publish_again_ = false;
+        append(fx, publish(now));
+      }
+      if (fetch_waiting_) {
+        fetch_waiting_ = false;
+        append(fx, fetch(now));
+      }
+    }
+    return fx;
+  }
   if (call.method == k_fetch_method) {
     fetch_ops_.push_back(call.op);
     return fetch(now);
@@ -140,7 +163,7 @@ Effects ProgressRole::on_reply(TimePoint now, LocalReply& reply) {
       fx.push_back(Complete{*leave_op_, Value::of(stored)});
       leave_op_.reset();
     }
-    if (publish_again_) {
+    if (publish_again_ && (!paused_ || left_)) {
       publish_again_ = false;
       append(fx, publish(now));
     }

@@ -24,6 +24,10 @@ inline constexpr const char* k_update_epoch_method = "update_epoch";
 inline constexpr const char* k_look_method = "look";
 inline constexpr const char* k_fetch_method = "fetch";
 inline constexpr const char* k_leave_method = "leave";
+/// k_pause_method (args bool: pause or resume; completes at once): while paused, reports
+/// and fetches wait (hivemind's pause_updates: several calls take effect as one); on
+/// resume what waited goes out.
+inline constexpr const char* k_pause_method = "pause";
 
 /// report_local_progress's arguments.
 struct ProgressReport {
@@ -80,7 +84,9 @@ class ProgressRole final : public Role {
   OpId next_ask_ = 1;
   std::optional<OpId> store_in_flight_;
   std::optional<OpId> fetch_in_flight_;
-  bool publish_again_ = false;    ///< a report came while a store was in flight
+  bool publish_again_ = false;    ///< a report came while a store was in flight (or paused)
+  bool paused_ = false;           ///< reports and fetches wait (k_pause_method)
+  bool fetch_waiting_ = false;    ///< a fetch came due while paused
   bool left_ = false;             ///< None was (or is being) published; nothing more goes out
   std::optional<OpId> leave_op_;  ///< the k_leave_method call waiting for its store
   std::vector<OpId> fetch_ops_;   ///< k_fetch_method calls waiting for the fetch

@@ -131,6 +131,13 @@ void bind_progress(py::module_& m) {
             return unlocked<bool>([&] { return t.leave(patience); });
           },
           py::arg("timeout") = 10.0, "Publishes None (this peer left); whether the DHT took it.")
+      .def(
+          "pause",
+          [](PyProgressTracker& p, bool paused) {
+            ProgressTracker& t = p.get();
+            (void)unlocked<Unit>([&] { return t.pause(paused); });
+          },
+          py::arg("paused"), "Holds reports and fetches back (True) or lets them go (False).")
       .def_property_readonly("owner_marker", [](PyProgressTracker& p) { return py::bytes(p.get().owner_marker()); })
       .def("stop", &PyProgressTracker::stop, "Leaves the run (if not yet) and stops; idempotent.");
 }

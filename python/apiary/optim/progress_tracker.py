@@ -7,9 +7,10 @@ hivemind computes them (core/optim/progress.hpp). It runs on its own C++ actor (
 Python thread); the node gets the run's validators (an Ed25519 ownership validator and
 the progress schema) when the tracker starts.
 """
+import contextlib
 import dataclasses
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from .. import _apiary
 from ..dht import DHT
@@ -76,6 +77,15 @@ class _FetchedThisEpoch:
                 return False
             time.sleep(0.02)
         return True
+
+
+class _Speed:
+    def __init__(self, tracker: "ProgressTracker"):
+        self._tracker = tracker
+
+    @property
+    def samples_per_second(self) -> float:
+        return self._tracker._look()["local"]["samples_per_second"]
 
 
 class ProgressTracker:
@@ -184,6 +194,23 @@ class ProgressTracker:
     def update_epoch(self, new_epoch: Optional[int] = None) -> int:
         """Moves to ``new_epoch`` (default: the local epoch + 1) with no samples; returns it."""
         return self._require().update_epoch(None if new_epoch is None else int(new_epoch))
+
+    @contextlib.contextmanager
+    def pause_updates(self) -> Iterator[None]:
+        """Reports and fetches wait until the block ends, so the calls inside it are
+        published as one (e.g. update_epoch after a report)."""
+        native = self._require()
+        native.pause(True)
+        try:
+            yield
+        finally:
+            if self._native is not None:
+                native.pause(False)
+
+    @property
+    def performance_ema(self) -> "_Speed":
+        """This peer's speed (hivemind's PerformanceEMA: ``.samples_per_second``)."""
+        return _Speed(self)
 
     def fetch_global_progress(self, timeout: float = 30.0) -> GlobalTrainingProgress:
         """Reads every peer's record now (apiary's: hivemind's fetcher only runs on its schedule)."""

@@ -178,3 +178,39 @@ TEST_CASE("the progress role publishes signed records, reads every peer's, and l
   REQUIRE(dict.count(dht::pack_bin(my_marker)) == 1);
   CHECK(dict.at(dht::pack_bin(my_marker)).value == std::string(1, '\xc0'));
 }
+
+TEST_CASE("paused, the progress role holds its reports and fetches back until it resumes", "[optim]") {
+  std::mt19937_64 rng(9);
+  NodeNetwork net;
+  auto key = apiary::messages::Ed25519PrivateKey::generate();
+  REQUIRE(key.ok());
+  std::string marker;
+  dht::Node& node = net.add(dht::NodeId::random([&] { return rng(); }), {}, validators(*key, marker));
+  REQUIRE(net.start(node, {}).status);
+  optim::ProgressRoleConfig config;
+  config.run_id = "run";
+  config.tracker.target_batch_size = 10;
+  config.peer_id = "me";
+  config.owner_marker = marker;
+  config.dht_epoch = NodeNetwork::k_epoch;
+  optim::ProgressRole role(config);
+  (void)serve_asks(net, node, role, role.on(net.now(), Start{}));
+
+  Effects fx = role.on(net.now(), LocalCall{1, "", optim::k_pause_method, Value::of(true)});
+  CHECK(all_of<Complete>(fx).size() == 1);
+  net.advance(std::chrono::seconds(1));
+  fx = role.on(net.now(), LocalCall{2, "", optim::k_report_method, Value::of(optim::ProgressReport{0, 5, true})});
+  CHECK(all_of<Ask>(fx).empty());  // held back
+  fx = role.on(net.now(), LocalCall{3, "", optim::k_update_epoch_method, Value::of(std::optional<std::int64_t>{})});
+  CHECK(all_of<Ask>(fx).empty());
+  CHECK(role.on(net.now(), TimerFired{2}).empty());  // the fetch waits too
+  fx = role.on(net.now(), LocalCall{4, "", optim::k_pause_method, Value::of(false)});
+  REQUIRE(all_of<Ask>(fx).size() == 2);  // one store (the latest state) and the fetch
+  (void)serve_asks(net, node, role, fx);
+  auto s = look(role, net);
+  CHECK(s.reports_stored == 2);
+  CHECK(s.local.epoch == 1);
+  CHECK(s.global.epoch == 1);
+  fx = role.on(net.now(), LocalCall{5, "", optim::k_pause_method, Value::of(std::string("yes"))});
+  CHECK(all_of<Complete>(fx)[0].result.error().code == apiary::errc::invalid_argument);
+}

@@ -46,7 +46,8 @@ def _memory_of(tensor: Any) -> Tuple[int, int, int]:
         if tensor.device.type not in ("cpu", "cuda"):
             raise ValueError(f"expected CPU or CUDA tensors, got one on {tensor.device}")
         if tensor.dtype != torch.float32:
-            raise ValueError(f"expected float32 tensors, got {tensor.dtype}; averaging runs on float32 memory")
+            raise ValueError(f"expected floating-point tensors (float32, or float16 / bfloat16 / float64 on the "
+                             f"CPU through a float32 copy), got {tensor.dtype}")
         if not tensor.is_contiguous():
             raise ValueError("expected contiguous tensors, got a strided view; pass tensor.contiguous()")
         device = -1 if tensor.device.type == "cpu" else (tensor.device.index or 0)
@@ -55,11 +56,27 @@ def _memory_of(tensor: Any) -> Tuple[int, int, int]:
 
     if isinstance(tensor, np.ndarray):
         if tensor.dtype != np.float32:
-            raise ValueError(f"expected float32 arrays, got {tensor.dtype}; averaging runs on float32 memory")
+            raise ValueError(f"expected float32, float16 or float64 arrays, got {tensor.dtype}")
         if not tensor.flags["C_CONTIGUOUS"] or not tensor.flags["WRITEABLE"]:
             raise ValueError("expected C-contiguous, writeable arrays")
         return tensor.ctypes.data, tensor.size, -1
     raise TypeError(f"expected torch.Tensor or numpy.ndarray tensors, got {type(tensor).__name__}")
+
+
+def _staging_of(tensor: Any) -> Any:
+    """A float32 copy to average in place of a float16 / bfloat16 / float64 CPU tensor or
+    array (None for one that is averaged in its own memory)."""
+    import numpy as np
+    import torch
+
+    if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.dtype != torch.float32:
+        if tensor.device.type != "cpu":
+            raise ValueError(f"expected float32 tensors on {tensor.device}, got {tensor.dtype}; "
+                             "other float dtypes are averaged through a float32 copy on the CPU only")
+        return torch.empty(tuple(tensor.shape), dtype=torch.float32)
+    if isinstance(tensor, np.ndarray) and tensor.dtype in (np.float16, np.float64):
+        return np.empty(tensor.shape, dtype=np.float32)
+    return None
 
 
 def _device_of(memory: Sequence[Tuple[int, int, int]]) -> int:
@@ -139,7 +156,9 @@ class StepControl:
     def allow_allreduce(self) -> None:
         """Lets a ``require_trigger`` step begin its all-reduce (harmless when repeated)."""
         self._triggered = True
-        self._averager._native.trigger()
+        with self._averager._lock:
+            self._averager._refresh_staging()  # the values of trigger time
+            self._averager._native.trigger()
 
     trigger = allow_allreduce
 
@@ -161,9 +180,10 @@ class StepControl:
 class DecentralizedAverager:
     """Averages tensors with peers found through the DHT (hivemind.averaging.DecentralizedAverager).
 
-    Arguments follow hivemind's; apiary differences: tensors must be float32 and
-    contiguous, all in host memory or all on one GPU (a CUDA build averages those through
-    that GPU's device actor); they are averaged in place. ``allow_retries`` is always on
+    Arguments follow hivemind's; apiary differences: float32 tensors must be contiguous,
+    all in host memory or all on one GPU (a CUDA build averages those through that GPU's
+    device actor), and are averaged in place; float16, bfloat16 and float64 CPU tensors
+    are averaged through a float32 copy, written back when the step's result is taken. ``allow_retries`` is always on
     (a step retries matchmaking until its timeout).
     """
 
@@ -210,7 +230,10 @@ class DecentralizedAverager:
         self.prefix = prefix
         self.dht = dht
         self._tensors = list(averaged_tensors)
-        memory = [_memory_of(t) for t in self._tensors]
+        # float16 / bfloat16 / float64 tensors are averaged in a float32 copy: refreshed
+        # from them before a step and its trigger, written back when its result is taken.
+        self._staging = [_staging_of(t) for t in self._tensors]
+        memory = [_memory_of(t if staged is None else staged) for t, staged in zip(self._tensors, self._staging)]
         if not memory:
             raise ValueError("expected at least one tensor to average")
         device = _device_of(memory)  # CUDA tensors average through the GPU's device actor
@@ -290,7 +313,34 @@ class DecentralizedAverager:
             raise RuntimeError("expected a running averager, but it was not started; call run_in_background()")
         return self._native
 
+    def _refresh_staging(self) -> None:
+        import numpy as np
+
+        for tensor, staged in zip(self._tensors, self._staging):
+            if staged is None:
+                continue
+            if isinstance(staged, np.ndarray):
+                np.copyto(staged, tensor, casting="same_kind")
+            else:
+                staged.copy_(tensor.detach())
+
+    def _apply_staging(self) -> None:
+        import numpy as np
+        import torch
+
+        for tensor, staged in zip(self._tensors, self._staging):
+            if staged is None:
+                continue
+            if isinstance(staged, np.ndarray):
+                np.copyto(tensor, staged, casting="same_kind")
+            else:
+                with torch.no_grad():
+                    tensor.copy_(staged)
+
     def _gathered_of(self, report: Dict[str, Any]) -> Dict[PeerID, GatheredData]:
+        if any(staged is not None for staged in self._staging):
+            with self._lock:
+                self._apply_staging()
         out: Dict[PeerID, GatheredData] = {}
         for maddr, gathered in zip(report["peers"], report["gathered"]):
             out[_peer_of(maddr)] = MSGPackSerializer.loads(gathered) if gathered else None
@@ -329,6 +379,7 @@ class DecentralizedAverager:
             timeout = _NO_TIMEOUT
         gather_bytes = MSGPackSerializer.dumps(gather)
         with self._lock:
+            self._refresh_staging()
             pending = native.step(float(weight), float(timeout), scheduled_in, gather_bytes, bool(require_trigger))
         control = StepControl(self, pending, float(weight), require_trigger)
         return control.result() if wait else control

@@ -146,10 +146,37 @@ def test_cuda_tensors_average_in_place_on_their_gpu():
         averager.shutdown()
 
 
+def test_other_float_dtypes_average_through_a_float32_copy():
+    import numpy as np
+
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        doubles = torch.full((6,), 1.0, dtype=torch.float64)
+        halves = np.full((4,), 1.0, dtype=np.float16)
+        pointer = doubles.data_ptr()
+        averager = apiary.DecentralizedAverager([doubles, halves], root, start=True, prefix="mytest",
+                                                target_group_size=2, min_matchmaking_time=2.0, request_timeout=1.0)
+        other = threading.Thread(target=lambda: run_in_processes(
+            average_once, [(peers, 1, [[3.0] * 6, [5.0] * 4], "node", 1.0, 2)]))
+        other.start()
+        control = averager.step(wait=False, require_trigger=True)
+        doubles.fill_(2.0)  # after the step began: the values at the trigger count
+        halves[:] = 3.0
+        control.allow_allreduce()
+        control.result(timeout=60)
+        other.join()
+        assert doubles.dtype == torch.float64 and doubles.data_ptr() == pointer  # the trainer's own tensor
+        assert doubles.tolist() == [2.5] * 6
+        assert halves.dtype == np.float16 and halves.tolist() == [4.0] * 4
+        with averager.get_tensors() as tensors:
+            assert tensors[0] is doubles and tensors[1] is halves
+        averager.shutdown()
+
+
 def test_bad_tensors_and_arguments_raise_clear_errors():
     with apiary.DHT() as dht:
-        with pytest.raises(ValueError, match="float32"):
-            apiary.DecentralizedAverager([torch.zeros(3, dtype=torch.float64)], dht, start=True, prefix="bad")
+        with pytest.raises(ValueError, match="floating-point"):
+            apiary.DecentralizedAverager([torch.zeros(3, dtype=torch.int64)], dht, start=True, prefix="bad")
         with pytest.raises(ValueError, match="contiguous"):
             apiary.DecentralizedAverager([torch.zeros(4, 4).t()], dht, start=True, prefix="bad")
         with pytest.raises(TypeError):

@@ -19,11 +19,16 @@ class OperationFuture:
         self._cancelled = False
         self._callbacks: List[Callable[["OperationFuture"], None]] = []
         self._watcher: Optional[threading.Thread] = None
+        self._converted: List[Any] = []  # the converted value, once taken (converted once)
 
     def result(self, timeout: Optional[float] = None) -> Any:
         if self._cancelled:
             raise concurrent.futures.CancelledError("the future was cancelled")
-        return self._convert(self._pending.result(timeout))
+        raw = self._pending.result(timeout)
+        with self._lock:
+            if not self._converted:
+                self._converted.append(self._convert(raw))
+            return self._converted[0]
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         try:

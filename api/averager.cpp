@@ -36,6 +36,9 @@ struct Averager::Impl {
   std::string group_key;
   std::string schema_hash;
   std::string metadata;  ///< sent with this peer's state ("": msgpack str of the group key)
+  /// Whether options.tensors mirrors device_tensors between steps: only the default shared
+  /// state needs it; otherwise the device memory is read when needed (one copy fewer).
+  bool keep_mirror = true;
 };
 
 namespace {
@@ -232,6 +235,8 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
     }
     options.tensors = std::move(*mirror);
     impl.schema_hash = schema_of(options);
+    impl.keep_mirror = options.state_sharing_priority.has_value() && !options.current_state;
+    if (!impl.keep_mirror) options.tensors.clear();
   }
   averager->dht_ = &dht;
   averager->runtime_ = dht.own_runtime();
@@ -291,21 +296,22 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   s.call_timeout = seconds(options.timeout + o.reducer_timeout);
   s.require_trigger = options.require_trigger;
   if (!o.device_tensors.empty()) {
-    // The device holds the tensors: refresh the host copy the step sends.
+    // The device holds the tensors: the step sends what they hold now.
     auto mirror = read_device_tensors(*impl_->system, *impl_->device, o.device_tensors);
     if (!mirror) {
       promise->set_value(mirror.error());
       return future;
     }
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->options.tensors = std::move(*mirror);
-  }
-  {
+    s.params.group_key = impl_->group_key;
+    if (impl_->keep_mirror) impl_->options.tensors = *mirror;
+    s.tensors = std::move(*mirror);
+  } else {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     s.params.group_key = impl_->group_key;
     s.tensors = impl_->options.tensors;
-    for (const auto& t : s.tensors) s.tensor_sizes.push_back(static_cast<std::int64_t>(t.size()));
   }
+  for (const auto& t : s.tensors) s.tensor_sizes.push_back(static_cast<std::int64_t>(t.size()));
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "averager", mm::k_step_method, core::Value::of(std::move(s)),
                     [impl, promise](Result<core::Value> outcome) {
@@ -361,7 +367,7 @@ void Averager::trigger() {
     auto mirror = read_device_tensors(*impl_->system, *impl_->device, impl_->options.device_tensors);
     if (mirror) {
       std::lock_guard<std::mutex> lock(impl_->mutex);
-      impl_->options.tensors = *mirror;
+      if (impl_->keep_mirror) impl_->options.tensors = *mirror;
       now = std::move(*mirror);
     }
   } else {
@@ -409,7 +415,11 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
     config.any_dtype = true;
   } else {
     std::vector<messages::Shape> shapes;
-    for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+    if (impl_->options.device_tensors.empty()) {
+      for (const auto& t : tensors()) shapes.push_back({static_cast<std::uint32_t>(t.size())});
+    } else {
+      for (const auto& t : impl_->options.device_tensors) shapes.push_back({static_cast<std::uint32_t>(t.size)});
+    }
     config.expected_shapes = shapes;
   }
   std::shared_ptr<Impl> impl = impl_;
@@ -431,6 +441,7 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
     {
       std::lock_guard<std::mutex> lock(impl->mutex);
       impl->options.tensors = std::move(r->tensors);
+      impl->keep_mirror = true;  // the host copy holds the state now (device memory is the trainer's)
     }
     promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), {}});
   });
@@ -448,6 +459,15 @@ void Averager::with_tensors(const std::function<void(std::vector<std::vector<flo
 }
 
 std::vector<std::vector<float>> Averager::tensors() const {
+  bool mirrored = true;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    mirrored = impl_->keep_mirror;
+  }
+  if (!impl_->options.device_tensors.empty() && !mirrored) {
+    auto now = read_device_tensors(*impl_->system, *impl_->device, impl_->options.device_tensors);
+    if (now) return std::move(*now);
+  }
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->options.tensors;
 }

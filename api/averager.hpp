@@ -179,7 +179,8 @@ class Averager {
 
   /// Runs `fn` on the tensors under the averager's lock (read or update them).
   void with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn);
-  /// A copy of the tensors.
+  /// A copy of the tensors (with device_tensors: read from the device now, unless the
+  /// default shared state keeps a host copy of them).
   [[nodiscard]] std::vector<std::vector<float>> tensors() const;
   /// The averager's id in groups: its multiaddr with /p2p/<PeerID>.
   [[nodiscard]] const std::string& id() const { return id_; }

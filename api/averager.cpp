@@ -326,15 +326,8 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
     }
     mm::AveragerStepResult& r = *result;
     AveragerStepReport report;
-    if (!impl->options.device_tensors.empty()) {
-      auto updated = add_to_device_tensors(*impl->system, *impl->device, impl->options.device_tensors, r.deltas,
-                                           impl->options.averaging_alpha);
-      if (!updated) {
-        promise->set_value(updated.error());
-        return;
-      }
-    }
     {
+      // The host copy first (it reads the deltas), then the device, which takes them.
       std::lock_guard<std::mutex> lock(impl->mutex);
       const double alpha = impl->options.averaging_alpha;
       auto& tensors = impl->options.tensors;
@@ -344,6 +337,14 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
         }
       }
       if (!r.group.next_group_key.empty()) impl->group_key = r.group.next_group_key;
+    }
+    if (!impl->options.device_tensors.empty()) {
+      auto updated = add_to_device_tensors(*impl->system, *impl->device, impl->options.device_tensors,
+                                           std::move(r.deltas), impl->options.averaging_alpha);
+      if (!updated) {
+        promise->set_value(updated.error());
+        return;
+      }
     }
     report.group_id = r.group.group_id;
     report.peers = r.group.peers;

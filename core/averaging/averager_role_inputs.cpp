@@ -157,6 +157,16 @@ Effects AveragerRole::local(TimePoint now, const LocalCall& c) {
   }
   if (c.method == k_trigger_method || c.method == k_cancel_method) {
     auto* fresh = c.args.as<std::vector<std::vector<float>>>();
+    if (c.method == k_trigger_method && fresh != nullptr && step_ && !runner_) {
+      bool same = fresh->size() == step_->tensors.size();
+      for (std::size_t t = 0; same && t < fresh->size(); ++t) same = (*fresh)[t].size() == step_->tensors[t].size();
+      if (!same) {
+        return {Complete{c.op, make_error(errc::invalid_argument,
+                                          "the averager's '{}' takes the step's {} tensors at their sizes; got {} "
+                                          "tensors, or other sizes (the step waits for a trigger still)",
+                                          k_trigger_method, step_->tensors.size(), fresh->size())}};
+      }
+    }
     Effects fx = lower(c.method == k_trigger_method ? trigger(now, fresh) : cancel(now));
     fx.push_back(Complete{c.op, Value{}});
     return fx;

@@ -125,6 +125,12 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   REQUIRE(all_of<Complete>(fx).size() == 1);
   CHECK(*all_of<Complete>(fx)[0].result->as<bool>());
 
+  // A trigger may bring the tensors as they are now, but only at the step's sizes.
+  fx = role.on({}, LocalCall{7, "", av::k_trigger_method, Value::of(std::vector<std::vector<float>>{{1.0f, 2.0f, 3.0f}})});
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  CHECK(role.busy());  // the step goes on
+
   // Cancel ends the step (its Complete carries errc::cancelled), then the cancel's own.
   fx = role.on({}, LocalCall{5, "", av::k_cancel_method, {}});
   const auto done = all_of<Complete>(fx);

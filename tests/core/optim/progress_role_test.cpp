@@ -5,6 +5,7 @@
 
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dht/msgpack_value.hpp"
@@ -66,6 +67,17 @@ Effects serve_asks(NodeNetwork& net, dht::Node& node, optim::ProgressRole& role,
   return out;
 }
 
+/// A tracker of run "run" on the network's DHT time.
+optim::ProgressRoleConfig role_config(std::int64_t target, std::string peer_id, std::string marker) {
+  optim::ProgressRoleConfig config;
+  config.run_id = "run";
+  config.tracker.target_batch_size = target;
+  config.peer_id = std::move(peer_id);
+  config.owner_marker = std::move(marker);
+  config.dht_epoch = NodeNetwork::k_epoch;
+  return config;
+}
+
 optim::ProgressSnapshot look(optim::ProgressRole& role, NodeNetwork& net) {
   Effects fx = role.on(net.now(), LocalCall{1, "", optim::k_look_method, {}});
   auto done = all_of<Complete>(fx);
@@ -89,13 +101,7 @@ TEST_CASE("the progress role publishes signed records, reads every peer's, and l
   REQUIRE(net.start(mine, {}).status);
   REQUIRE(net.start(theirs, {net.addr(mine)}).status);
 
-  optim::ProgressRoleConfig config;
-  config.run_id = "run";
-  config.tracker.target_batch_size = 100;
-  config.peer_id = "my peer id";
-  config.owner_marker = my_marker;
-  config.dht_epoch = NodeNetwork::k_epoch;
-  optim::ProgressRole role(config);
+  optim::ProgressRole role(role_config(100, "my peer id", my_marker));
 
   // Start: a report (with its periodic timer at metadata_expiration / 2) and a fetch.
   Effects fx = role.on(net.now(), Start{});
@@ -187,13 +193,7 @@ TEST_CASE("paused, the progress role holds its reports and fetches back until it
   std::string marker;
   dht::Node& node = net.add(dht::NodeId::random([&] { return rng(); }), {}, validators(*key, marker));
   REQUIRE(net.start(node, {}).status);
-  optim::ProgressRoleConfig config;
-  config.run_id = "run";
-  config.tracker.target_batch_size = 10;
-  config.peer_id = "me";
-  config.owner_marker = marker;
-  config.dht_epoch = NodeNetwork::k_epoch;
-  optim::ProgressRole role(config);
+  optim::ProgressRole role(role_config(10, "me", marker));
   (void)serve_asks(net, node, role, role.on(net.now(), Start{}));
 
   Effects fx = role.on(net.now(), LocalCall{1, "", optim::k_pause_method, Value::of(true)});

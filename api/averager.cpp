@@ -39,6 +39,7 @@ struct Averager::Impl {
   /// Whether options.tensors mirrors device_tensors between steps: only the default shared
   /// state needs it; otherwise the device memory is read when needed (one copy fewer).
   bool keep_mirror = true;
+  bool sharing = false;  ///< started with a state_sharing_priority (it may change, not begin later)
 };
 
 namespace {
@@ -46,6 +47,9 @@ namespace {
 core::Duration seconds(double s) {
   return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double>(s));
 }
+
+/// A handle of the averager with `prefix`: "<prefix>::<base>".
+std::string prefixed_handle(const std::string& prefix, const char* base) { return fmt::format("{}::{}", prefix, base); }
 
 /// What every groupmate must agree on: element counts and codecs.
 std::string schema_of(const AveragerOptions& options) {
@@ -162,6 +166,10 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   // Addressed by PeerID: other averagers may share this gateway (its DHT node's does).
   const core::Addressing addressing(dht.peer_id(), dht.runtime().shares_gateway());
   role.addressing = addressing;
+  // Handles carry the prefix (hivemind's "<prefix>::DecentralizedAverager.rpc_*"): the
+  // averagers of one node (a trainer's gradient and state averagers) serve apart.
+  role.part_handle = prefixed_handle(options.prefix, mm::k_aggregate_part_handle);
+  role.join_handle = prefixed_handle(options.prefix, mm::k_join_handle);
   std::uint64_t seed = options.seed;
   if (seed == 0) {
     for (char c : dht.peer_id().bytes()) seed = seed * 1099511628211ULL ^ static_cast<unsigned char>(c);
@@ -172,6 +180,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   sharing.priority = options.state_sharing_priority;
   sharing.declare_period = options.declare_state_period;
   sharing.addressing = addressing;
+  sharing.handle = prefixed_handle(options.prefix, mm::k_download_state_handle);
   if (options.state_sharing_priority && options.current_state) {
     sharing.state_stream = [provide = options.current_state]() -> Result<std::vector<std::string>> {
       auto state = provide();
@@ -238,6 +247,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
     impl.keep_mirror = options.state_sharing_priority.has_value() && !options.current_state;
     if (!impl.keep_mirror) options.tensors.clear();
   }
+  impl.sharing = options.state_sharing_priority.has_value();
   averager->dht_ = &dht;
   averager->runtime_ = dht.own_runtime();
   impl.options = std::move(options);
@@ -388,6 +398,20 @@ bool Averager::set_weight(double weight) {
   return changed.ok() && changed->as<bool>() != nullptr && *changed->as<bool>();
 }
 
+Status Averager::set_state_sharing_priority(std::optional<double> priority) {
+  if (priority && !impl_->sharing) {
+    return make_error(errc::invalid_argument, "expected an averager started with a state_sharing_priority, but this "
+                                              "one does not share its state; start it sharing to change its priority");
+  }
+  auto future = actors::call_role(impl_->actor, "state", mm::k_set_priority_method, core::Value::of(priority));
+  if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return make_error(errc::deadline_exceeded, "the averager did not take the new priority within 5 s");
+  }
+  auto done = future.get();
+  if (!done) return done.error();
+  return ok_status();
+}
+
 std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeout, bool any_state) {
   auto promise = std::make_shared<std::promise<Result<AveragerState>>>();
   auto future = promise->get_future();
@@ -410,6 +434,7 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
   }
   mm::StateLoaderConfig config;
   for (const auto& donor : donors) config.donors.push_back(donor.peer);
+  config.handle = prefixed_handle(impl_->options.prefix, mm::k_download_state_handle);
   config.call_timeout = seconds(timeout);
   config.chunk_timeout = seconds(std::min(timeout, 15.0));
   if (any_state) {

@@ -176,6 +176,12 @@ class Averager {
   std::future<Result<AveragerState>> load_state_from_peers(double timeout = 60.0, bool any_state = false);
   /// The metadata sent with this peer's state (default: msgpack str of the group key).
   void set_state_metadata(std::string metadata);
+  /// Declares this peer a donor with `priority` from now on (hivemind's
+  /// state_sharing_priority setter; the Optimizer sets it to its epoch), at once;
+  /// nullopt: no longer declared (the last declaration expires). Errors: a NaN
+  /// (invalid_argument); an averager started without state_sharing_priority cannot
+  /// begin sharing (invalid_argument); the averager is gone (cancelled).
+  Status set_state_sharing_priority(std::optional<double> priority);
 
   /// Runs `fn` on the tensors under the averager's lock (read or update them).
   void with_tensors(const std::function<void(std::vector<std::vector<float>>&)>& fn);

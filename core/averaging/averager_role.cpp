@@ -60,18 +60,19 @@ AveragerRole::AveragerRole(AveragerRoleConfig config, NextU64 rng)
         mm.peer_id = config_.peer_id;
         mm.dht_epoch = config_.dht_epoch;
         mm.address_of = config_.address_of;
+        mm.join_handle = config_.join_handle;
         return mm;
       }(), std::move(rng)) {
   if (!config_.address_of) config_.address_of = [](const PeerIdBytes& peer) { return PeerAddr(peer); };
 }
 
 bool AveragerRole::serves(const std::string& handle) const {
-  return handle == k_join_handle || handle == config_.part_handle;
+  return handle == config_.join_handle || handle == config_.part_handle;
 }
 
 std::vector<std::string> AveragerRole::handles() const {
   std::vector<std::string> bases{config_.part_handle};
-  if (config_.serve_join) bases.emplace_back(k_join_handle);
+  if (config_.serve_join) bases.emplace_back(config_.join_handle);
   return config_.addressing.served(bases);
 }
 

@@ -67,6 +67,9 @@ struct AveragerRoleConfig {
   std::function<PeerAddr(const PeerIdBytes&)> address_of;
   /// The part stream's handle (with the averager's prefix, if the host uses one).
   std::string part_handle = k_aggregate_part_handle;
+  /// The join stream's handle (with the averager's prefix, if the host uses one): served
+  /// as a leader, called as a follower.
+  std::string join_handle = k_join_handle;
   /// Serve the join stream (false for a client: it only joins others' groups).
   bool serve_join = true;
   /// The name of the process's DHT node role (the target of matchmaking's Asks).

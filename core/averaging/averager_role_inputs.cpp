@@ -14,7 +14,7 @@ namespace apiary::core::averaging {
 AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std::string& handle,
                                          const PeerAddr& from, Buffer body) {
   AveragerEffects out;
-  if (handle == k_join_handle) {
+  if (handle == config_.join_handle) {
     requests_[id] = false;
     absorb(now, matchmaking_.on_request(now, id, from, std::string(body.view())), out);
     return out;

@@ -52,7 +52,7 @@ void Matchmaking::send_join(TimePoint now, MatchmakingEffects& fx, const PeerIdB
   Call c;
   c.id = call;
   c.peer = config_.address_of(leader);
-  c.handle = k_join_handle;
+  c.handle = config_.join_handle;
   c.request = r.SerializeAsString();
   c.timeout = until_expiration + 2 * params_.request_timeout;
   c.caller = config_.peer_id;

@@ -117,6 +117,8 @@ struct MatchmakingConfig {
   /// Where calls to a peer go: the shell's address for a PeerID. Default: the PeerID
   /// bytes themselves (a shell that addresses nodes by PeerID).
   std::function<PeerAddr(const PeerIdBytes&)> address_of;
+  /// The leaders' join stream (with the averager's prefix, if the host uses one).
+  std::string join_handle = k_join_handle;
 };
 
 /// The generator the role draws group ids and member orders from (64 random bits per call).

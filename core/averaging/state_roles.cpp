@@ -33,7 +33,27 @@ Effects StateSharingRole::on(TimePoint now, Input input) {
     if (result != nullptr && result->status.ok() && !result->stored.empty() && result->stored[0]) ++stored_;
     return {};
   }
-  if (auto* c = std::get_if<LocalCall>(&input)) return {unknown_method(*c, "the state sharing role")};
+  if (auto* c = std::get_if<LocalCall>(&input)) {
+    if (c->method != k_set_priority_method) return {unknown_method(*c, "the state sharing role")};
+    const auto* priority = c->args.as<std::optional<double>>();
+    if (priority == nullptr) {
+      return {Complete{c->op, make_error(errc::invalid_argument, "'{}' takes an optional<double>, got a {}",
+                                         k_set_priority_method, c->args.type_name())}};
+    }
+    std::string value;
+    if (*priority) {
+      auto encoded = encode_sharing_priority(*priority);
+      if (!encoded) return {Complete{c->op, encoded.error()}};
+      value = std::move(encoded.value());
+    }
+    const bool changed = value != value_;
+    config_.priority = *priority;
+    value_ = std::move(value);
+    Effects fx;
+    if (changed) fx = declare(now);  // nothing when it stops declaring: the last one expires
+    fx.push_back(Complete{c->op, Value{}});
+    return fx;
+  }
   return {};
 }
 

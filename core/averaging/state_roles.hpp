@@ -17,6 +17,10 @@ namespace apiary::core::averaging {
 /// StateLoadingRole's local method: args StateLoaderConfig; completes with the
 /// DownloadedState, or why every donor failed.
 inline constexpr const char* k_load_method = "load";
+/// StateSharingRole's local method: args std::optional<double> (the new priority;
+/// nullopt stops declaring); declares at once with it; completes with nothing.
+/// A NaN priority completes with errc::invalid_argument and changes nothing.
+inline constexpr const char* k_set_priority_method = "set_priority";
 
 /// What a StateSharingRole is made of.
 struct StateSharingConfig {
@@ -46,7 +50,9 @@ class StateSharingRole final : public Role {
 
   [[nodiscard]] std::vector<std::string> handles() const override { return config_.addressing.served({config_.handle}); }
   /// Start: the first declaration (when a priority is set); Request: the state stream;
-  /// TimerFired: the next declaration (every period / 2, so one never expires).
+  /// TimerFired: the next declaration (every period / 2, so one never expires);
+  /// LocalCall k_set_priority_method: the priority from now on (hivemind's
+  /// state_sharing_priority setter), declared at once.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// Declarations asked of the DHT so far, and those the DHT stored.

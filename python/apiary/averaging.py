@@ -285,6 +285,7 @@ class DecentralizedAverager:
         self._memory = [(address, size) for address, size, _ in memory]
         self._shut_down = False
         self._state_metadata: Any = _UNSET
+        self._state_sharing_priority = float(state_sharing_priority)
         if start:
             self.run_in_background()
 
@@ -292,6 +293,8 @@ class DecentralizedAverager:
         """Starts the averager: it serves its groupmates from now on."""
         if self._native is not None:
             raise RuntimeError("expected an averager that is not running, but it was started already")
+        if self._allow_state_sharing:
+            self._options["state_sharing_priority"] = self._state_sharing_priority
         self._native = _apiary.Averager(self.dht._require(), self._memory, self._options)
         self.dht._users.add(self)
 
@@ -305,6 +308,22 @@ class DecentralizedAverager:
     @property
     def allow_state_sharing(self) -> bool:
         return self._allow_state_sharing
+
+    @property
+    def state_sharing_priority(self) -> float:
+        """This peer's priority as a donor: peers loading a state ask the highest first."""
+        return self._state_sharing_priority
+
+    @state_sharing_priority.setter
+    def state_sharing_priority(self, priority: float) -> None:
+        """Declared in the DHT at once (an averager that does not share its state keeps
+        the value for when it is asked, and declares nothing)."""
+        priority = float(priority)
+        if priority != priority:
+            raise ValueError("expected a number as the state sharing priority, got NaN")
+        if self._allow_state_sharing and self._native is not None and priority != self._state_sharing_priority:
+            self._require().set_state_sharing_priority(priority)
+        self._state_sharing_priority = priority
 
     def _require(self) -> Any:
         if self._shut_down:

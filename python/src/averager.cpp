@@ -181,6 +181,18 @@ void bind_averager(py::module_& m) {
           "Lets a require_trigger step begin its all-reduce, with the tensors as they are now.")
       .def("cancel", [](PyAverager& p) { p.get().cancel(); }, "Abandons the running step (it ends cancelled).")
       .def(
+          "set_state_sharing_priority",
+          [](PyAverager& p, std::optional<double> priority) {
+            Averager& a = p.get();
+            Status done = ok_status();
+            {
+              py::gil_scoped_release unlocked;
+              done = a.set_state_sharing_priority(priority);
+            }
+            value_or_raise(std::move(done));
+          },
+          py::arg("priority"), "Declares this peer a donor with this priority from now on (None: no longer).")
+      .def(
           "set_weight",
           [](PyAverager& p, double w) {
             Averager& a = p.get();

@@ -83,3 +83,23 @@ def share_custom_state(initial_peers, seconds, broken):
         time.sleep(seconds)
         averager.shutdown()
         return str(dht.peer_id)
+
+
+def two_averagers(initial_peers, base):
+    """A peer whose one DHT node runs two averagers (prefixes "<base>a" and "<base>b", as an
+    optimizer runs its gradient and state averagers) stepping at once; returns what each
+    averaged."""
+    import numpy as np
+
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        mine = [np.full(4, base, dtype=np.float32), np.full(4, 10 * base, dtype=np.float32)]
+        kw = dict(start=True, target_group_size=2, min_matchmaking_time=1.0, request_timeout=1.0)
+        first = apiary.DecentralizedAverager([mine[0]], dht, prefix="pair_a", **kw)
+        second = apiary.DecentralizedAverager([mine[1]], dht, prefix="pair_b", **kw)
+        when = apiary.get_dht_time() + 1.0
+        controls = [a.step(wait=False, timeout=30, scheduled_time=when) for a in (first, second)]
+        for control in controls:
+            control.result()
+        first.shutdown()
+        second.shutdown()
+        return [m.tolist() for m in mine]

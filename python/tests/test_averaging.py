@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import apiary
-from averaging_peers import average_once, share_custom_state, share_state, triggered_step
+from averaging_peers import average_once, share_custom_state, share_state, triggered_step, two_averagers
 from peers import run_in_processes
 
 
@@ -30,6 +30,15 @@ def test_allreduce_once(modes):
     for _, gathered, _ in reports:
         assert sorted(gathered) == sorted(ids)  # every member's PeerID
         assert sorted(g["index"] for g in gathered.values()) == [0, 1, 2, 3]
+
+
+def test_two_averagers_of_one_node_average_apart():
+    """Each averager serves its own prefixed handles: the first one made on a node still
+    finds its group when a second one is made (their handles once collided)."""
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        first, second = run_in_processes(two_averagers, [(peers, 1.0), (peers, 3.0)], timeout=120)
+    assert first == second == [[2.0] * 4, [20.0] * 4]
 
 
 def test_allreduce_weighted():

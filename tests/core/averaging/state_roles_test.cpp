@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -48,6 +50,41 @@ TEST_CASE("a sharing role declares itself through the DHT role from Start on, ev
   fx = role.on(t0 + std::chrono::seconds(5), TimerFired{all_of<SetTimer>(fx)[0].id});
   CHECK(all_of<Ask>(fx).size() == 1);
   CHECK(role.declared() == 2);
+}
+
+TEST_CASE("a sharing role's priority changes at run time: declared at once, or no longer", "[state]") {
+  av::StateSharingConfig config;
+  config.peer_id = "peer-a";
+  config.prefix = "run";
+  config.declare_period = 10.0;
+  av::StateSharingRole role(config);
+  CHECK(role.on({}, Start{}).empty());  // no priority yet: nothing declared
+
+  const TimePoint t1 = TimePoint{} + std::chrono::seconds(3);
+  auto fx = role.on(t1, LocalCall{1, "", av::k_set_priority_method, Value::of(std::optional<double>(7.0))});
+  REQUIRE(all_of<Ask>(fx).size() == 1);
+  REQUIRE(all_of<SetTimer>(fx).size() == 1);
+  CHECK(all_of<SetTimer>(fx)[0].at == t1 + std::chrono::seconds(5));
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 1);
+  CHECK(all_of<Complete>(fx)[0].result.ok());
+  CHECK(role.declared() == 1);
+
+  // The same priority again declares nothing new; a NaN is refused and changes nothing.
+  fx = role.on(t1, LocalCall{2, "", av::k_set_priority_method, Value::of(std::optional<double>(7.0))});
+  CHECK(all_of<Ask>(fx).empty());
+  fx = role.on(t1, LocalCall{3, "", av::k_set_priority_method, Value::of(std::optional<double>(std::nan("")))});
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  fx = role.on(t1, LocalCall{4, "", av::k_set_priority_method, Value::of(1.0)});  // not an optional
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  CHECK(role.declared() == 1);
+
+  // Stopping: the pending timer declares nothing more.
+  fx = role.on(t1, LocalCall{5, "", av::k_set_priority_method, Value::of(std::optional<double>())});
+  CHECK(all_of<Ask>(fx).empty());
+  CHECK(role.on(t1 + std::chrono::seconds(5), TimerFired{1}).empty());
+  CHECK(role.declared() == 1);
 }
 
 TEST_CASE("a role without a priority declares nothing and streams an empty state", "[state]") {

@@ -2,7 +2,8 @@
 
 ``import apiary as hivemind`` runs hivemind code that uses the parts apiary has: the
 DHT (``apiary.DHT``), decentralized averaging (``apiary.DecentralizedAverager``), the
-averaging codecs (``apiary.compression``), PeerID, ValueWithExpiration, get_dht_time.
+averaging codecs (``apiary.compression``), collaborative training (``apiary.Optimizer``,
+``apiary.optim``), PeerID, ValueWithExpiration, get_dht_time.
 """
 from . import compression, runtime_pb2, utils
 from .averaging import AveragingMode, DecentralizedAverager, StepControl
@@ -25,6 +26,7 @@ from .compression import (
 )
 from .dht import DHT
 from .futures import OperationFuture
+from .optim import GradientAverager, Optimizer, ProgressTracker, TrainingStateAverager
 from .peer_id import PeerID
 from .serializer import MSGPackSerializer
 from .timed import DHTExpiration, ValueWithExpiration, get_dht_time
@@ -40,6 +42,10 @@ __all__ = [
     "get_dht_time",
     "MSGPackSerializer",
     "OperationFuture",
+    "Optimizer",
+    "GradientAverager",
+    "TrainingStateAverager",
+    "ProgressTracker",
     "compression",
     "NoCompression",
     "Float16Compression",

@@ -70,3 +70,87 @@ def accumulate_and_average(initial_peers, prefix, reuse, batches, batch_size, ta
         restored = w.grad.clone()
         averager.shutdown()
         return counts, accumulated.tolist(), averaged.tolist(), restored.tolist(), averager.local_samples_accumulated
+
+
+def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_time, total_epochs, deadline_s):
+    """An apiary.Optimizer peer whose loss is (w * c).sum() with c = index + 1 everywhere,
+    so its gradient is c whatever w is; SGD(lr=0.1) with StepLR(gamma=0.5) per epoch, no
+    delays. Returns, for each epoch it stepped, the samples it gave that epoch and w after."""
+    from functools import partial
+
+    import torch
+
+    w = torch.nn.Parameter(torch.zeros(5))
+    c = torch.full((5,), float(index + 1))
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        opt = apiary.Optimizer(
+            dht=dht, run_id=run_id, target_batch_size=24, batch_size_per_step=batch_size, params=[w],
+            optimizer=partial(torch.optim.SGD, lr=0.1),
+            scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5),
+            matchmaking_time=1.0, averaging_timeout=30.0, next_chunk_timeout=10.0, delay_state_averaging=False,
+            delay_grad_averaging=False, delay_optimizer_step=False, averager_opts=dict(request_timeout=1.0),
+            tracker_opts=dict(min_refresh_period=0.1, max_refresh_period=0.5, default_refresh_period=0.2))
+        log = []
+        deadline = time.monotonic() + deadline_s
+        while opt.local_epoch < total_epochs and time.monotonic() < deadline:
+            time.sleep(batch_time)
+            (w * c).sum().backward()
+            before = opt.local_epoch
+            samples = opt.grad_averager.local_samples_accumulated + batch_size
+            opt.step()
+            opt.zero_grad()
+            if opt.local_epoch != before:
+                log.append((before, opt.local_epoch, samples, w.detach().clone().tolist()))
+        lr = opt.param_groups[0]["lr"]
+        opt.shutdown()
+        return log, lr
+
+
+def regression_trainer(initial_peers, run_id, index, batch_size, batch_time, client_mode, options, total_epochs,
+                       deadline_s):
+    """hivemind's test_optimizer peer: a small MLP on a fixed linear regression task with
+    apiary.Optimizer (options as given); returns its epochs, samples, losses and state."""
+    import random
+    from functools import partial
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)  # the same data and initial model on every peer
+    features = torch.randn(100, 5)
+    targets = features @ torch.randn(5, 1)
+    model = nn.Sequential(nn.Linear(5, 5), nn.ReLU(), nn.Linear(5, 1))
+    torch.manual_seed(index + 1)
+    random.seed(index)
+    with apiary.DHT(initial_peers=initial_peers, client_mode=client_mode) as dht:
+        opt = apiary.Optimizer(
+            dht=dht, run_id=run_id, target_batch_size=32, batch_size_per_step=batch_size,
+            params=model.parameters(), optimizer=partial(torch.optim.SGD, lr=0.1),
+            scheduler=partial(torch.optim.lr_scheduler.StepLR, gamma=0.5, step_size=1),
+            tracker_opts=dict(max_refresh_period=1.0), averager_opts=dict(request_timeout=0.5),
+            matchmaking_time=1.0, averaging_timeout=5.0, client_mode=client_mode, **options)
+        opt.load_state_from_peers()
+        initial_loss = F.mse_loss(model(features), targets).item()
+        samples, epochs_seen = 0, []
+        reuse = options.get("reuse_grad_buffers", False)
+        deadline = time.monotonic() + deadline_s
+        while opt.local_epoch < total_epochs and time.monotonic() < deadline:
+            time.sleep(max(0.0, random.gauss(batch_time, 0.05)))
+            batch = torch.randint(0, len(features), (batch_size,))
+            F.mse_loss(model(features[batch]), targets[batch]).backward()
+            opt.step()
+            samples += batch_size
+            epochs_seen.append(opt.local_epoch)
+            if not reuse:
+                opt.zero_grad()
+        time.sleep(1.0)
+        opt.state_averager.step(wait_for_delayed_updates=True)
+        final_loss = F.mse_loss(model(features), targets).item()
+        result = dict(epoch=opt.local_epoch, global_epoch=opt.tracker.global_epoch, samples=samples,
+                      epochs_seen=epochs_seen, initial_loss=initial_loss, final_loss=final_loss,
+                      lr=opt.param_groups[0]["lr"])
+        opt.shutdown()
+        result["alive"] = (opt.state_averager.is_alive(), opt.grad_averager is not None and opt.grad_averager.is_alive(),
+                           opt.tracker.is_alive())
+        return result

@@ -1,0 +1,97 @@
+"""apiary.Optimizer with hivemind's API (its test_optimizer): peers in separate processes
+train one model collaboratively, an epoch per target_batch_size samples of the swarm."""
+import pytest
+
+import apiary
+from optim_peers import constant_gradient_trainer, regression_trainer
+from peers import run_in_processes
+
+
+def test_epochs_step_with_the_sample_weighted_average_gradient():
+    """Each peer's gradient is constant (c = 1 and c = 2): after each epoch both hold
+    w_e = w_(e-1) - lr_e * (s1 * 1 + s2 * 2) / (s1 + s2), s the samples each gave that
+    epoch, lr_e = 0.1 * 0.5**e (the scheduler follows the epoch)."""
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        (log1, lr1), (log2, lr2) = run_in_processes(
+            constant_gradient_trainer, [(peers, "constant", 0, 2, 0.05, 3, 120),
+                                        (peers, "constant", 1, 3, 0.08, 3, 120)], timeout=180)
+    by_epoch1 = {before: (samples, w) for before, after, samples, w in log1}
+    by_epoch2 = {before: (samples, w) for before, after, samples, w in log2}
+    assert sorted(by_epoch1) == sorted(by_epoch2) == [0, 1, 2], (log1, log2)
+    w = 0.0
+    for epoch in range(3):
+        (s1, w1), (s2, w2) = by_epoch1[epoch], by_epoch2[epoch]
+        w -= 0.1 * 0.5**epoch * (s1 * 1 + s2 * 2) / (s1 + s2)
+        assert w1 == pytest.approx([w] * 5, abs=1e-5), (epoch, s1, s2)
+        assert w2 == pytest.approx([w] * 5, abs=1e-5), (epoch, s1, s2)
+    assert lr1 == lr2 == pytest.approx(0.1 * 0.5**3)
+
+
+# hivemind's combinations: use_local_updates, delay_state_averaging, delay_optimizer_step,
+# delay_grad_averaging, reuse_grad_buffers
+COMBINATIONS = [
+    (False, False, False, False, False),
+    (False, True, False, False, False),
+    (False, True, True, True, False),
+    (False, False, False, False, True),
+    (False, True, True, True, True),
+    (False, True, True, False, True),
+    (True, False, False, False, False),
+    (True, True, False, False, False),
+]
+
+
+@pytest.mark.parametrize("local, delay_state, delay_step, delay_grads, reuse", COMBINATIONS)
+def test_optimizer(local, delay_state, delay_step, delay_grads, reuse):
+    options = dict(use_local_updates=local, delay_state_averaging=delay_state, delay_optimizer_step=delay_step,
+                   delay_grad_averaging=delay_grads, reuse_grad_buffers=reuse)
+    run_id = "opt" + "".join(str(int(v)) for v in (local, delay_state, delay_step, delay_grads, reuse))
+    total_epochs = 3
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        # Three peers of different speeds; the last is in client mode.
+        results = run_in_processes(regression_trainer, [
+            (peers, run_id, i, 4 + i, 0.15 + 0.1 * i, i == 2, options, total_epochs, 120) for i in range(3)],
+            timeout=200)
+    for r in results:
+        assert r["epoch"] == total_epochs, r
+        assert r["global_epoch"] >= total_epochs, r
+        assert r["epochs_seen"] == sorted(r["epochs_seen"]), "an epoch went back"
+        assert r["final_loss"] < r["initial_loss"], r
+        assert r["lr"] == pytest.approx(0.1 * 0.5**total_epochs)
+        assert r["alive"] == (False, False, False)
+    total = sum(r["samples"] for r in results)
+    assert total >= 32 * total_epochs
+
+
+def test_bad_arguments():
+    import torch
+    from functools import partial
+
+    with apiary.DHT() as dht:
+        params = [torch.nn.Parameter(torch.zeros(3))]
+        sgd = partial(torch.optim.SGD, lr=0.1)
+        common = dict(dht=dht, run_id="bad", target_batch_size=8, params=params, optimizer=sgd)
+        for kwargs, message in [
+            (dict(target_batch_size=0), "target_batch_size > 0"),
+            (dict(run_id=""), "run_id"),
+            (dict(params=None), "params with an optimizer factory"),
+            (dict(delay_grad_averaging=True, delay_optimizer_step=False), "delay_optimizer_step"),
+            (dict(delay_optimizer_step=True, offload_optimizer=False), "offload_optimizer=True"),
+            (dict(use_local_updates=True, reuse_grad_buffers=True), "use_local_updates"),
+            (dict(auxiliary=True, client_mode=True), "auxiliary"),
+            (dict(average_state_every=0), "average_state_every"),
+        ]:
+            with pytest.raises(ValueError, match=message):
+                apiary.Optimizer(**dict(common, **kwargs))
+        opt = apiary.Optimizer(**common, reuse_grad_buffers=True, matchmaking_time=1.0)
+        with pytest.raises(ValueError, match="batch_size"):
+            opt.step()
+        with pytest.raises(ValueError, match="zero_grad"):
+            opt.zero_grad()
+        with pytest.raises(ValueError, match="grad_scaler"):
+            opt.step(batch_size=1, grad_scaler=object())
+        opt.shutdown()
+        with pytest.raises(RuntimeError, match="shut down"):
+            opt.step(batch_size=1)

@@ -13,7 +13,7 @@ PACKAGES=(
   libopendht-dev
   libgloo-dev openmpi-bin libopenmpi-dev
   python3-dev python3-pybind11 python3-numpy python3-torch python3-msgpack python3-pytest
-  python3-sklearn python3-tqdm python3-protobuf python3-pydantic
+  python3-sklearn python3-tqdm python3-protobuf python3-pydantic python3-matplotlib
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -49,6 +49,8 @@ def main() -> int:
     parser.add_argument("--step-time", type=float, default=0.0, help="extra seconds per step (a slower peer)")
     parser.add_argument("--client-mode", action="store_true", help="a peer that only makes outbound connections")
     parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument("--matchmaking-time", type=float, default=0.5,
+                        help="seconds before an epoch's end that groups are formed (hivemind's default: 15)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log", default=None, help="append one JSON line per epoch to this file")
     parser.add_argument("--diloco", action="store_true", help="DiLoCo: local steps, outer Nesterov on averages")
@@ -86,7 +88,8 @@ def main() -> int:
         return 0
 
     dht = apiary.DHT(initial_peers=args.initial_peers, client_mode=args.client_mode)
-    print(f"listening {dht.get_visible_maddrs()[0]}", flush=True)
+    if not args.client_mode:  # a client-mode peer has no address to give
+        print(f"listening {dht.get_visible_maddrs()[0]}", flush=True)
     if args.diloco:
         opt = apiary.optim.DiLoCo(
             dht=dht, run_id="digits_diloco", params=model.parameters(),
@@ -97,7 +100,7 @@ def main() -> int:
         opt = apiary.Optimizer(
             dht=dht, run_id="digits", target_batch_size=args.target_batch_size, batch_size_per_step=args.batch,
             params=model.parameters(), optimizer=partial(torch.optim.SGD, lr=args.lr, momentum=0.9),
-            matchmaking_time=2.0, averaging_timeout=15.0, client_mode=args.client_mode,
+            matchmaking_time=args.matchmaking_time, averaging_timeout=15.0, client_mode=args.client_mode,
             averager_opts=dict(request_timeout=1.0), tracker_opts=dict(min_refresh_period=0.2, max_refresh_period=2.0))
         if opt.load_state_from_peers():
             print(f"{name}: loaded the swarm's state at epoch {opt.local_epoch}", flush=True)

@@ -88,6 +88,11 @@ Status check(const AveragerOptions& o) {
     return make_error(errc::invalid_argument, "expected target_group_size 0 or >= min_group_size {}, got {}",
                       o.min_group_size, o.target_group_size);
   }
+  if (o.identical_results && (o.averaging_alpha != 1.0 || o.mode == mm::AveragingMode::aux)) {
+    return make_error(errc::invalid_argument, "expected averaging_alpha 1 and a sending mode with identical_results "
+                                              "(the averages are written as they are), got alpha {}{}",
+                      o.averaging_alpha, o.mode == mm::AveragingMode::aux ? " and mode aux" : "");
+  }
   if (!(o.averaging_alpha > 0) || !std::isfinite(o.averaging_alpha)) {
     return make_error(errc::invalid_argument, "expected averaging_alpha > 0, got {}", o.averaging_alpha);
   }
@@ -128,15 +133,16 @@ Result<std::vector<std::vector<float>>> read_device_tensors(caf::actor_system& s
   return out;
 }
 
-/// tensor += alpha * delta on the device, per device tensor (blocking).
+/// tensor += alpha * delta on the device, per device tensor (blocking); with
+/// `overwrite`, tensor = the values given.
 Status add_to_device_tensors(caf::actor_system& sys, const actors::device_actor& dev,
                              const std::vector<DeviceTensor>& tensors, std::vector<std::vector<float>> deltas,
-                             double alpha) {
+                             double alpha, bool overwrite = false) {
   caf::scoped_actor self{sys};
   for (std::size_t t = 0; t < tensors.size() && t < deltas.size(); ++t) {
     Status done = make_error(errc::unavailable, "the device actor did not answer an update");
     self->request(dev, caf::infinite,
-                  actors::add_scaled_request{tensors[t].data, std::move(deltas[t]), static_cast<float>(alpha)})
+                  actors::add_scaled_request{tensors[t].data, std::move(deltas[t]), static_cast<float>(alpha), overwrite})
         .receive([&](Status& r) { done = std::move(r); },
                  [&](caf::error& e) {
                    done = make_error(errc::unavailable, "the device actor failed an update: {}", sys.render(e));
@@ -163,6 +169,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   role.caller = dht.peer_id().bytes();
   role.serve_join = options.mode != mm::AveragingMode::client;
   role.splice_parts = true;  // the gateway sends a part's pieces as they are
+  role.identical_results = options.identical_results;
   // Addressed by PeerID: other averagers may share this gateway (its DHT node's does).
   const core::Addressing addressing(dht.peer_id(), dht.runtime().shares_gateway());
   role.addressing = addressing;
@@ -346,11 +353,16 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
           tensors[t][i] += static_cast<float>(alpha * r.deltas[t][i]);
         }
       }
+      for (std::size_t t = 0; t < tensors.size() && t < r.averages.size(); ++t) {  // identical_results
+        if (tensors[t].size() == r.averages[t].size()) tensors[t] = r.averages[t];
+      }
       if (!r.group.next_group_key.empty()) impl->group_key = r.group.next_group_key;
     }
     if (!impl->options.device_tensors.empty()) {
+      const bool written = !r.averages.empty();  // identical_results: the averages, as they are
       auto updated = add_to_device_tensors(*impl->system, *impl->device, impl->options.device_tensors,
-                                           std::move(r.deltas), impl->options.averaging_alpha);
+                                           written ? std::move(r.averages) : std::move(r.deltas),
+                                           impl->options.averaging_alpha, written);
       if (!updated) {
         promise->set_value(updated.error());
         return;

@@ -78,6 +78,12 @@ struct AveragerOptions {
   double request_timeout = 3.0;
   /// tensor += alpha * (average - tensor).
   double averaging_alpha = 1.0;
+  /// Every member of a round ends with the same bits, compressed codecs included
+  /// (reducers answer with their averages encoded once, and apply what they sent to
+  /// their own parts; the results are written over the tensors, not added). Every
+  /// member of the swarm must set it; needs averaging_alpha 1 and a mode other than aux.
+  /// For results that must agree everywhere (DiLoCo's outer step).
+  bool identical_results = false;
   /// This peer's bandwidth for load balancing (any unit the swarm agrees on); nullopt:
   /// an equal share.
   std::optional<double> bandwidth;

@@ -155,6 +155,17 @@ status device_context::read(float* host, const float* src, std::size_t n) {
   return gpu::copy_to_host(host, src, n * sizeof(float));
 }
 
+status device_context::write(float* dst, const float* x, std::size_t n) {
+  if (n == 0) return ok_status();
+  if (where_ == backend::cpu) {
+    std::memmove(dst, x, n * sizeof(float));
+    return ok_status();
+  }
+  if (status st = gpu::set_device(device_); !st) return st;
+  if (status st = gpu::synchronize(stream_); !st) return st;  // after this context's kernels
+  return gpu::copy_to_device(dst, x, n * sizeof(float));
+}
+
 status device_context::add_scaled(float* dst, const float* x, float alpha, std::size_t n) {
   if (n == 0) return ok_status();
   if (where_ == backend::cpu) return cuda::weighted_accumulate(backend::cpu, dst, x, alpha, n);

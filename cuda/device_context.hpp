@@ -76,6 +76,9 @@ class device_context {
   /// dst[i] = dst[i] + alpha * x[i] for n floats, `dst` in this backend's memory (a
   /// device pointer on cuda, host memory on cpu) and `x` a host array.
   status add_scaled(float* dst, const float* x, float alpha, std::size_t n);
+  /// dst[i] = x[i] for n floats, `dst` in this backend's memory and `x` a host array
+  /// (the same bits: results that must agree across peers are written, not added).
+  status write(float* dst, const float* x, std::size_t n);
 
  private:
   device_context(backend where, int device, stream_handle stream);

@@ -108,7 +108,9 @@ device_actor::behavior_type context_device_behavior(
       },
       [self](const add_scaled_request& r) -> Status {
         if (!r.x.empty() && r.dst == nullptr) return device_checks::null_memory("add_scaled");
-        if (cuda::status st = self->state.ctx->add_scaled(r.dst, r.x.data(), r.alpha, r.x.size()); !st) {
+        const cuda::status st = r.overwrite ? self->state.ctx->write(r.dst, r.x.data(), r.x.size())
+                                            : self->state.ctx->add_scaled(r.dst, r.x.data(), r.alpha, r.x.size());
+        if (!st) {
           return device_error("add_scaled", *self->state.ctx, st);
         }
         return ok_status();

@@ -1,5 +1,7 @@
 #include "actors/device/device_actor.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/device/device_checks.hpp"
@@ -34,7 +36,11 @@ device_actor::behavior_type cpu_device_behavior(device_actor::stateful_pointer<c
       },
       [](const add_scaled_request& r) -> Status {
         if (!r.x.empty() && r.dst == nullptr) return device_checks::null_memory("add_scaled");
-        cuda::cpu::weighted_accumulate(r.dst, r.x.data(), r.alpha, r.x.size());
+        if (r.overwrite) {
+          std::copy(r.x.begin(), r.x.end(), r.dst);
+        } else {
+          cuda::cpu::weighted_accumulate(r.dst, r.x.data(), r.alpha, r.x.size());
+        }
         return ok_status();
       },
   };

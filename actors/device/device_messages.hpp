@@ -53,11 +53,13 @@ struct read_request {
 };
 
 /// dst += alpha * x on the device actor's memory (e.g. a delta applied to a tensor that
-/// lives on the GPU). Replies Status. The caller keeps `dst` alive until the reply.
+/// lives on the GPU), or dst = x with `overwrite` (alpha unused). Replies Status. The
+/// caller keeps `dst` alive until the reply.
 struct add_scaled_request {
   float* dst = nullptr;  ///< x.size() floats in the actor's memory
   std::vector<float> x;  ///< host values
   float alpha = 1.0f;
+  bool overwrite = false;
 };
 
 /// encode() of messages/tensor/codec.hpp. Replies Result<pb::Tensor>.

@@ -17,6 +17,10 @@ const std::string k_no_string;
 
 Status validate(const AllReduceConfig& c, const std::vector<std::vector<float>>& tensors) {
   const std::size_t n = c.peers.size();
+  if (c.identical_results && (!c.averages_in_place || !c.answer_averages)) {
+    return make_error(errc::invalid_argument,
+                      "all-reduce: identical_results needs averages_in_place and answer_averages");
+  }
   if (n == 0 || c.self >= n) {
     return make_error(errc::invalid_argument,
                       "all-reduce: self index {} is not inside a group of {} peers; pass the "
@@ -407,6 +411,9 @@ void AllReduceRunner::maybe_finish(Effects& fx) {
   }
   std::sort(outcome_.failed_senders.begin(), outcome_.failed_senders.end());
   std::sort(outcome_.failed_reducers.begin(), outcome_.failed_reducers.end());
+  if (config_.identical_results && reducer_) {  // the parts not released yet
+    for (std::size_t k = released_; k < reducer_->num_parts(); ++k) settle_own_part(k);
+  }
   // Every stream is over: nothing here reads the copy any more (the reducer's borrowed own
   // parts included).
   release_tensors();

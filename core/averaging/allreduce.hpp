@@ -113,6 +113,13 @@ struct AllReduceConfig {
   /// avg in floating point), and the sender's pass reads one buffer fewer. For a
   /// synchronous all-reduce. Senders take either answer, whatever their own setting.
   bool answer_averages = false;
+  /// Every member ends the round with the same bits, compressed parts included (needs
+  /// averages_in_place and answer_averages, and every member of the group using it): a
+  /// reducer answers a compressed part with its average encoded once (AVERAGED_VALUES,
+  /// not each sender's delta), and its own copy of the part becomes what the others
+  /// decode from those bytes. For rounds whose result must agree everywhere (DiLoCo's
+  /// outer step).
+  bool identical_results = false;
 };
 
 /// Checks a config and the tensors' sizes; the error names the field and what was expected.
@@ -243,6 +250,9 @@ class AllReduceRunner {
   /// tensors for an AVERAGED_VALUES answer (in place and spliced only; else none).
   [[nodiscard]] std::vector<Landing> answer_landings(std::size_t reducer) const;
   void release_answered_parts();
+  /// identical_results: own part k (averaged, compressed) becomes decode(encode(average)),
+  /// the values the other members take from this reducer's answer.
+  void settle_own_part(std::size_t k);
 
   [[nodiscard]] bool is_sender(std::size_t peer) const;
   [[nodiscard]] pb::CompressionType codec_of(const Part& part) const;

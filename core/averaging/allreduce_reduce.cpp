@@ -198,6 +198,15 @@ Result<Payload> AllReduceRunner::answer(Incoming& in, std::size_t k) {
       return Payload{std::move(head), std::move(prepared.in_place), std::move(tail)};
     }
   }
+  if (config_.identical_results && in.codecs[k] != pb::NONE && has_delta) {
+    // The average itself, encoded as every sender gets it (settle_own_part decodes the
+    // same bytes for this reducer's own copy).
+    auto average = reducer_->average(k);
+    if (!average) return average.error();
+    auto msg = encode_part_message(pb::AVERAGED_VALUES, "", "", average->data(), length, in.codecs[k], 0.0);
+    if (!msg) return msg.error();
+    return whole(std::move(*msg));
+  }
   if (in.codecs[k] != pb::NONE) {
     std::vector<float> delta(length, 0.0f);
     if (has_delta && !reducer_->delta_into(in.sender, k, 0, length, delta.data())) std::fill(delta.begin(), delta.end(), 0.0f);
@@ -224,7 +233,23 @@ void AllReduceRunner::release_answered_parts() {
   for (const auto& [request, in] : incoming_) {
     if (in.open) limit = std::min(limit, in.replied);
   }
-  for (; released_ < limit; ++released_) (void)reducer_->release(released_);
+  for (; released_ < limit; ++released_) {
+    if (config_.identical_results) settle_own_part(released_);
+    (void)reducer_->release(released_);
+  }
+}
+
+void AllReduceRunner::settle_own_part(std::size_t k) {
+  const Part& part = partition_.parts[partition_.parts_by_peer[config_.self][k]];
+  const pb::CompressionType codec = codec_of(part);
+  if (codec == pb::NONE || !is_sender(config_.self) || reducer_->state(k) != PartState::averaged) return;
+  const auto length = static_cast<std::size_t>(part.length);
+  float* own = (*tensors_)[part.tensor_index].data() + part.offset;  // holds the average (in place)
+  auto bytes = encode_part_message(pb::AVERAGED_VALUES, "", "", own, length, codec, 0.0);
+  if (!bytes) return;  // no answer could be encoded either: the exact average stays
+  std::string_view floats;
+  auto decoded = read_part_message(*bytes, floats);
+  if (decoded && decoded->values.size() == length) std::copy(decoded->values.begin(), decoded->values.end(), own);
 }
 
 std::vector<ReduceJob> AllReduceRunner::take_reduce_jobs() {

@@ -210,6 +210,9 @@ void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
   config.handle = config_.part_handle;
   config.deferred_reductions = !config_.device_role.empty();
   config.splice_parts = config_.splice_parts;
+  if (config_.identical_results) {
+    config.identical_results = config.averages_in_place = config.answer_averages = true;
+  }
   ++round_;
   config.id_base = runner_base();
   auto runner = AllReduceRunner::create(std::move(config), std::move(step_->tensors));
@@ -268,6 +271,7 @@ void AveragerRole::runner_effects(Effects fx, AveragerEffects& out) {
   }
   AveragerStepResult result = std::move(*group_);
   result.deltas = std::move(outcome.deltas);
+  result.averages = std::move(outcome.averages);
   result.failed_senders = std::move(outcome.failed_senders);
   result.failed_reducers = std::move(outcome.failed_reducers);
   finish(std::move(result), out);

@@ -70,6 +70,10 @@ struct AveragerRoleConfig {
   /// The join stream's handle (with the averager's prefix, if the host uses one): served
   /// as a leader, called as a follower.
   std::string join_handle = k_join_handle;
+  /// Every member of a round ends with the same bits (AllReduceConfig::identical_results;
+  /// every member must use it): the step's result carries the averaged tensors
+  /// (`averages`) instead of deltas, and alpha must be 1.
+  bool identical_results = false;
   /// Serve the join stream (false for a client: it only joins others' groups).
   bool serve_join = true;
   /// The name of the process's DHT node role (the target of matchmaking's Asks).
@@ -125,6 +129,9 @@ struct AveragerStepResult {
   std::vector<std::int64_t> shares;
   /// Per tensor, the group average minus this peer's value (0 where unknown).
   std::vector<std::vector<float>> deltas;
+  /// With identical_results instead of deltas: the tensors as every member holds them
+  /// after the round (the local values where a part was not averaged).
+  std::vector<std::vector<float>> averages;
   std::vector<PeerAddr> failed_senders;   ///< senders excluded by this peer's reducer
   std::vector<PeerAddr> failed_reducers;  ///< reducers whose parts kept local values
   std::size_t attempts = 1;               ///< matchmaking attempts (retries + 1)
@@ -183,7 +190,8 @@ class AveragerRole final : public Role {
   AveragerEffects on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
                              Buffer body);
   AveragerEffects on_request_message(TimePoint now, RequestId id, Result<Buffer> message, bool last);
-  AveragerEffects on_message(TimePoint now, CallId call, std::string_view message);
+  /// `landed`: an answer the transport wrote where the runner posted it (head + tail only).
+  AveragerEffects on_message(TimePoint now, CallId call, std::string_view message, bool landed = false);
   AveragerEffects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   AveragerEffects on_timer(TimePoint now, TimerId id);
   AveragerEffects on_declared(TimePoint now, DhtOpId op, bool ok);

@@ -64,12 +64,12 @@ AveragerEffects AveragerRole::on_request_message(TimePoint now, RequestId id, Re
   return out;
 }
 
-AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, std::string_view message) {
+AveragerEffects AveragerRole::on_message(TimePoint now, CallId call, std::string_view message, bool landed) {
   AveragerEffects out;
   if (call < k_round_ids) {
     absorb(now, matchmaking_.on_message(now, call, std::string(message)), out);
   } else if (runner_id(call)) {
-    runner_effects(runner_->on_message(now, call, message), out);
+    runner_effects(runner_->on_message(now, call, message, landed), out);
   }
   return out;
 }
@@ -125,7 +125,7 @@ Effects AveragerRole::on(TimePoint now, Input input) {
         } else if constexpr (std::is_same_v<T, RequestMessage>) {
           return lower(on_request_message(now, in.id, std::move(in.message), in.last));
         } else if constexpr (std::is_same_v<T, StreamMessage>) {
-          return lower(on_message(now, in.call, in.message.view()));
+          return lower(on_message(now, in.call, in.message.view(), in.landed));
         } else if constexpr (std::is_same_v<T, Response>) {
           return lower(on_response(now, in.call, in.result));
         } else if constexpr (std::is_same_v<T, TimerFired>) {

@@ -184,7 +184,9 @@ class DecentralizedAverager:
     all in host memory or all on one GPU (a CUDA build averages those through that GPU's
     device actor), and are averaged in place; float16, bfloat16 and float64 CPU tensors
     are averaged through a float32 copy, written back when the step's result is taken. ``allow_retries`` is always on
-    (a step retries matchmaking until its timeout).
+    (a step retries matchmaking until its timeout). ``identical_results=True`` (apiary's;
+    every peer of the swarm must set it, with averaging_alpha 1) makes every member of a
+    group end a round with the same bits, compressed codecs included.
     """
 
     def __init__(
@@ -217,6 +219,7 @@ class DecentralizedAverager:
         daemon: bool = True,
         shutdown_timeout: float = 5,
         state_sharing_priority: float = 0.0,
+        identical_results: bool = False,
     ):
         if not isinstance(dht, DHT) or not dht.is_alive():
             raise ValueError("expected a running apiary.DHT")
@@ -267,6 +270,7 @@ class DecentralizedAverager:
             min_matchmaking_time=self.min_matchmaking_time,
             request_timeout=float(request_timeout),
             averaging_alpha=float(averaging_alpha),
+            identical_results=bool(identical_results),
             bandwidth=None if bandwidth is None else float(bandwidth),
             codecs=codecs,
             part_size_bytes=int(part_size_bytes),

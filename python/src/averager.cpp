@@ -121,6 +121,7 @@ void bind_averager(py::module_& m) {
              options.min_matchmaking_time = o["min_matchmaking_time"].cast<double>();
              options.request_timeout = o["request_timeout"].cast<double>();
              options.averaging_alpha = o["averaging_alpha"].cast<double>();
+             options.identical_results = o["identical_results"].cast<bool>();
              options.bandwidth = o["bandwidth"].cast<std::optional<double>>();
              options.codecs.clear();
              for (int codec : o["codecs"].cast<std::vector<int>>()) {

@@ -32,6 +32,7 @@ struct GroupSpec {
   /// Per peer: answers with averages (AllReduceConfig::answer_averages); empty: none.
   std::vector<bool> answer_averages;
   bool land = false;  ///< answers land where the runner posted (Net::land_answers)
+  bool identical = false;  ///< AllReduceConfig::identical_results on every peer
 };
 
 /// Values in [-1, 1) from splitmix64.
@@ -84,6 +85,7 @@ inline Group make_group(const GroupSpec& spec) {
     c.averages_in_place = spec.in_place;
     c.splice_parts = spec.splice;
     c.answer_averages = p < spec.answer_averages.size() && spec.answer_averages[p];
+    c.identical_results = spec.identical;
     auto runner = AllReduceRunner::create(c, tensors);
     REQUIRE(runner);
     g.runners.push_back(std::move(*runner));

@@ -167,6 +167,58 @@ TEST_CASE("allreduce: reducers answering with averages give the exact mean, the 
   check_group(spec, 2e-3);
 }
 
+TEST_CASE("allreduce: identical results give every member the same bits with any codec", "[allreduce]") {
+  for (const auto codec : {pb::NONE, pb::FLOAT16, pb::UNIFORM_8BIT, pb::BLOCKWISE_8BIT, pb::QUANTILE_8BIT}) {
+    for (const bool deferred : {false, true}) {
+      for (const bool splice : {false, true}) {
+        INFO("codec " << static_cast<int>(codec) << ", deferred " << deferred << ", spliced " << splice);
+        GroupSpec spec;
+        spec.modes = {AveragingMode::node, AveragingMode::client, AveragingMode::node, AveragingMode::node};
+        spec.weights = {0.3, 1.7, 2.9, 0.11};
+        spec.part_size_bytes = 200;
+        spec.codecs = {codec};
+        spec.in_place = true;
+        spec.deferred = deferred;
+        spec.splice = splice;
+        spec.answer_averages.assign(4, true);
+        spec.identical = true;
+        Group g = make_group(spec);
+        const Tensors reference = weighted_mean(g, senders_of(spec));
+        Net net(std::move(g.runners));
+        net.run();
+        const Tensors first = result_of(net, g, 0);
+        CHECK(max_error(first, reference) <= (codec == pb::NONE ? 1e-6 : 6e-2));
+        for (std::size_t p = 1; p < 4; ++p) {
+          INFO("peer " << p);
+          REQUIRE(net.runner(p).outcome().status);
+          const Tensors mine = result_of(net, g, p);
+          for (std::size_t t = 0; t < first.size(); ++t) {
+            CHECK(std::memcmp(mine[t].data(), first[t].data(), first[t].size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+  // Without it, a codec's answers are each sender's delta: the members differ.
+  GroupSpec spec;
+  spec.modes.assign(4, AveragingMode::node);
+  spec.codecs = {pb::UNIFORM_8BIT};
+  spec.in_place = true;
+  spec.answer_averages.assign(4, true);
+  Group g = make_group(spec);
+  Net net(std::move(g.runners));
+  net.run();
+  CHECK(max_error(result_of(net, g, 0), result_of(net, g, 1)) > 0.0);
+  // It needs in-place averages answered as averages.
+  AllReduceConfig bad;
+  bad.identical_results = true;
+  bad.averages_in_place = true;
+  const Status refused = validate(bad, {});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(std::string(refused.error().what()).find("identical_results") != std::string::npos);
+}
+
 TEST_CASE("allreduce: a spliced part's body is the tensor itself, kept alive while a frame holds it",
           "[allreduce]") {
   std::vector<std::vector<float>> tensors{std::vector<float>(1000), std::vector<float>(24)};

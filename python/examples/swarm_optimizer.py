@@ -95,7 +95,10 @@ def main() -> int:
             dht=dht, run_id="digits_diloco", params=model.parameters(),
             inner_optimizer=partial(torch.optim.Adam, lr=1e-3), inner_steps=args.inner_steps,
             outer_lr=0.7, outer_momentum=0.9, compression=apiary.Uniform8BitQuantization(),
-            matchmaking_time=2.0, averaging_timeout=30.0, target_group_size=8)
+            matchmaking_time=2.0, averaging_timeout=30.0, target_group_size=args.peers,
+            averager_opts=dict(request_timeout=1.0))
+        if opt.load_state_from_peers():
+            print(f"{name}: loaded the swarm's outer state at round {opt.local_epoch}", flush=True)
     else:
         opt = apiary.Optimizer(
             dht=dht, run_id="digits", target_batch_size=args.target_batch_size, batch_size_per_step=args.batch,
@@ -108,8 +111,11 @@ def main() -> int:
 
     bar = tqdm(total=args.epochs, initial=min(opt.local_epoch, args.epochs), desc=name, position=args.rank,
                file=sys.stderr, leave=True, mininterval=0.5, dynamic_ncols=True)
-    epoch, began, samples = opt.local_epoch, time.monotonic(), 0
-    while opt.local_epoch < args.epochs:
+    epoch, began, samples, steps = opt.local_epoch, time.monotonic(), 0, 0
+    # DiLoCo: a peer left alone takes no outer steps; it stops after twice the inner steps.
+    max_steps = 2 * args.epochs * args.inner_steps if args.diloco else None
+    while opt.local_epoch < args.epochs and (max_steps is None or steps < max_steps):
+        steps += 1
         if args.step_time:
             time.sleep(args.step_time)
         batch = torch.randint(0, len(x), (args.batch,))

@@ -154,3 +154,140 @@ def regression_trainer(initial_peers, run_id, index, batch_size, batch_time, cli
         result["alive"] = (opt.state_averager.is_alive(), opt.grad_averager is not None and opt.grad_averager.is_alive(),
                            opt.tracker.is_alive())
         return result
+
+
+def digits_data(shard, shards):
+    """scikit-learn's digits: the training shard `shard` of `shards` (all with shards=1)
+    and the held-out quarter."""
+    import torch
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
+    y = torch.tensor(digits.target, dtype=torch.long)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
+    index = torch.arange(shard, len(x_train), shards)
+    return x_train[index], y_train[index], x_test, y_test
+
+
+def digits_model():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+
+def held_out_accuracy(model, x, y):
+    import torch
+
+    with torch.no_grad():
+        return (model(x).argmax(dim=1) == y).float().mean().item()
+
+
+def single_digits_trainer(steps, batch):
+    """One peer on all the training data with Adam(3e-3): the reference for a swarm
+    that sees as many samples in all."""
+    import torch
+
+    x, y, x_test, y_test = digits_data(0, 1)
+    model = digits_model()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    torch.manual_seed(1)
+    for _ in range(steps):
+        batch_index = torch.randint(0, len(x), (batch,))
+        torch.nn.functional.cross_entropy(model(x[batch_index]), y[batch_index]).backward()
+        opt.step()
+        opt.zero_grad()
+    return held_out_accuracy(model, x_test, y_test)
+
+
+def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_steps, batch, codec, streaming, start_at):
+    """A DiLoCo peer on its shard of the digits: Adam(3e-3) inner steps, outer Nesterov;
+    returns the held-out accuracy, the outer parameters after each round and the rounds."""
+    import torch
+
+    x, y, x_test, y_test = digits_data(rank, peers)
+    model = digits_model()
+    torch.manual_seed(rank + 1)
+    compression = {"none": apiary.NoCompression(), "fp16": apiary.Float16Compression(),
+                   "uniform8": apiary.Uniform8BitQuantization(), "blockwise8": apiary.BlockwiseQuantization()}[codec]
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        opt = apiary.optim.DiLoCo(dht=dht, run_id=run_id, params=model.parameters(),
+                                  inner_optimizer=lambda p: torch.optim.Adam(p, lr=3e-3), inner_steps=inner_steps,
+                                  compression=compression, streaming=streaming, matchmaking_time=5.0,
+                                  averaging_timeout=30.0, target_group_size=peers, averager_opts=dict(request_timeout=1.0))
+        outer = []
+        time.sleep(max(0.0, start_at - time.time()))  # the peers begin together (process start-up varies)
+        # Until the last round (a peer that missed one goes on); at most twice the steps.
+        cap = 2 * (rounds + 1) * inner_steps
+        steps = 0
+        while opt.local_epoch < rounds and steps < cap:
+            steps += 1
+            batch_index = torch.randint(0, len(x), (batch,))
+            torch.nn.functional.cross_entropy(model(x[batch_index]), y[batch_index]).backward()
+            before = opt.local_epoch
+            opt.step()
+            opt.zero_grad()
+            if opt.local_epoch != before:
+                outer.append((opt.local_epoch, torch.cat([t.reshape(-1) for t in opt.outer_params]).tolist()))
+        accuracy = held_out_accuracy(model, x_test, y_test)
+        sent, _received = opt.averager._native.transport_bytes()
+        time.sleep(3.0)  # a peer that missed a round may still load the state from this one
+        opt.shutdown()
+        return accuracy, outer, sent
+
+
+def churn_peer(initial_peers, run_id, rank, log_path, stop_path, step_time):
+    """A digits peer with apiary.Optimizer that logs, as JSON lines: what it shares with
+    joiners (epoch, hash of the parameters' bits), what it loaded on joining, and each
+    epoch it reaches; it stops when `stop_path` exists and logs its held-out accuracy."""
+    import hashlib
+    import json
+    import os
+    from functools import partial
+
+    import torch
+
+    def log(**fields):
+        with open(log_path, "a") as f:
+            f.write(json.dumps(dict(rank=rank, time=time.time(), **fields)) + "\n")
+
+    def digest(tensors):
+        h = hashlib.sha256()
+        for t in tensors:
+            h.update(t.detach().to(torch.float32).contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    x, y, x_test, y_test = digits_data(rank % 8, 8)
+    model = digits_model()
+    torch.manual_seed(rank + 100)
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        opt = apiary.Optimizer(
+            dht=dht, run_id=run_id, target_batch_size=512, batch_size_per_step=32, params=model.parameters(),
+            optimizer=partial(torch.optim.SGD, lr=0.3, momentum=0.9), matchmaking_time=1.0, averaging_timeout=10.0,
+            load_state_timeout=30.0, averager_opts=dict(request_timeout=1.0),
+            tracker_opts=dict(min_refresh_period=0.2, max_refresh_period=1.0))
+        share = opt.state_averager.get_current_state
+
+        def shared_state():
+            metadata, tensors, infos = share()
+            log(event="shared", epoch=metadata["epoch"], digest=digest(tensors[:metadata["num_params"]]))
+            return metadata, tensors, infos
+
+        opt.state_averager.get_current_state = shared_state
+        if opt.load_state_from_peers():
+            log(event="loaded", epoch=opt.local_epoch, digest=digest(model.parameters()))
+        log(event="epoch", epoch=opt.local_epoch)
+        epoch = opt.local_epoch
+        while not os.path.exists(stop_path):
+            time.sleep(step_time)
+            batch = torch.randint(0, len(x), (32,))
+            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+            opt.step()
+            opt.zero_grad()
+            if opt.local_epoch != epoch:
+                epoch = opt.local_epoch
+                log(event="epoch", epoch=epoch)
+        log(event="final", epoch=opt.local_epoch, accuracy=held_out_accuracy(model, x_test, y_test))
+        opt.shutdown()

@@ -14,6 +14,21 @@ from apiary.optim import TrainingStateAverager
 from apiary.optim.state_averager import dump_optimizer_state, load_optimizer_state
 
 
+def wait_for_donor(dht, prefix, priority=None, patience=10.0):
+    """Until the DHT shows a donor of `prefix` (with `priority`, if given): a donor
+    declares itself asynchronously, as in hivemind (whose test sleeps 0.1 s instead)."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        found = dht.get(f"{prefix}.all_averagers", latest=True)
+        if found is not None and isinstance(found.value, dict) and any(
+                priority is None or v.value == priority for v in found.value.values()):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"no donor of {prefix} declared within {patience} s")
+
+
 @pytest.mark.parametrize(
     "offload_optimizer, reuse_tensors, sync_epoch_when_averaging",
     [(False, False, False), (True, False, False), (False, True, True), (True, False, True)],
@@ -82,6 +97,7 @@ def test_load_state_from_peers():
         avgr2.state_sharing_priority = 1337
         with torch.no_grad():
             model2.weight[...] = 42
+        wait_for_donor(dht1, "load_state", 1337)
 
         assert avgr1.load_state_from_peers() is True
         assert avgr1.local_epoch == 1337
@@ -113,6 +129,7 @@ def test_a_chainable_scheduler_loads_with_the_state():
             donor.step(increment_epoch=True, optimizer_step=True, zero_grad=True)
             donor.state_sharing_priority = epoch
         assert donor.local_epoch == 3 and donor.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)
+        wait_for_donor(dht1, "steplr", 3)
         assert newcomer.load_state_from_peers() is True
         assert newcomer.local_epoch == 3
         assert newcomer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)
@@ -131,6 +148,7 @@ def test_no_donor_and_wrong_model():
                                       optimizer=partial(torch.optim.SGD, lr=0.1), prefix="shapes", start=True)
         other = TrainingStateAverager(dht=dht1, params=nn.Linear(2, 3).parameters(), allow_state_sharing=False,
                                       optimizer=partial(torch.optim.SGD, lr=0.1), prefix="shapes", start=True)
+        wait_for_donor(dht1, "shapes")
         with pytest.raises(ValueError, match="shape"):
             other.load_state_from_peers()
         for averager in (lonely, donor, other):

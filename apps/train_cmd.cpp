@@ -1,6 +1,8 @@
-// `apiary train`: one peer of a collaborative training run. Every peer trains the same
-// logistic regression (core/ps/logistic_regression.hpp) by local SGD on its own batches,
-// and every few steps averages the model with a group of peers found through the DHT.
+// `apiary train`: one peer of a collaborative training run on apiary::Optimizer
+// (hivemind's Optimizer for C++ trainers). Every peer trains the same logistic regression
+// (core/ps/logistic_regression.hpp) on its own share of a synthetic data set; the swarm
+// takes one optimizer step per --target-batch-size samples of all peers (an epoch), with
+// the gradients averaged over the DHT-found group; a latecomer loads the swarm's state.
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -8,33 +10,41 @@
 #include <thread>
 #include <vector>
 
-#include "api/averager.hpp"
-#include "apps/averager_args.hpp"
+#include "api/dht.hpp"
+#include "api/optimizer.hpp"
 #include "apps/commands.hpp"
 #include "core/ps/logistic_regression.hpp"
 
 namespace apiary::apps {
+
 namespace {
 
 namespace ps = core::ps;
 
 /// Training settings.
 struct TrainArgs {
+  std::string listen = "/ip4/127.0.0.1/tcp/0";
+  std::vector<std::string> initial_peers;
+  std::string transport = "tcp";
   std::size_t peers = 4;
   std::size_t rank = 0;
   std::size_t features = 64;
   std::size_t samples = 4096;
   std::size_t batch = 32;
   std::uint64_t data_seed = 7;
-  int steps = 200;
-  int average_every = 20;
+  std::int64_t epochs = 20;
+  std::int64_t target_batch_size = 512;
+  std::string optimizer = "sgd";
   double lr = 0.5;
-  double timeout = 10;
-  double every = 0;
+  double matchmaking_time = 1.0;
+  double averaging_timeout = 15.0;
+  double step_time = 0;
+  bool client_mode = false;
+  std::string codec = "NONE";
   double linger = 3;
 };
 
-/// The model as named variables, from the averager's tensors {w, b}.
+/// The model as named variables, from the optimizer's tensors {w, b}.
 std::map<std::string, std::vector<float>> as_params(const std::vector<std::vector<float>>& t) {
   return {{ps::k_logreg_weights, t[0]}, {ps::k_logreg_bias, t[1]}};
 }
@@ -42,90 +52,119 @@ std::map<std::string, std::vector<float>> as_params(const std::vector<std::vecto
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a logistic regression collaboratively: local SGD, periodic averaging");
-  auto args = std::make_shared<AveragerArgs>();
-  add_averager_options(*cmd, *args);
+  auto* cmd = app.add_subcommand(
+      "train", "Train a logistic regression collaboratively with apiary::Optimizer (hivemind's Optimizer)");
   auto t = std::make_shared<TrainArgs>();
-  cmd->add_option("--peers", t->peers, "Peers in the run (for each peer's share of the data)")
+  cmd->add_option("--listen", t->listen, "Multiaddr to listen on (loopback in tests)");
+  cmd->add_option("--initial-peers", t->initial_peers, "Multiaddrs of peers to bootstrap from");
+  cmd->add_option("--transport", t->transport, "UCX lanes to same-host peers: tcp or shm")
+      ->check(CLI::IsMember({"tcp", "shm"}));
+  cmd->add_option("--peers", t->peers, "Shares of the data set (each peer trains on share --rank)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
-  cmd->add_option("--rank", t->rank, "This peer's index in [0, --peers)");
+  cmd->add_option("--rank", t->rank, "This peer's share in [0, --peers)");
   cmd->add_option("--features", t->features, "Inputs per sample")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   cmd->add_option("--samples", t->samples, "Samples in the synthetic data set")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26));
   cmd->add_option("--batch", t->batch, "Samples per local step")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   cmd->add_option("--data-seed", t->data_seed, "Seed of the synthetic data set (the same on every peer)");
-  cmd->add_option("--steps", t->steps, "Local SGD steps")->check(CLI::Range(1, 100000000));
-  cmd->add_option("--average-every", t->average_every, "Average the model every this many steps")
-      ->check(CLI::Range(1, 100000000));
+  cmd->add_option("--epochs", t->epochs, "Stop at this epoch of the swarm")->check(CLI::Range(1, 100000000));
+  cmd->add_option("--target-batch-size", t->target_batch_size, "Samples of the whole swarm per epoch")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--optimizer", t->optimizer, "The step: sgd, momentum or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
   cmd->add_option("--lr", t->lr, "Learning rate")->check(CLI::Range(1e-9, 1e3));
-  cmd->add_option("--timeout", t->timeout, "Seconds each averaging round may take")->check(CLI::Range(0.1, 1e6));
-  cmd->add_option("--every", t->every,
-                  "Schedule each averaging round at the next multiple of this many seconds of Unix "
-                  "time, so that the peers' rounds line up (0: as soon as the peer gets there)")
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--linger", t->linger, "Seconds to keep serving after the last step")->check(CLI::Range(0.0, 1e6));
-
+  cmd->add_option("--matchmaking-time", t->matchmaking_time, "Seconds before an epoch's end that a group forms")
+      ->check(CLI::Range(0.01, 1e6));
+  cmd->add_option("--averaging-timeout", t->averaging_timeout, "Seconds an averaging round may take")
+      ->check(CLI::Range(0.1, 1e6));
+  cmd->add_option("--step-time", t->step_time, "Extra seconds per local step (a slower peer)")
+      ->check(CLI::Range(0.0, 1e3));
+  cmd->add_flag("--client-mode", t->client_mode, "Only make outbound connections");
+  cmd->add_option("--codec", t->codec, "Gradient compression: NONE, FLOAT16, UNIFORM_8BIT, ...");
+  cmd->add_option("--linger", t->linger, "Seconds to keep serving after the last epoch")->check(CLI::Range(0.0, 1e6));
   return [=]() {
     if (t->rank >= t->peers) {
       std::fprintf(stderr, "apiary train: expected --rank below --peers (%zu), got %zu\n", t->peers, t->rank);
       return 2;
     }
+    OptimizerOptions o;
+    if (!pb::CompressionType_Parse(t->codec, &o.grad_compression)) {
+      std::fprintf(stderr, "apiary train: expected --codec NONE, FLOAT16, MEANSTD_16BIT, QUANTILE_8BIT, "
+                           "UNIFORM_8BIT or BLOCKWISE_8BIT, got '%s'\n", t->codec.c_str());
+      return 2;
+    }
     const ps::LogisticData data = ps::make_logistic_data(t->samples, t->features, t->data_seed);
-    AveragerOptions options = averager_options(*args);
-    options.tensors = {std::vector<float>(t->features, 0.0f), std::vector<float>(1, 0.0f)};
-    auto node = start_averager_node(*args, std::move(options), "train");
-    if (!node) return node.error().code == errc::invalid_argument ? 2 : 1;
-    Averager& averager = *node->averager;
-    const double initial = ps::logistic_full_loss(data, as_params(averager.tensors()));
+    DhtOptions dht_options;
+    dht_options.listen = t->listen;
+    dht_options.initial_peers = t->initial_peers;
+    dht_options.client_mode = t->client_mode;
+    dht_options.mode = t->transport == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+    auto dht = Dht::start(dht_options);
+    if (!dht) {
+      std::fprintf(stderr, "apiary train: %s\n", dht.error().what().c_str());
+      return 1;
+    }
+    if (!t->client_mode) std::printf("listening %s\n", (*dht)->address().to_string().c_str());
+    o.run_id = "apiary_train";
+    o.params = {std::vector<float>(t->features, 0.0f), std::vector<float>(1, 0.0f)};
+    o.inner.kind = t->optimizer == "adam" ? ps::OptimizerKind::adam
+                   : t->optimizer == "momentum" ? ps::OptimizerKind::momentum : ps::OptimizerKind::sgd;
+    o.inner.learning_rate = static_cast<float>(t->lr);
+    o.tracker.target_batch_size = t->target_batch_size;
+    o.tracker.min_refresh_period = 0.2;
+    o.tracker.max_refresh_period = 2.0;
+    o.matchmaking_time = t->matchmaking_time;
+    o.averaging_timeout = t->averaging_timeout;
+    o.client_mode = t->client_mode;
+    o.request_timeout = 1.0;
+    auto started = Optimizer::start(**dht, std::move(o));
+    if (!started) {
+      std::fprintf(stderr, "apiary train: %s\n", started.error().what().c_str());
+      return started.error().code == errc::invalid_argument ? 2 : 1;
+    }
+    Optimizer& opt = **started;
+    if (auto loaded = opt.load_state_from_peers(); loaded && *loaded) {
+      std::printf("rank %zu: loaded the swarm's state at epoch %lld\n", t->rank, static_cast<long long>(opt.local_epoch()));
+    }
+    const double initial = ps::logistic_full_loss(data, as_params(opt.params()));
     std::printf("rank %zu: initial loss %.4f\n", t->rank, initial);
     std::fflush(stdout);
-    RoundClock clock(t->every > 0 ? t->every : 1.0);
-    int rounds = 0;
-    int failed_rounds = 0;
-    const auto started = std::chrono::steady_clock::now();
-    for (int step = 1; step <= t->steps; ++step) {
-      const auto batch = ps::logistic_batch(data, t->peers, t->rank, step, t->batch);
-      averager.with_tensors([&](std::vector<std::vector<float>>& tensors) {
-        std::map<std::string, std::vector<float>> grads;
-        (void)ps::logistic_loss(data, batch, as_params(tensors), &grads);
-        const auto& gw = grads[ps::k_logreg_weights];
-        const auto& gb = grads[ps::k_logreg_bias];
-        for (std::size_t i = 0; i < tensors[0].size() && i < gw.size(); ++i) tensors[0][i] -= static_cast<float>(t->lr * gw[i]);
-        if (!gb.empty()) tensors[1][0] -= static_cast<float>(t->lr * gb[0]);
-      });
-      if (step % t->average_every != 0 && step != t->steps) continue;
-      ++rounds;
-      const auto before = averager.transport_bytes();
-      AveragerStepOptions round;
-      round.timeout = t->timeout;
-      if (t->every > 0) {
-        round.scheduled_in = clock.wait_for_round(args->min_matchmaking_time);
-        round.timeout += round.scheduled_in;
+    const auto began = std::chrono::steady_clock::now();
+    auto epoch_began = began;
+    std::size_t step = 0;
+    while (opt.local_epoch() < t->epochs) {
+      if (t->step_time > 0) std::this_thread::sleep_for(std::chrono::duration<double>(t->step_time));
+      const auto batch = ps::logistic_batch(data, t->peers, t->rank, static_cast<int>(++step), t->batch);
+      std::map<std::string, std::vector<float>> grads;
+      (void)ps::logistic_loss(data, batch, as_params(opt.params()), &grads);
+      auto done = opt.step({grads[ps::k_logreg_weights], grads[ps::k_logreg_bias]}, static_cast<std::int64_t>(t->batch));
+      if (!done) {
+        std::fprintf(stderr, "apiary train: %s\n", done.error().what().c_str());
+        return 1;
       }
-      auto report = averager.step(round).get();
-      const auto after = averager.transport_bytes();
-      const double loss = ps::logistic_full_loss(data, as_params(averager.tensors()));
-      if (!report) {
-        ++failed_rounds;
-        std::printf("rank %zu step %d: averaging failed (%s); loss %.4f\n", t->rank, step,
-                    report.error().what().c_str(), loss);
-      } else {
-        std::printf("rank %zu step %d: group of %zu, loss %.4f, sent %.1f KiB, received %.1f KiB, key %s\n", t->rank,
-                    step, report->peers.size(), loss, static_cast<double>(after.first - before.first) / 1024.0,
-                    static_cast<double>(after.second - before.second) / 1024.0, report->next_group_key.c_str());
+      if (done->loaded_state) {
+        std::printf("rank %zu: behind the swarm, loaded its state at epoch %lld\n", t->rank,
+                    static_cast<long long>(opt.local_epoch()));
       }
+      if (!done->new_epoch) continue;
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - epoch_began).count();
+      epoch_began = now;
+      std::printf("rank %zu epoch %lld: loss %.4f, group of %zu%s, %.0f samples/s of the swarm\n", t->rank,
+                  static_cast<long long>(opt.local_epoch()), ps::logistic_full_loss(data, as_params(opt.params())),
+                  done->group_size, done->state_averaged ? ", state averaged" : "",
+                  static_cast<double>(t->target_batch_size) / std::max(seconds, 1e-9));
       std::fflush(stdout);
     }
-    const double final_loss = ps::logistic_full_loss(data, as_params(averager.tensors()));
-    const auto total = averager.transport_bytes();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::printf("rank %zu: final loss %.4f (initial %.4f), %d rounds (%d failed), %.1f s, sent %.1f KiB, "
-                "received %.1f KiB\n",
-                t->rank, final_loss, initial, rounds, failed_rounds, seconds, static_cast<double>(total.first) / 1024.0,
-                static_cast<double>(total.second) / 1024.0);
+    const auto bytes = opt.transport_bytes();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    std::printf("rank %zu: final loss %.4f (initial %.4f), epoch %lld, %.1f s, sent %.1f KiB, received %.1f KiB\n",
+                t->rank, ps::logistic_full_loss(data, as_params(opt.params())), initial,
+                static_cast<long long>(opt.local_epoch()), seconds, static_cast<double>(bytes.first) / 1024.0,
+                static_cast<double>(bytes.second) / 1024.0);
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(t->linger));
-    return failed_rounds == rounds ? 1 : 0;
+    return 0;
   };
 }
 

@@ -1,6 +1,7 @@
 """Pairs each workload's RESULT lines from apiary and hivemind and prints both and the
 ratio; where the same workload ran through apiary's C++ API too (<name>.cpp), prints the
-Python figure beside the C++ one and their ratio (the Python module's overhead)."""
+Python figure beside the C++ one and their ratio (the Python module's overhead). The
+collaborative Optimizer's figures (bench_optimizer.py) get a table of their own."""
 import glob
 import json
 import os
@@ -26,10 +27,10 @@ def main(folder):
                    {os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(folder, "*.hivemind"))})
     print(f"{'workload':34} {'figure':16} {'apiary':>12} {'hivemind':>12} {'hivemind/apiary':>16}")
     for name in names:
-        ours = {key_of(r): r for r in records(os.path.join(folder, name + ".apiary"))} if os.path.exists(
-            os.path.join(folder, name + ".apiary")) else {}
-        theirs = {key_of(r): r for r in records(os.path.join(folder, name + ".hivemind"))} if os.path.exists(
-            os.path.join(folder, name + ".hivemind")) else {}
+        ours = {key_of(r): r for r in records(os.path.join(folder, name + ".apiary")) if r.get("bench") != "optimizer"
+                } if os.path.exists(os.path.join(folder, name + ".apiary")) else {}
+        theirs = {key_of(r): r for r in records(os.path.join(folder, name + ".hivemind"))
+                  if r.get("bench") != "optimizer"} if os.path.exists(os.path.join(folder, name + ".hivemind")) else {}
         for key in sorted(set(ours) | set(theirs), key=str):
             a, h = ours.get(key, {}), theirs.get(key, {})
             label = name + ("" if "codec" not in dict(key) else f" {dict(key)['codec']}")
@@ -45,6 +46,59 @@ def main(folder):
                 fa = "-" if va is None else f"{va:.4g}"
                 fh = "-" if vh is None else f"{vh:.4g}"
                 print(f"{label:34} {f:16} {fa:>12} {fh:>12} {ratio:>16}")
+
+
+# The optimizer table's rows: (RESULT family, field, label); {target} is the accuracy timed.
+OPTIMIZER_ROWS = [
+    ("epochs", "epochs", "epochs reached"),
+    ("epochs", "epoch_median_s", "seconds per epoch, median"),
+    ("epochs", "epoch_max_s", "seconds per epoch, max"),
+    ("epochs", "step_median_s", "seconds per step() call, median"),
+    ("epochs", "step_max_s", "seconds per step() call, max"),
+    ("epochs", "startup_max_s", "seconds to start a peer, slowest"),
+    ("epochs", "success", "peers that finished cleanly"),
+    ("traffic", "bytes_per_epoch", "bytes per epoch, all peers"),
+    ("traffic", "bytes_total", "bytes in all"),
+    ("accuracy", "time_to_target_s", "seconds to accuracy {target}"),
+    ("accuracy", "epoch_at_target", "epoch at accuracy {target}"),
+    ("accuracy", "final_accuracy", "final held-out accuracy"),
+]
+
+
+def optimizer_table(folder):
+    """The collaborative Optimizer (optimizer.apiary, optimizer.hivemind): its figures by
+    family, apiary beside hivemind, with the ratio; a figure one side lacks shows '-'."""
+    runs = {}
+    for impl in ("apiary", "hivemind"):
+        path = os.path.join(folder, "optimizer." + impl)
+        runs[impl] = {r.get("workload"): r for r in records(path) if r.get("bench") == "optimizer"} if os.path.exists(
+            path) else {}
+    if not any(runs.values()):
+        return
+    shape = runs["apiary"].get("epochs") or runs["hivemind"].get("epochs") or {}
+    target = (runs["apiary"].get("accuracy") or runs["hivemind"].get("accuracy") or {}).get("target", "?")
+    print()
+    print(f"optimizer: {shape.get('peers', '?')} peers ({shape.get('clients', '?')} in client mode), "
+          f"target_batch_size {shape.get('target_batch_size', '?')}, up to {shape.get('max_epochs', '?')} epochs"
+          f"{', delayed updates' if shape.get('delayed_updates') else ''}")
+    print(f"{'figure':34} {'apiary':>12} {'hivemind':>12} {'hivemind/apiary':>16}")
+    for impl in ("apiary", "hivemind"):
+        if not runs[impl]:
+            print(f"{'(no result: ' + impl + ')':34}")
+        for family, record in sorted(runs[impl].items(), key=lambda item: str(item[0])):
+            for note in ("error", "bytes_note"):
+                if note in record:
+                    print(f"{impl + ' ' + family + ' ' + note:34} {record[note]}")
+    for family, field, label in OPTIMIZER_ROWS:
+        va, vh = (runs[impl].get(family, {}).get(field) for impl in ("apiary", "hivemind"))
+        label = label.format(target=target)
+        if isinstance(va, str) or isinstance(vh, str):
+            print(f"{label:34} {str(va)[:12]:>12} {str(vh)[:12]:>12}")
+            continue
+        ratio = f"{vh / va:.2f}x" if isinstance(va, (int, float)) and isinstance(vh, (int, float)) and va else ""
+        fa = "-" if va is None else f"{va:.4g}"
+        fh = "-" if vh is None else f"{vh:.4g}"
+        print(f"{label:34} {fa:>12} {fh:>12} {ratio:>16}")
 
 
 def python_overhead(folder):
@@ -70,4 +124,5 @@ def python_overhead(folder):
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    optimizer_table(sys.argv[1])
     python_overhead(sys.argv[1])

@@ -2,7 +2,7 @@
 # apiary's Python API beside the real hivemind, same machine, same run: each workload
 # runs through `import apiary` (Debian's /usr/bin/python3) and through `import hivemind`
 # (its virtual environment), one after the other; the table shows both and the ratio.
-# Usage: bench/python/run.sh [compression] [dht] [averaging] [step]   (default: all)
+# Usage: bench/python/run.sh [compression] [dht] [averaging] [step] [optimizer]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/setup.sh build >/dev/null
@@ -13,7 +13,7 @@ HIVEMIND_PY=build/hivemind-venv/bin/python
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 WORKLOADS=("$@")
-[ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=(compression dht averaging step)
+[ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=(compression dht averaging step optimizer)
 both() {  # name, script and flags: runs the workload through each implementation
   local name=$1; shift
   for impl in apiary hivemind; do
@@ -38,6 +38,7 @@ for w in "${WORKLOADS[@]}"; do
             echo "== step${p}x${m}: apiary C++" >&2  # the same swarm through api::Averager, no Python
             timeout 900 build/bin/apiary_averager_step_bench --peers $p --mib $m --rounds 10 >"$OUT/step${p}x${m}.cpp" 2>&1 || true
           done; done ;;
+    optimizer) both optimizer bench_optimizer.py ;;  # 8 peer processes, up to 240 s of training each
     *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
 done

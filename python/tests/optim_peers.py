@@ -72,10 +72,13 @@ def accumulate_and_average(initial_peers, prefix, reuse, batches, batch_size, ta
         return counts, accumulated.tolist(), averaged.tolist(), restored.tolist(), averager.local_samples_accumulated
 
 
-def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_time, total_epochs, deadline_s):
+def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_time, total_epochs, deadline_s,
+                              delayed=False):
     """An apiary.Optimizer peer whose loss is (w * c).sum() with c = index + 1 everywhere,
     so its gradient is c whatever w is; SGD(lr=0.1) with StepLR(gamma=0.5) per epoch, no
-    delays. Returns, for each epoch it stepped, the samples it gave that epoch and w after."""
+    delays (or, `delayed`, the optimizer step and both averagings in the background).
+    Returns, for each epoch it stepped, the samples it gave that epoch and w after, the
+    final learning rate, and w once every delayed update is applied."""
     from functools import partial
 
     import torch
@@ -87,8 +90,8 @@ def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_ti
             dht=dht, run_id=run_id, target_batch_size=24, batch_size_per_step=batch_size, params=[w],
             optimizer=partial(torch.optim.SGD, lr=0.1),
             scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5),
-            matchmaking_time=1.0, averaging_timeout=30.0, next_chunk_timeout=10.0, delay_state_averaging=False,
-            delay_grad_averaging=False, delay_optimizer_step=False, averager_opts=dict(request_timeout=1.0),
+            matchmaking_time=1.0, averaging_timeout=30.0, next_chunk_timeout=10.0, delay_state_averaging=delayed,
+            delay_grad_averaging=delayed, delay_optimizer_step=delayed, averager_opts=dict(request_timeout=1.0),
             tracker_opts=dict(min_refresh_period=0.1, max_refresh_period=0.5, default_refresh_period=0.2))
         log = []
         deadline = time.monotonic() + deadline_s
@@ -101,9 +104,11 @@ def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_ti
             opt.zero_grad()
             if opt.local_epoch != before:
                 log.append((before, opt.local_epoch, samples, w.detach().clone().tolist()))
+        opt.state_averager.step(wait_for_delayed_updates=True)
         lr = opt.param_groups[0]["lr"]
+        final = w.detach().clone().tolist()
         opt.shutdown()
-        return log, lr
+        return log, lr, final
 
 
 def regression_trainer(initial_peers, run_id, index, batch_size, batch_time, client_mode, options, total_epochs,

@@ -13,7 +13,7 @@ def test_epochs_step_with_the_sample_weighted_average_gradient():
     epoch, lr_e = 0.1 * 0.5**e (the scheduler follows the epoch)."""
     with apiary.DHT() as root:
         peers = root.get_visible_maddrs()
-        (log1, lr1), (log2, lr2) = run_in_processes(
+        (log1, lr1, _), (log2, lr2, _) = run_in_processes(
             constant_gradient_trainer, [(peers, "constant", 0, 2, 0.05, 3, 120),
                                         (peers, "constant", 1, 3, 0.08, 3, 120)], timeout=180)
     by_epoch1 = {before: (samples, w) for before, after, samples, w in log1}
@@ -26,6 +26,24 @@ def test_epochs_step_with_the_sample_weighted_average_gradient():
         assert w1 == pytest.approx([w] * 5, abs=1e-5), (epoch, s1, s2)
         assert w2 == pytest.approx([w] * 5, abs=1e-5), (epoch, s1, s2)
     assert lr1 == lr2 == pytest.approx(0.1 * 0.5**3)
+
+
+def test_delayed_steps_apply_each_epoch_average_one_epoch_late():
+    """delay_optimizer_step and delay_grad_averaging: each epoch's average is stepped in the
+    background (the parameters change at a later step()); the last epoch's round never
+    overlaps the next one's gradients. Once every delayed update is applied, both peers
+    hold w = -sum_e lr_e * (s1 * 1 + s2 * 2) / (s1 + s2) over the epochs."""
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        (log1, lr1, w1), (log2, lr2, w2) = run_in_processes(
+            constant_gradient_trainer, [(peers, "delayed", 0, 2, 0.05, 4, 120, True),
+                                        (peers, "delayed", 1, 3, 0.08, 4, 120, True)], timeout=180)
+    samples1 = {before: samples for before, after, samples, _ in log1}
+    samples2 = {before: samples for before, after, samples, _ in log2}
+    assert sorted(samples1) == sorted(samples2) == [0, 1, 2, 3], (log1, log2)
+    w = sum(-0.1 * 0.5**e * (samples1[e] * 1 + samples2[e] * 2) / (samples1[e] + samples2[e]) for e in range(4))
+    assert w1 == pytest.approx([w] * 5, abs=1e-5)
+    assert w2 == pytest.approx([w] * 5, abs=1e-5)
 
 
 # hivemind's combinations: use_local_updates, delay_state_averaging, delay_optimizer_step,

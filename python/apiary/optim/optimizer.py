@@ -148,6 +148,7 @@ class Optimizer(torch.optim.Optimizer):
         self.status_loglevel = logging.INFO if verbose else logging.DEBUG
         self.scheduled_grads: Optional[StepControl] = None
         self.scheduled_state: Optional[StepControl] = None
+        self._grads_in_flight: Optional[StepControl] = None  # a delayed gradient round
         self._should_check_synchronization_on_update = True
         self._shut_down = False
 
@@ -299,6 +300,14 @@ class Optimizer(torch.optim.Optimizer):
         step, average the state when it is due, and move to the next epoch."""
         with self.tracker.pause_updates():
             wait_for_trigger = None
+            if self.offload_optimizer and self.state_averager.pending_updates:
+                # The last epoch's delayed step reads the offloaded gradients, which are the
+                # gradient averager's tensors: it ends before this epoch's are loaded there.
+                for pending in list(self.state_averager.pending_updates):
+                    try:
+                        pending.result()
+                    except Exception as e:  # logged by the state averager; this epoch goes on
+                        logger.debug(f"{self.run_id}: the last delayed step failed: {e!r}")
             if not self.use_local_updates:
                 control = self._begin_averaging_gradients()
                 if control is None:  # alone, or could not begin: the local gradients
@@ -307,6 +316,7 @@ class Optimizer(torch.optim.Optimizer):
                     self._load_averaged_gradients_into_optimizer()
                 elif self.delay_grad_averaging:
                     wait_for_trigger = partial(self._average_gradients_and_load_into_optimizer, control)
+                    self._grads_in_flight = control
                 else:
                     self._average_gradients_and_load_into_optimizer(control)
 
@@ -324,7 +334,6 @@ class Optimizer(torch.optim.Optimizer):
             self.state_averager.step(
                 increment_epoch=True, wait_for_trigger=wait_for_trigger, optimizer_step=should_step,
                 delay_optimizer_step=self.delay_optimizer_step and should_step,
-                zero_grad=should_step and self.offload_optimizer,
                 averaging_round=should_average_state,
                 delay_averaging=self.delay_state_averaging and not self.auxiliary,
                 averaging_control=scheduled,
@@ -380,6 +389,8 @@ class Optimizer(torch.optim.Optimizer):
     def _maybe_schedule_gradient_averaging(self) -> None:
         if self.use_local_updates:
             return
+        if self._grads_in_flight is not None and not self._grads_in_flight.done():
+            return  # the last epoch's round still runs in the background (delay_grad_averaging)
         eta = self.tracker.estimated_next_update_time - get_dht_time()
         if eta <= self.matchmaking_time:
             if self.scheduled_grads is None or self.scheduled_grads.triggered or self.scheduled_grads.done():
@@ -389,8 +400,8 @@ class Optimizer(torch.optim.Optimizer):
 
     def _maybe_schedule_state_averaging(self) -> None:
         next_epoch = max(self.local_epoch + 1, self.tracker.global_epoch)
-        if next_epoch % self.average_state_every != 0 or self.state_averager.averaging_in_progress:
-            return
+        if next_epoch % self.average_state_every != 0 or self.state_averager.pending_updates:
+            return  # not this epoch, or the last epoch's delayed step or round still runs
         eta = self.tracker.estimated_next_update_time - get_dht_time() + self.delay_before_state_averaging
         if eta <= self.matchmaking_time:
             if self.scheduled_state is None or self.scheduled_state.triggered or self.scheduled_state.done():

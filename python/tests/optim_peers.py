@@ -73,7 +73,7 @@ def accumulate_and_average(initial_peers, prefix, reuse, batches, batch_size, ta
 
 
 def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_time, total_epochs, deadline_s,
-                              delayed=False):
+                              delayed=False, start_at=0.0):
     """An apiary.Optimizer peer whose loss is (w * c).sum() with c = index + 1 everywhere,
     so its gradient is c whatever w is; SGD(lr=0.1) with StepLR(gamma=0.5) per epoch, no
     delays (or, `delayed`, the optimizer step and both averagings in the background).
@@ -94,6 +94,7 @@ def constant_gradient_trainer(initial_peers, run_id, index, batch_size, batch_ti
             delay_grad_averaging=delayed, delay_optimizer_step=delayed, averager_opts=dict(request_timeout=1.0),
             tracker_opts=dict(min_refresh_period=0.1, max_refresh_period=0.5, default_refresh_period=0.2))
         log = []
+        time.sleep(max(0.0, start_at - time.time()))  # the peers begin together (process start-up varies)
         deadline = time.monotonic() + deadline_s
         while opt.local_epoch < total_epochs and time.monotonic() < deadline:
             time.sleep(batch_time)

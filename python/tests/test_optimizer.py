@@ -1,5 +1,7 @@
 """apiary.Optimizer with hivemind's API (its test_optimizer): peers in separate processes
 train one model collaboratively, an epoch per target_batch_size samples of the swarm."""
+import time
+
 import pytest
 
 import apiary
@@ -13,9 +15,10 @@ def test_epochs_step_with_the_sample_weighted_average_gradient():
     epoch, lr_e = 0.1 * 0.5**e (the scheduler follows the epoch)."""
     with apiary.DHT() as root:
         peers = root.get_visible_maddrs()
+        start_at = time.time() + 15  # both processes have started by then
         (log1, lr1, _), (log2, lr2, _) = run_in_processes(
-            constant_gradient_trainer, [(peers, "constant", 0, 2, 0.05, 3, 120),
-                                        (peers, "constant", 1, 3, 0.08, 3, 120)], timeout=180)
+            constant_gradient_trainer, [(peers, "constant", 0, 2, 0.05, 3, 120, False, start_at),
+                                        (peers, "constant", 1, 3, 0.08, 3, 120, False, start_at)], timeout=180)
     by_epoch1 = {before: (samples, w) for before, after, samples, w in log1}
     by_epoch2 = {before: (samples, w) for before, after, samples, w in log2}
     assert sorted(by_epoch1) == sorted(by_epoch2) == [0, 1, 2], (log1, log2)
@@ -35,9 +38,10 @@ def test_delayed_steps_apply_each_epoch_average_one_epoch_late():
     hold w = -sum_e lr_e * (s1 * 1 + s2 * 2) / (s1 + s2) over the epochs."""
     with apiary.DHT() as root:
         peers = root.get_visible_maddrs()
+        start_at = time.time() + 15  # both processes have started by then
         (log1, lr1, w1), (log2, lr2, w2) = run_in_processes(
-            constant_gradient_trainer, [(peers, "delayed", 0, 2, 0.05, 4, 120, True),
-                                        (peers, "delayed", 1, 3, 0.08, 4, 120, True)], timeout=180)
+            constant_gradient_trainer, [(peers, "delayed", 0, 2, 0.05, 4, 120, True, start_at),
+                                        (peers, "delayed", 1, 3, 0.08, 4, 120, True, start_at)], timeout=180)
     samples1 = {before: samples for before, after, samples, _ in log1}
     samples2 = {before: samples for before, after, samples, _ in log2}
     assert sorted(samples1) == sorted(samples2) == [0, 1, 2, 3], (log1, log2)

@@ -156,8 +156,8 @@ class DiLoCo:
             return
         if self._behind(gathered) or not self._whole_round():
             return
-        with torch.no_grad(), self.averager.get_tensors() as average:
-            self._outer_step(average)
+        with torch.no_grad():
+            self._outer_step(self._averaged())
             for param, start in zip(self.params, self.outer_params):
                 param.copy_(start)
 
@@ -179,8 +179,7 @@ class DiLoCo:
                 if gathered is not None and self._whole_round():
                     if self._behind(gathered):
                         return
-                    with self.averager.get_tensors() as average:
-                        self._outer_step(average)
+                    self._outer_step(self._averaged())
                     # The local steps since the round began, on top of the new outer parameters.
                     for param, start, began in zip(self.params, self.outer_params, at_start):
                         param.add_(start.to(param.device) - began.to(param.device))
@@ -192,6 +191,19 @@ class DiLoCo:
                 logger.warning(f"{self.run_id}: could not start DiLoCo round {self.local_epoch}: {e!r}")
 
     @torch.no_grad()
+    def _averaged(self) -> List[torch.Tensor]:
+        """A copy of the averaged pseudo-gradients, taken under the averager's lock (which a
+        newcomer's download takes too: nothing slow happens while it is held)."""
+        with self.averager.get_tensors() as average:
+            return [t.clone() for t in average]
+
+    def _declare_round(self) -> None:
+        """Donors are asked in order of round; a slow averager only delays the declaration."""
+        try:
+            self.averager.state_sharing_priority = self.local_epoch
+        except (TimeoutError, RuntimeError) as e:
+            logger.warning(f"{self.run_id}: round {self.local_epoch} not declared to newcomers yet: {e!r}")
+
     def _outer_step(self, average: Sequence[torch.Tensor]) -> None:
         with self._lock:
             for start, grad in zip(self.outer_params, average):
@@ -200,7 +212,7 @@ class DiLoCo:
             for start in self.outer_params:
                 start.grad = None
             self.local_epoch += 1
-        self.averager.state_sharing_priority = self.local_epoch
+        self._declare_round()
 
     def _catch_up_if_behind(self) -> bool:
         """After a round without a group: if a peer declares a later round (its state
@@ -275,7 +287,7 @@ class DiLoCo:
             for param, start in zip(self.params, self.outer_params):
                 param.copy_(start)
             self.local_epoch = int(metadata["epoch"])
-        self.averager.state_sharing_priority = self.local_epoch
+        self._declare_round()
         return True
 
     def shutdown(self) -> None:

@@ -181,7 +181,7 @@ class Optimizer(torch.optim.Optimizer):
         self.tracker = ProgressTracker(dht, run_id, self.target_batch_size, client_mode=client_mode,
                                        performance_ema_alpha=performance_ema_alpha, **dict(tracker_opts or {}))
         if not self.auxiliary:
-            self.state_averager.state_sharing_priority = self.local_epoch
+            self._declare_epoch()
         # torch.optim.Optimizer's attributes, so schedulers and tools see the inner optimizer's groups
         self.defaults = self.state_averager.optimizer.defaults
 
@@ -344,8 +344,15 @@ class Optimizer(torch.optim.Optimizer):
             self._local_samples = 0
             self._should_check_synchronization_on_update = True
             if not self.auxiliary:
-                self.state_averager.state_sharing_priority = self.local_epoch
+                self._declare_epoch()
         logger.log(self.status_loglevel, f"{self.run_id}: epoch {self.local_epoch}")
+
+    def _declare_epoch(self) -> None:
+        """Newcomers ask donors in order of epoch; a busy averager only delays the declaration."""
+        try:
+            self.state_averager.state_sharing_priority = self.local_epoch
+        except (TimeoutError, RuntimeError) as e:
+            logger.warning(f"{self.run_id}: epoch {self.local_epoch} not declared to newcomers yet: {e!r}")
 
     def _begin_averaging_gradients(self) -> Optional[StepControl]:
         """Starts the gradients' all-reduce (a pre-scheduled round, or one scheduled now);
@@ -448,7 +455,7 @@ class Optimizer(torch.optim.Optimizer):
             if self.grad_averager is not None:
                 self.grad_averager.reset_accumulated_grads_()
             if not self.auxiliary:
-                self.state_averager.state_sharing_priority = self.local_epoch
+                self._declare_epoch()
         self._should_check_synchronization_on_update = False
         return loaded
 

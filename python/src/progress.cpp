@@ -2,6 +2,7 @@
 // releases the GIL while the tracker's actor answers.
 #include <pybind11/stl.h>
 
+#include "core/optim/epoch.hpp"
 #include "api/progress.hpp"
 #include "python/src/common.hpp"
 
@@ -68,6 +69,15 @@ T unlocked(F&& fn) {
 }  // namespace
 
 void bind_progress(py::module_& m) {
+  // The collaborative optimizer's per-step decisions (core/optim/epoch.hpp), shared by
+  // apiary::Optimizer and apiary.Optimizer.
+  m.def("epoch_should_load_state", &core::optim::should_load_state, py::arg("local_epoch"), py::arg("global_epoch"),
+        py::arg("check_sync"), py::arg("fetched_this_epoch"));
+  m.def("epoch_next", &core::optim::next_epoch, py::arg("local_epoch"), py::arg("global_epoch"));
+  m.def("epoch_should_average_state", &core::optim::should_average_state, py::arg("next_epoch"), py::arg("every"),
+        py::arg("num_peers"));
+  m.def("epoch_should_schedule", &core::optim::should_schedule, py::arg("eta_seconds"), py::arg("matchmaking_time"),
+        py::arg("num_peers"), py::arg("scheduled"));
   py::class_<PyProgressTracker>(m, "ProgressTracker", "A collaborative run's progress beside a Dht.")
       .def(py::init([](PyDht& node, const std::string& run_id, py::dict o, const std::optional<py::bytes>& seed) {
              Dht& dht = node.get();

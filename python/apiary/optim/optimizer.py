@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Union
 
 import torch
 
+from .. import _apiary
 from ..averaging import StepControl
 from ..compression import CompressionBase, NoCompression
 from ..dht import DHT
@@ -320,11 +321,11 @@ class Optimizer(torch.optim.Optimizer):
                 else:
                     self._average_gradients_and_load_into_optimizer(control)
 
-            next_epoch = max(self.local_epoch + 1, self.tracker.global_epoch)
-            swarm_not_empty = self.tracker.global_progress.num_peers > 1
+            next_epoch = _apiary.epoch_next(self.local_epoch, self.tracker.global_epoch)
             should_step = not self.auxiliary and not self.use_local_updates
-            should_average_state = (swarm_not_empty and next_epoch % self.average_state_every == 0
-                                    and not self.state_averager.averaging_in_progress)
+            should_average_state = (_apiary.epoch_should_average_state(
+                next_epoch, self.average_state_every, self.tracker.global_progress.num_peers)
+                and not self.state_averager.averaging_in_progress)
             scheduled, self.scheduled_state = self.scheduled_state, None
             if scheduled is not None and (scheduled.triggered or scheduled.done()):
                 scheduled = None
@@ -399,32 +400,35 @@ class Optimizer(torch.optim.Optimizer):
         if self._grads_in_flight is not None and not self._grads_in_flight.done():
             return  # the last epoch's round still runs in the background (delay_grad_averaging)
         eta = self.tracker.estimated_next_update_time - get_dht_time()
-        if eta <= self.matchmaking_time:
-            if self.scheduled_grads is None or self.scheduled_grads.triggered or self.scheduled_grads.done():
-                scheduled_time = get_dht_time() + max(eta, 0.0)
-                self.scheduled_grads = self.grad_averager.schedule_step(scheduled_time, timeout=self.averaging_timeout)
-                logger.debug(f"{self.run_id}: gradient averaging scheduled in {max(eta, 0.0):.2f} s")
+        scheduled = self.scheduled_grads is not None and not (self.scheduled_grads.triggered or
+                                                              self.scheduled_grads.done())
+        if _apiary.epoch_should_schedule(eta, self.matchmaking_time, self.tracker.global_progress.num_peers, scheduled):
+            scheduled_time = get_dht_time() + max(eta, 0.0)
+            self.scheduled_grads = self.grad_averager.schedule_step(scheduled_time, timeout=self.averaging_timeout)
+            logger.debug(f"{self.run_id}: gradient averaging scheduled in {max(eta, 0.0):.2f} s")
 
     def _maybe_schedule_state_averaging(self) -> None:
-        next_epoch = max(self.local_epoch + 1, self.tracker.global_epoch)
+        next_epoch = _apiary.epoch_next(self.local_epoch, self.tracker.global_epoch)
         if next_epoch % self.average_state_every != 0 or self.state_averager.pending_updates:
             return  # not this epoch, or the last epoch's delayed step or round still runs
         eta = self.tracker.estimated_next_update_time - get_dht_time() + self.delay_before_state_averaging
-        if eta <= self.matchmaking_time:
-            if self.scheduled_state is None or self.scheduled_state.triggered or self.scheduled_state.done():
-                scheduled_time = get_dht_time() + max(eta, 0.0)
-                self.scheduled_state = self.state_averager.schedule_step(
-                    scheduled_time, gather=next_epoch, timeout=self.averaging_timeout)
-                logger.debug(f"{self.run_id}: state averaging scheduled in {max(eta, 0.0):.2f} s")
+        scheduled = self.scheduled_state is not None and not (self.scheduled_state.triggered or
+                                                              self.scheduled_state.done())
+        if _apiary.epoch_should_schedule(eta, self.matchmaking_time, self.tracker.global_progress.num_peers, scheduled):
+            scheduled_time = get_dht_time() + max(eta, 0.0)
+            self.scheduled_state = self.state_averager.schedule_step(
+                scheduled_time, gather=next_epoch, timeout=self.averaging_timeout)
+            logger.debug(f"{self.run_id}: state averaging scheduled in {max(eta, 0.0):.2f} s")
 
     # ------------------------------------------------------------------ catching up
     def _should_load_state_from_peers(self) -> bool:
         """Once per epoch after a fresh read of the swarm: any other epoch than the
         swarm's; otherwise: more than one epoch behind."""
-        if self._should_check_synchronization_on_update and self.tracker.fetched_global_progress_this_epoch.is_set():
+        check_sync = self._should_check_synchronization_on_update
+        fetched = check_sync and self.tracker.fetched_global_progress_this_epoch.is_set()
+        if fetched:
             self._should_check_synchronization_on_update = False
-            return self.local_epoch != self.tracker.global_epoch
-        return self.local_epoch < self.tracker.global_epoch - 1
+        return _apiary.epoch_should_load_state(self.local_epoch, self.tracker.global_epoch, check_sync, fetched)
 
     def load_state_from_peers(self, **kwargs: Any) -> bool:
         """Downloads the most advanced peer's state (parameters, optimizer, epoch),

@@ -9,7 +9,7 @@
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/resource_spec.hpp"
-#include "sim/scenarios/ar_host.hpp"
+#include "sim/scenarios/replica_host.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 
 namespace apiary::sim::scenarios {
@@ -25,7 +25,7 @@ struct ArRun {
   explicit ArRun(std::uint64_t seed) : world(seed) {}
   World world;
   std::vector<core::PeerAddr> addrs;
-  std::vector<ArReplicaHost*> replicas;
+  std::vector<ReplicaHost*> replicas;
 };
 
 /// "all-reduce, 2 collectives per step: group 0 [w NoneCompressor], ...".
@@ -49,20 +49,24 @@ Status add_replicas(ArRun& run, const PsScenarioConfig& c, const std::shared_ptr
   for (std::size_t r = 0; r < n; ++r) run.addrs.push_back(fmt::format("replica/{}/{}", r, plan->replicas[r]));
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
   for (std::size_t r = 0; r < n; ++r) {
-    ArReplicaSettings s;
-    s.rank = r;
-    s.plan = plan;
+    core::train::ReplicaConfig s;
+    s.replica = static_cast<std::int32_t>(r);
+    s.ar = plan;
     s.members = run.addrs;
-    s.data = data;
+    s.job = "apiary.sim.allreduce";
     s.initial = cps::logistic_initial(c.features);
     s.optimizer = c.optimizer;
-    s.batch = c.batch;
-    s.steps = c.steps;
-    s.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
     // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
-    s.timeout = c.call_timeout / 4;
-    s.full_loss = r == 0;
-    auto host = ArReplicaHost::create(std::move(s));
+    s.exchange_timeout = c.call_timeout / 4;
+    s.label = "all-reduce replica";
+    TrainerSettings t;
+    t.replicas = n;
+    t.data = data;
+    t.batch = c.batch;
+    t.steps = c.steps;
+    t.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
+    t.full_loss = r == 0;
+    auto host = ReplicaHost::create(s, std::move(t));
     if (!host) return host.error();
     run.replicas.push_back(host->get());
     if (auto added = run.world.add_node(run.addrs[r], std::move(*host)); !added) return added.error();
@@ -144,7 +148,7 @@ Result<PsScenarioReport> run_ar_scenario(const PsScenarioConfig& c) {
   drive_replicas(
       run->world, run->replicas, run->addrs, core::PeerAddr{},
       [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
-      [](const ArReplicaHost& r) { return r.rank(); }, c, report);
+      [](const ReplicaHost& r) { return r.id(); }, c, report);
   collect(*run, c, *shared_plan, report);
   record_world(run->world, report);
   return report;

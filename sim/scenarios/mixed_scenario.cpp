@@ -11,7 +11,7 @@
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
-#include "sim/scenarios/mixed_host.hpp"
+#include "sim/scenarios/replica_host.hpp"
 #include "sim/scenarios/ps_host.hpp"
 
 namespace apiary::sim::scenarios {
@@ -29,7 +29,7 @@ struct MixedRun {
   std::vector<core::PeerAddr> server_addrs;
   std::vector<PsServerHost*> servers;
   std::vector<core::PeerAddr> replica_addrs;
-  std::vector<MixedReplicaHost*> replicas;
+  std::vector<ReplicaHost*> replicas;
 };
 
 /// "mixed: PS [w (sparse)] BSP; all-reduce, 1 collective per step: group 0 [b]".
@@ -62,23 +62,27 @@ Status add_hosts(MixedRun& run, const PsScenarioConfig& c, const std::shared_ptr
   for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(fmt::format("replica/{}/{}", r, ar->replicas[r]));
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
   for (std::size_t r = 0; r < n; ++r) {
-    MixedReplicaSettings s;
+    core::train::ReplicaConfig s;
     s.replica = static_cast<std::int32_t>(r);
-    s.ps_plan = ps;
-    s.ar_plan = ar;
+    s.ps = ps;
+    s.ar = ar;
     s.servers = addrs;
     s.members = run.replica_addrs;
-    s.data = data;
+    s.job = "apiary.sim.mixed";
     s.initial = cps::logistic_initial(c.features);
     s.optimizer = c.optimizer;
-    s.batch = c.batch;
-    s.steps = c.steps;
-    s.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
     s.call_timeout = c.call_timeout;
     // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
-    s.timeout = c.call_timeout / 4;
-    s.full_loss = r == 0;
-    auto host = MixedReplicaHost::create(std::move(s));
+    s.exchange_timeout = c.call_timeout / 4;
+    s.label = "mixed replica";
+    TrainerSettings t;
+    t.replicas = n;
+    t.data = data;
+    t.batch = c.batch;
+    t.steps = c.steps;
+    t.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
+    t.full_loss = r == 0;
+    auto host = ReplicaHost::create(s, std::move(t));
     if (!host) return host.error();
     run.replicas.push_back(host->get());
     if (auto added = world.add_node(run.replica_addrs[r], std::move(*host)); !added) return added.error();
@@ -167,7 +171,7 @@ Result<PsScenarioReport> run_mixed_scenario(const PsScenarioConfig& c) {
   drive_replicas(
       run->world, run->replicas, run->replica_addrs, run->server_addrs.front(),
       [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
-      [](const MixedReplicaHost& r) { return r.id(); }, c, report);
+      [](const ReplicaHost& r) { return r.id(); }, c, report);
   collect(*run, c, *ar_plan, report);
   record_world(run->world, report);
   return report;

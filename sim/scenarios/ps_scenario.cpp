@@ -52,7 +52,7 @@ struct Run {
   std::vector<core::PeerAddr> server_addrs;
   std::vector<PsServerHost*> servers;
   std::vector<core::PeerAddr> replica_addrs;
-  std::vector<PsReplicaHost*> replicas;
+  std::vector<ReplicaHost*> replicas;
   std::vector<core::PeerAddr> proxy_addrs;
   std::vector<PsProxyHost*> proxies;
   std::vector<PsProxyReport> proxy_reports;
@@ -60,7 +60,7 @@ struct Run {
 
 /// One PsProxyHost per node whose replicas read proxied shards; fills each replica's pull_via.
 Status add_proxies(Run& run, const PsScenarioConfig& c, const cps::TrainingPlan& plan,
-                   const std::map<std::string, core::PeerAddr>& servers, std::vector<PsReplicaSettings>& replicas) {
+                   const std::map<std::string, core::PeerAddr>& servers, std::vector<core::train::ReplicaConfig>& replicas) {
   std::vector<std::size_t> ids;  // shards read through the proxies
   for (std::size_t id = 0; id < plan.shards.size(); ++id) {
     if (plan.shards[id].local_replication) ids.push_back(id);
@@ -104,19 +104,21 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps:
   const std::map<std::string, core::PeerAddr>& addrs = *servers;
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
   const auto last = static_cast<std::int32_t>(plan->replicas.size()) - 1;
-  std::vector<PsReplicaSettings> settings(plan->replicas.size());
+  std::vector<core::train::ReplicaConfig> settings(plan->replicas.size());
   if (auto st = add_proxies(run, c, *plan, addrs, settings); !st) return st.error();
   for (std::int32_t r = 0; r <= last; ++r) {
-    PsReplicaSettings& s = settings[static_cast<std::size_t>(r)];
+    core::train::ReplicaConfig& s = settings[static_cast<std::size_t>(r)];
     s.replica = r;
-    s.plan = plan;
+    s.ps = plan;
     s.servers = addrs;
-    s.data = data;
-    s.batch = c.batch;
-    s.steps = c.steps;
-    s.compute = c.compute + (r == last ? c.straggler : core::Duration::zero());
     s.call_timeout = c.call_timeout;
-    s.full_loss = r == 0;
+    TrainerSettings t;
+    t.replicas = plan->replicas.size();
+    t.data = data;
+    t.batch = c.batch;
+    t.steps = c.steps;
+    t.compute = c.compute + (r == last ? c.straggler : core::Duration::zero());
+    t.full_loss = r == 0;
     core::PeerAddr addr = fmt::format("replica/{}/{}", r, plan->replicas[static_cast<std::size_t>(r)]);
     // A replica reaches its node's proxy without crossing the network.
     if (auto via = s.pull_via.begin(); via != s.pull_via.end()) {
@@ -124,7 +126,7 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps:
         return st.error();
       }
     }
-    auto host = PsReplicaHost::create(std::move(s));
+    auto host = ReplicaHost::create(s, std::move(t));
     if (!host) return host.error();
     run.replicas.push_back(host->get());
     if (auto added = world.add_node(addr, std::move(*host)); !added) return added.error();
@@ -156,7 +158,7 @@ void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
     if (host->error()) o.error = host->error()->what();
     o.steps = static_cast<std::int64_t>(host->steps().size());
     o.final_version = host->final_version();
-    o.final_parameters = host->final_parameters();
+    o.final_parameters = host->parameters();
     o.end = host->end_time();
     report.replicas.push_back(std::move(o));
   }
@@ -204,7 +206,7 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   drive_replicas(
       run->world, run->replicas, run->replica_addrs, run->server_addrs.front(),
       [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
-      [](const PsReplicaHost& r) { return r.id(); }, c, report);
+      [](const ReplicaHost& r) { return r.id(); }, c, report);
   collect(*run, c, *shared_plan, report);
   record_world(run->world, report);
   return report;

@@ -1,0 +1,129 @@
+#include "core/train/allreduce_role.hpp"
+
+#include <utility>
+
+namespace apiary::core::train {
+
+namespace {
+
+constexpr const char* k_name = "the all-reduce role";
+
+void append(Effects& out, Effects more) {
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AllReduceRole>> AllReduceRole::create(AllReduceConfig config) {
+  if (!config.plan) return make_error(errc::invalid_argument, "{}: expected an all-reduce plan, got none", config.label);
+  const auto& plan = *config.plan;
+  if (config.rank >= plan.replicas.size() || config.members.size() != plan.replicas.size()) {
+    return make_error(errc::invalid_argument,
+                      "{}: expected a rank below {} and one address per replica, got rank {} and {} addresses",
+                      config.label, plan.replicas.size(), config.rank, config.members.size());
+  }
+  collective::ExchangeConfig ec;
+  ec.peers = config.members;
+  ec.self = config.rank;
+  ec.handle = config.job + "::Collective.rpc_exchange";
+  ec.timeout = config.timeout;
+  auto step = collective::ArStep::create(plan, std::move(ec));
+  if (!step) return step.error();
+  return std::unique_ptr<AllReduceRole>(new AllReduceRole(std::move(config), std::move(*step)));
+}
+
+AllReduceRole::AllReduceRole(AllReduceConfig config, collective::ArStep step)
+    : config_(std::move(config)), handle_(config_.job + "::Collective.rpc_exchange"), step_(std::move(step)) {}
+
+Effects AllReduceRole::on(TimePoint now, Input input) {
+  if (auto* c = std::get_if<LocalCall>(&input)) return on_call(now, std::move(*c));
+  if (auto* r = std::get_if<Request>(&input)) return advance(step_.on_request(now, r->id, std::string(r->body.view())));
+  if (auto* r = std::get_if<Response>(&input)) {
+    if (!step_.owns_call(r->call)) return {};
+    return advance(step_.on_response(now, r->call, r->result));
+  }
+  if (auto* t = std::get_if<TimerFired>(&input)) {
+    if (failure_ || !step_.owns_timer(t->id)) return {};
+    return advance(step_.on_timer(now, t->id));
+  }
+  if (auto* d = std::get_if<PeerDown>(&input)) {
+    down_.insert(d->peer);
+    if (failure_) return {};
+    for (std::size_t r = 0; r < config_.members.size(); ++r) {
+      if (r == config_.rank || config_.members[r] != d->peer) continue;
+      return fail(make_error(errc::peer_down,
+                             "replica {} at step {}: expected every member to take part in collective op {} of job "
+                             "{}, but the connection to {} broke (it went down); the job cannot continue without it",
+                             config_.rank, current_, step_.ops(), config_.job, step_.name_of(d->peer)));
+    }
+  }
+  return {};
+}
+
+Effects AllReduceRole::on_call(TimePoint now, LocalCall call) {
+  if (call.method == "watch") {
+    if (failure_) return {Complete{call.op, *failure_}};
+    watch_ = call.op;
+    return {};
+  }
+  if (call.method == "stop") {
+    const Error* why = call.args.as<Error>();
+    Effects out;
+    if (!failure_) {
+      failure_ = why != nullptr ? *why : make_error(errc::cancelled, "the replica stopped");
+      out = step_.stop(make_error(errc::unavailable, "replica {} failed: {}", config_.rank, failure_->message));
+      if (running_) out.push_back(Complete{*std::exchange(running_, std::nullopt), *failure_});
+      if (watch_) out.push_back(Complete{*std::exchange(watch_, std::nullopt), *failure_});
+    }
+    out.push_back(Complete{call.op, Value{}});
+    return out;
+  }
+  if (call.method != "step") return {unknown_method(call, k_name)};
+  if (failure_) return {Complete{call.op, *failure_}};
+  if (running_) {
+    return {Complete{call.op, make_error(errc::protocol, "replica {}: a step while step {} still runs", config_.rank,
+                                         current_)}};
+  }
+  const auto* args = call.args.as<ArStepArgs>();
+  if (args == nullptr) {
+    return {Complete{call.op, make_error(errc::invalid_argument, "step: expected ArStepArgs, got {}",
+                                         call.args.type_name())}};
+  }
+  current_ = args->step;
+  // A member whose connection broke answers nothing more: fail now, as a gateway would.
+  if (auto peer = step_.first_down(down_)) {
+    running_ = call.op;
+    return fail(make_error(errc::peer_down,
+                           "replica {} at step {}: expected every member to take part in collective op {} of job {}, "
+                           "but {} went down; the job cannot continue without it",
+                           config_.rank, current_, step_.ops(), config_.job, step_.name_of(*peer)));
+  }
+  running_ = call.op;
+  return advance(step_.begin(now, args->gradients, args->weight));
+}
+
+Effects AllReduceRole::advance(Effects out) {
+  if (!running_ || !step_.done() || failure_) return out;
+  auto averaged = step_.take();
+  if (!averaged) {
+    append(out, fail(make_error(averaged.error().code, "replica {} at step {}: {}", config_.rank, current_,
+                                averaged.error().message)));
+    return out;
+  }
+  out.push_back(Complete{*std::exchange(running_, std::nullopt), Value::of(std::move(*averaged))});
+  ++current_;
+  return out;
+}
+
+Effects AllReduceRole::fail(Error error) {
+  if (failure_) return {};
+  failure_ = std::move(error);
+  // Leave the running op and refuse every held and later part, so that no member waits
+  // for this replica.
+  Effects out = step_.stop(make_error(errc::unavailable, "replica {} failed: {}", config_.rank, failure_->message));
+  if (running_) out.push_back(Complete{*std::exchange(running_, std::nullopt), *failure_});
+  if (watch_) out.push_back(Complete{*std::exchange(watch_, std::nullopt), *failure_});
+  return out;
+}
+
+}  // namespace apiary::core::train

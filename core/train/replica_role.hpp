@@ -1,0 +1,118 @@
+#pragma once
+/// ReplicaRole: one replica's training step, whatever the strategy: its PS variables
+/// pulled and pushed through a PsClientRole (role "ps"), its all-reduced variables
+/// averaged through an AllReduceRole (role "allreduce") and applied by its own
+/// optimizers to its own copy, sparse rows as rows, and the first failure (naming the
+/// shard and PS device, or the member) ending the step on every side: the PS sessions
+/// are left with the reason (the PS devices fail the steps that wait for this replica)
+/// and the exchange refuses every later part (the other members fail too).
+///
+/// It runs in a Mux beside the roles it asks (add_replica_roles adds the set), hosted
+/// by any host: the simulator's (a trainer role drives it), the actor host under
+/// apiary::Replica, a test. A step, bulk-synchronously:
+///   "pull"  -> the PS variables' parameters for this step, beside this replica's copy of
+///              the all-reduced ones (ReplicaParams)
+///   (the trainer computes the gradients of the whole model)
+///   "push" ReplicaGradients -> the PS variables' gradients pushed (a sparse variable's
+///              as the rows it touched); once every shard acknowledged, the all-reduced
+///              variables' gradients averaged with the other replicas' (weighted by
+///              samples) and applied; then the step is over
+///   "leave" -> ends the PS sessions (after the last step, usually after a final pull)
+///   "watch" -> completes only with the error that ended the replica between calls
+///   "optimizer_states" -> the all-reduced variables' optimizer states (by name)
+///   "restore_optimizers" std::map<std::string, ps::Optimizer::State> -> nothing
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collective/ar_plan.hpp"
+#include "core/mux.hpp"
+#include "core/ps/optimizer.hpp"
+#include "core/ps/plan.hpp"
+#include "core/role.hpp"
+
+namespace apiary::core::train {
+
+/// What a replica's roles need.
+struct ReplicaConfig {
+  std::int32_t replica = 0;                           ///< replica id (its rank among the replicas)
+  std::shared_ptr<const ps::TrainingPlan> ps;         ///< the PS variables (null: none)
+  std::shared_ptr<const collective::ArPlan> ar;       ///< the all-reduced variables (null: none)
+  std::map<std::string, PeerAddr> servers;            ///< PS device -> its address
+  std::map<std::size_t, PeerAddr> pull_via;           ///< shard -> the proxy it is pulled through
+  std::vector<PeerAddr> members;                      ///< every replica's address, rank order (all-reduce)
+  std::string job = "apiary.train";                   ///< names the exchange handle
+  ps::OptimizerConfig optimizer;                      ///< the all-reduced variables' update rule
+  std::map<std::string, std::vector<float>> initial;  ///< initial values of the all-reduced variables (others ignored)
+  Duration call_timeout = std::chrono::seconds(30);   ///< deadline of each pull and push
+  Duration exchange_timeout = std::chrono::seconds(5);  ///< ExchangeConfig::timeout of each collective
+  std::string label = "replica";                      ///< how errors of creation name the replica kind
+};
+
+/// What "pull" gives: every variable's values for the step.
+struct ReplicaParams {
+  std::int64_t step = 0;     ///< the step they are for
+  std::int64_t version = 0;  ///< smallest version among the pulled PS pieces (the step without PS variables)
+  std::map<std::string, std::vector<float>> params;  ///< by variable name
+};
+
+/// What "push" takes.
+struct ReplicaGradients {
+  /// The whole model's gradients by variable name, as dense tensors (a sparse variable's
+  /// is zero outside the rows it touched).
+  std::map<std::string, std::vector<float>> gradients;
+  double samples = 1.0;  ///< examples behind them (the PS aggregation and averaging weight)
+};
+
+class ReplicaRole final : public Role {
+ public:
+  /// Errors: invalid_argument (neither plan; an all-reduced variable without initial values).
+  [[nodiscard]] static Result<std::unique_ptr<ReplicaRole>> create(const ReplicaConfig& config);
+
+  [[nodiscard]] std::vector<std::string> handles() const override { return {}; }
+  [[nodiscard]] Effects on(TimePoint now, Input input) override;
+
+  /// The step being run, or the next one.
+  [[nodiscard]] std::int64_t step() const { return step_; }
+  /// Why the replica stopped, if it did.
+  [[nodiscard]] const std::optional<Error>& failure() const { return failure_; }
+
+ private:
+  enum class Phase { idle, pulling, pulled, pushing, averaging, leaving, left };
+  ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::Optimizer> optimizers);
+  Effects on_call(LocalCall call);
+  Effects on_reply(LocalReply reply);
+  Effects push(OpId op, ReplicaGradients grads);
+  Effects average(Effects out);
+  Effects fail(Error error);
+  void finish(Effects& out, Result<Value> result);
+
+  std::int32_t replica_;
+  bool has_ps_;
+  bool has_ar_;
+  std::vector<ps::VariablePlan> ps_variables_;
+  std::map<std::string, std::vector<float>> params_;          ///< this replica's copy (all-reduced) and last pull
+  std::map<std::string, ps::Optimizer> optimizers_;           ///< per all-reduced variable
+  std::map<std::string, std::vector<float>> ar_gradients_;    ///< this step's, until averaged
+  double samples_ = 1.0;
+  Phase phase_ = Phase::idle;
+  std::int64_t step_ = 0;
+  std::int64_t version_ = 0;
+  std::optional<OpId> running_;       ///< the host's pull or push
+  std::optional<OpId> watch_;
+  OpId next_ask_ = 1;
+  OpId asked_ = 0;                    ///< the Ask the running op waits for
+  std::vector<OpId> watching_;        ///< this role's watches of the others
+  std::optional<Error> failure_;
+};
+
+/// Adds a replica's roles to `mux`: "ps" (when the config has a PS plan), "allreduce"
+/// (when it has an all-reduce plan) and "replica", in that order. Errors: each role's,
+/// the Mux's.
+[[nodiscard]] Status add_replica_roles(Mux& mux, const ReplicaConfig& config);
+
+}  // namespace apiary::core::train

@@ -1,0 +1,205 @@
+// A replica's roles (core/train/) in one Mux, driven by hand: a PS replica's step over
+// one shard, a one-member all-reduce step with its optimizer, the calls out of turn, and
+// a PS going down mid-step (the step, the watch and every later call fail naming it; the
+// sessions are left with the reason).
+#include "core/train/replica_role.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "core/collective/ar_plan.hpp"
+#include "core/ps/wire.hpp"
+
+namespace ct = apiary::core::train;
+namespace cps = apiary::core::ps;
+namespace cc = apiary::core::collective;
+using apiary::errc;
+using apiary::core::Effects;
+using apiary::core::Value;
+
+namespace {
+
+constexpr const char* k_ps = "/ip4/127.0.0.1/tcp/4000";
+
+/// One dense variable "w" [4] on one shard of PS device "ps:0".
+std::shared_ptr<const cps::TrainingPlan> one_shard_plan() {
+  cps::TrainingPlan plan;
+  cps::PlannedShard shard;
+  shard.config.variable = "w";
+  shard.config.layout.shape = {4};
+  shard.config.replica_hosts = {0};
+  shard.variable = "w";
+  shard.device = "ps:0";
+  plan.shards.push_back(shard);
+  cps::VariablePlan v;
+  v.name = "w";
+  v.shape = {4};
+  v.shards = {0};
+  plan.variables.push_back(v);
+  plan.replicas = {"replica:0"};
+  plan.servers = {"ps:0"};
+  return std::make_shared<const cps::TrainingPlan>(std::move(plan));
+}
+
+/// Drives a Mux of a replica's roles; remembers what the host's calls completed with.
+struct Driver {
+  apiary::core::Mux mux;
+  std::map<apiary::core::OpId, apiary::Result<Value>> done;
+  apiary::core::OpId next = 1;
+  apiary::core::TimePoint now{};
+
+  Effects feed(apiary::core::Input in) {
+    Effects fx = mux.on(now, std::move(in));
+    auto local = apiary::core::take_local(fx);
+    for (auto& c : local.completed) done.emplace(c.op, std::move(c.result));
+    REQUIRE(local.asks.empty());
+    return fx;
+  }
+  std::pair<apiary::core::OpId, Effects> call(const std::string& method, Value args = {}) {
+    const auto op = next++;
+    return {op, feed(apiary::core::LocalCall{op, "replica", method, std::move(args)})};
+  }
+};
+
+template <class T>
+std::vector<T> of(const Effects& fx) {
+  std::vector<T> out;
+  for (const auto& e : fx) {
+    if (auto* t = std::get_if<T>(&e)) out.push_back(*t);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "[train]") {
+  ct::ReplicaConfig config;
+  config.ps = one_shard_plan();
+  config.servers = {{"ps:0", k_ps}};
+  Driver d;
+  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+  auto started = d.feed(apiary::core::Start{});
+  auto sessions = of<apiary::core::Call>(started);
+  REQUIRE(sessions.size() == 1);
+  CHECK(sessions[0].handle == cps::k_ps_join_handle);
+  CHECK(sessions[0].stream);
+
+  auto [push_early, refused] = d.call("push", Value::of(ct::ReplicaGradients{}));
+  REQUIRE_FALSE(d.done.at(push_early).ok());
+  CHECK(d.done.at(push_early).error().code == errc::protocol);
+
+  auto [pull, pulls] = d.call("pull");
+  auto calls = of<apiary::core::Call>(pulls);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].handle == cps::k_ps_pull_handle);
+  CHECK(calls[0].peer == k_ps);
+  CHECK(d.done.count(pull) == 0);
+  cps::PullReply reply{0, 0, 3, {1, 2, 3, 4}};
+  d.feed(apiary::core::Response{calls[0].id, cps::to_pb("w", reply).SerializeAsString()});
+  REQUIRE(d.done.at(pull).ok());
+  const auto* params = d.done.at(pull)->as<ct::ReplicaParams>();
+  REQUIRE(params != nullptr);
+  CHECK(params->step == 0);
+  CHECK(params->version == 3);
+  CHECK(params->params.at("w") == std::vector<float>{1, 2, 3, 4});
+
+  auto [bad, none] = d.call("push", Value::of(std::string("not gradients")));
+  CHECK(d.done.at(bad).error().code == errc::invalid_argument);
+  auto [missing, none2] = d.call("push", Value::of(ct::ReplicaGradients{{{"b", {1}}}, 1.0}));
+  CHECK(d.done.at(missing).error().message.find("gradient of w") != std::string::npos);
+
+  auto [push, pushes] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {1, 1, 1, 1}}}, 8.0}));
+  auto push_calls = of<apiary::core::Call>(pushes);
+  REQUIRE(push_calls.size() == 1);
+  apiary::pb::PsPushRequest sent;
+  REQUIRE(sent.ParseFromString(push_calls[0].request));
+  CHECK(sent.samples() == 8.0);
+  CHECK(d.done.count(push) == 0);
+  d.feed(apiary::core::Response{push_calls[0].id, cps::to_pb("w", cps::PushAck{0, 0}).SerializeAsString()});
+  REQUIRE(d.done.at(push).ok());
+
+  auto [next_pull, next_pulls] = d.call("pull");
+  auto next_calls = of<apiary::core::Call>(next_pulls);
+  REQUIRE(next_calls.size() == 1);
+  apiary::pb::PsPullRequest asked;
+  REQUIRE(asked.ParseFromString(next_calls[0].request));
+  CHECK(asked.step() == 1);
+
+  auto [unknown, nothing] = d.call("fly");
+  CHECK(d.done.at(unknown).error().code == errc::not_found);
+}
+
+TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every later call", "[train]") {
+  ct::ReplicaConfig config;
+  config.ps = one_shard_plan();
+  config.servers = {{"ps:0", k_ps}};
+  Driver d;
+  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+  auto sessions = of<apiary::core::Call>(d.feed(apiary::core::Start{}));
+  auto [watch, w] = d.call("watch");
+  auto [pull, pulls] = d.call("pull");
+  auto down = d.feed(apiary::core::PeerDown{k_ps});
+  REQUIRE_FALSE(d.done.at(pull).ok());
+  const auto& e = d.done.at(pull).error();
+  CHECK(e.code == errc::peer_down);
+  CHECK(e.message.find("pull of shard 'w'") != std::string::npos);
+  CHECK(e.message.find("PS ps:0") != std::string::npos);
+  CHECK(d.done.at(watch).error().message == e.message);
+  // The session is left with the reason, the pull abandoned.
+  auto cancels = of<apiary::core::Cancel>(down);
+  REQUIRE(cancels.size() == 2);
+  bool session_told = false;
+  for (const auto& c : cancels) session_told |= c.call == sessions[0].id && c.reason.find("replica 0 failed") == 0;
+  CHECK(session_told);
+  auto [later, more] = d.call("pull");
+  CHECK(d.done.at(later).error().message == e.message);
+  CHECK(of<apiary::core::Call>(more).empty());
+}
+
+TEST_CASE("an all-reduce replica of one member averages with itself and applies its optimizer", "[train]") {
+  cc::ArPlan plan;
+  cps::VariablePlan v;
+  v.name = "w";
+  v.shape = {2};
+  plan.variables.push_back(v);
+  plan.replicas = {"replica:0"};
+  cc::ArTensor t;
+  t.name = "w";
+  t.variable = 0;
+  t.size = 2;
+  plan.tensors.push_back(t);
+  cc::ArGroup g;
+  g.group = 0;
+  g.tensors = {0};
+  plan.groups.push_back(g);
+  plan.variables[0].shards = {0};
+
+  ct::ReplicaConfig config;
+  config.ar = std::make_shared<const cc::ArPlan>(plan);
+  config.members = {"/ip4/127.0.0.1/tcp/4100"};
+  config.optimizer.kind = cps::OptimizerKind::sgd;
+  config.optimizer.learning_rate = 0.5F;
+  SECTION("without initial values it is refused") {
+    apiary::core::Mux mux;
+    auto st = ct::add_replica_roles(mux, config);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().message.find("initial values of the all-reduced variable w") != std::string::npos);
+  }
+  SECTION("a step") {
+    config.initial = {{"w", {1, 1}}};
+    Driver d;
+    REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+    (void)d.feed(apiary::core::Start{});
+    auto [pull, p] = d.call("pull");
+    REQUIRE(d.done.at(pull).ok());
+    CHECK(d.done.at(pull)->as<ct::ReplicaParams>()->params.at("w") == std::vector<float>{1, 1});
+    auto [push, fx] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2, 4}}}, 3.0}));
+    REQUIRE(d.done.count(push) == 1);
+    REQUIRE(d.done.at(push).ok());
+    auto [pull2, p2] = d.call("pull");
+    const auto* after = d.done.at(pull2)->as<ct::ReplicaParams>();
+    CHECK(after->step == 1);
+    CHECK(after->params.at("w") == std::vector<float>{0, -1});
+    auto [states, s] = d.call("optimizer_states");
+    CHECK(d.done.at(states)->as<std::map<std::string, cps::Optimizer::State>>()->count("w") == 1);
+  }
+}

@@ -99,6 +99,12 @@ Effects ArStep::start_op(TimePoint now) {
   }
   // Every replica gets the same bits: decode(encode(weighted average)), own share included.
   auto& in = inputs_[outputs_.size()];
+  if (external_nccl_ && in.transport == Transport::nccl) {
+    // The owner runs it (on its NCCL group) and hands the averages to on_external().
+    external_waiting_ = true;
+    external_ = std::move(in);
+    return {};
+  }
   return advance(now, exchange_.start_mean(now, std::move(in.tensors), weight_, in.codecs));
 }
 
@@ -106,27 +112,35 @@ Effects ArStep::advance(TimePoint now, Effects out) {
   if (!exchange_.has_result() || done()) return out;
   auto result = exchange_.take_result();
   ++done_ops_;
-  const bool gather = outputs_.size() == inputs_.size();
-  if (!result) {
-    const std::string what =
-        gather ? std::string("sparse gather") : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
-    finish(make_error(result.error().code, "{}: {}", what, result.error().message));
+  if (!result) return failed_op(std::move(out), result.error());
+  if (outputs_.size() < inputs_.size()) return mean_done(now, std::move(out), std::move(result->tensors));
+  auto rows = sync_.assemble_sparse(result->gathered);
+  if (!rows) {
+    finish(rows.error());
     return out;
   }
-  if (gather) {
-    auto rows = sync_.assemble_sparse(result->gathered);
-    if (!rows) {
-      finish(rows.error());
-      return out;
-    }
-    sparse_ = std::move(*rows);
-  } else {
-    outputs_.push_back(std::move(result->tensors));
-    if (outputs_.size() < inputs_.size() || !sync_.plan().sparse.empty()) {
-      append(out, start_op(now));
-      return out;
-    }
+  sparse_ = std::move(*rows);
+  return assemble(std::move(out));
+}
+
+Effects ArStep::failed_op(Effects out, const Error& e) {
+  const bool gather = outputs_.size() == inputs_.size();
+  const std::string what =
+      gather ? std::string("sparse gather") : fmt::format("fusion group {}", inputs_[outputs_.size()].group);
+  finish(make_error(e.code, "{}: {}", what, e.message));
+  return out;
+}
+
+Effects ArStep::mean_done(TimePoint now, Effects out, std::vector<std::vector<float>> tensors) {
+  outputs_.push_back(std::move(tensors));
+  if (outputs_.size() < inputs_.size() || !sync_.plan().sparse.empty()) {
+    append(out, start_op(now));
+    return out;
   }
+  return assemble(std::move(out));
+}
+
+Effects ArStep::assemble(Effects out) {
   auto averaged = sync_.assemble(outputs_);
   if (!averaged) {
     finish(averaged.error());
@@ -134,6 +148,16 @@ Effects ArStep::advance(TimePoint now, Effects out) {
   }
   finish(ArAverages{std::move(*averaged), std::move(sparse_)});
   return out;
+}
+
+std::optional<CollectiveInput> ArStep::take_external() { return std::exchange(external_, std::nullopt); }
+
+Effects ArStep::on_external(TimePoint now, Result<std::vector<std::vector<float>>> averages) {
+  if (!external_waiting_ || done()) return {};
+  external_waiting_ = false;
+  ++done_ops_;
+  if (!averages) return failed_op({}, averages.error());
+  return mean_done(now, {}, std::move(*averages));
 }
 
 Effects ArStep::on_request(TimePoint now, RequestId id, const std::string& body) {
@@ -147,6 +171,8 @@ Effects ArStep::on_response(TimePoint now, CallId call, const Result<std::string
 Effects ArStep::on_timer(TimePoint now, TimerId id) { return advance(now, exchange_.on_timer(now, id)); }
 
 Effects ArStep::stop(Error why) {
+  external_waiting_ = false;
+  external_.reset();
   Effects out = exchange_.stop(std::move(why));
   if (exchange_.has_result()) (void)exchange_.take_result();
   return out;

@@ -55,6 +55,18 @@ class ArStep {
   /// Leaves the running op and refuses every later part (the replica failed).
   [[nodiscard]] Effects stop(Error why);
 
+  /// Hands the fusion groups whose transport is NCCL to the owner instead of the
+  /// exchange: when such a group's turn comes, take_external() gives its input; the
+  /// owner averages it (weighted by the step's weight) on its NCCL group and hands the
+  /// result to on_external(). Without it, every group goes through the exchange.
+  void run_nccl_outside(bool on) { external_nccl_ = on; }
+  /// The NCCL group waiting to be run by the owner, once (nothing otherwise).
+  [[nodiscard]] std::optional<CollectiveInput> take_external();
+  /// The averages of the group take_external() gave, or why it failed.
+  [[nodiscard]] Effects on_external(TimePoint now, Result<std::vector<std::vector<float>>> averages);
+  /// The step's weight (this replica's samples).
+  [[nodiscard]] double weight() const { return weight_; }
+
   /// True when the step's averages, or its error, are ready.
   [[nodiscard]] bool done() const { return outcome_.has_value(); }
   /// The step's averages, or the error of its failed op ("fusion group G: ..." or
@@ -80,6 +92,12 @@ class ArStep {
   Effects start_op(TimePoint now);
   /// Ends the running op if the exchange finished it; starts the next op or ends the step.
   Effects advance(TimePoint now, Effects out);
+  /// Ends the step with the running op's error, naming the op.
+  Effects failed_op(Effects out, const Error& e);
+  /// A mean's averages: the next op, or the step's end.
+  Effects mean_done(TimePoint now, Effects out, std::vector<std::vector<float>> tensors);
+  /// Ends the step with its averages.
+  Effects assemble(Effects out);
   void finish(Result<ArAverages> outcome) { outcome_ = std::move(outcome); }
 
   Synchronizer sync_;
@@ -92,6 +110,9 @@ class ArStep {
   std::map<std::string, ps::SparseGradient> sparse_;  ///< this step's rows, then their averages
   std::optional<Result<ArAverages>> outcome_;
   std::uint64_t done_ops_ = 0;
+  bool external_nccl_ = false;                 ///< run_nccl_outside()
+  bool external_waiting_ = false;              ///< an NCCL group runs at the owner
+  std::optional<CollectiveInput> external_;    ///< not taken yet
 };
 
 }  // namespace apiary::core::collective

@@ -29,6 +29,7 @@ Result<std::unique_ptr<AllReduceRole>> AllReduceRole::create(AllReduceConfig con
   ec.timeout = config.timeout;
   auto step = collective::ArStep::create(plan, std::move(ec));
   if (!step) return step.error();
+  step->run_nccl_outside(!config.nccl_role.empty());
   return std::unique_ptr<AllReduceRole>(new AllReduceRole(std::move(config), std::move(*step)));
 }
 
@@ -45,6 +46,19 @@ Effects AllReduceRole::on(TimePoint now, Input input) {
   if (auto* t = std::get_if<TimerFired>(&input)) {
     if (failure_ || !step_.owns_timer(t->id)) return {};
     return advance(step_.on_timer(now, t->id));
+  }
+  if (auto* r = std::get_if<LocalReply>(&input)) {
+    if (!external_ || r->op != *external_ || failure_) return {};
+    external_.reset();
+    Result<std::vector<std::vector<float>>> averages = std::vector<std::vector<float>>{};
+    if (!r->result.ok()) {
+      averages = r->result.error();
+    } else if (auto* tensors = r->result->as<std::vector<std::vector<float>>>()) {
+      averages = std::move(*tensors);
+    } else {
+      averages = make_error(errc::internal, "{}: answered no tensors", config_.nccl_role);
+    }
+    return advance(step_.on_external(now, std::move(averages)));
   }
   if (auto* d = std::get_if<PeerDown>(&input)) {
     down_.insert(d->peer);
@@ -102,7 +116,17 @@ Effects AllReduceRole::on_call(TimePoint now, LocalCall call) {
   return advance(step_.begin(now, args->gradients, args->weight));
 }
 
+void AllReduceRole::ask_external(Effects& out) {
+  auto group = step_.take_external();
+  if (!group) return;
+  external_ = next_ask_++;
+  out.push_back(Ask{*external_, config_.nccl_role, "mean",
+                    Value::of(NcclMeanArgs{group->group, std::move(group->tensors), std::move(group->codecs),
+                                           step_.weight()})});
+}
+
 Effects AllReduceRole::advance(Effects out) {
+  if (!failure_) ask_external(out);
   if (!running_ || !step_.done() || failure_) return out;
   auto averaged = step_.take();
   if (!averaged) {

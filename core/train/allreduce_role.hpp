@@ -34,6 +34,19 @@ struct AllReduceConfig {
   std::string job;                                 ///< names the exchange handle
   Duration timeout = std::chrono::seconds(5);      ///< ExchangeConfig::timeout of each collective
   std::string label = "replica";                   ///< how errors of create() name the replica kind
+  /// Non-empty: the fusion groups whose transport is NCCL are Asked of this role of the
+  /// process ("mean" with NcclMeanArgs, answering the averaged tensors); empty: every
+  /// group goes through the exchange.
+  std::string nccl_role;
+};
+
+/// What an NCCL role's "mean" takes: one fusion group's tensors, averaged with the other
+/// replicas' weighted by `weight`; it answers std::vector<std::vector<float>>.
+struct NcclMeanArgs {
+  std::int32_t group = 0;
+  std::vector<std::vector<float>> tensors;
+  std::vector<pb::CompressionType> codecs;
+  double weight = 1.0;
 };
 
 /// What "step" takes.
@@ -63,6 +76,8 @@ class AllReduceRole final : public Role {
   /// Completes the running step once the ArStep has its averages (or its error).
   Effects advance(Effects out);
   Effects fail(Error error);
+  /// Asks the NCCL role to run the group the step hands out, if it hands one.
+  void ask_external(Effects& out);
 
   AllReduceConfig config_;
   std::string handle_;
@@ -71,6 +86,8 @@ class AllReduceRole final : public Role {
   std::int64_t current_ = 0;   ///< the step being run, or the next one
   std::optional<OpId> running_;
   std::optional<OpId> watch_;
+  std::optional<OpId> external_;  ///< the Ask running an NCCL group
+  OpId next_ask_ = 1;
   std::optional<Error> failure_;
 };
 

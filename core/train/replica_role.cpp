@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/collective/ar_step.hpp"
+#include "core/collective/barrier_role.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/train/allreduce_role.hpp"
 #include "core/train/ps_client_role.hpp"
@@ -15,6 +16,7 @@ namespace {
 constexpr const char* k_name = "the replica";
 constexpr const char* k_ps = "ps";
 constexpr const char* k_ar = "allreduce";
+constexpr const char* k_barrier = "barrier";
 
 /// Values per row of axis 0 of `shape` (1 for a vector or a scalar).
 std::size_t row_width(const std::vector<std::int64_t>& shape) {
@@ -54,7 +56,7 @@ Result<std::unique_ptr<ReplicaRole>> ReplicaRole::create(const ReplicaConfig& co
 }
 
 ReplicaRole::ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::Optimizer> optimizers)
-    : replica_(config.replica), has_ps_(config.ps != nullptr), has_ar_(config.ar != nullptr),
+    : replica_(config.replica), has_ps_(config.ps != nullptr), has_ar_(config.ar != nullptr), meet_(config.meet),
       optimizers_(std::move(optimizers)) {
   if (config.ps) ps_variables_ = config.ps->variables;
   for (const auto& [name, optimizer] : optimizers_) params_[name] = config.initial.at(name);
@@ -109,7 +111,7 @@ Effects ReplicaRole::on_call(LocalCall call) {
     out.push_back(Complete{call.op, std::move(result)});
     return out;
   }
-  if (m != "pull" && m != "push" && m != "leave") {
+  if (m != "pull" && m != "push" && m != "leave" && m != "join") {
     out.push_back(unknown_method(call, k_name));
     return out;
   }
@@ -118,7 +120,8 @@ Effects ReplicaRole::on_call(LocalCall call) {
     return out;
   }
   const bool ready = (m == "pull" && phase_ == Phase::idle) || (m == "push" && phase_ == Phase::pulled) ||
-                     (m == "leave" && (phase_ == Phase::idle || phase_ == Phase::pulled));
+                     (m == "leave" && (phase_ == Phase::idle || phase_ == Phase::pulled)) ||
+                     (m == "join" && phase_ == Phase::idle && step_ == 0);
   if (!ready) {
     out.push_back(Complete{call.op, make_error(errc::protocol,
                                                "replica {}: '{}' out of turn at step {} (a step is pull, then push; "
@@ -136,16 +139,26 @@ Effects ReplicaRole::on_call(LocalCall call) {
     return push(call.op, std::move(*grads));
   }
   running_ = call.op;
+  if (m == "join" || m == "leave") {
+    const auto* patience = call.args.as<Duration>();
+    patience_ = patience != nullptr ? *patience : std::chrono::seconds(30);
+  }
+  if (m == "join") {
+    if (!meet_) {
+      finish(out, Value{});
+      return out;
+    }
+    phase_ = Phase::joining;
+    return meet(std::move(out), 0);
+  }
   if (m == "leave") {
     phase_ = Phase::leaving;
     if (has_ps_) {
       asked_ = next_ask_;
       out.push_back(Ask{next_ask_++, k_ps, "leave", Value{}});
-    } else {
-      phase_ = Phase::left;
-      finish(out, Value{});
+      return out;
     }
-    return out;
+    return left(std::move(out));
   }
   if (has_ps_) {
     phase_ = Phase::pulling;
@@ -239,7 +252,13 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       finish(out, Value{});
       return out;
     }
+    case Phase::joining:
+      phase_ = Phase::idle;
+      finish(out, Value{});
+      return out;
     case Phase::leaving:
+      return left(std::move(out));
+    case Phase::meeting:
       phase_ = Phase::left;
       finish(out, Value{});
       return out;
@@ -261,6 +280,22 @@ Effects ReplicaRole::fail(Error error) {
   return out;
 }
 
+Effects ReplicaRole::meet(Effects out, std::uint64_t level) {
+  asked_ = next_ask_;
+  out.push_back(Ask{next_ask_++, k_barrier, "meet", Value::of(collective::BarrierMeet{level, patience_})});
+  return out;
+}
+
+Effects ReplicaRole::left(Effects out) {
+  if (!meet_) {
+    phase_ = Phase::left;
+    finish(out, Value{});
+    return out;
+  }
+  phase_ = Phase::meeting;
+  return meet(std::move(out), static_cast<std::uint64_t>(step_));
+}
+
 void ReplicaRole::finish(Effects& out, Result<Value> result) {
   out.push_back(Complete{*std::exchange(running_, std::nullopt), std::move(result)});
 }
@@ -277,9 +312,23 @@ Status add_replica_roles(Mux& mux, const ReplicaConfig& config) {
       return make_error(errc::invalid_argument, "{}: expected a replica id >= 0, got {}", config.label, config.replica);
     }
     auto ar = AllReduceRole::create(AllReduceConfig{config.ar, config.members, static_cast<std::size_t>(config.replica),
-                                                    config.job, config.exchange_timeout, config.label});
+                                                    config.job, config.exchange_timeout, config.label,
+                                                    config.nccl_role});
     if (!ar) return ar.error();
     if (auto added = mux.add(k_ar, std::move(*ar)); !added) return added.error();
+  }
+  if (config.meet) {
+    if (config.replica < 0 || static_cast<std::size_t>(config.replica) >= config.members.size()) {
+      return make_error(errc::invalid_argument, "{} {}: expected one address per replica to meet at, got {}",
+                        config.label, config.replica, config.members.size());
+    }
+    collective::BarrierConfig bc;
+    bc.peers = config.members;
+    bc.self = static_cast<std::size_t>(config.replica);
+    bc.handle = config.job + "::Collective.rpc_barrier";
+    if (auto added = mux.add(k_barrier, std::make_unique<collective::BarrierRole>(std::move(bc))); !added) {
+      return added.error();
+    }
   }
   auto replica = ReplicaRole::create(config);
   if (!replica) return replica.error();

@@ -17,7 +17,11 @@
 ///              as the rows it touched); once every shard acknowledged, the all-reduced
 ///              variables' gradients averaged with the other replicas' (weighted by
 ///              samples) and applied; then the step is over
-///   "leave" -> ends the PS sessions (after the last step, usually after a final pull)
+///   "join" Duration (patience) -> with ReplicaConfig::meet, waits until every replica
+///              joined; without, completes at once
+///   "leave" Duration (patience) -> ends the PS sessions (after the last step, usually
+///              after a final pull) and, with ReplicaConfig::meet, waits until every
+///              replica got there
 ///   "watch" -> completes only with the error that ended the replica between calls
 ///   "optimizer_states" -> the all-reduced variables' optimizer states (by name)
 ///   "restore_optimizers" std::map<std::string, ps::Optimizer::State> -> nothing
@@ -51,6 +55,14 @@ struct ReplicaConfig {
   Duration call_timeout = std::chrono::seconds(30);   ///< deadline of each pull and push
   Duration exchange_timeout = std::chrono::seconds(5);  ///< ExchangeConfig::timeout of each collective
   std::string label = "replica";                      ///< how errors of creation name the replica kind
+  /// Non-empty: the all-reduce's NCCL groups are Asked of this role of the process
+  /// (AllReduceConfig::nccl_role).
+  std::string nccl_role;
+  /// The replicas meet at a barrier ("barrier" role, core/collective/barrier_role.hpp)
+  /// on "join", before their first collective, and on "leave", after their last, so that
+  /// none calls a replica that does not serve yet or has stopped. Processes need it; the
+  /// simulator starts every replica at once.
+  bool meet = false;
 };
 
 /// What "pull" gives: every variable's values for the step.
@@ -82,18 +94,24 @@ class ReplicaRole final : public Role {
   [[nodiscard]] const std::optional<Error>& failure() const { return failure_; }
 
  private:
-  enum class Phase { idle, pulling, pulled, pushing, averaging, leaving, left };
+  enum class Phase { idle, pulling, pulled, pushing, averaging, joining, leaving, meeting, left };
   ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::Optimizer> optimizers);
   Effects on_call(LocalCall call);
   Effects on_reply(LocalReply reply);
   Effects push(OpId op, ReplicaGradients grads);
   Effects average(Effects out);
   Effects fail(Error error);
+  /// Asks the barrier to meet the others at `level`.
+  Effects meet(Effects out, std::uint64_t level);
+  /// The PS sessions are over: meets the others, or is done.
+  Effects left(Effects out);
   void finish(Effects& out, Result<Value> result);
 
   std::int32_t replica_;
   bool has_ps_;
   bool has_ar_;
+  bool meet_;
+  Duration patience_{};  ///< of the running join or leave
   std::vector<ps::VariablePlan> ps_variables_;
   std::map<std::string, std::vector<float>> params_;          ///< this replica's copy (all-reduced) and last pull
   std::map<std::string, ps::Optimizer> optimizers_;           ///< per all-reduced variable
@@ -111,7 +129,7 @@ class ReplicaRole final : public Role {
 };
 
 /// Adds a replica's roles to `mux`: "ps" (when the config has a PS plan), "allreduce"
-/// (when it has an all-reduce plan) and "replica", in that order. Errors: each role's,
+/// (when it has an all-reduce plan), "barrier" (with `meet`) and "replica", in that order. Errors: each role's,
 /// the Mux's.
 [[nodiscard]] Status add_replica_roles(Mux& mux, const ReplicaConfig& config);
 

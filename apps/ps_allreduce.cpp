@@ -1,5 +1,5 @@
-// `apiary ps` with an all-reduce strategy: replicas averaging gradients through the
-// collective actor and applying their optimizer locally.
+// `apiary ps` with an all-reduce strategy: replicas (apiary::Replica) averaging gradients
+// with each other and applying their optimizer locally.
 #include "apps/ps_allreduce.hpp"
 
 #include <algorithm>
@@ -14,7 +14,8 @@
 #include <caf/actor_system_config.hpp>
 #include <fmt/format.h>
 
-#include "actors/collective/collective.hpp"
+#include "actors/collective/nccl_group.hpp"
+#include "api/replica.hpp"
 #include "api/startup.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_checkpoint.hpp"
@@ -47,30 +48,44 @@ Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArP
 /// Makes this replica's NCCL group once every replica is listening (nullptr: none needed).
 using NcclMaker = std::function<Result<std::shared_ptr<actors::NcclGroup>>()>;
 
-/// Trains replica `id` of `replicas` through `collective` (and the NCCL group `nccl`
-/// makes, for the plan's NCCL groups). Returns the exit code.
-int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collective, std::int32_t id,
-          const NcclMaker& nccl) {
+/// Trains replica `id` among `members` on `gw` (and the NCCL group `nccl` makes, for the
+/// plan's NCCL groups). Returns the exit code.
+int train(const ArJobArgs& a, const cc::ArPlan& plan, caf::actor_system& sys, std::shared_ptr<actors::Gateway> gw,
+          std::int32_t id, std::vector<core::PeerAddr> members, const NcclMaker& nccl) {
   const std::size_t replicas = plan.replicas.size();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  auto params = a.restored ? a.restored->values : cps::logistic_initial(a.features);
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
-  auto stepper = ArStepper::create(plan, a.optimizer, params);
-  if (!stepper) return fail(stepper.error());
-  if (a.restored && restores_optimizer(*a.restored, a.optimizer.kind)) {
-    if (auto st = stepper->restore_optimizers(a.restored->states); !st) return fail(st.error());
-  }
-  const std::chrono::milliseconds patience(a.timeout_ms);
-  if (auto joined = collective.join(patience); !joined) {
-    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
-  }
+  const std::chrono::milliseconds timeout(a.timeout_ms);
   auto group = nccl();
   if (!group) return fail(group.error());
-  stepper->use_nccl(std::move(*group));
+  ReplicaOptions o;
+  o.roles.replica = id;
+  o.roles.ar = std::make_shared<const cc::ArPlan>(plan);
+  o.roles.members = std::move(members);
+  o.roles.job = k_job;
+  o.roles.optimizer = a.optimizer;
+  o.roles.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
+  o.roles.exchange_timeout = timeout;
+  o.nccl = std::move(*group);
+  // A step waits for the slowest replica's collectives, each bounded by the timeout.
+  o.patience = timeout * static_cast<std::int64_t>(4 + 2 * plan.groups.size());
+  auto replica = Replica::start(sys, std::move(gw), std::move(o));
+  if (!replica) return fail(replica.error());
+  if (a.restored && restores_optimizer(*a.restored, a.optimizer.kind)) {
+    if (auto st = (*replica)->restore_optimizers(a.restored->states); !st) {
+      return fail(make_error(st.error().code, "--restore: {}", st.error().message));
+    }
+  }
+  if (auto joined = (*replica)->join(timeout); !joined) {
+    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+  }
+  std::map<std::string, std::vector<float>> params;
   // The chief's checkpoint after `global` steps, with this replica's optimizer state.
   auto checkpoint = [&](std::int64_t global) -> Status {
+    auto states = (*replica)->optimizer_states();
+    if (!states) return states.error();
     return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
-                           a.optimizer.kind, stepper->optimizer_states());
+                           a.optimizer.kind, *states);
   };
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
@@ -78,6 +93,9 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
       return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
     }
     const auto start = std::chrono::steady_clock::now();
+    auto pulled = (*replica)->pull();
+    if (!pulled) return fail(pulled.error());
+    params = std::move(pulled->params);
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
       if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
     }
@@ -85,13 +103,7 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    if (auto st = stepper->step(collective, grads, params, static_cast<double>(a.batch),
-                                fmt::format("replica {} at step {}", id, step));
-        !st) {
-      // The members still calling this one learn why it left before it goes.
-      collective.abandon(st.error(), std::min(std::chrono::milliseconds(1000), patience));
-      return fail(st.error());
-    }
+    if (auto st = (*replica)->push(std::move(grads), static_cast<double>(a.batch)); !st) return fail(st.error());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
     const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
@@ -101,21 +113,20 @@ int train(const ArJobArgs& a, const cc::ArPlan& plan, actors::Collective& collec
                stdout);
     std::fflush(stdout);
   }
+  // The parameters after the last step.
+  auto last = (*replica)->pull();
+  if (!last) return fail(last.error());
+  params = std::move(last->params);
   print_final(id, a.steps, cps::logistic_full_loss(data, params),
-              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, collective.ops() + stepper->nccl_ops(),
-              params);
-  if (auto left = collective.leave(patience); !left)
+              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, (*replica)->collectives(), params);
+  if (auto left = (*replica)->leave(timeout); !left) {
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  }
   // Only the chief writes the checkpoint: every replica holds the same parameters.
   if (id == 0 && !a.save.empty()) {
     if (auto saved = checkpoint(first + a.steps); !saved) return fail(saved.error());
   }
   return 0;
-}
-
-actors::CollectiveActorConfig collective_config(const ArJobArgs& a, std::size_t rank,
-                                                std::vector<core::PeerAddr> members) {
-  return allreduce_collective_config(a.timeout_ms, rank, std::move(members));
 }
 
 int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
@@ -134,17 +145,14 @@ int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
   if (!rt) return fail(rt.error());
   caf::actor_system& sys = (*rt)->system();
   const auto& gw = (*rt)->gateway();
-  auto collective = actors::Collective::create(sys, gw, collective_config(a, static_cast<std::size_t>(id), *members));
-  if (!collective) return fail(collective.error());
   print_allreduce_plan(plan);
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
               a.role.c_str(), gw->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   const auto root = (*members)[0];
-  const int rc = train(a, plan, **collective, id, [&] {
+  const int rc = train(a, plan, sys, gw, id, *members, [&] {
     return nccl_group_for(sys, gw, plan, static_cast<std::size_t>(id), root, a.timeout_ms, k_job);
   });
-  collective->reset();
   (*rt)->stop();
   return rc;
 }
@@ -174,16 +182,6 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
     }
     members.push_back(*m);
   }
-  std::vector<std::unique_ptr<actors::Collective>> collectives;
-  for (std::size_t r = 0; r < replicas; ++r) {
-    auto c = actors::Collective::create(sys, gateways[r], collective_config(a, r, members));
-    if (!c) {
-      collectives.clear();
-      stop_all();
-      return fail(c.error());
-    }
-    collectives.push_back(std::move(*c));
-  }
   print_allreduce_plan(plan);
   std::printf("embedded all-reduce job: %zu replicas: %lld steps of %zu samples\n", replicas,
               static_cast<long long>(a.steps), a.batch);
@@ -192,12 +190,11 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < replicas; ++r) {
     threads.emplace_back([&, r] {
-      rcs[r] = train(a, plan, *collectives[r], static_cast<std::int32_t>(r),
+      rcs[r] = train(a, plan, sys, gateways[r], static_cast<std::int32_t>(r), members,
                      [&] { return nccl_group_for(sys, gateways[r], plan, r, members[0], a.timeout_ms, k_job); });
     });
   }
   for (auto& t : threads) t.join();
-  collectives.clear();
   stop_all();
   for (int rc : rcs) {
     if (rc != 0) return rc;
@@ -253,16 +250,6 @@ Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::strin
   return out;
 }
 
-actors::CollectiveActorConfig allreduce_collective_config(std::int64_t timeout_ms, std::size_t rank,
-                                                          std::vector<core::PeerAddr> members) {
-  actors::CollectiveActorConfig c;
-  c.job = k_job;
-  c.rank = rank;
-  c.members = std::move(members);
-  c.timeout = std::chrono::milliseconds(timeout_ms);
-  return c;
-}
-
 void print_allreduce_plan(const cc::ArPlan& plan) {
   std::string groups;
   for (const auto& g : plan.groups) {
@@ -309,114 +296,6 @@ Result<std::shared_ptr<actors::NcclGroup>> nccl_group_for(caf::actor_system& sys
   auto group = actors::NcclGroup::create(sys, std::move(gw), config);
   if (!group) return make_error(group.error().code, "replica {} ({}): {}", rank, device, group.error().message);
   return std::shared_ptr<actors::NcclGroup>(std::move(*group));
-}
-
-Result<ArStepper> ArStepper::create(const cc::ArPlan& plan, const cps::OptimizerConfig& optimizer,
-                                    const std::map<std::string, std::vector<float>>& params) {
-  auto sync = cc::Synchronizer::create(plan);
-  if (!sync) return sync.error();
-  std::map<std::string, cps::Optimizer> optimizers;
-  auto add = [&](const std::string& name, std::size_t width) -> Status {
-    auto it = params.find(name);
-    if (it == params.end()) {
-      return make_error(errc::invalid_argument,
-                        "all-reduced variable {}: expected initial values, got none; is the strategy for this model?",
-                        name);
-    }
-    optimizers.emplace(name, cps::Optimizer(optimizer, it->second.size(), width));
-    return ok_status();
-  };
-  for (const auto& v : plan.variables) {
-    if (auto st = add(v.name, 1); !st) return st.error();
-  }
-  for (const auto& sp : plan.sparse) {
-    if (auto st = add(sp.name, sp.row_width); !st) return st.error();
-  }
-  return ArStepper(std::move(*sync), std::move(optimizers));
-}
-
-std::map<std::string, cps::Optimizer::State> ArStepper::optimizer_states() const {
-  std::map<std::string, cps::Optimizer::State> out;
-  for (const auto& [name, optimizer] : optimizers_) out.emplace(name, optimizer.state());
-  return out;
-}
-
-Status ArStepper::restore_optimizers(const std::map<std::string, cps::Optimizer::State>& states) {
-  for (auto& [name, optimizer] : optimizers_) {
-    auto it = states.find(name);
-    if (it == states.end()) {
-      return make_error(errc::invalid_argument, "--restore: expected the optimizer state of {}, got none", name);
-    }
-    if (auto st = optimizer.restore(it->second); !st) {
-      return make_error(st.error().code, "--restore: {}: {}", name, st.error().message);
-    }
-  }
-  return ok_status();
-}
-
-Status ArStepper::step(actors::Collective& collective, const std::map<std::string, std::vector<float>>& grads,
-                       std::map<std::string, std::vector<float>>& params, double weight, const std::string& where) {
-  const auto& plan = sync_.plan();
-  // Dense variables: their gradients only (a mixed job's PS variables stay out).
-  std::map<std::string, std::vector<float>> dense;
-  for (const auto& v : plan.variables) {
-    auto it = grads.find(v.name);
-    if (it != grads.end()) dense.emplace(v.name, it->second);
-  }
-  // Sparse variables: the rows they touched, gathered by every replica and averaged there.
-  std::map<std::string, cps::SparseGradient> sparse;
-  for (const auto& sp : plan.sparse) {
-    auto it = grads.find(sp.name);
-    if (it == grads.end()) {
-      return make_error(errc::invalid_argument, "{}: expected a gradient for sparse variable {}, got none", where,
-                        sp.name);
-    }
-    sparse[sp.name] = cc::touched_rows(it->second, sp.row_width);
-  }
-  // One collective per fusion group, weighted by this replica's samples; every replica
-  // gets the same bits (decode(encode(average))), so the copies stay identical.
-  auto inputs = sync_.prepare(dense);
-  if (!inputs) return make_error(inputs.error().code, "{}: {}", where, inputs.error().message);
-  std::vector<std::vector<std::vector<float>>> outputs;
-  for (auto& in : *inputs) {
-    if (in.transport == cc::Transport::nccl && !nccl_) {
-      return make_error(errc::unsupported,
-                        "{} (fusion group {}): expected this replica's NCCL group for a NCCL collective, got "
-                        "none; NCCL needs a GPU on every replica: run the replicas on their GPUs, or rebuild the "
-                        "strategy with --spec RING",
-                        where, in.group);
-    }
-    auto avg = in.transport == cc::Transport::nccl ? nccl_->mean(std::move(in.tensors), weight, in.codecs)
-                                                   : collective.mean(std::move(in.tensors), weight, in.codecs);
-    if (!avg) {
-      return make_error(avg.error().code, "{} (fusion group {}): {}", where, in.group, avg.error().message);
-    }
-    outputs.push_back(std::move(*avg));
-  }
-  std::map<std::string, cps::SparseGradient> sparse_avg;
-  if (!plan.sparse.empty()) {
-    auto payload = sync_.prepare_sparse(sparse, weight);
-    if (!payload) return make_error(payload.error().code, "{}: {}", where, payload.error().message);
-    auto gathered = collective.gather(std::move(*payload));
-    if (!gathered) {
-      return make_error(gathered.error().code, "{} (sparse gather): {}", where, gathered.error().message);
-    }
-    auto rows = sync_.assemble_sparse(*gathered);
-    if (!rows) return make_error(rows.error().code, "{}: {}", where, rows.error().message);
-    sparse_avg = std::move(*rows);
-  }
-  auto averaged = sync_.assemble(outputs);
-  if (!averaged) return make_error(averaged.error().code, "{}: {}", where, averaged.error().message);
-  // Every replica applies the same averaged gradient to its own copy (sparse ones to
-  // the touched rows only).
-  for (auto& [name, opt] : optimizers_) {
-    auto& values = params.at(name);
-    auto dense_avg = averaged->find(name);
-    auto applied = dense_avg != averaged->end() ? opt.apply_dense(values, dense_avg->second)
-                                                : opt.apply_sparse(values, sparse_avg.at(name));
-    if (!applied) return make_error(applied.error().code, "{}: {}", where, applied.error().message);
-  }
-  return ok_status();
 }
 
 Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strategy_path, bool text,

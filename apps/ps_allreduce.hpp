@@ -2,7 +2,7 @@
 /// `apiary ps` with an all-reduce strategy (AllReduce, PartitionedAR,
 /// RandomAxisPartitionAR): no PS processes; every replica keeps its own copy of the
 /// logistic-regression model, and each step averages its gradients with the other
-/// replicas' through one collective per fusion group (actors/collective/), weighted by
+/// replicas. through one collective per fusion group (apiary::Replica), weighted by
 /// samples (AutoDist's replica-weighted mean, reference autodist.md §3.4; every replica
 /// gets the same bits, so the copies stay identical), then applies its optimizer
 /// locally. Sparse variables travel as the rows they touch, all-gathered once per step
@@ -17,12 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "actors/collective/collective.hpp"
 #include "actors/collective/nccl_group.hpp"
 #include "core/collective/ar_plan.hpp"
-#include "core/collective/synchronizer.hpp"
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/optimizer.hpp"
+#include "core/effects.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::apps {
@@ -69,52 +68,6 @@ void print_final(std::int32_t id, std::int64_t version, double loss, double mean
 /// final parameters like the PS job. Returns the exit code (2 bad usage, 1 failure).
 int run_allreduce_job(const ArJobArgs& args, const core::collective::ArPlan& plan);
 
-/// One replica's all-reduce half of a training step: averages the gradients of the
-/// plan's all-reduced variables with the other replicas' (dense ones through one mean
-/// per fusion group, sparse ones through one gather of their rows) and applies this
-/// replica's optimizer to its own copy of those variables. Variables the plan does not
-/// all-reduce (a mixed strategy's PS variables) are left alone.
-class ArStepper {
- public:
-  /// A stepper for `plan` whose optimizers start fresh, sized from `params` (whole
-  /// variables by name). Errors: the Synchronizer's; invalid_argument when `params`
-  /// lacks an all-reduced variable.
-  [[nodiscard]] static Result<ArStepper> create(const core::collective::ArPlan& plan,
-                                                const core::ps::OptimizerConfig& optimizer,
-                                                const std::map<std::string, std::vector<float>>& params);
-
-  /// Averages this step's gradients (whole variables by name; those of variables not
-  /// all-reduced are ignored) through `collective` with this replica's `weight` (its
-  /// samples) and applies the averages to `params`. Errors: the collective's (peer_down
-  /// naming the member), the synchronizer's or the optimizer's, with `where` (e.g.
-  /// "replica 1 at step 4") in front.
-  [[nodiscard]] Status step(actors::Collective& collective, const std::map<std::string, std::vector<float>>& grads,
-                            std::map<std::string, std::vector<float>>& params, double weight,
-                            const std::string& where);
-
-  /// Runs the fusion groups whose transport is NCCL through `group` (this replica's
-  /// member of the replicas' NCCL group; see nccl_group_for). Without one, step() refuses
-  /// those groups with a clear error.
-  void use_nccl(std::shared_ptr<actors::NcclGroup> group) { nccl_ = std::move(group); }
-  /// Collectives run over NCCL so far.
-  [[nodiscard]] std::uint64_t nccl_ops() const { return nccl_ ? nccl_->ops() : 0; }
-
-  /// Every all-reduced variable's optimizer state, by name.
-  [[nodiscard]] std::map<std::string, core::ps::Optimizer::State> optimizer_states() const;
-  /// Continues every all-reduced variable's optimizer from `states` (by name; others are
-  /// ignored). Errors: invalid_argument naming a variable without a state, or whose
-  /// state does not fit its optimizer.
-  [[nodiscard]] Status restore_optimizers(const std::map<std::string, core::ps::Optimizer::State>& states);
-
- private:
-  ArStepper(core::collective::Synchronizer sync, std::map<std::string, core::ps::Optimizer> optimizers)
-      : sync_(std::move(sync)), optimizers_(std::move(optimizers)) {}
-
-  core::collective::Synchronizer sync_;
-  std::map<std::string, core::ps::Optimizer> optimizers_;  ///< per all-reduced variable
-  std::shared_ptr<actors::NcclGroup> nccl_;                 ///< for Transport::nccl groups
-};
-
 /// Whether any fusion group of `plan` runs over NCCL.
 [[nodiscard]] bool uses_nccl(const core::collective::ArPlan& plan);
 
@@ -140,11 +93,6 @@ class ArStepper {
                                                                   const std::vector<std::string>& replicas,
                                                                   const std::string& prefix,
                                                                   std::vector<std::string>& host_ports);
-
-/// The collective of replica `rank` among `members` (every replica's multiaddr) for a
-/// `apiary ps` job, with the job's --timeout-ms.
-[[nodiscard]] actors::CollectiveActorConfig allreduce_collective_config(std::int64_t timeout_ms, std::size_t rank,
-                                                                        std::vector<core::PeerAddr> members);
 
 /// Prints the plan's collectives ("all-reduce plan: ...") and notes.
 void print_allreduce_plan(const core::collective::ArPlan& plan);

@@ -1,5 +1,5 @@
 // `apiary ps` with a mixed strategy: PS variables pulled and pushed through the
-// replica driver, all-reduced variables averaged through the collective.
+// replica driver, all-reduced variables averaged by apiary::Replica.
 #include "apps/ps_mixed.hpp"
 
 #include <algorithm>
@@ -9,8 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "api/replica.hpp"
 #include "apps/ps_allreduce.hpp"
 #include "apps/ps_checkpoint.hpp"
+#include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
 
 namespace apiary::apps {
@@ -53,36 +55,56 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
   const std::int32_t id = driver.id();
   const std::size_t replicas = ar.replicas.size();
   const core::PeerAddr root = members.at(0);
-  auto collective = actors::Collective::create(
-      run.system, run.gateway,
-      allreduce_collective_config(a.timeout_ms, static_cast<std::size_t>(id), std::move(members)));
-  if (!collective) return fail(collective.error());
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   auto params = a.restored ? a.restored->values : cps::logistic_initial(a.features);
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   const auto optimizer = optimizer_of(a);
-  auto stepper = ArStepper::create(ar, optimizer, params);
-  if (!stepper) return fail(stepper.error());
-  if (a.restored && restores_optimizer(*a.restored, optimizer.kind)) {
-    if (auto st = stepper->restore_optimizers(a.restored->states); !st) return fail(st.error());
-  }
   const std::chrono::milliseconds patience(a.timeout_ms);
-  if (auto joined = (*collective)->join(patience); !joined) {
-    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
-  }
   // The dense groups whose spec runs over NCCL: the replicas' NCCL group.
   auto group = nccl_group_for(run.system, run.gateway, ar, static_cast<std::size_t>(id), root, a.timeout_ms,
                               "apiary.ps.mixed");
   if (!group) return fail(group.error());
-  stepper->use_nccl(std::move(*group));
+  // The all-reduced variables: this replica's copy, averaged with the others' (apiary::Replica).
+  ReplicaOptions o;
+  o.roles.replica = id;
+  o.roles.ar = std::make_shared<const cc::ArPlan>(ar);
+  o.roles.members = std::move(members);
+  o.roles.job = "apiary.ps.allreduce";
+  o.roles.optimizer = optimizer;
+  o.roles.initial = params;
+  o.roles.exchange_timeout = patience;
+  o.roles.label = "mixed replica";
+  o.nccl = std::move(*group);
+  o.patience = patience * static_cast<std::int64_t>(4 + 2 * ar.groups.size());
+  auto reduced = Replica::start(run.system, run.gateway, std::move(o));
+  if (!reduced) return fail(reduced.error());
+  auto& replica = **reduced;
+  if (a.restored && restores_optimizer(*a.restored, optimizer.kind)) {
+    if (auto st = replica.restore_optimizers(a.restored->states); !st) {
+      return fail(make_error(st.error().code, "--restore: {}", st.error().message));
+    }
+  }
+  if (auto joined = replica.join(patience); !joined) {
+    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+  }
   // The chief's checkpoint after `global` steps: the PS variables' optimizer state from
   // their shards, the all-reduced ones' from this replica.
   auto checkpoint = [&](std::int64_t global) -> Status {
     auto states = driver.optimizer_states();
     if (!states) return states.error();
-    for (auto& [name, state] : stepper->optimizer_states()) (*states)[name] = std::move(state);
+    auto own = replica.optimizer_states();
+    if (!own) return own.error();
+    for (auto& [name, state] : *own) (*states)[name] = std::move(state);
     return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
                            optimizer.kind, *states);
+  };
+  // A step's parameters: the PS variables pulled, this replica's copy of the all-reduced ones.
+  auto pull = [&]() -> Status {
+    if (auto pulled = driver.pull_into(params); !pulled) return pulled.error();
+    auto own = replica.pull();
+    if (!own) return own.error();
+    for (auto& [name, values] : own->params) params[name] = std::move(values);
+    return ok_status();
   };
   double total_ms = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
@@ -91,7 +113,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     }
     const auto start = std::chrono::steady_clock::now();
     // 1. The PS variables of this step.
-    if (auto pulled = driver.pull_into(params); !pulled) return fail(pulled.error());
+    if (auto pulled = pull(); !pulled) return fail(pulled.error());
     const auto version = driver.min_version();
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
       if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
@@ -108,13 +130,7 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
       return fail(pushed.error());
     }
     // 4. The all-reduced variables: averaged with the other replicas, applied here.
-    if (auto st = stepper->step(**collective, grads, params, static_cast<double>(a.batch),
-                                fmt::format("replica {} at step {}", id, step));
-        !st) {
-      // The members still calling this one learn why it left before it goes.
-      (*collective)->abandon(st.error(), std::min(std::chrono::milliseconds(1000), patience));
-      return fail(st.error());
-    }
+    if (auto st = replica.push(std::move(grads), static_cast<double>(a.batch)); !st) return fail(st.error());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
     // Replica 0 reports the loss of the parameters it trained with this step.
@@ -126,12 +142,12 @@ int train_mixed(const PsArgs& a, const cc::ArPlan& ar, const cps::TrainingPlan& 
     std::fflush(stdout);
   }
   // The PS variables after the last step (in BSP: every replica's pushes applied).
-  if (auto pulled = driver.pull_into(params); !pulled) return fail(pulled.error());
+  if (auto pulled = pull(); !pulled) return fail(pulled.error());
   print_final(id, driver.min_version(), cps::logistic_full_loss(data, params),
               a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0,
-              (*collective)->ops() + stepper->nccl_ops(), params);
+              replica.collectives(), params);
   if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
-  if (auto left = (*collective)->leave(patience); !left) {
+  if (auto left = replica.leave(patience); !left) {
     std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
   }
   // Only the chief writes the checkpoint: every replica holds the same parameters.

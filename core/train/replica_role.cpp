@@ -193,6 +193,20 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients grads) {
     }
     grads.gradients.erase(it);
   }
+  // The all-reduced variables' gradients are checked here: a collective begun with a
+  // wrong one would fail every replica's step.
+  for (const auto& [name, optimizer] : optimizers_) {
+    auto it = grads.gradients.find(name);
+    const std::size_t want = params_.at(name).size();
+    if (it == grads.gradients.end() || it->second.size() != want) {
+      out.push_back(Complete{op, make_error(errc::invalid_argument,
+                                            "replica {} at step {}: expected a gradient of {} with {} values, got {}",
+                                            replica_, step_, name, want,
+                                            it == grads.gradients.end() ? std::string("none")
+                                                                        : std::to_string(it->second.size()))});
+      return out;
+    }
+  }
   running_ = op;
   ar_gradients_ = std::move(grads.gradients);
   samples_ = grads.samples;

@@ -184,6 +184,21 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().message.find("initial values of the all-reduced variable w") != std::string::npos);
   }
+  SECTION("a lone member meets itself on join and leave") {
+    config.initial = {{"w", {1, 1}}};
+    config.meet = true;
+    Driver d;
+    REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+    (void)d.feed(apiary::core::Start{});
+    auto [join, j] = d.call("join", Value::of(apiary::core::Duration(std::chrono::seconds(1))));
+    REQUIRE(d.done.at(join).ok());
+    auto [again, a] = d.call("join");
+    CHECK(d.done.at(again).ok());
+    auto [leave, l] = d.call("leave");
+    REQUIRE(d.done.at(leave).ok());
+    auto [after, x] = d.call("pull");
+    CHECK(d.done.at(after).error().code == errc::protocol);
+  }
   SECTION("a step") {
     config.initial = {{"w", {1, 1}}};
     Driver d;
@@ -192,6 +207,9 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
     auto [pull, p] = d.call("pull");
     REQUIRE(d.done.at(pull).ok());
     CHECK(d.done.at(pull)->as<ct::ReplicaParams>()->params.at("w") == std::vector<float>{1, 1});
+    auto [wrong, none] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2}}}, 3.0}));
+    CHECK(d.done.at(wrong).error().code == errc::invalid_argument);
+    CHECK(of<apiary::core::Call>(none).empty());
     auto [push, fx] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2, 4}}}, 3.0}));
     REQUIRE(d.done.count(push) == 1);
     REQUIRE(d.done.at(push).ok());

@@ -94,15 +94,16 @@ std::vector<CoreResponse> EffectExecutor::execute(core::Effects fx) {
       }
       const PeerKey* key = &cached->second;
       const auto me = caf::actor_cast<caf::actor>(self_);
-      const CallId id = call->stream ? gw_->open(me, *key, call->handle, pb::BIDI_STREAM, call->timeout,
-                                                 payload_of(std::move(call->request), std::move(call->body),
-                                                            std::move(call->tail)),
-                                                 call->last, call->caller, std::move(call->landings))
-                                     : gw_->unary(me, *key, call->handle,
-                                                  payload_of(std::move(call->request), std::move(call->body),
-                                                             std::move(call->tail)),
-                                                  call->timeout, call->caller);
-      calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last};
+      const bool view = !call->stream && call->view_response;
+      const CallId id =
+          call->stream || view
+              ? gw_->open(me, *key, call->handle, call->stream ? pb::BIDI_STREAM : pb::UNARY, call->timeout,
+                          payload_of(std::move(call->request), std::move(call->body), std::move(call->tail)),
+                          call->last || view, call->caller, std::move(call->landings))
+              : gw_->unary(me, *key, call->handle,
+                           payload_of(std::move(call->request), std::move(call->body), std::move(call->tail)),
+                           call->timeout, call->caller);
+      calls_[id] = OutCall{call->id, call->stream, !call->stream || call->last, view};
       by_core_[call->id] = id;
     } else if (auto* send = std::get_if<core::Send>(&effect)) {
       auto it = by_core_.find(send->call);
@@ -266,12 +267,21 @@ std::optional<CoreResponse> EffectExecutor::response_of(Delivery& d) {
     take_all(d);
     return r;
   }
-  if (d.has_message) partial_[d.call] = std::move(d.data);
+  if (d.has_message) {
+    partial_[d.call] = std::move(d.data);
+    it->second.landed = d.landed;
+  }
   if (!d.final) return std::nullopt;
   if (d.kind == DeliveryKind::error) {
     r.result = d.error;
   } else if (auto p = partial_.find(d.call); p != partial_.end()) {
-    r.result = std::string(p->second.view());
+    if (it->second.view) {
+      r.body = std::move(p->second);
+      r.landed = it->second.landed;
+      partial_.erase(p);
+    } else {
+      r.result = std::string(p->second.view());
+    }
   } else {
     r.result = make_error(errc::protocol, "call ended without a response");
   }

@@ -39,6 +39,8 @@ struct CoreRequestView {
 struct CoreResponse {
   core::CallId call = 0;
   Result<std::string> result{std::string{}};
+  Buffer body{};        ///< a view_response call's answer (core::Response::body)
+  bool landed = false;  ///< it went into the call's landing
 };
 
 /// Caller side of a streaming call: one message from the callee, for the core's
@@ -142,6 +144,8 @@ class EffectExecutor {
     core::CallId core = 0;   ///< the core's id of the call
     bool stream = false;     ///< a streaming call
     bool local_end = true;   ///< the core's direction has ended (always, for unary)
+    bool view = false;       ///< unary, view_response: the answer as a Buffer
+    bool landed = false;     ///< its answer went into its landing
   };
   struct InRequest {
     CallId call = 0;      ///< the gateway's id of the served call

@@ -89,7 +89,9 @@ caf::behavior role_host(self_t* self, std::shared_ptr<Gateway> gw, std::shared_p
           feed(self, core::RequestMessage{m->request, std::move(m->message), m->last});
         }
         if (auto m = st.fx->message_view_of(d)) feed(self, core::StreamMessage{m->call, std::move(m->message), m->landed});
-        if (auto r = st.fx->response_of(d)) feed(self, core::Response{r->call, std::move(r->result)});
+        if (auto r = st.fx->response_of(d)) {
+          feed(self, core::Response{r->call, std::move(r->result), std::move(r->body), r->landed});
+        }
       },
       [self](timer_atom, core::TimerId id, std::uint64_t generation) {
         if (self->state.fx->timer_is_current(id, generation)) feed(self, core::TimerFired{id});

@@ -12,6 +12,7 @@
 #include "api/runtime.hpp"
 #include "core/mux.hpp"
 #include "core/train/allreduce_role.hpp"
+#include "core/train/ps_client_role.hpp"
 
 namespace apiary {
 
@@ -71,9 +72,12 @@ Result<std::unique_ptr<Replica>> Replica::start(caf::actor_system& system, std::
     routes.emplace("nccl", *replica->nccl_route_);
   }
   // The collectives count, published after every input for other threads to read.
-  auto counter = replica->collectives_;
-  auto watched = actors::watched<core::Mux>(std::move(mux), [counter](const core::Mux& m) {
-    if (const auto* ar = m.find("allreduce")) counter->store(static_cast<const ct::AllReduceRole*>(ar)->ops());
+  auto counters = replica->counters_;
+  const auto* ar = mux->find("allreduce");
+  const auto* ps = mux->find("ps");
+  auto watched = actors::watched<core::Mux>(std::move(mux), [counters, ar, ps](const core::Mux&) {
+    if (ar != nullptr) counters->collectives.store(static_cast<const ct::AllReduceRole*>(ar)->ops());
+    if (ps != nullptr) counters->pulls_landed.store(static_cast<const ct::PsClientRole*>(ps)->pulls_landed());
   });
   replica->host_ =
       std::make_shared<caf::actor>(actors::spawn_role_actor(system, std::move(gateway), std::move(watched), routes));
@@ -101,9 +105,32 @@ Status Replica::join(std::chrono::milliseconds patience) {
 
 Result<ReplicaParams> Replica::pull() { return value_as<ReplicaParams>(call("pull", {}, patience_), "a pull"); }
 
+Status Replica::pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version) {
+  auto pulled = value_as<ReplicaParams>(call("pull", core::Value::of(std::move(params)), patience_), "a pull");
+  params.clear();
+  if (!pulled) return pulled.error();
+  params = std::move(pulled->params);
+  if (version != nullptr) *version = pulled->version;
+  return ok_status();
+}
+
 Status Replica::push(std::map<std::string, std::vector<float>> gradients, double samples) {
-  return status_of(
-      call("push", core::Value::of(ct::ReplicaGradients{std::move(gradients), samples}), patience_));
+  return push_lent(gradients, samples);
+}
+
+Status Replica::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples) {
+  const auto args = core::Value::of(ct::ReplicaGradients{std::move(gradients), samples});
+  auto done = call("push", args, patience_);
+  gradients.clear();
+  if (!done) {
+    // A refused push left them in the args.
+    if (done.error().code == errc::invalid_argument || done.error().code == errc::protocol) {
+      gradients = std::move(args.as<ct::ReplicaGradients>()->gradients);
+    }
+    return done.error();
+  }
+  if (auto* back = done->as<ct::ReplicaGradients>()) gradients = std::move(back->gradients);
+  return ok_status();
 }
 
 Status Replica::leave(std::chrono::milliseconds patience) {

@@ -77,12 +77,23 @@ class Replica {
   /// This step's parameters: the PS variables pulled, beside this replica's copy of the
   /// all-reduced ones.
   Result<ReplicaParams> pull();
+  /// pull() into `params`, reusing the vectors it holds: a PS variable held whole whose
+  /// vector has its size is received straight into it (over UCX), the others are
+  /// overwritten in place; a loop that passes the same map every step keeps its memory.
+  /// On success `params` holds every variable and `version` (if given) the smallest
+  /// pulled version; on an error its contents are unspecified.
+  Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
   /// This step's gradients (the whole model's, by variable name) from `samples`
   /// examples: returns once the PS took them and the all-reduced ones were averaged and
   /// applied. Errors: invalid_argument (a missing gradient, or a mis-sized one of an
   /// all-reduced variable: nothing is sent and the push may be retried), protocol (a push
   /// without a pull), or the failure that ended the replica.
   Status push(std::map<std::string, std::vector<float>> gradients, double samples);
+  /// push() with the gradients lent: the PS variables' dense gradients are sent from
+  /// where they lie, and the map comes back through `gradients` when it returns, its
+  /// storage unchanged (or a copy, where a frame may still be in flight after a
+  /// failure). Pass the same map every step to keep its memory.
+  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples);
   /// Ends the PS sessions and waits until every replica got there (all-reduce jobs).
   Status leave(std::chrono::milliseconds patience);
   /// The all-reduced variables' optimizer states, by name (for a checkpoint).
@@ -90,7 +101,9 @@ class Replica {
   /// Continues the all-reduced variables' optimizers from `states`.
   Status restore_optimizers(std::map<std::string, core::ps::Optimizer::State> states);
   /// Collectives completed so far (NCCL ones included).
-  [[nodiscard]] std::uint64_t collectives() const { return collectives_->load(); }
+  [[nodiscard]] std::uint64_t collectives() const { return counters_->collectives.load(); }
+  /// PS pulls received straight into the caller's vectors so far.
+  [[nodiscard]] std::uint64_t pulls_landed() const { return counters_->pulls_landed.load(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return id_; }
 
@@ -104,7 +117,12 @@ class Replica {
   std::shared_ptr<caf::actor> nccl_route_;
   std::vector<std::string> handles_;
   std::chrono::milliseconds patience_{120000};
-  std::shared_ptr<std::atomic<std::uint64_t>> collectives_ = std::make_shared<std::atomic<std::uint64_t>>(0);
+  /// Published by the host after every input, for other threads to read.
+  struct Counters {
+    std::atomic<std::uint64_t> collectives{0};
+    std::atomic<std::uint64_t> pulls_landed{0};
+  };
+  std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 };
 
 }  // namespace apiary

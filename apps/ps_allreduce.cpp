@@ -33,131 +33,46 @@ namespace cc = core::collective;
 namespace cps = core::ps;
 namespace cs = core::strategy;
 using ps_roles::fail;
+using ps_roles::PsArgs;
 using ps_roles::start_runtime;
 
 /// Every replica of a job uses this name for the collective's handles and op ids.
 constexpr const char* k_job = "apiary.ps.allreduce";
 
 
-/// Every replica's multiaddr, in replica order, from --peers DEVICE=HOST:PORT.
-Result<std::vector<core::PeerAddr>> members_of(const ArJobArgs& a, const cc::ArPlan& plan,
-                                               std::vector<std::string>& host_ports) {
-  return replica_members(a.peers, plan.replicas, "", host_ports);
-}
-
-/// Makes this replica's NCCL group once every replica is listening (nullptr: none needed).
-using NcclMaker = std::function<Result<std::shared_ptr<actors::NcclGroup>>()>;
-
-/// Trains replica `id` among `members` on `gw` (and the NCCL group `nccl` makes, for the
-/// plan's NCCL groups). Returns the exit code.
-int train(const ArJobArgs& a, const cc::ArPlan& plan, caf::actor_system& sys, std::shared_ptr<actors::Gateway> gw,
-          std::int32_t id, std::vector<core::PeerAddr> members, const NcclMaker& nccl) {
-  const std::size_t replicas = plan.replicas.size();
-  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
-  const std::chrono::milliseconds timeout(a.timeout_ms);
-  auto group = nccl();
-  if (!group) return fail(group.error());
-  ReplicaOptions o;
-  o.roles.replica = id;
-  o.roles.ar = std::make_shared<const cc::ArPlan>(plan);
-  o.roles.members = std::move(members);
-  o.roles.job = k_job;
-  o.roles.optimizer = a.optimizer;
-  o.roles.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
-  o.roles.exchange_timeout = timeout;
-  o.nccl = std::move(*group);
-  // A step waits for the slowest replica's collectives, each bounded by the timeout.
-  o.patience = timeout * static_cast<std::int64_t>(4 + 2 * plan.groups.size());
-  auto replica = Replica::start(sys, std::move(gw), std::move(o));
+/// One replica of the job on `gw` (its members: every replica's multiaddr), trained.
+int run_replica_on(const PsArgs& a, const cc::ArPlan& plan, caf::actor_system& sys,
+                   std::shared_ptr<actors::Gateway> gw, std::int32_t id, std::vector<core::PeerAddr> members) {
+  ps_roles::AllReducePart part{std::make_shared<const cc::ArPlan>(plan), std::move(members)};
+  auto replica = ps_roles::start_replica(a, sys, std::move(gw), id, nullptr, {}, {}, part, k_job);
   if (!replica) return fail(replica.error());
-  if (a.restored && restores_optimizer(*a.restored, a.optimizer.kind)) {
-    if (auto st = (*replica)->restore_optimizers(a.restored->states); !st) {
-      return fail(make_error(st.error().code, "--restore: {}", st.error().message));
-    }
-  }
-  if (auto joined = (*replica)->join(timeout); !joined) {
-    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
-  }
-  std::map<std::string, std::vector<float>> params;
-  // The chief's checkpoint after `global` steps, with this replica's optimizer state.
-  auto checkpoint = [&](std::int64_t global) -> Status {
-    auto states = (*replica)->optimizer_states();
-    if (!states) return states.error();
-    return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
-                           a.optimizer.kind, *states);
-  };
-  double total_ms = 0;
-  for (std::int64_t step = 0; step < a.steps; ++step) {
-    if (a.stopped != nullptr && *a.stopped) {
-      return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
-    }
-    const auto start = std::chrono::steady_clock::now();
-    auto pulled = (*replica)->pull();
-    if (!pulled) return fail(pulled.error());
-    params = std::move(pulled->params);
-    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
-      if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
-    }
-    std::map<std::string, std::vector<float>> grads;
-    const double loss = cps::logistic_loss(
-        data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
-    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    if (auto st = (*replica)->push(std::move(grads), static_cast<double>(a.batch)); !st) return fail(st.error());
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    total_ms += ms;
-    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
-    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, step, loss,
-                           full, ms)
-                   .c_str(),
-               stdout);
-    std::fflush(stdout);
-  }
-  // The parameters after the last step.
-  auto last = (*replica)->pull();
-  if (!last) return fail(last.error());
-  params = std::move(last->params);
-  print_final(id, a.steps, cps::logistic_full_loss(data, params),
-              a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0, (*replica)->collectives(), params);
-  if (auto left = (*replica)->leave(timeout); !left) {
-    std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
-  }
-  // Only the chief writes the checkpoint: every replica holds the same parameters.
-  if (id == 0 && !a.save.empty()) {
-    if (auto saved = checkpoint(first + a.steps); !saved) return fail(saved.error());
-  }
-  return 0;
+  return ps_roles::train(a, **replica, plan.replicas.size(), true);
 }
 
-int run_process(const ArJobArgs& a, const cc::ArPlan& plan) {
+int run_process(const PsArgs& a, const cc::ArPlan& plan) {
   const std::int32_t id = a.role == "chief" ? 0 : a.replica;
   if (a.role == "worker" && (id <= 0 || static_cast<std::size_t>(id) >= plan.replicas.size())) {
     return fail(make_error(errc::invalid_argument, "--replica: expected a worker's replica id 1..{}, got {}",
                            static_cast<std::int64_t>(plan.replicas.size()) - 1, id));
   }
   std::vector<std::string> host_ports;
-  auto members = members_of(a, plan, host_ports);
+  auto members = replica_members(a.peers, plan.replicas, "", host_ports);
   if (!members) return fail(members.error());
   // Listen where the others will call this replica (unless --listen says otherwise).
   const std::string listen =
       a.listen == "127.0.0.1:0" || a.listen.empty() ? host_ports[static_cast<std::size_t>(id)] : a.listen;
   auto rt = start_runtime(listen, a.mode);
   if (!rt) return fail(rt.error());
-  caf::actor_system& sys = (*rt)->system();
-  const auto& gw = (*rt)->gateway();
   print_allreduce_plan(plan);
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples, all-reduce\n", id, plan.replicas.size(),
-              a.role.c_str(), gw->address().c_str(), static_cast<long long>(a.steps), a.batch);
+              a.role.c_str(), (*rt)->gateway()->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
-  const auto root = (*members)[0];
-  const int rc = train(a, plan, sys, gw, id, *members, [&] {
-    return nccl_group_for(sys, gw, plan, static_cast<std::size_t>(id), root, a.timeout_ms, k_job);
-  });
+  const int rc = run_replica_on(a, plan, (*rt)->system(), (*rt)->gateway(), id, std::move(*members));
   (*rt)->stop();
   return rc;
 }
 
-int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
+int run_embedded(const PsArgs& a, const cc::ArPlan& plan) {
   auto config = api::node_actor_system_config(0);
   caf::actor_system sys(*config);
   const std::size_t replicas = plan.replicas.size();
@@ -189,10 +104,8 @@ int run_embedded(const ArJobArgs& a, const cc::ArPlan& plan) {
   std::vector<int> rcs(replicas, 0);
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < replicas; ++r) {
-    threads.emplace_back([&, r] {
-      rcs[r] = train(a, plan, sys, gateways[r], static_cast<std::int32_t>(r), members,
-                     [&] { return nccl_group_for(sys, gateways[r], plan, r, members[0], a.timeout_ms, k_job); });
-    });
+    threads.emplace_back(
+        [&, r] { rcs[r] = run_replica_on(a, plan, sys, gateways[r], static_cast<std::int32_t>(r), members); });
   }
   for (auto& t : threads) t.join();
   stop_all();
@@ -338,7 +251,7 @@ Result<std::optional<cc::ArPlan>> load_allreduce_plan(const std::string& strateg
   return std::optional<cc::ArPlan>(std::move(*plan));
 }
 
-int run_allreduce_job(const ArJobArgs& a, const cc::ArPlan& plan) {
+int run_allreduce_job(const PsArgs& a, const cc::ArPlan& plan) {
   if (a.embedded) return run_embedded(a, plan);
   if (a.role == "ps") {
     return fail(make_error(errc::invalid_argument,
@@ -348,10 +261,12 @@ int run_allreduce_job(const ArJobArgs& a, const cc::ArPlan& plan) {
   return run_process(a, plan);
 }
 
-void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
-                 const std::map<std::string, std::vector<float>>& params) {
-  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f} collectives {}\n", id,
-                                version, loss, mean_ms, collectives);
+void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms,
+                 std::optional<std::uint64_t> collectives, const std::map<std::string, std::vector<float>>& params) {
+  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f}", id, version, loss,
+                                mean_ms);
+  if (collectives) out += fmt::format(" collectives {}", *collectives);
+  out += "\n";
   for (const auto& [name, values] : params) {
     out += "final " + name;
     for (float v : values) out += fmt::format(" {:.9g}", v);

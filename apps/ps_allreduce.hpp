@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/collective/nccl_group.hpp"
+#include "apps/ps_roles.hpp"
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/optimizer.hpp"
@@ -25,28 +26,6 @@
 #include "messages/result.hpp"
 
 namespace apiary::apps {
-
-/// What an all-reduce job takes from `apiary ps`'s flags.
-struct ArJobArgs {
-  std::string role;                ///< chief, worker or ps (refused); empty with embedded
-  bool embedded = false;           ///< every replica in this process
-  std::int32_t replica = -1;       ///< worker: its replica id
-  std::string listen;              ///< host:port of this replica (processes)
-  std::vector<std::string> peers;  ///< DEVICE=HOST:PORT of every replica (processes)
-  std::int64_t steps = 20;
-  std::size_t batch = 32;  ///< samples per replica per step (its all-reduce weight)
-  std::size_t samples = 4096;
-  std::size_t features = 16;
-  std::uint64_t seed = 1;
-  core::ps::OptimizerConfig optimizer;
-  std::int64_t timeout_ms = 30000;  ///< collective timeout, and the join/leave patience
-  std::int64_t step_delay_ms = 0;
-  std::string mode = "tcp";
-  const std::atomic<bool>* stopped = nullptr;  ///< set when the job must stop between steps
-  std::string save;  ///< the chief writes a checkpoint here after the last step (apps/ps_checkpoint.hpp)
-  std::int64_t save_every = 0;  ///< and at the start of every step that is a multiple of it
-  std::shared_ptr<const core::ps::Checkpoint> restored;  ///< the job starts from it; null: from scratch
-};
 
 /// The all-reduce plan of the strategy file when it uses AllReduceSynchronizers (none
 /// when it is a PS strategy: the caller runs the PS job; a mixed strategy's PS
@@ -61,12 +40,12 @@ struct ArJobArgs {
 
 /// Prints a replica's final line and parameters, as the PS job does (one fputs, so that
 /// replicas sharing the process keep their lines whole).
-void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms, std::uint64_t collectives,
-                 const std::map<std::string, std::vector<float>>& params);
+void print_final(std::int32_t id, std::int64_t version, double loss, double mean_ms,
+                 std::optional<std::uint64_t> collectives, const std::map<std::string, std::vector<float>>& params);
 
 /// Runs the job's replica (or, embedded, all of them); prints one line per step and the
 /// final parameters like the PS job. Returns the exit code (2 bad usage, 1 failure).
-int run_allreduce_job(const ArJobArgs& args, const core::collective::ArPlan& plan);
+int run_allreduce_job(const ps_roles::PsArgs& args, const core::collective::ArPlan& plan);
 
 /// Whether any fusion group of `plan` runs over NCCL.
 [[nodiscard]] bool uses_nccl(const core::collective::ArPlan& plan);

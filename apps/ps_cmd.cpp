@@ -22,7 +22,6 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/ps/proxy_actor.hpp"
-#include "actors/ps/replica_driver.hpp"
 #include "actors/ps/shard_actor.hpp"
 #include "api/runtime.hpp"
 #include "apps/commands.hpp"
@@ -202,87 +201,7 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   return 0;
 }
 
-/// Trains with `driver` for --steps steps, then pulls the final parameters and leaves;
-/// prints one line per step and the final parameters (one fputs per line, so replicas
-/// sharing the process keep their lines whole). Returns the exit code.
-int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas) {
-  const std::int32_t id = driver.id();
-  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
-  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
-  int rc = 0;
-  double total_ms = 0;
-  // The parameters live across steps: each pull is received into them.
-  std::map<std::string, std::vector<float>> params;
-  // The chief's checkpoint of `params` after `global` steps, with the shards' optimizer state.
-  auto checkpoint = [&](std::int64_t global) -> Status {
-    auto states = driver.optimizer_states();
-    if (!states) return states.error();
-    return save_checkpoint(checkpoint_path(a.save, global), global, driver.plan().variables, params,
-                           optimizer_of(a).kind, *states);
-  };
-  for (std::int64_t step = 0; step < a.steps && rc == 0; ++step) {
-    if (g_stdin_closed) {
-      rc = fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
-      break;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    if (auto pulled = driver.pull_into(params); !pulled) {
-      rc = fail(pulled.error());
-      break;
-    }
-    const auto version = driver.min_version();
-    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
-      if (auto saved = checkpoint(first + step); !saved) {
-        rc = fail(saved.error());
-        break;
-      }
-    }
-    std::map<std::string, std::vector<float>> grads;
-    const double loss =
-        cps::logistic_loss(data, cps::logistic_batch(data, replicas, id, first + step, a.batch), params, &grads);
-    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    std::map<std::string, cps::Gradient> gradients(grads.begin(), grads.end());
-    if (auto pushed = driver.push_lent(gradients, static_cast<double>(a.batch)); !pushed) {
-      rc = fail(pushed.error());
-      break;
-    }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    total_ms += ms;
-    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
-    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
-                           loss, full, ms)
-                   .c_str(),
-               stdout);
-    std::fflush(stdout);
-  }
-  if (rc == 0) {
-    // The parameters after the last step (in BSP: every replica's updates applied).
-    if (auto pulled = driver.pull_into(params); !pulled) {
-      rc = fail(pulled.error());
-    } else {
-      std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f}\n", id,
-                                    driver.min_version(), cps::logistic_full_loss(data, params),
-                                    a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0);
-      for (const auto& [name, values] : params) {
-        out += "final " + name;
-        for (float v : values) out += fmt::format(" {:.9g}", v);
-        out += "\n";
-      }
-      std::fputs(out.c_str(), stdout);
-      // Only the chief writes the checkpoint: every replica holds the same parameters.
-      if (id == 0 && !a.save.empty()) {
-        if (auto saved = checkpoint(first + a.steps); !saved) rc = fail(saved.error());
-      }
-    }
-  }
-  if (rc == 0) {
-    if (auto left = driver.leave(); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
-  }
-  std::fflush(stdout);
-  return rc;
-}
-
-int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& trainer) {
+int run_replica(const PsArgs& a, cps::TrainingPlan plan, const AllReducePart& ar) {
   const std::int32_t id = a.role == "chief" ? 0 : a.replica;
   if (a.role == "worker" && id <= 0) {
     return fail(make_error(errc::invalid_argument,
@@ -336,50 +255,23 @@ int run_replica(const PsArgs& a, cps::TrainingPlan plan, const ReplicaTrainer& t
     return fail(proxy.error());
   }
   const std::size_t replicas = plan.replicas.size();
-  actors::ReplicaDriverConfig dc{id, std::move(plan), std::move(*servers), std::chrono::milliseconds(a.timeout_ms),
-                                 proxy->pull_via};
-  auto driver = actors::ReplicaDriver::create(rt.system(), rt.gateway(), std::move(dc));
-  if (!driver) {
+  auto replica = start_replica(a, rt.system(), rt.gateway(), id, &plan, *servers, proxy->pull_via, ar, "apiary.ps.mixed");
+  if (!replica) {
     proxy->expected_reads = 0;
     finish_node_proxy(a, *proxy, *rt.gateway());
     stop_all();
-    return fail(driver.error());
+    return fail(replica.error());
   }
   std::printf("replica %d of %zu (%s) listening %s: %lld steps of %zu samples\n", id, replicas, a.role.c_str(),
               rt.gateway()->address().c_str(), static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
   if (a.stdin_stops) watch_stdin();
-  ReplicaRun run{**driver, rt.system(), rt.gateway(), {}};
-  const int rc = trainer ? trainer(run) : train(a, **driver, replicas);
-  driver->reset();
+  const int rc = train(a, **replica, replicas, ar.plan != nullptr);
+  replica->reset();
   if (rc != 0) proxy->expected_reads = 0;  // a failed job: do not wait for the others' reads
   finish_node_proxy(a, *proxy, *rt.gateway());
   stop_all();
   return rc;
-}
-
-/// The flags an all-reduce job uses.
-ArJobArgs allreduce_args(const PsArgs& a) {
-  ArJobArgs r;
-  r.role = a.role;
-  r.embedded = a.embedded;
-  r.replica = a.replica;
-  r.listen = a.listen;
-  r.peers = a.peers;
-  r.steps = a.steps;
-  r.batch = a.batch;
-  r.samples = a.samples;
-  r.features = a.features;
-  r.seed = a.seed;
-  r.optimizer = optimizer_of(a);
-  r.timeout_ms = a.timeout_ms;
-  r.step_delay_ms = a.step_delay_ms;
-  r.mode = a.mode;
-  r.stopped = &g_stdin_closed;
-  r.save = a.save;
-  r.save_every = a.save_every;
-  r.restored = a.restored;
-  return r;
 }
 
 }  // namespace ps_roles
@@ -481,7 +373,7 @@ Command add_ps_command(CLI::App& app) {
     }
     if (*ar_plan && (*ar_plan)->ps_variables.empty()) {
       if (a->stdin_stops) watch_stdin();
-      return run_allreduce_job(allreduce_args(*a), **ar_plan);
+      return run_allreduce_job(*a, **ar_plan);
     }
     if (*ar_plan) {
       // A mixed strategy: PS processes serve its PS part, replicas also all-reduce

@@ -10,9 +10,9 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/ps/proxy_actor.hpp"
-#include "actors/ps/replica_driver.hpp"
 #include "actors/ps/shard_actor.hpp"
 #include "api/startup.hpp"
+#include "apps/ps_allreduce.hpp"
 #include "apps/ps_roles.hpp"
 #include "core/strategy/resource_spec.hpp"
 
@@ -38,7 +38,7 @@ struct EmbeddedProxy {
 /// each replica has its own in-process gateway, so the roles talk over the same RPC as
 /// separate processes do. Replicas train on their own threads. Returns the first
 /// failing replica's exit code, or 0.
-int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, const ReplicaTrainer& trainer) {
+int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, std::shared_ptr<const core::collective::ArPlan> ar) {
   auto config = api::node_actor_system_config(0);
   caf::actor_system sys(*config);
   std::vector<std::shared_ptr<actors::Gateway>> gateways;  // PS devices', then replicas'
@@ -97,26 +97,20 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, const ReplicaTr
       if (plan.shards[id].local_replication) pull_via[r][id] = it->gateway->address();
     }
   }
-  std::vector<std::unique_ptr<actors::ReplicaDriver>> drivers;
+  // Every replica's gateway first: a mixed job's replicas all-reduce among them.
   std::vector<std::shared_ptr<actors::Gateway>> replica_gateways;
-  std::vector<std::string> replica_addresses;
+  AllReducePart part{ar, {}};
   for (std::size_t r = 0; r < replicas; ++r) {
     auto gw = start_gateway();
-    if (gw) {
-      replica_gateways.push_back(*gw);
-      replica_addresses.push_back((*gw)->address());
-    }
-    actors::ReplicaDriverConfig dc{static_cast<std::int32_t>(r), plan, servers, std::chrono::milliseconds(a.timeout_ms),
-                                   pull_via[r]};
-    auto driver = gw ? actors::ReplicaDriver::create(sys, *gw, std::move(dc))
-                     : Result<std::unique_ptr<actors::ReplicaDriver>>(gw.error());
-    if (!driver) {
-      drivers.clear();
+    auto member = gw ? replica_multiaddr((*gw)->address(), "replica gateway") : Result<core::PeerAddr>(gw.error());
+    if (!member) {
       stop_all();
-      return fail(driver.error());
+      return fail(member.error());
     }
-    drivers.push_back(std::move(*driver));
+    replica_gateways.push_back(*gw);
+    part.members.push_back(*member);
   }
+  if (!ar) part.members.clear();
   std::printf("embedded job: %zu PS devices, %zu replicas: %lld steps of %zu samples\n", plan.servers.size(), replicas,
               static_cast<long long>(a.steps), a.batch);
   std::fflush(stdout);
@@ -124,13 +118,14 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, const ReplicaTr
   std::vector<int> rcs(replicas, 0);
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < replicas; ++r) {
+    // Each replica starts on its own thread: an NCCL group forms only once every replica joins it.
     threads.emplace_back([&, r] {
-      ReplicaRun run{*drivers[r], sys, replica_gateways[r], replica_addresses};
-      rcs[r] = trainer ? trainer(run) : train(a, *drivers[r], replicas);
+      auto replica = start_replica(a, sys, replica_gateways[r], static_cast<std::int32_t>(r), &plan, servers,
+                                   pull_via[r], part, "apiary.ps.mixed");
+      rcs[r] = replica ? train(a, **replica, replicas, ar != nullptr) : fail(replica.error());
     });
   }
   for (auto& t : threads) t.join();
-  drivers.clear();
   for (const auto& p : proxies) {
     std::printf("proxy %s: %lld pulls for %lld reads\n", p.node.c_str(),
                 static_cast<long long>(p.counters->pulls.load()), static_cast<long long>(p.counters->reads.load()));

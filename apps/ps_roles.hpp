@@ -1,6 +1,7 @@
 #pragma once
 /// The pieces of `apiary ps` (apps/ps_cmd.cpp) that its embedded mode (apps/ps_embedded.cpp)
-/// shares: the parsed flags, shard building, the training loop, and error reporting.
+/// shares: the parsed flags, shard building, the replica and its training loop
+/// (apps/ps_replica.cpp), and error reporting.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -10,8 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "actors/ps/replica_driver.hpp"
+#include "actors/gateway.hpp"
+#include "api/replica.hpp"
 #include "api/runtime.hpp"
+#include "core/collective/ar_plan.hpp"
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/plan.hpp"
 #include "core/ps/shard.hpp"
@@ -53,17 +56,11 @@ struct PsArgs {
 /// Set when stdin closed under --stop-on-stdin-eof (replicas check it between steps).
 extern std::atomic<bool> g_stdin_closed;
 
-/// What a replica's training loop gets once its driver is up.
-struct ReplicaRun {
-  actors::ReplicaDriver& driver;             ///< pulls and pushes the PS variables
-  caf::actor_system& system;                 ///< the replica's actor system
-  std::shared_ptr<actors::Gateway> gateway;  ///< the replica's gateway (its driver's)
-  /// --embedded: every replica gateway's "host:port", in replica order (a mixed job's
-  /// collective members); empty for a replica process.
-  std::vector<std::string> replica_addresses;
+/// A job's all-reduce part, for its replicas (all-reduce and mixed strategies).
+struct AllReducePart {
+  std::shared_ptr<const core::collective::ArPlan> plan;  ///< null: a PS job
+  std::vector<core::PeerAddr> members;                   ///< every replica's collective multiaddr, rank order
 };
-/// A replica's training loop: returns the exit code. The default is train().
-using ReplicaTrainer = std::function<int(ReplicaRun&)>;
 
 /// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
 int fail(const Error& e);
@@ -82,18 +79,32 @@ void watch_stdin();
 /// when the device holds none.
 Result<std::map<std::string, core::ps::Shard>> make_shards(const PsArgs& a, const core::ps::TrainingPlan& plan,
                                                            const std::string& device, std::string& names);
-/// Trains with `driver` for --steps steps (on the data of the steps after the --restore
-/// checkpoint's), then pulls the final parameters and leaves; prints one line per step
-/// and the final parameters, and the chief writes the --save checkpoint. Returns the
-/// exit code.
-int train(const PsArgs& a, actors::ReplicaDriver& driver, std::size_t replicas);
+/// Starts replica `id` of a job on `gateway` (apiary::Replica): the PS variables of `ps`
+/// (null: none) at `servers` (PS device -> "host:port"), pulled through `pull_via`
+/// (shard -> a node proxy's "host:port"), and the all-reduced ones of `ar` among its
+/// members, over their NCCL group when the plan has NCCL groups (named `nccl_job`); the
+/// all-reduced variables' optimizers continue from the --restore checkpoint.
+Result<std::unique_ptr<Replica>> start_replica(const PsArgs& a, caf::actor_system& system,
+                                               std::shared_ptr<actors::Gateway> gateway, std::int32_t id,
+                                               const core::ps::TrainingPlan* ps,
+                                               const std::map<std::string, actors::PeerKey>& servers,
+                                               const std::map<std::size_t, actors::PeerKey>& pull_via,
+                                               const AllReducePart& ar, const std::string& nccl_job);
+/// Trains `replica` of `replicas` for --steps steps (on the data of the steps after the
+/// --restore checkpoint's): joins the others, then pulls, computes and pushes each step,
+/// pulls the final parameters and leaves; prints one line per step and the final
+/// parameters (with the collectives run when `collectives`), and the chief writes the
+/// --save checkpoint. Returns the exit code.
+int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collectives);
 /// A PS process: serves the shards the plan puts on --device until SIGINT/SIGTERM.
 int run_ps(const PsArgs& a, const core::ps::TrainingPlan& plan);
 /// A replica process (--role chief|worker): finds the PS processes (--peers or the DHT),
-/// starts its driver and runs `trainer` (train() when empty). Returns the exit code.
-int run_replica(const PsArgs& a, core::ps::TrainingPlan plan, const ReplicaTrainer& trainer = {});
-/// --embedded: the whole job in this process (apps/ps_embedded.cpp); each replica runs
-/// `trainer` (train() when empty) on its own thread.
-int run_embedded(const PsArgs& a, const core::ps::TrainingPlan& plan, const ReplicaTrainer& trainer = {});
+/// starts its replica (with the job's all-reduce part, for a mixed strategy) and trains.
+/// Returns the exit code.
+int run_replica(const PsArgs& a, core::ps::TrainingPlan plan, const AllReducePart& ar = {});
+/// --embedded: the whole job in this process (apps/ps_embedded.cpp), each replica on its
+/// own thread (a mixed strategy's replicas also all-reduce `ar` among themselves).
+int run_embedded(const PsArgs& a, const core::ps::TrainingPlan& plan,
+                 std::shared_ptr<const core::collective::ArPlan> ar = nullptr);
 
 }  // namespace apiary::apps::ps_roles

@@ -12,7 +12,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
-#include "actors/ps/replica_driver.hpp"
+#include "api/replica.hpp"
 #include "actors/ps/shard_actor.hpp"
 #include "bench/allreduce_workload.hpp"
 #include "bench/transport_bench_apiary.hpp"
@@ -127,18 +127,22 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
   caf::actor_system sys{cfg};
   auto gw = start_gateway(sys, 0, o.mode);
   if (!gw) return gw.error();
-  std::map<std::string, actors::PeerKey> servers;
-  for (std::size_t i = 0; i < o.shards; ++i) servers[device_of_shard(i)] = fmt::format("127.0.0.1:{}", o.ports[i]);
+  std::map<std::string, core::PeerAddr> servers;
+  for (std::size_t i = 0; i < o.shards; ++i) servers[device_of_shard(i)] = fmt::format("/ip4/127.0.0.1/tcp/{}", o.ports[i]);
   Status st = wait_files(o, "ps_ready", o.shards);
   std::vector<double> step_us;
   double cpu_us = 0;  // CPU of this process per timed step (checks included)
   bool ok = true;
   if (st) {
-    actors::ReplicaDriverConfig dc{static_cast<std::int32_t>(o.index), plan, servers,
-                                   std::chrono::milliseconds(std::int64_t{1000} * o.timeout_s), {}};
-    auto driver = actors::ReplicaDriver::create(sys, *gw, std::move(dc));
-    if (!driver) return driver.error();
-    std::map<std::string, cps::Gradient> grads;
+    ReplicaOptions ro;
+    ro.roles.replica = static_cast<std::int32_t>(o.index);
+    ro.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
+    ro.roles.servers = servers;
+    ro.roles.call_timeout = std::chrono::seconds(o.timeout_s);
+    ro.patience = std::chrono::seconds(o.timeout_s + 1);
+    auto replica = Replica::start(sys, *gw, std::move(ro));
+    if (!replica) return replica.error();
+    std::map<std::string, std::vector<float>> grads;
     for (const auto& [name, n] : model.variables) grads.emplace(name, std::vector<float>(n, k_gradient));
     const std::size_t total = o.warmup + o.steps;
     wl::Switches cpu0;
@@ -147,7 +151,7 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
     for (std::size_t step = 0; step < total && st; ++step) {
       if (step == o.warmup) cpu0 = wl::switches_now();
       const auto t0 = Clock::now();
-      auto pulled = (*driver)->pull_into(params);
+      auto pulled = (*replica)->pull_into(params);
       const auto t1 = Clock::now();
       if (!pulled) return pulled.error();
       // BSP: the pull of step s reads version s, every element -s/1024.
@@ -158,22 +162,22 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
         ok = false;
       }
       const auto t2 = Clock::now();
-      st = (*driver)->push_lent(grads, 1.0);  // sent from where the gradients lie
+      st = (*replica)->push_lent(grads, 1.0);  // sent from where the gradients lie
       const auto t3 = Clock::now();
       if (step >= o.warmup)
         step_us.push_back(std::chrono::duration<double, std::micro>((t1 - t0) + (t3 - t2)).count());
     }
     cpu_us = (wl::switches_now().cpu_us - cpu0.cpu_us) / static_cast<double>(o.steps);
     if (st) {
-      auto final_params = (*driver)->pull();
+      auto final_params = (*replica)->pull();
       if (!final_params) return final_params.error();
       const float expect = -static_cast<float>(total) * k_gradient;
-      if (const auto v = first_wrong(plan, *final_params, expect, true); v < plan.variables.size()) {
+      if (const auto v = first_wrong(plan, final_params->params, expect, true); v < plan.variables.size()) {
         std::printf("ps_check replica=%zu final variable=%s expected=%g\n", o.index, plan.variables[v].name.c_str(),
                     static_cast<double>(expect));
         ok = false;
       }
-      if (auto left = (*driver)->leave(); !left) st = left.error();
+      if (auto left = (*replica)->leave(std::chrono::seconds(10)); !left) st = left.error();
     }
   }
   (*gw)->stop();

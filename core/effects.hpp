@@ -59,8 +59,11 @@ struct Call {
   /// (messages/buffer.hpp): a shell that can receives a matching message's body straight
   /// into the zone and hands the message over as head + tail, marked landed
   /// (on_message's `landed`); a shell that cannot (the simulator) ignores them and
-  /// delivers whole messages.
+  /// delivers whole messages. Unary, with view_response: memory for the answer.
   std::vector<Landing> landings{};
+  /// Unary: the answer comes as Response::body, a view of the received bytes (no copy),
+  /// into the first of `landings` when it matches (Response::landed).
+  bool view_response = false;
 };
 
 /// A unary call (the other fields at their defaults).

@@ -35,6 +35,12 @@ struct Request {
 struct Response {
   CallId call = 0;
   Result<std::string> result{std::string{}};
+  /// A unary call made with Call::view_response, answered by a host that can: the
+  /// answer's bytes, a view of the received message (`result` is then ""), received
+  /// into the call's Landing when `landed` (`body` holds head + tail only). A host that
+  /// cannot (the simulator) puts the answer in `result` as for any call.
+  Buffer body{};
+  bool landed = false;
 };
 
 /// Caller of streaming call `call`: one message the callee sent, in order.

@@ -28,6 +28,11 @@ class Value {
     return type_ != nullptr && *type_ == typeid(T) ? static_cast<T*>(value_.get()) : nullptr;
   }
 
+  /// What keeps the held value alive (for views of memory inside it that must outlive
+  /// this Value, e.g. a message body sent from a tensor the value holds).
+  [[nodiscard]] std::shared_ptr<void> holder() const { return value_; }
+  /// Whether another Value (or a holder()) shares the held value.
+  [[nodiscard]] bool shared() const { return value_.use_count() > 1; }
   /// Whether a value is held.
   [[nodiscard]] bool empty() const { return value_ == nullptr; }
 

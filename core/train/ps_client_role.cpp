@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "core/ps/partition.hpp"
 #include "core/ps/wire.hpp"
 
 namespace apiary::core::train {
@@ -15,19 +16,36 @@ constexpr Duration k_session_timeout = std::chrono::hours(24 * 365);
 
 constexpr const char* k_name = "the PS client";
 
+const char* what_of(int kind) {
+  static const char* names[] = {"pull", "push", "optimizer state read"};
+  return names[kind];
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PsClientRole>> PsClientRole::create(PsClientConfig config) {
   if (!config.plan) return make_error(errc::invalid_argument, "{} {}: expected a PS plan, got none", config.label, config.replica);
   for (const auto& device : config.plan->servers) {
     if (config.servers.count(device) == 0) {
-      return make_error(errc::invalid_argument, "{} {}: expected an address for PS device {}, got none", config.label,
-                        config.replica, device);
+      return make_error(errc::invalid_argument,
+                        "{} {}: expected an address for PS device {} (it holds shards of the strategy), got none; "
+                        "add {}=<host:port> to --peers",
+                        config.label, config.replica, device, device);
     }
+  }
+  if (config.call_timeout <= Duration::zero()) {
+    return make_error(errc::invalid_argument, "{} {}: expected a call timeout > 0", config.label, config.replica);
   }
   auto replica = ps::Replica::create(config.replica, config.plan->variables);
   if (!replica) return replica.error();
   return std::unique_ptr<PsClientRole>(new PsClientRole(std::move(config), std::move(*replica)));
+}
+
+PsClientRole::PsClientRole(PsClientConfig config, ps::Replica replica)
+    : config_(std::move(config)), replica_(std::move(replica)) {
+  for (const auto& v : config_.plan->variables) {
+    if (v.shards.size() == 1) whole_.emplace(v.shards.front(), v.name);
+  }
 }
 
 Effects PsClientRole::on(TimePoint /*now*/, Input input) {
@@ -76,7 +94,8 @@ Effects PsClientRole::on_call(LocalCall call) {
     out.push_back(Complete{call.op, Value{}});
     return out;
   }
-  if (call.method != "pull" && call.method != "push" && call.method != "leave") {
+  const std::string& m = call.method;
+  if (m != "pull" && m != "push" && m != "leave" && m != "optimizer_states") {
     out.push_back(unknown_method(call, k_name));
     return out;
   }
@@ -85,78 +104,164 @@ Effects PsClientRole::on_call(LocalCall call) {
     return out;
   }
   if (running_ || stopped_) {
-    out.push_back(Complete{call.op, make_error(errc::protocol, "replica {}: '{}' {}", config_.replica, call.method,
-                                               stopped_ ? "after the replica left" : "while a pull or push still runs")});
+    out.push_back(Complete{call.op, make_error(errc::protocol, "replica {}: '{}' {}", config_.replica, m,
+                                               stopped_ ? "after the replica left" : "while another call still runs")});
     return out;
   }
-  if (call.method == "leave") {
+  if (m == "leave") {
     stopped_ = true;
     for (const auto& [id, device] : sessions_) out.push_back(Send{id, std::string{}, true});
     out.push_back(Complete{call.op, Value{}});
     return out;
   }
-  running_ = call.op;
-  Status started = ok_status();
-  if (call.method == "pull") {
-    started = pull(out);
-  } else if (const auto* args = call.args.as<PsPushArgs>()) {
-    started = push(out, *args);
-  } else {
-    running_.reset();
+  if (m == "push" && call.args.as<PsPushArgs>() == nullptr) {
     out.push_back(Complete{call.op, make_error(errc::invalid_argument, "push: expected PsPushArgs, got {}",
                                                call.args.type_name())});
     return out;
   }
+  running_ = call.op;
+  args_ = std::move(call.args);
+  Status started = m == "pull" ? pull(out) : m == "push" ? push(out) : read_states(out);
   if (!started) {
     // A refused step (wrong phase, wrong gradients) changes nothing: the caller may retry;
     // a shard whose PS is down ends the client.
+    calls_.clear();  // none of them went out
     if (started.error().code == errc::peer_down) return fail(started.error());
+    args_ = Value{};
     running_.reset();
-    out.clear();
-    out.push_back(Complete{call.op, started.error()});
+    return {Complete{call.op, started.error()}};
   }
   return out;
 }
 
-const PeerAddr& PsClientRole::target(std::size_t shard, bool pull) const {
-  if (pull) {
+const PeerAddr& PsClientRole::target(std::size_t shard, Kind kind) const {
+  if (kind == Kind::pull) {
     if (auto via = config_.pull_via.find(shard); via != config_.pull_via.end()) return via->second;
   }
   return config_.servers.at(config_.plan->shards[shard].device);
 }
 
-Status PsClientRole::call(Effects& out, std::size_t shard, bool pull, const char* handle, std::string body) {
-  const PeerAddr& peer = target(shard, pull);
+Status PsClientRole::call(Effects& out, std::size_t shard, Kind kind, Call c) {
+  const PeerAddr& peer = target(shard, kind);
   // A peer whose connection broke answers nothing more: fail now, as a gateway would.
   if (down_.count(peer) != 0) {
-    return describe(pull ? "pull" : "push", shard, make_error(errc::peer_down, "the connection is closed"));
+    return describe(what_of(static_cast<int>(kind)), shard, make_error(errc::peer_down, "the connection is closed"));
   }
-  calls_.emplace(next_call_, InFlight{shard, pull});
-  out.push_back(unary_call(next_call_++, peer, handle, std::move(body), config_.call_timeout));
+  c.id = next_call_;
+  c.peer = peer;
+  c.timeout = config_.call_timeout;
+  calls_.emplace(next_call_++, InFlight{shard, kind});
+  out.push_back(std::move(c));
   return ok_status();
 }
 
 Status PsClientRole::pull(Effects& out) {
   auto pulls = replica_.start_pull();
   if (!pulls) return pulls.error();
+  auto* storage = args_.as<PsPullArgs>();
   for (const auto& p : *pulls) {
     pb::PsPullRequest m;
     m.set_shard(config_.plan->shards[p.shard].config.variable);
     m.set_replica(config_.replica);
     m.set_step(p.step);
-    if (auto s = call(out, p.shard, true, ps::k_ps_pull_handle, m.SerializeAsString()); !s) return s.error();
+    Call c = unary_call(0, {}, ps::k_ps_pull_handle, m.SerializeAsString(), config_.call_timeout);
+    c.view_response = true;
+    // A variable held whole whose vector has its size already (every pull after the
+    // first) is posted as its answer's landing: the values are received straight into
+    // it. Any head lands (it carries the shard's version); the answer's head is checked.
+    auto whole = whole_.find(p.shard);
+    if (storage != nullptr && whole != whole_.end()) {
+      auto mine = storage->storage.find(whole->second);
+      if (mine != storage->storage.end() && !mine->second.empty() &&
+          mine->second.size() == config_.plan->shards[p.shard].config.layout.size()) {
+        Landing l;
+        l.zone = Buffer::zone_of(args_.holder(), mine->second.data(), mine->second.size() * sizeof(float));
+        l.any_head = true;
+        c.landings.push_back(std::move(l));
+      }
+    }
+    if (auto s = call(out, p.shard, Kind::pull, std::move(c)); !s) return s.error();
   }
   return ok_status();
 }
 
-Status PsClientRole::push(Effects& out, const PsPushArgs& args) {
-  auto pushes = replica_.push(args.gradients, args.samples);
+Status PsClientRole::push(Effects& out) {
+  const auto& args = *args_.as<PsPushArgs>();
+  auto pushes = replica_.push_views(args.gradients, args.samples);
   if (!pushes) return pushes.error();
   for (const auto& p : *pushes) {
-    auto body = ps::to_pb(config_.plan->shards[p.shard].config.variable, p.push).SerializeAsString();
-    if (auto s = call(out, p.shard, false, ps::k_ps_push_handle, std::move(body)); !s) return s.error();
+    const std::string& shard = config_.plan->shards[p.shard].config.variable;
+    Call c = unary_call(0, {}, ps::k_ps_push_handle, {}, config_.call_timeout);
+    if (!p.piece && p.dense != nullptr && p.count > 0) {
+      // Sent from where the gradient lies: the body views the args, which it keeps alive.
+      auto [head, tail] = ps::dense_push_framing(shard, p.replica, p.step, p.samples, p.count);
+      c.request = std::move(head);
+      c.body = Buffer::view_of(args_.holder(), p.dense, p.count * sizeof(float));
+      c.tail = std::move(tail);
+    } else if (p.piece) {
+      c.request = ps::to_pb(shard, ps::Push{p.replica, p.step, *p.piece, p.samples}).SerializeAsString();
+    } else {
+      c.request = ps::to_pb(shard, ps::Push{p.replica, p.step, std::vector<float>{}, p.samples}).SerializeAsString();
+    }
+    if (auto s = call(out, p.shard, Kind::push, std::move(c)); !s) return s.error();
   }
   return ok_status();
+}
+
+Status PsClientRole::read_states(Effects& out) {
+  states_.clear();
+  for (std::size_t shard = 0; shard < config_.plan->shards.size(); ++shard) {
+    pb::PsPullRequest m;
+    m.set_shard(config_.plan->shards[shard].config.variable);
+    m.set_replica(config_.replica);
+    m.set_step(replica_.step());
+    Call c = unary_call(0, {}, ps::k_ps_optimizer_state_handle, m.SerializeAsString(), config_.call_timeout);
+    if (auto s = call(out, shard, Kind::state, std::move(c)); !s) return s.error();
+  }
+  if (calls_.empty()) states_done(out);
+  return ok_status();
+}
+
+Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
+  const std::string_view bytes = r.body.empty() && !r.landed ? std::string_view(*r.result) : r.body.view();
+  if (flight.kind == Kind::state) {
+    pb::PsOptimizerState m;
+    if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return make_error(errc::malformed, "not a PsOptimizerState");
+    }
+    states_[flight.shard] = ps::Optimizer::State{m.updates(), std::vector<float>(m.slot_m().begin(), m.slot_m().end()),
+                                                  std::vector<float>(m.slot_v().begin(), m.slot_v().end())};
+    return calls_.empty();
+  }
+  if (flight.kind == Kind::push) {
+    pb::PsPushResponse m;
+    if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return make_error(errc::malformed, "not a PsPushResponse");
+    }
+    return replica_.on_push_ack(flight.shard, ps::PushAck{m.replica(), m.step()});
+  }
+  // The values land in the caller's vector, or are decoded into its storage (or fresh).
+  ps::PullReply reply;
+  auto* storage = args_.as<PsPullArgs>();
+  if (auto whole = whole_.find(flight.shard); storage != nullptr && whole != whole_.end()) {
+    if (auto mine = storage->storage.find(whole->second); mine != storage->storage.end()) {
+      reply.values = std::move(mine->second);
+    }
+  }
+  const auto s = r.landed ? ps::decode_landed_pull_response(bytes, reply.values.size() * sizeof(float), reply)
+                          : ps::decode_pull_response_into(bytes, reply);
+  if (!s) return s.error();
+  pulls_landed_ += r.landed ? 1 : 0;
+  const auto& config = config_.plan->shards[flight.shard].config;
+  // The synchronization contract, checked on every answer: a synchronous shard answers
+  // step s with at least s - staleness updates applied.
+  if (config.sync && reply.version < reply.step - config.staleness) {
+    return make_error(errc::internal,
+                      "expected version >= {} (step {} with staleness {}), got version {}: the shard broke its "
+                      "staleness bound",
+                      reply.step - config.staleness, reply.step, config.staleness, reply.version);
+  }
+  return replica_.on_pull_reply(flight.shard, std::move(reply));
 }
 
 Effects PsClientRole::on_response(const Response& r) {
@@ -166,42 +271,26 @@ Effects PsClientRole::on_response(const Response& r) {
     // A session ending early (the PS refused it, died or broke the connection) ends training.
     if (stopped_ || failure_) return {};
     const Error e = r.result.ok() ? make_error(errc::protocol, "the PS ended the session") : r.result.error();
-    return fail(make_error(e.code, "replica {}: session with PS {} at {} ended: {}", config_.replica, device,
+    return fail(make_error(e.code, "replica {}: its session on PS {} at {} ended: {}", config_.replica, device,
                            config_.servers.at(device), e.message));
   }
   auto it = calls_.find(r.call);
   if (it == calls_.end() || failure_) return {};
   const InFlight flight = it->second;
   calls_.erase(it);
-  const char* what = flight.pull ? "pull" : "push";
+  const char* what = what_of(static_cast<int>(flight.kind));
   if (!r.result.ok()) return fail(describe(what, flight.shard, r.result.error()));
-  Result<bool> last = false;
-  if (flight.pull) {
-    pb::PsPullResponse m;
-    if (!m.ParseFromString(*r.result)) {
-      return fail(describe(what, flight.shard, make_error(errc::malformed, "not a PsPullResponse")));
-    }
-    auto reply = ps::from_pb(m);
-    const auto& config = config_.plan->shards[flight.shard].config;
-    // The synchronization contract: a synchronous shard answers step s at version >= s - staleness.
-    if (config.sync && reply.version < reply.step - config.staleness) {
-      return fail(describe(what, flight.shard,
-                           make_error(errc::internal, "expected version >= {} (staleness {}), got {}",
-                                      reply.step - config.staleness, config.staleness, reply.version)));
-    }
-    last = replica_.on_pull_reply(flight.shard, std::move(reply));
-  } else {
-    pb::PsPushResponse m;
-    if (!m.ParseFromString(*r.result)) {
-      return fail(describe(what, flight.shard, make_error(errc::malformed, "not a PsPushResponse")));
-    }
-    last = replica_.on_push_ack(flight.shard, ps::PushAck{m.replica(), m.step()});
-  }
+  auto last = answered(flight, r);
   if (!last) return fail(describe(what, flight.shard, last.error()));
   Effects out;
   if (!*last) return out;
-  if (!flight.pull) {
-    finish(out, Value{});
+  if (flight.kind == Kind::state) {
+    states_done(out);
+    return out;
+  }
+  if (flight.kind == Kind::push) {
+    // The args come back: their gradients, no longer viewed by a call in flight.
+    finish(out, std::exchange(args_, Value{}));
     return out;
   }
   PsPulled pulled;
@@ -210,16 +299,45 @@ Effects PsClientRole::on_response(const Response& r) {
   auto params = replica_.take_parameters();
   if (!params) return fail(params.error());
   pulled.params = std::move(*params);
+  args_ = Value{};
   finish(out, Value::of(std::move(pulled)));
   return out;
+}
+
+void PsClientRole::states_done(Effects& out) {
+  using State = ps::Optimizer::State;
+  std::map<std::string, State> states;
+  for (const auto& v : config_.plan->variables) {
+    auto layouts = ps::shard_layouts(v.shape, v.partitioner);
+    if (!layouts) {
+      finish(out, layouts.error());
+      return;
+    }
+    State whole;
+    whole.updates = states_.at(v.shards.front()).updates;
+    for (auto slot : {&State::m, &State::v}) {
+      std::vector<std::vector<float>> pieces;
+      for (const auto shard : v.shards) pieces.push_back(std::move(states_.at(shard).*slot));
+      if (pieces.front().empty()) continue;  // the optimizer has no such slot
+      auto joined = ps::reassemble(pieces, v.shape, *layouts);
+      if (!joined) {
+        finish(out, joined.error());
+        return;
+      }
+      whole.*slot = std::move(*joined);
+    }
+    states.emplace(v.name, std::move(whole));
+  }
+  states_.clear();
+  finish(out, Value::of(std::move(states)));
 }
 
 Effects PsClientRole::on_peer_down(const PeerAddr& peer) {
   down_.insert(peer);
   if (stopped_ || failure_) return {};
   for (const auto& [id, flight] : calls_) {
-    if (target(flight.shard, flight.pull) == peer) {
-      return fail(describe(flight.pull ? "pull" : "push", flight.shard,
+    if (target(flight.shard, flight.kind) == peer) {
+      return fail(describe(what_of(static_cast<int>(flight.kind)), flight.shard,
                            make_error(errc::peer_down, "the connection to {} broke", peer)));
     }
   }
@@ -247,8 +365,8 @@ Effects PsClientRole::fail(Error error) {
 }
 
 void PsClientRole::finish(Effects& out, Result<Value> result) {
-  out.push_back(Complete{*running_, std::move(result)});
-  running_.reset();
+  args_ = Value{};
+  out.push_back(Complete{*std::exchange(running_, std::nullopt), std::move(result)});
 }
 
 Error PsClientRole::describe(const char* what, std::size_t shard, const Error& e) const {
@@ -256,8 +374,20 @@ Error PsClientRole::describe(const char* what, std::size_t shard, const Error& e
   const auto via = config_.pull_via.find(shard);
   const std::string proxy =
       std::string(what) == "pull" && via != config_.pull_via.end() ? " through the proxy " + via->second : "";
-  return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {}{} failed: {}", config_.replica, what,
-                    s.config.variable, replica_.step(), s.device, config_.servers.at(s.device), proxy, e.message);
+  std::string hint;
+  if (e.code == errc::peer_down) {
+    hint =
+        "; the PS process is not running there (not started yet, or stopped: its shards' state is then lost and "
+        "the job must restart)";
+  } else if (e.code == errc::deadline_exceeded) {
+    hint = fmt::format(
+        "; no answer within {} ms: the PS process is stuck, or (synchronous training) another replica stopped or "
+        "lags more than the timeout",
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.call_timeout).count());
+  }
+  return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {}{} failed: {}{}", config_.replica,
+                    what, s.config.variable, replica_.step(), s.device, config_.servers.at(s.device), proxy, e.message,
+                    hint);
 }
 
 }  // namespace apiary::core::train

@@ -7,8 +7,17 @@
 /// failure names the shard, the PS device and its address (and the proxy).
 ///
 /// Local methods (core/role.hpp: LocalCall), one at a time:
-///   "pull"   no args                -> PsPulled (the step's reassembled parameters)
-///   "push"   PsPushArgs              -> nothing, once every shard acknowledged
+///   "pull"   PsPullArgs (or nothing) -> PsPulled (the step's reassembled parameters);
+///                                       an unpartitioned variable whose vector in the
+///                                       args has its size is received straight into it
+///                                       (the answer's Landing, where the host can)
+///   "push"   PsPushArgs              -> the same PsPushArgs, once every shard
+///                                       acknowledged: an unpartitioned dense gradient
+///                                       is sent from where it lies in the args (a view
+///                                       that keeps them alive), so they come back
+///   "optimizer_states" no args       -> std::map<std::string, ps::Optimizer::State>:
+///                                       every variable's optimizer state on the PS,
+///                                       a partitioned one put back together
 ///   "leave"  no args                -> nothing; ends every session normally
 ///   "stop"   Error (why)             -> nothing; abandons the calls in flight and leaves
 ///                                       every session with the reason, so the PS devices
@@ -26,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ps/optimizer.hpp"
 #include "core/ps/plan.hpp"
 #include "core/ps/replica.hpp"
 #include "core/role.hpp"
@@ -49,6 +59,11 @@ struct PsPulled {
   std::map<std::string, std::vector<float>> params;  ///< by variable name
 };
 
+/// What "pull" may take: storage for the values (by variable name), from the last pull.
+struct PsPullArgs {
+  std::map<std::string, std::vector<float>> storage;
+};
+
 /// What "push" takes.
 struct PsPushArgs {
   std::map<std::string, ps::Gradient> gradients;  ///< every PS variable's whole gradient
@@ -65,26 +80,35 @@ class PsClientRole final : public Role {
 
   /// The replica's step state machine (its step and the pulled versions).
   [[nodiscard]] const ps::Replica& replica() const { return replica_; }
+  /// Pulls whose values were received straight into the caller's vectors so far.
+  [[nodiscard]] std::uint64_t pulls_landed() const { return pulls_landed_; }
 
  private:
   /// A pull or push in flight.
+  enum class Kind { pull, push, state };
   struct InFlight {
     std::size_t shard = 0;
-    bool pull = true;
+    Kind kind = Kind::pull;
   };
 
-  PsClientRole(PsClientConfig config, ps::Replica replica) : config_(std::move(config)), replica_(std::move(replica)) {}
+  PsClientRole(PsClientConfig config, ps::Replica replica);
   Effects open();
   Effects on_call(LocalCall call);
   Effects on_response(const Response& response);
   Effects on_peer_down(const PeerAddr& peer);
-  /// Starts the step's pulls, or its pushes; the op completes when every shard answered.
+  /// Starts the step's pulls, its pushes, or the optimizer-state reads; the op completes
+  /// when every shard answered.
   Status pull(Effects& out);
-  Status push(Effects& out, const PsPushArgs& args);
-  /// Where a pull (or push) of `shard` goes: the proxy or the PS.
-  [[nodiscard]] const PeerAddr& target(std::size_t shard, bool pull) const;
+  Status push(Effects& out);
+  Status read_states(Effects& out);
+  /// One answer of a pull or push; true when it was the last.
+  Result<bool> answered(const InFlight& flight, const Response& r);
+  /// Completes the state reads with every variable's state.
+  void states_done(Effects& out);
+  /// Where a call about `shard` goes: the proxy (pulls) or the PS.
+  [[nodiscard]] const PeerAddr& target(std::size_t shard, Kind kind) const;
   /// A unary call about `shard`, or the error when its target is down.
-  Status call(Effects& out, std::size_t shard, bool pull, const char* handle, std::string body);
+  Status call(Effects& out, std::size_t shard, Kind kind, Call c);
   [[nodiscard]] Error describe(const char* what, std::size_t shard, const Error& e) const;
   /// Abandons the calls in flight and leaves every session with `why`.
   void cancel(Effects& out, const Error& why);
@@ -100,7 +124,11 @@ class PsClientRole final : public Role {
   std::map<CallId, std::string> sessions_;  ///< open session -> PS device
   std::set<PeerAddr> down_;                 ///< peers whose connection broke
   CallId next_call_ = 1;
-  std::optional<OpId> running_;  ///< the pull or push being run
+  std::map<std::size_t, std::string> whole_;  ///< shard holding a whole variable -> its name
+  std::optional<OpId> running_;  ///< the pull, push or state read being run
+  Value args_;                   ///< its args: the storage the calls view, kept while they run
+  std::map<std::size_t, ps::Optimizer::State> states_;  ///< the state read's answers by shard
+  std::uint64_t pulls_landed_ = 0;
   std::optional<OpId> watch_;
   bool stopped_ = false;          ///< left, stopped or failed: session ends are expected
   std::optional<Error> failure_;

@@ -90,10 +90,12 @@ Effects ReplicaRole::on_call(LocalCall call) {
     }
     return out;
   }
-  if (m == "optimizer_states") {
-    std::map<std::string, ps::Optimizer::State> states;
-    for (const auto& [name, optimizer] : optimizers_) states.emplace(name, optimizer.state());
-    out.push_back(Complete{call.op, Value::of(std::move(states))});
+  if (m == "optimizer_states" && (!has_ps_ || failure_)) {
+    if (failure_) {
+      out.push_back(Complete{call.op, *failure_});
+      return out;
+    }
+    out.push_back(Complete{call.op, Value::of(own_states())});
     return out;
   }
   if (m == "restore_optimizers") {
@@ -111,7 +113,7 @@ Effects ReplicaRole::on_call(LocalCall call) {
     out.push_back(Complete{call.op, std::move(result)});
     return out;
   }
-  if (m != "pull" && m != "push" && m != "leave" && m != "join") {
+  if (m != "pull" && m != "push" && m != "leave" && m != "join" && m != "optimizer_states") {
     out.push_back(unknown_method(call, k_name));
     return out;
   }
@@ -120,6 +122,7 @@ Effects ReplicaRole::on_call(LocalCall call) {
     return out;
   }
   const bool ready = (m == "pull" && phase_ == Phase::idle) || (m == "push" && phase_ == Phase::pulled) ||
+                     (m == "optimizer_states" && (phase_ == Phase::idle || phase_ == Phase::pulled)) ||
                      (m == "leave" && (phase_ == Phase::idle || phase_ == Phase::pulled)) ||
                      (m == "join" && phase_ == Phase::idle && step_ == 0);
   if (!ready) {
@@ -136,9 +139,17 @@ Effects ReplicaRole::on_call(LocalCall call) {
                                                  call.args.type_name())});
       return out;
     }
-    return push(call.op, std::move(*grads));
+    return push(call.op, *grads);
   }
   running_ = call.op;
+  if (m == "optimizer_states") {
+    // The PS variables' states from their shards, the all-reduced ones' from here.
+    back_to_ = phase_;
+    phase_ = Phase::reading;
+    asked_ = next_ask_;
+    out.push_back(Ask{next_ask_++, k_ps, "optimizer_states", Value{}});
+    return out;
+  }
   if (m == "join" || m == "leave") {
     const auto* patience = call.args.as<Duration>();
     patience_ = patience != nullptr ? *patience : std::chrono::seconds(30);
@@ -160,56 +171,84 @@ Effects ReplicaRole::on_call(LocalCall call) {
     }
     return left(std::move(out));
   }
+  // The caller's storage from the last pull, if it lends it: the PS variables' vectors
+  // receive this pull, the others take this replica's copy.
+  storage_.clear();
+  if (auto* lent = call.args.as<std::map<std::string, std::vector<float>>>()) storage_ = std::move(*lent);
   if (has_ps_) {
+    PsPullArgs pull;
+    for (const auto& v : ps_variables_) {
+      auto it = storage_.find(v.name);
+      if (it == storage_.end()) continue;
+      pull.storage.emplace(v.name, std::move(it->second));
+      storage_.erase(it);
+    }
     phase_ = Phase::pulling;
     asked_ = next_ask_;
-    out.push_back(Ask{next_ask_++, k_ps, "pull", Value{}});
+    out.push_back(Ask{next_ask_++, k_ps, "pull", Value::of(std::move(pull))});
     return out;
   }
   // Nothing to pull: the step's parameters are this replica's own copy.
   phase_ = Phase::pulled;
   version_ = step_;
-  finish(out, Value::of(ReplicaParams{step_, version_, params_}));
+  finish(out, Value::of(parameters({})));
   return out;
 }
 
-Effects ReplicaRole::push(OpId op, ReplicaGradients grads) {
+ReplicaParams ReplicaRole::parameters(std::map<std::string, std::vector<float>> pulled) {
+  ReplicaParams out{step_, version_, std::move(pulled)};
+  for (const auto& [name, values] : params_) {
+    auto& mine = out.params[name];
+    auto lent = storage_.find(name);
+    if (lent != storage_.end()) mine = std::move(lent->second);
+    mine.assign(values.begin(), values.end());
+  }
+  storage_.clear();
+  return out;
+}
+
+Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
   Effects out;
-  PsPushArgs pushed;
-  pushed.samples = grads.samples;
+  // Every gradient is checked before any leaves: a refused push sends nothing and gives
+  // nothing up (the caller may retry), and a collective begun with a wrong gradient
+  // would fail every replica's step.
+  auto check = [&](const std::string& name, std::size_t want) -> Status {
+    auto it = grads.gradients.find(name);
+    if (it != grads.gradients.end() && it->second.size() == want) return ok_status();
+    return make_error(errc::invalid_argument, "replica {} at step {}: expected a gradient of {} with {} values, got {}",
+                      replica_, step_, name, want,
+                      it == grads.gradients.end() ? std::string("none") : std::to_string(it->second.size()));
+  };
   for (const auto& v : ps_variables_) {
-    auto it = grads.gradients.find(v.name);
-    if (it == grads.gradients.end()) {
-      out.push_back(Complete{op, make_error(errc::invalid_argument,
-                                            "replica {} at step {}: expected a gradient of {}, got none", replica_,
-                                            step_, v.name)});
+    std::size_t n = 1;
+    for (auto d : v.shape) n *= static_cast<std::size_t>(d);
+    if (auto st = check(v.name, n); !st) {
+      out.push_back(Complete{op, st.error()});
       return out;
     }
-    // A sparse variable's gradient goes as the rows it touched.
-    if (v.sparse) {
-      pushed.gradients.emplace(v.name, collective::touched_rows(it->second, row_width(v.shape)));
-    } else {
-      pushed.gradients.emplace(v.name, std::move(it->second));
-    }
-    grads.gradients.erase(it);
   }
-  // The all-reduced variables' gradients are checked here: a collective begun with a
-  // wrong one would fail every replica's step.
-  for (const auto& [name, optimizer] : optimizers_) {
-    auto it = grads.gradients.find(name);
-    const std::size_t want = params_.at(name).size();
-    if (it == grads.gradients.end() || it->second.size() != want) {
-      out.push_back(Complete{op, make_error(errc::invalid_argument,
-                                            "replica {} at step {}: expected a gradient of {} with {} values, got {}",
-                                            replica_, step_, name, want,
-                                            it == grads.gradients.end() ? std::string("none")
-                                                                        : std::to_string(it->second.size()))});
+  for (const auto& [name, values] : params_) {
+    if (auto st = check(name, values.size()); !st) {
+      out.push_back(Complete{op, st.error()});
       return out;
     }
   }
   running_ = op;
-  ar_gradients_ = std::move(grads.gradients);
   samples_ = grads.samples;
+  PsPushArgs pushed;
+  pushed.samples = grads.samples;
+  for (const auto& v : ps_variables_) {
+    auto it = grads.gradients.find(v.name);
+    // A sparse variable's gradient goes as the rows it touched (its dense tensor stays
+    // with the others); a dense one as it lies, lent to the push.
+    if (v.sparse) {
+      pushed.gradients.emplace(v.name, collective::touched_rows(it->second, row_width(v.shape)));
+    } else {
+      pushed.gradients.emplace(v.name, std::move(it->second));
+      grads.gradients.erase(it);
+    }
+  }
+  lent_ = std::move(grads.gradients);
   if (has_ps_) {
     phase_ = Phase::pushing;
     asked_ = next_ask_;
@@ -219,17 +258,28 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients grads) {
   return average(std::move(out));
 }
 
+void ReplicaRole::reclaim(const Value& pushed) {
+  auto* args = pushed.as<PsPushArgs>();
+  if (args == nullptr) return;
+  // A call still viewing them (after a failure, a frame in flight) keeps its own: copy.
+  const bool mine = !pushed.shared();
+  for (auto& [name, gradient] : args->gradients) {
+    if (auto* dense = std::get_if<std::vector<float>>(&gradient)) lent_[name] = mine ? std::move(*dense) : *dense;
+  }
+}
+
 Effects ReplicaRole::average(Effects out) {
   if (!has_ar_) {
     ++step_;
     phase_ = Phase::idle;
-    finish(out, Value{});
+    finish(out, Value::of(ReplicaGradients{std::exchange(lent_, {}), samples_}));
     return out;
   }
   phase_ = Phase::averaging;
   asked_ = next_ask_;
-  out.push_back(Ask{next_ask_++, k_ar, "step", Value::of(ArStepArgs{step_, std::move(ar_gradients_), samples_})});
-  ar_gradients_.clear();
+  // The all-reduce reads the gradients when its step begins; they come back after.
+  ar_args_ = Value::of(ArStepArgs{step_, std::exchange(lent_, {}), samples_});
+  out.push_back(Ask{next_ask_++, k_ar, "step", ar_args_});
   return out;
 }
 
@@ -245,13 +295,13 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
     case Phase::pulling: {
       auto* pulled = reply.result->as<PsPulled>();
       if (pulled == nullptr) return fail(make_error(errc::internal, "replica {}: the PS client's pull gave no parameters", replica_));
-      for (auto& [name, values] : pulled->params) params_[name] = std::move(values);
       version_ = pulled->version;
       phase_ = Phase::pulled;
-      finish(out, Value::of(ReplicaParams{step_, version_, params_}));
+      finish(out, Value::of(parameters(std::move(pulled->params))));
       return out;
     }
     case Phase::pushing:
+      reclaim(*reply.result);
       return average(std::move(out));
     case Phase::averaging: {
       auto* averages = reply.result->as<collective::ArAverages>();
@@ -263,7 +313,22 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       }
       ++step_;
       phase_ = Phase::idle;
-      finish(out, Value{});
+      ReplicaGradients back{{}, samples_};
+      if (auto* args = ar_args_.as<ArStepArgs>()) {
+        back.gradients = ar_args_.shared() ? args->gradients : std::move(args->gradients);
+      }
+      ar_args_ = Value{};
+      for (auto& [name, values] : lent_) back.gradients[name] = std::move(values);
+      lent_.clear();
+      finish(out, Value::of(std::move(back)));
+      return out;
+    }
+    case Phase::reading: {
+      phase_ = back_to_;
+      auto* states = reply.result->as<std::map<std::string, ps::Optimizer::State>>();
+      if (states == nullptr) return fail(make_error(errc::internal, "replica {}: the PS gave no optimizer states", replica_));
+      for (auto& [name, state] : own_states()) (*states)[name] = std::move(state);
+      finish(out, Value::of(std::move(*states)));
       return out;
     }
     case Phase::joining:
@@ -308,6 +373,12 @@ Effects ReplicaRole::left(Effects out) {
   }
   phase_ = Phase::meeting;
   return meet(std::move(out), static_cast<std::uint64_t>(step_));
+}
+
+std::map<std::string, ps::Optimizer::State> ReplicaRole::own_states() const {
+  std::map<std::string, ps::Optimizer::State> states;
+  for (const auto& [name, optimizer] : optimizers_) states.emplace(name, optimizer.state());
+  return states;
 }
 
 void ReplicaRole::finish(Effects& out, Result<Value> result) {

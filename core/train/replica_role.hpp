@@ -10,21 +10,28 @@
 /// It runs in a Mux beside the roles it asks (add_replica_roles adds the set), hosted
 /// by any host: the simulator's (a trainer role drives it), the actor host under
 /// apiary::Replica, a test. A step, bulk-synchronously:
-///   "pull"  -> the PS variables' parameters for this step, beside this replica's copy of
-///              the all-reduced ones (ReplicaParams)
+///   "pull" [std::map<std::string, std::vector<float>> storage] -> ReplicaParams: the PS
+///              variables' parameters for this step (received into the storage's
+///              vectors where they fit, the caller's last parameters), beside a copy of
+///              this replica's all-reduced ones
 ///   (the trainer computes the gradients of the whole model)
-///   "push" ReplicaGradients -> the PS variables' gradients pushed (a sparse variable's
-///              as the rows it touched); once every shard acknowledged, the all-reduced
-///              variables' gradients averaged with the other replicas' (weighted by
-///              samples) and applied; then the step is over
+///   "push" ReplicaGradients -> the same ReplicaGradients, storage and all, once the
+///              step is over: the PS variables' gradients pushed (dense ones sent from
+///              where they lie; a sparse one as the rows it touched), then, once every
+///              shard acknowledged, the all-reduced variables' gradients averaged with
+///              the other replicas' (weighted by samples) and applied by this replica's
+///              optimizers to its copy. A missing or mis-sized gradient is refused
+///              before anything leaves (nothing changes; the caller may retry).
 ///   "join" Duration (patience) -> with ReplicaConfig::meet, waits until every replica
 ///              joined; without, completes at once
 ///   "leave" Duration (patience) -> ends the PS sessions (after the last step, usually
 ///              after a final pull) and, with ReplicaConfig::meet, waits until every
 ///              replica got there
 ///   "watch" -> completes only with the error that ended the replica between calls
-///   "optimizer_states" -> the all-reduced variables' optimizer states (by name)
-///   "restore_optimizers" std::map<std::string, ps::Optimizer::State> -> nothing
+///   "optimizer_states" -> every variable's optimizer state by name (the PS ones read
+///              from their shards)
+///   "restore_optimizers" std::map<std::string, ps::Optimizer::State> -> nothing (the
+///              all-reduced variables')
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -94,13 +101,22 @@ class ReplicaRole final : public Role {
   [[nodiscard]] const std::optional<Error>& failure() const { return failure_; }
 
  private:
-  enum class Phase { idle, pulling, pulled, pushing, averaging, joining, leaving, meeting, left };
+  enum class Phase { idle, pulling, pulled, pushing, averaging, reading, joining, leaving, meeting, left };
   ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::Optimizer> optimizers);
   Effects on_call(LocalCall call);
   Effects on_reply(LocalReply reply);
-  Effects push(OpId op, ReplicaGradients grads);
+  /// Checks every gradient, then takes them from `grads` (the caller's args: a refused
+  /// push leaves them there).
+  Effects push(OpId op, ReplicaGradients& grads);
   Effects average(Effects out);
   Effects fail(Error error);
+  /// The step's parameters: `pulled` (the PS variables) and a copy of this replica's
+  /// all-reduced ones, in the storage the caller lent where it did.
+  ReplicaParams parameters(std::map<std::string, std::vector<float>> pulled);
+  /// Takes the PS push's gradients back into lent_ (copies while a call still views them).
+  void reclaim(const Value& pushed);
+  /// The all-reduced variables' optimizer states.
+  [[nodiscard]] std::map<std::string, ps::Optimizer::State> own_states() const;
   /// Asks the barrier to meet the others at `level`.
   Effects meet(Effects out, std::uint64_t level);
   /// The PS sessions are over: meets the others, or is done.
@@ -113,9 +129,12 @@ class ReplicaRole final : public Role {
   bool meet_;
   Duration patience_{};  ///< of the running join or leave
   std::vector<ps::VariablePlan> ps_variables_;
-  std::map<std::string, std::vector<float>> params_;          ///< this replica's copy (all-reduced) and last pull
+  std::map<std::string, std::vector<float>> params_;          ///< this replica's copy of the all-reduced variables
   std::map<std::string, ps::Optimizer> optimizers_;           ///< per all-reduced variable
-  std::map<std::string, std::vector<float>> ar_gradients_;    ///< this step's, until averaged
+  std::map<std::string, std::vector<float>> storage_;  ///< the caller's, lent to a pull
+  std::map<std::string, std::vector<float>> lent_;     ///< the caller's gradients during a push
+  Value ar_args_;                                      ///< the all-reduce's, during its step
+  Phase back_to_ = Phase::idle;                        ///< after an optimizer-state read
   double samples_ = 1.0;
   Phase phase_ = Phase::idle;
   std::int64_t step_ = 0;

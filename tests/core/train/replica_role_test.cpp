@@ -111,11 +111,17 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
   auto push_calls = of<apiary::core::Call>(pushes);
   REQUIRE(push_calls.size() == 1);
   apiary::pb::PsPushRequest sent;
-  REQUIRE(sent.ParseFromString(push_calls[0].request));
+  REQUIRE(sent.ParseFromString(apiary::core::whole_message(push_calls[0])));
   CHECK(sent.samples() == 8.0);
   CHECK(d.done.count(push) == 0);
+  // Sent from where the gradient lies: the body views the lent values.
+  CHECK(push_calls[0].body.size() == 4 * sizeof(float));
   d.feed(apiary::core::Response{push_calls[0].id, cps::to_pb("w", cps::PushAck{0, 0}).SerializeAsString()});
   REQUIRE(d.done.at(push).ok());
+  // The gradients come back once the step is over.
+  const auto* back = d.done.at(push)->as<ct::ReplicaGradients>();
+  REQUIRE(back != nullptr);
+  CHECK(back->gradients.at("w") == std::vector<float>{1, 1, 1, 1});
 
   auto [next_pull, next_pulls] = d.call("pull");
   auto next_calls = of<apiary::core::Call>(next_pulls);

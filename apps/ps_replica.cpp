@@ -1,0 +1,140 @@
+// A replica of `apiary ps`, whatever the strategy: apiary::Replica started from the
+// job's plans and addresses, and the one training loop of the logistic-regression model.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "apps/ps_allreduce.hpp"
+#include "apps/ps_checkpoint.hpp"
+#include "apps/ps_roles.hpp"
+#include "core/ps/logistic_regression.hpp"
+
+namespace apiary::apps::ps_roles {
+
+namespace cps = core::ps;
+
+namespace {
+
+/// The multiaddrs of "host:port" addresses, by the same keys.
+template <class K>
+Result<std::map<K, core::PeerAddr>> multiaddrs(const std::map<K, actors::PeerKey>& keys, const char* what) {
+  std::map<K, core::PeerAddr> out;
+  for (const auto& [k, host_port] : keys) {
+    auto m = replica_multiaddr(host_port, what);
+    if (!m) return m.error();
+    out.emplace(k, std::move(*m));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Replica>> start_replica(const PsArgs& a, caf::actor_system& system,
+                                               std::shared_ptr<actors::Gateway> gateway, std::int32_t id,
+                                               const cps::TrainingPlan* ps,
+                                               const std::map<std::string, actors::PeerKey>& servers,
+                                               const std::map<std::size_t, actors::PeerKey>& pull_via,
+                                               const AllReducePart& ar, const std::string& nccl_job) {
+  const std::chrono::milliseconds timeout(a.timeout_ms);
+  ReplicaOptions o;
+  o.roles.replica = id;
+  if (ps != nullptr && !ps->variables.empty()) {
+    o.roles.ps = std::make_shared<const cps::TrainingPlan>(*ps);
+    auto addrs = multiaddrs(servers, "PS address");
+    if (!addrs) return addrs.error();
+    o.roles.servers = std::move(*addrs);
+    auto via = multiaddrs(pull_via, "proxy address");
+    if (!via) return via.error();
+    o.roles.pull_via = std::move(*via);
+  }
+  // A pull or push waits for the slowest replica, each call bounded by the timeout.
+  o.patience = timeout + std::chrono::seconds(1);
+  if (ar.plan) {
+    if (ar.members.empty() || static_cast<std::size_t>(id) >= ar.members.size()) {
+      return make_error(errc::invalid_argument, "replica {}: expected every replica's collective address, got {}", id,
+                        ar.members.size());
+    }
+    o.roles.ar = ar.plan;
+    o.roles.members = ar.members;
+    o.roles.job = "apiary.ps.allreduce";
+    o.roles.exchange_timeout = timeout;
+    o.patience += timeout * static_cast<std::int64_t>(4 + 2 * ar.plan->groups.size());
+    // The dense groups whose spec runs over NCCL: the replicas' NCCL group.
+    auto group = nccl_group_for(system, gateway, *ar.plan, static_cast<std::size_t>(id), ar.members.front(),
+                                a.timeout_ms, nccl_job);
+    if (!group) return group.error();
+    o.nccl = std::move(*group);
+  }
+  o.roles.optimizer = optimizer_of(a);
+  o.roles.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
+  o.roles.call_timeout = timeout;
+  auto replica = Replica::start(system, std::move(gateway), std::move(o));
+  if (!replica) return replica.error();
+  if (ar.plan && a.restored && restores_optimizer(*a.restored, optimizer_of(a).kind)) {
+    if (auto st = (*replica)->restore_optimizers(a.restored->states); !st) {
+      return make_error(st.error().code, "--restore: {}", st.error().message);
+    }
+  }
+  return replica;
+}
+
+int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collectives) {
+  const std::int32_t id = replica.id();
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
+  const std::chrono::milliseconds timeout(a.timeout_ms);
+  if (auto joined = replica.join(timeout); !joined) {
+    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+  }
+  // The parameters and gradients live across steps: pulls land in the one, pushes are
+  // sent from the other.
+  std::map<std::string, std::vector<float>> params;
+  std::map<std::string, std::vector<float>> grads;
+  // The chief's checkpoint of `params` after `global` steps, with every variable's
+  // optimizer state (the PS variables' from their shards).
+  auto checkpoint = [&](std::int64_t global) -> Status {
+    auto states = replica.optimizer_states();
+    if (!states) return states.error();
+    return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
+                           optimizer_of(a).kind, *states);
+  };
+  double total_ms = 0;
+  std::int64_t version = 0;
+  for (std::int64_t step = 0; step < a.steps; ++step) {
+    if (g_stdin_closed) return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+    const auto start = std::chrono::steady_clock::now();
+    if (auto pulled = replica.pull_into(params, &version); !pulled) return fail(pulled.error());
+    if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
+      if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
+    }
+    const double loss = cps::logistic_loss(
+        data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
+    if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
+    if (auto pushed = replica.push_lent(grads, static_cast<double>(a.batch)); !pushed) return fail(pushed.error());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    total_ms += ms;
+    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
+    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
+                           loss, full, ms)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  // The parameters after the last step (in BSP: every replica's updates applied).
+  if (auto pulled = replica.pull_into(params, &version); !pulled) return fail(pulled.error());
+  const double mean_ms = a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0;
+  print_final(id, version, cps::logistic_full_loss(data, params), mean_ms,
+              collectives ? std::optional<std::uint64_t>(replica.collectives()) : std::nullopt, params);
+  // Only the chief writes the checkpoint: every replica holds the same parameters.
+  int rc = 0;
+  if (id == 0 && !a.save.empty()) {
+    if (auto saved = checkpoint(first + a.steps); !saved) rc = fail(saved.error());
+  }
+  if (auto left = replica.leave(timeout); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
+  std::fflush(stdout);
+  return rc;
+}
+
+}  // namespace apiary::apps::ps_roles

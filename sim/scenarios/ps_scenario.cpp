@@ -11,14 +11,13 @@
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/validate.hpp"
-#include "sim/scenarios/ar_scenario.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
-#include "sim/scenarios/mixed_scenario.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/scenarios/ps_proxy_host.hpp"
 
 namespace apiary::sim::scenarios {
 
+namespace cc = core::collective;
 namespace cps = core::ps;
 using core::TimePoint;
 
@@ -90,6 +89,7 @@ Status add_proxies(Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
   return ok_status();
 }
 
+/// "BSP", "SSP staleness k" or "async" (of the first shard).
 std::string mode_of(const cps::TrainingPlan& plan) {
   if (plan.shards.empty()) return "none";
   const auto& c = plan.shards.front().config;
@@ -97,29 +97,127 @@ std::string mode_of(const cps::TrainingPlan& plan) {
   return c.staleness == 0 ? "BSP" : fmt::format("SSP staleness {}", c.staleness);
 }
 
-Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps::TrainingPlan> plan) {
+/// "all-reduce, 2 collectives per step: group 0 ring [w NoneCompressor], ..." (`codecs`:
+/// with each tensor's transport and compressor).
+std::string mode_of(const cc::ArPlan& plan, bool codecs) {
+  std::string groups;
+  for (const auto& g : plan.groups) {
+    groups += fmt::format("{}group {}{} [", groups.empty() ? "" : ", ", g.group,
+                          codecs ? " " + std::string(cc::to_string(g.transport)) : std::string{});
+    for (std::size_t k = 0; k < g.tensors.size(); ++k) {
+      const auto& t = plan.tensors[g.tensors[k]];
+      groups += fmt::format("{}{}{}", k == 0 ? "" : ", ", t.name,
+                            codecs ? " " + std::string(cc::to_string(t.compressor)) : std::string{});
+    }
+    groups += "]";
+  }
+  for (const auto& sp : plan.sparse) groups += fmt::format("{}gather [{} sparse]", groups.empty() ? "" : ", ", sp.name);
+  const std::size_t collectives = plan.groups.size() + (plan.sparse.empty() ? 0 : 1);
+  return fmt::format("all-reduce, {} collectives per step: {}", collectives, groups);
+}
+
+/// "mixed: PS [w (sparse)] BSP; all-reduce, 1 collectives per step: group 0 [b]".
+std::string mode_of(const cps::TrainingPlan& ps, const cc::ArPlan& ar) {
+  std::string on_ps;
+  for (const auto& v : ps.variables) {
+    on_ps += fmt::format("{}{}{}", on_ps.empty() ? "" : ", ", v.name, v.sparse ? " (sparse)" : "");
+  }
+  return fmt::format("mixed: PS [{}] {}; {}", on_ps, mode_of(ps), mode_of(ar, false));
+}
+
+/// The job's plans: the PS variables' (null for an all-reduce strategy), the all-reduced
+/// ones' (null for a PS strategy), or both (a mixed strategy).
+struct Plans {
+  std::shared_ptr<const cps::TrainingPlan> ps;
+  std::shared_ptr<const cc::ArPlan> ar;
+  std::vector<std::string> replicas;  ///< replica devices, rank order
+};
+
+Result<Plans> plans_of(const PsScenarioConfig& c) {
+  auto item = cps::logistic_graph_item(c.features);
+  if (auto st = core::strategy::validate(c.strategy, item); !st) {
+    return make_error(errc::invalid_argument, "strategy: {} (the model is logistic regression: {} [{}] and {} [1])",
+                      st.error().message, cps::k_logreg_weights, c.features, cps::k_logreg_bias);
+  }
+  Plans out;
+  const bool all_reduce = cc::uses_allreduce(c.strategy);
+  const bool ps = !all_reduce || uses_ps(c.strategy);
+  if (all_reduce) {
+    if (!ps && c.kill_ps_at >= 0) {
+      return make_error(errc::invalid_argument,
+                        "kill_ps_at (--kill-ps-at): expected -1 for an all-reduce strategy (it has no PS devices), "
+                        "got {}; kill a replica instead",
+                        c.kill_ps_at);
+    }
+    for (const auto& name : c.sparse_variables) {
+      auto var =
+          std::find_if(item.variables.begin(), item.variables.end(), [&](const auto& v) { return v.name == name; });
+      if (var == item.variables.end()) {
+        return make_error(errc::invalid_argument,
+                          "sparse_variables: expected a variable of the model ({} or {}), got '{}'",
+                          cps::k_logreg_weights, cps::k_logreg_bias, name);
+      }
+      var->sparse = true;
+    }
+    cc::ArOptions options;
+    options.allow_ps = ps;
+    // The simulator models the network, not GPUs: a NCCL spec runs as its ring (the plan
+    // notes it), as on a cluster without GPUs.
+    auto ar = cc::plan_allreduce(c.strategy, item, options);
+    if (!ar) return ar.error();
+    out.replicas = ar->replicas;
+    out.ar = std::make_shared<const cc::ArPlan>(std::move(*ar));
+  }
+  if (ps) {
+    auto plan = cps::plan_training(all_reduce ? cc::ps_part(c.strategy) : c.strategy, item, c.optimizer,
+                                   c.aggregation);
+    if (!plan) return plan.error();
+    out.replicas = plan->replicas;
+    out.ps = std::make_shared<const cps::TrainingPlan>(std::move(*plan));
+  }
+  if (out.replicas.empty()) return make_error(errc::invalid_argument, "strategy: expected at least one replica, got none");
+  return out;
+}
+
+/// The PS devices (if any), their node proxies (a PS strategy's shards with
+/// local_replication) and one ReplicaHost per replica, all started at time 0.
+Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   World& world = run.world;
-  auto servers = add_ps_servers(world, *plan, c.features, run.server_addrs, run.servers);
-  if (!servers) return servers.error();
-  const std::map<std::string, core::PeerAddr>& addrs = *servers;
+  std::map<std::string, core::PeerAddr> servers;
+  if (plans.ps) {
+    auto added = add_ps_servers(world, *plans.ps, c.features, run.server_addrs, run.servers);
+    if (!added) return added.error();
+    servers = std::move(*added);
+  }
+  const std::size_t n = plans.replicas.size();
+  for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(fmt::format("replica/{}/{}", r, plans.replicas[r]));
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
-  const auto last = static_cast<std::int32_t>(plan->replicas.size()) - 1;
-  std::vector<core::train::ReplicaConfig> settings(plan->replicas.size());
-  if (auto st = add_proxies(run, c, *plan, addrs, settings); !st) return st.error();
-  for (std::int32_t r = 0; r <= last; ++r) {
-    core::train::ReplicaConfig& s = settings[static_cast<std::size_t>(r)];
-    s.replica = r;
-    s.ps = plan;
-    s.servers = addrs;
+  std::vector<core::train::ReplicaConfig> configs(n);
+  if (plans.ps && !plans.ar) {
+    if (auto st = add_proxies(run, c, *plans.ps, servers, configs); !st) return st.error();
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    core::train::ReplicaConfig& s = configs[r];
+    s.replica = static_cast<std::int32_t>(r);
+    s.ps = plans.ps;
+    s.ar = plans.ar;
+    s.servers = servers;
+    if (plans.ar) s.members = run.replica_addrs;
+    s.job = plans.ps ? "apiary.sim.mixed" : "apiary.sim.allreduce";
+    s.initial = cps::logistic_initial(c.features);
+    s.optimizer = c.optimizer;
     s.call_timeout = c.call_timeout;
+    // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
+    s.exchange_timeout = c.call_timeout / 4;
+    s.label = !plans.ar ? "replica" : plans.ps ? "mixed replica" : "all-reduce replica";
     TrainerSettings t;
-    t.replicas = plan->replicas.size();
+    t.replicas = n;
     t.data = data;
     t.batch = c.batch;
     t.steps = c.steps;
-    t.compute = c.compute + (r == last ? c.straggler : core::Duration::zero());
+    t.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
     t.full_loss = r == 0;
-    core::PeerAddr addr = fmt::format("replica/{}/{}", r, plan->replicas[static_cast<std::size_t>(r)]);
+    const core::PeerAddr& addr = run.replica_addrs[r];
     // A replica reaches its node's proxy without crossing the network.
     if (auto via = s.pull_via.begin(); via != s.pull_via.end()) {
       if (auto st = world.network().set_link(addr, via->second, LinkModel{c.local_latency, {}, 0.0}); !st) {
@@ -131,7 +229,6 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, std::shared_ptr<const cps:
     run.replicas.push_back(host->get());
     if (auto added = world.add_node(addr, std::move(*host)); !added) return added.error();
     if (auto st = world.start_node(addr, TimePoint{}); !st) return st.error();
-    run.replica_addrs.push_back(std::move(addr));
   }
   return ok_status();
 }
@@ -143,22 +240,23 @@ void kill(Run& run, const core::PeerAddr& victim, core::Duration detection) {
   (void)run.world.kill_node(victim, run.world.now());
 }
 
-void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan& plan, PsScenarioReport& report) {
-  const std::size_t n = run.replicas.size();
+void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsScenarioReport& report) {
   std::vector<const std::vector<PsReplicaStep>*> steps;
   for (const auto* host : run.replicas) steps.push_back(&host->steps());
   report.steps = step_reports(steps, c.steps);
-  for (std::size_t r = 0; r < n; ++r) {
+  for (std::size_t r = 0; r < run.replicas.size(); ++r) {
     const auto* host = run.replicas[r];
     PsReplicaOutcome o;
     o.replica = host->id();
-    o.device = plan.replicas[r];
+    o.device = plans.replicas[r];
     o.finished = host->finished();
     o.killed = run.world.killed(run.replica_addrs[r]);
     if (host->error()) o.error = host->error()->what();
     o.steps = static_cast<std::int64_t>(host->steps().size());
-    o.final_version = host->final_version();
-    o.final_parameters = host->parameters();
+    if (o.finished) {
+      o.final_version = host->final_version();
+      o.final_parameters = host->parameters();
+    }
     o.end = host->end_time();
     report.replicas.push_back(std::move(o));
   }
@@ -173,41 +271,39 @@ void collect(const Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
 
 }  // namespace
 
+bool uses_ps(const pb::autodist::Strategy& strategy) {
+  for (const auto& node : strategy.node_config()) {
+    if (node.has_pssynchronizer()) return true;
+    for (const auto& part : node.part_config()) {
+      if (part.has_pssynchronizer()) return true;
+    }
+  }
+  return false;
+}
+
 Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   if (auto st = validate(c); !st) return st.error();
-  const auto item = cps::logistic_graph_item(c.features);
-  if (auto st = core::strategy::validate(c.strategy, item); !st) {
-    return make_error(errc::invalid_argument, "strategy: {} (the model is logistic regression: {} [{}] and {} [1])",
-                      st.error().message, cps::k_logreg_weights, c.features, cps::k_logreg_bias);
-  }
-  // All-reduce strategies have no PS: every replica keeps its own copy (ar_scenario.hpp);
-  // mixed ones have both (mixed_scenario.hpp).
-  if (core::collective::uses_allreduce(c.strategy)) {
-    return uses_ps(c.strategy) ? run_mixed_scenario(c) : run_ar_scenario(c);
-  }
-  auto plan = cps::plan_training(c.strategy, item, c.optimizer, c.aggregation);
-  if (!plan) return plan.error();
-  auto shared_plan = std::make_shared<const cps::TrainingPlan>(std::move(*plan));
-  if (shared_plan->replicas.empty()) {
-    return make_error(errc::invalid_argument, "strategy: expected at least one replica, got none");
-  }
-
+  auto plans = plans_of(c);
+  if (!plans) return plans.error();
   auto run = std::make_unique<Run>(c.seed);
   auto rule = dht_link_rule(c.seed, c.min_latency, c.max_latency, 0.0);
   if (!rule) return rule.error();
   run->world.network().set_rule(std::move(rule.value()));
-  if (auto st = add_hosts(*run, c, shared_plan); !st) return st.error();
+  if (auto st = add_hosts(*run, c, *plans); !st) return st.error();
 
   PsScenarioReport report;
   report.seed = c.seed;
-  report.servers = shared_plan->servers;
-  report.shards = shared_plan->shards.size();
-  report.mode = mode_of(*shared_plan);
+  if (plans->ps) {
+    report.servers = plans->ps->servers;
+    report.shards = plans->ps->shards.size();
+  }
+  report.mode = !plans->ar ? mode_of(*plans->ps) : plans->ps ? mode_of(*plans->ps, *plans->ar) : mode_of(*plans->ar, true);
   drive_replicas(
-      run->world, run->replicas, run->replica_addrs, run->server_addrs.front(),
+      run->world, run->replicas, run->replica_addrs,
+      run->server_addrs.empty() ? core::PeerAddr{} : run->server_addrs.front(),
       [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
       [](const ReplicaHost& r) { return r.id(); }, c, report);
-  collect(*run, c, *shared_plan, report);
+  collect(*run, c, *plans, report);
   record_world(run->world, report);
   return report;
 }

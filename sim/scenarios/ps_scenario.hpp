@@ -119,10 +119,18 @@ struct PsScenarioReport {
   std::size_t anomalies = 0;           ///< World::anomalies() (0 in a correct run)
 };
 
-/// Runs the scenario to the end; an all-reduce strategy runs as run_ar_scenario
-/// (ar_scenario.hpp) does, a mixed one as run_mixed_scenario (mixed_scenario.hpp). Errors: a config that fails validate(), a strategy that is
-/// neither a PS nor an all-reduce strategy for the model (invalid_argument).
+/// Runs the scenario to the end, whatever the strategy: PS devices for its PS variables
+/// (a PS or mixed strategy: Parallax puts the sparse ones there), every replica a
+/// ReplicaHost (replica_host.hpp) that all-reduces the others among the replicas (an
+/// all-reduce or mixed strategy: every replica bit-identical; the variables named in
+/// sparse_variables travel as the rows they touch). Errors: a config that fails
+/// validate(), kill_ps_at set for an all-reduce strategy (there is no PS), a strategy the
+/// planners refuse for the logistic-regression model (invalid_argument), an unknown
+/// name in sparse_variables (invalid_argument).
 [[nodiscard]] Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& config);
+
+/// Whether any node or part of `strategy` uses a PSSynchronizer.
+[[nodiscard]] bool uses_ps(const pb::autodist::Strategy& strategy);
 
 /// The per-step rows of a report from every replica's completed steps (replica 0 is the
 /// chief), for steps 0..steps-1 that at least one replica reached. Shared by the PS and

@@ -1,4 +1,4 @@
-// All-reduce strategies on the simulated network (sim/scenarios/ar_scenario.hpp, reached
+// All-reduce strategies on the simulated network (sim/scenarios/ps_scenario.hpp, reached
 // through run_ps_scenario): with NoneCompressor, AllReduce, PartitionedAR and
 // RandomAxisPartitionAR equal single-process SGD on the concatenated batch; fp16 on the
 // wire keeps every replica bit-identical; sparse variables gathered as rows equal SGD

@@ -1,4 +1,4 @@
-// Mixed strategies on the simulated network (sim/scenarios/mixed_scenario.hpp, reached
+// Mixed strategies on the simulated network (sim/scenarios/ps_scenario.hpp, reached
 // through run_ps_scenario): Parallax (the sparse w on a PS device, the dense b
 // all-reduced) and a hand-written mix (w all-reduced, b on a PS) equal single-process
 // SGD on the concatenated batch; a seed replays its trace hash; a killed PS device or

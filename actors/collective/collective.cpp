@@ -5,18 +5,17 @@
 #include <caf/all.hpp>
 
 #include "actors/effects_executor.hpp"
+#include "actors/role_actor.hpp"
+#include "core/collective/barrier_role.hpp"
+#include "core/collective/group_roles.hpp"
+#include "core/mux.hpp"
 
 namespace apiary::actors {
 
+namespace cc = core::collective;
+
 Result<std::unique_ptr<Collective>> Collective::create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
                                                        CollectiveActorConfig config) {
-  if (config.job.empty()) {
-    return make_error(errc::invalid_argument, "collective: expected a job name (it names the handles), got none");
-  }
-  if (config.members.empty() || config.rank >= config.members.size()) {
-    return make_error(errc::invalid_argument, "collective: expected a rank below the member count {}, got {}",
-                      config.members.size(), config.rank);
-  }
   for (const auto& m : config.members) {
     if (auto key = peer_key_of(m); !key) {
       return make_error(errc::invalid_argument,
@@ -24,92 +23,82 @@ Result<std::unique_ptr<Collective>> Collective::create(caf::actor_system& sys, s
                         m);
     }
   }
-  if (config.timeout.count() <= 0) {
-    return make_error(errc::invalid_argument, "collective: expected a timeout > 0 ms, got {}", config.timeout.count());
-  }
-  auto actor = spawn_collective_actor(sys, gw, config);
-  return std::unique_ptr<Collective>(new Collective(std::move(gw), std::move(config), std::move(actor)));
+  auto mux = std::make_unique<core::Mux>();
+  cc::GroupConfig group{config.job, config.rank, config.members, config.timeout, config.part_size_bytes};
+  if (auto added = cc::add_group_roles(*mux, group); !added) return added.error();
+  std::unique_ptr<Collective> c(new Collective(gw, std::move(config)));
+  c->handles_ = mux->handles();
+  c->host_ = spawn_role_actor(sys, std::move(gw), std::move(mux));
+  (void)c->gw_->describe("").get();  // the transport thread has taken the serve() calls
+  return c;
 }
 
-CollectiveResult Collective::submit(collective_op_message m, std::chrono::milliseconds limit) {
-  m.done = std::make_shared<std::promise<CollectiveResult>>();
-  auto future = m.done->get_future();
-  caf::anon_send(actor_, std::move(m));
-  // The actor's own deadlines end every op; this one only guards against a lost actor.
+Result<core::Value> Collective::call(const char* role, const char* method, core::Value args,
+                                     std::chrono::milliseconds limit) {
+  auto future = call_role(host_, role, method, std::move(args));
+  // The roles' own deadlines end every op; this one only guards against a lost host.
   if (future.wait_for(limit) != std::future_status::ready) {
     return make_error(errc::deadline_exceeded,
-                      "collective {}: expected the op to end within {} ms, got no outcome; the collective actor is "
-                      "stuck or gone",
+                      "collective {}: expected the op to end within {} ms, got no outcome; its host is stuck or gone",
                       config_.job, limit.count());
   }
   return future.get();
 }
 
-Status Collective::join(std::chrono::milliseconds patience) {
-  collective_op_message m;
-  m.kind = collective_op_message::Kind::barrier;
-  m.level = 0;
-  m.patience = patience;
-  auto r = submit(std::move(m), patience + config_.timeout);
+Status Collective::meet(std::uint64_t level, std::chrono::milliseconds patience) {
+  auto r = call("barrier", "meet", core::Value::of(cc::BarrierMeet{level, patience}), patience + config_.timeout);
   if (!r) return r.error();
   return ok_status();
 }
 
+Status Collective::join(std::chrono::milliseconds patience) { return meet(0, patience); }
+
+Status Collective::leave(std::chrono::milliseconds patience) { return meet(ops_, patience); }
+
+namespace {
+
+Result<std::vector<std::vector<float>>> tensors_of(Result<core::Value> r) {
+  if (!r) return r.error();
+  auto* t = r->as<std::vector<std::vector<float>>>();
+  if (t == nullptr) return make_error(errc::internal, "collective: an op answered no tensors");
+  return std::move(*t);
+}
+
+}  // namespace
+
 Result<std::vector<std::vector<float>>> Collective::allreduce(std::vector<std::vector<float>> tensors, double weight,
                                                               std::vector<pb::CompressionType> codecs) {
-  return tensor_op(collective_op_message::Kind::allreduce, std::move(tensors), weight, std::move(codecs),
-                   8 * config_.timeout);
+  auto r = call("allreduce", "allreduce",
+                core::Value::of(cc::GroupAllReduceArgs{ops_, std::move(tensors), weight, std::move(codecs)}),
+                8 * config_.timeout);
+  ++ops_;
+  return tensors_of(std::move(r));
 }
 
 Result<std::vector<std::vector<float>>> Collective::mean(std::vector<std::vector<float>> tensors, double weight,
                                                          std::vector<pb::CompressionType> codecs) {
-  return tensor_op(collective_op_message::Kind::mean, std::move(tensors), weight, std::move(codecs),
-                   4 * config_.timeout);
-}
-
-Result<std::vector<std::vector<float>>> Collective::tensor_op(collective_op_message::Kind kind,
-                                                              std::vector<std::vector<float>> tensors, double weight,
-                                                              std::vector<pb::CompressionType> codecs,
-                                                              std::chrono::milliseconds limit) {
-  collective_op_message m;
-  m.kind = kind;
-  m.tensors = std::move(tensors);
-  m.weight = weight;
-  m.codecs = std::move(codecs);
-  auto r = submit(std::move(m), limit);
+  auto r = call("exchange", "mean", core::Value::of(cc::ExchangeMeanArgs{std::move(tensors), weight, std::move(codecs)}),
+                4 * config_.timeout);
   ++ops_;
-  if (!r) return r.error();
-  return std::move(r->tensors);
+  return tensors_of(std::move(r));
 }
 
 Result<std::vector<std::string>> Collective::gather(std::string payload) {
-  collective_op_message m;
-  m.kind = collective_op_message::Kind::gather;
-  m.payload = std::move(payload);
-  auto r = submit(std::move(m), 4 * config_.timeout);
+  auto r = call("exchange", "gather", core::Value::of(std::move(payload)), 4 * config_.timeout);
   ++ops_;
   if (!r) return r.error();
-  return std::move(r->gathered);
+  auto* gathered = r->as<std::vector<std::string>>();
+  if (gathered == nullptr) return make_error(errc::internal, "collective: a gather answered nothing");
+  return std::move(*gathered);
 }
 
 void Collective::abandon(const Error& why, std::chrono::milliseconds linger) {
-  collective_op_message m;
-  m.kind = collective_op_message::Kind::abandon;
-  m.payload = why.what();
-  caf::anon_send(actor_, std::move(m));
+  // Members still calling this one hear why it left, not just that it is gone.
+  call_role(host_, "exchange", "stop", core::Value::of(make_error(errc::unavailable, "{}", why.what())),
+            [](Result<core::Value>) {});
   std::this_thread::sleep_for(linger);
 }
 
-Status Collective::leave(std::chrono::milliseconds patience) {
-  collective_op_message m;
-  m.kind = collective_op_message::Kind::barrier;
-  m.level = ops_;
-  m.patience = patience;
-  auto r = submit(std::move(m), patience + config_.timeout);
-  if (!r) return r.error();
-  return ok_status();
-}
-
-Collective::~Collective() { stop_collective_actor(*gw_, config_.job, actor_); }
+Collective::~Collective() { stop_role_actor(*gw_, host_, handles_); }
 
 }  // namespace apiary::actors

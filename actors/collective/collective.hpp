@@ -1,6 +1,6 @@
 #pragma once
-/// A blocking all-reduce API for a training loop, over a collective actor
-/// (actors/collective/collective_actor.hpp): one member of a fixed group. Typical use:
+/// A blocking all-reduce API for a training loop: one member of a fixed group, the group's
+/// roles (core/collective/group_roles.hpp) on the generic actor host. Typical use:
 ///
 ///     auto c = Collective::create(sys, gw, config);   // serves the group's handles
 ///     c->join(patience);                               // every member is listening
@@ -20,10 +20,23 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "actors/collective/collective_actor.hpp"
 #include "actors/gateway.hpp"
+#include "core/effects.hpp"
+#include "messages/result.hpp"
+#include "runtime.pb.h"
 
 namespace apiary::actors {
+
+/// What a member needs.
+struct CollectiveActorConfig {
+  std::string job;                      ///< names the group's handles and op ids
+  std::size_t rank = 0;                 ///< own index in `members`
+  std::vector<core::PeerAddr> members;  ///< every member's multiaddr, in rank order
+  /// The runner's sender timeout (a silent sender is dropped after it); the reducer's
+  /// is twice it, and each part stream's deadline four times it.
+  std::chrono::milliseconds timeout{10000};
+  std::int64_t part_size_bytes = std::int64_t{1} << 19;  ///< AllReduceConfig::part_size_bytes
+};
 
 /// One member's blocking handle on its group. Use from one thread.
 class Collective {
@@ -76,19 +89,16 @@ class Collective {
   Collective& operator=(const Collective&) = delete;
 
  private:
-  Collective(std::shared_ptr<Gateway> gw, CollectiveActorConfig config, caf::actor actor)
-      : gw_(std::move(gw)), config_(std::move(config)), actor_(std::move(actor)) {}
-  /// Sends `m` and waits for its outcome, at most `limit`.
-  CollectiveResult submit(collective_op_message m, std::chrono::milliseconds limit);
-  /// An all-reduce or a mean of `tensors`: one op, waited for up to `limit`.
-  Result<std::vector<std::vector<float>>> tensor_op(collective_op_message::Kind kind,
-                                                    std::vector<std::vector<float>> tensors, double weight,
-                                                    std::vector<pb::CompressionType> codecs,
-                                                    std::chrono::milliseconds limit);
+  Collective(std::shared_ptr<Gateway> gw, CollectiveActorConfig config) : gw_(std::move(gw)), config_(std::move(config)) {}
+  /// Runs `method` of role `role` in the group's host, waiting at most `limit`.
+  Result<core::Value> call(const char* role, const char* method, core::Value args, std::chrono::milliseconds limit);
+  /// Meets the others at `level`.
+  Status meet(std::uint64_t level, std::chrono::milliseconds patience);
 
   std::shared_ptr<Gateway> gw_;
   CollectiveActorConfig config_;
-  caf::actor actor_;
+  caf::actor host_;
+  std::vector<std::string> handles_;
   std::uint64_t ops_ = 0;
 };
 

@@ -76,24 +76,4 @@ void note_optimizer_change(const cps::Checkpoint& checkpoint, cps::OptimizerKind
   std::fflush(stdout);
 }
 
-Result<std::vector<cps::Optimizer::State>> restored_states(const cps::Checkpoint* checkpoint, cps::OptimizerKind kind,
-                                                           const cps::TrainingPlan& plan) {
-  std::vector<cps::Optimizer::State> out;
-  if (checkpoint == nullptr || !restores_optimizer(*checkpoint, kind)) return out;
-  out.resize(plan.shards.size());
-  // Each slot is cut as the values are: per variable, into its shards' pieces.
-  for (auto slot : {&cps::Optimizer::State::m, &cps::Optimizer::State::v}) {
-    std::map<std::string, std::vector<float>> whole;
-    for (const auto& v : plan.variables) whole[v.name] = checkpoint->states.at(v.name).*slot;
-    if (std::all_of(whole.begin(), whole.end(), [](const auto& w) { return w.second.empty(); })) continue;
-    auto pieces = cps::initial_pieces(plan, whole);
-    if (!pieces) return make_error(pieces.error().code, "--restore: optimizer state: {}", pieces.error().message);
-    for (std::size_t id = 0; id < plan.shards.size(); ++id) out[id].*slot = std::move((*pieces)[id]);
-  }
-  for (std::size_t id = 0; id < plan.shards.size(); ++id) {
-    out[id].updates = checkpoint->states.at(plan.shards[id].variable).updates;
-  }
-  return out;
-}
-
 }  // namespace apiary::apps

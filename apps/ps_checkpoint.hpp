@@ -45,11 +45,4 @@ bool restores_optimizer(const core::ps::Checkpoint& checkpoint, core::ps::Optimi
 /// another kind of optimizer than `kind`.
 void note_optimizer_change(const core::ps::Checkpoint& checkpoint, core::ps::OptimizerKind kind);
 
-/// The optimizer state of every shard of `plan` (by shard id) from `checkpoint`, slots cut
-/// as the values are; empty when there is no checkpoint or its state is for another kind
-/// of optimizer. Errors: invalid_argument when a slot does not fit its variable.
-Result<std::vector<core::ps::Optimizer::State>> restored_states(const core::ps::Checkpoint* checkpoint,
-                                                                core::ps::OptimizerKind kind,
-                                                                const core::ps::TrainingPlan& plan);
-
 }  // namespace apiary::apps

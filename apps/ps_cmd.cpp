@@ -22,7 +22,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/ps/proxy_actor.hpp"
-#include "actors/ps/shard_actor.hpp"
+#include "api/parameter_server.hpp"
 #include "api/runtime.hpp"
 #include "apps/commands.hpp"
 #include "apps/ps_allreduce.hpp"
@@ -142,51 +142,35 @@ Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, con
   return Runtime::start(ro);
 }
 
-/// The shards PS device `device` holds, at their initial values; `names` gets their
-/// names, comma-separated. Errors: invalid_argument when the device holds none.
-Result<std::map<std::string, cps::Shard>> make_shards(const PsArgs& a, const cps::TrainingPlan& plan,
-                                                      const std::string& device, std::string& names) {
-  const auto ids = plan.shards_on(device);
-  if (ids.empty()) {
-    std::string servers;
-    for (const auto& s : plan.servers) servers += (servers.empty() ? "" : ", ") + s;
-    return make_error(errc::invalid_argument, "--device: expected a PS device of the strategy ({}), got '{}'", servers,
-                      device);
-  }
-  auto initial = cps::initial_pieces(plan, a.restored ? a.restored->values : cps::logistic_initial(a.features));
-  if (!initial) return initial.error();
-  auto states = restored_states(a.restored.get(), optimizer_of(a).kind, plan);
-  if (!states) return states.error();
-  std::map<std::string, cps::Shard> shards;
-  for (auto id : ids) {
-    auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
-    if (!shard) return shard.error();
-    if (!states->empty()) {
-      if (auto st = shard->restore_optimizer(std::move((*states)[id])); !st) return st.error();
-    }
-    names += (names.empty() ? "" : ",") + plan.shards[id].config.variable;
-    shards.emplace(plan.shards[id].config.variable, std::move(*shard));
-  }
-  return shards;
+ParameterServerOptions ps_options(const PsArgs& a, const cps::TrainingPlan& plan, const std::string& device) {
+  ParameterServerOptions o;
+  o.device = device;
+  o.plan = std::make_shared<const cps::TrainingPlan>(plan);
+  o.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
+  if (a.restored && restores_optimizer(*a.restored, optimizer_of(a).kind)) o.states = a.restored->states;
+  return o;
 }
 
 int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
-  std::string names;
-  auto shards = make_shards(a, plan, a.device, names);
-  if (!shards) return fail(shards.error());
   auto started_rt = start_runtime(a.listen, a.mode);
   if (!started_rt) return fail(started_rt.error());
   Runtime& rt = **started_rt;
+  auto ps = ParameterServer::start(rt, ps_options(a, plan, a.device));
+  if (!ps) {
+    rt.stop();
+    return fail(ps.error());
+  }
   // The job's DHT node (the first PS process bootstraps it), publishing this PS's address.
   auto dht = start_job_dht(rt.system(), rt.gateway(), a.initial_peers);
   if (!dht) {
-    rt.gateway()->stop();
+    ps->reset();
+    rt.stop();
     return fail(dht.error());
   }
-  auto actor = actors::spawn_ps_actor(rt.system(), rt.gateway(), cps::ShardServer(a.device, std::move(*shards)));
   auto publisher = std::make_unique<Publisher>(**dht);
   publisher->add(ps_key(a.job, a.device), rt.gateway()->address());
-  std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt.gateway()->address().c_str(), names.c_str());
+  std::printf("ps %s listening %s shards %s\n", a.device.c_str(), rt.gateway()->address().c_str(),
+              (*ps)->shard_names().c_str());
   std::printf("ps %s dht %s key %s\n", a.device.c_str(), (*dht)->address().to_string().c_str(),
               ps_key(a.job, a.device).c_str());
   std::fflush(stdout);
@@ -196,8 +180,8 @@ int run_ps(const PsArgs& a, const cps::TrainingPlan& plan) {
   std::fflush(stdout);
   publisher.reset();
   (*dht)->stop();
-  actors::stop_ps_actor(*rt.gateway(), actor);
-  rt.gateway()->stop();
+  ps->reset();
+  rt.stop();
   return 0;
 }
 

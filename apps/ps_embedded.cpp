@@ -10,7 +10,6 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/ps/proxy_actor.hpp"
-#include "actors/ps/shard_actor.hpp"
 #include "api/startup.hpp"
 #include "apps/ps_allreduce.hpp"
 #include "apps/ps_roles.hpp"
@@ -53,18 +52,20 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, std::shared_ptr
     for (auto& gw : gateways) gw->stop();
   };
   std::map<std::string, actors::PeerKey> servers;
-  std::vector<std::pair<std::shared_ptr<actors::Gateway>, caf::actor>> ps_actors;
+  std::vector<std::unique_ptr<ParameterServer>> devices;
   for (const auto& device : plan.servers) {
-    std::string names;
-    auto shards = make_shards(a, plan, device, names);
-    auto gw = shards ? start_gateway() : Result<std::shared_ptr<actors::Gateway>>(shards.error());
-    if (!gw) {
+    auto gw = start_gateway();
+    auto ps = gw ? ParameterServer::start(sys, *gw, ps_options(a, plan, device))
+                 : Result<std::unique_ptr<ParameterServer>>(gw.error());
+    if (!ps) {
+      devices.clear();
       stop_all();
-      return fail(gw.error());
+      return fail(ps.error());
     }
-    ps_actors.emplace_back(*gw, actors::spawn_ps_actor(sys, *gw, cps::ShardServer(device, std::move(*shards))));
     servers[device] = (*gw)->address();
-    std::printf("ps %s embedded at %s shards %s\n", device.c_str(), (*gw)->address().c_str(), names.c_str());
+    std::printf("ps %s embedded at %s shards %s\n", device.c_str(), (*gw)->address().c_str(),
+                (*ps)->shard_names().c_str());
+    devices.push_back(std::move(*ps));
   }
   const std::size_t replicas = plan.replicas.size();
   // One proxy per node (host of the replicas' devices) for the shards with local_replication.
@@ -132,7 +133,7 @@ int run_embedded(const PsArgs& a, const cps::TrainingPlan& plan, std::shared_ptr
     actors::stop_ps_proxy_actor(*p.gateway, p.actor);
   }
   std::fflush(stdout);
-  for (auto& [gw, actor] : ps_actors) actors::stop_ps_actor(*gw, actor);
+  devices.clear();
   stop_all();
   for (int rc : rcs) {
     if (rc != 0) return rc;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/gateway.hpp"
+#include "api/parameter_server.hpp"
 #include "api/replica.hpp"
 #include "api/runtime.hpp"
 #include "core/collective/ar_plan.hpp"
@@ -74,11 +75,9 @@ Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string&
 Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, const std::string& mode);
 /// Watches stdin: at its end, sets the stop flag and raises SIGTERM.
 void watch_stdin();
-/// The shards PS device `device` holds, at their initial values (or the --restore
-/// checkpoint's); `names` gets their names, comma-separated. Errors: invalid_argument
-/// when the device holds none.
-Result<std::map<std::string, core::ps::Shard>> make_shards(const PsArgs& a, const core::ps::TrainingPlan& plan,
-                                                           const std::string& device, std::string& names);
+/// The options of PS device `device` of the job: its shards at their initial values (or
+/// the --restore checkpoint's, with its optimizer state when the optimizer is the same).
+ParameterServerOptions ps_options(const PsArgs& a, const core::ps::TrainingPlan& plan, const std::string& device);
 /// Starts replica `id` of a job on `gateway` (apiary::Replica): the PS variables of `ps`
 /// (null: none) at `servers` (PS device -> "host:port"), pulled through `pull_via`
 /// (shard -> a node proxy's "host:port"), and the all-reduced ones of `ar` among its

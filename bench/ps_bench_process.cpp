@@ -12,8 +12,8 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "api/parameter_server.hpp"
 #include "api/replica.hpp"
-#include "actors/ps/shard_actor.hpp"
 #include "bench/allreduce_workload.hpp"
 #include "bench/transport_bench_apiary.hpp"
 
@@ -75,21 +75,22 @@ Result<std::shared_ptr<actors::Gateway>> start_gateway(caf::actor_system& sys, i
 /// A PS shard process: serves its variables until every replica wrote done.<r>.
 Status run_ps(const ProcessOptions& o, const cps::TrainingPlan& plan) {
   const std::string device = device_of_shard(o.index);
-  std::map<std::string, cps::Shard> shards;
-  for (const auto id : plan.shards_on(device)) {
-    const auto& s = plan.shards[id];
-    auto shard = cps::Shard::create(s.config, std::vector<float>(s.config.layout.size(), 0.0F));
-    if (!shard) return shard.error();
-    shards.emplace(s.config.variable, std::move(*shard));
+  ParameterServerOptions po;
+  po.device = device;
+  po.plan = std::make_shared<const cps::TrainingPlan>(plan);
+  for (const auto& v : plan.variables) {
+    std::size_t n = 1;
+    for (auto d : v.shape) n *= static_cast<std::size_t>(d);
+    po.initial.emplace(v.name, std::vector<float>(n, 0.0F));
   }
+  const std::size_t count = plan.shards_on(device).size();
   caf::actor_system_config cfg;
   transport_bench::apply_caf_config(cfg);
   caf::actor_system sys{cfg};
   auto gw = start_gateway(sys, o.ports[o.index], o.mode);
   if (!gw) return gw.error();
-  const std::size_t count = shards.size();
-  auto actor = actors::spawn_ps_actor(sys, *gw, cps::ShardServer(device, std::move(shards)));
-  (void)(*gw)->describe("").get();  // the transport thread has taken the serve() calls
+  auto ps = ParameterServer::start(sys, *gw, std::move(po));
+  if (!ps) return ps.error();
   std::printf("ps_ready shard=%zu address=%s variables=%zu bytes=%zu\n", o.index, (*gw)->address().c_str(), count,
               ps_bench_bytes_on(plan, device));
   std::fflush(stdout);
@@ -99,7 +100,7 @@ Status run_ps(const ProcessOptions& o, const cps::TrainingPlan& plan) {
   // CPU from ready to the last replica's leaving: every step, warm-up and final pull included.
   std::printf("ps_cpu shard=%zu cpu_us=%.0f\n", o.index, wl::switches_now().cpu_us - cpu0.cpu_us);
   std::fflush(stdout);
-  actors::stop_ps_actor(**gw, actor);
+  ps->reset();
   (*gw)->stop();
   return st;
 }

@@ -1,8 +1,8 @@
 #pragma once
 /// The parameter-server role (core::ps::ShardServer) in the generic actor host: it
 /// serves the PS handles (core/ps/wire.hpp) over the gateway and sends each answer when
-/// the server releases it. Replicas talk to it with ReplicaDriver
-/// (actors/ps/replica_driver.hpp).
+/// the server releases it. apiary::ParameterServer (api/parameter_server.hpp) starts it;
+/// replicas talk to it through apiary::Replica (api/replica.hpp).
 #include <memory>
 #include <string>
 

@@ -1,0 +1,68 @@
+#pragma once
+/// apiary::ParameterServer: one PS device of a job (AutoDist's PSSynchronizer): the
+/// shards a training plan puts on the device, at their initial values (and optimizer
+/// state, for a restored job), served on a runtime's gateway to the job's replicas
+/// (apiary::Replica, api/replica.hpp). Synchronous steps, bounded staleness and async
+/// updates are the plan's (core/ps/shard.hpp); a replica's session ending early makes
+/// the device fail the synchronous steps that wait for it.
+///
+///   auto ps = apiary::ParameterServer::start(runtime, {device, plan, initial});
+///   ... until the job ends; destroying it stops serving.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ps/optimizer.hpp"
+#include "core/ps/plan.hpp"
+#include "messages/result.hpp"
+
+namespace caf {
+class actor;
+class actor_system;
+}  // namespace caf
+
+namespace apiary {
+
+namespace actors {
+class Gateway;
+}  // namespace actors
+class Runtime;
+
+/// How to start a PS device.
+struct ParameterServerOptions {
+  std::string device;                                  ///< the PS device served, e.g. "localhost:CPU:0"
+  std::shared_ptr<const core::ps::TrainingPlan> plan;  ///< the job's plan (the same on every process)
+  /// Every variable's initial values, whole (a partitioned one as one tensor).
+  std::map<std::string, std::vector<float>> initial;
+  /// Every variable's optimizer state, whole, to continue from (a restored job); empty:
+  /// the optimizers start afresh.
+  std::map<std::string, core::ps::Optimizer::State> states;
+};
+
+class ParameterServer {
+ public:
+  /// Starts serving the device's shards on `runtime`'s gateway. Errors: invalid_argument
+  /// (no plan, a device that holds no shard, initial values or states that do not fit).
+  static Result<std::unique_ptr<ParameterServer>> start(Runtime& runtime, ParameterServerOptions options);
+  /// start() on an actor system and gateway of the caller's (a job embedded in one process).
+  static Result<std::unique_ptr<ParameterServer>> start(caf::actor_system& system,
+                                                        std::shared_ptr<actors::Gateway> gateway,
+                                                        ParameterServerOptions options);
+  /// Stops serving.
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  /// The names of the shards served, comma-separated.
+  [[nodiscard]] const std::string& shard_names() const { return names_; }
+
+ private:
+  ParameterServer() = default;
+
+  std::shared_ptr<actors::Gateway> gateway_;
+  std::shared_ptr<caf::actor> actor_;
+  std::string names_;
+};
+
+}  // namespace apiary

@@ -4,12 +4,13 @@
 /// all-reduces the dense ones; a hand-written strategy may mix them any way, one kind
 /// per variable). The PS processes (--role ps) plan from the strategy's PS part
 /// (core::collective::ps_part) and serve only the PS variables. Every replica keeps its
-/// own copy of the all-reduced variables; each step, bulk-synchronously, it
-///  1. pulls the PS variables (actors/ps/replica_driver.hpp),
+/// own copy of the all-reduced variables; each step, bulk-synchronously, it (one
+/// apiary::Replica with both plans, apps/ps_replica.cpp's loop)
+///  1. pulls the PS variables,
 ///  2. computes the gradients of the whole model on its batch,
 ///  3. pushes the PS variables' gradients (a sparse variable's as the rows it touched),
-///  4. averages the all-reduced variables' gradients with the other replicas' through
-///     the collective (apps/ps_allreduce.hpp's ArStepper) and applies its optimizer.
+///  4. averages the all-reduced variables' gradients with the other replicas' and
+///     applies its optimizer.
 /// A replica process needs every replica's address for the collective, given as
 /// `--peers replica:DEVICE=HOST:PORT` (the replica listens on its own entry); the PS
 /// devices come, as in a PS job, from `--peers DEVICE=HOST:PORT` or the job's DHT.

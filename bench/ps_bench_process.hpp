@@ -1,8 +1,8 @@
 #pragma once
 /// The processes of `apiary bench ps`: one per PS shard (`--role ps`) serving its
-/// variables with actors/ps/shard_actor, and one per replica (`--role replica`) pulling
-/// every variable and pushing a gradient for each per step through
-/// actors/ps/ReplicaDriver (BSP). All of them build the same synthetic model and plan
+/// variables (apiary::ParameterServer), and one per replica (`--role replica`) pulling
+/// every variable and pushing a gradient for each per step through apiary::Replica
+/// (BSP). All of them build the same synthetic model and plan
 /// from the same flags, so shard ids agree without being sent.
 ///
 /// Flags (argv[0] is skipped):

@@ -1,8 +1,8 @@
 #pragma once
 /// A node's proxy of dense PS variables (`local_replication`) in the generic actor host:
 /// core::ps::ProxyServer serving the pull handle (core/ps/wire.hpp) on its own
-/// gateway. The node's replicas pull proxied shards from it (ReplicaDriverConfig::
-/// pull_via); it sends one pull per shard per step to the PS.
+/// gateway. The node's replicas pull proxied shards from it (ReplicaConfig::pull_via,
+/// core/train/replica_role.hpp); it sends one pull per shard per step to the PS.
 #include <atomic>
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>

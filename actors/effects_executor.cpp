@@ -10,7 +10,7 @@ core::TimePoint core_now() { return std::chrono::steady_clock::now().time_since_
 Result<PeerKey> peer_key_of(const core::PeerAddr& addr) {
   auto m = messages::Multiaddr::parse(addr);
   if (!m) return m.error();
-  return m->is_ip6 ? fmt::format("[{}]:{}", m->host, m->port) : fmt::format("{}:{}", m->host, m->port);
+  return m->host_port();
 }
 
 EffectExecutor::EffectExecutor(caf::event_based_actor* self, std::shared_ptr<Gateway> gw)

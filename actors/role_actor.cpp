@@ -139,22 +139,12 @@ std::future<Result<core::Value>> call_role(const caf::actor& host, std::string r
 }
 
 core::PeerAddr peer_addr_of(const std::string& listen_host_port, const std::string& peer_id_bytes) {
-  const auto colon = listen_host_port.rfind(':');
-  if (listen_host_port.empty() || colon == std::string::npos) return {};
-  std::string host = listen_host_port.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port_text = listen_host_port.substr(colon + 1);
-  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
-    return {};
-  }
-  const unsigned long port = std::stoul(port_text);
-  if (port == 0 || port > 65535) return {};
   std::optional<messages::PeerId> peer;
   if (!peer_id_bytes.empty()) {
     if (auto id = messages::PeerId::from_bytes(peer_id_bytes)) peer = *id;
   }
-  auto addr = messages::Multiaddr::from_ip(host, static_cast<std::uint16_t>(port), peer);
-  if (!addr) return {};
+  auto addr = messages::Multiaddr::from_host_port(listen_host_port, "caller", peer);
+  if (!addr || addr->port == 0) return {};
   return addr->to_string();
 }
 

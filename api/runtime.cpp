@@ -12,13 +12,7 @@ namespace {
 
 /// The bound "host:port" of `gw` as a multiaddr naming `peer`.
 Result<messages::Multiaddr> bound_address(const actors::Gateway& gw, const messages::PeerId& peer) {
-  const std::string& text = gw.address();
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) return make_error(errc::internal, "the gateway's address '{}' has no port", text);
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  const auto port = static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1)));
-  return messages::Multiaddr::from_ip(host, port, peer);
+  return messages::Multiaddr::from_host_port(gw.address(), "the gateway's address", peer);
 }
 
 /// Unix seconds at the steady clock's zero: DHT time is to_seconds(core_now()) + this.

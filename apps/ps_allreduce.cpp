@@ -2,6 +2,8 @@
 // with each other and applying their optimizer locally.
 #include "apps/ps_allreduce.hpp"
 
+#include "messages/identity/multiaddr.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,17 +120,12 @@ int run_embedded(const PsArgs& a, const cc::ArPlan& plan) {
 }  // namespace
 
 Result<core::PeerAddr> replica_multiaddr(const std::string& host_port, const char* flag) {
-  const auto colon = host_port.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : host_port.substr(colon + 1);
-  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+  auto m = messages::Multiaddr::from_host_port(host_port, flag);
+  if (!m || m->port == 0) {
     return make_error(errc::invalid_argument,
                       "{}: expected HOST:PORT with a fixed port such as 127.0.0.1:7000, got '{}'", flag, host_port);
   }
-  std::string host = host_port.substr(0, colon);
-  const bool v6 = host.size() >= 2 && host.front() == '[';
-  if (v6) host = host.substr(1, host.size() - 2);
-  return fmt::format("/{}/{}/tcp/{}", v6 ? "ip6" : "ip4", host, port);
+  return m->to_string();
 }
 
 Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::string>& peers,

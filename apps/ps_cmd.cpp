@@ -36,6 +36,7 @@
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "core/strategy/validate.hpp"
+#include "messages/identity/multiaddr.hpp"
 
 namespace apiary::apps {
 
@@ -63,15 +64,9 @@ cps::OptimizerConfig optimizer_of(const PsArgs& a) {
 
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what) {
-  const auto colon = text.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
-  if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
-    return make_error(errc::invalid_argument, "{}: expected host:port such as 127.0.0.1:7000, got '{}'", what, text);
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, static_cast<std::uint16_t>(std::stoul(port)));
+  auto m = messages::Multiaddr::from_host_port(text, what);
+  if (!m) return m.error();
+  return std::make_pair(m->host, m->port);
 }
 
 /// The training plan from the files, checked against the model and the cluster; of the

@@ -134,6 +134,25 @@ Result<Multiaddr> Multiaddr::from_ip(std::string_view ip, std::uint16_t port,
   return Multiaddr{std::move(*host), ip6, port, std::move(peer)};
 }
 
+Result<Multiaddr> Multiaddr::from_host_port(std::string_view text, const char* what, std::optional<PeerId> peer) {
+  const auto colon = text.rfind(':');
+  const std::string_view port = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
+  if (colon == std::string_view::npos || colon == 0 || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos || std::stoul(std::string(port)) > 65535) {
+    return make_error(errc::invalid_argument, "{}: expected HOST:PORT such as 127.0.0.1:7000, got '{}'", what,
+                      text.substr(0, 200));
+  }
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto m = from_ip(host, static_cast<std::uint16_t>(std::stoul(std::string(port))), std::move(peer));
+  if (!m) return make_error(m.error().code, "{}: {}", what, m.error().message);
+  return m;
+}
+
+std::string Multiaddr::host_port() const {
+  return is_ip6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
 std::string Multiaddr::to_string() const {
   std::string text = fmt::format("/{}/{}/tcp/{}", is_ip6 ? "ip6" : "ip4", host, port);
   if (peer) text += "/p2p/" + peer->to_string();

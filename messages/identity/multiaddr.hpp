@@ -34,8 +34,18 @@ struct Multiaddr {
   static Result<Multiaddr> from_ip(std::string_view ip, std::uint16_t port,
                                    std::optional<PeerId> peer = std::nullopt);
 
+  /// Parses "HOST:PORT" ("[V6]:PORT" for IPv6; an IPv6 address without brackets takes
+  /// its last ':' as the port's), the form a transport's peer keys and listen addresses
+  /// have. Errors: errc::invalid_argument naming `what` (a flag, a field) and the text:
+  /// no port, a port that is not a number in 0..65535, a host that is not an IP address.
+  static Result<Multiaddr> from_host_port(std::string_view text, const char* what = "address",
+                                          std::optional<PeerId> peer = std::nullopt);
+
   /// The canonical text: "/ip4/127.0.0.1/tcp/4100/p2p/12D3KooW...".
   [[nodiscard]] std::string to_string() const;
+
+  /// "HOST:PORT" ("[V6]:PORT" for IPv6): a transport's key of this address.
+  [[nodiscard]] std::string host_port() const;
 
   /// This address naming `id` as its peer.
   [[nodiscard]] Multiaddr with_peer(PeerId id) const;

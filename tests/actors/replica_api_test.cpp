@@ -15,6 +15,7 @@
 #include "api/runtime.hpp"
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/partition.hpp"
+#include "messages/identity/multiaddr.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -199,9 +200,9 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
   {
     ReplicaOptions o;
     o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
-    const std::string ps_addr = (*ps_gw)->address();  // host:port
-    const auto colon = ps_addr.rfind(':');
-    o.roles.servers = {{plan.servers.front(), "/ip4/" + ps_addr.substr(0, colon) + "/tcp/" + ps_addr.substr(colon + 1)}};
+    auto ps_addr = messages::Multiaddr::from_host_port((*ps_gw)->address());
+    REQUIRE(ps_addr.ok());
+    o.roles.servers = {{plan.servers.front(), ps_addr->to_string()}};
     o.roles.call_timeout = 30000ms;
     auto driver = Replica::start(sys, *replica_gw, std::move(o));
     REQUIRE(driver.ok());

@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "actors/collective/collective.hpp"
+#include "messages/identity/multiaddr.hpp"
 #include "api/startup.hpp"
 
 using namespace apiary;
@@ -33,8 +34,9 @@ struct Group {
       auto gw = actors::Gateway::start(*sys, gc);
       REQUIRE(gw.ok());
       gateways.push_back(*gw);
-      const auto& a = (*gw)->address();
-      addrs.push_back("/ip4/" + a.substr(0, a.rfind(':')) + "/tcp/" + a.substr(a.rfind(':') + 1));
+      auto a = messages::Multiaddr::from_host_port((*gw)->address());
+      REQUIRE(a.ok());
+      addrs.push_back(a->to_string());
     }
     for (std::size_t i = 0; i < n; ++i) {
       actors::CollectiveActorConfig c{"testjob", i, addrs, timeout, 64};  // 64-byte parts: many per tensor

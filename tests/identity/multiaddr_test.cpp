@@ -136,3 +136,23 @@ TEST_CASE("multiaddr: with_peer, without_peer and from_ip", "[identity][multiadd
   CHECK(name.error().code == errc::invalid_argument);
   CHECK_THAT(name.error().message, Catch::Contains("'localhost'"));
 }
+
+TEST_CASE("HOST:PORT parses once into a multiaddr and back with IPv6 in brackets and bad forms named", "[identity]") {
+  auto v4 = Multiaddr::from_host_port("127.0.0.1:4100");
+  REQUIRE(v4.ok());
+  CHECK(v4->to_string() == "/ip4/127.0.0.1/tcp/4100");
+  CHECK(v4->host_port() == "127.0.0.1:4100");
+  auto v6 = Multiaddr::from_host_port("[::1]:7");
+  REQUIRE(v6.ok());
+  CHECK(v6->is_ip6);
+  CHECK(v6->to_string() == "/ip6/::1/tcp/7");
+  CHECK(v6->host_port() == "[::1]:7");
+  CHECK(Multiaddr::parse("/ip6/::1/tcp/7")->host_port() == "[::1]:7");
+  for (const char* bad : {"", "127.0.0.1", ":4100", "127.0.0.1:", "127.0.0.1:x1", "127.0.0.1:70000", "host:4100"}) {
+    auto r = Multiaddr::from_host_port(bad, "--peers");
+    INFO(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::StartsWith("--peers: "));
+  }
+}

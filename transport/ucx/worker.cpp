@@ -1,5 +1,7 @@
 #include "transport/ucx/worker.hpp"
 
+#include "messages/identity/multiaddr.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -97,21 +99,10 @@ Result<std::size_t> make_sockaddr(const std::string& host, std::uint16_t port, v
 }
 
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& key) {
-  const auto colon = key.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == key.size()) {
-    return make_error(errc::invalid_argument, "peer '{}' is not of the form host:port", key);
-  }
-  std::string host = key.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  unsigned long port = 0;
-  for (char c : key.substr(colon + 1)) {
-    if (c < '0' || c > '9' || port > 65535) {
-      return make_error(errc::invalid_argument, "peer '{}' has a bad port", key);
-    }
-    port = port * 10 + static_cast<unsigned long>(c - '0');
-  }
-  if (port == 0 || port > 65535) return make_error(errc::invalid_argument, "peer '{}' has a bad port", key);
-  return std::make_pair(host, static_cast<std::uint16_t>(port));
+  auto m = messages::Multiaddr::from_host_port(key, "peer");
+  if (!m) return m.error();
+  if (m->port == 0) return make_error(errc::invalid_argument, "peer '{}' has a bad port", key);
+  return std::make_pair(m->host, m->port);
 }
 
 Result<Listener> Listener::create(ucp_worker_h worker, const std::string& host, std::uint16_t port,

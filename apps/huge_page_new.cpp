@@ -1,4 +1,12 @@
-// The `apiary` executable's operator new: a block of 2 MiB or more (a tensor, a PS
+// The `apiary` executable's allocation policy. Its malloc is tcmalloc (linked in,
+// apps/CMakeLists.txt): a DHT operation allocates hundreds of small blocks across the
+// actor and transport threads, which glibc's malloc served with a fifth of the CPU
+// (fastbin consolidation, arena locks); tcmalloc's per-thread caches halve the CPU per
+// get and put. It never returns freed memory to the system (release rate 0): a
+// training process reuses its tensors' memory step after step, and pages handed back
+// would be faulted in again on the next step (a 1 s step in ten in `bench ps`).
+//
+// Its operator new: a block of 2 MiB or more (a tensor, a PS
 // shard's values, a replica's parameters and gradients) is aligned to 2 MiB and advised
 // to be backed by transparent huge pages, as the payload pool's blocks are (both come
 // from allocate_huge_page_backed, messages/buffer.hpp). A cma copy from another process then pins it a huge page at a
@@ -11,9 +19,17 @@
 #include <cstdlib>
 #include <new>
 
+#include <gperftools/malloc_extension.h>
+
 #include "messages/buffer.hpp"
 
 namespace {
+
+/// tcmalloc keeps what is freed: set before main(), before any large block is freed.
+const bool g_release_rate_set = [] {
+  MallocExtension::instance()->SetMemoryReleaseRate(0);
+  return true;
+}();
 
 void* allocate(std::size_t n) {
   for (;;) {

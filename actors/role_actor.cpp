@@ -8,7 +8,6 @@
 
 #include "actors/effects_executor.hpp"
 #include "actors/type_ids.hpp"
-#include "messages/identity/multiaddr.hpp"
 
 namespace apiary::actors {
 namespace {
@@ -136,16 +135,6 @@ std::future<Result<core::Value>> call_role(const caf::actor& host, std::string r
   call_role(host, std::move(role), std::move(method), std::move(args),
             [promise](Result<core::Value> r) { promise->set_value(std::move(r)); });
   return future;
-}
-
-core::PeerAddr peer_addr_of(const std::string& listen_host_port, const std::string& peer_id_bytes) {
-  std::optional<messages::PeerId> peer;
-  if (!peer_id_bytes.empty()) {
-    if (auto id = messages::PeerId::from_bytes(peer_id_bytes)) peer = *id;
-  }
-  auto addr = messages::Multiaddr::from_host_port(listen_host_port, "caller", peer);
-  if (!addr || addr->port == 0) return {};
-  return addr->to_string();
 }
 
 }  // namespace apiary::actors

@@ -1,5 +1,8 @@
 #include "actors/rpc.hpp"
 
+#include "actors/role_actor.hpp"
+#include "messages/identity/multiaddr.hpp"
+
 namespace apiary::actors {
 
 std::map<CallId, CallOutcome> await_calls(caf::scoped_actor& self, Gateway& gw, std::set<CallId> ids,
@@ -83,6 +86,16 @@ caf::actor serve_unary(caf::actor_system& sys, std::shared_ptr<Gateway> gw, cons
   auto a = sys.spawn(unary_service, std::move(gw), handle, std::move(fn));
   gw_ref->serve(handle, a);
   return a;
+}
+
+core::PeerAddr peer_addr_of(const std::string& listen_host_port, const std::string& peer_id_bytes) {
+  std::optional<messages::PeerId> peer;
+  if (!peer_id_bytes.empty()) {
+    if (auto id = messages::PeerId::from_bytes(peer_id_bytes)) peer = *id;
+  }
+  auto addr = messages::Multiaddr::from_host_port(listen_host_port, "caller", peer);
+  if (!addr || addr->port == 0) return {};
+  return addr->to_string();
 }
 
 }  // namespace apiary::actors

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "api/startup.hpp"
 #include "actors/device/device_actor.hpp"
 #include "actors/device/device_route.hpp"
 #include "actors/gateway.hpp"
@@ -155,6 +156,7 @@ Status add_to_device_tensors(caf::actor_system& sys, const actors::device_actor&
 }  // namespace
 
 Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions options) {
+  const api::CafThreadRelease released;
   if (auto status = check(options); !status) return status.error();
   std::unique_ptr<Averager> averager(new Averager());
   averager->impl_ = std::make_shared<Impl>();

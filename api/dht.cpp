@@ -95,6 +95,7 @@ core::dht::StoreItem item_of(const DhtKey& key, std::string value, double expira
 Dht::Dht() = default;
 
 Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
+  const api::CafThreadRelease released;
   std::unique_ptr<Runtime> runtime;
   if (options.gateway) {
     // Another node's gateway: this node has its own identity and is addressed by it.
@@ -123,6 +124,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
 }
 
 Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& options) {
+  const api::CafThreadRelease released;
   std::vector<core::PeerAddr> initial_peers;
   for (const auto& p : options.initial_peers) {
     auto m = messages::Multiaddr::parse(p);

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "api/startup.hpp"
 #include "actors/ping/ping_actor.hpp"
 #include "actors/type_ids.hpp"
 
@@ -12,6 +13,7 @@ struct Node::Impl {
 };
 
 Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
+  const api::CafThreadRelease released;
   auto listen = messages::Multiaddr::parse(options.listen);
   if (!listen) return make_error(errc::invalid_argument, "--listen: {}", listen.error().message);
   // Peers are named by their listen address alone (/p2p/... dropped), so one peer has

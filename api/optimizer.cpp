@@ -7,6 +7,7 @@
 
 #include <msgpack.hpp>
 
+#include "api/startup.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/optim/epoch.hpp"
 #include "messages/log/log.hpp"
@@ -56,6 +57,7 @@ Status check(const OptimizerOptions& o) {
 }  // namespace
 
 Result<std::unique_ptr<Optimizer>> Optimizer::start(Dht& dht, OptimizerOptions options) {
+  const api::CafThreadRelease released;
   if (auto valid = check(options); !valid) return valid.error();
   std::unique_ptr<Optimizer> opt(new Optimizer());
   opt->options_ = std::move(options);

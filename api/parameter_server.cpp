@@ -7,6 +7,7 @@
 #include "actors/gateway.hpp"
 #include "actors/ps/shard_actor.hpp"
 #include "api/runtime.hpp"
+#include "api/startup.hpp"
 #include "core/ps/server.hpp"
 
 namespace apiary {
@@ -45,6 +46,7 @@ Result<std::unique_ptr<ParameterServer>> ParameterServer::start(Runtime& runtime
 Result<std::unique_ptr<ParameterServer>> ParameterServer::start(caf::actor_system& system,
                                                                 std::shared_ptr<actors::Gateway> gateway,
                                                                 ParameterServerOptions options) {
+  const api::CafThreadRelease released;
   if (!options.plan) return make_error(errc::invalid_argument, "parameter server: expected a training plan, got none");
   const auto& plan = *options.plan;
   const auto ids = plan.shards_on(options.device);

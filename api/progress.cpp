@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "api/startup.hpp"
 #include "actors/gateway.hpp"
 #include "actors/role_actor.hpp"
 #include "actors/type_ids.hpp"
@@ -41,6 +42,7 @@ Result<T> value_as(Result<core::Value> r, const char* what) {
 }  // namespace
 
 Result<std::unique_ptr<ProgressTracker>> ProgressTracker::start(Dht& dht, ProgressTrackerOptions options) {
+  const api::CafThreadRelease released;
   if (options.run_id.empty()) return make_error(errc::invalid_argument, "expected a non-empty run_id (the prefix)");
   if (auto ok = options.tracker.validate(); !ok) return ok.error();
   if (!options.owner_key) {

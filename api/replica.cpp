@@ -10,6 +10,7 @@
 #include "actors/gateway.hpp"
 #include "actors/role_actor.hpp"
 #include "api/runtime.hpp"
+#include "api/startup.hpp"
 #include "core/mux.hpp"
 #include "core/train/allreduce_role.hpp"
 #include "core/train/ps_client_role.hpp"
@@ -41,6 +42,7 @@ Result<std::unique_ptr<Replica>> Replica::start(Runtime& runtime, ReplicaOptions
 
 Result<std::unique_ptr<Replica>> Replica::start(caf::actor_system& system, std::shared_ptr<actors::Gateway> gateway,
                                                 ReplicaOptions options) {
+  const api::CafThreadRelease released;
   auto& roles = options.roles;
   const bool nccl_groups =
       roles.ar && std::any_of(roles.ar->groups.begin(), roles.ar->groups.end(),

@@ -24,6 +24,7 @@ double epoch_now() {
 }  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
+  const api::CafThreadRelease released;
   auto listen = messages::Multiaddr::parse(options.listen);
   if (!listen) return make_error(errc::invalid_argument, "listen address '{}': {}", options.listen, listen.error().message);
   auto key = api::load_identity(options.identity_file);

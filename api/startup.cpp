@@ -1,5 +1,7 @@
 #include "api/startup.hpp"
 
+#include <caf/logger.hpp>
+
 #include <caf/actor_system_config.hpp>
 
 #include "messages/identity/key_file.hpp"
@@ -22,5 +24,7 @@ std::unique_ptr<caf::actor_system_config> node_actor_system_config(std::size_t t
   if (threads > 0) config->set("scheduler.max-threads", threads);
   return config;
 }
+
+CafThreadRelease::~CafThreadRelease() { caf::logger::set_current_actor_system(nullptr); }
 
 }  // namespace apiary::api

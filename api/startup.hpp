@@ -22,4 +22,16 @@ Result<messages::Ed25519PrivateKey> load_identity(const std::string& identity_fi
 /// sleeps would add 50-100 µs per hop); `threads` > 0 caps the scheduler's threads.
 std::unique_ptr<caf::actor_system_config> node_actor_system_config(std::size_t threads);
 
+/// Put at the top of a facade's start: when it returns, the calling thread lets go of
+/// the actor system's logger. CAF 0.17 keeps a reference to it in a thread-local of
+/// every thread that spawns an actor, and the system's destructor waits until the last
+/// reference goes: a runtime started on one thread and stopped on another (a Python DHT
+/// shut down from a worker thread) waited forever. Nothing here logs through CAF.
+struct CafThreadRelease {
+  CafThreadRelease() = default;
+  ~CafThreadRelease();
+  CafThreadRelease(const CafThreadRelease&) = delete;
+  CafThreadRelease& operator=(const CafThreadRelease&) = delete;
+};
+
 }  // namespace apiary::api

@@ -113,3 +113,22 @@ def test_dead_initial_peers_fail_the_start():
         apiary.DHT(initial_peers=[dead])
     with pytest.raises(ValueError):
         apiary.DHT(initial_peers=["not a multiaddr"])
+
+
+def test_shutdown_from_another_thread_returns():
+    # The process's runtime goes with its last DHT: stopping it from a thread other than
+    # the one that started it must finish (it once waited forever in the actor system's
+    # destructor). A process of its own, so that no other test's DHT shares the runtime.
+    import subprocess
+    import sys
+    code = (
+        "import threading, apiary\n"
+        "d = apiary.DHT(start=True)\n"
+        "t = threading.Thread(target=d.shutdown)\n"
+        "t.start()\n"
+        "t.join(30)\n"
+        "print('alive' if t.is_alive() else 'joined', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "joined", done.stdout + done.stderr
+    assert done.returncode == 0, done.stderr

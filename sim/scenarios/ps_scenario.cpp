@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -269,6 +270,47 @@ void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsSc
   }
 }
 
+/// Runs `world` until every replica finished, failed or was killed, killing on the
+/// config's cue: the PS `first_ps` (when not empty) once the chief (replica 0) began step
+/// kill_ps_at, the last replica once it began step kill_replica_at. `kill(victim)` kills a
+/// node and tells its peers. A run that stalls or passes max_time sets report.hung.
+void drive_replicas(World& world, const std::vector<ReplicaHost*>& replicas,
+                    const std::vector<core::PeerAddr>& replica_addrs, const core::PeerAddr& first_ps,
+                    const std::function<void(const core::PeerAddr&)>& kill, const PsScenarioConfig& c,
+                    PsScenarioReport& report) {
+  auto all_done = [&] {
+    for (std::size_t i = 0; i < replicas.size(); ++i) {
+      if (!replicas[i]->finished() && !replicas[i]->error() && !world.killed(replica_addrs[i])) return false;
+    }
+    return true;
+  };
+  bool ps_killed = false;
+  bool replica_killed = false;
+  auto note = [&](const std::string& what) { report.killed += (report.killed.empty() ? "" : ", ") + what; };
+  while (!all_done()) {
+    // A replica "begins step s" once it has pulled (or computed) the parameters of step s.
+    const auto chief_steps = static_cast<std::int64_t>(replicas.front()->steps().size());
+    if (!first_ps.empty() && c.kill_ps_at >= 0 && !ps_killed && chief_steps > c.kill_ps_at) {
+      ps_killed = true;
+      note(fmt::format("PS {} at step {} ({:.3f} ms)", report.servers.front(), c.kill_ps_at,
+                       core::to_seconds(world.now()) * 1e3));
+      kill(first_ps);
+    }
+    const auto* last = replicas.back();
+    if (c.kill_replica_at >= 0 && !replica_killed &&
+        static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at && !last->finished() && !last->error()) {
+      replica_killed = true;
+      note(fmt::format("replica {} at step {} ({:.3f} ms)", last->id(), c.kill_replica_at,
+                       core::to_seconds(world.now()) * 1e3));
+      kill(replica_addrs.back());
+    }
+    if (!world.step() || world.now() > c.max_time) {
+      report.hung = true;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 bool uses_ps(const pb::autodist::Strategy& strategy) {
@@ -301,8 +343,7 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   drive_replicas(
       run->world, run->replicas, run->replica_addrs,
       run->server_addrs.empty() ? core::PeerAddr{} : run->server_addrs.front(),
-      [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); },
-      [](const ReplicaHost& r) { return r.id(); }, c, report);
+      [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); }, c, report);
   collect(*run, c, *plans, report);
   record_world(run->world, report);
   return report;

@@ -154,47 +154,4 @@ void record_world(const World& world, PsScenarioReport& report);
                                                                          std::vector<core::PeerAddr>& addrs,
                                                                          std::vector<PsServerHost*>& hosts);
 
-/// Runs `world` until every replica finished, failed or was killed, killing on the
-/// config's cue: the PS `first_ps` (when not empty) once the chief (replica 0) began step
-/// kill_ps_at, the last replica once it began step kill_replica_at. `kill(victim)` kills a
-/// node and tells its peers; `name(replica)` names a replica in report.killed. A run that
-/// stalls or passes max_time sets report.hung. Shared by the PS, all-reduce and mixed
-/// scenarios (Replica: finished(), error(), steps()).
-template <class Replica, class Kill, class Name>
-void drive_replicas(World& world, const std::vector<Replica*>& replicas,
-                    const std::vector<core::PeerAddr>& replica_addrs, const core::PeerAddr& first_ps,
-                    Kill&& kill, Name&& name, const PsScenarioConfig& c, PsScenarioReport& report) {
-  auto all_done = [&] {
-    for (std::size_t i = 0; i < replicas.size(); ++i) {
-      if (!replicas[i]->finished() && !replicas[i]->error() && !world.killed(replica_addrs[i])) return false;
-    }
-    return true;
-  };
-  bool ps_killed = false;
-  bool replica_killed = false;
-  auto note = [&](const std::string& what) { report.killed += (report.killed.empty() ? "" : ", ") + what; };
-  while (!all_done()) {
-    // A replica "begins step s" once it has pulled (or computed) the parameters of step s.
-    const auto chief_steps = static_cast<std::int64_t>(replicas.front()->steps().size());
-    if (!first_ps.empty() && c.kill_ps_at >= 0 && !ps_killed && chief_steps > c.kill_ps_at) {
-      ps_killed = true;
-      note(fmt::format("PS {} at step {} ({:.3f} ms)", report.servers.front(), c.kill_ps_at,
-                       core::to_seconds(world.now()) * 1e3));
-      kill(first_ps);
-    }
-    const auto* last = replicas.back();
-    if (c.kill_replica_at >= 0 && !replica_killed &&
-        static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at && !last->finished() && !last->error()) {
-      replica_killed = true;
-      note(fmt::format("replica {} at step {} ({:.3f} ms)", name(*last), c.kill_replica_at,
-                       core::to_seconds(world.now()) * 1e3));
-      kill(replica_addrs.back());
-    }
-    if (!world.step() || world.now() > c.max_time) {
-      report.hung = true;
-      return;
-    }
-  }
-}
-
 }  // namespace apiary::sim::scenarios

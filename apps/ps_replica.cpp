@@ -1,5 +1,6 @@
 // A replica of `apiary ps`, whatever the strategy: apiary::Replica started from the
 // job's plans and addresses, and the one training loop of the logistic-regression model.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -88,6 +89,13 @@ int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collecti
   if (auto joined = replica.join(timeout); !joined) {
     return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
   }
+  // A step that failed: the replica has stopped, refusing every later part of the
+  // all-reduce with the reason, so the members still calling it learn why it left (which
+  // member went down first) before it goes, rather than only that it is gone.
+  auto failed = [&](const Error& e) {
+    if (collectives) std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1000)));
+    return fail(e);
+  };
   // The parameters and gradients live across steps: pulls land in the one, pushes are
   // sent from the other.
   std::map<std::string, std::vector<float>> params;
@@ -105,14 +113,14 @@ int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collecti
   for (std::int64_t step = 0; step < a.steps; ++step) {
     if (g_stdin_closed) return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
     const auto start = std::chrono::steady_clock::now();
-    if (auto pulled = replica.pull_into(params, &version); !pulled) return fail(pulled.error());
+    if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
       if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
     }
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
-    if (auto pushed = replica.push_lent(grads, static_cast<double>(a.batch)); !pushed) return fail(pushed.error());
+    if (auto pushed = replica.push_lent(grads, static_cast<double>(a.batch)); !pushed) return failed(pushed.error());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
     const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
@@ -123,7 +131,7 @@ int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collecti
     std::fflush(stdout);
   }
   // The parameters after the last step (in BSP: every replica's updates applied).
-  if (auto pulled = replica.pull_into(params, &version); !pulled) return fail(pulled.error());
+  if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
   const double mean_ms = a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0;
   print_final(id, version, cps::logistic_full_loss(data, params), mean_ms,
               collectives ? std::optional<std::uint64_t>(replica.collectives()) : std::nullopt, params);

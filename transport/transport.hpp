@@ -12,13 +12,14 @@
 
 #include "envelope.pb.h"
 #include "messages/buffer.hpp"
+#include "messages/identity/multiaddr.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::transport {
 
 /// Names the other side of a connection: "host:port" for a connection we dialled,
 /// "inbound:N" for one a peer opened to us (answers to its calls go back on it).
-using PeerKey = std::string;
+using apiary::PeerKey;
 
 /// The transport's clock (monotonic); the gateway passes its readings to core/.
 using Clock = std::chrono::steady_clock;

@@ -16,12 +16,13 @@
 #include "core/time.hpp"
 #include "envelope.pb.h"
 #include "messages/buffer.hpp"
+#include "messages/identity/multiaddr.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core::rpc {
 
 /// The remote side of a call: the transport's key for the peer ("host:port").
-using PeerKey = std::string;
+using apiary::PeerKey;
 /// A call, as the local side names it. Caller-side ids are chosen by the shell (and
 /// travel on the wire); callee-side ids are chosen by the engine (top bit set).
 using CallId = std::uint64_t;

@@ -9,6 +9,14 @@
 #include "messages/identity/peer_id.hpp"
 #include "messages/result.hpp"
 
+namespace apiary {
+
+/// How a transport names the other side of a connection: "host:port" ("[v6]:port") for
+/// one it dialled (Multiaddr::host_port()), "inbound:N" for one a peer opened to it.
+using PeerKey = std::string;
+
+}  // namespace apiary
+
 namespace apiary::messages {
 
 /// A TCP address over IPv4 or IPv6, optionally naming the peer that listens there.

@@ -40,7 +40,7 @@ struct DhtFlags {
   bool latest = false;
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
-  std::size_t per_gateway = 16;
+  std::size_t per_gateway = 64;
 };
 
 /// `bench allreduce` flags (defaults: bench::AllReduceBenchOptions's).

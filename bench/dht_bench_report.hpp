@@ -95,7 +95,7 @@ struct ChildArgs {
   int timeout_s = 90;                     ///< per phase: give up waiting after this many seconds
   bool latest = false;                    ///< apiary only: get(key, latest=true)
   std::string mode = "tcp";               ///< apiary only: UCX lanes, "tcp" or "shm"
-  std::size_t per_gateway = 16;           ///< apiary only: nodes sharing one gateway (transport)
+  std::size_t per_gateway = 64;           ///< apiary only: nodes sharing one gateway (transport)
 };
 
 /// Parses the child flags; on a bad flag returns false with `error` saying which.

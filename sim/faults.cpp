@@ -67,4 +67,22 @@ Status partition_at(World& world, std::vector<core::PeerAddr> side_a, std::vecto
   return ok_status();
 }
 
+CuedRun run_with_cued_kills(World& world, std::vector<CuedKill> kills, const std::function<bool()>& done,
+                            core::TimePoint max_time, core::Duration detection) {
+  CuedRun out;
+  std::vector<bool> fired(kills.size(), false);
+  while (!done()) {
+    for (std::size_t i = 0; i < kills.size(); ++i) {
+      if (fired[i] || !kills[i].cue()) continue;
+      fired[i] = true;
+      out.killed.push_back(kills[i].what());
+      world.set_peer_down_detection(detection);
+      (void)world.kill_node(kills[i].victim, world.now());
+    }
+    if (!world.step() || world.now() > max_time) return out;
+  }
+  out.done = true;
+  return out;
+}
+
 }  // namespace apiary::sim

@@ -2,7 +2,9 @@
 /// Fault injectors: schedule failures into a World, each drawing only from the World's
 /// Rng so a seed replays them.
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/effects.hpp"
@@ -42,5 +44,26 @@ struct Kill {
 /// sent meanwhile is lost (calls time out). Error: span < 0, an empty side.
 [[nodiscard]] Status partition_at(World& world, std::vector<core::PeerAddr> side_a, std::vector<core::PeerAddr> side_b,
                                   core::TimePoint at, core::Duration span);
+
+/// A crash on cue, for faults tied to progress rather than to a time (a replica killed
+/// when it begins step k): `victim` crashes the first time `cue()` holds, checked after
+/// every event; `what()` says what was killed, for the run's report.
+struct CuedKill {
+  core::PeerAddr victim;
+  std::function<bool()> cue;
+  std::function<std::string()> what;
+};
+
+/// How a run under cued kills ended.
+struct CuedRun {
+  bool done = false;                  ///< `done()` held (else the World stalled or passed max_time)
+  std::vector<std::string> killed;    ///< what each fired kill said, in order
+};
+
+/// Runs `world` until `done()` holds, nothing is left to happen or its time passes
+/// `max_time`, firing each of `kills` once on its cue; peers of a killed node see its
+/// connections break after `detection` (the World's failure detector).
+[[nodiscard]] CuedRun run_with_cued_kills(World& world, std::vector<CuedKill> kills, const std::function<bool()>& done,
+                                          core::TimePoint max_time, core::Duration detection);
 
 }  // namespace apiary::sim

@@ -12,6 +12,7 @@
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/validate.hpp"
+#include "sim/faults.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/scenarios/ps_proxy_host.hpp"
@@ -234,13 +235,6 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   return ok_status();
 }
 
-/// Kills `victim` now; after `detection` every live peer sees its connection to it break
-/// (the World's failure detector).
-void kill(Run& run, const core::PeerAddr& victim, core::Duration detection) {
-  run.world.set_peer_down_detection(detection);
-  (void)run.world.kill_node(victim, run.world.now());
-}
-
 void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsScenarioReport& report) {
   std::vector<const std::vector<PsReplicaStep>*> steps;
   for (const auto* host : run.replicas) steps.push_back(&host->steps());
@@ -270,45 +264,32 @@ void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsSc
   }
 }
 
-/// Runs `world` until every replica finished, failed or was killed, killing on the
-/// config's cue: the PS `first_ps` (when not empty) once the chief (replica 0) began step
-/// kill_ps_at, the last replica once it began step kill_replica_at. `kill(victim)` kills a
-/// node and tells its peers. A run that stalls or passes max_time sets report.hung.
-void drive_replicas(World& world, const std::vector<ReplicaHost*>& replicas,
-                    const std::vector<core::PeerAddr>& replica_addrs, const core::PeerAddr& first_ps,
-                    const std::function<void(const core::PeerAddr&)>& kill, const PsScenarioConfig& c,
-                    PsScenarioReport& report) {
-  auto all_done = [&] {
-    for (std::size_t i = 0; i < replicas.size(); ++i) {
-      if (!replicas[i]->finished() && !replicas[i]->error() && !world.killed(replica_addrs[i])) return false;
-    }
-    return true;
+/// The run's faults, on the config's cue: the first PS device (when there is one) once
+/// the chief (replica 0) began step kill_ps_at, the last replica once it began step
+/// kill_replica_at (a replica "begins step s" once it has the parameters of step s).
+std::vector<CuedKill> cued_kills(const Run& run, const PsScenarioConfig& c, const PsScenarioReport& report) {
+  std::vector<CuedKill> out;
+  const World& world = run.world;
+  const ReplicaHost* chief = run.replicas.front();
+  const ReplicaHost* last = run.replicas.back();
+  auto at = [&world](const std::string& what, std::int64_t step) {
+    return fmt::format("{} at step {} ({:.3f} ms)", what, step, core::to_seconds(world.now()) * 1e3);
   };
-  bool ps_killed = false;
-  bool replica_killed = false;
-  auto note = [&](const std::string& what) { report.killed += (report.killed.empty() ? "" : ", ") + what; };
-  while (!all_done()) {
-    // A replica "begins step s" once it has pulled (or computed) the parameters of step s.
-    const auto chief_steps = static_cast<std::int64_t>(replicas.front()->steps().size());
-    if (!first_ps.empty() && c.kill_ps_at >= 0 && !ps_killed && chief_steps > c.kill_ps_at) {
-      ps_killed = true;
-      note(fmt::format("PS {} at step {} ({:.3f} ms)", report.servers.front(), c.kill_ps_at,
-                       core::to_seconds(world.now()) * 1e3));
-      kill(first_ps);
-    }
-    const auto* last = replicas.back();
-    if (c.kill_replica_at >= 0 && !replica_killed &&
-        static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at && !last->finished() && !last->error()) {
-      replica_killed = true;
-      note(fmt::format("replica {} at step {} ({:.3f} ms)", last->id(), c.kill_replica_at,
-                       core::to_seconds(world.now()) * 1e3));
-      kill(replica_addrs.back());
-    }
-    if (!world.step() || world.now() > c.max_time) {
-      report.hung = true;
-      return;
-    }
+  if (!run.server_addrs.empty() && c.kill_ps_at >= 0) {
+    const std::string device = report.servers.front();
+    out.push_back(CuedKill{run.server_addrs.front(),
+                           [chief, &c] { return static_cast<std::int64_t>(chief->steps().size()) > c.kill_ps_at; },
+                           [at, device, &c] { return at("PS " + device, c.kill_ps_at); }});
   }
+  if (c.kill_replica_at >= 0) {
+    out.push_back(CuedKill{run.replica_addrs.back(),
+                           [last, &c] {
+                             return static_cast<std::int64_t>(last->steps().size()) > c.kill_replica_at &&
+                                    !last->finished() && !last->error();
+                           },
+                           [at, last, &c] { return at(fmt::format("replica {}", last->id()), c.kill_replica_at); }});
+  }
+  return out;
 }
 
 }  // namespace
@@ -340,10 +321,18 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
     report.shards = plans->ps->shards.size();
   }
   report.mode = !plans->ar ? mode_of(*plans->ps) : plans->ps ? mode_of(*plans->ps, *plans->ar) : mode_of(*plans->ar, true);
-  drive_replicas(
-      run->world, run->replicas, run->replica_addrs,
-      run->server_addrs.empty() ? core::PeerAddr{} : run->server_addrs.front(),
-      [&](const core::PeerAddr& victim) { kill(*run, victim, c.failure_detection); }, c, report);
+  // The workload runs until every replica finished, failed or was killed.
+  const Run& r = *run;
+  auto all_done = [&r] {
+    for (std::size_t i = 0; i < r.replicas.size(); ++i) {
+      if (!r.replicas[i]->finished() && !r.replicas[i]->error() && !r.world.killed(r.replica_addrs[i])) return false;
+    }
+    return true;
+  };
+  auto ran = run_with_cued_kills(run->world, cued_kills(*run, c, report), all_done, TimePoint{} + c.max_time,
+                                 c.failure_detection);
+  report.hung = !ran.done;
+  for (const auto& what : ran.killed) report.killed += (report.killed.empty() ? "" : ", ") + what;
   collect(*run, c, *plans, report);
   record_world(run->world, report);
   return report;

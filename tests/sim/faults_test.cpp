@@ -151,3 +151,29 @@ TEST_CASE("a restarted node comes back as a fresh host, and the failure detector
   CHECK(!sim::restart_at(p.world, "/ip4/10.9.9.9/tcp/1", p.world.now(), std::make_unique<ProbeHost>()).ok());
   CHECK(!sim::restart_at(p.world, p.addr_b, p.world.now(), nullptr).ok());
 }
+
+TEST_CASE("a cued kill fires once when its cue holds, and its peer hears it after the detection delay", "[faults]") {
+  Pair p;
+  p.send(10);
+  p.send(10);
+  int checks = 0;
+  std::vector<sim::CuedKill> kills;
+  // b crashes once a has its first answer; a never answering (the cue never holds) kills nothing.
+  kills.push_back(sim::CuedKill{p.addr_b, [&] { return p.a->role().answers.size() >= 1; }, [] { return std::string("b"); }});
+  kills.push_back(sim::CuedKill{p.addr_a, [&] { ++checks; return false; }, [] { return std::string("a"); }});
+  auto ran = sim::run_with_cued_kills(
+      p.world, std::move(kills), [&] { return !p.a->role().down.empty(); }, TimePoint(10s), 50ms);
+  CHECK(ran.done);
+  REQUIRE(ran.killed == std::vector<std::string>{"b"});
+  CHECK(p.world.killed(p.addr_b));
+  CHECK_FALSE(p.world.killed(p.addr_a));
+  CHECK(checks > 0);
+  REQUIRE(p.a->role().down.size() == 1);
+  CHECK(p.a->role().down[0] == p.addr_b);
+
+  // A run whose end never comes stops at max_time, not done.
+  Pair q;
+  auto stalled = sim::run_with_cued_kills(q.world, {}, [] { return false; }, TimePoint(1s), 50ms);
+  CHECK_FALSE(stalled.done);
+  CHECK(stalled.killed.empty());
+}

@@ -1,0 +1,61 @@
+#pragma once
+/// How the processes of one job find each other through a DHT instead of (or besides)
+/// addresses given up front: each process publishes its "host:port" under keys of the job
+/// and refreshes them while it serves; the others read the keys they have no address for
+/// until they appear or their patience runs out. A process that died stops being found
+/// about a record's lifetime after its last refresh.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "api/dht.hpp"
+#include "messages/result.hpp"
+
+namespace apiary {
+
+/// Publishes records (key -> "host:port") and refreshes them every `refresh` seconds,
+/// each living `lifetime` seconds, on its own thread until destroyed.
+class AddressPublisher {
+ public:
+  /// Seconds a published address stays in the DHT without a refresh.
+  static constexpr double k_lifetime_s = 30.0;
+  /// Seconds between refreshes: a third of the lifetime, so two lost refreshes in a row
+  /// still leave the record alive.
+  static constexpr double k_refresh_s = 10.0;
+
+  /// Publishes on `dht`, which must outlive this.
+  explicit AddressPublisher(Dht& dht);
+  /// Stops refreshing (the records then expire on their own).
+  ~AddressPublisher();
+  AddressPublisher(const AddressPublisher&) = delete;
+  AddressPublisher& operator=(const AddressPublisher&) = delete;
+
+  /// Publishes `address` under `key` now and at every refresh.
+  void add(const std::string& key, const std::string& address);
+
+ private:
+  void loop();
+
+  Dht& dht_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<std::string, std::string> records_;
+  std::atomic<bool> stop_{false};
+  bool dirty_ = false;
+  std::thread thread_;
+};
+
+/// Reads every key of `wanted` (name -> key) until each holds a "host:port" or `timeout`
+/// passes, every `poll`; returns name -> "host:port". `what` names the kind of thing
+/// looked up ("PS device"), `hint` says what to do when some are missing. Errors:
+/// deadline_exceeded naming the names not found; malformed for a record that is not a
+/// "host:port" string.
+[[nodiscard]] Result<std::map<std::string, std::string>> find_addresses(
+    Dht& dht, const std::map<std::string, std::string>& wanted, std::chrono::milliseconds timeout, const char* what,
+    const std::string& hint, std::chrono::milliseconds poll = std::chrono::milliseconds(200));
+
+}  // namespace apiary

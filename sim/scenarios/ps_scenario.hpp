@@ -1,16 +1,20 @@
 #pragma once
-/// The parameter-server scenario (`apiary sim ps`): the job of `apiary ps` on the
-/// simulated network. A strategy (PS synchronizers: BSP, SSP or async, partitions
-/// included) is laid out for the logistic-regression model; one PsServerHost per PS
-/// device serves its shards and one PsReplicaHost per replica trains, each link with
-/// its own seeded latency; variables with local_replication are read through one
-/// PsProxyHost per node. Faults: a straggler (the last replica computes longer), a PS
-/// process killed when the chief begins a step, a replica killed when it begins a step;
-/// a kill breaks its peers' connections to it after `failure_detection`. The checker
-/// reports per step the chief's loss, every replica's version and the virtual step
-/// times, then each replica's outcome, the seed and the trace hash (same config, same
-/// hash). A run never hangs: it ends when every replica has finished or failed, or
-/// reports `hung` at `max_time`.
+/// The training scenario (`apiary sim ps`): the job of `apiary ps` on the simulated
+/// network, whatever the strategy (PS synchronizers: BSP, SSP or async, partitions
+/// included; all-reduce; or both). It is a workload, a checker and fault injectors:
+///   - workload: one PsServerHost per PS device serving its shards, one ReplicaHost per
+///     replica training the logistic-regression model (core/train's roles), each link
+///     with its own seeded latency; a PS strategy's variables with local_replication are
+///     read through one PsProxyHost per node;
+///   - faults (sim/faults.hpp, run_with_cued_kills): a straggler (the last replica
+///     computes longer), a PS process killed when the chief begins a step, a replica
+///     killed when it begins a step; a kill breaks its peers' connections to it after
+///     `failure_detection`;
+///   - checker: per step the chief's loss, every replica's version and the virtual step
+///     times, then each replica's outcome, the seed and the trace hash (same config,
+///     same hash).
+/// A run never hangs: it ends when every replica has finished or failed, or reports
+/// `hung` at `max_time`.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

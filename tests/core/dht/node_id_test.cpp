@@ -126,3 +126,21 @@ TEST_CASE("malformed ids are rejected with a clear error", "[dht][node_id]") {
   CHECK_FALSE(NodeId::from_hex("zz" + std::string(38, '0')).ok());
   CHECK(id_hex("88C6F489594D5D9A9D57D93567BFB6EE377ABD24") == NodeId::of_str_key("key"));
 }
+
+TEST_CASE("ids order as their bytes do, big-endian, whichever byte first differs", "[dht][node_id]") {
+  std::mt19937_64 gen(11);
+  for (int i = 0; i < 2000; ++i) {
+    NodeId a = NodeId::random(gen);
+    // Mostly ids that share a prefix, so that every word of the comparison decides some.
+    std::string bytes = a.to_bytes();
+    const std::size_t at = static_cast<std::size_t>(gen() % bytes.size());
+    bytes[at] = static_cast<char>(gen());
+    const NodeId b = NodeId::from_bytes(bytes).value();
+    const bool byte_order = a.to_bytes() < b.to_bytes();  // std::string compares as unsigned char
+    INFO("differs at byte " << at);
+    CHECK((a < b) == byte_order);
+    CHECK((b < a) == (b.to_bytes() < a.to_bytes()));
+    CHECK_FALSE(a < a);
+  }
+  CHECK(NodeId::min() < NodeId::max());
+}

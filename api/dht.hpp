@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/fwd.hpp"
 #include "api/runtime.hpp"
 #include "core/dht/node.hpp"
 #include "messages/identity/multiaddr.hpp"
@@ -20,17 +21,7 @@
 #include "messages/result.hpp"
 #include "transport/transport.hpp"
 
-namespace caf {
-class actor_system;
-class actor_system_config;
-class actor;
-}  // namespace caf
-
 namespace apiary {
-
-namespace actors {
-class Gateway;
-}
 
 /// How to start a DHT node.
 struct DhtOptions {

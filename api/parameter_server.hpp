@@ -13,21 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "api/fwd.hpp"
 #include "core/ps/optimizer.hpp"
 #include "core/ps/plan.hpp"
 #include "messages/result.hpp"
 
-namespace caf {
-class actor;
-class actor_system;
-}  // namespace caf
-
 namespace apiary {
-
-namespace actors {
-class Gateway;
-}  // namespace actors
-class Runtime;
 
 /// How to start a PS device.
 struct ParameterServerOptions {

@@ -25,22 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "api/fwd.hpp"
 #include "core/ps/optimizer.hpp"
 #include "core/train/replica_role.hpp"
 #include "messages/result.hpp"
 
-namespace caf {
-class actor;
-class actor_system;
-}  // namespace caf
-
 namespace apiary {
-
-namespace actors {
-class Gateway;
-class NcclGroup;
-}  // namespace actors
-class Runtime;
 
 using ReplicaParams = core::train::ReplicaParams;
 using ReplicaConfig = core::train::ReplicaConfig;

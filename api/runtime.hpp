@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "api/fwd.hpp"
 #include "core/time.hpp"
 #include "messages/identity/ed25519.hpp"
 #include "messages/identity/multiaddr.hpp"
@@ -18,16 +19,7 @@
 #include "messages/result.hpp"
 #include "transport/transport.hpp"
 
-namespace caf {
-class actor_system;
-class actor_system_config;
-}  // namespace caf
-
 namespace apiary {
-
-namespace actors {
-class Gateway;
-}
 
 /// How to bring a runtime up.
 struct RuntimeOptions {

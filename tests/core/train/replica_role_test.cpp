@@ -69,16 +69,20 @@ std::vector<T> of(const Effects& fx) {
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "[train]") {
+/// A PS replica over one_shard_plan()'s shard at k_ps, started: its session calls.
+std::vector<apiary::core::Call> start_ps_replica(Driver& d) {
   ct::ReplicaConfig config;
   config.ps = one_shard_plan();
   config.servers = {{"ps:0", k_ps}};
-  Driver d;
   REQUIRE(ct::add_replica_roles(d.mux, config).ok());
-  auto started = d.feed(apiary::core::Start{});
-  auto sessions = of<apiary::core::Call>(started);
+  return of<apiary::core::Call>(d.feed(apiary::core::Start{}));
+}
+
+}  // namespace
+
+TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "[train]") {
+  Driver d;
+  auto sessions = start_ps_replica(d);
   REQUIRE(sessions.size() == 1);
   CHECK(sessions[0].handle == cps::k_ps_join_handle);
   CHECK(sessions[0].stream);
@@ -135,12 +139,8 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
 }
 
 TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every later call", "[train]") {
-  ct::ReplicaConfig config;
-  config.ps = one_shard_plan();
-  config.servers = {{"ps:0", k_ps}};
   Driver d;
-  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
-  auto sessions = of<apiary::core::Call>(d.feed(apiary::core::Start{}));
+  auto sessions = start_ps_replica(d);
   auto [watch, w] = d.call("watch");
   auto [pull, pulls] = d.call("pull");
   auto down = d.feed(apiary::core::PeerDown{k_ps});

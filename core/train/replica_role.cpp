@@ -6,6 +6,7 @@
 #include "core/collective/ar_step.hpp"
 #include "core/collective/barrier_role.hpp"
 #include "core/collective/synchronizer.hpp"
+#include "core/ps/partition.hpp"
 #include "core/train/allreduce_role.hpp"
 #include "core/train/ps_client_role.hpp"
 
@@ -17,13 +18,6 @@ constexpr const char* k_name = "the replica";
 constexpr const char* k_ps = "ps";
 constexpr const char* k_ar = "allreduce";
 constexpr const char* k_barrier = "barrier";
-
-/// Values per row of axis 0 of `shape` (1 for a vector or a scalar).
-std::size_t row_width(const std::vector<std::int64_t>& shape) {
-  std::size_t width = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) width *= static_cast<std::size_t>(shape[d]);
-  return width;
-}
 
 }  // namespace
 
@@ -220,9 +214,7 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
                       it == grads.gradients.end() ? std::string("none") : std::to_string(it->second.size()));
   };
   for (const auto& v : ps_variables_) {
-    std::size_t n = 1;
-    for (auto d : v.shape) n *= static_cast<std::size_t>(d);
-    if (auto st = check(v.name, n); !st) {
+    if (auto st = check(v.name, ps::ShardLayout{v.shape}.size()); !st) {
       out.push_back(Complete{op, st.error()});
       return out;
     }
@@ -242,7 +234,7 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
     // A sparse variable's gradient goes as the rows it touched (its dense tensor stays
     // with the others); a dense one as it lies, lent to the push.
     if (v.sparse) {
-      pushed.gradients.emplace(v.name, collective::touched_rows(it->second, row_width(v.shape)));
+      pushed.gradients.emplace(v.name, collective::touched_rows(it->second, ps::ShardLayout{v.shape}.row_width()));
     } else {
       pushed.gradients.emplace(v.name, std::move(it->second));
       grads.gradients.erase(it);

@@ -1,165 +1,32 @@
 #pragma once
-/// The one shared effect executor: runs what a core returns (unary and streaming calls,
-/// messages, replies, cancels, timers) on behalf of an event-based actor, over the
-/// gateway. It also translates the gateway's deliveries back into the core's terms
-/// (requests, request messages, call messages, responses).
-#include <chrono>
+/// The call table of an event-based actor: its timers are CAF delayed messages
+/// (timer_atom, id, generation) to the actor itself, and its time is the actor's clock.
 #include <memory>
-#include <optional>
-#include <string>
 #include <unordered_map>
-#include <vector>
 
 #include <caf/event_based_actor.hpp>
 
-#include "actors/gateway.hpp"
-#include "core/effects.hpp"
+#include "actors/call_table.hpp"
 
 namespace apiary::actors {
 
-/// An inbound request in the core's terms.
-struct CoreRequest {
-  core::RequestId id = 0;
-  std::string handle;
-  PeerKey from;
-  std::string body;
-};
-
-/// An inbound request whose body stays in the received buffer (no copy), for a core
-/// that reads large bodies in place.
-struct CoreRequestView {
-  core::RequestId id = 0;
-  std::string handle;
-  PeerKey from;
-  Buffer body;
-};
-
-/// The outcome of a core's call in the core's terms: a unary call's response, or a
-/// streaming call's end ("" when the callee ended normally) or error.
-struct CoreResponse {
-  core::CallId call = 0;
-  Result<std::string> result{std::string{}};
-  Buffer body{};        ///< a view_response call's answer (core::Response::body)
-  bool landed = false;  ///< it went into the call's landing
-};
-
-/// Caller side of a streaming call: one message from the callee, for the core's
-/// on_message(now, call, message).
-struct CoreMessage {
-  core::CallId call = 0;
-  std::string message;
-};
-
-/// Callee side of a streaming request: the caller's next message, the end of its
-/// direction (`last`; the message may then be ""), or an error that ends the request
-/// (cancelled, deadline, peer down; `last` is then true), for the core's
-/// on_request_message(now, request, message, last).
-struct CoreRequestMessage {
-  core::RequestId request = 0;
-  Result<std::string> message{std::string{}};
-  bool last = false;
-};
-
-/// CoreMessage with the message left in the received buffer.
-struct CoreMessageView {
-  core::CallId call = 0;
-  Buffer message;
-  /// The message's body went into a Landing posted with the call (core::Call::landings):
-  /// `message` holds its head + tail only.
-  bool landed = false;
-};
-
-/// CoreRequestMessage with the message left in the received buffer.
-struct CoreRequestMessageView {
-  core::RequestId request = 0;
-  Result<Buffer> message{Buffer{}};
-  bool last = false;
-};
-
-/// The time core/ sees in this process: the steady clock since its epoch.
-core::TimePoint core_now();
-
-/// "host:port" for a core peer address (a multiaddr such as /ip4/127.0.0.1/tcp/4100).
-Result<PeerKey> peer_key_of(const core::PeerAddr& addr);
-
-/// Folds each empty end of stream into the latest earlier message of the same stream in
-/// one batch: Call{last = false} + Send{"", last} becomes Call{last = true}, Send{m} +
-/// Send{"", last} becomes Send{m, last}, and Reply{m, last = false} + Reply{"", last}
-/// becomes Reply{m, last = true}; effects on other streams and timers in between keep
-/// their order. The core sees the same inputs either way (an empty last message is no
-/// message); one frame and one hand-off fewer go over the wire. execute() applies it.
-void fold_stream_ends(core::Effects& fx);
-
-/// Runs one core's effects and translates the deliveries addressed to it. Feed every
-/// Delivery through the four translators in this order, feeding each input they return
-/// to the core (and executing its effects) before calling the next:
-///
-///     request_of → request_message_of → message_of → response_of
-///
-/// Each takes its own part of the delivery and leaves the rest (a delivery can hold two
-/// inputs: a callee's last message and the call's end; a request's only message and the
-/// end of the caller's direction); a part whose call the core already ended or cancelled
-/// is dropped. A taken delivery keeps its peer fields but no call (d.call == 0). Roles
-/// that make and serve only unary calls may use request_of and response_of alone.
-///
-/// Streaming calls open as pb::BIDI_STREAM (any of the three streaming kinds behaves
-/// alike here). An empty Reply{last = true} on a streaming request ends it without a
-/// message, and an empty last message from a callee is no message, so a core sees the
-/// same inputs here and in the simulator. When the callee ends first, the caller's
-/// direction is closed for the core (its later Sends are dropped as the call is over).
-class EffectExecutor {
+/// A CallTable for `self` (see call_table.hpp for the order deliveries are translated in).
+class EffectExecutor final : private HostTimers, public CallTable {
  public:
   EffectExecutor(caf::event_based_actor* self, std::shared_ptr<Gateway> gw);
 
-  /// Executes `fx`. Calls that cannot even be issued (bad address) come back at once as
-  /// failed responses, for the actor to feed to its core.
-  [[nodiscard]] std::vector<CoreResponse> execute(core::Effects fx);
-
-  /// A delivery that opens a request to this actor's core, translated.
-  std::optional<CoreRequest> request_of(Delivery& d);
-  /// request_of() with the body left in the received buffer (it may stand in its place).
-  std::optional<CoreRequestView> request_view_of(Delivery& d);
-  /// Callee: the caller's later message, end or error on a streaming request, translated.
-  std::optional<CoreRequestMessage> request_message_of(Delivery& d);
-  /// request_message_of() with the message left in the received buffer.
-  std::optional<CoreRequestMessageView> request_message_view_of(Delivery& d);
-  /// Caller: one callee message on one of the core's streaming calls, translated.
-  std::optional<CoreMessage> message_of(Delivery& d);
-  /// message_of() with the message left in the received buffer.
-  std::optional<CoreMessageView> message_view_of(Delivery& d);
-  /// A delivery that ends one of the core's calls (unary or streaming), translated.
-  std::optional<CoreResponse> response_of(Delivery& d);
   /// The actor's time: its actor clock (the steady clock in production, the test
   /// coordinator's virtual clock under CAF's deterministic tests), as core/ sees time.
   [[nodiscard]] core::TimePoint now() const;
   /// Whether a timer message (id, generation) is the timer's current arming.
   /// A timer that fires is forgotten; one pushed later since is re-sent for the rest.
   bool timer_is_current(core::TimerId id, std::uint64_t generation);
-  /// Effects dropped because they broke the rules of core/effects.hpp (Send on a unary
-  /// call or after `last`; Reply{last = false} to a unary request, which fails the call).
-  std::uint64_t anomalies() const { return anomalies_; }
 
  private:
-  struct OutCall {
-    core::CallId core = 0;   ///< the core's id of the call
-    bool stream = false;     ///< a streaming call
-    bool local_end = true;   ///< the core's direction has ended (always, for unary)
-    bool view = false;       ///< unary, view_response: the answer as a Buffer
-    bool landed = false;     ///< its answer went into its landing
-  };
-  struct InRequest {
-    CallId call = 0;      ///< the gateway's id of the served call
-    bool stream = false;  ///< a streaming call's request
-  };
-  void forget_call(std::unordered_map<CallId, OutCall>::iterator it);
+  void set(core::TimerId id, core::TimePoint at) override;
+  void cancel(core::TimerId id) override { timers_.erase(id); }
 
   caf::event_based_actor* self_;
-  std::shared_ptr<Gateway> gw_;
-  std::unordered_map<CallId, OutCall> calls_;             ///< gateway call → core call
-  std::unordered_map<core::CallId, CallId> by_core_;      ///< core call → gateway call
-  std::unordered_map<core::RequestId, InRequest> requests_;  ///< core request → served call
-  std::unordered_map<CallId, Buffer> partial_;          ///< responses awaiting their end
-  std::unordered_map<core::PeerAddr, PeerKey> keys_;         ///< multiaddr → "host:port", parsed once
   /// An armed timer: the generation of its pending wake-up message, when it is due, and
   /// when that message arrives. Re-arming it later sends nothing: the wake-up, when it
   /// comes early, sends itself again for the rest (one CAF message per timer at a time,
@@ -171,7 +38,6 @@ class EffectExecutor {
   };
   std::unordered_map<core::TimerId, Armed> timers_;
   std::uint64_t next_generation_ = 1;
-  std::uint64_t anomalies_ = 0;
 };
 
 }  // namespace apiary::actors

@@ -3,18 +3,24 @@
 /// which live on the transport's thread; actors reach it through thread-safe calls
 /// that post work there, and it delivers to actors with one anon_send. That is one
 /// thread hand-off each way per call, the fewest a call between actors can take.
+/// A host that runs on the transport thread itself (a DirectSink, actors/direct_host.hpp)
+/// makes no hand-off at all: its calls run at once and its deliveries are function calls.
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 
 #include "core/rpc/engine.hpp"
@@ -38,6 +44,30 @@ struct GatewayConfig {
   std::uint16_t port = 0;           ///< 0 picks a free port
 };
 
+/// A receiver of deliveries that lives on the gateway's transport thread (the
+/// transport-thread role host). The gateway calls it there, never while the engine is
+/// in the middle of a step, so it may call the gateway back at once.
+class DirectSink {
+ public:
+  virtual ~DirectSink() = default;
+  /// One delivery for a call it opened or a handle it serves.
+  virtual void deliver(Delivery d) = 0;
+  /// Its earliest timer, if any (attached sinks only).
+  virtual std::optional<core::TimePoint> next_wakeup() = 0;
+  /// The transport thread's tick: fires its timers due by `now` (attached sinks only).
+  virtual void on_tick(core::TimePoint now) = 0;
+};
+
+/// Where a call's deliveries go: an actor (one message each) or a DirectSink.
+struct DeliveryTarget {
+  /// An actor: anything caf::actor_cast makes a caf::actor of (an actor, a scoped actor).
+  template <class A, class = std::enable_if_t<!std::is_convertible_v<A, std::shared_ptr<DirectSink>>>>
+  DeliveryTarget(const A& a) : actor(caf::actor_cast<caf::actor>(a)) {}  // NOLINT: implicit by design
+  DeliveryTarget(std::shared_ptr<DirectSink> s) : direct(std::move(s)) {}  // NOLINT
+  caf::actor actor;
+  std::shared_ptr<DirectSink> direct;
+};
+
 class Gateway final : private transport::Handler {
  public:
   /// Starts a gateway on its own transport. For Backend::local, every gateway started
@@ -56,12 +86,12 @@ class Gateway final : private transport::Handler {
   /// per message: a spliced message that matches its Landing has its body received
   /// straight into the zone and is delivered as head + tail with Delivery::landed. The
   /// gateway drops a call's landings when the call is over; until then it holds the zones.
-  CallId open(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle,
+  CallId open(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle,
               pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first, bool end,
               std::string caller = {}, std::vector<Landing> landings = {});
   /// A unary call: open with the request and end of stream. `caller` names the calling
   /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
-  CallId unary(const caf::actor& reply_to, const PeerKey& peer, const std::string& handle, Payload request,
+  CallId unary(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle, Payload request,
                std::chrono::nanoseconds timeout, std::string caller = {}) {
     return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller));
   }
@@ -74,11 +104,18 @@ class Gateway final : private transport::Handler {
   /// Either role: abandons a call; the other side is told.
   void cancel(CallId call, std::string reason);
   /// Routes calls to `handle` to `service` (Delivery messages, kind open first).
-  void serve(const std::string& handle, const caf::actor& service);
+  void serve(const std::string& handle, const DeliveryTarget& service);
   /// Stops routing `handle`.
   void unserve(const std::string& handle);
   /// Runs `fn` on the transport thread with the transport (diagnostics, tests).
   std::future<std::string> describe(const PeerKey& peer);
+  /// Runs `fn` on the transport thread: at once when called there, else posted.
+  void run_on_thread(std::function<void()> fn);
+  /// Whether the caller runs on the transport thread.
+  [[nodiscard]] bool on_thread() const { return std::this_thread::get_id() == thread_.load(); }
+  /// Gives `sink` the transport thread's ticks (its timers) until detach().
+  void attach(std::shared_ptr<DirectSink> sink);
+  void detach(const std::shared_ptr<DirectSink>& sink);
   /// Transport counters.
   transport::Stats transport_stats() const { return transport_->stats(); }
   /// Stops the transport; calls in flight end with errors. Idempotent.
@@ -93,6 +130,8 @@ class Gateway final : private transport::Handler {
   std::optional<transport::Clock::time_point> next_wakeup() override;
   Buffer landing_for(const PeerKey& from, const pb::Envelope& envelope, std::size_t body) override;
   void execute(core::rpc::Effects fx);
+  /// Hands the queued deliveries to their targets, unless a caller up the stack does.
+  void drain();
   /// Drops the caller-side sink of `call` once the engine no longer has it.
   void forget_if_over(CallId call);
   static core::TimePoint now_of(transport::Clock::time_point t) { return t.time_since_epoch(); }
@@ -112,7 +151,11 @@ class Gateway final : private transport::Handler {
   std::string self_key_;      ///< own "host:port": calls to it stay in the process
   std::string self_peer_id_;  ///< the transport's PeerID, for calls to self that name no caller
   core::rpc::Engine engine_;
-  std::unordered_map<core::rpc::Sink, caf::actor> sinks_;
+  std::atomic<std::thread::id> thread_{};  ///< the transport thread, once it ran
+  std::unordered_map<core::rpc::Sink, DeliveryTarget> sinks_;
+  std::deque<std::pair<std::shared_ptr<DirectSink>, Delivery>> direct_queue_;
+  bool draining_ = false;
+  std::vector<std::shared_ptr<DirectSink>> attached_;
   std::unordered_map<std::string, core::rpc::Sink> service_sinks_;
   /// Memory posted for the callee's next messages on a call (open's `landings`).
   struct Posted {

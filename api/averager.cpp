@@ -260,7 +260,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   averager->dht_ = &dht;
   averager->runtime_ = dht.own_runtime();
   impl.options = std::move(options);
-  actors::RoleRoutes routes{{"dht", dht.actor()}};
+  actors::RoleRoutes routes{{"dht", dht.host()}};
   auto mux = std::make_unique<core::Mux>();
   mux->reach("dht");
   if (impl.device) {

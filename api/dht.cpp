@@ -45,16 +45,16 @@ Result<DhtKey> DhtKey::packed(std::string packed) {
 // ---- Dht ----
 
 struct Dht::Impl {
-  caf::actor dht;
+  actors::RoleHost dht;
   /// Guards `dht` against stop() on another thread (operations may come from any thread).
   mutable std::mutex mutex;
-  [[nodiscard]] caf::actor current() const {
+  [[nodiscard]] actors::RoleHost current() const {
     std::lock_guard<std::mutex> lock(mutex);
     return dht;
   }
 };
 
-const caf::actor& Dht::actor() const { return impl_->dht; }
+const actors::RoleHost& Dht::host() const { return impl_->dht; }
 
 namespace {
 
@@ -70,7 +70,7 @@ std::future<Result<T>> failed_future(Error error) {
 
 /// Starts an operation on `dht`; its OpResult, when ok, becomes a T through `convert`.
 template <class T, class Convert>
-std::future<Result<T>> run_op(const caf::actor& dht, StartFn start, Convert convert) {
+std::future<Result<T>> run_op(const actors::RoleHost& dht, StartFn start, Convert convert) {
   if (!dht) return failed_future<T>(make_error(errc::cancelled, "the DHT node is stopped; start a new one"));
   auto promise = std::make_shared<std::promise<Result<T>>>();
   auto future = promise->get_future();
@@ -155,6 +155,7 @@ Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& opti
   ac.peer_id = runtime.peer_id();
   ac.shared_gateway = runtime.shares_gateway();
   ac.dht_epoch = runtime.dht_epoch();
+  ac.host = options.host;
   dht->impl_ = std::make_unique<Impl>();
   dht->impl_->dht = actors::spawn_dht_actor(runtime.system(), runtime.gateway(), std::move(ac));
 
@@ -184,7 +185,7 @@ std::future<Result<bool>> Dht::store(const DhtKey& key, std::string value, doubl
                                      std::optional<DhtKey> subkey) {
   std::vector<core::dht::StoreItem> items{item_of(key, std::move(value), expiration, subkey)};
   return run_op<bool>(
-      impl_ ? impl_->current() : caf::actor{},
+      impl_ ? impl_->current() : actors::RoleHost{},
       [items = std::move(items)](Node& n, core::TimePoint now, OpId op) { return n.store(now, op, items); },
       [](OpResult r) -> Result<bool> { return !r.stored.empty() && r.stored.front(); });
 }
@@ -194,7 +195,7 @@ std::future<Result<std::vector<DhtStored>>> Dht::store_many(std::vector<DhtStore
   records.reserve(items.size());
   for (auto& i : items) records.push_back(item_of(i.key, std::move(i.value), i.expiration, i.subkey));
   return run_op<std::vector<DhtStored>>(
-      impl_ ? impl_->current() : caf::actor{},
+      impl_ ? impl_->current() : actors::RoleHost{},
       [records = std::move(records)](Node& n, core::TimePoint now, OpId op) { return n.store(now, op, records); },
       [](OpResult r) -> Result<std::vector<DhtStored>> {
         std::vector<DhtStored> out(r.stored.size());
@@ -209,7 +210,7 @@ std::future<Result<std::vector<DhtStored>>> Dht::store_many(std::vector<DhtStore
 std::future<Result<std::optional<FoundValue>>> Dht::get(const DhtKey& key, bool latest) {
   std::vector<core::dht::NodeId> keys{key.id()};
   return run_op<std::optional<FoundValue>>(
-      impl_ ? impl_->current() : caf::actor{},
+      impl_ ? impl_->current() : actors::RoleHost{},
       [keys, latest](Node& n, core::TimePoint now, OpId op) { return n.get(now, op, keys, latest); },
       [](OpResult r) -> Result<std::optional<FoundValue>> {
         if (r.found.empty()) return std::optional<FoundValue>{};
@@ -223,7 +224,7 @@ std::future<Result<std::vector<std::optional<FoundValue>>>> Dht::get_many(const 
   ids.reserve(keys.size());
   for (const auto& k : keys) ids.push_back(k.id());
   return run_op<std::vector<std::optional<FoundValue>>>(
-      impl_ ? impl_->current() : caf::actor{},
+      impl_ ? impl_->current() : actors::RoleHost{},
       [ids = std::move(ids), latest](Node& n, core::TimePoint now, OpId op) { return n.get(now, op, ids, latest); },
       [](OpResult r) -> Result<std::vector<std::optional<FoundValue>>> { return std::move(r.found); });
 }
@@ -231,7 +232,7 @@ std::future<Result<std::vector<std::optional<FoundValue>>>> Dht::get_many(const 
 std::future<Result<std::vector<core::dht::Contact>>> Dht::find_nearest(const core::dht::NodeId& id, std::size_t k,
                                                                        bool exclude_self) {
   return run_op<std::vector<core::dht::Contact>>(
-      impl_ ? impl_->current() : caf::actor{},
+      impl_ ? impl_->current() : actors::RoleHost{},
       [id, k, exclude_self](Node& n, core::TimePoint now, OpId op) {
         return n.find_nearest(now, op, {id}, k, exclude_self);
       },
@@ -251,7 +252,7 @@ double Dht::now() {
 }
 
 Result<DhtStats> Dht::stats() {
-  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  const actors::RoleHost node = impl_ ? impl_->current() : actors::RoleHost{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
   return actors::look_at_dht<DhtStats>(node, [](Node& n, core::TimePoint now) {
     DhtStats s;
@@ -267,7 +268,7 @@ Result<DhtStats> Dht::stats() {
 }
 
 Result<bool> Dht::stores_locally(const DhtKey& key) {
-  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  const actors::RoleHost node = impl_ ? impl_->current() : actors::RoleHost{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
   const auto id = key.id();
   return actors::look_at_dht<bool>(
@@ -275,7 +276,7 @@ Result<bool> Dht::stores_locally(const DhtKey& key) {
 }
 
 Status Dht::add_validators(std::vector<std::unique_ptr<core::dht::RecordValidator>> validators) {
-  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  const actors::RoleHost node = impl_ ? impl_->current() : actors::RoleHost{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
   auto held = std::make_shared<std::vector<std::unique_ptr<core::dht::RecordValidator>>>(std::move(validators));
   auto added = actors::look_at_dht<bool>(node, [held](Node& n, core::TimePoint) {
@@ -287,14 +288,14 @@ Status Dht::add_validators(std::vector<std::unique_ptr<core::dht::RecordValidato
 }
 
 Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
-  const caf::actor node = impl_ ? impl_->current() : caf::actor{};
+  const actors::RoleHost node = impl_ ? impl_->current() : actors::RoleHost{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
   return actors::look_at_dht<std::size_t>(node,
                                           [peer](Node& n, core::TimePoint) { return n.blacklist().failures(peer); });
 }
 
 void Dht::stop() {
-  caf::actor node;
+  actors::RoleHost node;
   if (impl_) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     std::swap(node, impl_->dht);

@@ -16,6 +16,7 @@
 #include "api/fwd.hpp"
 #include "api/runtime.hpp"
 #include "core/dht/node.hpp"
+#include "core/role.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/identity/peer_id.hpp"
 #include "messages/result.hpp"
@@ -35,6 +36,9 @@ struct DhtOptions {
   bool client_mode = false;
   /// UCX lanes between same-host peers.
   transport::Mode mode = transport::Mode::tcp;
+  /// Which host runs the node: its own actor, or the transport thread (no thread
+  /// hand-off per request; the node's work per message is short).
+  core::HostKind host = core::HostKind::actor;
   /// The transport thread spins this long after each event before it sleeps (0: sleeps
   /// at once): lower latency for small messages at the price of a busy core meanwhile.
   std::chrono::microseconds busy_poll{0};
@@ -167,8 +171,8 @@ class Dht {
   /// to hold: it then lives until the last of them goes, even if the Dht goes first.
   /// Null when the node runs on a caller's runtime (the caller keeps that alive).
   [[nodiscard]] std::shared_ptr<Runtime> own_runtime() const { return own_runtime_; }
-  /// The DHT actor (roles beside the node run their DHT operations on it).
-  [[nodiscard]] const caf::actor& actor() const;
+  /// The DHT node's host (roles beside the node run their DHT operations on it).
+  [[nodiscard]] const actors::RoleHost& host() const;
   /// Stops the node: operations in flight end cancelled. Idempotent.
   void stop();
 

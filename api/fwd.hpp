@@ -13,6 +13,7 @@ namespace apiary {
 namespace actors {
 class Gateway;
 class NcclGroup;
+class RoleHost;
 }  // namespace actors
 
 class Runtime;

@@ -72,7 +72,7 @@ Result<std::unique_ptr<ProgressTracker>> ProgressTracker::start(Dht& dht, Progre
   tracker->gateway_ = dht.gateway();
   tracker->owner_marker_ = marker;
   tracker->actor_ = std::make_shared<caf::actor>(actors::spawn_role_actor(
-      dht.system(), dht.gateway(), std::make_unique<optim::ProgressRole>(config), actors::RoleRoutes{{"dht", dht.actor()}}));
+      dht.system(), dht.gateway(), std::make_unique<optim::ProgressRole>(config), actors::RoleRoutes{{"dht", dht.host()}}));
   return tracker;
 }
 

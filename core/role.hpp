@@ -93,6 +93,11 @@ struct LocalReply {
 using Input = std::variant<Start, Request, Response, StreamMessage, RequestMessage, TimerFired, PeerDown, LocalCall,
                            LocalReply>;
 
+/// Which host runs a role in a process: a CAF actor of its own, or the transport's thread
+/// itself (no hand-off per message; for roles whose work per message is short). A
+/// process's configuration, not the role's: every role runs on either.
+enum class HostKind { actor, transport_thread };
+
 /// What every role implements.
 class Role {
  public:

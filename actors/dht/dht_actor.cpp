@@ -2,24 +2,24 @@
 
 #include <chrono>
 
-#include "actors/effects_executor.hpp"
 
 namespace apiary::actors {
 
-caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config) {
+RoleHost spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config) {
   auto node = std::make_unique<core::dht::Node>(config.id, config.self_addr, config.node, std::move(config.validator),
                                                 config.dht_epoch);
   if (config.authorizer) node->set_authorizer(std::move(config.authorizer));
-  return spawn_role_actor(sys, std::move(gw),
-                          std::make_unique<core::dht::NodeRole>(
-                              std::move(node), core::dht::NodeRoleConfig{config.peer_id, config.shared_gateway}));
+  return spawn_role(sys, std::move(gw),
+                    std::make_unique<core::dht::NodeRole>(
+                        std::move(node), core::dht::NodeRoleConfig{config.peer_id, config.shared_gateway}),
+                    config.host);
 }
 
-void stop_dht_actor(Gateway& gw, const caf::actor& dht, const messages::PeerId& peer, bool shared) {
-  stop_role_actor(gw, dht, core::dht::NodeRole::served(peer, shared));
+void stop_dht_actor(Gateway& gw, const RoleHost& dht, const messages::PeerId& peer, bool shared) {
+  stop_role(gw, dht, core::dht::NodeRole::served(peer, shared));
 }
 
-void submit_dht_op(const caf::actor& dht, core::dht::NodeOp start, std::function<void(core::dht::OpResult)> deliver) {
+void submit_dht_op(const RoleHost& dht, core::dht::NodeOp start, std::function<void(core::dht::OpResult)> deliver) {
   call_role(dht, "", core::dht::k_run_method, core::Value::of(std::move(start)),
             [deliver = std::move(deliver)](Result<core::Value> r) {
               core::dht::OpResult out;
@@ -37,7 +37,7 @@ void submit_dht_op(const caf::actor& dht, core::dht::NodeOp start, std::function
             });
 }
 
-std::future<core::dht::OpResult> submit_dht_op(const caf::actor& dht, core::dht::NodeOp start) {
+std::future<core::dht::OpResult> submit_dht_op(const RoleHost& dht, core::dht::NodeOp start) {
   auto promise = std::make_shared<std::promise<core::dht::OpResult>>();
   auto future = promise->get_future();
   submit_dht_op(dht, std::move(start), [promise](core::dht::OpResult r) { promise->set_value(std::move(r)); });

@@ -39,29 +39,31 @@ struct DhtActorConfig {
   bool shared_gateway = false;
   /// DHT time (Unix seconds) at core_now() == 0 (apiary::Runtime::dht_epoch).
   double dht_epoch = 0;
+  /// Which host runs the node.
+  HostKind host = HostKind::actor;
 };
 
 using core::dht::addressed_handle;
 
 /// Spawns the DHT node's host on `gw` and, unless it is a client, registers it for the
 /// three DHTProtocol handles. DHT time is Unix time: core_now() + config.dht_epoch.
-caf::actor spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config);
+RoleHost spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config);
 
 /// Stops routing the DHTProtocol handles to the actor on `gw` and stops the actor.
-void stop_dht_actor(Gateway& gw, const caf::actor& dht, const messages::PeerId& peer, bool shared);
+void stop_dht_actor(Gateway& gw, const RoleHost& dht, const messages::PeerId& peer, bool shared);
 
 /// Starts an operation on `dht`; the future receives its OpResult (status cancelled if
 /// the actor stops first).
-std::future<core::dht::OpResult> submit_dht_op(const caf::actor& dht, core::dht::NodeOp start);
+std::future<core::dht::OpResult> submit_dht_op(const RoleHost& dht, core::dht::NodeOp start);
 
 /// Starts an operation on `dht` whose OpResult goes to `deliver` (run on the actor's
 /// thread; keep it short); status cancelled if the actor stops first.
-void submit_dht_op(const caf::actor& dht, core::dht::NodeOp start, std::function<void(core::dht::OpResult)> deliver);
+void submit_dht_op(const RoleHost& dht, core::dht::NodeOp start, std::function<void(core::dht::OpResult)> deliver);
 
 /// Runs `look` on the actor's node (on the actor's thread) and returns what it returns;
 /// an error if the actor is gone or does not answer within `patience`.
 template <class T>
-Result<T> look_at_dht(const caf::actor& dht, std::function<T(core::dht::Node&, core::TimePoint)> look,
+Result<T> look_at_dht(const RoleHost& dht, std::function<T(core::dht::Node&, core::TimePoint)> look,
                       std::chrono::milliseconds patience = std::chrono::seconds(5)) {
   auto out = std::make_shared<std::optional<T>>();
   auto done = call_role(dht, "", core::dht::k_look_method,

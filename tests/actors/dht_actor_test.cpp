@@ -29,15 +29,15 @@ OpResult wait(std::future<OpResult> f) {
   return f.get();
 }
 
-/// `n` DHT actors on in-process gateways, each bootstrapped from the first.
+/// `n` DHT nodes on in-process gateways, each bootstrapped from the first, on hosts of `kind`.
 struct LocalSwarm {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::vector<std::shared_ptr<actors::Gateway>> gws;
-  std::vector<caf::actor> nodes;
+  std::vector<actors::RoleHost> nodes;
   std::vector<std::string> addrs;
 
-  LocalSwarm(int n, core::dht::NodeConfig config) {
+  LocalSwarm(int n, core::dht::NodeConfig config, actors::HostKind kind = actors::HostKind::actor) {
     cfg.set("work-stealing.moderate-poll-attempts", 0);
     sys = std::make_unique<caf::actor_system>(cfg);
     actors::GatewayConfig gc;
@@ -55,6 +55,7 @@ struct LocalSwarm {
       ac.id = core::dht::NodeId::random(rng);
       ac.self_addr = addrs.back();
       ac.node = config;
+      ac.host = kind;
       nodes.push_back(actors::spawn_dht_actor(*sys, gws.back(), ac));
       std::vector<std::string> initial;
       if (i > 0) initial.push_back(addrs[0]);
@@ -110,7 +111,9 @@ TEST_CASE("DHT actors over the in-process transport store, get and merge subkeys
   core::dht::NodeConfig config;
   config.protocol.num_replicas = 3;
   config.cache_locally = false;
-  LocalSwarm swarm(5, config);
+  const auto kind = GENERATE(actors::HostKind::actor, actors::HostKind::transport_thread);
+  INFO("host " << actors::host_kind_name(kind));
+  LocalSwarm swarm(5, config, kind);
   const double expiration = unix_now() + 60;
 
   SECTION("a value stored from one node is found from another, on num_replicas nodes") {

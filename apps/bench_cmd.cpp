@@ -73,6 +73,8 @@ Command add_bench_commands(CLI::App& app) {
   auto server_busy = std::make_shared<bool>(false);
   server->add_option("--mode", *server_mode)->check(CLI::IsMember({"tcp", "shm"}));
   server->add_flag("--busy", *server_busy);
+  auto server_direct = std::make_shared<bool>(false);
+  server->add_flag("--direct", *server_direct, "serve the echo from a role on the transport thread");
   server->group("");  // internal: hidden from --help
   auto* codecs = cmd->add_subcommand("codecs", "Tensor codec encode/decode GB/s on randn float32, one core, vs memcpy");
   auto codecs_options = std::make_shared<std::pair<std::size_t, std::size_t>>(64, 3);
@@ -205,7 +207,7 @@ Command add_bench_commands(CLI::App& app) {
 #endif
     }
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
-    if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy);
+    if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct);
     bench::TransportBenchOptions o;
     o.modes = *modes;
     o.busy_poll = *busy;

@@ -128,6 +128,7 @@ class Gateway final : private transport::Handler {
   std::unordered_map<core::rpc::Sink, DeliveryTarget> sinks_;
   std::deque<std::pair<std::shared_ptr<DirectSink>, Delivery>> direct_queue_;
   bool draining_ = false;
+  int held_ = 0;  ///< on-thread API calls in progress: their deliveries wait (run_on_thread)
   std::vector<std::shared_ptr<DirectSink>> attached_;
   std::unordered_map<std::string, core::rpc::Sink> service_sinks_;
   /// Memory posted for the callee's next messages on a call (open's `landings`).

@@ -13,6 +13,7 @@
 #include "actors/gateway.hpp"
 #include "actors/role_actor.hpp"
 #include "core/mux.hpp"
+#include "messages/identity/multiaddr.hpp"
 #include "tests/actors/worker_role.hpp"
 
 using namespace apiary;
@@ -45,7 +46,42 @@ struct Fixture {
   }
 };
 
+/// Serves "test.echo" with its request; its local method "call" (args: the multiaddr of
+/// a gateway serving it) makes one such call and completes with the answer.
+class EchoCaller final : public Role {
+ public:
+  std::vector<std::string> handles() const override { return {"test.echo"}; }
+  Effects on(TimePoint, Input input) override {
+    if (auto* r = std::get_if<Request>(&input)) return {Reply{r->id, "echo:" + std::string(r->body.view())}};
+    if (auto* c = std::get_if<LocalCall>(&input)) {
+      op_ = c->op;
+      return {unary_call(1, *c->args.as<std::string>(), "test.echo", "hi", 5s)};
+    }
+    if (auto* r = std::get_if<Response>(&input)) {
+      if (!r->result) return {Complete{op_, r->result.error()}};
+      return {Complete{op_, Value::of(*r->result)}};
+    }
+    return {};
+  }
+
+ private:
+  OpId op_ = 0;
+};
+
 }  // namespace
+
+TEST_CASE("a transport-thread host's call to its own gateway is answered at once and not lost", "[direct_host]") {
+  // The answer is made while the call is being opened: it must wait until the host
+  // knows the call's id.
+  Fixture f;
+  auto host = f.host(std::make_unique<EchoCaller>());
+  auto self = messages::Multiaddr::from_host_port(f.gw->address());
+  REQUIRE(self.ok());
+  auto r = Fixture::get(actors::call_role(host, "", "call", Value::of(self->to_string())));
+  REQUIRE(r.ok());
+  CHECK(*r->as<std::string>() == "echo:hi");
+  actors::stop_role(*f.gw, host, {"test.echo"});
+}
 
 TEST_CASE("a transport-thread host's local calls complete and an unknown method fails with not_found", "[direct_host]") {
   Fixture f;

@@ -41,6 +41,7 @@ struct DhtFlags {
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
   std::size_t per_gateway = 64;
+  std::string host = "transport";
 };
 
 /// `bench allreduce` flags (defaults: bench::AllReduceBenchOptions's).
@@ -95,6 +96,8 @@ Command add_bench_commands(CLI::App& app) {
       ->delimiter(',')->check(CLI::IsMember({"apiary", "opendht"}))->capture_default_str();
   dht->add_option("--mode", df->mode, "apiary's UCX lanes between the in-process nodes")
       ->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  dht->add_option("--host", df->host, "apiary nodes' role host: its own actor, or the transport's thread")
+      ->check(CLI::IsMember({"actor", "transport"}));
   dht->add_option("--per-gateway", df->per_gateway,
                   "apiary nodes sharing one gateway (one transport, one connection per pair of gateways); "
                   "1 = a gateway per node, like a process per node")
@@ -192,6 +195,7 @@ Command add_bench_commands(CLI::App& app) {
       o.systems = df->systems;
       o.mode = df->mode;
       o.per_gateway = df->per_gateway;
+      o.host = df->host;
       return bench::run_dht_bench(o);
 #else
       std::fprintf(stderr, "apiary bench: this build has no DHT benchmark\n");

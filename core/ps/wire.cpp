@@ -7,11 +7,31 @@
 
 namespace apiary::core::ps {
 
-pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
-  pb::PsPushRequest m;
+namespace {
+
+/// A PS message with the fields every one of them starts with: shard, replica, step.
+template <class Message, class From>
+Message headed(const std::string& shard, const From& from) {
+  Message m;
   m.set_shard(shard);
-  m.set_replica(push.replica);
-  m.set_step(push.step);
+  m.set_replica(from.replica);
+  m.set_step(from.step);
+  return m;
+}
+
+/// `To` with the replica and step of a PS message.
+template <class To, class Message>
+To from_head(const Message& m) {
+  To out;
+  out.replica = m.replica();
+  out.step = m.step();
+  return out;
+}
+
+}  // namespace
+
+pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
+  auto m = headed<pb::PsPushRequest>(shard, push);
   m.set_samples(push.samples);
   if (const auto* dense = std::get_if<std::vector<float>>(&push.gradient)) {
     m.mutable_dense()->Add(dense->begin(), dense->end());
@@ -25,9 +45,7 @@ pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
 }
 
 Push from_pb(const pb::PsPushRequest& request) {
-  Push p;
-  p.replica = request.replica();
-  p.step = request.step();
+  auto p = from_head<Push>(request);
   p.samples = request.samples();
   if (request.has_sparse()) {
     SparseGradient g;
@@ -41,27 +59,18 @@ Push from_pb(const pb::PsPushRequest& request) {
 }
 
 pb::PsPushResponse to_pb(const std::string& shard, const PushAck& ack) {
-  pb::PsPushResponse m;
-  m.set_shard(shard);
-  m.set_replica(ack.replica);
-  m.set_step(ack.step);
-  return m;
+  return headed<pb::PsPushResponse>(shard, ack);
 }
 
 pb::PsPullResponse to_pb(const std::string& shard, const PullReply& reply) {
-  pb::PsPullResponse m;
-  m.set_shard(shard);
-  m.set_replica(reply.replica);
-  m.set_step(reply.step);
+  auto m = headed<pb::PsPullResponse>(shard, reply);
   m.set_version(reply.version);
   m.mutable_values()->Add(reply.values.begin(), reply.values.end());
   return m;
 }
 
 PullReply from_pb(const pb::PsPullResponse& response) {
-  PullReply r;
-  r.replica = response.replica();
-  r.step = response.step();
+  auto r = from_head<PullReply>(response);
   r.version = response.version();
   r.values.assign(response.values().begin(), response.values().end());
   return r;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/rng.hpp"
+
 namespace apiary::core::ps {
 namespace {
 
@@ -10,12 +12,7 @@ namespace {
 class SplitMix {
  public:
   explicit SplitMix(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return splitmix64_next(state_); }
   /// Uniform in [-1, 1), from the top 24 bits (exact in float).
   float symmetric() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 23) - 1.0F; }
 

@@ -1,4 +1,5 @@
 // The all-reduce builders: AllReduce, PartitionedAR, RandomAxisPartitionAR.
+#include "core/rng.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/builders_common.hpp"
 #include "core/strategy/partitioner.hpp"
@@ -11,12 +12,7 @@ namespace {
 class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return splitmix64_next(state_); }
   /// Uniform in [0, n), n >= 1: draws until x < the largest multiple of n, returns x mod n.
   std::uint64_t below(std::uint64_t n) {
     const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);

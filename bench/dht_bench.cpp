@@ -2,12 +2,8 @@
 // their "dht_result" lines and prints apiary beside OpenDHT with ratios.
 #include "bench/dht_bench.hpp"
 
-#include <limits.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -23,25 +19,6 @@ namespace {
 /// One child run flattened: "bootstrap.ms", "proc.vmhwm_kb", "put.<round>.p99_ms", ... -> value
 /// (round: index into DhtBenchOptions::concs).
 using Figures = std::map<std::string, double>;
-
-std::string joined(const std::vector<std::size_t>& v) {
-  std::string s;
-  for (const auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "unknown (/proc/loadavg unreadable)";
-  return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
 
 /// What one child run gave: its figures (possibly partial) and, if it failed, why.
 struct ChildRun {
@@ -203,7 +180,7 @@ int run_dht_bench(const DhtBenchOptions& o) {
       fmt::print("error: expected every node count >= 2 (gets run on a node other than the storer), got {}\n", n);
       return 1;
     }
-  const std::string exe = o.self_exe.empty() ? self_exe() : o.self_exe;
+  const std::string exe = o.self_exe.empty() ? executable_path() : o.self_exe;
   const std::string dir = self_dir();
   const auto peer = find_executable("apiary_dht_opendht_peer", o.opendht_path, "APIARY_DHT_OPENDHT_PEER",
                                     {dir, dir + "/../bench"});
@@ -213,7 +190,7 @@ int run_dht_bench(const DhtBenchOptions& o) {
              o.ops, o.ops, o.value_bytes, joined(o.concs), o.reps, o.latest, o.mode, o.per_gateway,
              o.host == "actor" ? "actor" : "transport-thread");
   fmt::print("OpenDHT peer: {}\n", peer ? *peer : "n/a (" + peer.error().message + ")");
-  fmt::print("load before: {}\n", load_average());
+  fmt::print("load before: {}\n", load_averages());
   std::fflush(stdout);
 
   bool ok = true;
@@ -278,7 +255,7 @@ int run_dht_bench(const DhtBenchOptions& o) {
   }
   fmt::print("\nboot s: apiary = until every node's Dht::start returned (bootstrap done); OpenDHT = until every node "
              "has >= min(N-1, 8) good nodes (the shared harness's rule). Ratios are apiary / OpenDHT.\n");
-  fmt::print("load after: {}\n", load_average());
+  fmt::print("load after: {}\n", load_averages());
   return ok ? 0 : 1;
 }
 

@@ -352,4 +352,16 @@ std::string load_averages() {
   return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
 }
 
+void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines) {
+  std::vector<std::size_t> width(lines.empty() ? 0 : lines.front().size(), 0);
+  for (const auto& l : lines)
+    for (std::size_t i = 0; i < l.size() && i < width.size(); ++i) width[i] = std::max(width[i], l[i].size());
+  fmt::print("\n== {} ==\n", title);
+  for (const auto& l : lines) {
+    std::string text;
+    for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], i < width.size() ? width[i] : 0);
+    fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
+  }
+}
+
 }  // namespace apiary::bench

@@ -120,6 +120,10 @@ std::vector<int> allowed_cpus();
 /// The machine's load averages, "0.52 0.61 0.70 (1/5/15 min)", for a benchmark's header.
 std::string load_averages();
 
+/// Prints "== title ==" and `lines` (the first one the header) in columns as wide as
+/// their widest cell, two spaces apart, with no trailing blanks.
+void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines);
+
 /// `values` as one argument of a child's command line: "1,2,3".
 template <class T>
 std::string joined(const std::vector<T>& values) {

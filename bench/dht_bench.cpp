@@ -129,18 +129,6 @@ std::vector<std::string> row_cells(const std::string& name, std::size_t round, s
           one("proc.vmhwm_kb", per_node, 0)};
 }
 
-void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines) {
-  std::vector<std::size_t> width(lines.front().size(), 0);
-  for (const auto& l : lines)
-    for (std::size_t i = 0; i < l.size(); ++i) width[i] = std::max(width[i], l[i].size());
-  fmt::print("\n== {} ==\n", title);
-  for (const auto& l : lines) {
-    std::string text;
-    for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], width[i]);
-    fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
-  }
-}
-
 }  // namespace
 
 double DhtResultLine::number(const std::string& key, double fallback) const {

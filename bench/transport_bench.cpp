@@ -2,12 +2,9 @@
 // figures in the same run, and prints them side by side with ratios and targets.
 #include "bench/transport_bench.hpp"
 
-#include <limits.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,19 +35,6 @@ Counts counts_of(const TransportBenchOptions& o) {
     c.perftest_lat = std::min<std::size_t>(c.perftest_lat, 5000);
   }
   return c;
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "unknown (/proc/loadavg unreadable)";
-  return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
 /// One table row: a figure of apiary, the peer's, their ratio against a target.
@@ -85,20 +69,11 @@ class Table {
     rows_.push_back(std::move(row));
   }
   void print(const std::string& title) const {
-    const std::vector<std::string> head = {"figure", "apiary", "peer", "ratio", "target", "verdict"};
-    std::vector<std::vector<std::string>> lines = {head};
+    std::vector<std::vector<std::string>> lines = {{"figure", "apiary", "peer", "ratio", "target", "verdict"}};
     for (const auto& r : rows_)
       lines.push_back({r.figure, r.apiary, r.peer, r.ratio ? fmt::format("{:.2f}x", *r.ratio) : "-", r.target,
                        r.met ? (*r.met ? "ok" : "MISSED") : "-"});
-    std::vector<std::size_t> width(head.size(), 0);
-    for (const auto& l : lines)
-      for (std::size_t i = 0; i < l.size(); ++i) width[i] = std::max(width[i], l[i].size());
-    fmt::print("\n== {} ==\n", title);
-    for (const auto& l : lines) {
-      std::string text;
-      for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], width[i]);
-      fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
-    }
+    print_table(title, lines);
     for (std::size_t i = 0; i < notes_.size(); ++i) fmt::print("[{}] {}\n", i + 1, notes_[i]);
   }
 
@@ -256,7 +231,7 @@ int run_transport_bench(const TransportBenchOptions& o) {
     return 1;
   }
   ::setenv("UCX_NET_DEVICES", "lo", 0);  // loopback only, for us and every child
-  const std::string exe = o.self_exe.empty() ? self_exe() : o.self_exe;
+  const std::string exe = o.self_exe.empty() ? executable_path() : o.self_exe;
   const Counts n = counts_of(o);
   const std::vector<int> cpus = allowed_cpus();
   const char* devices = std::getenv("UCX_NET_DEVICES");
@@ -266,11 +241,11 @@ int run_transport_bench(const TransportBenchOptions& o) {
   fmt::print("CPUs allowed: {}; event-fd runs unpinned, busy runs pinned (server CPU {}, client CPU {}); "
              "peers pinned to two CPUs\n",
              cpus.size(), cpus.empty() ? -1 : cpus[0], cpus.size() > 1 ? cpus[1] : -1);
-  fmt::print("load before: {}\n", load_average());
+  fmt::print("load before: {}\n", load_averages());
   std::fflush(stdout);
   bool ok = true;
   for (const auto& mode : o.modes) ok = bench_mode(mode, o, n, exe, cpus) && ok;
-  fmt::print("\nload after: {}\n", load_average());
+  fmt::print("\nload after: {}\n", load_averages());
   return ok ? 0 : 1;
 }
 

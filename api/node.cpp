@@ -9,7 +9,7 @@
 namespace apiary {
 
 struct Node::Impl {
-  caf::actor ping;
+  actors::RoleHost ping;
 };
 
 Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
@@ -40,7 +40,8 @@ Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
   ping.interval = options.ping_interval;
   node->impl_ = std::make_unique<Impl>();
   node->impl_->ping = actors::spawn_ping_actor(runtime.system(), runtime.gateway(),
-                                               runtime.address().without_peer().to_string(), ping, bootstrap);
+                                               runtime.address().without_peer().to_string(), ping, bootstrap,
+                                               options.host);
   return node;
 }
 
@@ -54,8 +55,8 @@ std::string Node::rtt_table() {
 
 void Node::stop() {
   if (impl_ && impl_->ping) {
-    caf::anon_send_exit(impl_->ping, caf::exit_reason::user_shutdown);
-    impl_->ping = caf::actor{};
+    actors::stop_role(*runtime_->gateway(), impl_->ping, {core::ping::k_handle});
+    impl_->ping = actors::RoleHost{};
   }
   if (runtime_) runtime_->stop();
 }

@@ -10,6 +10,7 @@
 
 #include "actors/gateway.hpp"
 #include "api/runtime.hpp"
+#include "core/role.hpp"
 #include "messages/identity/ed25519.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -33,6 +34,9 @@ struct NodeOptions {
   transport::Mode mode = transport::Mode::tcp;
   /// Time between ping rounds.
   std::chrono::milliseconds ping_interval{1000};
+  /// Which host runs the ping role: its own actor, or the transport thread (no thread
+  /// hand-off per probe).
+  core::HostKind host = core::HostKind::actor;
   /// CAF scheduler threads (0 = CAF's default, one per core).
   std::size_t threads = 0;
 };

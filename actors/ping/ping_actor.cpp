@@ -2,25 +2,24 @@
 
 #include <fmt/format.h>
 
-#include "actors/role_actor.hpp"
 
 namespace apiary::actors {
 
-caf::actor spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
-                            core::ping::Config config, std::vector<std::string> bootstrap) {
-  return spawn_role_actor(sys, std::move(gw),
-                          std::make_unique<core::ping::Pinger>(std::move(self_addr), config, std::move(bootstrap)));
+RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
+                          core::ping::Config config, std::vector<std::string> bootstrap, HostKind kind) {
+  return spawn_role(sys, std::move(gw),
+                    std::make_unique<core::ping::Pinger>(std::move(self_addr), config, std::move(bootstrap)), kind);
 }
 
-Result<std::string> ping_report(const caf::actor& ping, std::chrono::milliseconds patience) {
+Result<std::string> ping_report(const RoleHost& ping, std::chrono::milliseconds patience) {
   auto answer = call_role(ping, "", core::ping::k_snapshot_method);
   if (answer.wait_for(patience) != std::future_status::ready) {
-    return make_error(errc::deadline_exceeded, "the ping actor did not answer within {} ms", patience.count());
+    return make_error(errc::deadline_exceeded, "the ping role did not answer within {} ms", patience.count());
   }
   auto value = answer.get();
   if (!value) return value.error();
   const auto* snap = value->as<core::ping::Snapshot>();
-  if (snap == nullptr) return make_error(errc::internal, "the ping actor answered with a {}", value->type_name());
+  if (snap == nullptr) return make_error(errc::internal, "the ping role answered with a {}", value->type_name());
   return format_rtt_table(snap->self, snap->peers);
 }
 

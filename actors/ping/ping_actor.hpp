@@ -1,5 +1,5 @@
 #pragma once
-/// The ping role (core::ping::Pinger) in the generic actor host: it serves probes over
+/// The ping role (core::ping::Pinger) on a role host of either kind: it serves probes over
 /// the gateway, probes every known peer each interval, and gives a printable RTT table.
 #include <chrono>
 #include <map>
@@ -7,22 +7,23 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "actors/gateway.hpp"
+#include "actors/role_host.hpp"
 #include "core/ping/pinger.hpp"
 
 namespace apiary::actors {
 
-/// Spawns the host of a Pinger for the node listening at `self_addr` (a multiaddr),
-/// serving core::ping::k_handle, and starts probing `bootstrap`.
-caf::actor spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
-                            core::ping::Config config, std::vector<std::string> bootstrap);
+/// Starts a host of `kind` for a Pinger of the node listening at `self_addr` (a
+/// multiaddr), serving core::ping::k_handle, and starts probing `bootstrap`. Stop it with
+/// stop_role(gw, host, {core::ping::k_handle}).
+RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
+                          core::ping::Config config, std::vector<std::string> bootstrap,
+                          HostKind kind = HostKind::actor);
 
 /// The RTT table of the pinger hosted by `ping` (format_rtt_table); an error when the
 /// host does not answer within `patience`.
-[[nodiscard]] Result<std::string> ping_report(const caf::actor& ping,
+[[nodiscard]] Result<std::string> ping_report(const RoleHost& ping,
                                               std::chrono::milliseconds patience = std::chrono::seconds(1));
 
 /// Formats a pinger's view as a table: peer, answered/sent, min/median/max RTT in µs.

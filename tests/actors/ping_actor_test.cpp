@@ -15,7 +15,8 @@ namespace {
 
 /// Asks a ping actor for its table until `done(table)` holds or `patience` passes.
 template <class Pred>
-std::string wait_for_table(caf::actor_system& sys, const caf::actor& ping, Pred done, std::chrono::seconds patience) {
+std::string wait_for_table(caf::actor_system& sys, const actors::RoleHost& ping, Pred done,
+                           std::chrono::seconds patience) {
   (void)sys;
   std::string table;
   const auto give_up = std::chrono::steady_clock::now() + patience;
@@ -35,11 +36,13 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("ping actors over the in-process transport find each other", "[actor]") {
+TEST_CASE("ping roles over the in-process transport find each other on either host", "[actor]") {
+  const auto kind = GENERATE(actors::HostKind::actor, actors::HostKind::transport_thread);
+  INFO("host: " << actors::host_kind_name(kind));
   testing::TestSystem t;
   auto& sys = t.sys;
   std::vector<std::shared_ptr<actors::Gateway>> gws;
-  std::vector<caf::actor> pings;
+  std::vector<actors::RoleHost> pings;
   std::vector<std::string> addrs;
   for (int i = 0; i < 4; ++i) {
     gws.push_back(testing::start_local_gateway(sys));
@@ -51,7 +54,7 @@ TEST_CASE("ping actors over the in-process transport find each other", "[actor]"
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> bootstrap;
     if (i > 0) bootstrap.push_back(addrs[0]);
-    pings.push_back(actors::spawn_ping_actor(sys, gws[i], addrs[i], pc, bootstrap));
+    pings.push_back(actors::spawn_ping_actor(sys, gws[i], addrs[i], pc, bootstrap, kind));
   }
   for (int i = 0; i < 4; ++i) {
     auto table = wait_for_table(sys, pings[i], [&](const std::string& t) {
@@ -66,7 +69,7 @@ TEST_CASE("ping actors over the in-process transport find each other", "[actor]"
     }
     CHECK(table.find(addrs[i] + " ") == std::string::npos);  // never itself
   }
-  for (auto& p : pings) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  for (int i = 0; i < 4; ++i) actors::stop_role(*gws[i], pings[i], {core::ping::k_handle});
   for (auto& g : gws) g->stop();
 }
 

@@ -1,7 +1,9 @@
 #include "api/averager.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -520,6 +522,15 @@ std::string Averager::group_key() const {
 std::pair<std::uint64_t, std::uint64_t> Averager::transport_bytes() const {
   const transport::Stats s = impl_->gateway->transport_stats();
   return {s.bytes_sent, s.bytes_received};
+}
+
+double RoundClock::wait_for_round(double lead) {
+  const double now = Dht::now();
+  const double boundary = std::max(std::ceil((now + lead) / every_) * every_, last_ + every_);
+  last_ = boundary;
+  const double wait = boundary - lead - now;
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  return std::max(0.0, boundary - Dht::now());
 }
 
 }  // namespace apiary

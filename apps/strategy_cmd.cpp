@@ -53,26 +53,26 @@ bool read_file(const char* cmd, const std::string& path, const char* what, std::
   return !in.bad();
 }
 
-std::optional<cs::GraphItem> load_graph(const char* cmd, const std::string& path) {
+/// The `what` file at `path` as `parse` reads it; nullopt (the error printed) when it
+/// cannot be read or parsed.
+template <class T, class Parse>
+std::optional<T> load(const char* cmd, const std::string& path, const char* what, Parse parse) {
   std::string text;
-  if (!read_file(cmd, path, "graph item", text)) return std::nullopt;
-  auto item = cs::parse_graph_item_json(text, path);
-  if (!item) {
-    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, item.error().message.c_str());
+  if (!read_file(cmd, path, what, text)) return std::nullopt;
+  auto parsed = parse(text, path);
+  if (!parsed) {
+    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, parsed.error().message.c_str());
     return std::nullopt;
   }
-  return std::move(*item);
+  return std::move(*parsed);
+}
+
+std::optional<cs::GraphItem> load_graph(const char* cmd, const std::string& path) {
+  return load<cs::GraphItem>(cmd, path, "graph item", cs::parse_graph_item_json);
 }
 
 std::optional<cs::ResourceSpec> load_spec(const char* cmd, const std::string& path) {
-  std::string text;
-  if (!read_file(cmd, path, "resource spec", text)) return std::nullopt;
-  auto spec = cs::parse_resource_spec(text, path);
-  if (!spec) {
-    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, spec.error().message.c_str());
-    return std::nullopt;
-  }
-  return std::move(*spec);
+  return load<cs::ResourceSpec>(cmd, path, "resource spec", cs::parse_resource_spec);
 }
 
 // Command-line values -> BuilderOptions; false (with a message) on a bad name.

@@ -47,6 +47,20 @@ struct Averager::Impl {
 
 namespace {
 
+/// The T a role's call completed with; null once `promise` is set to why there is none
+/// (the call's error, or an internal one naming `missing` when it answered with
+/// something else).
+template <class T, class Promise>
+T* completed_as(Result<core::Value>& outcome, Promise& promise, const char* missing) {
+  if (!outcome) {
+    promise.set_value(outcome.error());
+    return nullptr;
+  }
+  auto* result = outcome->as<T>();
+  if (result == nullptr) promise.set_value(make_error(errc::internal, "{}", missing));
+  return result;
+}
+
 core::Duration seconds(double s) {
   return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double>(s));
 }
@@ -336,15 +350,9 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "averager", mm::k_step_method, core::Value::of(std::move(s)),
                     [impl, promise](Result<core::Value> outcome) {
-    if (!outcome) {
-      promise->set_value(outcome.error());
-      return;
-    }
-    auto* result = outcome->as<mm::AveragerStepResult>();
-    if (result == nullptr) {
-      promise->set_value(make_error(errc::internal, "the averager's step completed without its result"));
-      return;
-    }
+    auto* result =
+        completed_as<mm::AveragerStepResult>(outcome, *promise, "the averager's step completed without its result");
+    if (result == nullptr) return;
     mm::AveragerStepResult& r = *result;
     AveragerStepReport report;
     {
@@ -467,15 +475,8 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "loader", mm::k_load_method, core::Value::of(std::move(config)),
                     [impl, promise](Result<core::Value> loaded) {
-    if (!loaded) {
-      promise->set_value(loaded.error());
-      return;
-    }
-    auto* r = loaded->as<mm::DownloadedState>();
-    if (r == nullptr) {
-      promise->set_value(make_error(errc::internal, "the state download completed without a state"));
-      return;
-    }
+    auto* r = completed_as<mm::DownloadedState>(loaded, *promise, "the state download completed without a state");
+    if (r == nullptr) return;
     if (!r->typed.empty() || r->tensors.empty()) {
       promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), std::move(r->typed)});
       return;

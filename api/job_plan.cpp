@@ -7,10 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "api/job_files.hpp"
 #include "api/training_job_parts.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "core/strategy/validate.hpp"
 #include "messages/identity/multiaddr.hpp"
 
 namespace apiary::training_job {
@@ -83,6 +85,34 @@ Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::strin
 
 namespace {
 
+/// The model's graph item, with the variables in `sparse` marked sparse. Errors:
+/// invalid_argument for a name that is not a variable of the model, when `strict`.
+Result<cs::GraphItem> model_item(const Job& a, const std::vector<std::string>& sparse, bool strict) {
+  auto item = cps::logistic_graph_item(a.features);
+  for (const auto& name : sparse) {
+    auto var =
+        std::find_if(item.variables.begin(), item.variables.end(), [&](const auto& v) { return v.name == name; });
+    if (var != item.variables.end()) {
+      var->sparse = true;
+    } else if (strict) {
+      return make_error(errc::invalid_argument, "--sparse: expected a variable of the model ({} or {}), got '{}'",
+                        cps::k_logreg_weights, cps::k_logreg_bias, name);
+    }
+  }
+  return item;
+}
+
+/// `strategy` checked against the model `item` and the cluster `spec`. Errors:
+/// invalid_argument naming the strategy file.
+Status check_strategy(const Job& a, const pb::autodist::Strategy& strategy, const cs::GraphItem& item,
+                      const cs::ResourceSpec& spec) {
+  if (auto valid = cs::validate(strategy, item, spec); !valid) {
+    return make_error(errc::invalid_argument, "{}: {} (the model is logistic regression: {} [{}] and {} [1])",
+                      a.strategy, valid.error().message, cps::k_logreg_weights, a.features, cps::k_logreg_bias);
+  }
+  return ok_status();
+}
+
 /// Whether any fusion group of `plan` runs over NCCL.
 bool uses_nccl(const cc::ArPlan& plan) {
   return std::any_of(plan.groups.begin(), plan.groups.end(),
@@ -90,6 +120,35 @@ bool uses_nccl(const cc::ArPlan& plan) {
 }
 
 }  // namespace
+
+Result<std::optional<cc::ArPlan>> load_allreduce_plan(const Job& a, const pb::autodist::Strategy& strategy) {
+  if (!cc::uses_allreduce(strategy)) return std::optional<cc::ArPlan>{};
+  auto spec = load_resource_spec(a.resource_spec);
+  if (!spec) return spec.error();
+  auto item = model_item(a, a.sparse, true);
+  if (!item) return item.error();
+  if (auto valid = check_strategy(a, strategy, *item, *spec); !valid) return valid.error();
+  cc::ArOptions options;
+  options.allow_ps = true;  // a mixed strategy's PS variables go to its PS processes
+  // NCCL needs one GPU per rank: AUTO and NCCL run over it when every replica has one.
+  options.have_gpus = strategy.graph_config().replicas_size() > 0;
+  for (const auto& device : strategy.graph_config().replicas()) {
+    auto name = cs::parse_device_name(device);
+    if (!name || name->type != cs::DeviceType::gpu) options.have_gpus = false;
+  }
+  auto plan = cc::plan_allreduce(strategy, item.value(), options);
+  if (!plan) return Error{plan.error().code, a.strategy + ": " + plan.error().message};
+  return std::optional<cc::ArPlan>(std::move(*plan));
+}
+
+Result<cps::TrainingPlan> load_plan(const Job& a, const pb::autodist::Strategy& strategy, bool ps_only) {
+  auto spec = load_resource_spec(a.resource_spec);
+  if (!spec) return spec.error();
+  auto item = model_item(a, ps_only ? a.sparse : std::vector<std::string>{}, false);
+  if (!item) return item.error();
+  if (auto valid = check_strategy(a, strategy, *item, *spec); !valid) return valid.error();
+  return cps::plan_training(ps_only ? cc::ps_part(strategy) : strategy, *item, optimizer_of(a));
+}
 
 std::string format_allreduce_plan(const cc::ArPlan& plan) {
   std::string groups;

@@ -27,6 +27,7 @@
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/plan.hpp"
 #include "messages/result.hpp"
+#include "strategy.pb.h"
 
 namespace apiary::training_job {
 
@@ -61,6 +62,20 @@ Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, con
 /// The options of PS device `device` of the job: its shards at their initial values (or
 /// the --restore checkpoint's, with its optimizer state when the optimizer is the same).
 ParameterServerOptions ps_options(const Job& a, const core::ps::TrainingPlan& plan, const std::string& device);
+
+/// The all-reduce plan of the strategy when it uses AllReduceSynchronizers (none when it
+/// is a PS strategy; a mixed strategy's PS variables are listed in ArPlan::ps_variables),
+/// checked against the model and the resource spec. The variables named in --sparse have
+/// sparse gradients (the rows they touch, gathered by every replica and averaged).
+/// Errors: the files' and plan_allreduce's, naming the file; invalid_argument for an
+/// unknown name in --sparse.
+[[nodiscard]] Result<std::optional<core::collective::ArPlan>> load_allreduce_plan(
+    const Job& a, const pb::autodist::Strategy& strategy);
+/// The training plan of the strategy (of its PS part only when `ps_only`: a mixed
+/// strategy, with the --sparse variables marked sparse), checked against the model and
+/// the cluster.
+[[nodiscard]] Result<core::ps::TrainingPlan> load_plan(const Job& a, const pb::autodist::Strategy& strategy,
+                                                       bool ps_only);
 
 /// "/ip4/H/tcp/P" (or /ip6/) for "H:P" ("[v6]:P" too): a replica's collective address.
 /// Errors: invalid_argument naming `flag`.

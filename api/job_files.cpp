@@ -1,6 +1,7 @@
 #include "api/job_files.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -27,6 +28,19 @@ Result<cs::ResourceSpec> load_resource_spec(const std::string& path) {
   auto text = read_file(path, "resource spec");
   if (!text) return text.error();
   return cs::parse_resource_spec(*text, path);
+}
+
+Status save_strategy(pb::autodist::Strategy& strategy, const std::string& path, bool text) {
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(path, ec).string();
+  auto bytes = cs::serialize_strategy(strategy, ec ? path : absolute,
+                                      text ? cs::StrategyFormat::text : cs::StrategyFormat::binary);
+  if (!bytes) return bytes.error();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  out.close();
+  if (!out) return make_error(errc::io, "cannot write {}; check the directory and free space", path);
+  return ok_status();
 }
 
 Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string& path,

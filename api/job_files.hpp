@@ -27,6 +27,11 @@ namespace apiary {
 /// parser's naming the file.
 [[nodiscard]] Result<core::strategy::ResourceSpec> load_resource_spec(const std::string& path);
 
+/// Writes `strategy` to `path` (protobuf text when `text`, else binary), naming its file
+/// in it first as AutoDist does (strategy.path: `path` made absolute where it can be).
+/// Errors: core::strategy::serialize_strategy's; io when the file cannot be written.
+[[nodiscard]] Status save_strategy(pb::autodist::Strategy& strategy, const std::string& path, bool text);
+
 /// The checkpoint at `path`, checked against `variables`. Errors: not_found when the
 /// file cannot be opened, malformed or invalid_argument (core::ps::decode_checkpoint,
 /// check_checkpoint) naming the file.

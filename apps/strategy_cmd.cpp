@@ -2,13 +2,13 @@
 // resource spec and print or write it; check a strategy written or edited elsewhere.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "api/job_files.hpp"
 #include "apps/commands.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/strategy_io.hpp"
@@ -132,19 +132,8 @@ int run_build(const BuildArgs& a) {
     std::fputs(cs::to_text(*strategy).c_str(), stdout);
     return 0;
   }
-  std::error_code ec;
-  const std::string path = std::filesystem::absolute(a.out, ec).string();
-  const auto format = a.text ? cs::StrategyFormat::text : cs::StrategyFormat::binary;
-  auto bytes = cs::serialize_strategy(*strategy, ec ? a.out : path, format);
-  if (!bytes) {
-    std::fprintf(stderr, "apiary strategy build: %s\n", bytes.error().message.c_str());
-    return 1;
-  }
-  std::ofstream out(a.out, std::ios::binary | std::ios::trunc);
-  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "apiary strategy build: cannot write %s; check the directory and free space\n", a.out.c_str());
+  if (auto saved = save_strategy(*strategy, a.out, a.text); !saved) {
+    std::fprintf(stderr, "apiary strategy build: %s\n", saved.error().message.c_str());
     return 1;
   }
   std::printf("strategy %s (%s, %d variables, %d replicas) written to %s (%s)\n", strategy->id().c_str(),

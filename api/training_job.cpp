@@ -262,6 +262,7 @@ Status run_training_job(const TrainingJobOptions& options, const JobOutput& outp
   training_job::Job a;
   static_cast<TrainingJobOptions&>(a) = options;
   a.out = output;
+  if (!a.out.print) a.out.print = [](const std::string&) {};
   auto strategy = load_strategy(a.strategy, a.text);
   if (!strategy) return a.out.fail(strategy.error());
   auto ar = training_job::load_allreduce_plan(a, *strategy);

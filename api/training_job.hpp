@@ -74,7 +74,9 @@ struct TrainingJobOptions {
 /// Where a job's output goes: whole lines of progress (plans, steps, final values,
 /// checkpoints; each call one or more lines ending in '\n', so that replicas sharing a
 /// process keep theirs whole), and every failure as it happens (a replica's, and
-/// failures that do not end the process, such as a replica's late leave).
+/// failures that do not end the process, such as a replica's late leave). Either may be
+/// empty: that output is dropped. Messages name the options as `apiary ps` spells its
+/// flags (--peers, --restore, ...).
 struct JobOutput {
   std::function<void(const std::string&)> print;
   std::function<void(const Error&)> error;

@@ -15,21 +15,18 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
-#include <caf/actor.hpp>
-#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 
+#include "actors/delivery_target.hpp"
 #include "core/rpc/engine.hpp"
 #include "transport/transport.hpp"
 
 namespace apiary::actors {
 
 using core::rpc::CallId;
-using core::rpc::Delivery;
 using core::rpc::DeliveryKind;
 using core::rpc::PeerKey;
 
@@ -42,30 +39,6 @@ struct GatewayConfig {
   transport::Config transport;
   std::string host = "127.0.0.1";  ///< listen address
   std::uint16_t port = 0;           ///< 0 picks a free port
-};
-
-/// A receiver of deliveries that lives on the gateway's transport thread (the
-/// transport-thread role host). The gateway calls it there, never while the engine is
-/// in the middle of a step, so it may call the gateway back at once.
-class DirectSink {
- public:
-  virtual ~DirectSink() = default;
-  /// One delivery for a call it opened or a handle it serves.
-  virtual void deliver(Delivery d) = 0;
-  /// Its earliest timer, if any (attached sinks only).
-  virtual std::optional<core::TimePoint> next_wakeup() = 0;
-  /// The transport thread's tick: fires its timers due by `now` (attached sinks only).
-  virtual void on_tick(core::TimePoint now) = 0;
-};
-
-/// Where a call's deliveries go: an actor (one message each) or a DirectSink.
-struct DeliveryTarget {
-  /// An actor: anything caf::actor_cast makes a caf::actor of (an actor, a scoped actor).
-  template <class A, class = std::enable_if_t<!std::is_convertible_v<A, std::shared_ptr<DirectSink>>>>
-  DeliveryTarget(const A& a) : actor(caf::actor_cast<caf::actor>(a)) {}  // NOLINT: implicit by design
-  DeliveryTarget(std::shared_ptr<DirectSink> s) : direct(std::move(s)) {}  // NOLINT
-  caf::actor actor;
-  std::shared_ptr<DirectSink> direct;
 };
 
 class Gateway final : private transport::Handler {
@@ -155,6 +128,7 @@ class Gateway final : private transport::Handler {
   std::unordered_map<core::rpc::Sink, DeliveryTarget> sinks_;
   std::deque<std::pair<std::shared_ptr<DirectSink>, Delivery>> direct_queue_;
   bool draining_ = false;
+  int held_ = 0;  ///< on-thread API calls in progress: their deliveries wait (run_on_thread)
   std::vector<std::shared_ptr<DirectSink>> attached_;
   std::unordered_map<std::string, core::rpc::Sink> service_sinks_;
   /// Memory posted for the callee's next messages on a call (open's `landings`).

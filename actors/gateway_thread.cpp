@@ -9,11 +9,16 @@
 namespace apiary::actors {
 
 void Gateway::run_on_thread(std::function<void()> fn) {
-  if (on_thread()) {
-    fn();
-  } else {
-    transport_->post(std::move(fn));
+  if (!on_thread()) {
+    transport_->post(std::move(fn));  // the transport ticks after its posted work: on_tick drains
+    return;
   }
+  // A call made here may be answered at once (a call to a node behind this gateway, a
+  // peer known to be down): its deliveries wait until the caller has the call's id,
+  // and go when the transport thread is back in drain() or in its next tick.
+  ++held_;
+  fn();
+  --held_;
 }
 
 void Gateway::attach(std::shared_ptr<DirectSink> sink) {
@@ -57,7 +62,7 @@ void Gateway::on_peer_down(const PeerKey& peer, const Error& why) {
 }
 
 void Gateway::on_tick(transport::Clock::time_point t) {
-  execute(engine_.on_tick(now_of(t)));
+  execute(engine_.on_tick(now_of(t)));  // also drains what posted work held back
   if (attached_.empty()) return;
   const auto sinks = attached_;  // a sink may detach while it runs
   for (const auto& s : sinks) s->on_tick(now_of(t));
@@ -117,7 +122,7 @@ void Gateway::execute(core::rpc::Effects fx) {
 void Gateway::drain() {
   // Outside every engine step, so a sink may call the gateway back at once; what those
   // calls deliver joins the queue this loop is draining.
-  if (draining_) return;
+  if (draining_ || held_ > 0) return;
   draining_ = true;
   while (!direct_queue_.empty()) {
     auto [sink, d] = std::move(direct_queue_.front());

@@ -41,6 +41,7 @@ struct DhtFlags {
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
   std::size_t per_gateway = 64;
+  std::string host = "transport";
 };
 
 /// `bench allreduce` flags (defaults: bench::AllReduceBenchOptions's).
@@ -84,6 +85,8 @@ Command add_bench_commands(CLI::App& app) {
   auto server_busy = std::make_shared<bool>(false);
   server->add_option("--mode", *server_mode)->check(CLI::IsMember({"tcp", "shm"}));
   server->add_flag("--busy", *server_busy);
+  auto server_direct = std::make_shared<bool>(false);
+  server->add_flag("--direct", *server_direct, "serve the echo from a role on the transport thread");
   server->group("");  // internal: hidden from --help
   auto* codecs = cmd->add_subcommand("codecs", "Tensor codec encode/decode GB/s on randn float32, one core, vs memcpy");
   auto codecs_options = std::make_shared<std::pair<std::size_t, std::size_t>>(64, 3);
@@ -104,6 +107,8 @@ Command add_bench_commands(CLI::App& app) {
       ->delimiter(',')->check(CLI::IsMember({"apiary", "opendht"}))->capture_default_str();
   dht->add_option("--mode", df->mode, "apiary's UCX lanes between the in-process nodes")
       ->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  dht->add_option("--host", df->host, "apiary nodes' role host: its own actor, or the transport's thread")
+      ->check(CLI::IsMember({"actor", "transport"}));
   dht->add_option("--per-gateway", df->per_gateway,
                   "apiary nodes sharing one gateway (one transport, one connection per pair of gateways); "
                   "1 = a gateway per node, like a process per node")
@@ -189,6 +194,7 @@ Command add_bench_commands(CLI::App& app) {
       o.systems = df->systems;
       o.mode = df->mode;
       o.per_gateway = df->per_gateway;
+      o.host = df->host;
       return bench::run_dht_bench(o);
 #else
       std::fprintf(stderr, "apiary bench: this build has no DHT benchmark\n");
@@ -204,7 +210,7 @@ Command add_bench_commands(CLI::App& app) {
 #endif
     }
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
-    if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy);
+    if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct);
     bench::TransportBenchOptions o;
     o.modes = *modes;
     o.busy_poll = *busy;

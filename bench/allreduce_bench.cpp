@@ -22,12 +22,6 @@ namespace {
 
 using Figures = std::map<std::size_t, AllReduceFigure>;
 
-std::string joined(const std::vector<std::size_t>& v) {
-  std::string s;
-  for (const auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 std::string size_name(std::size_t bytes) {
   if (bytes >= (std::size_t{1} << 20) && bytes % (std::size_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
   if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
@@ -38,18 +32,6 @@ std::string time_name(double us) {
   if (us >= 1e4) return fmt::format("{:.1f} ms", us / 1e3);
   if (us >= 1e3) return fmt::format("{:.2f} ms", us / 1e3);
   return fmt::format("{:.1f} us", us);
-}
-
-/// `count` distinct free ports on 127.0.0.1.
-Result<std::vector<int>> free_ports(std::size_t count) {
-  std::vector<int> ports;
-  for (int tries = 0; ports.size() < count && tries < 100; ++tries) {
-    auto p = free_port();
-    if (!p) return p.error();
-    if (std::find(ports.begin(), ports.end(), *p) == ports.end()) ports.push_back(*p);
-  }
-  if (ports.size() < count) return make_error(errc::unavailable, "expected {} distinct free ports, got {}", count, ports.size());
-  return ports;
 }
 
 /// Starts every argv as a child, waits for all of them, and folds their result lines.

@@ -23,6 +23,8 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 extern char** environ;
 
 namespace apiary::bench {
@@ -225,11 +227,15 @@ Result<std::string> find_executable(std::string_view name, std::string_view expl
                     name, tried, tried.empty() ? "" : ", ", env_var != nullptr ? env_var : "PATH");
 }
 
-std::string self_dir() {
+std::string executable_path() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<std::size_t>(n));
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string self_dir() {
+  const std::string path = executable_path();
+  if (path.empty()) return "";
   return path.substr(0, path.rfind('/'));
 }
 
@@ -251,6 +257,17 @@ Result<int> free_port() {
     if (ok) return port;
   }
   return make_error(errc::io, "no free 127.0.0.1 port in 20000..32767 after 200 tries (last: {})", std::strerror(err));
+}
+
+Result<std::vector<int>> free_ports(std::size_t count) {
+  std::vector<int> ports;
+  for (int tries = 0; ports.size() < count && tries < 100; ++tries) {
+    auto p = free_port();
+    if (!p) return p.error();
+    if (std::find(ports.begin(), ports.end(), *p) == ports.end()) ports.push_back(*p);
+  }
+  if (ports.size() < count) return make_error(errc::unavailable, "expected {} distinct free ports, got {}", count, ports.size());
+  return ports;
 }
 
 bool is_listening(int port) {
@@ -326,6 +343,25 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   std::error_code ec;
   if (!path.empty()) std::filesystem::remove_all(path, ec);
+}
+
+std::string load_averages() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "unknown (/proc/loadavg unreadable)";
+  return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
+}
+
+void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines) {
+  std::vector<std::size_t> width(lines.empty() ? 0 : lines.front().size(), 0);
+  for (const auto& l : lines)
+    for (std::size_t i = 0; i < l.size() && i < width.size(); ++i) width[i] = std::max(width[i], l[i].size());
+  fmt::print("\n== {} ==\n", title);
+  for (const auto& l : lines) {
+    std::string text;
+    for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], i < width.size() ? width[i] : 0);
+    fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
+  }
 }
 
 }  // namespace apiary::bench

@@ -97,6 +97,9 @@ struct TempDir {
 Result<std::string> find_executable(std::string_view name, std::string_view explicit_path,
                                     const char* env_var, const std::vector<std::string>& dirs);
 
+/// Path of the running executable ("" if /proc/self/exe cannot be read).
+std::string executable_path();
+
 /// Directory holding the running executable ("" if /proc/self/exe cannot be read).
 std::string self_dir();
 
@@ -105,10 +108,28 @@ std::string self_dir();
 /// it before the child that is told it binds it.
 Result<int> free_port();
 
+/// `count` distinct free ports on 127.0.0.1 (free_port's, at most 100 draws).
+Result<std::vector<int>> free_ports(std::size_t count);
+
 /// Whether a socket listens on TCP `port` on any local address (/proc/net/tcp, tcp6).
 bool is_listening(int port);
 
 /// CPUs this process may run on, ascending (sched_getaffinity).
 std::vector<int> allowed_cpus();
+
+/// The machine's load averages, "0.52 0.61 0.70 (1/5/15 min)", for a benchmark's header.
+std::string load_averages();
+
+/// Prints "== title ==" and `lines` (the first one the header) in columns as wide as
+/// their widest cell, two spaces apart, with no trailing blanks.
+void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines);
+
+/// `values` as one argument of a child's command line: "1,2,3".
+template <class T>
+std::string joined(const std::vector<T>& values) {
+  std::string s;
+  for (const auto& x : values) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
 
 }  // namespace apiary::bench

@@ -2,12 +2,8 @@
 // their "dht_result" lines and prints apiary beside OpenDHT with ratios.
 #include "bench/dht_bench.hpp"
 
-#include <limits.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -24,25 +20,6 @@ namespace {
 /// (round: index into DhtBenchOptions::concs).
 using Figures = std::map<std::string, double>;
 
-std::string joined(const std::vector<std::size_t>& v) {
-  std::string s;
-  for (const auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "unknown (/proc/loadavg unreadable)";
-  return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
-
 /// What one child run gave: its figures (possibly partial) and, if it failed, why.
 struct ChildRun {
   Figures figures;
@@ -58,7 +35,8 @@ ChildRun run_child(const std::string& system, std::size_t nodes, std::size_t rep
                            "--value-bytes", std::to_string(o.value_bytes), "--seed", std::to_string(o.seed + rep),
                            "--timeout-s", std::to_string(o.op_timeout_s)});
   if (o.latest && system == "apiary") argv.emplace_back("--latest");
-  if (system == "apiary") argv.insert(argv.end(), {"--mode", o.mode, "--per-gateway", std::to_string(o.per_gateway)});
+  if (system == "apiary") argv.insert(argv.end(), {"--mode", o.mode, "--per-gateway", std::to_string(o.per_gateway),
+                                                       "--host", o.host});
   // The apiary child talks UCX over loopback only; the caller's choice wins when set.
   std::vector<std::string> env;
   if (std::getenv("UCX_NET_DEVICES") == nullptr) env.emplace_back("UCX_NET_DEVICES=lo");
@@ -151,18 +129,6 @@ std::vector<std::string> row_cells(const std::string& name, std::size_t round, s
           one("proc.vmhwm_kb", per_node, 0)};
 }
 
-void print_table(const std::string& title, const std::vector<std::vector<std::string>>& lines) {
-  std::vector<std::size_t> width(lines.front().size(), 0);
-  for (const auto& l : lines)
-    for (std::size_t i = 0; i < l.size(); ++i) width[i] = std::max(width[i], l[i].size());
-  fmt::print("\n== {} ==\n", title);
-  for (const auto& l : lines) {
-    std::string text;
-    for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], width[i]);
-    fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
-  }
-}
-
 }  // namespace
 
 double DhtResultLine::number(const std::string& key, double fallback) const {
@@ -202,16 +168,17 @@ int run_dht_bench(const DhtBenchOptions& o) {
       fmt::print("error: expected every node count >= 2 (gets run on a node other than the storer), got {}\n", n);
       return 1;
     }
-  const std::string exe = o.self_exe.empty() ? self_exe() : o.self_exe;
+  const std::string exe = o.self_exe.empty() ? executable_path() : o.self_exe;
   const std::string dir = self_dir();
   const auto peer = find_executable("apiary_dht_opendht_peer", o.opendht_path, "APIARY_DHT_OPENDHT_PEER",
                                     {dir, dir + "/../bench"});
   fmt::print("apiary bench dht: N nodes in one process per system, 127.0.0.1, {} puts then {} gets of {} B values "
              "per concurrency level ({}), {} rep(s), apiary gets with latest={}, apiary UCX mode {}, "
-             "{} apiary nodes per gateway\n",
-             o.ops, o.ops, o.value_bytes, joined(o.concs), o.reps, o.latest, o.mode, o.per_gateway);
+             "{} apiary nodes per gateway, on its {} host\n",
+             o.ops, o.ops, o.value_bytes, joined(o.concs), o.reps, o.latest, o.mode, o.per_gateway,
+             o.host == "actor" ? "actor" : "transport-thread");
   fmt::print("OpenDHT peer: {}\n", peer ? *peer : "n/a (" + peer.error().message + ")");
-  fmt::print("load before: {}\n", load_average());
+  fmt::print("load before: {}\n", load_averages());
   std::fflush(stdout);
 
   bool ok = true;
@@ -276,7 +243,7 @@ int run_dht_bench(const DhtBenchOptions& o) {
   }
   fmt::print("\nboot s: apiary = until every node's Dht::start returned (bootstrap done); OpenDHT = until every node "
              "has >= min(N-1, 8) good nodes (the shared harness's rule). Ratios are apiary / OpenDHT.\n");
-  fmt::print("load after: {}\n", load_average());
+  fmt::print("load after: {}\n", load_averages());
   return ok ? 0 : 1;
 }
 

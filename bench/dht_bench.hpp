@@ -29,6 +29,7 @@ struct DhtBenchOptions {
   bool latest = false;                           ///< apiary gets with latest=true (ask every replica)
   std::string mode = "tcp";                      ///< apiary's UCX lanes: "tcp" or "shm"
   std::size_t per_gateway = 64;                  ///< apiary nodes sharing one gateway (transport)
+  std::string host = "transport";                ///< apiary nodes' role host: "actor" or "transport" (thread)
   std::vector<std::string> systems{"apiary", "opendht"};  ///< which children to run
   std::string self_exe;      ///< runs the apiary child (`<self_exe> bench dht-child ...`); empty: this one
   std::string opendht_path;  ///< apiary_dht_opendht_peer; empty: $APIARY_DHT_OPENDHT_PEER, next to self, PATH

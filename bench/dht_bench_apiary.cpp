@@ -169,6 +169,7 @@ Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector
   base.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   base.listen = "/ip4/127.0.0.1/tcp/0";
   base.system = &system;
+  base.host = a.host == "actor" ? core::HostKind::actor : core::HostKind::transport_thread;
   // Node i runs on gateway i / per_gateway (a gateway of its own when per_gateway is 1).
   if (a.per_gateway > 1) {
     for (std::size_t g = 0; g * a.per_gateway < count; ++g) {

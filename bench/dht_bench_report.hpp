@@ -96,6 +96,7 @@ struct ChildArgs {
   bool latest = false;                    ///< apiary only: get(key, latest=true)
   std::string mode = "tcp";               ///< apiary only: UCX lanes, "tcp" or "shm"
   std::size_t per_gateway = 64;           ///< apiary only: nodes sharing one gateway (transport)
+  std::string host = "transport";         ///< apiary only: the nodes' role host, "actor" or "transport"
 };
 
 /// Parses the child flags; on a bad flag returns false with `error` saying which.
@@ -118,6 +119,14 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
         return false;
       }
       out.mode = v;
+      continue;
+    }
+    if (flag == "--host") {
+      if (v != "actor" && v != "transport") {
+        error = "--host: expected actor or transport, got '" + v + "'";
+        return false;
+      }
+      out.host = v;
       continue;
     }
     if (flag == "--conc") {
@@ -147,7 +156,7 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
     else if (flag == "--per-gateway") out.per_gateway = n;
     else {
       error = "unknown flag '" + flag +
-              "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --mode --per-gateway";
+              "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --mode --per-gateway --host";
       return false;
     }
   }

@@ -51,6 +51,33 @@ class Window {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
+/// How a phase's operations went: whether all completed in time, and the phase's wall
+/// time (s) and this process's CPU time (ms) until then.
+struct PhaseRun {
+  bool complete = false;
+  double wall_s = 0;
+  double cpu_ms = 0;
+};
+
+/// Runs operations 0..n-1 with at most `conc` in flight, waiting at most `timeout_s` for
+/// the last: start(i, ts, window) begins operation i at `ts`, and its completion callback
+/// calls window.release() (keep a pointer to the window: the reference dies with start).
+template <class Start>
+PhaseRun run_phase(std::size_t n, std::size_t conc, int timeout_s, Start&& start) {
+  Window window(conc);
+  const double cpu0 = r::cpu_ms();
+  const auto t0 = r::Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    window.acquire();
+    start(i, r::Clock::now(), window);
+  }
+  PhaseRun run;
+  run.complete = window.wait_done(n, std::chrono::seconds(timeout_s));
+  run.wall_s = r::ms_between(t0, r::Clock::now()) / 1000.0;
+  run.cpu_ms = r::cpu_ms() - cpu0;
+  return run;
+}
+
 /// Puts every key of `w` from its putter; prints the put line. False when some put did
 /// not complete in time (its callback may still come, so the caller must exit at once).
 bool put_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::ChildArgs& a, std::size_t conc,
@@ -58,21 +85,14 @@ bool put_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::Chi
   const std::size_t n = w.keys.size();
   std::vector<double> ms(n, -1);
   std::vector<char> ok(n, 0);
-  Window window(conc);
-  const double cpu0 = r::cpu_ms();
-  const auto t0 = r::Clock::now();
-  for (std::size_t i = 0; i < n; ++i) {
-    window.acquire();
-    const auto ts = r::Clock::now();
+  const PhaseRun run = run_phase(n, conc, a.timeout_s, [&](std::size_t i, r::Clock::time_point ts, Window& window) {
     nodes[w.putter[i]]->put(dht::InfoHash::get(w.keys[i]), std::make_shared<dht::Value>(bytes_of(w.values[i])),
-                            [&, i, ts](bool success) {
+                            [&, i, ts, win = &window](bool success) {
                               ms[i] = r::ms_between(ts, r::Clock::now());
                               ok[i] = success;
-                              window.release();
+                              win->release();
                             });
-  }
-  const bool complete = window.wait_done(n, std::chrono::seconds(a.timeout_s));
-  const double wall = r::ms_between(t0, r::Clock::now()) / 1000.0;
+  });
   std::vector<double> done;
   std::size_t succeeded = 0;
   for (std::size_t i = 0; i < n; ++i)
@@ -81,8 +101,8 @@ bool put_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::Chi
       succeeded += ok[i] ? 1 : 0;
     }
   r::print_op_line("put", "opendht", nodes.size(), conc, n, r::summarize(done),
-                   static_cast<double>(succeeded) / static_cast<double>(n), wall, complete, r::cpu_ms() - cpu0);
-  return complete;
+                   static_cast<double>(succeeded) / static_cast<double>(n), run.wall_s, run.complete, run.cpu_ms);
+  return run.complete;
 }
 
 /// Gets every key of `w` from its getter, timing the full lookup to its completion
@@ -94,12 +114,7 @@ bool get_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::Chi
   std::vector<double> ms(n, -1), first_ms(n, -1);
   std::vector<std::atomic<bool>> found(n);
   for (auto& f : found) f = false;
-  Window window(conc);
-  const double cpu0 = r::cpu_ms();
-  const auto t0 = r::Clock::now();
-  for (std::size_t i = 0; i < n; ++i) {
-    window.acquire();
-    const auto ts = r::Clock::now();
+  const PhaseRun run = run_phase(n, conc, a.timeout_s, [&](std::size_t i, r::Clock::time_point ts, Window& window) {
     const auto expected = bytes_of(w.values[i]);
     nodes[w.getter[i]]->get(
         dht::InfoHash::get(w.keys[i]),
@@ -108,13 +123,11 @@ bool get_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::Chi
             if (v->data == expected && !found[i].exchange(true)) first_ms[i] = r::ms_between(ts, r::Clock::now());
           return true;  // keep going: the lookup is timed to completion, as in the harness
         },
-        [&, i, ts](bool) {
+        [&, i, ts, win = &window](bool) {
           ms[i] = r::ms_between(ts, r::Clock::now());
-          window.release();
+          win->release();
         });
-  }
-  const bool complete = window.wait_done(n, std::chrono::seconds(a.timeout_s));
-  const double wall = r::ms_between(t0, r::Clock::now()) / 1000.0;
+  });
   std::vector<double> done, first;
   std::size_t succeeded = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -126,9 +139,9 @@ bool get_phase(std::vector<std::unique_ptr<dht::DhtRunner>>& nodes, const r::Chi
   }
   const auto first_stats = r::summarize(first);
   r::print_op_line("get", "opendht", nodes.size(), conc, n, r::summarize(done),
-                   static_cast<double>(succeeded) / static_cast<double>(n), wall, complete,
-                   r::cpu_ms() - cpu0, &first_stats);
-  return complete;
+                   static_cast<double>(succeeded) / static_cast<double>(n), run.wall_s, run.complete,
+                   run.cpu_ms, &first_stats);
+  return run.complete;
 }
 
 }  // namespace

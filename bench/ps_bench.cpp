@@ -37,12 +37,6 @@ struct Row {
   bool ok = false;
 };
 
-std::string joined(const std::vector<int>& v) {
-  std::string s;
-  for (const auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 std::string ms(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
 /// Starts every argv as a child with `env` and waits for all: their output, or an error
@@ -55,18 +49,6 @@ Result<std::string> run_all(const std::vector<std::vector<std::string>>& argvs, 
   std::string output = std::move(run->output);
   if (failure) return make_error(errc::unavailable, "expected every process to exit 0, got {}", *failure);
   return output;
-}
-
-/// `count` distinct free ports on 127.0.0.1.
-Result<std::vector<int>> free_ports(std::size_t count) {
-  std::vector<int> ports;
-  for (int tries = 0; ports.size() < count && tries < 100; ++tries) {
-    auto p = free_port();
-    if (!p) return p.error();
-    if (std::find(ports.begin(), ports.end(), *p) == ports.end()) ports.push_back(*p);
-  }
-  if (ports.size() < count) return make_error(errc::unavailable, "expected {} distinct free ports, got {}", count, ports.size());
-  return ports;
 }
 
 double percentile(std::vector<double> v, double q) {

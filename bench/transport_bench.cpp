@@ -2,12 +2,9 @@
 // figures in the same run, and prints them side by side with ratios and targets.
 #include "bench/transport_bench.hpp"
 
-#include <limits.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,19 +35,6 @@ Counts counts_of(const TransportBenchOptions& o) {
     c.perftest_lat = std::min<std::size_t>(c.perftest_lat, 5000);
   }
   return c;
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "unknown (/proc/loadavg unreadable)";
-  return fmt::format("{} {} {} (1/5/15 min)", one, five, fifteen);
-}
-
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
 /// One table row: a figure of apiary, the peer's, their ratio against a target.
@@ -85,20 +69,11 @@ class Table {
     rows_.push_back(std::move(row));
   }
   void print(const std::string& title) const {
-    const std::vector<std::string> head = {"figure", "apiary", "peer", "ratio", "target", "verdict"};
-    std::vector<std::vector<std::string>> lines = {head};
+    std::vector<std::vector<std::string>> lines = {{"figure", "apiary", "peer", "ratio", "target", "verdict"}};
     for (const auto& r : rows_)
       lines.push_back({r.figure, r.apiary, r.peer, r.ratio ? fmt::format("{:.2f}x", *r.ratio) : "-", r.target,
                        r.met ? (*r.met ? "ok" : "MISSED") : "-"});
-    std::vector<std::size_t> width(head.size(), 0);
-    for (const auto& l : lines)
-      for (std::size_t i = 0; i < l.size(); ++i) width[i] = std::max(width[i], l[i].size());
-    fmt::print("\n== {} ==\n", title);
-    for (const auto& l : lines) {
-      std::string text;
-      for (std::size_t i = 0; i < l.size(); ++i) text += fmt::format("{:<{}}  ", l[i], width[i]);
-      fmt::print("{}\n", text.substr(0, text.find_last_not_of(' ') + 1));
-    }
+    print_table(title, lines);
     for (std::size_t i = 0; i < notes_.size(); ++i) fmt::print("[{}] {}\n", i + 1, notes_[i]);
   }
 
@@ -159,11 +134,15 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   plan.bw_size = n.bw_size;
   plan.bw_iters = n.bw;
   const tb::SessionFigures efd = tb::run_session(plan);
+  tb::SessionPlan direct_plan = plan;  // the same round trip, roles on the transport-thread host
+  direct_plan.direct = true;
+  direct_plan.rate_calls = direct_plan.bw_iters = 0;
+  const tb::SessionFigures efd_direct = tb::run_session(direct_plan);
   const auto bare_efd = run_bare_pingpong(mode, false, n.rtt, peer_cfg);
   const auto perf_lat = run_perftest("tag_lat", mode, 64, n.perftest_lat, peer_cfg);
   const auto perf_bw = run_perftest("ucp_am_bw", mode, n.bw_size, n.bw, peer_cfg);
   const auto bare_bw = run_bare_bw(mode, n.bw_size, n.bw, peer_cfg);
-  std::optional<tb::SessionFigures> busy;
+  std::optional<tb::SessionFigures> busy, busy_direct;
   std::optional<Result<PingpongFigure>> bare_busy;
   if (o.busy_poll) {
     // Busy-polling processes must not share a CPU: one spinner would starve the other.
@@ -171,6 +150,8 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
     plan.cpus = two_cpus;
     plan.rate_calls = plan.bw_iters = 0;  // only the round trip
     busy = tb::run_session(plan);
+    plan.direct = true;
+    busy_direct = tb::run_session(plan);
     bare_busy = run_bare_pingpong(mode, true, n.rtt, peer_cfg);
   }
 
@@ -180,12 +161,17 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   const auto bw_fmt = [](double v) { return fmt::format("{:.0f} MiB/s", v); };
   t.add("RTT 64 B (efd) vs bare event-fd pingpong", t.cell(efd.rtt, rtt_fmt), t.cell(bare_efd, ping_fmt),
         ratio_of(efd.rtt, bare_efd, rtt_median, pingpong_median), 2.0, true);
+  t.add("RTT 64 B (efd), transport-thread host, vs bare event-fd pingpong", t.cell(efd_direct.rtt, rtt_fmt),
+        t.cell(bare_efd, ping_fmt), ratio_of(efd_direct.rtt, bare_efd, rtt_median, pingpong_median), 1.2, true);
   if (busy) {
     t.add("RTT 64 B (busy) vs ucx_perftest tag_lat RTT", t.cell(busy->rtt, rtt_fmt),
           t.cell(perf_lat, [](const PerftestFigure& f) { return fmt::format("{:.2f} us", f.rtt_us); }),
           ratio_of(busy->rtt, perf_lat, rtt_median, perftest_rtt), 3.0, true);
     t.add("RTT 64 B (busy) vs bare busy-poll pingpong", t.cell(busy->rtt, rtt_fmt), t.cell(*bare_busy, ping_fmt),
           ratio_of(busy->rtt, *bare_busy, rtt_median, pingpong_median), 0, true);
+    t.add("RTT 64 B (busy), transport-thread host, vs bare busy-poll pingpong", t.cell(busy_direct->rtt, rtt_fmt),
+          t.cell(*bare_busy, ping_fmt), ratio_of(busy_direct->rtt, *bare_busy, rtt_median, pingpong_median), 10.0,
+          true);
   } else {
     t.add("RTT 64 B (efd) vs ucx_perftest tag_lat RTT (floor)", t.cell(efd.rtt, rtt_fmt),
           t.cell(perf_lat, [](const PerftestFigure& f) { return fmt::format("{:.2f} us", f.rtt_us); }),
@@ -211,7 +197,9 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   fmt::print("thread hand-offs per call (voluntary context switches per 64 B round trip{}): efd: {}",
              efd.caf_workers > 0 ? fmt::format(", {} CAF threads per process", efd.caf_workers) : "",
              switches_text(efd.rtt));
-  if (busy) fmt::print("; busy: {}", switches_text(busy->rtt));
+  fmt::print("; efd, transport-thread host: {}", switches_text(efd_direct.rtt));
+  if (busy) fmt::print("; busy: {}; busy, transport-thread host: {}", switches_text(busy->rtt),
+                       switches_text(busy_direct->rtt));
   fmt::print("\n");
   if (efd.mib_per_s)
     fmt::print("minor page faults per {} payload (bandwidth run; {} = every page touched fresh): client {:.0f}, "
@@ -222,7 +210,7 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
     fmt::print("note: on shm lanes the bare event-fd pingpong seldom sleeps (a few us median, under one "
                "context switch per round trip for both processes), so the efd ratio here mostly counts apiary's thread wake-ups\n");
   std::fflush(stdout);
-  return efd.rtt && efd.calls_per_s && efd.mib_per_s && (!busy || busy->rtt);
+  return efd.rtt && efd_direct.rtt && efd.calls_per_s && efd.mib_per_s && (!busy || (busy->rtt && busy_direct->rtt));
 }
 
 }  // namespace
@@ -243,7 +231,7 @@ int run_transport_bench(const TransportBenchOptions& o) {
     return 1;
   }
   ::setenv("UCX_NET_DEVICES", "lo", 0);  // loopback only, for us and every child
-  const std::string exe = o.self_exe.empty() ? self_exe() : o.self_exe;
+  const std::string exe = o.self_exe.empty() ? executable_path() : o.self_exe;
   const Counts n = counts_of(o);
   const std::vector<int> cpus = allowed_cpus();
   const char* devices = std::getenv("UCX_NET_DEVICES");
@@ -253,11 +241,11 @@ int run_transport_bench(const TransportBenchOptions& o) {
   fmt::print("CPUs allowed: {}; event-fd runs unpinned, busy runs pinned (server CPU {}, client CPU {}); "
              "peers pinned to two CPUs\n",
              cpus.size(), cpus.empty() ? -1 : cpus[0], cpus.size() > 1 ? cpus[1] : -1);
-  fmt::print("load before: {}\n", load_average());
+  fmt::print("load before: {}\n", load_averages());
   std::fflush(stdout);
   bool ok = true;
   for (const auto& mode : o.modes) ok = bench_mode(mode, o, n, exe, cpus) && ok;
-  fmt::print("\nload after: {}\n", load_average());
+  fmt::print("\nload after: {}\n", load_averages());
   return ok ? 0 : 1;
 }
 

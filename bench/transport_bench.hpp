@@ -33,6 +33,6 @@ int run_transport_bench(const TransportBenchOptions& options);
 /// The server side, run in its own process: serves the benchmark handles over a
 /// gateway in `mode` ("tcp" or "shm"; busy: busy-poll 50 µs), prints
 /// "listening HOST:PORT", and serves until its stdin closes. Returns 0, or 1 on error.
-int run_transport_bench_server(const std::string& mode, bool busy);
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct);
 
 }  // namespace apiary::bench

@@ -11,8 +11,11 @@
 
 #include <caf/all.hpp>
 
+#include "actors/role_host.hpp"
 #include "actors/rpc.hpp"
 #include "actors/type_ids.hpp"
+#include "bench/transport_bench_roles.hpp"
+#include "messages/identity/multiaddr.hpp"
 
 namespace apiary::bench::transport_bench {
 namespace {
@@ -130,9 +133,10 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
              const SessionPlan& plan, SessionFigures& out) {
   const Buffer small = pattern(64);
   const auto patience = 120s;
+  const auto echo_rtt = plan.direct ? drive_on_transport_thread : drive_calls;
   // Warm-up: connects, and lets both processes fault in their pages and caches.
-  auto warm = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, std::max<std::size_t>(plan.rtt_iters / 10, 50), 1},
-                          patience);
+  auto warm = echo_rtt(sys, gw, {peer, k_echo_handle, small, 64, std::max<std::size_t>(plan.rtt_iters / 10, 50), 1},
+                       patience);
   if (!warm) {
     Error e{warm.error().code, "warm-up calls failed: " + warm.error().message};
     out.fail(e);
@@ -141,7 +145,7 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
   // Sequential round trips, with the context switches they cost on both sides.
   const auto server_before = server_counters(sys, *gw, peer);
   const auto client_before = process_counters();
-  auto rtt = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, plan.rtt_iters, 1}, patience);
+  auto rtt = echo_rtt(sys, gw, {peer, k_echo_handle, small, 64, plan.rtt_iters, 1}, patience);
   const auto client_after = process_counters();
   const auto server_after = server_counters(sys, *gw, peer);
   if (rtt) {
@@ -155,7 +159,7 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
     out.rtt = rtt.error();
   }
   // Calls per second with a full window.
-  if (plan.rate_calls > 0) {
+  if (plan.rate_calls > 0 && !plan.direct) {
     auto rate = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, plan.rate_calls, plan.rate_in_flight}, patience);
     if (rate) {
       out.calls_per_s = static_cast<double>(plan.rate_calls) / rate->seconds;
@@ -166,7 +170,7 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
     }
   }
   // One-way bandwidth to the sink, 4 payloads in flight (one buffer, reused, as perftest does).
-  if (plan.bw_iters > 0) {
+  if (plan.bw_iters > 0 && !plan.direct) {
     const Buffer big = pattern(plan.bw_size);
     auto bw_warm = drive_calls(sys, gw, {peer, k_sink_handle, big, 8, 8, 4}, patience);  // warm-up at the same window
     const auto server_before = server_counters(sys, *gw, peer);
@@ -228,13 +232,39 @@ Result<CallRun> drive_calls(caf::actor_system& sys, const std::shared_ptr<actors
   return result.get();
 }
 
+Result<CallRun> drive_on_transport_thread(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
+                                          const DriveSpec& spec, std::chrono::seconds patience) {
+  if (spec.window != 1)
+    return make_error(errc::invalid_argument, "the transport-thread driver runs one call at a time, got window {}",
+                      spec.window);
+  auto peer = messages::Multiaddr::from_host_port(spec.peer, "benchmark server");
+  if (!peer) return peer.error();
+  DriveOrder order{peer->to_string(), spec.handle, std::string(spec.payload.view()), spec.reply_bytes, spec.calls,
+                   k_call_timeout};
+  auto driver = actors::spawn_role(sys, gw, make_driver_role(), core::HostKind::transport_thread);
+  const auto start = Clock::now();
+  auto answer = actors::call_role(driver, "", "drive", core::Value::of(std::move(order)));
+  const bool ready = answer.wait_for(patience) == std::future_status::ready;
+  const auto end = Clock::now();
+  actors::stop_role(*gw, driver, {});  // a run still going hears errc::cancelled
+  if (!ready)
+    return make_error(errc::deadline_exceeded, "{} calls to '{}' at {} from the transport thread did not finish "
+                      "within {} s; is the machine overloaded?", spec.calls, spec.handle, spec.peer, patience.count());
+  auto value = answer.get();
+  if (!value) return value.error();
+  CallRun run;
+  run.rtt_us = std::move(*value->as<std::vector<double>>());
+  run.seconds = std::chrono::duration<double>(end - start).count();
+  return run;
+}
+
 SessionFigures run_session(const SessionPlan& plan) {
   SessionFigures out;
   cpu_set_t original;
   CPU_ZERO(&original);
   const bool have_original = ::sched_getaffinity(0, sizeof original, &original) == 0;
   if (plan.cpus) pin_calling_thread(plan.cpus->first);
-  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, 30s);
+  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, plan.direct, 30s);
   if (plan.cpus) pin_calling_thread(plan.cpus->second);
   if (server) {
     // The actor system and the gateway start their threads here, on the client's CPU.

@@ -52,7 +52,8 @@ class ServerProcess {
  public:
   /// Starts the server (on the CPUs the calling thread may use) and waits up to
   /// `patience` for its "listening HOST:PORT" line.
-  static Result<ServerProcess> start(const std::string& exe, const std::string& mode, bool busy,
+  /// `direct`: the server's echo is a role on its transport thread (`--direct`).
+  static Result<ServerProcess> start(const std::string& exe, const std::string& mode, bool busy, bool direct,
                                      std::chrono::seconds patience);
   ServerProcess(ServerProcess&& other) noexcept;
   ServerProcess& operator=(ServerProcess&&) = delete;
@@ -102,6 +103,11 @@ struct DriveSpec {
 Result<CallRun> drive_calls(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
                             const DriveSpec& spec, std::chrono::seconds patience);
 
+/// drive_calls() with the driver a role (transport_bench_roles.hpp) on `gw`'s transport
+/// thread: no thread hand-off per call; `window` must be 1.
+Result<CallRun> drive_on_transport_thread(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
+                                          const DriveSpec& spec, std::chrono::seconds patience);
+
 /// A round-trip figure with the hand-offs it cost.
 struct RttFigure {
   double median_us = 0;
@@ -117,6 +123,9 @@ struct SessionPlan {
   std::string exe;                 ///< executable that runs the server side
   std::string mode = "tcp";        ///< "tcp" or "shm"
   bool busy = false;               ///< busy-poll k_busy_poll on both sides
+  /// The echo and the round-trip driver are roles on the transport-thread host of each
+  /// side (actors/direct_host.hpp), not actors; only the round trip is measured then.
+  bool direct = false;
   std::optional<std::pair<int, int>> cpus;  ///< pin server to .first, client to .second
   std::size_t rtt_iters = 5000;
   std::size_t rate_calls = 0;      ///< 0: skip the calls/s figure

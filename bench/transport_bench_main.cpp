@@ -1,7 +1,7 @@
 // apiary_transport_bench: `apiary bench transport` as a standalone tool (same code, same
 // output). It is also its own server side:
 //   apiary_transport_bench [--modes tcp,shm] [--busy] [--quick] [--rtt-iters N] ...
-//   apiary_transport_bench bench transport-server --mode tcp|shm [--busy]
+//   apiary_transport_bench bench transport-server --mode tcp|shm [--busy] [--direct]
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -16,12 +16,14 @@ int main(int argc, char** argv) {
     bool busy = false;
     server.add_option("--mode", mode, "tcp or shm")->check(CLI::IsMember({"tcp", "shm"}));
     server.add_flag("--busy", busy, "busy-poll 50 us before sleeping");
+    bool direct = false;
+    server.add_flag("--direct", direct, "serve the echo from a role on the transport thread");
     try {
       server.parse(argc - 2, argv + 2);
     } catch (const CLI::ParseError& e) {
       return server.exit(e);
     }
-    return apiary::bench::run_transport_bench_server(mode, busy);
+    return apiary::bench::run_transport_bench_server(mode, busy, direct);
   }
 
   CLI::App app{"apiary's RPC figures between two processes on 127.0.0.1, beside bare UCX and ucx_perftest "

@@ -19,9 +19,11 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "actors/role_host.hpp"
 #include "actors/rpc.hpp"
 #include "bench/transport_bench.hpp"
 #include "bench/transport_bench_apiary.hpp"
+#include "bench/transport_bench_roles.hpp"
 
 extern char** environ;
 
@@ -50,7 +52,7 @@ std::string last_lines(const std::string& out, std::size_t n = 3) {
 }  // namespace
 
 Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::string& mode, bool busy,
-                                           std::chrono::seconds patience) {
+                                           bool direct, std::chrono::seconds patience) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return make_error(errc::io, "pipe failed: {}", std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -69,6 +71,7 @@ Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::st
   posix_spawnattr_setpgroup(&attr, 0);
   std::vector<std::string> args = {exe, "bench", "transport-server", "--mode", mode};
   if (busy) args.emplace_back("--busy");
+  if (direct) args.emplace_back("--direct");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -99,8 +102,8 @@ Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::st
   }
   const bool late = Clock::now() >= give_up;
   return make_error(late ? errc::deadline_exceeded : errc::unavailable,
-                    "the benchmark server `{} bench transport-server --mode {}{}` {}: {}", exe, mode,
-                    busy ? " --busy" : "", late ? "did not print 'listening HOST:PORT' in time" : "exited early",
+                    "the benchmark server `{} bench transport-server --mode {}{}{}` {}: {}", exe, mode,
+                    busy ? " --busy" : "", direct ? " --direct" : "", late ? "did not print 'listening HOST:PORT' in time" : "exited early",
                     last_lines(p.output_));
 }
 
@@ -165,7 +168,7 @@ Status ServerProcess::stop(std::chrono::seconds patience) {
 
 }  // namespace transport_bench
 
-int run_transport_bench_server(const std::string& mode, bool busy) {
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct) {
   namespace tb = transport_bench;
   if (mode != "tcp" && mode != "shm") {
     fmt::print("error: expected --mode tcp or shm, got '{}'\n", mode);
@@ -184,7 +187,12 @@ int run_transport_bench_server(const std::string& mode, bool busy) {
     std::fflush(stdout);
     return 1;
   }
-  actors::serve_unary(sys, *gw, tb::k_echo_handle, [](const actors::Delivery& d) -> Result<Buffer> { return d.data; });
+  // The echo: an actor's handler, or (--direct) a role on the transport thread.
+  actors::RoleHost echo;
+  if (direct)
+    echo = actors::spawn_role(sys, *gw, tb::make_echo_role(tb::k_echo_handle), core::HostKind::transport_thread);
+  else
+    actors::serve_unary(sys, *gw, tb::k_echo_handle, [](const actors::Delivery& d) -> Result<Buffer> { return d.data; });
   actors::serve_unary(sys, *gw, tb::k_sink_handle, [](const actors::Delivery& d) -> Result<Buffer> {
     const std::uint64_t size = d.data.size();
     return Buffer::copy_of(&size, sizeof size);  // x86-64 and aarch64 are little endian
@@ -205,6 +213,7 @@ int run_transport_bench_server(const std::string& mode, bool busy) {
     if (n > 0 || (n < 0 && errno == EINTR)) continue;
     break;
   }
+  if (echo) actors::stop_role(**gw, echo, {tb::k_echo_handle});
   (*gw)->stop();
   return 0;
 }

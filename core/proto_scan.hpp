@@ -1,9 +1,11 @@
 #pragma once
 /// ProtoReader: reads the fields of a serialized protobuf message one by one, without
 /// protobuf, for the fast paths that decode big float arrays straight from the wire
-/// (core/averaging/allreduce_fastwire.cpp, core/ps/wire.cpp). Anything it cannot read
+/// (core/averaging/allreduce_fastwire.cpp, core/ps/wire.cpp); with the wire types and
+/// varint_size, which those paths also use to write messages. Anything it cannot read
 /// (a truncated varint or field, a field number of 0 or above 2^29 - 1, a group) makes
 /// field() return false; those paths then fall back to protobuf, which says why.
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -15,6 +17,13 @@ inline constexpr std::uint32_t k_wire_varint = 0;
 inline constexpr std::uint32_t k_wire_fixed64 = 1;
 inline constexpr std::uint32_t k_wire_len = 2;
 inline constexpr std::uint32_t k_wire_fixed32 = 5;
+
+/// Bytes of `v` as a base-128 varint (1 to 10).
+inline std::size_t varint_size(std::uint64_t v) {
+  std::size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
 
 /// Reads fields from [p, end).
 struct ProtoReader {

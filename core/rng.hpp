@@ -12,6 +12,19 @@ namespace apiary::core {
 /// stateless mix of a value x: `splitmix64_next(x)` with a copy of x.
 std::uint64_t splitmix64_next(std::uint64_t& state);
 
+/// A splitmix64 stream from a seed: the generator of streams specified as splitmix64
+/// (RandomAxisPartitionAR's axes, the logistic-regression workload's data).
+class SplitMix64 {
+ public:
+  /// The stream of `seed`.
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  /// The next 64 bits.
+  std::uint64_t next() { return splitmix64_next(state_); }
+
+ private:
+  std::uint64_t state_;
+};
+
 /// A seeded pseudo-random generator.
 class Rng {
  public:

@@ -4,52 +4,37 @@
 
 #include <string>
 
+#include "cuda/dispatch.hpp"
+
 namespace apiary::cuda {
-namespace {
 
-status null_pointer(const char* kernel, std::size_t n) {
-  return status::failure(std::string(kernel) + ": got a null pointer for " + std::to_string(n) +
-                         " elements; expected buffers of at least n elements (pass n = 0 "
-                         "for an empty range)");
-}
-
-// True when every pointer is set.
-template <class... P>
-bool all_set(P... pointers) {
-  return ((pointers != nullptr) && ...);
-}
-
-}  // namespace
+using detail::all_set;
+using detail::dispatch;
+using detail::null_pointer;
 
 status row_moments(backend where, float* means, float* stds, const float* x, std::size_t rows,
                    std::size_t len, float min_std, stream_handle stream) {
-  if (rows == 0 || len == 0) return ok_status();
-  if (!all_set(means, stds, x)) return null_pointer("row_moments", rows * len);
-  if (where == backend::cuda) return gpu::row_moments(means, stds, x, rows, len, min_std, stream);
-  cpu::row_moments(means, stds, x, rows, len, min_std);
-  return ok_status();
+  return dispatch(where, "row_moments", rows * len, all_set(means, stds, x),
+                  [&] { return gpu::row_moments(means, stds, x, rows, len, min_std, stream); },
+                  [&] { cpu::row_moments(means, stds, x, rows, len, min_std); });
 }
 
 status standardize_to_f16(backend where, std::uint16_t* dst, const float* x, std::size_t rows,
                           std::size_t len, const float* means, const float* stds,
                           stream_handle stream) {
-  if (rows == 0 || len == 0) return ok_status();
-  if (!all_set(dst, x, means, stds)) return null_pointer("standardize_to_f16", rows * len);
-  if (where == backend::cuda) return gpu::standardize_to_f16(dst, x, rows, len, means, stds, stream);
-  cpu::standardize_to_f16(dst, x, rows, len, means, stds);
-  return ok_status();
+  return dispatch(where, "standardize_to_f16", rows * len, all_set(dst, x, means, stds),
+                  [&] { return gpu::standardize_to_f16(dst, x, rows, len, means, stds, stream); },
+                  [&] { cpu::standardize_to_f16(dst, x, rows, len, means, stds); });
 }
 
 status destandardize_from_f16(backend where, float* dst, const std::uint16_t* src,
                               std::size_t rows, std::size_t len, const float* means,
                               const float* stds, stream_handle stream) {
-  if (rows == 0 || len == 0) return ok_status();
-  if (!all_set(dst, src, means, stds)) return null_pointer("destandardize_from_f16", rows * len);
-  if (where == backend::cuda) {
-    return gpu::destandardize_from_f16(dst, src, rows, len, means, stds, stream);
-  }
-  cpu::destandardize_from_f16(dst, src, rows, len, means, stds);
-  return ok_status();
+  return dispatch(where, "destandardize_from_f16", rows * len, all_set(dst, src, means, stds),
+                  [&] {
+                    return gpu::destandardize_from_f16(dst, src, rows, len, means, stds, stream);
+                  },
+                  [&] { cpu::destandardize_from_f16(dst, src, rows, len, means, stds); });
 }
 
 status sum_squared_deviation(backend where, const float* x, std::size_t n, double center,
@@ -82,68 +67,54 @@ status uniform_indices(backend where, std::uint8_t* idx, const float* x, std::si
 
 status search_borders(backend where, std::uint8_t* idx, const float* x, std::size_t n,
                       float divisor, const borders255& borders, stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(idx, x)) return null_pointer("search_borders", n);
-  if (where == backend::cuda) return gpu::search_borders(idx, x, n, divisor, borders, stream);
-  cpu::search_borders(idx, x, n, divisor, borders);
-  return ok_status();
+  return dispatch(where, "search_borders", n, all_set(idx, x),
+                  [&] { return gpu::search_borders(idx, x, n, divisor, borders, stream); },
+                  [&] { cpu::search_borders(idx, x, n, divisor, borders); });
 }
 
 status key_histogram(backend where, std::uint32_t* counts, const float* x, std::size_t n,
                      stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(counts, x)) return null_pointer("key_histogram", n);
-  if (where == backend::cuda) return gpu::key_histogram(counts, x, n, stream);
-  cpu::key_histogram(counts, x, n);
-  return ok_status();
+  return dispatch(where, "key_histogram", n, all_set(counts, x),
+                  [&] { return gpu::key_histogram(counts, x, n, stream); },
+                  [&] { cpu::key_histogram(counts, x, n); });
 }
 
 status bucket_sums(backend where, double* sums, std::uint64_t* counts, const float* x,
                    const std::uint8_t* idx, std::size_t n, stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(sums, counts, x, idx)) return null_pointer("bucket_sums", n);
-  if (where == backend::cuda) return gpu::bucket_sums(sums, counts, x, idx, n, stream);
-  cpu::bucket_sums(sums, counts, x, idx, n);
-  return ok_status();
+  return dispatch(where, "bucket_sums", n, all_set(sums, counts, x, idx),
+                  [&] { return gpu::bucket_sums(sums, counts, x, idx, n, stream); },
+                  [&] { cpu::bucket_sums(sums, counts, x, idx, n); });
 }
 
 status codebook_lookup(backend where, float* out, const float* codebook, const std::uint8_t* idx,
                        std::size_t n, stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(out, codebook, idx)) return null_pointer("codebook_lookup", n);
-  if (where == backend::cuda) return gpu::codebook_lookup(out, codebook, idx, n, stream);
-  cpu::codebook_lookup(out, codebook, idx, n);
-  return ok_status();
+  return dispatch(where, "codebook_lookup", n, all_set(out, codebook, idx),
+                  [&] { return gpu::codebook_lookup(out, codebook, idx, n, stream); },
+                  [&] { cpu::codebook_lookup(out, codebook, idx, n); });
 }
 
 status block_absmax(backend where, float* absmax, const float* x, std::size_t n,
                     stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(absmax, x)) return null_pointer("block_absmax", n);
-  if (where == backend::cuda) return gpu::block_absmax(absmax, x, n, stream);
-  cpu::block_absmax(absmax, x, n);
-  return ok_status();
+  return dispatch(where, "block_absmax", n, all_set(absmax, x),
+                  [&] { return gpu::block_absmax(absmax, x, n, stream); },
+                  [&] { cpu::block_absmax(absmax, x, n); });
 }
 
 status blockwise_quantize(backend where, std::uint8_t* q, const float* x, std::size_t n,
                           const float* absmax, const borders255& mids, std::uint8_t zero_index,
                           stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(q, x, absmax)) return null_pointer("blockwise_quantize", n);
-  if (where == backend::cuda) {
-    return gpu::blockwise_quantize(q, x, n, absmax, mids, zero_index, stream);
-  }
-  cpu::blockwise_quantize(q, x, n, absmax, mids, zero_index);
-  return ok_status();
+  return dispatch(where, "blockwise_quantize", n, all_set(q, x, absmax),
+                  [&] {
+                    return gpu::blockwise_quantize(q, x, n, absmax, mids, zero_index, stream);
+                  },
+                  [&] { cpu::blockwise_quantize(q, x, n, absmax, mids, zero_index); });
 }
 
 status blockwise_dequantize(backend where, float* out, const std::uint8_t* q, std::size_t n,
                             const float* absmax, const float* code, stream_handle stream) {
-  if (n == 0) return ok_status();
-  if (!all_set(out, q, absmax, code)) return null_pointer("blockwise_dequantize", n);
-  if (where == backend::cuda) return gpu::blockwise_dequantize(out, q, n, absmax, code, stream);
-  cpu::blockwise_dequantize(out, q, n, absmax, code);
-  return ok_status();
+  return dispatch(where, "blockwise_dequantize", n, all_set(out, q, absmax, code),
+                  [&] { return gpu::blockwise_dequantize(out, q, n, absmax, code, stream); },
+                  [&] { cpu::blockwise_dequantize(out, q, n, absmax, code); });
 }
 
 }  // namespace apiary::cuda

@@ -1,19 +1,11 @@
 // The gpu:: codec kernels of codec_kernels.hpp for builds without CUDA: each call fails
 // and says how to get the CUDA backend (default_backend() never picks cuda here).
-#include <string>
-
 #include "cuda/codec_kernels.hpp"
+#include "cuda/missing.hpp"
 
 namespace apiary::cuda::gpu {
-namespace {
 
-status not_compiled(const char* what) {
-  return status::failure(std::string(what) +
-                         ": this build has no CUDA backend; expected a build with "
-                         "APIARY_ENABLE_CUDA=ON (nvcc found), or use backend::cpu");
-}
-
-}  // namespace
+using detail::not_compiled;
 
 status row_moments(float*, float*, const float*, std::size_t, std::size_t, float, stream_handle) {
   return not_compiled("gpu::row_moments");

@@ -4,23 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "cuda/bits.hpp"
 #include "cuda/codec_kernels.hpp"
 #include "cuda/kernels.hpp"
 
 namespace apiary::cuda::cpu {
 namespace {
-
-std::uint32_t bits_of(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
-}
-
-float float_of(std::uint32_t u) {
-  float v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
 
 // Borders strictly below v in 255 ascending borders: a branch-free binary search (after
 // the step of width w, pos counts the borders below v among the first pos + w). NaN: 0.

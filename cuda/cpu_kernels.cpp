@@ -3,24 +3,11 @@
 // restrict pointers); CMake compiles this file with -ffp-contract=off so that a multiply
 // and an add are never fused, which keeps the results bit-identical to the CUDA kernels,
 // and with -fno-trapping-math so that GCC if-converts the selects.
-#include <cstring>
-
+#include "cuda/bits.hpp"
 #include "cuda/kernels.hpp"
 
 namespace apiary::cuda::cpu {
 namespace {
-
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float float_of(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // binary32 bits -> binary16 bits, round to nearest even. Each case is computed and
 // the right one selected, so the loop that inlines this stays branch-free.

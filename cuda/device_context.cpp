@@ -144,26 +144,31 @@ status device_context::weighted_average(const float* const* inputs, const float*
   return st;
 }
 
-status device_context::read(float* host, const float* src, std::size_t n) {
+namespace {
+
+// Copies n floats from src to dst after the kernels queued on `stream`: a memmove on the
+// cpu backend; on cuda, `copy` (gpu::copy_to_host or gpu::copy_to_device) on `device`.
+status copy_after_kernels(backend where, int device, stream_handle stream, float* dst,
+                          const float* src, std::size_t n,
+                          status (*copy)(void*, const void*, std::size_t)) {
   if (n == 0) return ok_status();
-  if (where_ == backend::cpu) {
-    std::memmove(host, src, n * sizeof(float));
+  if (where == backend::cpu) {
+    std::memmove(dst, src, n * sizeof(float));
     return ok_status();
   }
-  if (status st = gpu::set_device(device_); !st) return st;
-  if (status st = gpu::synchronize(stream_); !st) return st;  // after this context's kernels
-  return gpu::copy_to_host(host, src, n * sizeof(float));
+  if (status st = gpu::set_device(device); !st) return st;
+  if (status st = gpu::synchronize(stream); !st) return st;
+  return copy(dst, src, n * sizeof(float));
+}
+
+}  // namespace
+
+status device_context::read(float* host, const float* src, std::size_t n) {
+  return copy_after_kernels(where_, device_, stream_, host, src, n, gpu::copy_to_host);
 }
 
 status device_context::write(float* dst, const float* x, std::size_t n) {
-  if (n == 0) return ok_status();
-  if (where_ == backend::cpu) {
-    std::memmove(dst, x, n * sizeof(float));
-    return ok_status();
-  }
-  if (status st = gpu::set_device(device_); !st) return st;
-  if (status st = gpu::synchronize(stream_); !st) return st;  // after this context's kernels
-  return gpu::copy_to_device(dst, x, n * sizeof(float));
+  return copy_after_kernels(where_, device_, stream_, dst, x, n, gpu::copy_to_device);
 }
 
 status device_context::add_scaled(float* dst, const float* x, float alpha, std::size_t n) {

@@ -1,21 +1,13 @@
 // The gpu:: functions of kernels.hpp and runtime.hpp for builds without CUDA: each one
 // fails with a message that says how to get the CUDA backend. default_backend() never
 // picks cuda in such a build, so these are reached only by explicit requests.
-#include <string>
-
 #include "cuda/kernels.hpp"
+#include "cuda/missing.hpp"
 #include "cuda/runtime.hpp"
 
 namespace apiary::cuda::gpu {
-namespace {
 
-status not_compiled(const char* what) {
-  return status::failure(std::string(what) +
-                         ": this build has no CUDA backend; expected a build with "
-                         "APIARY_ENABLE_CUDA=ON (nvcc found), or use backend::cpu");
-}
-
-}  // namespace
+using detail::not_compiled;
 
 bool compiled() noexcept { return false; }
 

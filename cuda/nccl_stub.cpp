@@ -1,19 +1,11 @@
 // nccl.hpp for builds without NCCL: every call fails and says how to get NCCL.
-#include <string>
-
+#include "cuda/missing.hpp"
 #include "cuda/nccl.hpp"
 #include "cuda/nccl_comm.hpp"
 
 namespace apiary::cuda {
-namespace {
 
-status not_linked(const char* what) {
-  return status::failure(std::string(what) +
-                         ": this build has no NCCL; expected APIARY_ENABLE_CUDA=ON with "
-                         "nccl.h and libnccl found (set NCCL_ROOT), then rebuild");
-}
-
-}  // namespace
+using detail::not_linked;
 
 bool nccl_compiled() noexcept { return false; }
 

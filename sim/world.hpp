@@ -147,6 +147,8 @@ class World {
   void execute_reply(std::size_t node, core::Reply reply);
   void send_response(std::size_t from, std::size_t to, core::CallId call, std::uint64_t serial,
                      Result<std::string> payload);
+  /// True, counted in stats().to_dead, when `event` goes to a crashed node: it hears nothing.
+  bool lost_to_dead(const Event& event);
   void deliver_request(Event& event);
   void deliver_response(Event& event);
   // Streaming calls (world_streams.cpp).

@@ -158,12 +158,15 @@ void World::send_response(std::size_t from, std::size_t to, core::CallId call,
   push(std::move(response));
 }
 
+bool World::lost_to_dead(const Event& event) {
+  if (nodes_[event.node].state != NodeState::dead) return false;
+  stats_.to_dead += 1;
+  return true;
+}
+
 void World::deliver_request(Event& event) {
+  if (lost_to_dead(event)) return;  // a crashed node answers nothing: the caller times out
   Node& callee = nodes_[event.node];
-  if (callee.state == NodeState::dead) {
-    stats_.to_dead += 1;  // a crashed node answers nothing: the caller times out
-    return;
-  }
   if (callee.state == NodeState::added) {
     send_response(event.node, event.peer, event.call, event.serial,
                   make_error(errc::unavailable,

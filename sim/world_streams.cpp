@@ -131,11 +131,8 @@ void World::end_stream_request(Node& callee, core::RequestId id) {
 }
 
 void World::deliver_call_message(Event& event) {
+  if (lost_to_dead(event)) return;
   Node& callee = nodes_[event.node];
-  if (callee.state == NodeState::dead) {
-    stats_.to_dead += 1;
-    return;
-  }
   auto it = callee.streams.find(event.serial);
   if (callee.state != NodeState::running || it == callee.streams.end()) {
     stats_.late += 1;  // the request is over (answered, expired) or its open was lost
@@ -149,11 +146,8 @@ void World::deliver_call_message(Event& event) {
 }
 
 void World::deliver_reply_message(Event& event) {
+  if (lost_to_dead(event)) return;
   Node& caller = nodes_[event.node];
-  if (caller.state == NodeState::dead) {
-    stats_.to_dead += 1;
-    return;
-  }
   auto it = caller.calls.find(event.call);
   if (caller.state != NodeState::running || it == caller.calls.end() ||
       it->second.serial != event.serial) {

@@ -66,7 +66,8 @@ class Handler {
   virtual void on_frame(const PeerKey& from, Frame frame) = 0;
   /// `peer` is gone (connection error, keepalive timeout, or never reachable).
   virtual void on_peer_down(const PeerKey& peer, const Error& why) = 0;
-  /// The loop woke up (after input, or at the time next_wakeup asked for).
+  /// The loop woke up (after input, or at the time next_wakeup asked for); called on every
+  /// turn of the loop, after the functions posted before it ran.
   virtual void on_tick(Clock::time_point now) = 0;
   /// When the handler next needs on_tick, if ever.
   virtual std::optional<Clock::time_point> next_wakeup() = 0;

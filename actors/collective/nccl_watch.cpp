@@ -1,8 +1,6 @@
 #include "actors/collective/nccl_watch.hpp"
 
 #include <charconv>
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -11,27 +9,6 @@
 #include "actors/type_ids.hpp"
 
 namespace apiary::actors {
-
-struct NcclWatchState {
-  std::string group;
-  std::size_t ranks = 1;
-  PeerKey root;
-  CallId call = 0;  ///< a member's own stream to rank 0
-
-  mutable std::mutex mu;
-  std::string broken;  ///< the first reason, kept
-  struct Member {
-    std::size_t rank = 0;
-    std::string peer;  ///< its listen address, or its connection's key if it has none
-  };
-  std::map<CallId, Member> members;  ///< rank 0: the streams it holds
-
-  /// Records `why` unless a reason is known already.
-  void break_with(std::string why) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (broken.empty()) broken = std::move(why);
-  }
-};
 
 namespace {
 

@@ -10,7 +10,9 @@
 ///
 /// A member that ends its stream (its NcclWatch destroyed) has left normally: that does
 /// not break the group.
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -25,7 +27,26 @@ namespace apiary::actors {
 std::string nccl_watch_handle(const std::string& group);
 
 /// What one member's watch shares with its actor.
-struct NcclWatchState;
+struct NcclWatchState {
+  std::string group;
+  std::size_t ranks = 1;
+  PeerKey root;
+  CallId call = 0;  ///< a member's own stream to rank 0
+
+  mutable std::mutex mu;
+  std::string broken;  ///< the first reason, kept
+  struct Member {
+    std::size_t rank = 0;
+    std::string peer;  ///< its listen address, or its connection's key if it has none
+  };
+  std::map<CallId, Member> members;  ///< rank 0: the streams it holds
+
+  /// Records `why` unless a reason is known already.
+  void break_with(std::string why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (broken.empty()) broken = std::move(why);
+  }
+};
 
 /// One member's watch on its group.
 class NcclWatch {

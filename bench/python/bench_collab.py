@@ -19,20 +19,9 @@ import sys
 import tempfile
 import time
 
+from common import digits
+
 PEERS, BATCH, STEP_TIME, HIDDEN = 4, 32, 0.01, 512  # the MLP: 64 -> 512 -> 10, 38 k parameters
-
-
-def data(shard, shards):
-    import torch
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(digits.target, dtype=torch.long)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
-    index = torch.arange(shard, len(x_train), shards)
-    return x_train[index], y_train[index], x_test, y_test
 
 
 def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_steps, epoch_steps, start_at):
@@ -45,7 +34,7 @@ def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_ste
     model = torch.nn.Sequential(torch.nn.Linear(64, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 10))
     torch.manual_seed(rank + 1)
     solo = way == "solo"
-    x, y, x_test, y_test = data(0 if solo else rank, 1 if solo else PEERS)
+    x, y, x_test, y_test = digits(0 if solo else rank, 1 if solo else PEERS, stratify=True)
     dht = opt = None
     transport = None
     if solo:

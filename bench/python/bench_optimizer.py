@@ -51,25 +51,10 @@ import traceback
 import warnings
 from functools import partial
 
-from common import emit, implementation, load, percentile
+from common import digits, emit, implementation, load, percentile
 
 LOOPBACK = "/ip4/127.0.0.1/tcp/0"
 RUN_ID = "bench_optimizer"
-
-
-def digits(shard: int, shards: int):
-    """scikit-learn's digits scaled to [0, 1]: training shard `shard` of `shards`, and
-    the held-out quarter."""
-    import torch
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    data = load_digits()
-    x = torch.tensor(data.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(data.target, dtype=torch.long)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.25, random_state=0)
-    rows = torch.arange(shard, len(x_train), shards)
-    return x_train[rows], y_train[rows], x_test, y_test
 
 
 def mlp(hidden: int):

@@ -16,21 +16,6 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "NONE parts copy float bytes as they are: the wire is little-endian");
 
-// Protobuf wire types (core/proto_scan.hpp).
-constexpr std::uint32_t k_varint = k_wire_varint;
-constexpr std::uint32_t k_fixed64 = k_wire_fixed64;
-constexpr std::uint32_t k_len = k_wire_len;
-constexpr std::uint32_t k_fixed32 = k_wire_fixed32;
-
-std::size_t varint_size(std::uint64_t v) {
-  std::size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
 void put_varint(std::string& out, std::uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7f) | 0x80));
@@ -42,7 +27,7 @@ void put_varint(std::string& out, std::uint64_t v) {
 void put_tag(std::string& out, std::uint32_t field, std::uint32_t wire) { put_varint(out, (field << 3) | wire); }
 
 void put_bytes(std::string& out, std::uint32_t field, const char* data, std::size_t size) {
-  put_tag(out, field, k_len);
+  put_tag(out, field, k_wire_len);
   put_varint(out, size);
   out.append(data, size);
 }
@@ -68,27 +53,27 @@ std::size_t none_tensor_bytes(std::size_t count) {
 void put_none_head(std::string& out, pb::MessageCode code, const std::string& group_id, const std::string& peer_id,
                    std::size_t count) {
   if (code != pb::NO_CODE) {
-    put_tag(out, 1, k_varint);
+    put_tag(out, 1, k_wire_varint);
     put_varint(out, static_cast<std::uint64_t>(code));
   }
   if (!group_id.empty()) put_bytes(out, 2, group_id.data(), group_id.size());
   if (!peer_id.empty()) put_bytes(out, 3, peer_id.data(), peer_id.size());
-  put_tag(out, 4, k_len);
+  put_tag(out, 4, k_wire_len);
   put_varint(out, none_tensor_bytes(count));
   if (count > 0) {
-    put_tag(out, 1, k_len);
+    put_tag(out, 1, k_wire_len);
     put_varint(out, count * sizeof(float));
   }
 }
 
 /// The bytes of a NONE part's AveragingData after its values.
 void put_none_tail(std::string& out, std::size_t count, double weight) {
-  put_tag(out, 2, k_len);
+  put_tag(out, 2, k_wire_len);
   put_varint(out, varint_size(count));
   put_varint(out, count);
   put_bytes(out, 4, k_dtype, sizeof(k_dtype) - 1);
   if (weight != 0.0) {
-    put_tag(out, 5, k_fixed64);
+    put_tag(out, 5, k_wire_fixed64);
     char bits[8];
     std::memcpy(bits, &weight, 8);
     out.append(bits, 8);
@@ -142,11 +127,11 @@ bool scan_none_part(std::string_view bytes, PartMessage& out, std::string_view& 
     std::string_view field;
     std::uint64_t value = 0;
     if (!r.field(number, wire, field, value)) return false;
-    if (number == 1 && wire == k_varint) out.code = static_cast<pb::MessageCode>(value);
-    else if (number == 2 && wire == k_len) out.group_id.assign(field);
-    else if (number == 3 && wire == k_len) out.peer_id.assign(field);
-    else if (number == 4 && wire == k_len) tensor = field, has_tensor = true;
-    else if (number == 5 && wire == k_fixed64) std::memcpy(&out.weight, &value, 8);
+    if (number == 1 && wire == k_wire_varint) out.code = static_cast<pb::MessageCode>(value);
+    else if (number == 2 && wire == k_wire_len) out.group_id.assign(field);
+    else if (number == 3 && wire == k_wire_len) out.peer_id.assign(field);
+    else if (number == 4 && wire == k_wire_len) tensor = field, has_tensor = true;
+    else if (number == 5 && wire == k_wire_fixed64) std::memcpy(&out.weight, &value, 8);
     else return false;  // anything else: the general path decides
   }
   buffer = {};
@@ -160,17 +145,17 @@ bool scan_none_part(std::string_view bytes, PartMessage& out, std::string_view& 
     std::string_view field;
     std::uint64_t value = 0;
     if (!t.field(number, wire, field, value)) return false;
-    if (number == 1 && wire == k_len) {
+    if (number == 1 && wire == k_wire_len) {
       buffer = field;
-    } else if (number == 2 && wire == k_len) {
+    } else if (number == 2 && wire == k_wire_len) {
       Reader sizes{field.data(), field.data() + field.size()};
       while (sizes.p < sizes.end) {
         if (!sizes.varint(elements)) return false;
         ++dims;
       }
-    } else if (number == 4 && wire == k_len) {
+    } else if (number == 4 && wire == k_wire_len) {
       dtype = field;
-    } else if (!(number == 5 && wire == k_varint && value == pb::NONE)) {
+    } else if (!(number == 5 && wire == k_wire_varint && value == pb::NONE)) {
       return false;  // a codec, chunks, requires_grad...: the general path decides
     }
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/ps/partition.hpp"
+#include "core/ps/plan.hpp"
 
 namespace apiary::core::collective {
 namespace {
@@ -105,21 +106,9 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
   }
   bool nccl_noted = false;
   for (const auto& node : strategy.node_config()) {
-    const std::string where = "node_config \"" + node.var_name() + "\"";
-    const auto* var = item.find(node.var_name());
-    if (var == nullptr) {
-      return make_error(errc::invalid_argument,
-                        "{}: expected a variable of the model, got an unknown name; was the strategy built for "
-                        "another model?",
-                        where);
-    }
-    auto layouts = ps::shard_layouts(var->shape, node.partitioner());
-    if (!layouts) return make_error(errc::invalid_argument, "{}: {}", where, layouts.error().message);
-    const bool partitioned = !node.partitioner().empty();
-    if (partitioned && static_cast<std::size_t>(node.part_config_size()) != layouts->size()) {
-      return make_error(errc::invalid_argument, "{}: expected {} part_config entries for partitioner \"{}\", got {}",
-                        where, layouts->size(), node.partitioner(), node.part_config_size());
-    }
+    auto resolved = ps::resolve_node(node, item);
+    if (!resolved) return resolved.error();
+    const auto& [where, var, layouts, partitioned] = *resolved;
     ps::VariablePlan vp{var->name, var->shape, node.partitioner(), false, {}};
     if (options.allow_ps && uses_ps(node)) {
       // Mixed strategy: the PS runtime serves this variable (all its parts).
@@ -132,7 +121,7 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
       plan.ps_variables.push_back(var->name);
       continue;
     }
-    for (std::size_t i = 0; i < layouts->size(); ++i) {
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
       const auto& part = partitioned ? node.part_config(static_cast<int>(i)) : node;
       const std::string part_where = partitioned ? where + " part " + std::to_string(i) : where;
       if (!part.has_allreducesynchronizer()) {
@@ -150,7 +139,7 @@ Result<ArPlan> plan_allreduce(const Strategy& strategy, const strategy::GraphIte
       t.name = part.var_name().empty() ? var->name : part.var_name();
       t.variable = plan.variables.size();
       t.piece = i;
-      t.size = (*layouts)[i].size();
+      t.size = layouts[i].size();
       t.group = ar.group();
       t.compressor = compressor_of(ar.compressor());
       t.transport = *transport;

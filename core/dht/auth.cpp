@@ -434,6 +434,24 @@ Status parse_into(google::protobuf::MessageLite& message, const std::string& byt
                     name, kind, bytes.size());
 }
 
+/// Signing or validating a response: the response bytes as they are when there is no
+/// authorizer; else `handle`'s request and response parsed, step(request, response) (a
+/// Status), and the response bytes, re-serialized when `reserialize` (step changed it).
+template <class Step>
+Result<std::string> on_response(Authorizer* authorizer, const std::string& handle,
+                                const std::string& request_bytes,
+                                const std::string& response_bytes, bool reserialize, Step&& step) {
+  if (authorizer == nullptr) return response_bytes;
+  return for_handle(handle, [&](auto request, auto response,
+                                const char* name) -> Result<std::string> {
+    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
+    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
+    if (auto s = step(request, response); !s) return s.error();
+    if (reserialize) return serialize_deterministic(response);
+    return response_bytes;
+  });
+}
+
 }  // namespace
 
 Result<std::string> sign_outbound_request(Authorizer* authorizer, double now,
@@ -463,28 +481,20 @@ Result<std::string> sign_outbound_response(Authorizer* authorizer, double now,
                                            const std::string& handle,
                                            const std::string& request_bytes,
                                            const std::string& response_bytes) {
-  if (authorizer == nullptr) return response_bytes;
-  return for_handle(handle, [&](auto request, auto response,
-                                const char* name) -> Result<std::string> {
-    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
-    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
-    if (auto s = authorizer->sign_response(now, response, request); !s) return s.error();
-    return serialize_deterministic(response);
-  });
+  return on_response(authorizer, handle, request_bytes, response_bytes, /*reserialize=*/true,
+                     [&](const auto& request, auto& response) {
+                       return authorizer->sign_response(now, response, request);
+                     });
 }
 
 Result<std::string> validate_inbound_response(Authorizer* authorizer, double now,
                                               const std::string& handle,
                                               const std::string& request_bytes,
                                               const std::string& response_bytes) {
-  if (authorizer == nullptr) return response_bytes;
-  return for_handle(handle, [&](auto request, auto response,
-                                const char* name) -> Result<std::string> {
-    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
-    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
-    if (auto s = authorizer->validate_response(now, response, request); !s) return s.error();
-    return response_bytes;
-  });
+  return on_response(authorizer, handle, request_bytes, response_bytes, /*reserialize=*/false,
+                     [&](const auto& request, const auto& response) {
+                       return authorizer->validate_response(now, response, request);
+                     });
 }
 
 }  // namespace apiary::core::dht

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 namespace apiary::core::dht {
@@ -19,18 +20,27 @@ std::string to_string(const msgpack::sbuffer& buffer) {
 
 std::uint32_t size32(std::size_t n) { return static_cast<std::uint32_t>(n); }
 
+/// Writes `value` as the msgpack float of its width: 0xca (float32) or 0xcb (float64),
+/// then the IEEE-754 bits big-endian.
+template <class Float>
+void write_float(msgpack::sbuffer& out, Float value) {
+  static_assert(sizeof(Float) == 4 || sizeof(Float) == 8, "expected float or double");
+  using Bits = std::conditional_t<sizeof(Float) == 8, std::uint64_t, std::uint32_t>;
+  Bits bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  char bytes[1 + sizeof bits];
+  bytes[0] = static_cast<char>(sizeof bits == 8 ? 0xcb : 0xca);
+  for (std::size_t i = 0; i < sizeof bits; ++i) {
+    bytes[1 + i] = static_cast<char>(bits >> (8 * (sizeof bits - 1 - i)));
+  }
+  out.write(bytes, sizeof bytes);
+}
+
 /// Writes `value` as msgpack float64 (0xcb, then the IEEE-754 bits big-endian), as
 /// Python's msgpack does for every float. msgpack-c++ 4.1's pack_double writes whole
 /// numbers as integers instead, which would change the bytes and hence the hashes and
 /// signatures computed over them.
-void write_float64(msgpack::sbuffer& out, double value) {
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  char bytes[9];
-  bytes[0] = static_cast<char>(0xcb);
-  for (int i = 0; i < 8; ++i) bytes[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
-  out.write(bytes, sizeof bytes);
-}
+void write_float64(msgpack::sbuffer& out, double value) { write_float(out, value); }
 
 /// The number in `o` (any msgpack int or float), or nothing.
 std::optional<double> number_of(const msgpack::object& o) {
@@ -50,16 +60,9 @@ void repack_into(msgpack::sbuffer& out, const msgpack::object& o) {
     case msgpack::type::FLOAT64:
       write_float64(out, o.via.f64);
       return;
-    case msgpack::type::FLOAT32: {
-      const auto narrow = static_cast<float>(o.via.f64);
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, &narrow, sizeof bits);
-      char bytes[5];
-      bytes[0] = static_cast<char>(0xca);
-      for (int i = 0; i < 4; ++i) bytes[1 + i] = static_cast<char>(bits >> (24 - 8 * i));
-      out.write(bytes, sizeof bytes);
+    case msgpack::type::FLOAT32:
+      write_float(out, static_cast<float>(o.via.f64));
       return;
-    }
     case msgpack::type::ARRAY:
       Packer(out).pack_array(o.via.array.size);
       for (std::uint32_t i = 0; i < o.via.array.size; ++i) repack_into(out, o.via.array.ptr[i]);

@@ -112,6 +112,20 @@ CallId Node::call(const PeerAddr& peer, const char* handle, const std::string& r
 
 void Node::complete(OpResult result) { completed_.push_back(std::move(result)); }
 
+Node::Op& Node::add_op(OpId id) {
+  auto op = std::make_unique<Op>();
+  op->id = id;
+  op->result.op = id;
+  Op& o = *op;
+  ops_[id] = std::move(op);
+  return o;
+}
+
+void Node::end_op(Op& op) {
+  if (!op.internal) complete(std::move(op.result));
+  ops_.erase(op.id);
+}
+
 // ---- routing-table upkeep -------------------------------------------------------------
 
 void Node::note_sender(TimePoint now, const pb::NodeInfo& info, const PeerAddr& peer) {
@@ -363,17 +377,12 @@ void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::st
 
 Effects Node::start(TimePoint now, OpId op_id, const std::vector<PeerAddr>& initial_peers) {
   last_now_ = now;
-  auto op = std::make_unique<Op>();
-  op->id = op_id;
-  op->kind = OpKind::bootstrap;
-  op->result.op = op_id;
-  op->initial = initial_peers;
-  Op& o = *op;
-  ops_[op_id] = std::move(op);
+  Op& o = add_op(op_id);
+  o.kind = OpKind::bootstrap;
+  o.initial = initial_peers;
   if (config_.refresh_timeout) fx_.push_back(SetTimer{k_bucket_refresh_timer, now + *config_.refresh_timeout});
   if (initial_peers.empty()) {
-    complete(std::move(o.result));
-    ops_.erase(op_id);
+    end_op(o);
     return flush();
   }
   o.remaining = initial_peers.size();
@@ -394,8 +403,7 @@ void Node::bootstrap_pinged(TimePoint now, Op& op) {
                                   "DHT bootstrap failed: none of the {} initial peers answered a ping ({}); "
                                   "check that they run and are reachable",
                                   op.initial.size(), op.failures);
-    complete(std::move(op.result));
-    ops_.erase(op.id);
+    end_op(op);
     return;
   }
   // Look ourselves up: fills the routing table, and closer nodes push us their keys.

@@ -203,6 +203,10 @@ class Node {
   Effects flush();
   CallId call(const PeerAddr& peer, const char* handle, const std::string& request, OpId op, int kind);
   void complete(OpResult result);
+  /// A new operation `id` (its result names it), kept in ops_ until end_op.
+  Op& add_op(OpId id);
+  /// Reports `op`'s result, unless the node started it itself, and forgets `op`.
+  void end_op(Op& op);
   [[nodiscard]] pb::NodeInfo own_info() const;
   [[nodiscard]] const NodeId& id_self() const { return protocol_.self(); }
   std::uint64_t next_random();

@@ -77,14 +77,10 @@ Effects Node::get(TimePoint now, OpId op, const std::vector<NodeId>& keys, bool 
 void Node::start_get(TimePoint now, OpId op_id, const std::vector<NodeId>& keys, bool latest,
                      std::optional<DhtTime> sufficient, bool internal) {
   const DhtTime t = dht_time(now);
-  auto op = std::make_unique<Op>();
-  op->id = op_id;
-  op->kind = OpKind::get;
-  op->result.op = op_id;
-  op->result.found.resize(keys.size());
-  op->internal = internal;
-  Op& o = *op;
-  ops_[op_id] = std::move(op);
+  Op& o = add_op(op_id);
+  o.kind = OpKind::get;
+  o.result.found.resize(keys.size());
+  o.internal = internal;
   const DhtTime enough = sufficient ? *sufficient : (latest ? k_infinity : t);
   std::map<NodeId, GetKey> to_search;
   for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -224,8 +220,7 @@ void Node::on_get_found(TimePoint now, Search& s, const FinishedQuery& q) {
 
 void Node::maybe_finish_get(Op& op) {
   if (op.remaining > 0 && --op.remaining > 0) return;
-  if (!op.internal) complete(std::move(op.result));
-  ops_.erase(op.id);
+  end_op(op);
 }
 
 // ---- cache refresh ------------------------------------------------------------------------

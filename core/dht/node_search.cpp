@@ -155,8 +155,7 @@ void Node::finish_query(TimePoint now, Search& s, const FinishedQuery& q) {
         op.remaining = 1;
       }
       if (--op.remaining > 0) return;
-      complete(std::move(op.result));
-      ops_.erase(it);
+      end_op(op);
       return;
     }
     case Purpose::find_nearest: {
@@ -172,10 +171,7 @@ void Node::finish_query(TimePoint now, Search& s, const FinishedQuery& q) {
       }
       if (nearest.size() > op.k) nearest.resize(op.k);
       for (std::size_t pos : op.positions[q.query]) op.result.nearest[pos] = nearest;
-      if (--op.remaining == 0) {
-        if (!op.internal) complete(std::move(op.result));
-        ops_.erase(it);
-      }
+      if (--op.remaining == 0) end_op(op);
       return;
     }
     case Purpose::store: {
@@ -199,26 +195,21 @@ Effects Node::find_nearest(TimePoint now, OpId op, const std::vector<NodeId>& qu
 
 void Node::start_find(TimePoint now, OpId op_id, const std::vector<NodeId>& queries, std::size_t k,
                       bool exclude_self, bool internal) {
-  auto op = std::make_unique<Op>();
-  op->id = op_id;
-  op->kind = OpKind::find_nearest;
-  op->result.op = op_id;
-  op->result.nearest.resize(queries.size());
-  op->k = k;
-  op->exclude_self = exclude_self;
-  op->internal = internal;
+  Op& o = add_op(op_id);
+  o.kind = OpKind::find_nearest;
+  o.result.nearest.resize(queries.size());
+  o.k = k;
+  o.exclude_self = exclude_self;
+  o.internal = internal;
   std::vector<NodeId> distinct;
   for (std::size_t i = 0; i < queries.size(); ++i) {
-    auto& pos = op->positions[queries[i]];
+    auto& pos = o.positions[queries[i]];
     if (pos.empty()) distinct.push_back(queries[i]);
     pos.push_back(i);
   }
-  op->remaining = distinct.size();
-  Op& o = *op;
-  ops_[op_id] = std::move(op);
+  o.remaining = distinct.size();
   if (distinct.empty()) {
-    complete(std::move(o.result));
-    ops_.erase(op_id);
+    end_op(o);
     return;
   }
   const std::size_t beam = std::max(k, config_.protocol.bucket_size);

@@ -11,26 +11,21 @@ std::size_t queries_per_call_for(std::size_t queries, std::size_t cap);
 
 Effects Node::store(TimePoint now, OpId op_id, std::vector<StoreItem> items, bool exclude_self) {
   last_now_ = now;
-  auto op = std::make_unique<Op>();
-  op->id = op_id;
-  op->kind = OpKind::store;
-  op->result.op = op_id;
-  op->result.stored.assign(items.size(), false);
-  op->result.replicas.assign(items.size(), 0);
-  op->exclude_self = exclude_self || config_.protocol.client_mode;
+  Op& o = add_op(op_id);
+  o.kind = OpKind::store;
+  o.result.stored.assign(items.size(), false);
+  o.result.replicas.assign(items.size(), 0);
+  o.exclude_self = exclude_self || config_.protocol.client_mode;
   std::vector<NodeId> keys;
   for (std::size_t i = 0; i < items.size(); ++i) {
-    StoreKey& sk = op->store_keys[items[i].key];
+    StoreKey& sk = o.store_keys[items[i].key];
     if (sk.items.empty()) keys.push_back(items[i].key);
     sk.items.push_back(i);
   }
-  op->items = std::move(items);
-  op->remaining = keys.size();
-  Op& o = *op;
-  ops_[op_id] = std::move(op);
+  o.items = std::move(items);
+  o.remaining = keys.size();
   if (keys.empty()) {
-    complete(std::move(o.result));
-    ops_.erase(op_id);
+    end_op(o);
     return finish_input(now);
   }
   const std::size_t wide = config_.store_beam_size == 0 ? config_.protocol.bucket_size : config_.store_beam_size;
@@ -137,8 +132,7 @@ void Node::on_store_response(TimePoint now, PendingCall& pc, const Result<std::s
 void Node::maybe_finish_store(Op& op) {
   if (--op.remaining != 0) return;
   for (std::size_t i = 0; i < op.items.size(); ++i) op.result.stored[i] = op.result.replicas[i] > 0;
-  if (!op.internal) complete(std::move(op.result));
-  ops_.erase(op.id);
+  end_op(op);
 }
 
 }  // namespace apiary::core::dht

@@ -4,24 +4,17 @@
 #include <variant>
 
 #include "core/dht/msgpack_value.hpp"
+#include "core/dht/rules.hpp"
 #include "core/time.hpp"
 
 namespace apiary::core::dht {
 
 Status validate(const ProtocolConfig& config) {
-  if (config.bucket_size == 0) {
-    return make_error(errc::invalid_argument,
-                      "DHT bucket_size must be >= 1, got 0; set ProtocolConfig::bucket_size");
-  }
-  if (config.depth_modulo == 0) {
-    return make_error(errc::invalid_argument,
-                      "DHT depth_modulo must be >= 1, got 0; set ProtocolConfig::depth_modulo");
-  }
-  if (config.num_replicas == 0) {
-    return make_error(errc::invalid_argument,
-                      "DHT num_replicas must be >= 1, got 0; set ProtocolConfig::num_replicas");
-  }
-  return ok_status();
+  return require_all({
+      {config.bucket_size > 0, "DHT bucket_size must be >= 1, got 0; set ProtocolConfig::bucket_size"},
+      {config.depth_modulo > 0, "DHT depth_modulo must be >= 1, got 0; set ProtocolConfig::depth_modulo"},
+      {config.num_replicas > 0, "DHT num_replicas must be >= 1, got 0; set ProtocolConfig::num_replicas"},
+  });
 }
 
 namespace {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/dht/rules.hpp"
+
 namespace apiary::core::dht {
 namespace {
 
@@ -14,16 +16,11 @@ std::vector<Contact>::iterator find_in(std::vector<Contact>& list, const NodeId&
 }  // namespace
 
 Status validate(const RoutingConfig& config) {
-  if (config.bucket_size == 0) {
-    return make_error(errc::invalid_argument,
-                      "routing bucket_size must be >= 1, got 0; use 20 (Kademlia's k)");
-  }
-  if (config.depth_modulo == 0) {
-    return make_error(errc::invalid_argument,
-                      "routing depth_modulo must be >= 1, got 0; use 5 (hivemind's default) "
-                      "or 1 for plain Kademlia");
-  }
-  return ok_status();
+  return require_all({
+      {config.bucket_size > 0, "routing bucket_size must be >= 1, got 0; use 20 (Kademlia's k)"},
+      {config.depth_modulo > 0,
+       "routing depth_modulo must be >= 1, got 0; use 5 (hivemind's default) or 1 for plain Kademlia"},
+  });
 }
 
 Bucket::Bucket(NodeId lower, std::size_t depth, TimePoint last_updated)

@@ -4,25 +4,18 @@
 #include <tuple>
 #include <utility>
 
+#include "core/dht/rules.hpp"
+
 namespace apiary::core::dht {
 
 Status validate(const TraverseConfig& config) {
-  if (config.beam_size == 0) {
-    return make_error(errc::invalid_argument,
-                      "traverse beam_size must be >= 1 node, got 0; set TraverseConfig::beam_size "
-                      "(usually the bucket size, 20)");
-  }
-  if (config.num_workers == 0) {
-    return make_error(errc::invalid_argument,
-                      "traverse num_workers must be >= 1 request, got 0; set "
-                      "TraverseConfig::num_workers");
-  }
-  if (config.queries_per_call == 0) {
-    return make_error(errc::invalid_argument,
-                      "traverse queries_per_call must be >= 1 query, got 0; set "
-                      "TraverseConfig::queries_per_call");
-  }
-  return ok_status();
+  return require_all({
+      {config.beam_size > 0,
+       "traverse beam_size must be >= 1 node, got 0; set TraverseConfig::beam_size (usually the bucket size, 20)"},
+      {config.num_workers > 0, "traverse num_workers must be >= 1 request, got 0; set TraverseConfig::num_workers"},
+      {config.queries_per_call > 0,
+       "traverse queries_per_call must be >= 1 query, got 0; set TraverseConfig::queries_per_call"},
+  });
 }
 
 Traverse::Traverse(const std::vector<NodeId>& queries, const std::vector<NodeId>& initial_nodes,

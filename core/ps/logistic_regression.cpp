@@ -3,33 +3,24 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/rng.hpp"
+
 namespace apiary::core::ps {
 namespace {
 
-/// SplitMix64: a portable, seedable stream (the same numbers on every platform).
-class SplitMix {
- public:
-  explicit SplitMix(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [-1, 1), from the top 24 bits (exact in float).
-  float symmetric() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 23) - 1.0F; }
-
- private:
-  std::uint64_t state_;
-};
+/// Uniform in [-1, 1) from SplitMix64 (the same numbers on every platform): the top 24
+/// bits of the next draw (exact in float).
+float symmetric(SplitMix64& rng) {
+  return static_cast<float>(rng.next() >> 40) / static_cast<float>(1 << 23) - 1.0F;
+}
 
 }  // namespace
 
 LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng(seed);
   std::vector<float> truth(features);
-  for (auto& w : truth) w = 2.0F * rng.symmetric();
-  const float bias = 0.5F * rng.symmetric();
+  for (auto& w : truth) w = 2.0F * symmetric(rng);
+  const float bias = 0.5F * symmetric(rng);
   LogisticData d;
   d.features = features;
   d.x.resize(samples * features);
@@ -37,10 +28,10 @@ LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::
   for (std::size_t i = 0; i < samples; ++i) {
     double z = bias;
     for (std::size_t j = 0; j < features; ++j) {
-      d.x[i * features + j] = rng.symmetric();
+      d.x[i * features + j] = symmetric(rng);
       z += static_cast<double>(truth[j]) * d.x[i * features + j];
     }
-    z += 0.1 * rng.symmetric();
+    z += 0.1 * symmetric(rng);
     d.y[i] = z > 0 ? 1.0F : 0.0F;
   }
   return d;

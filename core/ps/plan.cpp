@@ -63,6 +63,27 @@ std::vector<std::size_t> TrainingPlan::shards_on(const std::string& device) cons
   return out;
 }
 
+Result<ResolvedNode> resolve_node(const Strategy::Node& node, const strategy::GraphItem& item) {
+  ResolvedNode r;
+  r.where = "node_config \"" + node.var_name() + "\"";
+  r.var = item.find(node.var_name());
+  if (r.var == nullptr) {
+    return make_error(errc::invalid_argument,
+                      "{}: expected a variable of the model, got an unknown name; "
+                      "was the strategy built for another model?",
+                      r.where);
+  }
+  auto layouts = shard_layouts(r.var->shape, node.partitioner());
+  if (!layouts) return make_error(errc::invalid_argument, "{}: {}", r.where, layouts.error().message);
+  r.layouts = std::move(*layouts);
+  r.partitioned = !node.partitioner().empty();
+  if (r.partitioned && static_cast<std::size_t>(node.part_config_size()) != r.layouts.size()) {
+    return make_error(errc::invalid_argument, "{}: expected {} part_config entries for partitioner \"{}\", got {}",
+                      r.where, r.layouts.size(), node.partitioner(), node.part_config_size());
+  }
+  return r;
+}
+
 Result<TrainingPlan> plan_training(const Strategy& strategy, const strategy::GraphItem& item,
                                    const OptimizerConfig& optimizer, Aggregation aggregation) {
   auto hosts = replica_hosts(strategy);
@@ -70,29 +91,17 @@ Result<TrainingPlan> plan_training(const Strategy& strategy, const strategy::Gra
   TrainingPlan plan;
   plan.replicas.assign(strategy.graph_config().replicas().begin(), strategy.graph_config().replicas().end());
   for (const auto& node : strategy.node_config()) {
-    const std::string where = "node_config \"" + node.var_name() + "\"";
-    const auto* var = item.find(node.var_name());
-    if (var == nullptr) {
-      return make_error(errc::invalid_argument,
-                        "{}: expected a variable of the model, got an unknown name; "
-                        "was the strategy built for another model?",
-                        where);
-    }
-    auto layouts = shard_layouts(var->shape, node.partitioner());
-    if (!layouts) return make_error(errc::invalid_argument, "{}: {}", where, layouts.error().message);
-    const bool partitioned = !node.partitioner().empty();
-    if (partitioned && static_cast<std::size_t>(node.part_config_size()) != layouts->size()) {
-      return make_error(errc::invalid_argument, "{}: expected {} part_config entries for partitioner \"{}\", got {}",
-                        where, layouts->size(), node.partitioner(), node.part_config_size());
-    }
+    auto resolved = resolve_node(node, item);
+    if (!resolved) return resolved.error();
+    const auto& [where, var, layouts, partitioned] = *resolved;
     VariablePlan vp{var->name, var->shape, node.partitioner(), var->sparse, {}};
-    for (std::size_t i = 0; i < layouts->size(); ++i) {
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
       const auto& part = partitioned ? node.part_config(static_cast<int>(i)) : node;
       PlannedShard s;
       s.variable = var->name;
       s.piece = i;
       s.config.variable = part.var_name().empty() ? var->name : part.var_name();
-      s.config.layout = (*layouts)[i];
+      s.config.layout = layouts[i];
       s.config.sparse = var->sparse;
       s.config.optimizer = optimizer;
       s.config.replica_hosts = *hosts;

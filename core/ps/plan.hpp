@@ -40,6 +40,21 @@ struct TrainingPlan {
   [[nodiscard]] std::vector<std::size_t> shards_on(const std::string& device) const;
 };
 
+/// A strategy node (one variable) resolved against the model: what every plan built from
+/// a strategy (this one, core/collective/ar_plan.hpp) starts each node with.
+struct ResolvedNode {
+  std::string where;                          ///< "node_config \"<var_name>\"", for errors
+  const strategy::Variable* var = nullptr;    ///< the model's variable
+  std::vector<ShardLayout> layouts;           ///< one per part (one when not partitioned)
+  bool partitioned = false;                   ///< a partitioner: one part_config per layout
+};
+
+/// Finds `node`'s variable in `item` and lays out its parts. Errors: invalid_argument
+/// naming the node (an unknown variable, a partitioner that does not fit the shape, a
+/// part_config count that differs from the parts').
+[[nodiscard]] Result<ResolvedNode> resolve_node(const pb::autodist::Strategy::Node& node,
+                                                const strategy::GraphItem& item);
+
 /// Lays out `strategy` for `item`'s variables. Every variable must use a
 /// PSSynchronizer (partitions included) with a reduction_destination; replica hosts
 /// come from the replicas' device names. `optimizer` and `aggregation` apply to every

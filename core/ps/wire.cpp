@@ -7,11 +7,31 @@
 
 namespace apiary::core::ps {
 
-pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
-  pb::PsPushRequest m;
+namespace {
+
+/// A PS message with the fields every one of them starts with: shard, replica, step.
+template <class Message, class From>
+Message headed(const std::string& shard, const From& from) {
+  Message m;
   m.set_shard(shard);
-  m.set_replica(push.replica);
-  m.set_step(push.step);
+  m.set_replica(from.replica);
+  m.set_step(from.step);
+  return m;
+}
+
+/// `To` with the replica and step of a PS message.
+template <class To, class Message>
+To from_head(const Message& m) {
+  To out;
+  out.replica = m.replica();
+  out.step = m.step();
+  return out;
+}
+
+}  // namespace
+
+pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
+  auto m = headed<pb::PsPushRequest>(shard, push);
   m.set_samples(push.samples);
   if (const auto* dense = std::get_if<std::vector<float>>(&push.gradient)) {
     m.mutable_dense()->Add(dense->begin(), dense->end());
@@ -25,9 +45,7 @@ pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
 }
 
 Push from_pb(const pb::PsPushRequest& request) {
-  Push p;
-  p.replica = request.replica();
-  p.step = request.step();
+  auto p = from_head<Push>(request);
   p.samples = request.samples();
   if (request.has_sparse()) {
     SparseGradient g;
@@ -41,27 +59,18 @@ Push from_pb(const pb::PsPushRequest& request) {
 }
 
 pb::PsPushResponse to_pb(const std::string& shard, const PushAck& ack) {
-  pb::PsPushResponse m;
-  m.set_shard(shard);
-  m.set_replica(ack.replica);
-  m.set_step(ack.step);
-  return m;
+  return headed<pb::PsPushResponse>(shard, ack);
 }
 
 pb::PsPullResponse to_pb(const std::string& shard, const PullReply& reply) {
-  pb::PsPullResponse m;
-  m.set_shard(shard);
-  m.set_replica(reply.replica);
-  m.set_step(reply.step);
+  auto m = headed<pb::PsPullResponse>(shard, reply);
   m.set_version(reply.version);
   m.mutable_values()->Add(reply.values.begin(), reply.values.end());
   return m;
 }
 
 PullReply from_pb(const pb::PsPullResponse& response) {
-  PullReply r;
-  r.replica = response.replica();
-  r.step = response.step();
+  auto r = from_head<PullReply>(response);
   r.version = response.version();
   r.values.assign(response.values().begin(), response.values().end());
   return r;
@@ -74,11 +83,6 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "float32 payloads are copied as they lie in memory: the wire is little-endian");
 
-// Protobuf wire types (core/proto_scan.hpp).
-constexpr std::uint32_t k_varint = k_wire_varint;
-constexpr std::uint32_t k_fixed64 = k_wire_fixed64;
-constexpr std::uint32_t k_len = k_wire_len;
-
 // Field numbers shared by PsPushRequest and PsPullResponse (proto/ps.proto).
 constexpr std::uint32_t k_field_shard = 1;
 constexpr std::uint32_t k_field_replica = 2;
@@ -86,12 +90,6 @@ constexpr std::uint32_t k_field_step = 3;
 constexpr std::uint32_t k_field_version = 4;  // PsPullResponse
 constexpr std::uint32_t k_field_values = 5;   // PsPushRequest.dense, PsPullResponse.values
 constexpr std::uint32_t k_field_samples = 6;  // PsPushRequest
-
-std::size_t varint_size(std::uint64_t v) {
-  std::size_t n = 1;
-  for (; v >= 0x80; v >>= 7) ++n;
-  return n;
-}
 
 /// Appends protobuf fields to a caller-sized region.
 struct Writer {
@@ -114,7 +112,7 @@ std::uint64_t as_varint(std::int64_t v) { return static_cast<std::uint64_t>(v); 
 std::size_t int_field_size(std::int64_t v) { return v == 0 ? 0 : 1 + varint_size(as_varint(v)); }
 void put_int(Writer& w, std::uint32_t field, std::int64_t v) {
   if (v == 0) return;
-  w.tag(field, k_varint);
+  w.tag(field, k_wire_varint);
   w.varint(as_varint(v));
 }
 std::size_t len_field_size(std::size_t size) { return size == 0 ? 0 : 1 + varint_size(size) + size; }
@@ -131,7 +129,7 @@ std::size_t header_size(const std::string& shard, std::int32_t replica, std::int
 }
 void put_header(Writer& w, const std::string& shard, std::int32_t replica, std::int64_t step, std::int64_t version) {
   if (!shard.empty()) {
-    w.tag(k_field_shard, k_len);
+    w.tag(k_field_shard, k_wire_len);
     w.varint(shard.size());
     w.bytes(shard.data(), shard.size());
   }
@@ -141,7 +139,7 @@ void put_header(Writer& w, const std::string& shard, std::int32_t replica, std::
 }
 void put_values(Writer& w, const float* values, std::size_t count) {
   if (count == 0) return;
-  w.tag(k_field_values, k_len);
+  w.tag(k_field_values, k_wire_len);
   w.varint(count * sizeof(float));
   w.bytes(values, count * sizeof(float));
 }
@@ -159,7 +157,7 @@ bool as_floats(std::string_view bytes, DenseBytes& out) {
 std::size_t samples_size(double samples) { return bits_of(samples) == 0 ? 0 : 1 + 8; }
 void put_samples(Writer& w, double samples) {
   if (const auto bits = bits_of(samples); bits != 0) {
-    w.tag(k_field_samples, k_fixed64);
+    w.tag(k_field_samples, k_wire_fixed64);
     w.bytes(&bits, 8);
   }
 }
@@ -185,7 +183,7 @@ std::pair<std::string, std::string> dense_push_framing(const std::string& shard,
   std::string head(header_size(shard, replica, step, 0) + 1 + varint_size(count * sizeof(float)), '\0');
   Writer w{head.data()};
   put_header(w, shard, replica, step, 0);
-  w.tag(k_field_values, k_len);
+  w.tag(k_field_values, k_wire_len);
   w.varint(count * sizeof(float));
   std::string tail(samples_size(samples), '\0');
   Writer t{tail.data()};
@@ -203,12 +201,12 @@ bool scan_dense_push(std::string_view bytes, DensePushView& out) {
     std::uint64_t value = 0;
     if (!r.field(number, wire, field, value) || number > k_field_samples || (seen & (1U << number)) != 0) return false;
     seen |= 1U << number;
-    if (number == k_field_shard && wire == k_len) out.shard = field;
-    else if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
-    else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
-    else if (number == k_field_values && wire == k_len) {
+    if (number == k_field_shard && wire == k_wire_len) out.shard = field;
+    else if (number == k_field_replica && wire == k_wire_varint) out.replica = static_cast<std::int32_t>(value);
+    else if (number == k_field_step && wire == k_wire_varint) out.step = static_cast<std::int64_t>(value);
+    else if (number == k_field_values && wire == k_wire_len) {
       if (!as_floats(field, out.gradient)) return false;
-    } else if (number == k_field_samples && wire == k_fixed64) std::memcpy(&out.samples, &value, 8);
+    } else if (number == k_field_samples && wire == k_wire_fixed64) std::memcpy(&out.samples, &value, 8);
     else return false;  // a sparse gradient, unpacked floats, a wrong wire type
   }
   return true;
@@ -221,7 +219,7 @@ std::string pull_response_head(const std::string& shard, std::int32_t replica, s
   Writer w{prefix.data()};
   put_header(w, shard, replica, step, version);
   if (count > 0) {
-    w.tag(k_field_values, k_len);
+    w.tag(k_field_values, k_wire_len);
     w.varint(count * sizeof(float));
   }
   return prefix;
@@ -250,10 +248,10 @@ namespace {
 /// A pull response's field other than its values, read into `out`; false for anything
 /// unusual (a field of the wrong wire type or an unknown one).
 bool pull_header_field(std::uint32_t number, std::uint32_t wire, std::uint64_t value, PullReply& out) {
-  if (number == k_field_shard && wire == k_len) return true;  // the caller knows which shard it asked
-  if (number == k_field_replica && wire == k_varint) out.replica = static_cast<std::int32_t>(value);
-  else if (number == k_field_step && wire == k_varint) out.step = static_cast<std::int64_t>(value);
-  else if (number == k_field_version && wire == k_varint) out.version = static_cast<std::int64_t>(value);
+  if (number == k_field_shard && wire == k_wire_len) return true;  // the caller knows which shard it asked
+  if (number == k_field_replica && wire == k_wire_varint) out.replica = static_cast<std::int32_t>(value);
+  else if (number == k_field_step && wire == k_wire_varint) out.step = static_cast<std::int64_t>(value);
+  else if (number == k_field_version && wire == k_wire_varint) out.version = static_cast<std::int64_t>(value);
   else return false;
   return true;
 }
@@ -275,7 +273,7 @@ Status decode_pull_response_into(std::string_view bytes, PullReply& out) {
     direct = r.field(number, wire, field, value) && number <= k_field_values && (seen & (1U << number)) == 0;
     if (!direct) break;
     seen |= 1U << number;
-    if (number == k_field_values && wire == k_len) direct = as_floats(field, values);
+    if (number == k_field_values && wire == k_wire_len) direct = as_floats(field, values);
     else direct = pull_header_field(number, wire, value, out);
   }
   if (direct) {
@@ -309,7 +307,7 @@ Status decode_landed_pull_response(std::string_view head, std::size_t landed, Pu
     // The values' tag and length end the head; their bytes are the landed ones.
     const char* at = r.p;
     std::uint64_t tag = 0, size = 0;
-    if (r.varint(tag) && tag == (std::uint64_t{k_field_values} << 3 | k_len)) {
+    if (r.varint(tag) && tag == (std::uint64_t{k_field_values} << 3 | k_wire_len)) {
       if (r.varint(size) && r.p == r.end && size == landed && landed % sizeof(float) == 0) return ok_status();
       break;
     }

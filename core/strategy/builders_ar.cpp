@@ -1,4 +1,5 @@
 // The all-reduce builders: AllReduce, PartitionedAR, RandomAxisPartitionAR.
+#include "core/rng.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/builders_common.hpp"
 #include "core/strategy/partitioner.hpp"
@@ -6,28 +7,15 @@
 namespace apiary::core::strategy {
 namespace {
 
-/// SplitMix64 (Steele, Lea, Flood 2014): the axis choice's generator. Fully specified
-/// so that a seed gives the same strategy on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, n), n >= 1: draws until x < the largest multiple of n, returns x mod n.
-  std::uint64_t below(std::uint64_t n) {
-    const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
-    std::uint64_t x = next();
-    while (x >= limit) x = next();
-    return x % n;
-  }
-
- private:
-  std::uint64_t state_;
-};
+/// Uniform in [0, n), n >= 1, from SplitMix64 (Steele, Lea, Flood 2014), the axis
+/// choice's generator, fully specified so that a seed gives the same strategy on every
+/// platform: draws until x < the largest multiple of n, returns x mod n.
+std::uint64_t below(SplitMix64& rng, std::uint64_t n) {
+  const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
+  std::uint64_t x = rng.next();
+  while (x >= limit) x = rng.next();
+  return x % n;
+}
 
 /// One AR variable split into `shards` along `axis` (or whole when shards <= 1), its
 /// groups continuing from `counter`; returns the number of group slots used.
@@ -89,7 +77,7 @@ pb::autodist::Strategy build_random_axis_partition_ar(std::int64_t chunk_size, s
     std::size_t axis = 0;
     std::int64_t shards = 1;
     if (!long_axes.empty() && !var->control_flow) {
-      axis = var->sparse ? 0 : long_axes[rng.below(long_axes.size())];
+      axis = var->sparse ? 0 : long_axes[below(rng, long_axes.size())];
       shards = smallest_divisor_shards(var->shape[axis]);
     }
     counter += add_partitioned_ar(s, *var, axis, shards, counter, chunk_size);

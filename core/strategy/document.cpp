@@ -66,6 +66,20 @@ Status DocumentReader::check_keys(const Document& node, std::string_view path,
   return ok_status();
 }
 
+Status DocumentReader::expect_fields(const Document& node, std::string_view path,
+                                     const std::vector<std::string_view>& allowed) const {
+  if (auto s = expect_map(node, path); !s) return s;
+  return check_keys(node, path, allowed);
+}
+
+Result<const Document*> DocumentReader::required_list(const Document& node, std::string_view path,
+                                                      std::string_view key, std::string_view missing) const {
+  const Document* list = node.find(key);
+  if (list == nullptr) return error(node, path, missing);
+  if (auto s = expect_list(*list, key); !s) return s.error();
+  return list;
+}
+
 Result<std::string> DocumentReader::string(const Document& node, std::string_view path) const {
   if (node.kind == Document::Kind::scalar) return node.text;
   return error(node, path, fmt::format("expected a string, got {}", describe(node)));

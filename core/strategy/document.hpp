@@ -52,6 +52,13 @@ class DocumentReader {
   /// Fails on the first key of a map that is not in `allowed`, listing the allowed ones.
   [[nodiscard]] Status check_keys(const Document& node, std::string_view path,
                                   const std::vector<std::string_view>& allowed) const;
+  /// A map whose keys are all in `allowed`: expect_map, then check_keys.
+  [[nodiscard]] Status expect_fields(const Document& node, std::string_view path,
+                                     const std::vector<std::string_view>& allowed) const;
+  /// Map `node`'s field `key`, which must be a list (its errors name `key`); when it is
+  /// absent, error(node, path, missing).
+  [[nodiscard]] Result<const Document*> required_list(const Document& node, std::string_view path,
+                                                      std::string_view key, std::string_view missing) const;
 
   /// A scalar's text (quoted or not); errors on a list, map or null.
   [[nodiscard]] Result<std::string> string(const Document& node, std::string_view path) const;

@@ -112,8 +112,7 @@ namespace {
 
 Result<Variable> read_variable(const DocumentReader& r, const Document& node, const std::string& path,
                                std::optional<bool>& sparse_given) {
-  if (auto s = r.expect_map(node, path); !s) return s.error();
-  if (auto s = r.check_keys(node, path, {"name", "shape", "dtype", "sparse", "trainable", "control_flow"}); !s) {
+  if (auto s = r.expect_fields(node, path, {"name", "shape", "dtype", "sparse", "trainable", "control_flow"}); !s) {
     return s.error();
   }
   Variable v;
@@ -157,11 +156,11 @@ Result<GraphItem> parse_graph_item_json(std::string_view text, std::string_view 
   auto doc = parse_json(text, source);
   if (!doc) return doc.error();
   const DocumentReader r{std::string(source)};
-  if (auto s = r.expect_map(*doc, "graph item"); !s) return s.error();
-  if (auto s = r.check_keys(*doc, "graph item", {"variables", "grad_target_pairs"}); !s) return s.error();
-  const Document* vars = doc->find("variables");
-  if (vars == nullptr) return r.error(*doc, "graph item", "missing the field \"variables\" (the list of variables)");
-  if (auto s = r.expect_list(*vars, "variables"); !s) return s.error();
+  if (auto s = r.expect_fields(*doc, "graph item", {"variables", "grad_target_pairs"}); !s) return s.error();
+  auto listed = r.required_list(*doc, "graph item", "variables",
+                                "missing the field \"variables\" (the list of variables)");
+  if (!listed) return listed.error();
+  const Document* vars = *listed;
   GraphItem item;
   std::vector<std::optional<bool>> sparse_given;
   for (std::size_t i = 0; i < vars->items.size(); ++i) {

@@ -9,8 +9,7 @@ namespace apiary::core::strategy {
 namespace {
 
 Result<NodeSpec> read_node(const DocumentReader& r, const Document& node, const std::string& path) {
-  if (auto s = r.expect_map(node, path); !s) return s.error();
-  if (auto s = r.check_keys(node, path, {"address", "gpus", "cpus", "chief", "network_bandwidth", "ssh_config"}); !s) {
+  if (auto s = r.expect_fields(node, path, {"address", "gpus", "cpus", "chief", "network_bandwidth", "ssh_config"}); !s) {
     return s.error();
   }
   NodeSpec n;
@@ -47,8 +46,7 @@ Result<NodeSpec> read_node(const DocumentReader& r, const Document& node, const 
 
 Result<SshConfig> read_ssh(const DocumentReader& r, const std::string& name, const Document& node,
                            const std::string& path) {
-  if (auto s = r.expect_map(node, path); !s) return s.error();
-  if (auto s = r.check_keys(node, path, {"username", "port", "key_file", "python_venv", "shared_envs"}); !s) {
+  if (auto s = r.expect_fields(node, path, {"username", "port", "key_file", "python_venv", "shared_envs"}); !s) {
     return s.error();
   }
   SshConfig c;
@@ -83,11 +81,10 @@ Result<ResourceSpec> parse_resource_spec(std::string_view text, std::string_view
   auto doc = parse_yaml(text, source);
   if (!doc) return doc.error();
   const DocumentReader r{std::string(source)};
-  if (auto s = r.expect_map(*doc, "resource spec"); !s) return s.error();
-  if (auto s = r.check_keys(*doc, "resource spec", {"nodes", "ssh"}); !s) return s.error();
-  const Document* nodes = doc->find("nodes");
-  if (nodes == nullptr) return r.error(*doc, "resource spec", "missing the list \"nodes\"");
-  if (auto s = r.expect_list(*nodes, "nodes"); !s) return s.error();
+  if (auto s = r.expect_fields(*doc, "resource spec", {"nodes", "ssh"}); !s) return s.error();
+  auto listed = r.required_list(*doc, "resource spec", "nodes", "missing the list \"nodes\"");
+  if (!listed) return listed.error();
+  const Document* nodes = *listed;
   std::vector<NodeSpec> specs;
   for (std::size_t i = 0; i < nodes->items.size(); ++i) {
     auto n = read_node(r, nodes->items[i], fmt::format("nodes[{}]", i));

@@ -74,6 +74,17 @@ void search_borders_scalar(std::uint8_t* idx, const float* x, std::size_t n, flo
 }
 
 #if APIARY_CODEC_AVX2
+// Narrows 32 int32 (each 0..255; v[0] holds the first eight) to 32 bytes and stores
+// them in order at `out`. Inlined into each AVX2 loop.
+__attribute__((target("avx2"), always_inline)) inline void store_in_order(std::uint8_t* out,
+                                                                          const __m256i (&v)[4]) {
+  const __m256i lo = _mm256_packus_epi32(v[0], v[1]);
+  const __m256i hi = _mm256_packus_epi32(v[2], v[3]);
+  const __m256i bytes = _mm256_packus_epi16(lo, hi);
+  const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+}
+
 // The same search, eight values at a time with AVX2 gathers (GCC does not vectorize the
 // table lookups by itself). Same comparisons, same results.
 __attribute__((target("avx2"))) void search_borders_avx2(std::uint8_t* idx, const float* x,
@@ -100,12 +111,7 @@ __attribute__((target("avx2"))) void search_borders_avx2(std::uint8_t* idx, cons
         pos[g] = _mm256_add_epi32(pos[g], _mm256_and_si256(_mm256_castps_si256(below), width));
       }
     }
-    // Narrow 32 int32 (each 0..255) to 32 bytes, in order.
-    const __m256i lo = _mm256_packus_epi32(pos[0], pos[1]);
-    const __m256i hi = _mm256_packus_epi32(pos[2], pos[3]);
-    const __m256i bytes = _mm256_packus_epi16(lo, hi);
-    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + i), ordered);
+    store_in_order(idx + i, pos);
   }
   search_borders_scalar(idx + body, x + body, n - body, divisor, borders);
 }
@@ -176,11 +182,7 @@ __attribute__((target("avx2"))) void binned_search_avx2(std::uint8_t* idx, const
       const __m256i above = _mm256_cmpgt_epi32(_mm256_and_si256(key, low16), _mm256_and_si256(entry, low16));
       count[g] = _mm256_sub_epi32(_mm256_srli_epi32(entry, 16), above);  // above is -1 or 0
     }
-    const __m256i lo = _mm256_packus_epi32(count[0], count[1]);
-    const __m256i hi = _mm256_packus_epi32(count[2], count[3]);
-    const __m256i bytes = _mm256_packus_epi16(lo, hi);
-    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + i), ordered);
+    store_in_order(idx + i, count);
   }
   binned_search_portable(idx + body, x + body, n - body, divisor, entries);
 }

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import _apiary
+from ._native import NativeRunner
 from .compression import _DTYPES as _TORCH_DTYPES
 from .compression import CompressionBase, CompressionInfo, NoCompression, TensorDescriptor, serialize_torch_tensor
 from .dht import DHT
@@ -177,7 +178,7 @@ class StepControl:
         self._weight = float(weight)
 
 
-class DecentralizedAverager:
+class DecentralizedAverager(NativeRunner):
     """Averages tensors with peers found through the DHT (hivemind.averaging.DecentralizedAverager).
 
     Arguments follow hivemind's; apiary differences: float32 tensors must be contiguous,
@@ -188,6 +189,8 @@ class DecentralizedAverager:
     every peer of the swarm must set it, with averaging_alpha 1) makes every member of a
     group end a round with the same bits, compressed codecs included.
     """
+
+    _what = "averager"
 
     def __init__(
         self,
@@ -302,9 +305,6 @@ class DecentralizedAverager:
         self._native = _apiary.Averager(self.dht._require(), self._memory, self._options)
         self.dht._users.add(self)
 
-    def is_alive(self) -> bool:
-        return self._native is not None and not self._shut_down
-
     @property
     def peer_id(self) -> PeerID:
         return self.dht.peer_id
@@ -328,13 +328,6 @@ class DecentralizedAverager:
         if self._allow_state_sharing and self._native is not None and priority != self._state_sharing_priority:
             self._require().set_state_sharing_priority(priority)
         self._state_sharing_priority = priority
-
-    def _require(self) -> Any:
-        if self._shut_down:
-            raise RuntimeError("expected a running averager, but it was shut down")
-        if self._native is None:
-            raise RuntimeError("expected a running averager, but it was not started; call run_in_background()")
-        return self._native
 
     def _refresh_staging(self) -> None:
         import numpy as np
@@ -483,8 +476,3 @@ class DecentralizedAverager:
             self._native = None
         self._shut_down = True
 
-    def __enter__(self) -> "DecentralizedAverager":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()

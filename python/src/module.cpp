@@ -1,6 +1,8 @@
 // The _apiary extension module: the C++ API for apiary's Python package (python/apiary).
 #include <pybind11/stl.h>
 
+#include <utility>
+
 #include "api/dht.hpp"
 #include "messages/identity/peer_id.hpp"
 #include "python/src/common.hpp"
@@ -8,36 +10,22 @@
 namespace apiary::python {
 
 void raise(const Error& error) {
+  // The Python exception of each kind of error; every other kind is a RuntimeError.
+  const std::pair<errc, PyObject*> kinds[] = {
+      {errc::invalid_argument, PyExc_ValueError},     {errc::malformed, PyExc_ValueError},
+      {errc::too_large, PyExc_ValueError},            {errc::not_found, PyExc_LookupError},
+      {errc::unavailable, PyExc_ConnectionError},     {errc::peer_down, PyExc_ConnectionError},
+      {errc::deadline_exceeded, PyExc_TimeoutError},  {errc::io, PyExc_OSError},
+      {errc::unsupported, PyExc_NotImplementedError},
+  };
   PyObject* kind = PyExc_RuntimeError;
   py::object holder;
-  switch (error.code) {
-    case errc::invalid_argument:
-    case errc::malformed:
-    case errc::too_large:
-      kind = PyExc_ValueError;
-      break;
-    case errc::not_found:
-      kind = PyExc_LookupError;
-      break;
-    case errc::unavailable:
-    case errc::peer_down:
-      kind = PyExc_ConnectionError;
-      break;
-    case errc::deadline_exceeded:
-      kind = PyExc_TimeoutError;
-      break;
-    case errc::cancelled:
-      holder = py::module_::import("concurrent.futures").attr("CancelledError");
-      kind = holder.ptr();
-      break;
-    case errc::io:
-      kind = PyExc_OSError;
-      break;
-    case errc::unsupported:
-      kind = PyExc_NotImplementedError;
-      break;
-    default:
-      break;
+  if (error.code == errc::cancelled) {
+    holder = py::module_::import("concurrent.futures").attr("CancelledError");
+    kind = holder.ptr();
+  }
+  for (const auto& [code, exception] : kinds) {
+    if (code == error.code) kind = exception;
   }
   PyErr_SetString(kind, error.message.c_str());
   throw py::error_already_set();

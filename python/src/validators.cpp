@@ -24,6 +24,17 @@ core::dht::DhtRecord record_of(const py::bytes& key, const py::bytes& subkey, co
   return core::dht::DhtRecord{std::string(key), std::string(subkey), std::string(value), expiration};
 }
 
+/// Binds `name` on RecordValidator as fn(validator, record), the record given as (key id
+/// bytes, msgpack subkey, msgpack value, expiration_time).
+template <class Fn>
+void def_on_record(py::class_<PyValidator>& validator, const char* name, Fn fn, const char* doc) {
+  validator.def(
+      name,
+      [fn](const PyValidator& v, const py::bytes& key, const py::bytes& subkey, const py::bytes& value,
+           double expiration) { return fn(*v.proto, record_of(key, subkey, value, expiration)); },
+      py::arg("key"), py::arg("subkey"), py::arg("value"), py::arg("expiration_time"), doc);
+}
+
 core::dht::schema_type schema_type_of(int code) {
   if (code < 0 || code > static_cast<int>(core::dht::schema_type::record)) {
     throw py::value_error("expected a schema type code from 0 to " +
@@ -36,30 +47,20 @@ core::dht::schema_type schema_type_of(int code) {
 }  // namespace
 
 void bind_validators(py::module_& m) {
-  py::class_<PyValidator>(m, "RecordValidator", "A DHT record validator (signing, checking, stripping records).")
-      .def(
-          "validate",
-          [](const PyValidator& v, const py::bytes& key, const py::bytes& subkey, const py::bytes& value,
-             double expiration) { return v.proto->validate(record_of(key, subkey, value, expiration)); },
-          py::arg("key"), py::arg("subkey"), py::arg("value"), py::arg("expiration_time"),
-          "True iff the record (key id bytes, msgpack subkey, msgpack value, expiration) is valid.")
-      .def(
-          "sign_value",
-          [](const PyValidator& v, const py::bytes& key, const py::bytes& subkey, const py::bytes& value,
-             double expiration) {
-            return py::bytes(value_or_raise(v.proto->sign_value(record_of(key, subkey, value, expiration))));
-          },
-          py::arg("key"), py::arg("subkey"), py::arg("value"), py::arg("expiration_time"),
-          "The value as stored: signed when the record names this validator's key.")
-      .def(
-          "strip_value",
-          [](const PyValidator& v, const py::bytes& key, const py::bytes& subkey, const py::bytes& value,
-             double expiration) {
-            return py::bytes(v.proto->strip_value(record_of(key, subkey, value, expiration)));
-          },
-          py::arg("key"), py::arg("subkey"), py::arg("value"), py::arg("expiration_time"),
-          "The value without this validator's markers.")
-      .def_property_readonly("priority", [](const PyValidator& v) { return v.proto->priority(); });
+  using core::dht::DhtRecord;
+  using core::dht::RecordValidator;
+  py::class_<PyValidator> validator(m, "RecordValidator",
+                                    "A DHT record validator (signing, checking, stripping records).");
+  def_on_record(validator, "validate", [](const RecordValidator& v, const DhtRecord& r) { return v.validate(r); },
+                "True iff the record (key id bytes, msgpack subkey, msgpack value, expiration) is valid.");
+  def_on_record(
+      validator, "sign_value",
+      [](const RecordValidator& v, const DhtRecord& r) { return py::bytes(value_or_raise(v.sign_value(r))); },
+      "The value as stored: signed when the record names this validator's key.");
+  def_on_record(validator, "strip_value",
+                [](const RecordValidator& v, const DhtRecord& r) { return py::bytes(v.strip_value(r)); },
+                "The value without this validator's markers.");
+  validator.def_property_readonly("priority", [](const PyValidator& v) { return v.proto->priority(); });
 
   m.def(
       "merge_validators",

@@ -2,6 +2,7 @@
 on loopback (hivemind's test_averaging.py: all-reduce with client and aux peers, weights,
 step control, load_state_from_peers), and bad input."""
 import concurrent.futures
+import contextlib
 import threading
 import time
 
@@ -96,43 +97,46 @@ def _load_with_retries(averager, seconds):
     return state
 
 
-def test_overridden_current_state_with_its_dtypes_shapes_and_state_compression():
+@contextlib.contextmanager
+def _beside_custom_state_donor(donor_seconds, donor_fails):
+    """An averager of prefix "custom" that shares no state, beside a donor process of
+    that prefix (share_custom_state) for `donor_seconds`; on leaving, the donor is joined
+    and the averager shut down."""
     with apiary.DHT() as root:
         peers = root.get_visible_maddrs()
         averager = apiary.DecentralizedAverager([torch.zeros(2, 2)], root, start=True, prefix="custom",
                                                 allow_state_sharing=False)
-        donor = threading.Thread(target=lambda: run_in_processes(share_custom_state, [(peers, 12, False)]))
+        donor = threading.Thread(
+            target=lambda: run_in_processes(share_custom_state, [(peers, donor_seconds, donor_fails)]))
         donor.start()
-        state = _load_with_retries(averager, 10)
+        yield averager
         donor.join()
-        assert state is not None
-        metadata, loaded = state
-        assert metadata["step"] == 42 and "group_key" in metadata
-        assert [t.dtype for t in loaded] == [torch.float32, torch.float64, torch.int64, torch.float16]
-        assert [tuple(t.shape) for t in loaded] == [(2, 2), (2, 3), (1,), (4, 1)]
-        # The live tensor as changed after start, through the adaptive state compression:
-        # tensors of 4 elements or more as float16, the int64 one of 1 element as it is.
-        assert loaded[0].tolist() == [[1.0, 2.0], [3.0, float(torch.tensor(1 / 3).half())]]
-        assert loaded[1].tolist() == (torch.arange(6, dtype=torch.float64).reshape(2, 3) / 3).half().double().tolist()
-        assert loaded[2].tolist() == [12345]
-        assert loaded[3].tolist() == [[0.5]] * 4
         averager.shutdown()
 
 
+def test_overridden_current_state_with_its_dtypes_shapes_and_state_compression():
+    with _beside_custom_state_donor(12, False) as averager:
+        state = _load_with_retries(averager, 10)
+    assert state is not None
+    metadata, loaded = state
+    assert metadata["step"] == 42 and "group_key" in metadata
+    assert [t.dtype for t in loaded] == [torch.float32, torch.float64, torch.int64, torch.float16]
+    assert [tuple(t.shape) for t in loaded] == [(2, 2), (2, 3), (1,), (4, 1)]
+    # The live tensor as changed after start, through the adaptive state compression:
+    # tensors of 4 elements or more as float16, the int64 one of 1 element as it is.
+    assert loaded[0].tolist() == [[1.0, 2.0], [3.0, float(torch.tensor(1 / 3).half())]]
+    assert loaded[1].tolist() == (torch.arange(6, dtype=torch.float64).reshape(2, 3) / 3).half().double().tolist()
+    assert loaded[2].tolist() == [12345]
+    assert loaded[3].tolist() == [[0.5]] * 4
+
+
 def test_a_donor_whose_state_fails_gives_no_state(caplog):
-    with apiary.DHT() as root:
-        peers = root.get_visible_maddrs()
-        averager = apiary.DecentralizedAverager([torch.zeros(2, 2)], root, start=True, prefix="custom",
-                                                allow_state_sharing=False)
-        donor = threading.Thread(target=lambda: run_in_processes(share_custom_state, [(peers, 10, True)]))
-        donor.start()
+    with _beside_custom_state_donor(10, True) as averager:
         deadline = time.time() + 8
         while "ZeroDivisionError" not in caplog.text and time.time() < deadline:
             time.sleep(1.0)
             assert averager.load_state_from_peers(timeout=5) is None
-        donor.join()
-        assert "ZeroDivisionError" in caplog.text  # the donor's error came back with its name
-        averager.shutdown()
+    assert "ZeroDivisionError" in caplog.text  # the donor's error came back with its name
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA torch and a GPU (gpu)")

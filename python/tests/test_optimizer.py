@@ -9,16 +9,23 @@ from optim_peers import constant_gradient_trainer, regression_trainer
 from peers import run_in_processes
 
 
+def _two_constant_gradient_peers(run_id, epochs, delayed):
+    """constant_gradient_trainer's results in two processes of run `run_id` (gradients 1
+    and 2, batches of 2 and 3 samples, 0.05 and 0.08 s a step), `epochs` epochs, started
+    together."""
+    with apiary.DHT() as root:
+        peers = root.get_visible_maddrs()
+        start_at = time.time() + 15  # both processes have started by then
+        return run_in_processes(
+            constant_gradient_trainer, [(peers, run_id, 0, 2, 0.05, epochs, 120, delayed, start_at),
+                                        (peers, run_id, 1, 3, 0.08, epochs, 120, delayed, start_at)], timeout=180)
+
+
 def test_epochs_step_with_the_sample_weighted_average_gradient():
     """Each peer's gradient is constant (c = 1 and c = 2): after each epoch both hold
     w_e = w_(e-1) - lr_e * (s1 * 1 + s2 * 2) / (s1 + s2), s the samples each gave that
     epoch, lr_e = 0.1 * 0.5**e (the scheduler follows the epoch)."""
-    with apiary.DHT() as root:
-        peers = root.get_visible_maddrs()
-        start_at = time.time() + 15  # both processes have started by then
-        (log1, lr1, _), (log2, lr2, _) = run_in_processes(
-            constant_gradient_trainer, [(peers, "constant", 0, 2, 0.05, 3, 120, False, start_at),
-                                        (peers, "constant", 1, 3, 0.08, 3, 120, False, start_at)], timeout=180)
+    (log1, lr1, _), (log2, lr2, _) = _two_constant_gradient_peers("constant", 3, False)
     by_epoch1 = {before: (samples, w) for before, after, samples, w in log1}
     by_epoch2 = {before: (samples, w) for before, after, samples, w in log2}
     assert sorted(by_epoch1) == sorted(by_epoch2) == [0, 1, 2], (log1, log2)
@@ -36,12 +43,7 @@ def test_delayed_steps_apply_each_epoch_average_one_epoch_late():
     background (the parameters change at a later step()); the last epoch's round never
     overlaps the next one's gradients. Once every delayed update is applied, both peers
     hold w = -sum_e lr_e * (s1 * 1 + s2 * 2) / (s1 + s2) over the epochs."""
-    with apiary.DHT() as root:
-        peers = root.get_visible_maddrs()
-        start_at = time.time() + 15  # both processes have started by then
-        (log1, lr1, w1), (log2, lr2, w2) = run_in_processes(
-            constant_gradient_trainer, [(peers, "delayed", 0, 2, 0.05, 4, 120, True, start_at),
-                                        (peers, "delayed", 1, 3, 0.08, 4, 120, True, start_at)], timeout=180)
+    (log1, lr1, w1), (log2, lr2, w2) = _two_constant_gradient_peers("delayed", 4, True)
     samples1 = {before: samples for before, after, samples, _ in log1}
     samples2 = {before: samples for before, after, samples, _ in log2}
     assert sorted(samples1) == sorted(samples2) == [0, 1, 2, 3], (log1, log2)

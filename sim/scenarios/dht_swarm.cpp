@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "messages/identity/base58.hpp"
+#include "sim/scenarios/swarm_size.hpp"
 
 namespace apiary::sim::scenarios {
 
@@ -36,8 +37,7 @@ core::PeerAddr dht_addr(std::size_t i, const core::dht::NodeId& id) {
     multihash.push_back(b < 8 ? static_cast<char>((static_cast<std::uint64_t>(i) >> (8 * b)) & 0xff)
                               : '\0');
   }
-  return fmt::format("/ip4/10.{}.{}.{}/tcp/4000/p2p/{}", (i >> 16) & 0xff, (i >> 8) & 0xff,
-                     i & 0xff, messages::base58_encode(multihash));
+  return fmt::format("{}/tcp/4000/p2p/{}", swarm_ip(i), messages::base58_encode(multihash));
 }
 
 namespace {
@@ -82,15 +82,7 @@ Result<LinkRule> dht_link_rule(std::uint64_t seed, core::Duration min_latency,
 }
 
 Result<DhtSwarm> DhtSwarm::create(World& world, const DhtSwarmOptions& options, DhtOpSink sink) {
-  if (options.nodes == 0) {
-    return make_error(errc::invalid_argument,
-                      "expected a swarm of at least 1 node, got 0; set DhtSwarmOptions::nodes");
-  }
-  if (options.nodes > (std::size_t{1} << 24)) {
-    return make_error(errc::invalid_argument,
-                      "expected at most 2^24 nodes (the address space of dht_addr), got {}; "
-                      "use fewer nodes", options.nodes);
-  }
+  if (auto st = check_swarm_size(options.nodes, "DhtSwarmOptions", "dht_addr"); !st) return st.error();
   if (options.bootstrap_peers == 0) {
     return make_error(errc::invalid_argument,
                       "expected bootstrap_peers >= 1, got 0; set DhtSwarmOptions::bootstrap_peers");

@@ -4,24 +4,16 @@
 #include <cstdint>
 #include <utility>
 
-#include <fmt/format.h>
+#include "sim/scenarios/swarm_size.hpp"
 
 namespace apiary::sim::scenarios {
 
 core::PeerAddr swarm_addr(std::size_t i) {
-  return fmt::format("/ip4/10.{}.{}.{}/tcp/4100", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff);
+  return swarm_ip(i) + "/tcp/4100";
 }
 
 Result<PingSwarm> PingSwarm::create(World& world, const PingSwarmOptions& options) {
-  if (options.nodes == 0) {
-    return make_error(errc::invalid_argument,
-                      "expected a swarm of at least 1 node, got 0; set PingSwarmOptions::nodes");
-  }
-  if (options.nodes > (std::size_t{1} << 24)) {
-    return make_error(errc::invalid_argument,
-                      "expected at most 2^24 nodes (the address space of swarm_addr), got {}; "
-                      "use fewer nodes", options.nodes);
-  }
+  if (auto st = check_swarm_size(options.nodes, "PingSwarmOptions", "swarm_addr"); !st) return st.error();
   if (auto st = core::ping::validate(options.ping); !st) return st.error();
   if (options.start_spread < core::Duration::zero()) {
     return make_error(errc::invalid_argument,

@@ -10,6 +10,7 @@
 
 #include "api/averager.hpp"
 #include "api/dht.hpp"
+#include "tests/actors/dht_peers.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -17,24 +18,13 @@ using namespace std::chrono_literals;
 namespace {
 
 /// Averagers beside DHT nodes on one actor system, bootstrapped from the first node.
-struct Swarm {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::vector<std::unique_ptr<Dht>> dhts;
+struct Swarm : testing::DhtPeers {
   std::vector<std::unique_ptr<Averager>> averagers;
 
   explicit Swarm(const std::vector<std::vector<float>>& values, std::size_t target = 0,
                  const std::function<void(AveragerOptions&, std::size_t)>& tweak = {}) {
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    sys = std::make_unique<caf::actor_system>(cfg);
     for (std::size_t i = 0; i < values.size(); ++i) {
-      DhtOptions d;
-      d.system = sys.get();
-      d.node.wait_timeout = 1s;
-      if (!dhts.empty()) d.initial_peers = dhts[0]->visible_addrs();
-      auto dht = Dht::start(d);
-      REQUIRE(dht.ok());
-      dhts.push_back(std::move(*dht));
+      Dht& dht = add();
       AveragerOptions o;
       o.prefix = "test";
       o.tensors = {values[i]};
@@ -42,15 +32,12 @@ struct Swarm {
       o.min_matchmaking_time = 1.0;
       o.request_timeout = 1.0;
       if (tweak) tweak(o, i);
-      auto averager = Averager::start(*dhts.back(), o);
+      auto averager = Averager::start(dht, o);
       REQUIRE(averager.ok());
       averagers.push_back(std::move(*averager));
     }
   }
-  ~Swarm() {
-    averagers.clear();
-    for (auto& d : dhts) d->stop();
-  }
+  ~Swarm() { averagers.clear(); }
 };
 
 }  // namespace

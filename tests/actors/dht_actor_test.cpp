@@ -13,6 +13,7 @@
 #include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -38,16 +39,11 @@ struct LocalSwarm {
   std::vector<std::string> addrs;
 
   LocalSwarm(int n, core::dht::NodeConfig config, actors::HostKind kind = actors::HostKind::actor) {
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    actors::GatewayConfig gc;
-    gc.backend = actors::Backend::local;
+    sys = std::make_unique<caf::actor_system>(testing::no_poll_sleeps(cfg));
     std::mt19937_64 rng(42);
     for (int i = 0; i < n; ++i) {
-      auto gw = actors::Gateway::start(*sys, gc);
-      REQUIRE(gw.ok());
-      gws.push_back(*gw);
-      const auto& a = (*gw)->address();
+      gws.push_back(testing::start_local_gateway(*sys));
+      const auto& a = gws.back()->address();
       // The in-process transport names callers by listen address alone (no PeerID).
       addrs.push_back(actors::peer_addr_of(a, ""));
       REQUIRE(!addrs.back().empty());
@@ -93,6 +89,13 @@ struct LocalSwarm {
 
 double unix_now() { return Dht::now(); }
 
+/// A fresh Ed25519 key; fails the test when none can be made.
+messages::Ed25519PrivateKey new_key() {
+  auto key = messages::Ed25519PrivateKey::generate();
+  REQUIRE(key.ok());
+  return *key;
+}
+
 }  // namespace
 
 TEST_CASE("peer_addr_of names a caller by its listen address and PeerID", "[actor]") {
@@ -100,9 +103,7 @@ TEST_CASE("peer_addr_of names a caller by its listen address and PeerID", "[acto
   CHECK(actors::peer_addr_of("127.0.0.1:4100", "") == "/ip4/127.0.0.1/tcp/4100");
   CHECK(actors::peer_addr_of("[::1]:4100", "") == "/ip6/::1/tcp/4100");
   CHECK(actors::peer_addr_of("127.0.0.1:notaport", "").empty());
-  auto key = messages::Ed25519PrivateKey::generate();
-  REQUIRE(key.ok());
-  const auto id = messages::PeerId::from_public_key(key->public_key());
+  const auto id = messages::PeerId::from_public_key(new_key().public_key());
   CHECK(actors::peer_addr_of("127.0.0.1:4100", id.bytes()) == "/ip4/127.0.0.1/tcp/4100/p2p/" + id.to_string());
   CHECK(actors::peer_addr_of("127.0.0.1:4100", "garbage") == "/ip4/127.0.0.1/tcp/4100");
 }
@@ -173,9 +174,8 @@ TEST_CASE("DHT actors over the in-process transport store, get and merge subkeys
 }
 
 TEST_CASE("Dht nodes over UCX share one actor system, and a missing initial peer is a clear error", "[actor]") {
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   DhtOptions first;
   first.system = &sys;
   first.node.wait_timeout = 1s;
@@ -226,11 +226,10 @@ TEST_CASE("Dht nodes over UCX share one actor system, and a missing initial peer
 }
 
 TEST_CASE("many Dht share one gateway: each is reached by its own PeerID, also from other gateways", "[actor]") {
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   actors::GatewayConfig gc;
-  gc.transport.peer_id = messages::PeerId::from_public_key(messages::Ed25519PrivateKey::generate()->public_key()).bytes();
+  gc.transport.peer_id = messages::PeerId::from_public_key(new_key().public_key()).bytes();
   auto gw = actors::Gateway::start(sys, gc);
   REQUIRE(gw.ok());
   DhtOptions shared;
@@ -282,14 +281,9 @@ TEST_CASE("DhtKey names keys as hivemind does", "[actor]") {
 }
 
 TEST_CASE("an owner's subkey cannot be overwritten by another key's holder", "[actor]") {
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
-  auto validator = [] {
-    auto key = messages::Ed25519PrivateKey::generate();
-    REQUIRE(key.ok());
-    return std::make_shared<core::dht::OwnershipValidator>(*key);
-  };
+  testing::TestSystem t;
+  auto& sys = t.sys;
+  auto validator = [] { return std::make_shared<core::dht::OwnershipValidator>(new_key()); };
   DhtOptions base;
   base.system = &sys;
   base.node.wait_timeout = 2s;
@@ -339,14 +333,8 @@ TEST_CASE("an owner's subkey cannot be overwritten by another key's holder", "[a
 }
 
 TEST_CASE("with authorization on, nodes holding the authority's tokens talk and others are refused", "[actor]") {
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
-  auto new_key = [] {
-    auto key = messages::Ed25519PrivateKey::generate();
-    REQUIRE(key.ok());
-    return *key;
-  };
+  testing::TestSystem t;
+  auto& sys = t.sys;
   auto authorizer = [&](const messages::Ed25519PrivateKey& authority, const std::string& user) {
     const auto holder = new_key();
     auto issuer = core::dht::AuthorityTokenIssuer::create(authority, user, holder.public_key());

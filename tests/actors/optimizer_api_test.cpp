@@ -10,34 +10,17 @@
 
 #include "api/dht.hpp"
 #include "api/optimizer.hpp"
+#include "tests/actors/dht_peers.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct Peers {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::vector<std::unique_ptr<Dht>> dhts;
-
+/// `n` DHT nodes to start with; add() starts more.
+struct Peers : testing::DhtPeers {
   explicit Peers(std::size_t n) {
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    sys = std::make_unique<caf::actor_system>(cfg);
     for (std::size_t i = 0; i < n; ++i) add();
-  }
-  Dht& add() {
-    DhtOptions d;
-    d.system = sys.get();
-    d.node.wait_timeout = 1s;
-    if (!dhts.empty()) d.initial_peers = dhts[0]->visible_addrs();
-    auto dht = Dht::start(d);
-    REQUIRE(dht.ok());
-    dhts.push_back(std::move(*dht));
-    return *dhts.back();
-  }
-  ~Peers() {
-    for (auto& d : dhts) d->stop();
   }
 };
 

@@ -6,6 +6,7 @@
 #include "actors/ping/ping_actor.hpp"
 #include "actors/type_ids.hpp"
 #include "api/node.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -35,19 +36,14 @@ std::size_t count(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("ping actors over the in-process transport find each other", "[actor]") {
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
-  actors::GatewayConfig gc;
-  gc.backend = actors::Backend::local;
+  testing::TestSystem t;
+  auto& sys = t.sys;
   std::vector<std::shared_ptr<actors::Gateway>> gws;
   std::vector<caf::actor> pings;
   std::vector<std::string> addrs;
   for (int i = 0; i < 4; ++i) {
-    auto gw = actors::Gateway::start(sys, gc);
-    REQUIRE(gw.ok());
-    gws.push_back(*gw);
-    const auto& a = (*gw)->address();
+    gws.push_back(testing::start_local_gateway(sys));
+    const auto& a = gws.back()->address();
     addrs.push_back("/ip4/" + a.substr(0, a.find(':')) + "/tcp/" + a.substr(a.find(':') + 1));
   }
   core::ping::Config pc;

@@ -16,6 +16,7 @@
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/partition.hpp"
 #include "messages/identity/multiaddr.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -183,9 +184,8 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
   INFO("backend " << backend);
   const std::map<std::string, std::size_t> sizes{{"b", 3}, {"w", std::size_t{1} << 20}};
   const auto plan = plan_of(sizes);
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   auto ps_gw = actors::Gateway::start(sys, gateway_config(backend));
   auto replica_gw = actors::Gateway::start(sys, gateway_config(backend));
   REQUIRE(ps_gw.ok());

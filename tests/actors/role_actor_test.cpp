@@ -13,41 +13,14 @@
 #include "actors/role_actor.hpp"
 #include "actors/type_ids.hpp"
 #include "core/mux.hpp"
+#include "tests/actors/worker_role.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
 using namespace std::chrono_literals;
+using apiary::testing::Worker;
 
 namespace {
-
-/// "double" completes at once; "later" arms a timer and completes when it fires;
-/// "ask" asks role `args` to double 21; "never" never completes.
-class Worker final : public Role {
- public:
-  std::vector<std::string> handles() const override { return {}; }
-  Effects on(TimePoint now, Input input) override {
-    if (auto* c = std::get_if<LocalCall>(&input)) {
-      if (c->method == "double") return {Complete{c->op, Value::of(*c->args.as<int>() * 2)}};
-      if (c->method == "later") {
-        pending_ = c->op;
-        return {SetTimer{1, now + 1s}};
-      }
-      if (c->method == "ask") {
-        asker_ = c->op;
-        return {Ask{5, *c->args.as<std::string>(), "double", Value::of(21)}};
-      }
-      if (c->method == "never") return {};
-      return {unknown_method(*c, "the worker")};
-    }
-    if (std::holds_alternative<TimerFired>(input)) return {Complete{pending_, Value::of(std::string("fired"))}};
-    if (auto* r = std::get_if<LocalReply>(&input)) return {Complete{asker_, r->result}};
-    return {};
-  }
-
- private:
-  OpId pending_ = 0;
-  OpId asker_ = 0;
-};
 
 struct Fixture {
   caf::actor_system_config cfg;

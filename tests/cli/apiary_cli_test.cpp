@@ -7,38 +7,22 @@
 #include <csignal>
 #include <cstdio>
 
-#include "tests/support/process.hpp"
+#include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct Run {
-  int rc = -1;
-  std::string out;  ///< stdout and stderr together
-};
-
-/// Runs `apiary ARGS` (through sh, to merge stderr) and collects its output.
-Run run_apiary(const std::string& args, std::chrono::seconds patience = 30s) {
-  testing::Process p({"/bin/sh", "-c", testing::sibling_executable("apiary") + " " + args + " 2>&1"});
-  Run r;
-  while (auto line = p.read_line(patience)) r.out += *line + "\n";
-  r.rc = p.wait(patience);
-  return r;
-}
+using testing::run_apiary;
 
 /// A running `apiary node` and its listen multiaddr.
 struct NodeProcess {
   std::unique_ptr<testing::Process> proc;
   std::string addr;
   explicit NodeProcess(const std::string& args = "") {
-    proc = std::make_unique<testing::Process>(
-        std::vector<std::string>{"/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " node " + args});
-    auto line = proc->read_line(20s);
-    REQUIRE(line);
-    REQUIRE(line->rfind("listening /ip4/127.0.0.1/tcp/", 0) == 0);
-    addr = line->substr(10);
+    proc = testing::spawn_apiary("node " + args);
+    addr = testing::await_listening(*proc, 20s);
   }
 };
 

@@ -4,12 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include "core/collective/barrier.hpp"
+#include "tests/core/effects_of.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
 namespace cc = core::collective;
 
 namespace {
+
+using apiary::testing::all_of;
 
 cc::Barrier member(std::size_t self) {
   cc::BarrierConfig c;
@@ -18,15 +21,6 @@ cc::Barrier member(std::size_t self) {
   c.handle = "job::Collective.rpc_barrier";
   c.id_base = 1000;
   return cc::Barrier(c);
-}
-
-template <class T>
-std::vector<T> all_of(const core::Effects& fx) {
-  std::vector<T> out;
-  for (const auto& e : fx) {
-    if (const auto* x = std::get_if<T>(&e)) out.push_back(*x);
-  }
-  return out;
 }
 
 }  // namespace

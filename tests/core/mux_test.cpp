@@ -6,11 +6,14 @@
 
 #include "core/mux.hpp"
 #include "core/ping/pinger.hpp"
+#include "tests/core/effects_of.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
 
 namespace {
+
+using apiary::testing::all_of;
 
 /// A role that records its inputs and, on cue, makes calls, arms timers, asks, completes.
 class Probe final : public Role {
@@ -59,26 +62,17 @@ struct TwoProbes {
   }
 };
 
-template <class T>
-std::vector<T> of(const Effects& fx) {
-  std::vector<T> out;
-  for (const auto& e : fx) {
-    if (auto* x = std::get_if<T>(&e)) out.push_back(*x);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("a Mux gives each role its own id space and routes answers and timers back", "[mux]") {
   TwoProbes t;
   const auto fa = t.mux.on({}, LocalCall{1, "a", "call", {}});
   const auto fb = t.mux.on({}, LocalCall{2, "b", "call", {}});
-  const auto ca = of<Call>(fa), cb = of<Call>(fb);
+  const auto ca = all_of<Call>(fa), cb = all_of<Call>(fb);
   REQUIRE(ca.size() == 1);
   REQUIRE(cb.size() == 1);
   CHECK(ca[0].id != cb[0].id);  // both roles chose id 7
-  const auto ta = of<SetTimer>(fa), tb = of<SetTimer>(fb);
+  const auto ta = all_of<SetTimer>(fa), tb = all_of<SetTimer>(fb);
   REQUIRE(ta.size() == 1);
   REQUIRE(tb.size() == 1);
   CHECK(ta[0].id != tb[0].id);
@@ -102,15 +96,15 @@ TEST_CASE("a Mux routes requests by handle and answers an unknown handle with no
   TwoProbes t;
   CHECK(t.mux.handles() == std::vector<std::string>{"a.rpc", "b.rpc", "b.stream"});
   auto fx = t.mux.on({}, Request{40, "b.rpc", "/ip4/127.0.0.1/tcp/9", Buffer::copy_of("x")});
-  REQUIRE(of<Reply>(fx).size() == 1);
-  CHECK(of<Reply>(fx)[0].request == 40);
-  CHECK(*of<Reply>(fx)[0].response == "ok:b.rpc");
+  REQUIRE(all_of<Reply>(fx).size() == 1);
+  CHECK(all_of<Reply>(fx)[0].request == 40);
+  CHECK(*all_of<Reply>(fx)[0].response == "ok:b.rpc");
   CHECK(std::get<Request>(t.b->inputs.back()).from == "/ip4/127.0.0.1/tcp/9");
 
   fx = t.mux.on({}, Request{41, "c.rpc", "", Buffer::copy_of("x")});
-  REQUIRE(of<Reply>(fx).size() == 1);
-  CHECK(of<Reply>(fx)[0].response.error().code == errc::not_found);
-  CHECK(of<Reply>(fx)[0].response.error().message.find("c.rpc") != std::string::npos);
+  REQUIRE(all_of<Reply>(fx).size() == 1);
+  CHECK(all_of<Reply>(fx)[0].response.error().code == errc::not_found);
+  CHECK(all_of<Reply>(fx)[0].response.error().message.find("c.rpc") != std::string::npos);
 
   // A streaming request's later messages reach the role that took it.
   (void)t.mux.on({}, Request{42, "b.stream", "", Buffer::copy_of("stream")});
@@ -155,8 +149,8 @@ TEST_CASE("an Ask for a role of another host leaves the Mux, and its answer come
   TwoProbes t;
   t.mux.reach("dht");
   auto fx = t.mux.on({}, LocalCall{9, "a", "ask", Value::of(std::string("dht"))});
-  REQUIRE(of<Ask>(fx).size() == 1);
-  const Ask out = of<Ask>(fx)[0];
+  REQUIRE(all_of<Ask>(fx).size() == 1);
+  const Ask out = all_of<Ask>(fx)[0];
   CHECK(out.role == "dht");
   CHECK(out.method == "double");
   CHECK(t.a->doubled == 0);
@@ -178,18 +172,18 @@ TEST_CASE("an Ask for a role of another host leaves the Mux, and its answer come
 TEST_CASE("a host's local call reaches the named role and its Complete keeps the host's op id", "[mux]") {
   TwoProbes t;
   auto fx = t.mux.on({}, LocalCall{77, "b", "double", Value::of(5)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].op == 77);
-  CHECK(*of<Complete>(fx)[0].result->as<int>() == 10);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 77);
+  CHECK(*all_of<Complete>(fx)[0].result->as<int>() == 10);
 
   fx = t.mux.on({}, LocalCall{78, "b", "nonsense", {}});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].op == 78);
-  CHECK(of<Complete>(fx)[0].result.error().code == errc::not_found);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].op == 78);
+  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::not_found);
 
   fx = t.mux.on({}, LocalCall{79, "zz", "double", Value::of(5)});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  CHECK(of<Complete>(fx)[0].result.error().message.find("zz") != std::string::npos);
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  CHECK(all_of<Complete>(fx)[0].result.error().message.find("zz") != std::string::npos);
 }
 
 TEST_CASE("Start and PeerDown reach every role, an id beyond a role's space fails its call", "[mux]") {
@@ -202,7 +196,7 @@ TEST_CASE("Start and PeerDown reach every role, an id beyond a role's space fail
     CHECK(std::get<PeerDown>(p->inputs[1]).peer == "/ip4/127.0.0.1/tcp/5");
   }
   auto fx = t.mux.on({}, LocalCall{1, "a", "huge", {}});
-  CHECK(of<Call>(fx).empty());
+  CHECK(all_of<Call>(fx).empty());
   CHECK(t.mux.refused() == 1);
   REQUIRE(std::holds_alternative<Response>(t.a->inputs.back()));
   CHECK(std::get<Response>(t.a->inputs.back()).result.error().code == errc::internal);
@@ -215,17 +209,17 @@ TEST_CASE("a Pinger in a Mux beside another role probes, answers and reports as 
               .ok());
   REQUIRE(mux.add("probe", std::make_unique<Probe>(std::vector<std::string>{"a.rpc"})).ok());
   auto fx = mux.on({}, Start{});
-  const auto timers = of<SetTimer>(fx);
+  const auto timers = all_of<SetTimer>(fx);
   REQUIRE(timers.size() == 1);
   fx = mux.on({}, TimerFired{timers[0].id});
-  const auto probes = of<Call>(fx);
+  const auto probes = all_of<Call>(fx);
   REQUIRE(probes.size() == 1);
   CHECK(probes[0].handle == ping::k_handle);
   CHECK(probes[0].peer == "/ip4/127.0.0.1/tcp/2");
   (void)mux.on({}, Response{probes[0].id, make_error(errc::unavailable, "refused")});
   fx = mux.on({}, LocalCall{5, "ping", ping::k_snapshot_method, {}});
-  REQUIRE(of<Complete>(fx).size() == 1);
-  const auto* snap = of<Complete>(fx)[0].result->as<ping::Snapshot>();
+  REQUIRE(all_of<Complete>(fx).size() == 1);
+  const auto* snap = all_of<Complete>(fx)[0].result->as<ping::Snapshot>();
   REQUIRE(snap != nullptr);
   CHECK(snap->rounds == 1);
   CHECK(snap->peers.at("/ip4/127.0.0.1/tcp/2").failed == 1);

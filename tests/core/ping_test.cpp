@@ -9,18 +9,14 @@
 
 #include "core/ping/pinger.hpp"
 #include "ping.pb.h"
+#include "tests/core/effects_of.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using apiary::errc;
-using apiary::core::Call;
-using apiary::core::Duration;
-using apiary::core::Effects;
-using apiary::core::PeerAddr;
-using apiary::core::Reply;
-using apiary::core::SetTimer;
-using apiary::core::TimePoint;
+using namespace apiary::core;
+using apiary::testing::all_of;
 namespace ping = apiary::core::ping;
 namespace pb = apiary::pb;
 
@@ -28,15 +24,6 @@ const PeerAddr k_self = "/ip4/10.0.0.1/tcp/4100";
 const PeerAddr k_a = "/ip4/10.0.0.2/tcp/4100";
 const PeerAddr k_b = "/ip4/10.0.0.3/tcp/4100";
 const PeerAddr k_c = "/ip4/10.0.0.4/tcp/4100";
-
-template <class T>
-std::vector<T> only(const Effects& effects) {
-  std::vector<T> out;
-  for (const auto& e : effects) {
-    if (auto* x = std::get_if<T>(&e)) out.push_back(*x);
-  }
-  return out;
-}
 
 std::string probe_bytes(std::uint64_t seq, const PeerAddr& sender,
                         const std::vector<PeerAddr>& known) {
@@ -78,7 +65,7 @@ TEST_CASE("start learns the bootstrap peers and arms the first round now") {
   const Effects out = p.start(5s, {k_b, k_a, k_self, "", k_a});
   CHECK(known(p) == std::vector<PeerAddr>{k_a, k_b});
   REQUIRE(out.size() == 1);
-  const auto timers = only<SetTimer>(out);
+  const auto timers = all_of<SetTimer>(out);
   REQUIRE(timers.size() == 1);
   CHECK(timers[0].id == ping::k_round_timer);
   CHECK(timers[0].at == TimePoint(5s));
@@ -93,7 +80,7 @@ TEST_CASE("a round calls every known peer in address order and re-arms the timer
   (void)p.start(0s, {k_c, k_a, k_b});
 
   const Effects out = p.on_timer(10s, ping::k_round_timer);
-  const auto calls = only<Call>(out);
+  const auto calls = all_of<Call>(out);
   REQUIRE(calls.size() == 3);
   CHECK(calls[0].peer == k_a);
   CHECK(calls[1].peer == k_b);
@@ -129,7 +116,7 @@ TEST_CASE("a probe teaches the responder the sender and its view, and gets an ac
   const Effects out = p.on_request(1s, 77, probe_bytes(9, k_b, {k_c, k_self, k_a}));
   CHECK(known(p) == std::vector<PeerAddr>{k_a, k_b, k_c});
 
-  const auto replies = only<Reply>(out);
+  const auto replies = all_of<Reply>(out);
   REQUIRE(replies.size() == 1);
   CHECK(replies[0].request == 77);
   REQUIRE(replies[0].response.ok());
@@ -144,7 +131,7 @@ TEST_CASE("a probe teaches the responder the sender and its view, and gets an ac
 TEST_CASE("an ack records the RTT since the call and teaches the caller its view") {
   ping::Pinger p(k_self, {});
   (void)p.start(0s, {k_a});
-  const auto calls = only<Call>(p.on_timer(2s, ping::k_round_timer));
+  const auto calls = all_of<Call>(p.on_timer(2s, ping::k_round_timer));
   REQUIRE(calls.size() == 1);
   const auto seq = parse_probe(calls[0]).seq();
 
@@ -175,7 +162,7 @@ TEST_CASE("RTT history keeps the newest samples only") {
   (void)p.start(0s, {k_a});
   for (int round = 1; round <= 5; ++round) {
     const TimePoint at = TimePoint(std::chrono::seconds(round));
-    const auto calls = only<Call>(p.on_timer(at, ping::k_round_timer));
+    const auto calls = all_of<Call>(p.on_timer(at, ping::k_round_timer));
     REQUIRE(calls.size() == 1);
     (void)p.on_response(at + std::chrono::milliseconds(round), calls[0].id,
                         ack_bytes(parse_probe(calls[0]).seq(), k_a, {}));
@@ -188,7 +175,7 @@ TEST_CASE("RTT history keeps the newest samples only") {
 
 TEST_CASE("a malformed probe gets a malformed error and teaches nothing") {
   ping::Pinger p(k_self, {});
-  const auto replies = only<Reply>(p.on_request(0s, 5, k_garbage));
+  const auto replies = all_of<Reply>(p.on_request(0s, 5, k_garbage));
   REQUIRE(replies.size() == 1);
   CHECK(replies[0].request == 5);
   REQUIRE_FALSE(replies[0].response.ok());
@@ -200,7 +187,7 @@ TEST_CASE("a malformed probe gets a malformed error and teaches nothing") {
 TEST_CASE("a bad ack is recorded as a failure for that peer") {
   ping::Pinger p(k_self, {});
   (void)p.start(0s, {k_a});
-  const auto calls = only<Call>(p.on_timer(0s, ping::k_round_timer));
+  const auto calls = all_of<Call>(p.on_timer(0s, ping::k_round_timer));
   REQUIRE(calls.size() == 1);
 
   SECTION("unparsable bytes") {
@@ -225,7 +212,7 @@ TEST_CASE("a bad ack is recorded as a failure for that peer") {
 TEST_CASE("a failed call counts as failed and keeps its message") {
   ping::Pinger p(k_self, {});
   (void)p.start(0s, {k_a, k_b});
-  const auto calls = only<Call>(p.on_timer(0s, ping::k_round_timer));
+  const auto calls = all_of<Call>(p.on_timer(0s, ping::k_round_timer));
   REQUIRE(calls.size() == 2);
   (void)p.on_response(2s, calls[1].id,
                       apiary::make_error(errc::deadline_exceeded, "no reply from {}", k_b));
@@ -241,10 +228,10 @@ TEST_CASE("a pinger never adds itself") {
   CHECK(p.peers().empty());
   (void)p.on_request(0s, 1, probe_bytes(1, k_self, {k_self}));
   CHECK(p.peers().empty());
-  CHECK(only<Call>(p.on_timer(0s, ping::k_round_timer)).empty());
+  CHECK(all_of<Call>(p.on_timer(0s, ping::k_round_timer)).empty());
 
   (void)p.start(0s, {k_a});
-  const auto calls = only<Call>(p.on_timer(1s, ping::k_round_timer));
+  const auto calls = all_of<Call>(p.on_timer(1s, ping::k_round_timer));
   REQUIRE(calls.size() == 1);
   (void)p.on_response(1s, calls[0].id, ack_bytes(parse_probe(calls[0]).seq(), k_self, {k_self}));
   CHECK(known(p) == std::vector<PeerAddr>{k_a});
@@ -262,7 +249,7 @@ TEST_CASE("the peer table is bounded by max_peers") {
   CHECK(known(p) == std::vector<PeerAddr>{many[0], many[1], many[9]});
   (void)p.start(0s, {k_a});
   CHECK(p.peers().size() == 3);
-  CHECK(only<Call>(p.on_timer(0s, ping::k_round_timer)).size() == 3);
+  CHECK(all_of<Call>(p.on_timer(0s, ping::k_round_timer)).size() == 3);
 }
 
 TEST_CASE("PeerStats summarises its kept RTTs") {

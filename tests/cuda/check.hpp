@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/bits.hpp"
+
 namespace apiary::cuda::testing {
 
 /// Pass/fail counters shared by every check in the process.
@@ -50,10 +52,8 @@ std::size_t first_bit_mismatch(const std::vector<T>& a, const std::vector<T>& b)
 
 /// The bits of a float as "0x3f800000".
 inline std::string hex_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
   char text[16];
-  std::snprintf(text, sizeof text, "0x%08x", static_cast<unsigned>(u));
+  std::snprintf(text, sizeof text, "0x%08x", static_cast<unsigned>(bits_of(f)));
   return text;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda/bits.hpp"
 #include "cuda/kernels.hpp"
 #include "tests/cuda/check.hpp"
 
@@ -20,22 +21,10 @@ using apiary::cuda::testing::hex_bits;
 
 namespace {
 
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // Reference binary32 -> binary16 written independently of the twin: scale by the
 // half ulp in double (exact), round with nearbyint (nearest even), re-encode.
 std::uint16_t reference_half(float x) {
-  const std::uint32_t b = bits(x);
+  const std::uint32_t b = bits_of(x);
   const auto sign = static_cast<std::uint16_t>((b >> 16) & 0x8000u);
   if (std::isnan(x)) return static_cast<std::uint16_t>(sign | 0x7e00u | ((b >> 13) & 0x3ffu));
   const double a = std::fabs(static_cast<double>(x));
@@ -101,27 +90,27 @@ TEST_CASE("f32_to_f16_bits: known values") {
   const known cases[] = {
       {0x00000000u, 0x0000},
       {0x80000000u, 0x8000},  // +-0
-      {bits(1.0f), 0x3c00},
-      {bits(-2.0f), 0xc000},
-      {bits(0.1f), 0x2e66},
-      {bits(65504.0f), 0x7bff},
-      {bits(65519.99f), 0x7bff},
-      {bits(65520.0f), 0x7c00},  // halfway to 65536: even is inf
-      {bits(1e10f), 0x7c00},
-      {bits(-1e10f), 0xfc00},
+      {bits_of(1.0f), 0x3c00},
+      {bits_of(-2.0f), 0xc000},
+      {bits_of(0.1f), 0x2e66},
+      {bits_of(65504.0f), 0x7bff},
+      {bits_of(65519.99f), 0x7bff},
+      {bits_of(65520.0f), 0x7c00},  // halfway to 65536: even is inf
+      {bits_of(1e10f), 0x7c00},
+      {bits_of(-1e10f), 0xfc00},
       {0x7f800000u, 0x7c00},
       {0xff800000u, 0xfc00},            // +-inf
-      {bits(0x1p-14f), 0x0400},         // smallest normal
-      {bits(0x1p-24f), 0x0001},         // smallest subnormal
-      {bits(0x1p-25f), 0x0000},         // tie between 0 and 1 ulp: even
-      {bits(0x1p-25f) + 1, 0x0001},     // just above the tie
-      {bits(0x3p-25f), 0x0002},         // 1.5 ulp: even is 2
-      {bits(0x5p-25f), 0x0002},         // 2.5 ulp: even is 2
-      {bits(0x3fep-24f), 0x03fe},       // 1022 ulp
-      {bits(0x3ffp-24f), 0x03ff},       // largest subnormal
-      {bits(0x7ffp-25f), 0x0400},       // 1023.5 ulp: even is 1024
-      {bits(1.0f + 0x1p-11f), 0x3c00},  // tie: even mantissa
-      {bits(1.0f + 0x3p-11f), 0x3c02},  // tie: rounds up to even
+      {bits_of(0x1p-14f), 0x0400},         // smallest normal
+      {bits_of(0x1p-24f), 0x0001},         // smallest subnormal
+      {bits_of(0x1p-25f), 0x0000},         // tie between 0 and 1 ulp: even
+      {bits_of(0x1p-25f) + 1, 0x0001},     // just above the tie
+      {bits_of(0x3p-25f), 0x0002},         // 1.5 ulp: even is 2
+      {bits_of(0x5p-25f), 0x0002},         // 2.5 ulp: even is 2
+      {bits_of(0x3fep-24f), 0x03fe},       // 1022 ulp
+      {bits_of(0x3ffp-24f), 0x03ff},       // largest subnormal
+      {bits_of(0x7ffp-25f), 0x0400},       // 1023.5 ulp: even is 1024
+      {bits_of(1.0f + 0x1p-11f), 0x3c00},  // tie: even mantissa
+      {bits_of(1.0f + 0x3p-11f), 0x3c02},  // tie: rounds up to even
       {0x00000001u, 0x0000},
       {0x80000001u, 0x8000},  // float subnormals
       {0x7fc00000u, 0x7e00},
@@ -130,8 +119,8 @@ TEST_CASE("f32_to_f16_bits: known values") {
       {0x7fa00000u, 0x7f00},  // payload top bits kept
   };
   for (const known& k : cases) {
-    const std::uint16_t got = cpu::f32_to_f16_bits(from_bits(k.in));
-    CHECK_MSG(got == k.out, "in " + hex_bits(from_bits(k.in)) + " got " + hex_bits(got) + " want " +
+    const std::uint16_t got = cpu::f32_to_f16_bits(float_of(k.in));
+    CHECK_MSG(got == k.out, "in " + hex_bits(float_of(k.in)) + " got " + hex_bits(got) + " want " +
                                 hex_bits(k.out));
   }
 }
@@ -148,11 +137,11 @@ TEST_CASE("f16_bits_to_f32: every half widens exactly and round-trips") {
     } else {
       const double v =
           exponent == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, int(exponent) - 25);
-      want = bits(static_cast<float>(sign != 0 ? -v : v));
+      want = bits_of(static_cast<float>(sign != 0 ? -v : v));
     }
-    if (bits(f) != want && ++wrong_value <= 5) {
+    if (bits_of(f) != want && ++wrong_value <= 5) {
       CHECK_MSG(false, "half " + hex_bits(half) + " gave " + hex_bits(f) + " want " +
-                           hex_bits(from_bits(want)));
+                           hex_bits(float_of(want)));
     }
     const std::uint16_t back = cpu::f32_to_f16_bits(f);
     const std::uint16_t expected =
@@ -169,7 +158,7 @@ TEST_CASE("f32_to_f16_bits: float sweep matches the double-arithmetic reference"
   int wrong = 0;
   const std::vector<std::uint32_t> sweep = float_sweep();
   for (std::uint32_t b : sweep) {
-    const float x = from_bits(b);
+    const float x = float_of(b);
     const std::uint16_t got = cpu::f32_to_f16_bits(x), want = reference_half(x);
     if (got != want && ++wrong <= 5) {
       CHECK_MSG(false, "in " + hex_bits(x) + " got " + hex_bits(got) + " want " + hex_bits(want));
@@ -186,7 +175,7 @@ TEST_CASE("half conversions: bit-exact with x86 F16C, NaNs included") {
   }
   int wrong_narrow = 0, wrong_widen = 0;
   for (std::uint32_t b : float_sweep()) {
-    const float x = from_bits(b);
+    const float x = float_of(b);
     const std::uint16_t got = cpu::f32_to_f16_bits(x), want = f16c_half(x);
     if (got != want && ++wrong_narrow <= 5) {
       CHECK_MSG(false, "in " + hex_bits(x) + " got " + hex_bits(got) + " F16C " + hex_bits(want));
@@ -195,7 +184,7 @@ TEST_CASE("half conversions: bit-exact with x86 F16C, NaNs included") {
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const auto half = static_cast<std::uint16_t>(h);
     const float got = cpu::f16_bits_to_f32(half), want = f16c_float(half);
-    if (bits(got) != bits(want) && ++wrong_widen <= 5) {
+    if (bits_of(got) != bits_of(want) && ++wrong_widen <= 5) {
       CHECK_MSG(false,
                 "half " + hex_bits(half) + " got " + hex_bits(got) + " F16C " + hex_bits(want));
     }
@@ -208,14 +197,14 @@ TEST_CASE("half conversions: bit-exact with x86 F16C, NaNs included") {
 }
 
 TEST_CASE("cast_f32_to_f16: clamps to +-65504, keeps NaN, converts the rest") {
-  const std::vector<float> in = {from_bits(0x7f800000u),
-                                 from_bits(0xff800000u),
+  const std::vector<float> in = {float_of(0x7f800000u),
+                                 float_of(0xff800000u),
                                  1e9f,
                                  -1e9f,
                                  65520.0f,
                                  -65536.0f,
                                  65504.0f,
-                                 from_bits(0x7fc00000u),
+                                 float_of(0x7fc00000u),
                                  1.0f,
                                  0x1p-24f,
                                  -0.0f};
@@ -232,7 +221,7 @@ TEST_CASE("cast_f32_to_f16 / cast_f16_to_f32: arrays equal the scalar conversion
   std::mt19937 rng(7);
   for (std::size_t n : kSizes) {
     std::vector<float> src(n);
-    for (float& x : src) x = from_bits(static_cast<std::uint32_t>(rng()));  // every class
+    for (float& x : src) x = float_of(static_cast<std::uint32_t>(rng()));  // every class
     std::vector<std::uint16_t> half(n), want_half(n);
     cpu::cast_f32_to_f16(half.data(), src.data(), n);
     for (std::size_t i = 0; i < n; ++i) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/bits.hpp"
 #include "cuda/buffer.hpp"
 #include "cuda/device.hpp"
 #include "cuda/kernels.hpp"
@@ -25,12 +26,6 @@ namespace {
 
 constexpr int skip_exit_code = 77;  // ctest SKIP_RETURN_CODE
 const std::size_t kSizes[] = {0, 1, 4097, std::size_t{1} << 20};
-
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // Copies `host` into a new device buffer; an empty one for an empty vector.
 template <class T>
@@ -82,7 +77,7 @@ TEST_CASE("casts: CUDA equals the CPU twin on random bit patterns of every class
   std::mt19937 rng(22);
   for (std::size_t n : kSizes) {
     std::vector<float> src(n);
-    for (float& v : src) v = from_bits(static_cast<std::uint32_t>(rng()));  // incl. NaN, inf
+    for (float& v : src) v = float_of(static_cast<std::uint32_t>(rng()));  // incl. NaN, inf
     device_buffer d_src = to_device(src), d_half, d_wide;
     CHECK(device_buffer::allocate(backend::cuda, n * 2, &d_half).ok());
     CHECK(device_buffer::allocate(backend::cuda, n * 4, &d_wide).ok());
@@ -114,7 +109,7 @@ TEST_CASE("casts: every binary16 pattern, and a float sweep, match the CPU twin"
   // Every 257th float bit pattern (16.7M values), covering each binade and class.
   std::vector<float> sweep;
   for (std::uint64_t b = 3; b < (1ull << 32); b += 257)
-    sweep.push_back(from_bits(static_cast<std::uint32_t>(b)));
+    sweep.push_back(float_of(static_cast<std::uint32_t>(b)));
   std::vector<std::uint16_t> want_half(sweep.size());
   cpu::cast_f32_to_f16(want_half.data(), sweep.data(), sweep.size());
   device_buffer d_sweep = to_device(sweep), d_half;

@@ -25,14 +25,10 @@
 #include "tests/support/process.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::ps_job;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-using Sync = pb::autodist::AllReduceSynchronizer;
 
 namespace {
-
-using namespace testing::ps_job;
 
 /// An all-reduce job (or `kind`) with `options`, in a directory named after `name`.
 Job make_ar_job(cs::BuilderOptions options, const std::string& name, cs::BuilderKind kind = cs::BuilderKind::all_reduce) {
@@ -41,24 +37,8 @@ Job make_ar_job(cs::BuilderOptions options, const std::string& name, cs::Builder
 
 
 /// Four replica processes, each told every replica's address.
-std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const std::string& extra) {
-  std::string peers;
-  for (int r = 0; r < k_replicas; ++r) peers += fmt::format(" localhost:CPU:{}=127.0.0.1:{}", r, testing::free_loopback_port());
-  std::vector<std::unique_ptr<testing::Process>> out;
-  for (int r = 0; r < k_replicas; ++r) {
-    const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
-    out.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + peers + " " + extra));
-  }
-  return out;
-}
-
-void check_close(const Run& run, const std::map<std::string, std::vector<float>>& expected, double margin,
-                 int replica = -1) {
-  for (const auto& [name, values] : expected) {
-    const auto got = final_values(run, name, replica);
-    REQUIRE(got.size() == values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(margin));
-  }
+std::vector<std::unique_ptr<testing::Process>> start_ar_replicas(const Job& job, const std::string& extra) {
+  return start_replicas(job, loopback_peers("localhost:CPU"), extra);
 }
 
 }  // namespace
@@ -72,9 +52,7 @@ TEST_CASE("AllReduce over 4 replica processes equals single-process SGD on the c
   o.all_reduce_spec = Sync::RING;
   const Job job = make_ar_job(o, "exact" + std::to_string(chunk));
   const std::int64_t steps = 12;
-  auto procs = start_replicas(job, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
   const std::int64_t groups = chunk == 1 ? 2 : 1;
   for (int r = 0; r < k_replicas; ++r) {
@@ -95,9 +73,7 @@ TEST_CASE("HorovodCompressorEF over 4 replica processes converges next to uncomp
   o.compressor = Sync::HorovodCompressorEF;
   const Job job = make_ar_job(o, "ef");
   const std::int64_t steps = 30;
-  auto procs = start_replicas(job, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
   const auto data = cps::make_logistic_data(k_samples, k_features, 1);
   const double start_loss = cps::logistic_full_loss(data, cps::logistic_initial(k_features));
@@ -126,9 +102,7 @@ TEST_CASE("HorovodCompressor (fp16 on the wire) keeps the 4 replica processes bi
   o.compressor = Sync::HorovodCompressor;
   const Job job = make_ar_job(o, "fp16_" + std::to_string(chunk));
   const std::int64_t steps = 20;
-  auto procs = start_replicas(job, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
@@ -152,7 +126,7 @@ TEST_CASE("a killed replica ends the other replicas' all-reduce with an error na
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::RING;
   const Job job = make_ar_job(o, "kill");
-  auto procs = start_replicas(job, "--steps 100000 --step-delay-ms 5 --timeout-ms 3000");
+  auto procs = start_ar_replicas(job, "--steps 100000 --step-delay-ms 5 --timeout-ms 3000");
   // Let the job run a few steps, then kill replica 3.
   int seen = 0;
   while (auto line = procs[k_replicas - 1]->read_line(60s)) {
@@ -206,9 +180,7 @@ TEST_CASE("a sparse variable is all-gathered as rows by 4 replica processes and 
   const Job job = make_ar_job(o, "sparse");
   const std::int64_t steps = 10;
   const std::string sparse = std::string(" --sparse ") + cps::k_logreg_weights;
-  auto procs = start_replicas(job, "--steps " + std::to_string(steps) + sparse);
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps) + sparse));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);

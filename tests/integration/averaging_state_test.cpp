@@ -5,7 +5,7 @@
 
 #include <csignal>
 
-#include "tests/support/process.hpp"
+#include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -20,12 +20,8 @@ struct Peer {
 
 Peer spawn(const std::string& args) {
   Peer p;
-  p.proc = std::make_unique<testing::Process>(std::vector<std::string>{
-      "/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " average " + args + " 2>&1"});
-  auto line = p.proc->read_line(30s);
-  REQUIRE(line);
-  REQUIRE(line->rfind("listening /ip4/127.0.0.1/tcp/", 0) == 0);
-  p.addr = line->substr(10);
+  p.proc = testing::spawn_apiary("average " + args + " 2>&1");
+  p.addr = testing::await_listening(*p.proc);
   return p;
 }
 

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/support/process.hpp"
+#include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -53,16 +53,12 @@ struct Peer {
 Peer spawn(const std::string& args, const std::string& tag) {
   Peer p;
   p.err_path = "/tmp/apiary_averaging_swarm_" + std::to_string(getpid()) + "_" + tag + ".err";
-  p.proc = std::make_unique<testing::Process>(std::vector<std::string>{
-      "/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " average " + args + " 2>" + p.err_path});
+  p.proc = testing::spawn_apiary("average " + args + " 2>" + p.err_path);
   return p;
 }
 
 void await_listening(Peer& p) {
-  auto line = p.proc->read_line(30s);
-  REQUIRE(line);
-  REQUIRE(line->rfind("listening /ip4/127.0.0.1/tcp/", 0) == 0);
-  p.addr = line->substr(10);
+  p.addr = testing::await_listening(*p.proc);
 }
 
 /// Reads the rest of `p`'s stdout, waits for its exit and parses its "values" line.

@@ -14,11 +14,11 @@
 #include "test.pb.h"
 #include "tests/integration/raw_ucx_client.hpp"
 #include "tests/support/server_fixture.hpp"
+#include "tests/support/test_messages.hpp"
 #include "tests/support/test_services.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
-using actors::to_buffer;
 
 namespace {
 
@@ -29,13 +29,9 @@ struct Fixture : testing::ServerFixture {
   /// rpc_square(n) answers n*n: the server is alive and serving this gateway.
   void check_serving(int n) {
     caf::scoped_actor self{*sys};
-    pb::TestRequest r;
-    r.set_number(n);
-    auto out = actors::call_unary(self, *gw, peer, "test.rpc_square", to_buffer(r), 20s);
+    auto out = actors::call_unary(self, *gw, peer, "test.rpc_square", testing::test_request(n), 20s);
     REQUIRE(out.ok());
-    auto resp = actors::from_buffer<pb::TestResponse>(*out, "rpc_square response");
-    REQUIRE(resp.ok());
-    CHECK(resp->number() == n * n);
+    CHECK(testing::response_number(*out) == n * n);
     CHECK(server->wait(10ms) == -1);  // still running
   }
 };
@@ -213,9 +209,7 @@ TEST_CASE("a call to an unreachable peer fails with peer_down, not at its deadli
   Fixture f;
   caf::scoped_actor self{*f.sys};
   const std::string nowhere = "127.0.0.1:" + std::to_string(unused_port());
-  pb::TestRequest req;
-  req.set_number(2);
-  auto r = actors::call_unary(self, *f.gw, nowhere, "test.rpc_square", to_buffer(req), 30s);
+  auto r = actors::call_unary(self, *f.gw, nowhere, "test.rpc_square", testing::test_request(2), 30s);
   REQUIRE_FALSE(r.ok());
   INFO(r.error().what());
   CHECK((r.error().code == errc::peer_down || r.error().code == errc::unavailable));

@@ -10,7 +10,7 @@
 
 #include "api/dht.hpp"
 #include "core/dht/msgpack_value.hpp"
-#include "tests/support/process.hpp"
+#include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -18,19 +18,7 @@ using core::dht::FoundValue;
 
 namespace {
 
-struct Run {
-  int rc = -1;
-  std::string out;  ///< stdout and stderr together
-};
-
-/// Runs `apiary ARGS` (through sh, to merge stderr) and collects its output.
-Run run_apiary(const std::string& args) {
-  testing::Process p({"/bin/sh", "-c", testing::sibling_executable("apiary") + " " + args + " 2>&1"});
-  Run r;
-  while (auto line = p.read_line(30s)) r.out += *line + "\n";
-  r.rc = p.wait(30s);
-  return r;
-}
+using testing::run_apiary;
 
 /// A running `apiary dht` node; `addr` is its multiaddr with /p2p/.
 struct DhtProcess {
@@ -40,16 +28,12 @@ struct DhtProcess {
 
 DhtProcess spawn_node(const std::string& args) {
   DhtProcess p;
-  p.proc = std::make_unique<testing::Process>(
-      std::vector<std::string>{"/bin/sh", "-c", "exec " + testing::sibling_executable("apiary") + " dht " + args});
+  p.proc = testing::spawn_apiary("dht " + args);
   return p;
 }
 
 void await_listening(DhtProcess& p) {
-  auto line = p.proc->read_line(30s);
-  REQUIRE(line);
-  REQUIRE(line->rfind("listening /ip4/127.0.0.1/tcp/", 0) == 0);
-  p.addr = line->substr(10);
+  p.addr = testing::await_listening(*p.proc);
   REQUIRE(p.addr.find("/p2p/12D3KooW") != std::string::npos);
 }
 

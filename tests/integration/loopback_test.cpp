@@ -22,6 +22,8 @@
 #include "actors/rpc.hpp"
 #include "test.pb.h"
 #include "tests/support/process.hpp"
+#include "tests/support/test_messages.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -156,12 +158,6 @@ void check_lanes(const std::string& text, const std::string& mode) {
   if (mode == "tcp") CHECK(tcp_lanes > 0);
 }
 
-Buffer req(int n) {
-  pb::TestRequest r;
-  r.set_number(n);
-  return actors::to_buffer(r);
-}
-
 }  // namespace
 
 TEST_CASE("test traffic stays on 127.0.0.0/8", "[integration]") {
@@ -169,9 +165,8 @@ TEST_CASE("test traffic stays on 127.0.0.0/8", "[integration]") {
   INFO("mode " << mode);
   // The server process inherits this environment.
   unsetenv("UCX_NET_DEVICES");
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   auto [server, peer] = testing::start_test_server({"--mode", mode});
   actors::GatewayConfig gc;
   gc.transport.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
@@ -185,7 +180,7 @@ TEST_CASE("test traffic stays on 127.0.0.0/8", "[integration]") {
   caf::scoped_actor self{sys};
 
   // Small calls (eager) and large ones both ways (rendezvous lanes).
-  for (int i = 0; i < 3; ++i) REQUIRE(actors::call_unary(self, *gw, peer, "test.rpc_square", req(i), 20s).ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(actors::call_unary(self, *gw, peer, "test.rpc_square", testing::test_request(i), 20s).ok());
   Buffer big = Buffer::allocate(std::size_t{4} << 20);
   std::memset(big.data(), 7, big.size());
   REQUIRE(actors::call_unary(self, *gw, peer, "test.rpc_hash", big, 20s).ok());

@@ -20,13 +20,10 @@
 #include "tests/support/process.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::ps_job;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
-namespace cps = core::ps;
 
 namespace {
-
-using namespace testing::ps_job;
 
 /// `--sparse logreg/w:0`: every process of a Parallax job with a sparse w takes it.
 const std::string k_sparse = std::string(" --sparse ") + cps::k_logreg_weights;
@@ -55,68 +52,17 @@ Job make_parallax_job(const std::string& name) {
   return job;
 }
 
-/// The job's PS processes, listening; `peers` is what the replicas pass as --peers.
-struct Servers {
-  std::vector<std::unique_ptr<testing::Process>> procs;
-  std::vector<std::string> devices;
-  std::string peers;
-
-  ~Servers() {
-    for (auto& p : procs) p->kill(SIGTERM);
-  }
-};
-
-void start_servers(const Job& job, const std::string& extra, Servers& s) {
-  for (const auto& device : job.plan.servers) {
-    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job) + extra);
-    std::string seen;
-    auto line = read_until(*p, " listening ", 30s, seen);
-    INFO("ps " << device << " printed:\n" << seen);
-    REQUIRE(line);
-    const std::string rest = line->substr(line->find(" listening ") + 11);
-    s.peers += " " + device + "=" + rest.substr(0, rest.find(' '));
-    s.devices.push_back(device);
-    s.procs.push_back(std::move(p));
-  }
-}
-
 /// Four replica processes, each told the PS addresses and every replica's address.
-std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const Servers& s,
-                                                              const std::string& extra) {
-  std::string replicas;
-  for (int r = 0; r < k_replicas; ++r) {
-    replicas += fmt::format(" replica:localhost:CPU:{}=127.0.0.1:{}", r, testing::free_loopback_port());
-  }
-  std::vector<std::unique_ptr<testing::Process>> out;
-  for (int r = 0; r < k_replicas; ++r) {
-    const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
-    out.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + s.peers + replicas + " " +
-                           extra));
-  }
-  return out;
-}
-
-void check_close(const Run& run, const std::map<std::string, std::vector<float>>& expected, int replica = -1) {
-  for (const auto& [name, values] : expected) {
-    const auto got = final_values(run, name, replica);
-    REQUIRE(got.size() == values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-  }
+std::vector<std::unique_ptr<testing::Process>> start_mixed_replicas(const Job& job, const Servers& s,
+                                                                    const std::string& extra) {
+  return start_replicas(job, s.peers + loopback_peers("replica:localhost:CPU"), extra);
 }
 
 /// The versions of every "step S replica R version V" line equal S (BSP).
 void check_bsp(const Run& run) {
-  std::int64_t steps = 0;
-  for (const auto& line : run.lines) {
-    std::istringstream in(line);
-    std::string w1, w2, w3;
-    std::int64_t step = 0, replica = 0, version = 0;
-    if (in >> w1 >> step >> w2 >> replica >> w3 >> version && w1 == "step" && w3 == "version") {
-      CHECK(version == step);
-      ++steps;
-    }
-  }
-  CHECK(steps > 0);
+  const auto sv = step_versions(run);
+  for (const auto& [step, version] : sv) CHECK(version == step);
+  CHECK(!sv.empty());
 }
 
 }  // namespace
@@ -127,11 +73,9 @@ TEST_CASE("Parallax over a PS process and 4 replica processes equals single-proc
   REQUIRE(job.plan.variables.size() == 1);
   CHECK(job.plan.variables[0].sparse);
   Servers servers;
-  start_servers(job, k_sparse, servers);
+  start_servers(job, servers, k_sparse);
   const std::int64_t steps = 10;
-  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps) + k_sparse);
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_mixed_replicas(job, servers, "--steps " + std::to_string(steps) + k_sparse));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
@@ -141,7 +85,7 @@ TEST_CASE("Parallax over a PS process and 4 replica processes equals single-proc
     // One collective per step: b alone (w travels through the PS).
     CHECK(runs[r].text.find(fmt::format("collectives {}", steps)) != std::string::npos);
     check_bsp(runs[r]);
-    check_close(runs[r], expected);
+    check_close(runs[r], expected, 1e-5);
     for (const auto& [name, values] : expected) CHECK(final_values(runs[r], name) == final_values(runs[0], name));
     CHECK(runs[r].text.find("apiary ps:") == std::string::npos);
   }
@@ -157,7 +101,7 @@ TEST_CASE("an embedded Parallax job equals single-process SGD", "[mixed][integra
   CHECK(run.text.find("mixed plan: PS [logreg/w:0 (sparse)") != std::string::npos);
   check_bsp(run);
   const auto expected = reference_sgd(steps);
-  for (int r = 0; r < k_replicas; ++r) check_close(run, expected, r);
+  for (int r = 0; r < k_replicas; ++r) check_close(run, expected, 1e-5, r);
 }
 
 TEST_CASE("a checkpoint carries training from an all-reduce job to a mixed one to a PS one, equal to SGD",
@@ -186,7 +130,7 @@ TEST_CASE("a checkpoint carries training from an all-reduce job to a mixed one t
   }
   INFO(last.text);
   const auto expected = reference_sgd(3 * steps);
-  for (int r = 0; r < k_replicas; ++r) check_close(last, expected, r);
+  for (int r = 0; r < k_replicas; ++r) check_close(last, expected, 1e-5, r);
 }
 
 TEST_CASE("a hand-written mixed strategy (w all-reduced, b on a PS) runs embedded, equal to SGD",
@@ -214,14 +158,14 @@ TEST_CASE("a hand-written mixed strategy (w all-reduced, b on a PS) runs embedde
         std::string::npos);
   CHECK(run.text.find("ps localhost:CPU:1 embedded") != std::string::npos);
   const auto expected = reference_sgd(steps);
-  for (int r = 0; r < k_replicas; ++r) check_close(run, expected, r);
+  for (int r = 0; r < k_replicas; ++r) check_close(run, expected, 1e-5, r);
 }
 
 TEST_CASE("a killed PS process ends every replica of a mixed job with an error naming it", "[mixed][integration]") {
   const Job job = make_parallax_job("killps");
   Servers servers;
-  start_servers(job, k_sparse, servers);
-  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
+  start_servers(job, servers, k_sparse);
+  auto procs = start_mixed_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
   std::string chief_text;
   REQUIRE(read_until(*procs[0], "step 3 ", 60s, chief_text));
   servers.procs[0]->kill(SIGKILL);
@@ -243,8 +187,8 @@ TEST_CASE("a killed replica ends the other replicas of a mixed job with an error
           "[mixed][integration]") {
   const Job job = make_parallax_job("killreplica");
   Servers servers;
-  start_servers(job, k_sparse, servers);
-  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
+  start_servers(job, servers, k_sparse);
+  auto procs = start_mixed_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
   std::string seen;
   REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
   procs[k_replicas - 1]->kill(SIGKILL);

@@ -25,13 +25,11 @@
 #include "cuda/device.hpp"
 #include "cuda/nccl.hpp"
 #include "tests/integration/ps_job.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace apiary::testing::ps_job;
 using apiary::testing::Process;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-using Sync = pb::autodist::AllReduceSynchronizer;
 
 namespace {
 
@@ -46,28 +44,13 @@ Job make_gpu_job(cs::BuilderOptions options, int gpus, const std::string& name,
   auto spec = cs::parse_resource_spec(spec_text, "spec");
   REQUIRE(spec.ok());
   REQUIRE(spec->replicas().size() == static_cast<std::size_t>(gpus));
-  auto strategy =
-      cs::build_strategy(kind, options, cps::logistic_graph_item(k_features), *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  job.strategy = job.dir + "/strategy";
-  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
-  REQUIRE(bytes.ok());
-  std::ofstream(job.strategy, std::ios::binary) << *bytes;
-  job.spec = job.dir + "/resource_spec.yml";
-  std::ofstream(job.spec) << spec_text;
+  (void)write_strategy(job, spec_text, *spec, kind, options, cps::logistic_graph_item(k_features));
   return job;
 }
 
 /// One `apiary ps` process per GPU replica, each told every replica's address.
 std::vector<std::unique_ptr<Process>> start_gpu_replicas(const Job& job, int replicas, const std::string& extra) {
-  std::string peers;
-  for (int r = 0; r < replicas; ++r) peers += fmt::format(" localhost:GPU:{}=127.0.0.1:{}", r, testing::free_loopback_port());
-  std::vector<std::unique_ptr<Process>> out;
-  for (int r = 0; r < replicas; ++r) {
-    const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
-    out.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + peers + " " + extra));
-  }
-  return out;
+  return start_replicas(job, loopback_peers("localhost:GPU", replicas), extra, replicas);
 }
 
 /// Why `gpus` GPUs cannot run NCCL here (empty when they can).
@@ -117,9 +100,7 @@ TEST_CASE("NCCL over 2 GPU replica processes equals single-process SGD (gpu, ski
   o.all_reduce_spec = Sync::NCCL;
   const Job job = make_gpu_job(o, 2, "nccl2_" + std::to_string(chunk));
   const std::int64_t steps = 12;
-  auto procs = start_gpu_replicas(job, 2, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_gpu_replicas(job, 2, "--steps " + std::to_string(steps)));
   check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * (chunk == 1 ? 2 : 1));
 }
 
@@ -144,9 +125,7 @@ TEST_CASE("RING on GPU replicas runs the ring without touching a GPU", "[nccl][g
   o.all_reduce_spec = Sync::RING;
   const Job job = make_gpu_job(o, 2, "ring2");
   const std::int64_t steps = 8;
-  auto procs = start_gpu_replicas(job, 2, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_gpu_replicas(job, 2, "--steps " + std::to_string(steps)));
   check_runs(runs, reference_sgd(steps, 2), 1e-5, "RING", steps);
 }
 
@@ -175,15 +154,12 @@ TEST_CASE("NcclGroup refuses a bad config, and a GPU this process cannot use, sa
   using namespace std::chrono_literals;
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  actors::GatewayConfig gc;
-  gc.backend = actors::Backend::local;
-  auto gw = actors::Gateway::start(sys, gc);
-  REQUIRE(gw.ok());
+  auto gw = testing::start_local_gateway(sys);
   actors::NcclGroupConfig bad;
   bad.group = "g";
   bad.rank = 2;
   bad.ranks = 2;
-  auto refused = actors::NcclGroup::create(sys, *gw, bad);
+  auto refused = actors::NcclGroup::create(sys, gw, bad);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == errc::invalid_argument);
   CHECK_THAT(refused.error().message, Catch::Contains("rank 2 of 2"));
@@ -192,12 +168,12 @@ TEST_CASE("NcclGroup refuses a bad config, and a GPU this process cannot use, sa
   missing.group = "g";
   missing.device = 1000;
   missing.timeout = 2s;
-  auto no_gpu = actors::NcclGroup::create(sys, *gw, missing);
+  auto no_gpu = actors::NcclGroup::create(sys, gw, missing);
   REQUIRE_FALSE(no_gpu.ok());
   CHECK(no_gpu.error().code == errc::unsupported);
   CHECK_THAT(no_gpu.error().message, Catch::Contains("NCCL needs a GPU on every replica"));
   CHECK_THAT(no_gpu.error().message, Catch::Contains("--spec RING"));
-  (*gw)->stop();
+  gw->stop();
 }
 
 TEST_CASE("NcclGroup of one rank: the weighted mean, float16 rounding per codec (gpu, skipped without one)",
@@ -208,13 +184,10 @@ TEST_CASE("NcclGroup of one rank: the weighted mean, float16 rounding per codec 
   }
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  actors::GatewayConfig gc;
-  gc.backend = actors::Backend::local;
-  auto gw = actors::Gateway::start(sys, gc);
-  REQUIRE(gw.ok());
+  auto gw = testing::start_local_gateway(sys);
   actors::NcclGroupConfig one;
   one.group = "one";
-  auto group = actors::NcclGroup::create(sys, *gw, one);
+  auto group = actors::NcclGroup::create(sys, gw, one);
   INFO((group.ok() ? std::string() : group.error().message));
   REQUIRE(group.ok());
   const std::vector<float> a{1.0F, -2.5F, 3.0e-3F}, b{0.1F, 1000.1F};
@@ -231,5 +204,5 @@ TEST_CASE("NcclGroup of one rank: the weighted mean, float16 rounding per codec 
   CHECK((*group)->mean({a}, 1.0).ok());
   CHECK((*group)->ops() == 2);
   group->reset();
-  (*gw)->stop();
+  gw->stop();
 }

@@ -12,12 +12,15 @@
 
 #include "actors/rpc.hpp"
 #include "test.pb.h"
+#include "tests/support/test_messages.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/test_services.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
-using actors::to_buffer;
+using testing::response_number;
+using testing::test_request;
 
 namespace {
 
@@ -49,18 +52,6 @@ void inflict(testing::Process& p, const std::string& fault) {
   }
 }
 
-Buffer req(int n) {
-  pb::TestRequest r;
-  r.set_number(n);
-  return to_buffer(r);
-}
-
-int number(const Buffer& b) {
-  auto r = actors::from_buffer<pb::TestResponse>(b, "response");
-  REQUIRE(r.ok());
-  return r->number();
-}
-
 /// Waits until `n` messages of call `id` arrived (or `patience` passed); returns how many did.
 int await_messages(caf::scoped_actor& self, actors::CallId id, int n, std::chrono::milliseconds patience) {
   int seen = 0;
@@ -80,9 +71,9 @@ int await_messages(caf::scoped_actor& self, actors::CallId id, int n, std::chron
 
 /// Calls test.rpc_cancelled at `peer`: how many calls that server saw end early.
 int cancelled_count(caf::scoped_actor& self, actors::Gateway& gw, const std::string& peer) {
-  auto r = actors::call_unary(self, gw, peer, "test.rpc_cancelled", req(0), 20s);
+  auto r = actors::call_unary(self, gw, peer, "test.rpc_cancelled", test_request(0), 20s);
   REQUIRE(r.ok());
-  return number(*r);
+  return response_number(*r);
 }
 
 /// Stops gateways when a test ends, passed or not: services hold their gateway, and
@@ -105,9 +96,8 @@ TEST_CASE("a server killed or frozen mid-stream ends the call with peer_down", "
   const std::string mode = GENERATE(as<std::string>{}, "tcp", "shm");
   const std::string fault = GENERATE(as<std::string>{}, "kill", "freeze");
   INFO("mode " << mode << ", fault " << fault);
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   auto [server, peer] = testing::start_test_server(server_args(mode, fault));
   actors::GatewayConfig gc;
   gc.transport = transport_for(mode, fault);
@@ -115,7 +105,7 @@ TEST_CASE("a server killed or frozen mid-stream ends the call with peer_down", "
   auto gw = stop_all.add(actors::Gateway::start(sys, gc));
   caf::scoped_actor self{sys};
 
-  auto id = gw->open(self, peer, "test.rpc_forever", pb::SERVER_STREAM, 30s, req(0), true);
+  auto id = gw->open(self, peer, "test.rpc_forever", pb::SERVER_STREAM, 30s, test_request(0), true);
   REQUIRE(await_messages(self, id, 3, 20s) == 3);
   inflict(*server, fault);
 
@@ -131,9 +121,8 @@ TEST_CASE("a caller killed or frozen mid-stream is noticed, and the server keeps
   const std::string mode = GENERATE(as<std::string>{}, "tcp", "shm");
   const std::string fault = GENERATE(as<std::string>{}, "kill", "freeze");
   INFO("mode " << mode << ", fault " << fault);
-  caf::actor_system_config cfg;
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  caf::actor_system sys{cfg};
+  testing::TestSystem t;
+  auto& sys = t.sys;
   actors::GatewayConfig gc;
   gc.transport = transport_for(mode, fault);
   StopAll stop_all;
@@ -164,10 +153,10 @@ TEST_CASE("a caller killed or frozen mid-stream is noticed, and the server keeps
 
   // A new client is served, and so is the one that was there all along.
   auto fresh = stop_all.add(actors::Gateway::start(sys, gc));
-  auto sq = actors::call_unary(self, *fresh, address, "test.rpc_square", req(11), 20s);
+  auto sq = actors::call_unary(self, *fresh, address, "test.rpc_square", test_request(11), 20s);
   REQUIRE(sq.ok());
-  CHECK(number(*sq) == 121);
-  auto sq2 = actors::call_unary(self, *probe, address, "test.rpc_square", req(13), 20s);
+  CHECK(response_number(*sq) == 121);
+  auto sq2 = actors::call_unary(self, *probe, address, "test.rpc_square", test_request(13), 20s);
   REQUIRE(sq2.ok());
-  CHECK(number(*sq2) == 169);
+  CHECK(response_number(*sq2) == 169);
 }

@@ -17,12 +17,10 @@
 #include "tests/support/process.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::ps_job;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
 
 namespace {
-
-using namespace testing::ps_job;
 
 /// PS processes started through the DHT: the first without --initial-peers.
 struct DhtServers {
@@ -57,8 +55,6 @@ void start_dht_servers(const Job& job, const std::vector<std::string>& devices, 
   }
 }
 
-std::string replica_role(int r) { return r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r); }
-
 /// The replicas' runs must equal single-process SGD after `steps` steps, each step on
 /// exactly the steps before it.
 void check_sgd(const std::vector<Run>& runs, std::int64_t steps) {
@@ -66,22 +62,10 @@ void check_sgd(const std::vector<Run>& runs, std::int64_t steps) {
   for (std::size_t r = 0; r < runs.size(); ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
     REQUIRE(runs[r].rc == 0);
-    std::int64_t step_lines = 0;
-    for (const auto& line : runs[r].lines) {
-      std::istringstream in(line);
-      std::string w1, w2, w3;
-      std::int64_t step = -1, replica = -1, version = -1;
-      if (in >> w1 >> step >> w2 >> replica >> w3 >> version && w1 == "step" && w3 == "version") {
-        ++step_lines;
-        CHECK(version == step);
-      }
-    }
-    CHECK(step_lines == steps);
-    for (const auto& [name, values] : expected) {
-      const auto got = final_values(runs[r], name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-    }
+    const auto sv = step_versions(runs[r]);
+    for (const auto& [step, version] : sv) CHECK(version == step);
+    CHECK(sv.size() == static_cast<std::size_t>(steps));
+    check_close(runs[r], expected);
   }
 }
 
@@ -102,9 +86,7 @@ TEST_CASE("PS processes found through the DHT train as with --peers: single-proc
                              std::to_string(steps) + " --timeout-ms 20000 --initial-peers " + servers.bootstrap +
                              where));
   }
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
-  check_sgd(runs, steps);
+  check_sgd(finish_all(procs), steps);
 }
 
 TEST_CASE("a replica whose PS never shows up in the DHT fails naming it, within --timeout-ms", "[ps][integration]") {
@@ -164,8 +146,7 @@ TEST_CASE("local_replication across processes: the node's replicas share one pro
     const std::string where = by_dht ? "--initial-peers " + servers.bootstrap : "--peers" + servers.peers + proxy_peer;
     procs.push_back(spawn_ps(replica_role(r) + common + where));
   }
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  auto runs = finish_all(procs);
   runs[0].text = chief_start + runs[0].text;
   check_sgd(runs, steps);
   // One pull per proxied shard per step (and the final pull) for the whole node; every

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -15,11 +16,10 @@
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
+#include "tests/support/apiary_command.hpp"
 
 namespace apiary::testing::ps_job {
 
-namespace cs = core::strategy;
-namespace cps = core::ps;
 using namespace std::chrono_literals;
 
 Job job_directory(const std::string& kind, const std::string& name) {
@@ -29,6 +29,20 @@ Job job_directory(const std::string& kind, const std::string& name) {
   job.cleanup =
       std::shared_ptr<void>(nullptr, [dir = job.dir](void*) { (void)std::system(("rm -rf " + dir).c_str()); });
   return job;
+}
+
+pb::autodist::Strategy write_strategy(Job& job, const std::string& spec_text, const cs::ResourceSpec& spec,
+                                      cs::BuilderKind kind, const cs::BuilderOptions& options,
+                                      const cs::GraphItem& item) {
+  auto strategy = cs::build_strategy(kind, options, item, spec, "20260101T000000M000000");
+  REQUIRE(strategy.ok());
+  job.strategy = job.dir + "/strategy";
+  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
+  REQUIRE(bytes.ok());
+  std::ofstream(job.strategy, std::ios::binary) << *bytes;
+  job.spec = job.dir + "/resource_spec.yml";
+  std::ofstream(job.spec) << spec_text;
+  return *strategy;
 }
 
 Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string& name, bool with_plan,
@@ -48,18 +62,11 @@ Job make_job(cs::BuilderKind kind, cs::BuilderOptions options, const std::string
       break;
     }
   }
-  auto strategy = cs::build_strategy(kind, options, item, *spec, "20260101T000000M000000");
-  REQUIRE(strategy.ok());
-  job.strategy = job.dir + "/strategy";
-  auto bytes = cs::serialize_strategy(*strategy, job.strategy, cs::StrategyFormat::binary);
-  REQUIRE(bytes.ok());
-  std::ofstream(job.strategy, std::ios::binary) << *bytes;
-  job.spec = job.dir + "/resource_spec.yml";
-  std::ofstream(job.spec) << k_spec;
+  const auto strategy = write_strategy(job, k_spec, *spec, kind, options, item);
   if (with_plan) {
     cps::OptimizerConfig sgd;
     sgd.learning_rate = k_learning_rate;
-    auto plan = cps::plan_training(*strategy, item, sgd);
+    auto plan = cps::plan_training(strategy, item, sgd);
     REQUIRE(plan.ok());
     job.plan = std::move(*plan);
   }
@@ -72,8 +79,45 @@ std::string common_args(const Job& job) {
 }
 
 std::unique_ptr<Process> spawn_ps(const std::string& args) {
-  return std::make_unique<Process>(
-      std::vector<std::string>{"/bin/sh", "-c", "exec " + sibling_executable("apiary") + " ps " + args + " 2>&1"});
+  return spawn_apiary("ps " + args + " 2>&1");
+}
+
+std::string replica_role(int r) { return r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r); }
+
+std::string loopback_peers(const std::string& prefix, int replicas) {
+  std::string peers;
+  for (int r = 0; r < replicas; ++r) peers += fmt::format(" {}:{}=127.0.0.1:{}", prefix, r, free_loopback_port());
+  return peers;
+}
+
+std::vector<std::unique_ptr<Process>> start_replicas(const Job& job, const std::string& peers,
+                                                     const std::string& extra, int replicas,
+                                                     const std::string& last_extra) {
+  std::vector<std::unique_ptr<Process>> out;
+  for (int r = 0; r < replicas; ++r) {
+    const std::string more = r == replicas - 1 ? " " + last_extra : "";
+    out.push_back(
+        spawn_ps(replica_role(r) + " --stop-on-stdin-eof " + common_args(job) + " --peers" + peers + " " + extra + more));
+  }
+  return out;
+}
+
+Servers::~Servers() {
+  for (auto& p : procs) p->kill(SIGTERM);
+}
+
+void start_servers(const Job& job, Servers& s, const std::string& extra) {
+  for (const auto& device : job.plan.servers) {
+    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job) + " " + extra);
+    std::string seen;
+    auto line = read_until(*p, " listening ", 30s, seen);
+    INFO("ps " << device << " printed:\n" << seen);
+    REQUIRE(line);
+    const std::string rest = line->substr(line->find(" listening ") + 11);
+    s.peers += " " + device + "=" + rest.substr(0, rest.find(' '));
+    s.devices.push_back(device);
+    s.procs.push_back(std::move(p));
+  }
 }
 
 Run finish(Process& p) {
@@ -84,6 +128,12 @@ Run finish(Process& p) {
   }
   run.rc = p.wait(30s);
   return run;
+}
+
+std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs) {
+  std::vector<Run> runs;
+  for (const auto& p : procs) runs.push_back(finish(*p));
+  return runs;
 }
 
 std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
@@ -111,6 +161,27 @@ std::vector<float> final_values(const Run& run, const std::string& name, int rep
   return {};
 }
 
+void check_close(const Run& run, const std::map<std::string, std::vector<float>>& expected, double margin,
+                 int replica) {
+  for (const auto& [name, values] : expected) {
+    const auto got = final_values(run, name, replica);
+    REQUIRE(got.size() == values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(margin));
+  }
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto& line : run.lines) {
+    std::istringstream in(line);
+    std::string w1, w2, w3;
+    std::int64_t step = 0, replica = 0, version = 0;
+    if (in >> w1 >> step >> w2 >> replica >> w3 >> version && w1 == "step" && w3 == "version") {
+      out.emplace_back(step, version);
+    }
+  }
+  return out;
+}
 
 std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas) {
   const auto data = cps::make_logistic_data(k_samples, k_features, 1);

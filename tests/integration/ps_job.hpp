@@ -12,9 +12,15 @@
 
 #include "core/ps/plan.hpp"
 #include "core/strategy/builders.hpp"
+#include "core/strategy/resource_spec.hpp"
 #include "tests/support/process.hpp"
 
 namespace apiary::testing::ps_job {
+
+namespace cs = core::strategy;
+namespace cps = core::ps;
+/// The synchronizer whose spec and compressor the all-reduce jobs pick.
+using Sync = pb::autodist::AllReduceSynchronizer;
 
 inline constexpr int k_replicas = 4;
 inline constexpr std::size_t k_features = 16;
@@ -44,11 +50,44 @@ Job job_directory(const std::string& kind, const std::string& name);
 Job make_job(core::strategy::BuilderKind kind, core::strategy::BuilderOptions options, const std::string& name,
              bool with_plan, const std::vector<std::string>& sparse = {});
 
+/// Builds the strategy of `kind` with `options` for `item` on `spec` (parsed from
+/// `spec_text`), writes both into `job`'s directory and returns the strategy.
+pb::autodist::Strategy write_strategy(Job& job, const std::string& spec_text,
+                                      const core::strategy::ResourceSpec& spec, core::strategy::BuilderKind kind,
+                                      const core::strategy::BuilderOptions& options,
+                                      const core::strategy::GraphItem& item);
+
 /// The flags every `apiary ps` process of the job takes.
 std::string common_args(const Job& job);
 
 /// Starts `apiary ps ARGS` (stderr merged into stdout).
 std::unique_ptr<Process> spawn_ps(const std::string& args);
+
+/// The role flags of replica `r`: the chief for 0, else a worker.
+std::string replica_role(int r);
+
+/// " PREFIX:0=127.0.0.1:PORT PREFIX:1=..." for `replicas` replicas on free loopback
+/// ports: what each replica passes in --peers to find the others.
+std::string loopback_peers(const std::string& prefix, int replicas = k_replicas);
+
+/// Starts `replicas` replica processes, each with `--peers` + `peers` and `extra`; the
+/// last one also takes `last_extra` (a straggler's flags).
+std::vector<std::unique_ptr<Process>> start_replicas(const Job& job, const std::string& peers,
+                                                     const std::string& extra, int replicas = k_replicas,
+                                                     const std::string& last_extra = "");
+
+/// The PS processes of a job, started and listening; `peers` is the replicas' --peers.
+struct Servers {
+  std::vector<std::unique_ptr<Process>> procs;
+  std::vector<std::string> devices;
+  std::string peers;
+
+  ~Servers();
+};
+
+/// Starts a `--role ps` process for each PS device of `job.plan` with `extra`, and
+/// waits until each listens.
+void start_servers(const Job& job, Servers& s, const std::string& extra = "");
 
 /// What a process printed and how it ended.
 struct Run {
@@ -60,6 +99,9 @@ struct Run {
 /// Reads `p` to its end and waits for it.
 Run finish(Process& p);
 
+/// finish() of each of `procs`, in order.
+std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs);
+
 /// Reads lines of `p` until one contains `needle` and returns it (nullopt: the process
 /// ended or stayed silent for `timeout` first); every line read is appended to `seen`.
 std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
@@ -69,6 +111,13 @@ std::optional<std::string> read_until(Process& p, const std::string& needle, std
 /// "final replica R" line; any replica when -1).
 std::vector<float> final_values(const Run& run, const std::string& name, int replica = -1);
 
+/// The final values printed in `run` (of replica `replica`; any when -1) are `expected`
+/// within `margin`.
+void check_close(const Run& run, const std::map<std::string, std::vector<float>>& expected, double margin = 1e-5,
+                 int replica = -1);
+
+/// (step, version) of every "step S replica R version V ..." line of `run`.
+std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run);
 
 /// Single-process SGD on the concatenated batch of `replicas` replicas, `steps` steps.
 std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas = k_replicas);

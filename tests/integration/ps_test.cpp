@@ -21,71 +21,11 @@
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "tests/integration/ps_job.hpp"
-#include "tests/support/process.hpp"
+#include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::ps_job;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-
-namespace {
-
-using namespace testing::ps_job;
-
-/// The PS processes of a job, started and listening; `peers` is the replicas' --peers.
-struct Servers {
-  std::vector<std::unique_ptr<testing::Process>> procs;
-  std::vector<std::string> devices;
-  std::string peers;
-
-  ~Servers() {
-    for (auto& p : procs) p->kill(SIGTERM);
-  }
-};
-
-void start_servers(const Job& job, Servers& s, const std::string& extra = "") {
-  for (const auto& device : job.plan.servers) {
-    auto p = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " " + common_args(job) + " " + extra);
-    auto line = p->read_line(30s);
-    REQUIRE(line);
-    INFO(*line);
-    const auto at = line->find(" listening ");
-    REQUIRE(at != std::string::npos);
-    const std::string rest = line->substr(at + 11);
-    s.peers += " " + device + "=" + rest.substr(0, rest.find(' '));
-    s.devices.push_back(device);
-    s.procs.push_back(std::move(p));
-  }
-}
-
-std::vector<std::unique_ptr<testing::Process>> start_replicas(const Job& job, const Servers& s,
-                                                              const std::string& extra,
-                                                              const std::string& straggler_extra = "") {
-  std::vector<std::unique_ptr<testing::Process>> out;
-  for (int r = 0; r < k_replicas; ++r) {
-    const std::string role = r == 0 ? "--role chief" : "--role worker --replica " + std::to_string(r);
-    const std::string more = r == k_replicas - 1 ? straggler_extra : "";
-    out.push_back(
-        spawn_ps(role + " --stop-on-stdin-eof " + common_args(job) + " --peers" + s.peers + " " + extra + " " + more));
-  }
-  return out;
-}
-
-/// (step, version) of every "step S replica R version V ..." line.
-std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> out;
-  for (const auto& line : run.lines) {
-    std::istringstream in(line);
-    std::string w1, w2, w3;
-    std::int64_t step = 0, replica = 0, version = 0;
-    if (in >> w1 >> step >> w2 >> replica >> w3 >> version && w1 == "step" && w3 == "version") {
-      out.emplace_back(step, version);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concatenated batch", "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
@@ -95,9 +35,7 @@ TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concate
   REQUIRE(job.plan.servers.size() >= 2);
   Servers servers;
   start_servers(job, servers);
-  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps));
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(start_replicas(job, servers.peers, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
@@ -106,13 +44,9 @@ TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concate
     const auto sv = step_versions(runs[r]);
     REQUIRE(sv.size() == static_cast<std::size_t>(steps));
     for (const auto& [step, version] : sv) CHECK(version == step);
-    for (const auto& [name, values] : expected) {
-      const auto got = final_values(runs[r], name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-      // Every replica reads the same final parameters.
-      CHECK(got == final_values(runs[0], name));
-    }
+    check_close(runs[r], expected);
+    // Every replica reads the same final parameters.
+    for (const auto& [name, values] : expected) CHECK(final_values(runs[r], name) == final_values(runs[0], name));
   }
 }
 
@@ -125,7 +59,8 @@ TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler
   Servers servers;
   start_servers(job, servers);
   // The last replica sleeps 150 ms per step; the others do not wait at all.
-  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps), "--step-delay-ms 150");
+  auto procs =
+      start_replicas(job, servers.peers, "--steps " + std::to_string(steps), k_replicas, "--step-delay-ms 150");
   std::int64_t most_ahead = 0;
   for (int r = 0; r < k_replicas; ++r) {
     const auto run = finish(*procs[r]);
@@ -148,7 +83,7 @@ TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps
   const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killps", true);
   Servers servers;
   start_servers(job, servers);
-  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000");
+  auto procs = start_replicas(job, servers.peers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000");
   // Wait for training to run, then kill the first PS process.
   bool training = false;
   std::string chief_text;
@@ -183,7 +118,7 @@ TEST_CASE("a killed replica ends the others with an error naming it, before any 
   Servers servers;
   start_servers(job, servers);
   // Deadlines far away: the PS processes must tell the others from the lost session.
-  auto procs = start_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 600000");
+  auto procs = start_replicas(job, servers.peers, "--steps 100000 --step-delay-ms 5 --timeout-ms 600000");
   bool training = false;
   while (auto line = procs[k_replicas - 1]->read_line(60s)) {
     if (line->rfind("step 3 ", 0) == 0) {
@@ -247,19 +182,17 @@ TEST_CASE("BSP gives the same bits in processes with a straggler, embedded and s
   const Job job = make_job(cs::BuilderKind::partitioned_ps, {}, "bits", true);
   Servers servers;
   start_servers(job, servers);
-  auto procs = start_replicas(job, servers, "--steps " + std::to_string(steps), "--step-delay-ms 40");
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(
+      start_replicas(job, servers.peers, "--steps " + std::to_string(steps), k_replicas, "--step-delay-ms 40"));
   auto embedded_proc =
       spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps));
   const auto embedded = finish(*embedded_proc);
   INFO("the embedded job printed:\n" << embedded.text);
   REQUIRE(embedded.rc == 0);
   // The simulator, its last replica a straggler too, predicts the same bits.
-  testing::Process sim_proc({"/bin/sh", "-c",
-                             "exec " + testing::sibling_executable("apiary") + " sim ps " + common_args(job) +
-                                 " --steps " + std::to_string(steps) + " --straggler-ms 40 2>&1"});
-  const auto simulated = finish(sim_proc);
+  auto sim_proc = testing::spawn_apiary("sim ps " + common_args(job) + " --steps " + std::to_string(steps) +
+                                        " --straggler-ms 40 2>&1");
+  const auto simulated = finish(*sim_proc);
   INFO("the simulated job printed:\n" << simulated.text);
   REQUIRE(simulated.rc == 0);
   for (const auto& [name, values] : reference_sgd(steps)) {
@@ -289,13 +222,11 @@ TEST_CASE("a partitioned job's checkpoint, written by the chief only, restores i
     std::vector<std::unique_ptr<testing::Process>> procs;
     for (int r = 0; r < k_replicas; ++r) {
       // Every role is given --save; only the chief writes.
-      const std::string role = r == 0 ? "--role chief --save " + saved
-                                      : fmt::format("--role worker --replica {} --save {}/worker{}.ckpt", r,
-                                                    first.dir, r);
-      procs.push_back(spawn_ps(role + " --stop-on-stdin-eof " + common_args(first) + " --peers" + servers.peers +
-                               " --steps " + std::to_string(steps)));
+      const std::string save = r == 0 ? " --save " + saved : fmt::format(" --save {}/worker{}.ckpt", first.dir, r);
+      procs.push_back(spawn_ps(replica_role(r) + save + " --stop-on-stdin-eof " + common_args(first) + " --peers" +
+                               servers.peers + " --steps " + std::to_string(steps)));
     }
-    for (auto& p : procs) runs.push_back(finish(*p));
+    runs = finish_all(procs);
   }
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
@@ -316,17 +247,13 @@ TEST_CASE("a partitioned job's checkpoint, written by the chief only, restores i
   REQUIRE(second.plan.shards.size() == second.plan.variables.size());  // nothing is partitioned
   Servers servers;
   start_servers(second, servers, "--restore " + saved);
-  auto procs = start_replicas(second, servers, "--steps " + std::to_string(steps) + " --restore " + saved);
+  auto procs = start_replicas(second, servers.peers, "--steps " + std::to_string(steps) + " --restore " + saved);
   const auto expected = reference_sgd(2 * steps);
   for (int r = 0; r < k_replicas; ++r) {
     const auto run = finish(*procs[r]);
     INFO("replica " << r << " printed:\n" << run.text);
     REQUIRE(run.rc == 0);
-    for (const auto& [name, values] : expected) {
-      const auto got = final_values(run, name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-    }
+    check_close(run, expected);
   }
 }
 
@@ -419,7 +346,7 @@ TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to
   {
     Servers servers;
     start_servers(job, servers, adam);
-    auto procs = start_replicas(job, servers,
+    auto procs = start_replicas(job, servers.peers,
                                 "--steps " + std::to_string(total) + " --step-delay-ms 200 --save-every 2 --save " +
                                     pattern + adam);
     std::string chief_text;
@@ -435,9 +362,8 @@ TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to
   }
   Servers servers;
   start_servers(job, servers, adam + " --restore " + last);
-  auto procs = start_replicas(job, servers, "--steps " + std::to_string(total - 4) + " --restore " + last + adam);
-  std::vector<Run> runs;
-  for (auto& p : procs) runs.push_back(finish(*p));
+  const auto runs = finish_all(
+      start_replicas(job, servers.peers, "--steps " + std::to_string(total - 4) + " --restore " + last + adam));
   auto unbroken_proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + adam + " --steps " +
                                 std::to_string(total));
   const auto unbroken = finish(*unbroken_proc);
@@ -502,10 +428,5 @@ TEST_CASE("an embedded job with local_replication pulls each variable once per s
   const auto sv = step_versions(run);
   REQUIRE(sv.size() == static_cast<std::size_t>(steps) * k_replicas);
   for (const auto& [step, version] : sv) CHECK(version == step);
-  const auto expected = reference_sgd(steps);
-  for (const auto& [name, values] : expected) {
-    const auto got = final_values(run, name);
-    REQUIRE(got.size() == values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-  }
+  check_close(run, reference_sgd(steps));
 }

@@ -16,34 +16,15 @@
 #include "tests/sim/ps_job_config.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::sim_ps;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-using sim::scenarios::PsScenarioConfig;
-using sim::scenarios::PsScenarioReport;
-using Sync = pb::autodist::AllReduceSynchronizer;
 
 namespace {
-
-using namespace testing::sim_ps;
 
 PsScenarioReport run(const PsScenarioConfig& c) {
   auto report = run_checked(c);
   CHECK(report.servers.empty());
   return report;
-}
-
-void check_close(const PsScenarioReport& report, const std::map<std::string, std::vector<float>>& expected,
-                 double margin) {
-  for (const auto& r : report.replicas) {
-    INFO("replica " << r.replica << ": " << r.error);
-    REQUIRE(r.finished);
-    for (const auto& [name, values] : expected) {
-      const auto& got = r.final_parameters.at(name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(margin));
-    }
-  }
 }
 
 /// Every replica holds the same model, bit for bit: each took the same encoded averages.
@@ -78,10 +59,8 @@ TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD 
   CHECK(report.mode.find(fmt::format("all-reduce, {} collectives per step", chunk == 1 ? 2 : 1)) == 0);
   CHECK(report.mode.find("NoneCompressor") != std::string::npos);
   REQUIRE(report.steps.size() == static_cast<std::size_t>(c.steps));
-  for (const auto& s : report.steps) {
-    for (auto v : s.versions) CHECK(v == s.step);
-    CHECK(s.max_time >= c.compute);
-  }
+  check_bsp(report);
+  for (const auto& s : report.steps) CHECK(s.max_time >= c.compute);
   CHECK(report.steps.back().loss < report.steps.front().loss);
   check_close(report, reference_sgd(c), 1e-5);
   check_identical(report);

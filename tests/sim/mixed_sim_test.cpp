@@ -13,50 +13,27 @@
 #include "tests/sim/ps_job_config.hpp"
 
 using namespace apiary;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-using sim::scenarios::PsScenarioConfig;
-using sim::scenarios::PsScenarioReport;
+using namespace apiary::testing::sim_ps;
 
 namespace {
 
-using namespace testing::sim_ps;
-
 /// A 12-step Parallax job over a model whose w has sparse gradients.
 PsScenarioConfig parallax_config() {
-  auto spec = cs::parse_resource_spec(k_spec, "spec");
-  REQUIRE(spec.ok());
-  PsScenarioConfig c;
-  auto item = cps::logistic_graph_item(c.features);
+  auto item = cps::logistic_graph_item(PsScenarioConfig{}.features);
   REQUIRE(item.variables[0].name == cps::k_logreg_weights);
   item.variables[0].sparse = true;
   // A sparse gradient comes as indices, values and dense shape (AutoDist's ';'-joined key).
   item.grad_target_pairs = {{"g/w/indices:0;g/w/values:0;g/w/shape:0", cps::k_logreg_weights},
                             {"gradients/logreg/b_grad:0", cps::k_logreg_bias}};
-  auto strategy = cs::build_strategy(cs::BuilderKind::parallax, {}, item, *spec, "20260101T000000M000000");
-  if (!strategy.ok()) FAIL(strategy.error().what());
-  c.strategy = std::move(*strategy);
+  auto c = make_config(item, cs::BuilderKind::parallax);
   c.sparse_variables = {cps::k_logreg_weights};
-  c.steps = 12;
   return c;
 }
 
 void check_sgd(const PsScenarioReport& report, const PsScenarioConfig& c) {
-  const auto expected = reference_sgd(c);
-  for (const auto& r : report.replicas) {
-    INFO("replica " << r.replica << ": " << r.error);
-    REQUIRE(r.finished);
-    CHECK(r.final_version == c.steps);
-    for (const auto& [name, values] : expected) {
-      const auto& got = r.final_parameters.at(name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-    }
-  }
-  // Bulk-synchronous: step s of every replica ran on the parameters of exactly s steps.
-  for (const auto& s : report.steps) {
-    for (auto v : s.versions) CHECK(v == s.step);
-  }
+  check_close(report, reference_sgd(c), 1e-5);
+  for (const auto& r : report.replicas) CHECK(r.final_version == c.steps);
+  check_bsp(report);
 }
 
 }  // namespace

@@ -14,25 +14,39 @@
 
 namespace apiary::testing::sim_ps {
 
+namespace cs = core::strategy;
+namespace cps = core::ps;
+/// The synchronizer whose spec and compressor the all-reduce jobs pick.
+using Sync = pb::autodist::AllReduceSynchronizer;
+
+using sim::scenarios::PsScenarioConfig;
+using sim::scenarios::PsScenarioReport;
+
 inline constexpr std::size_t k_replicas = 4;
 
 /// One node with four CPU devices: four replicas, four candidate PS devices.
 inline constexpr const char* k_spec = "nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n";
 
-/// A 12-step job of the strategy `kind` builds with `options` for the resource spec
-/// `spec_text`, the logistic-regression model and the scenario's defaults otherwise.
-inline sim::scenarios::PsScenarioConfig make_config(core::strategy::BuilderKind kind,
-                                                    core::strategy::BuilderOptions options = {},
-                                                    const char* spec_text = k_spec) {
+/// A 12-step job of the strategy `kind` builds with `options` for the model `item` and
+/// the resource spec `spec_text`, the scenario's defaults otherwise.
+inline PsScenarioConfig make_config(const core::strategy::GraphItem& item, core::strategy::BuilderKind kind,
+                                    const core::strategy::BuilderOptions& options = {},
+                                    const char* spec_text = k_spec) {
   auto spec = core::strategy::parse_resource_spec(spec_text, "spec");
   REQUIRE(spec.ok());
-  sim::scenarios::PsScenarioConfig c;
-  auto strategy = core::strategy::build_strategy(kind, options, core::ps::logistic_graph_item(c.features), *spec,
-                                                 "20260101T000000M000000");
+  PsScenarioConfig c;
+  auto strategy = core::strategy::build_strategy(kind, options, item, *spec, "20260101T000000M000000");
   REQUIRE(strategy.ok());
   c.strategy = std::move(*strategy);
   c.steps = 12;
   return c;
+}
+
+/// make_config() for the logistic-regression model of the scenario's defaults.
+inline PsScenarioConfig make_config(core::strategy::BuilderKind kind,
+                                    const core::strategy::BuilderOptions& options = {},
+                                    const char* spec_text = k_spec) {
+  return make_config(core::ps::logistic_graph_item(PsScenarioConfig{}.features), kind, options, spec_text);
 }
 
 /// Runs `c`, which must succeed with one report per replica, no anomaly and no hang.
@@ -61,9 +75,29 @@ inline sim::scenarios::PsScenarioReport check_replays(sim::scenarios::PsScenario
   return d;
 }
 
+/// Every replica of `report` finished, with final parameters within `margin` of `expected`.
+inline void check_close(const PsScenarioReport& report, const std::map<std::string, std::vector<float>>& expected,
+                        double margin) {
+  for (const auto& r : report.replicas) {
+    INFO("replica " << r.replica << ": " << r.error);
+    REQUIRE(r.finished);
+    for (const auto& [name, values] : expected) {
+      const auto& got = r.final_parameters.at(name);
+      REQUIRE(got.size() == values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(margin));
+    }
+  }
+}
+
+/// Bulk-synchronous: step s of every replica ran on the parameters of exactly s steps.
+inline void check_bsp(const PsScenarioReport& report) {
+  for (const auto& s : report.steps) {
+    for (auto v : s.versions) CHECK(v == s.step);
+  }
+}
+
 /// Single-process SGD on the concatenated batch of all replicas, c.steps steps.
 inline std::map<std::string, std::vector<float>> reference_sgd(const sim::scenarios::PsScenarioConfig& c) {
-  namespace cps = core::ps;
   const auto data = cps::make_logistic_data(c.samples, c.features, c.data_seed);
   auto params = cps::logistic_initial(c.features);
   for (std::int64_t s = 0; s < c.steps; ++s) {

@@ -14,15 +14,10 @@
 #include "tests/sim/ps_job_config.hpp"
 
 using namespace apiary;
+using namespace apiary::testing::sim_ps;
 using namespace std::chrono_literals;
-namespace cs = core::strategy;
-namespace cps = core::ps;
-using sim::scenarios::PsScenarioConfig;
-using sim::scenarios::PsScenarioReport;
 
 namespace {
-
-using namespace testing::sim_ps;
 
 /// Two nodes with two CPU devices each: two replicas per node.
 constexpr const char* k_two_nodes =
@@ -41,21 +36,16 @@ TEST_CASE("simulated BSP equals single-process SGD on the concatenated batch", "
   REQUIRE(report.servers.size() >= 2);
   CHECK(report.mode == "BSP");
   REQUIRE(report.steps.size() == static_cast<std::size_t>(c.steps));
-  for (const auto& s : report.steps) {
-    for (auto v : s.versions) CHECK(v == s.step);  // every replica reads exactly the steps before
-    CHECK(s.max_time >= c.compute);
-  }
+  check_bsp(report);  // every replica reads exactly the steps before
+  for (const auto& s : report.steps) CHECK(s.max_time >= c.compute);
   // The loss goes down.
   CHECK(report.steps.back().loss < report.steps.front().loss);
   const auto expected = reference_sgd(c);
+  check_close(report, expected, 1e-5);
   for (const auto& r : report.replicas) {
-    REQUIRE(r.finished);
     CHECK(r.final_version == c.steps);
     for (const auto& [name, values] : expected) {
-      const auto& got = r.final_parameters.at(name);
-      REQUIRE(got.size() == values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-      CHECK(got == report.replicas.front().final_parameters.at(name));
+      CHECK(r.final_parameters.at(name) == report.replicas.front().final_parameters.at(name));
     }
   }
 }
@@ -175,17 +165,8 @@ TEST_CASE("local_replication: a node's replicas pull each variable once per step
   }
   CHECK(report.ps_pulls == nodes * static_cast<std::uint64_t>(pulls_per_node));
   // The same training as without proxies: BSP still equals single-process SGD.
-  const auto expected = reference_sgd(c);
-  for (const auto& s : report.steps) {
-    for (auto v : s.versions) CHECK(v == s.step);
-  }
-  for (const auto& r : report.replicas) {
-    REQUIRE(r.finished);
-    for (const auto& [name, values] : expected) {
-      const auto& got = r.final_parameters.at(name);
-      for (std::size_t i = 0; i < values.size(); ++i) CHECK(got[i] == Approx(values[i]).margin(1e-5));
-    }
-  }
+  check_bsp(report);
+  check_close(report, reference_sgd(c), 1e-5);
   // Without the proxies every replica pulls every shard itself.
   c.proxies = false;
   const auto direct = run_checked(c);

@@ -14,19 +14,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using apiary::errc;
-using apiary::make_error;
-using apiary::Result;
-using apiary::core::Call;
-using apiary::core::CallId;
-using apiary::core::Cancel;
-using apiary::core::Effects;
-using apiary::core::Reply;
-using apiary::core::RequestId;
-using apiary::core::Send;
-using apiary::core::SetTimer;
-using apiary::core::TimePoint;
-using apiary::core::TimerId;
+using namespace apiary;
+using namespace apiary::core;
 using apiary::sim::Host;
 using apiary::sim::World;
 

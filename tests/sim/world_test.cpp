@@ -14,16 +14,7 @@ namespace {
 using namespace std::chrono_literals;
 using apiary::errc;
 using apiary::Result;
-using apiary::core::Call;
-using apiary::core::unary_call;
-using apiary::core::CallId;
-using apiary::core::CancelTimer;
-using apiary::core::Effects;
-using apiary::core::Reply;
-using apiary::core::RequestId;
-using apiary::core::SetTimer;
-using apiary::core::TimePoint;
-using apiary::core::TimerId;
+using namespace apiary::core;
 using apiary::sim::Host;
 using apiary::sim::World;
 

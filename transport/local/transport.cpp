@@ -60,10 +60,12 @@ void Transport::post(std::function<void()> fn) {
 void Transport::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    auto batch = std::move(posted_);
-    posted_.clear();
-    lock.unlock();
-    for (auto& fn : batch) fn();
+    {
+      auto batch = std::move(posted_);
+      posted_.clear();
+      lock.unlock();
+      for (auto& fn : batch) fn();
+    }  // what the functions held goes now, unlocked: a destructor may post again
     handler_->on_tick(Clock::now());
     auto wake = handler_->next_wakeup();
     lock.lock();

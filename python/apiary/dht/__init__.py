@@ -11,6 +11,7 @@ import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from .. import _apiary
+from .._native import NativeRunner
 from ..futures import OperationFuture
 from ..peer_id import PeerID
 from ..serializer import MSGPackSerializer
@@ -48,7 +49,7 @@ def _found_to_python(found: Any) -> Optional[ValueWithExpiration]:
     return ValueWithExpiration(MSGPackSerializer.loads(value), expiration)
 
 
-class DHT:
+class DHT(NativeRunner):
     """A DHT node (hivemind.DHT's API).
 
     :param initial_peers: multiaddrs (with /p2p/<PeerID>) of peers to bootstrap from;
@@ -64,6 +65,8 @@ class DHT:
       strips records with them, in C++
     :param num_workers: threads of the node's runtime (0: as many as the machine's cores, at most 4)
     """
+
+    _what = "DHT"
 
     def __init__(
         self,
@@ -94,7 +97,7 @@ class DHT:
         self._identity_path = "" if identity_path is None else str(identity_path)
         if kwargs:
             warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
-        self._node: Optional[Any] = None
+        self._native: Optional[Any] = None
         self._shut_down = False
         self._lock = threading.Lock()  # calls from any thread, shutdown() among them
         self._users: "weakref.WeakSet[Any]" = weakref.WeakSet()  # averagers over this node
@@ -103,11 +106,11 @@ class DHT:
 
     def run_in_background(self, await_ready: bool = True, timeout: Optional[float] = None) -> None:
         """Starts the node (bootstrapping from initial_peers) and returns once it is up."""
-        if self._node is not None:
+        if self._native is not None:
             raise RuntimeError("expected a DHT that is not running, but this one was started already")
         if self._shut_down:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
-        self._node = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
+        self._native = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
                                  self.num_workers, self._validators)
         _RUNNING.add(self)
 
@@ -121,16 +124,6 @@ class DHT:
     def wait_until_ready(self, timeout: Optional[float] = None) -> None:
         """Returns once the node runs (start() returns only then, so at once)."""
         self._require()
-
-    def is_alive(self) -> bool:
-        return self._node is not None and not self._shut_down
-
-    def _require(self) -> Any:
-        if self._shut_down:
-            raise RuntimeError("expected a running DHT, but it was shut down")
-        if self._node is None:
-            raise RuntimeError("expected a running DHT, but it was not started; call run_in_background()")
-        return self._node
 
     @property
     def peer_id(self) -> PeerID:
@@ -174,15 +167,9 @@ class DHT:
         for user in list(self._users):
             user.shutdown()  # an averager stops before the node it uses
         with self._lock:
-            if self._node is not None and not self._shut_down:
-                self._node.stop()
+            if self._native is not None and not self._shut_down:
+                self._native.stop()
             self._shut_down = True
-
-    def __enter__(self) -> "DHT":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
 
     def __del__(self) -> None:
         try:

@@ -13,6 +13,7 @@ import time
 from typing import Any, Dict, Iterator, Optional
 
 from .. import _apiary
+from .._native import NativeRunner
 from ..dht import DHT
 from ..dht.crypto import Ed25519PrivateKey
 from ..dht.schema import BytesWithPublicKey, confloat, conint
@@ -88,9 +89,12 @@ class _Speed:
         return self._tracker._look()["local"]["samples_per_second"]
 
 
-class ProgressTracker:
+class ProgressTracker(NativeRunner):
     """Tracks the collaborative progress toward target_batch_size samples per epoch
     (hivemind.optim.progress_tracker.ProgressTracker; arguments and defaults are its)."""
+
+    _what = "progress tracker"
+    _start_with = "start()"
 
     def __init__(
         self,
@@ -142,16 +146,6 @@ class ProgressTracker:
             raise RuntimeError("expected a tracker that is not running, but it was started already")
         self._native = _apiary.ProgressTracker(self.dht._require(), self.prefix, self._options, self._seed)
         self.dht._users.add(self)
-
-    def is_alive(self) -> bool:
-        return self._native is not None and not self._shut_down
-
-    def _require(self) -> Any:
-        if self._shut_down:
-            raise RuntimeError("expected a running progress tracker, but it was shut down")
-        if self._native is None:
-            raise RuntimeError("expected a running progress tracker, but it was not started; call start()")
-        return self._native
 
     def _look(self) -> Dict[str, Any]:
         return self._require().look()
@@ -227,8 +221,3 @@ class ProgressTracker:
             self._native = None
         self._shut_down = True
 
-    def __enter__(self) -> "ProgressTracker":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()

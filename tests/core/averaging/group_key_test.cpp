@@ -17,14 +17,7 @@
 namespace {
 
 using apiary::errc;
-using apiary::core::averaging::bucket_bits;
-using apiary::core::averaging::draw_bucket;
-using apiary::core::averaging::is_valid_group_key;
-using apiary::core::averaging::k_group_id_bytes;
-using apiary::core::averaging::make_group_key;
-using apiary::core::averaging::next_group_bits;
-using apiary::core::averaging::next_power_of_two;
-using apiary::core::averaging::parse_group_key;
+using namespace apiary::core::averaging;
 
 /// A group id of 20 bytes from a seeded generator (as a leader draws one).
 std::string random_group_id(std::mt19937_64& rng) {

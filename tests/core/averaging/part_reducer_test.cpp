@@ -13,10 +13,7 @@ namespace {
 
 using apiary::Buffer;
 using apiary::errc;
-using apiary::core::averaging::PartBytes;
-using apiary::core::averaging::PartReducer;
-using apiary::core::averaging::reduce_part;
-using apiary::core::averaging::PartState;
+using namespace apiary::core::averaging;
 using Parts = std::vector<std::size_t>;
 
 /// Submits `values` and requires success; returns the parts completed.

@@ -11,10 +11,7 @@
 namespace {
 
 using apiary::errc;
-using apiary::core::averaging::Partition;
-using apiary::core::averaging::partition_tensors;
-using apiary::core::averaging::part_size_values;
-using apiary::core::averaging::TensorLayout;
+using namespace apiary::core::averaging;
 
 /// float32 tensors without compression of the given element counts.
 std::vector<TensorLayout> floats(const std::vector<std::int64_t>& sizes) {

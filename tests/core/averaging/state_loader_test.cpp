@@ -10,19 +10,14 @@
 
 #include "averaging.pb.h"
 #include "core/averaging/state_sharing.hpp"
-#include "tests/core/averaging/effects_of.hpp"
+#include "tests/core/effects_of.hpp"
 
 namespace {
 
 namespace av = apiary::core::averaging;
 namespace pb = apiary::pb;
 using apiary::errc;
-using apiary::core::Call;
-using apiary::core::Cancel;
-using apiary::core::CancelTimer;
-using apiary::core::Effects;
-using apiary::core::SetTimer;
-using apiary::core::TimePoint;
+using namespace apiary::core;
 using apiary::messages::Shape;
 using std::chrono::seconds;
 using apiary::testing::all_of;

@@ -13,7 +13,7 @@
 #include "core/averaging/averager_role.hpp"
 #include "core/averaging/state_roles.hpp"
 #include "core/dht/node_role.hpp"
-#include "tests/core/averaging/effects_of.hpp"
+#include "tests/core/effects_of.hpp"
 
 namespace {
 

@@ -12,15 +12,7 @@
 namespace {
 
 using apiary::errc;
-using apiary::core::dht::DictionaryValue;
-using apiary::core::dht::k_ext_dictionary;
-using apiary::core::dht::pack_bin;
-using apiary::core::dht::pack_dictionary;
-using apiary::core::dht::pack_float;
-using apiary::core::dht::pack_str;
-using apiary::core::dht::pack_tuple;
-using apiary::core::dht::unpack_dictionary;
-using apiary::core::dht::unpack_tuple;
+using namespace apiary::core::dht;
 
 constexpr double k_t = 1700000000.0;
 

@@ -8,34 +8,19 @@
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/protocol.hpp"
 #include "dht.pb.h"
+#include "tests/core/dht/protocol_requests.hpp"
 
 namespace {
 
 namespace pb = apiary::pb;
 using apiary::errc;
-using apiary::core::dht::DhtTime;
-using apiary::core::dht::k_find_handle;
-using apiary::core::dht::k_ping_handle;
-using apiary::core::dht::k_store_handle;
-using apiary::core::dht::k_subkey_dictionary;
-using apiary::core::dht::k_subkey_regular;
-using apiary::core::dht::NodeId;
-using apiary::core::dht::pack_str;
-using apiary::core::dht::Protocol;
-using apiary::core::dht::ProtocolConfig;
-
-constexpr DhtTime k_now = 1700000000.0;
-
-NodeId id(const std::string& name) { return NodeId::of_str_key(name); }
+using namespace apiary::core::dht;
+using namespace apiary::testing::dht_protocol;
 
 /// A valid one-item store request of a regular value under `key`.
 pb::StoreRequest one_item(const std::string& key_bytes) {
   pb::StoreRequest r;
-  r.add_keys(key_bytes);
-  r.add_subkeys(k_subkey_regular);
-  r.add_values(pack_str("v"));
-  r.add_expiration_time(k_now + 10);
-  r.add_in_cache(false);
+  add_item(r, key_bytes, k_subkey_regular, pack_str("v"), k_now + 10, false);
   return r;
 }
 
@@ -101,22 +86,15 @@ TEST_CASE("a malformed item anywhere in a store request stores nothing", "[dht][
   Protocol p(id("self"), "self-peer", ProtocolConfig{});
   SECTION("a subkey that is not one msgpack object") {
     pb::StoreRequest r = one_item(id("a").to_bytes());
-    r.add_keys(id("b").to_bytes());
-    r.add_subkeys(std::string("\xa3" "ab", 3));  // a 3-byte str with 2 bytes
-    r.add_values(pack_str("v"));
-    r.add_expiration_time(k_now + 10);
-    r.add_in_cache(false);
+    // The subkey: a 3-byte str with 2 bytes.
+    add_item(r, id("b").to_bytes(), std::string("\xa3" "ab", 3), pack_str("v"), k_now + 10, false);
     auto e = error_of(p, k_store_handle, r.SerializeAsString());
     CHECK(e.code == errc::malformed);
     CHECK_THAT(e.message, Catch::Contains("StoreRequest.subkeys[1]"));
   }
   SECTION("a dictionary tag whose value is not a dictionary") {
     pb::StoreRequest r = one_item(id("a").to_bytes());
-    r.add_keys(id("b").to_bytes());
-    r.add_subkeys(k_subkey_dictionary);
-    r.add_values(pack_str("not a dictionary"));
-    r.add_expiration_time(k_now + 10);
-    r.add_in_cache(true);
+    add_item(r, id("b").to_bytes(), k_subkey_dictionary, pack_str("not a dictionary"), k_now + 10, true);
     auto e = error_of(p, k_store_handle, r.SerializeAsString());
     CHECK(e.code == errc::malformed);
     CHECK_THAT(e.message, Catch::Contains("StoreRequest.values[1]"));

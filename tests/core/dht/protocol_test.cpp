@@ -9,27 +9,13 @@
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/protocol.hpp"
 #include "dht.pb.h"
+#include "tests/core/dht/protocol_requests.hpp"
 
 namespace {
 
 namespace pb = apiary::pb;
-using apiary::core::dht::DhtTime;
-using apiary::core::dht::DictionaryValue;
-using apiary::core::dht::k_find_handle;
-using apiary::core::dht::k_ping_handle;
-using apiary::core::dht::k_store_handle;
-using apiary::core::dht::k_subkey_dictionary;
-using apiary::core::dht::k_subkey_regular;
-using apiary::core::dht::NodeId;
-using apiary::core::dht::pack_dictionary;
-using apiary::core::dht::pack_str;
-using apiary::core::dht::Protocol;
-using apiary::core::dht::ProtocolConfig;
-using apiary::core::dht::unpack_dictionary;
-
-constexpr DhtTime k_now = 1700000000.0;
-
-NodeId id(const std::string& name) { return NodeId::of_str_key(name); }
+using namespace apiary::core::dht;
+using namespace apiary::testing::dht_protocol;
 
 pb::NodeInfo info(const NodeId& node) {
   pb::NodeInfo out;
@@ -59,13 +45,7 @@ struct Item {
 
 pb::StoreRequest store_request(const std::vector<Item>& items) {
   pb::StoreRequest r;
-  for (const Item& i : items) {
-    r.add_keys(i.key.to_bytes());
-    r.add_subkeys(i.subkey);
-    r.add_values(i.value);
-    r.add_expiration_time(i.expiration);
-    r.add_in_cache(i.in_cache);
-  }
+  for (const Item& i : items) add_item(r, i.key.to_bytes(), i.subkey, i.value, i.expiration, i.in_cache);
   return r;
 }
 

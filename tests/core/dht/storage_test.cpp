@@ -12,12 +12,7 @@
 
 namespace {
 
-using apiary::core::dht::DhtTime;
-using apiary::core::dht::DictionaryValue;
-using apiary::core::dht::LocalStorage;
-using apiary::core::dht::NodeId;
-using apiary::core::dht::StoredValue;
-using apiary::core::dht::TimedStorage;
+using namespace apiary::core::dht;
 
 constexpr DhtTime k_now = 1700000000.0;
 

@@ -18,12 +18,7 @@
 
 namespace {
 
-using apiary::core::dht::FinishedQuery;
-using apiary::core::dht::NeighborAnswers;
-using apiary::core::dht::NeighborRequest;
-using apiary::core::dht::NodeId;
-using apiary::core::dht::Traverse;
-using apiary::core::dht::TraverseConfig;
+using namespace apiary::core::dht;
 using namespace apiary::core::dht::testing;
 
 /// The id whose last byte is `low` (all others 0).

@@ -11,11 +11,6 @@ using namespace apiary::core::rpc::testing;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 
-namespace {
-
-
-}  // namespace
-
 TEST_CASE("caller cancel reaches the callee as a final cancelled error", "[rpc][engine]") {
   Link l;
   const CallId served = l.open(1, pb::UNARY, bytes("slow"), true);

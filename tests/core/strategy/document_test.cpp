@@ -8,10 +8,7 @@
 namespace {
 
 using apiary::errc;
-using apiary::core::strategy::Document;
-using apiary::core::strategy::DocumentReader;
-using apiary::core::strategy::parse_json;
-using apiary::core::strategy::parse_yaml;
+using namespace apiary::core::strategy;
 using Catch::Matchers::Contains;
 
 std::string json_error(const std::string& text) {

@@ -8,6 +8,7 @@
 
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/wire.hpp"
+#include "tests/core/effects_of.hpp"
 
 namespace ct = apiary::core::train;
 namespace cps = apiary::core::ps;
@@ -17,6 +18,8 @@ using apiary::core::Effects;
 using apiary::core::Value;
 
 namespace {
+
+using apiary::testing::all_of;
 
 constexpr const char* k_ps = "/ip4/127.0.0.1/tcp/4000";
 
@@ -60,22 +63,13 @@ struct Driver {
   }
 };
 
-template <class T>
-std::vector<T> of(const Effects& fx) {
-  std::vector<T> out;
-  for (const auto& e : fx) {
-    if (auto* t = std::get_if<T>(&e)) out.push_back(*t);
-  }
-  return out;
-}
-
 /// A PS replica over one_shard_plan()'s shard at k_ps, started: its session calls.
 std::vector<apiary::core::Call> start_ps_replica(Driver& d) {
   ct::ReplicaConfig config;
   config.ps = one_shard_plan();
   config.servers = {{"ps:0", k_ps}};
   REQUIRE(ct::add_replica_roles(d.mux, config).ok());
-  return of<apiary::core::Call>(d.feed(apiary::core::Start{}));
+  return all_of<apiary::core::Call>(d.feed(apiary::core::Start{}));
 }
 
 }  // namespace
@@ -92,7 +86,7 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
   CHECK(d.done.at(push_early).error().code == errc::protocol);
 
   auto [pull, pulls] = d.call("pull");
-  auto calls = of<apiary::core::Call>(pulls);
+  auto calls = all_of<apiary::core::Call>(pulls);
   REQUIRE(calls.size() == 1);
   CHECK(calls[0].handle == cps::k_ps_pull_handle);
   CHECK(calls[0].peer == k_ps);
@@ -112,7 +106,7 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
   CHECK(d.done.at(missing).error().message.find("gradient of w") != std::string::npos);
 
   auto [push, pushes] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {1, 1, 1, 1}}}, 8.0}));
-  auto push_calls = of<apiary::core::Call>(pushes);
+  auto push_calls = all_of<apiary::core::Call>(pushes);
   REQUIRE(push_calls.size() == 1);
   apiary::pb::PsPushRequest sent;
   REQUIRE(sent.ParseFromString(apiary::core::whole_message(push_calls[0])));
@@ -128,7 +122,7 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
   CHECK(back->gradients.at("w") == std::vector<float>{1, 1, 1, 1});
 
   auto [next_pull, next_pulls] = d.call("pull");
-  auto next_calls = of<apiary::core::Call>(next_pulls);
+  auto next_calls = all_of<apiary::core::Call>(next_pulls);
   REQUIRE(next_calls.size() == 1);
   apiary::pb::PsPullRequest asked;
   REQUIRE(asked.ParseFromString(next_calls[0].request));
@@ -151,14 +145,14 @@ TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every
   CHECK(e.message.find("PS ps:0") != std::string::npos);
   CHECK(d.done.at(watch).error().message == e.message);
   // The session is left with the reason, the pull abandoned.
-  auto cancels = of<apiary::core::Cancel>(down);
+  auto cancels = all_of<apiary::core::Cancel>(down);
   REQUIRE(cancels.size() == 2);
   bool session_told = false;
   for (const auto& c : cancels) session_told |= c.call == sessions[0].id && c.reason.find("replica 0 failed") == 0;
   CHECK(session_told);
   auto [later, more] = d.call("pull");
   CHECK(d.done.at(later).error().message == e.message);
-  CHECK(of<apiary::core::Call>(more).empty());
+  CHECK(all_of<apiary::core::Call>(more).empty());
 }
 
 TEST_CASE("an all-reduce replica of one member averages with itself and applies its optimizer", "[train]") {
@@ -215,7 +209,7 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
     CHECK(d.done.at(pull)->as<ct::ReplicaParams>()->params.at("w") == std::vector<float>{1, 1});
     auto [wrong, none] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2}}}, 3.0}));
     CHECK(d.done.at(wrong).error().code == errc::invalid_argument);
-    CHECK(of<apiary::core::Call>(none).empty());
+    CHECK(all_of<apiary::core::Call>(none).empty());
     auto [push, fx] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2, 4}}}, 3.0}));
     REQUIRE(d.done.count(push) == 1);
     REQUIRE(d.done.at(push).ok());

@@ -1,0 +1,22 @@
+#pragma once
+/// What the simulated swarms (ping_swarm.hpp, dht_swarm.hpp) share about their size and
+/// addresses: node i listens on 10.A.B.C (i's low 24 bits), so a swarm holds at most
+/// 2^24 nodes.
+#include <cstddef>
+#include <string>
+
+#include "messages/result.hpp"
+
+namespace apiary::sim::scenarios {
+
+/// The most nodes a swarm's addresses tell apart (the 10.0.0.0/8 hosts).
+inline constexpr std::size_t k_max_swarm_nodes = std::size_t{1} << 24;
+
+/// "/ip4/10.A.B.C": the host part of swarm node `i`'s address (i < k_max_swarm_nodes).
+[[nodiscard]] std::string swarm_ip(std::size_t i);
+
+/// Ok when a swarm of `nodes` can be built: at least 1, at most k_max_swarm_nodes. The
+/// error names the `options` field to set and the address function `addr` that limits it.
+[[nodiscard]] Status check_swarm_size(std::size_t nodes, const char* options, const char* addr);
+
+}  // namespace apiary::sim::scenarios

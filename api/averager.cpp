@@ -1,7 +1,9 @@
 #include "api/averager.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -44,6 +46,20 @@ struct Averager::Impl {
 };
 
 namespace {
+
+/// The T a role's call completed with; null once `promise` is set to why there is none
+/// (the call's error, or an internal one naming `missing` when it answered with
+/// something else).
+template <class T, class Promise>
+T* completed_as(Result<core::Value>& outcome, Promise& promise, const char* missing) {
+  if (!outcome) {
+    promise.set_value(outcome.error());
+    return nullptr;
+  }
+  auto* result = outcome->as<T>();
+  if (result == nullptr) promise.set_value(make_error(errc::internal, "{}", missing));
+  return result;
+}
 
 core::Duration seconds(double s) {
   return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double>(s));
@@ -334,15 +350,9 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "averager", mm::k_step_method, core::Value::of(std::move(s)),
                     [impl, promise](Result<core::Value> outcome) {
-    if (!outcome) {
-      promise->set_value(outcome.error());
-      return;
-    }
-    auto* result = outcome->as<mm::AveragerStepResult>();
-    if (result == nullptr) {
-      promise->set_value(make_error(errc::internal, "the averager's step completed without its result"));
-      return;
-    }
+    auto* result =
+        completed_as<mm::AveragerStepResult>(outcome, *promise, "the averager's step completed without its result");
+    if (result == nullptr) return;
     mm::AveragerStepResult& r = *result;
     AveragerStepReport report;
     {
@@ -465,15 +475,8 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
   std::shared_ptr<Impl> impl = impl_;
   actors::call_role(impl_->actor, "loader", mm::k_load_method, core::Value::of(std::move(config)),
                     [impl, promise](Result<core::Value> loaded) {
-    if (!loaded) {
-      promise->set_value(loaded.error());
-      return;
-    }
-    auto* r = loaded->as<mm::DownloadedState>();
-    if (r == nullptr) {
-      promise->set_value(make_error(errc::internal, "the state download completed without a state"));
-      return;
-    }
+    auto* r = completed_as<mm::DownloadedState>(loaded, *promise, "the state download completed without a state");
+    if (r == nullptr) return;
     if (!r->typed.empty() || r->tensors.empty()) {
       promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), std::move(r->typed)});
       return;
@@ -520,6 +523,15 @@ std::string Averager::group_key() const {
 std::pair<std::uint64_t, std::uint64_t> Averager::transport_bytes() const {
   const transport::Stats s = impl_->gateway->transport_stats();
   return {s.bytes_sent, s.bytes_received};
+}
+
+double RoundClock::wait_for_round(double lead) {
+  const double now = Dht::now();
+  const double boundary = std::max(std::ceil((now + lead) / every_) * every_, last_ + every_);
+  last_ = boundary;
+  const double wait = boundary - lead - now;
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  return std::max(0.0, boundary - Dht::now());
 }
 
 }  // namespace apiary

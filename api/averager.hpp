@@ -210,4 +210,22 @@ class Averager {
   std::string id_;
 };
 
+/// Rounds on common time boundaries (multiples of `every` seconds of Unix time), so that
+/// averagers started apart step together: each round at the first boundary at least
+/// `lead` seconds away and after the last round's. A group assembles as soon as it is
+/// full, so a peer also waits until `lead` seconds before the boundary to begin
+/// matchmaking: groups that finish early then never start the next round while their
+/// slower peers are still on this one.
+class RoundClock {
+ public:
+  explicit RoundClock(double every) : every_(every) {}
+  /// Waits until `lead` seconds before the next round's boundary and returns the
+  /// seconds left to it (AveragerStepOptions::scheduled_in).
+  double wait_for_round(double lead);
+
+ private:
+  double every_;
+  double last_ = 0;
+};
+
 }  // namespace apiary

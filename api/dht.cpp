@@ -11,6 +11,7 @@
 #include "actors/gateway.hpp"
 #include "actors/type_ids.hpp"
 #include "api/startup.hpp"
+#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "messages/identity/key_file.hpp"
 
@@ -302,6 +303,25 @@ void Dht::stop() {
   }
   if (node) actors::stop_dht_actor(*runtime_->gateway(), node, runtime_->peer_id(), runtime_->shares_gateway());
   if (own_runtime_) own_runtime_->stop();
+}
+
+Result<std::shared_ptr<core::dht::Authorizer>> authority_authorizer(const std::string& authority_file,
+                                                                    const std::string& identity_file) {
+  auto authority = messages::load_key_file(authority_file);
+  if (!authority) return authority.error();
+  auto local = identity_file.empty() ? messages::Ed25519PrivateKey::generate() : messages::load_key_file(identity_file);
+  if (!local) return local.error();
+  auto issuer = core::dht::AuthorityTokenIssuer::create(*authority, "apiary-dht", local->public_key());
+  if (!issuer) return issuer.error();
+  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+  core::dht::NonceSource nonces = [rng] {
+    std::string nonce(8, '\0');
+    const std::uint64_t bits = (*rng)();
+    for (std::size_t i = 0; i < 8; ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
+    return nonce;
+  };
+  return std::shared_ptr<core::dht::Authorizer>(std::make_shared<core::dht::TokenAuthorizer>(
+      *local, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), std::move(nonces)));
 }
 
 }  // namespace apiary

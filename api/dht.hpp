@@ -186,4 +186,11 @@ class Dht {
   bool client_ = false;
 };
 
+/// Request authorization for a swarm whose members share the authority key in
+/// `authority_file` (DhtOptions::authorizer): this node mints its own token for
+/// `identity_file`'s key (a fresh key when empty). Errors: the key files' (not_found,
+/// malformed).
+[[nodiscard]] Result<std::shared_ptr<core::dht::Authorizer>> authority_authorizer(const std::string& authority_file,
+                                                                                  const std::string& identity_file = {});
+
 }  // namespace apiary

@@ -10,6 +10,10 @@
 
 namespace apiary {
 
+std::string ps_key(const std::string& job, const std::string& device) { return job + ".ps." + device; }
+
+std::string proxy_key(const std::string& job, const std::string& node) { return job + ".proxy." + node; }
+
 AddressPublisher::AddressPublisher(Dht& dht) : dht_(dht), thread_([this] { loop(); }) {}
 
 AddressPublisher::~AddressPublisher() {

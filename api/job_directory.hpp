@@ -17,6 +17,12 @@
 
 namespace apiary {
 
+/// The DHT key a PS process of job `job` publishes its "host:port" under (`<job>.ps.<device>`).
+[[nodiscard]] std::string ps_key(const std::string& job, const std::string& device);
+/// The DHT key the replica hosting node `node`'s proxy publishes its "host:port" under
+/// (`<job>.proxy.<node>`).
+[[nodiscard]] std::string proxy_key(const std::string& job, const std::string& node);
+
 /// Publishes records (key -> "host:port") and refreshes them every `refresh` seconds,
 /// each living `lifetime` seconds, on its own thread until destroyed.
 class AddressPublisher {

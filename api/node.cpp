@@ -2,7 +2,10 @@
 
 #include <caf/all.hpp>
 
+#include "actors/rpc.hpp"
 #include "api/startup.hpp"
+#include "core/ping/pinger.hpp"
+#include "ping.pb.h"
 #include "actors/ping/ping_actor.hpp"
 #include "actors/type_ids.hpp"
 
@@ -59,6 +62,44 @@ void Node::stop() {
     impl_->ping = actors::RoleHost{};
   }
   if (runtime_) runtime_->stop();
+}
+
+Result<std::unique_ptr<Pinger>> Pinger::start(const messages::Multiaddr& target, transport::Mode mode) {
+  const api::CafThreadRelease released;
+  std::unique_ptr<Pinger> pinger(new Pinger());
+  pinger->target_ = target.host_port();
+  pinger->config_ = api::node_actor_system_config(0);
+  pinger->system_ = std::make_unique<caf::actor_system>(*pinger->config_);
+  actors::GatewayConfig gc;
+  gc.host = target.host;  // listen (ephemerally) on the same interface as the target
+  gc.transport.mode = mode;
+  auto gw = actors::Gateway::start(*pinger->system_, gc);
+  if (!gw) return gw.error();
+  pinger->gateway_ = *gw;
+  return pinger;
+}
+
+Pinger::~Pinger() {
+  if (gateway_) gateway_->stop();
+}
+
+PingReply Pinger::probe(std::uint64_t seq, std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{*system_};
+  pb::PingProbe probe;
+  probe.set_seq(seq);
+  PingReply out;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = actors::call_unary(self, *gateway_, target_, core::ping::k_handle, actors::to_buffer(probe), timeout);
+  out.rtt_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (!r) {
+    out.problem = r.error().what();
+    return out;
+  }
+  out.answered = true;
+  auto ack = actors::from_buffer<pb::PingAck>(*r, "ping answer");
+  out.matched = ack && ack->seq() == seq;
+  if (!out.matched) out.problem = ack ? "sequence mismatch" : ack.error().what();
+  return out;
 }
 
 }  // namespace apiary

@@ -71,4 +71,36 @@ class Node {
   std::unique_ptr<Impl> impl_;
 };
 
+/// What one probe of a Pinger got.
+struct PingReply {
+  bool answered = false;  ///< a reply came (else `problem` says why none did)
+  bool matched = false;   ///< it answers this probe (else `problem` says what is wrong with it)
+  double rtt_us = 0;      ///< the round trip, µs
+  std::string problem;
+};
+
+/// A client of a node's ping role (`apiary ping`): its own actor system and a gateway on
+/// the interface the node is reached through (an ephemeral port), probing the node one
+/// probe at a time.
+class Pinger {
+ public:
+  /// Starts the gateway to probe `target`, over `mode` (which must match the node's).
+  /// Errors: the gateway's.
+  static Result<std::unique_ptr<Pinger>> start(const messages::Multiaddr& target, transport::Mode mode);
+  /// Stops the gateway.
+  ~Pinger();
+  Pinger(const Pinger&) = delete;
+  Pinger& operator=(const Pinger&) = delete;
+
+  /// Sends probe `seq` and waits up to `timeout` for its answer.
+  PingReply probe(std::uint64_t seq, std::chrono::milliseconds timeout);
+
+ private:
+  Pinger() = default;
+  std::string target_;  ///< the node's "host:port"
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::shared_ptr<actors::Gateway> gateway_;
+};
+
 }  // namespace apiary

@@ -90,7 +90,7 @@ Command add_average_command(CLI::App& app) {
       step.weight = *weight;
       step.timeout = *timeout;
       if (*every > 0) {
-        step.scheduled_in = clock.wait_for_round(args->min_matchmaking_time);
+        step.scheduled_in = clock.wait_for_round(args->averager.min_matchmaking_time);
         step.timeout = step.scheduled_in + *timeout;
       }
       auto report = averager.step(step).get();

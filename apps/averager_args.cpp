@@ -3,53 +3,43 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cmath>
-#include <thread>
 #include <cstdio>
 
+#include "apps/commands.hpp"
 #include "runtime.pb.h"
 
 namespace apiary::apps {
 
-double RoundClock::wait_for_round(double lead) {
-  const double now = Dht::now();
-  const double boundary = std::max(std::ceil((now + lead) / every_) * every_, last_ + every_);
-  last_ = boundary;
-  const double wait = boundary - lead - now;
-  if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-  return std::max(0.0, boundary - Dht::now());
-}
-
 void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
-  cmd.add_option("--listen", a.listen, "Listen multiaddr (port 0 picks one)")->capture_default_str();
-  cmd.add_option("--initial-peers", a.initial_peers, "Multiaddrs (with /p2p/) of DHT nodes to bootstrap from");
-  cmd.add_option("--prefix", a.prefix, "Experiment name: group keys are <prefix>.0b<bits>")->capture_default_str();
+  cmd.add_option("--listen", a.dht.listen, "Listen multiaddr (port 0 picks one)")->capture_default_str();
+  cmd.add_option("--initial-peers", a.dht.initial_peers, "Multiaddrs (with /p2p/) of DHT nodes to bootstrap from");
+  cmd.add_option("--prefix", a.averager.prefix, "Experiment name: group keys are <prefix>.0b<bits>")->capture_default_str();
   cmd.add_option("--mode", a.mode, "node (sends and reduces), client (sends only) or aux (reduces only)")
       ->check(CLI::IsMember({"node", "client", "aux"}))
       ->capture_default_str();
   cmd.add_option("--codec", a.codec,
                  "Part codec: NONE, FLOAT16, MEANSTD_16BIT, QUANTILE_8BIT, UNIFORM_8BIT, BLOCKWISE_8BIT")
       ->capture_default_str();
-  cmd.add_option("--group-bits", a.group_bits, "Initial Moshpit group bits, e.g. 01");
-  cmd.add_option("--target-group-size", a.target_group_size, "Assemble a group at this size")
+  cmd.add_option("--group-bits", a.averager.initial_group_bits, "Initial Moshpit group bits, e.g. 01");
+  cmd.add_option("--target-group-size", a.averager.target_group_size, "Assemble a group at this size")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
       ->capture_default_str();
-  cmd.add_option("--min-group-size", a.min_group_size, "Disband smaller groups")
+  cmd.add_option("--min-group-size", a.averager.min_group_size, "Disband smaller groups")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16))
       ->capture_default_str();
-  cmd.add_option("--min-matchmaking-time", a.min_matchmaking_time, "Seconds of matchmaking before a group starts")
+  cmd.add_option("--min-matchmaking-time", a.averager.min_matchmaking_time, "Seconds of matchmaking before a group starts")
       ->check(CLI::Range(0.001, 3600.0))
       ->capture_default_str();
-  cmd.add_option("--request-timeout", a.request_timeout, "Seconds a follower waits for a leader")
+  cmd.add_option("--request-timeout", a.averager.request_timeout, "Seconds a follower waits for a leader")
       ->check(CLI::Range(0.001, 3600.0));
-  cmd.add_option("--sender-timeout", a.sender_timeout, "Seconds of a sender's silence before exclusion")
+  cmd.add_option("--sender-timeout", a.averager.sender_timeout, "Seconds of a sender's silence before exclusion")
       ->check(CLI::Range(0.001, 3600.0));
-  cmd.add_option("--reducer-timeout", a.reducer_timeout, "Seconds of a reducer's silence before local values")
+  cmd.add_option("--reducer-timeout", a.averager.reducer_timeout, "Seconds of a reducer's silence before local values")
       ->check(CLI::Range(0.001, 3600.0));
-  cmd.add_option("--alpha", a.alpha, "tensor += alpha * (average - tensor)")->check(CLI::Range(1e-9, 1.0));
+  cmd.add_option("--alpha", a.averager.averaging_alpha, "tensor += alpha * (average - tensor)")->check(CLI::Range(1e-9, 1.0));
   cmd.add_option("--bandwidth", a.bandwidth, "Declared bandwidth for load balancing (0: undeclared)")
       ->check(CLI::Range(0.0, 1e12));
-  cmd.add_option("--part-size", a.part_size, "Largest part of the all-reduce, bytes")
+  cmd.add_option("--part-size", a.averager.part_size_bytes, "Largest part of the all-reduce, bytes")
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{1} << 30));
   cmd.add_option("--share-state", a.share_state, "Share this peer's tensors with newcomers at this priority (>= 0)")
       ->check(CLI::Range(0.0, 1e12));
@@ -59,7 +49,7 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
                  "or role (inline in the averager)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu", "role"}))
       ->capture_default_str();
-  cmd.add_option("--gpu", a.gpu, "CUDA device ordinal for --reduce-on auto|gpu")
+  cmd.add_option("--gpu", a.averager.gpu, "CUDA device ordinal for --reduce-on auto|gpu")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
   cmd.add_option("--transport", a.transport, "UCX lanes to same-host peers: tcp, or shm (shared memory + CMA)")
@@ -73,26 +63,15 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
 
 AveragerOptions averager_options(const AveragerArgs& a) {
   namespace mm = core::averaging;
-  AveragerOptions o;
-  o.prefix = a.prefix;
+  AveragerOptions o = a.averager;
   o.mode = a.mode == "client" ? mm::AveragingMode::client
          : a.mode == "aux"    ? mm::AveragingMode::aux
                               : mm::AveragingMode::node;
-  o.initial_group_bits = a.group_bits;
-  o.target_group_size = a.target_group_size;
-  o.min_group_size = a.min_group_size;
-  o.min_matchmaking_time = a.min_matchmaking_time;
-  o.request_timeout = a.request_timeout;
-  o.sender_timeout = a.sender_timeout;
-  o.reducer_timeout = a.reducer_timeout;
-  o.averaging_alpha = a.alpha;
   if (a.bandwidth > 0) o.bandwidth = a.bandwidth;
-  o.part_size_bytes = a.part_size;
   o.reduce_on = a.reduce_on == "cpu"    ? ReduceOn::cpu
               : a.reduce_on == "gpu"    ? ReduceOn::gpu
               : a.reduce_on == "role"   ? ReduceOn::in_role
                                         : ReduceOn::automatic;
-  o.gpu = a.gpu;
   if (a.share_state >= 0) {
     o.state_sharing_priority = a.share_state;
     o.declare_state_period = 10.0;
@@ -114,10 +93,8 @@ Result<AveragerNode> start_averager_node(const AveragerArgs& args, AveragerOptio
                            "BLOCKWISE_8BIT, got '{}'", args.codec));
   }
   options.codecs = {codec};
-  DhtOptions dht_options;
-  dht_options.listen = args.listen;
-  dht_options.initial_peers = args.initial_peers;
-  dht_options.mode = args.transport == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  DhtOptions dht_options = args.dht;
+  dht_options.mode = transport_mode(args.transport);
   dht_options.busy_poll = std::chrono::microseconds(args.busy_poll_us);
   auto dht = Dht::start(dht_options);
   if (!dht) return fail(dht.error());

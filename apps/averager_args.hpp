@@ -12,46 +12,23 @@
 
 namespace apiary::apps {
 
-/// The shared command-line options, as parsed.
+/// The shared command-line options, as parsed: those of the node and the averager that
+/// the flags set as they are, and the others as given.
 struct AveragerArgs {
-  std::string listen = "/ip4/127.0.0.1/tcp/0";
-  std::vector<std::string> initial_peers;
-  std::string prefix = "apiary";
+  AveragerArgs() {
+    averager.prefix = "apiary";
+    averager.min_matchmaking_time = 2.0;
+  }
+  DhtOptions dht;            ///< --listen, --initial-peers
+  AveragerOptions averager;  ///< the group sizes, timeouts, alpha, part size, GPU
   std::string mode = "node";
   std::string codec = "NONE";
-  std::string group_bits;
-  std::size_t target_group_size = 16;
-  std::size_t min_group_size = 2;
-  double min_matchmaking_time = 2.0;
-  double request_timeout = 3.0;
-  double sender_timeout = 5.0;
-  double reducer_timeout = 10.0;
-  double alpha = 1.0;
   double bandwidth = 0;  ///< 0: undeclared
-  std::int64_t part_size = std::int64_t{1} << 19;
   double share_state = -1;  ///< state-sharing priority (< 0: do not share)
   bool load_state = false;  ///< download the state from peers before the first step
   std::string reduce_on = "auto";  ///< auto, cpu, gpu or role (ReduceOn)
-  int gpu = 0;                     ///< CUDA ordinal for auto and gpu
   std::string transport = "tcp";   ///< UCX lanes to same-host peers: tcp or shm
   int busy_poll_us = 0;            ///< DhtOptions::busy_poll, µs
-};
-
-/// Rounds on common time boundaries (multiples of `every` seconds of Unix time): each
-/// round at the first boundary at least `lead` seconds away and after the last round's.
-/// A group assembles as soon as it is full, so a peer also waits until `lead` seconds
-/// before the boundary to begin matchmaking: groups that finish early then never start
-/// the next round while their slower peers are still on this one.
-class RoundClock {
- public:
-  explicit RoundClock(double every) : every_(every) {}
-  /// Waits until `lead` seconds before the next round's boundary and returns the
-  /// seconds left to it (the step's scheduled_in).
-  double wait_for_round(double lead);
-
- private:
-  double every_;
-  double last_ = 0;
 };
 
 /// Registers the shared options on `cmd`.

@@ -57,6 +57,17 @@ struct AllReduceFlags {
   int busy_poll_us = 0;
 };
 
+/// Runs `main` (a benchmark's child process side) on the command line CLI11 left to
+/// `sub` (a prefix command: its flags are parsed by the child itself), named as it.
+template <class Main>
+int run_child(Main main, CLI::App& sub) {
+  std::vector<std::string> args = {sub.get_name()};
+  for (auto& a : sub.remaining()) args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return main(static_cast<int>(argv.size()), argv.data());
+}
+
 }  // namespace
 
 Command add_bench_commands(CLI::App& app) {
@@ -137,11 +148,7 @@ Command add_bench_commands(CLI::App& app) {
     if (ps->parsed() || ps_process->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
       if (ps_process->parsed()) {
-        std::vector<std::string> args = {"ps-process"};
-        for (auto& a : ps_process->remaining()) args.push_back(a);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        return bench::run_ps_bench_process(static_cast<int>(argv.size()), argv.data());
+        return run_child(bench::run_ps_bench_process, *ps_process);
       }
       bench::PsBenchOptions o;
       std::tie(o.model_mb, o.shards, o.replicas, o.quick, o.mode) = *pf;
@@ -154,11 +161,7 @@ Command add_bench_commands(CLI::App& app) {
     if (allreduce->parsed() || allreduce_rank->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
       if (allreduce_rank->parsed()) {
-        std::vector<std::string> args = {"allreduce-rank"};
-        for (auto& a : allreduce_rank->remaining()) args.push_back(a);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        return bench::run_allreduce_rank(static_cast<int>(argv.size()), argv.data());
+        return run_child(bench::run_allreduce_rank, *allreduce_rank);
       }
       bench::AllReduceBenchOptions o;
       o.ranks = ar->ranks;
@@ -180,11 +183,7 @@ Command add_bench_commands(CLI::App& app) {
     if (dht->parsed() || dht_child->parsed()) {
 #ifdef APIARY_HAVE_DHT_BENCH
       if (dht_child->parsed()) {
-        std::vector<std::string> args = {"dht-child"};
-        for (auto& a : dht_child->remaining()) args.push_back(a);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        return bench::run_dht_bench_apiary_child(static_cast<int>(argv.size()), argv.data());
+        return run_child(bench::run_dht_bench_apiary_child, *dht_child);
       }
       bench::DhtBenchOptions o;
       o.nodes = df->nodes;

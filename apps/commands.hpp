@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "messages/result.hpp"
+#include "transport/transport.hpp"
 
 namespace apiary::apps {
 
@@ -34,11 +35,16 @@ Command add_ps_command(CLI::App& app);
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.
 void block_shutdown_signals();
-/// Waits for SIGINT or SIGTERM; returns the signal number.
-int wait_for_shutdown_signal();
+/// Waits for SIGINT or SIGTERM; returns its name ("SIGINT" or "SIGTERM").
+const char* wait_for_shutdown_signal();
 
-/// The contents of the `what` file at `path` (e.g. "strategy"). Errors: not_found
-/// naming it when it cannot be opened.
-Result<std::string> read_file(const std::string& path, const char* what);
+/// Registers --batch, --samples and --features: the synthetic data set and the
+/// logistic-regression model of `apiary ps` and `apiary sim ps`.
+void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features);
+
+/// The UCX lanes to same-host peers named by a --mode or --transport flag ("tcp" or "shm").
+inline transport::Mode transport_mode(const std::string& name) {
+  return name == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+}
 
 }  // namespace apiary::apps

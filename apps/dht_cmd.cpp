@@ -1,22 +1,14 @@
 // `apiary dht`: a long-running DHT node; `apiary dht store|get`: one-shot clients that
 // store or read one value through a node.
-#include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <sstream>
-
-#include <random>
 
 #include "api/dht.hpp"
 #include "apps/commands.hpp"
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
-#include "messages/identity/key_file.hpp"
 
 namespace apiary::apps {
 namespace {
-
-transport::Mode parse_mode(const std::string& m) { return m == "shm" ? transport::Mode::shm : transport::Mode::tcp; }
 
 /// "2026-11-30 15:41:00 UTC" for a Unix time in seconds.
 std::string format_time(double unix_seconds) {
@@ -28,26 +20,6 @@ std::string format_time(double unix_seconds) {
   return buf;
 }
 
-/// A msgpack value as text: a str quoted, a bin as hex, anything else as msgpack-c prints it.
-std::string format_packed(const std::string& packed) {
-  auto handle = core::dht::unpack_one(packed);
-  if (!handle) {
-    std::string hex = "0x";
-    for (unsigned char c : packed) hex += fmt::format("{:02x}", c);
-    return hex + " (not msgpack)";
-  }
-  const msgpack::object& o = handle->get();
-  if (o.type == msgpack::type::STR) return "\"" + std::string(o.via.str.ptr, o.via.str.size) + "\"";
-  if (o.type == msgpack::type::BIN) {
-    std::string hex = "0x";
-    for (std::uint32_t i = 0; i < o.via.bin.size; ++i) hex += fmt::format("{:02x}", static_cast<unsigned char>(o.via.bin.ptr[i]));
-    return hex;
-  }
-  std::ostringstream out;
-  out << o;
-  return out.str();
-}
-
 /// The client options shared by store and get.
 struct ClientArgs {
   std::string peer;
@@ -55,37 +27,15 @@ struct ClientArgs {
   std::string authority;
 };
 
-/// Request authorization for a swarm whose members share the authority key in
-/// `authority_file`: this node mints its own token for `identity_file`'s key (a fresh key
-/// when empty). Errors: the key files' (not_found, malformed).
-Result<std::shared_ptr<core::dht::Authorizer>> authorizer_from(const std::string& authority_file,
-                                                              const std::string& identity_file) {
-  auto authority = messages::load_key_file(authority_file);
-  if (!authority) return authority.error();
-  auto local = identity_file.empty() ? messages::Ed25519PrivateKey::generate() : messages::load_key_file(identity_file);
-  if (!local) return local.error();
-  auto issuer = core::dht::AuthorityTokenIssuer::create(*authority, "apiary-dht", local->public_key());
-  if (!issuer) return issuer.error();
-  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
-  core::dht::NonceSource nonces = [rng] {
-    std::string nonce(8, '\0');
-    const std::uint64_t bits = (*rng)();
-    for (std::size_t i = 0; i < 8; ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
-    return nonce;
-  };
-  return std::shared_ptr<core::dht::Authorizer>(std::make_shared<core::dht::TokenAuthorizer>(
-      *local, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), std::move(nonces)));
-}
-
 /// Starts a client-mode node bootstrapped from `args.peer`; prints the error and sets
 /// `rc` if it cannot.
 std::unique_ptr<Dht> start_client(const char* what, const ClientArgs& args, int& rc) {
   DhtOptions o;
   o.client_mode = true;
-  o.mode = parse_mode(args.mode);
+  o.mode = transport_mode(args.mode);
   o.initial_peers = {args.peer};
   if (!args.authority.empty()) {
-    auto authorizer = authorizer_from(args.authority, "");
+    auto authorizer = authority_authorizer(args.authority, "");
     if (!authorizer) {
       std::fprintf(stderr, "apiary dht %s: --authority %s: %s\n", what, args.authority.c_str(),
                    authorizer.error().what().c_str());
@@ -148,7 +98,7 @@ int run_get(const ClientArgs& args, const std::string& key, bool latest) {
   const double now = Dht::now();
   const auto& found = **r;
   if (const auto* regular = std::get_if<std::string>(&found.value)) {
-    std::printf("%s = %s expires in %.1f s\n", key.c_str(), format_packed(*regular).c_str(), found.expiration - now);
+    std::printf("%s = %s expires in %.1f s\n", key.c_str(), core::dht::describe_packed(*regular).c_str(), found.expiration - now);
     return 0;
   }
   const auto& dict = std::get<core::dht::FoundValue::Dictionary>(found.value);
@@ -157,8 +107,8 @@ int run_get(const ClientArgs& args, const std::string& key, bool latest) {
     return 1;
   }
   for (const auto& [sub, entry] : dict) {
-    std::printf("%s[%s] = %s expires in %.1f s\n", key.c_str(), format_packed(sub).c_str(),
-                format_packed(entry.value).c_str(), entry.expiration_time - now);
+    std::printf("%s[%s] = %s expires in %.1f s\n", key.c_str(), core::dht::describe_packed(sub).c_str(),
+                core::dht::describe_packed(entry.value).c_str(), entry.expiration_time - now);
   }
   return 0;
 }
@@ -213,9 +163,9 @@ Command add_dht_commands(CLI::App& app) {
     }
     if (get->parsed()) return run_get(*client, *key, *latest);
     block_shutdown_signals();
-    opts->mode = parse_mode(*mode);
+    opts->mode = transport_mode(*mode);
     if (!authority->empty()) {
-      auto authorizer = authorizer_from(*authority, opts->identity_file);
+      auto authorizer = authority_authorizer(*authority, opts->identity_file);
       if (!authorizer) {
         std::fprintf(stderr, "apiary dht: --authority %s: %s\n", authority->c_str(), authorizer.error().what().c_str());
         return 1;
@@ -229,8 +179,7 @@ Command add_dht_commands(CLI::App& app) {
     }
     std::printf("listening %s\n", (*dht)->address().to_string().c_str());
     std::fflush(stdout);
-    const int sig = wait_for_shutdown_signal();
-    std::printf("stopping on %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::printf("stopping on %s\n", wait_for_shutdown_signal());
     std::fflush(stdout);
     (*dht)->stop();
     return 0;

@@ -16,26 +16,20 @@ Command add_identity_commands(CLI::App& app) {
   auto* show = cmd->add_subcommand("show", "Print the PeerID of an identity file");
   show->add_option("file", *file, "Path of the key file")->required();
   return [=]() {
+    const char* what = create->parsed() ? "create" : "show";
+    auto key = messages::load_key_file(*file);
     if (create->parsed()) {
-      if (messages::load_key_file(*file)) {
+      if (key) {
         std::fprintf(stderr, "apiary identity create: %s already exists; not overwriting it\n", file->c_str());
         return 1;
       }
-      auto key = messages::Ed25519PrivateKey::generate();
-      if (!key) {
-        std::fprintf(stderr, "apiary identity create: %s\n", key.error().what().c_str());
-        return 1;
+      key = messages::Ed25519PrivateKey::generate();
+      if (key) {
+        if (auto st = messages::save_key_file(*file, *key); !st) key = st.error();
       }
-      if (auto st = messages::save_key_file(*file, *key); !st) {
-        std::fprintf(stderr, "apiary identity create: %s\n", st.error().what().c_str());
-        return 1;
-      }
-      std::printf("%s\n", messages::PeerId::from_public_key(key->public_key()).to_string().c_str());
-      return 0;
     }
-    auto key = messages::load_key_file(*file);
     if (!key) {
-      std::fprintf(stderr, "apiary identity show: %s\n", key.error().what().c_str());
+      std::fprintf(stderr, "apiary identity %s: %s\n", what, key.error().what().c_str());
       return 1;
     }
     std::printf("%s\n", messages::PeerId::from_public_key(key->public_key()).to_string().c_str());

@@ -2,8 +2,6 @@
 #include <csignal>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "api/node.hpp"
@@ -19,27 +17,15 @@ void block_shutdown_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int wait_for_shutdown_signal() {
+const char* wait_for_shutdown_signal() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   int sig = 0;
   sigwait(&set, &sig);
-  return sig;
+  return sig == SIGINT ? "SIGINT" : "SIGTERM";
 }
-
-Result<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-namespace {
-
-transport::Mode parse_mode(const std::string& m) { return m == "shm" ? transport::Mode::shm : transport::Mode::tcp; }
-
-}  // namespace
 
 Command add_node_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("node", "Run a node: listen, find the swarm from bootstrap peers, ping them");
@@ -61,7 +47,7 @@ Command add_node_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0));
   return [opts, mode, interval_ms, report_s]() {
     block_shutdown_signals();
-    opts->mode = parse_mode(*mode);
+    opts->mode = transport_mode(*mode);
     opts->ping_interval = std::chrono::milliseconds(*interval_ms);
     auto node = Node::start(*opts);
     if (!node) {
@@ -85,11 +71,11 @@ Command add_node_command(CLI::App& app) {
         }
       });
     }
-    const int sig = wait_for_shutdown_signal();
+    const char* sig = wait_for_shutdown_signal();
     done = true;
     if (reporter.joinable()) reporter.join();
     std::printf("%s", (*node)->rtt_table().c_str());
-    std::printf("stopping on %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::printf("stopping on %s\n", sig);
     std::fflush(stdout);
     (*node)->stop();
     return 0;

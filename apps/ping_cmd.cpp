@@ -3,14 +3,9 @@
 #include <cstdio>
 #include <thread>
 
-#include <caf/all.hpp>
-
-#include "actors/rpc.hpp"
-#include "actors/effects_executor.hpp"
+#include "api/node.hpp"
 #include "apps/commands.hpp"
-#include "core/ping/pinger.hpp"
 #include "messages/identity/multiaddr.hpp"
-#include "ping.pb.h"
 
 namespace apiary::apps {
 
@@ -34,44 +29,22 @@ Command add_ping_command(CLI::App& app) {
       std::fprintf(stderr, "apiary ping: %s\n", addr.error().what().c_str());
       return 2;
     }
-    auto key = actors::peer_key_of(addr->to_string());
-    if (!key) {
-      std::fprintf(stderr, "apiary ping: %s\n", key.error().what().c_str());
-      return 2;
-    }
-    caf::actor_system_config cfg;
-    cfg.set("work-stealing.moderate-poll-attempts", 0);
-    caf::actor_system sys{cfg};
-    actors::GatewayConfig gc;
-    gc.host = addr->host;  // listen (ephemerally) on the same interface as the target
-    gc.transport.mode = *mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
-    auto gw = actors::Gateway::start(sys, gc);
-    if (!gw) {
-      std::fprintf(stderr, "apiary ping: %s\n", gw.error().what().c_str());
+    auto pinger = Pinger::start(*addr, transport_mode(*mode));
+    if (!pinger) {
+      std::fprintf(stderr, "apiary ping: %s\n", pinger.error().what().c_str());
       return 1;
     }
-    caf::scoped_actor self{sys};
     int answered = 0;
     std::vector<double> rtts;
     for (int seq = 1; seq <= *count; ++seq) {
-      pb::PingProbe probe;
-      probe.set_seq(static_cast<std::uint64_t>(seq));
-      const auto t0 = std::chrono::steady_clock::now();
-      auto r = actors::call_unary(self, **gw, *key, core::ping::k_handle, actors::to_buffer(probe),
-                                  std::chrono::milliseconds(*timeout_ms));
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (r) {
-        auto ack = actors::from_buffer<pb::PingAck>(*r, "ping answer");
-        if (ack && ack->seq() == static_cast<std::uint64_t>(seq)) {
-          ++answered;
-          rtts.push_back(us);
-          std::printf("reply from %s: seq=%d time=%.1f µs\n", addr->to_string().c_str(), seq, us);
-        } else {
-          std::printf("bad reply from %s: seq=%d %s\n", addr->to_string().c_str(), seq,
-                      ack ? "sequence mismatch" : ack.error().what().c_str());
-        }
+      const PingReply reply = (*pinger)->probe(static_cast<std::uint64_t>(seq), std::chrono::milliseconds(*timeout_ms));
+      if (reply.matched) {
+        ++answered;
+        rtts.push_back(reply.rtt_us);
+        std::printf("reply from %s: seq=%d time=%.1f µs\n", addr->to_string().c_str(), seq, reply.rtt_us);
       } else {
-        std::printf("no reply from %s: seq=%d %s\n", addr->to_string().c_str(), seq, r.error().what().c_str());
+        std::printf("%s from %s: seq=%d %s\n", reply.answered ? "bad reply" : "no reply", addr->to_string().c_str(),
+                    seq, reply.problem.c_str());
       }
       std::fflush(stdout);
       if (seq < *count) std::this_thread::sleep_for(std::chrono::milliseconds(*interval_ms));
@@ -82,7 +55,6 @@ Command add_ping_command(CLI::App& app) {
       std::printf(", rtt min/median/max = %.1f/%.1f/%.1f µs", rtts.front(), rtts[rtts.size() / 2], rtts.back());
     }
     std::printf("\n");
-    (*gw)->stop();
     return answered > 0 ? 0 : 1;
   };
 }

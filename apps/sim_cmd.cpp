@@ -20,9 +20,9 @@
 #include <memory>
 #include <string>
 
+#include "api/job_files.hpp"
 #include "apps/commands.hpp"
 #include "core/ps/logistic_regression.hpp"
-#include "core/strategy/strategy_io.hpp"
 #include "core/strategy/validate.hpp"
 #include "messages/result.hpp"
 #include "sim/scenarios/averaging_scenario.hpp"
@@ -80,64 +80,50 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
+/// Prints `e` for `apiary sim COMMAND` and returns the exit code (2 for bad input, 1 otherwise).
+int fail(const char* command, const Error& e) {
+  std::fprintf(stderr, "apiary sim %s: %s\n", command, e.what().c_str());
+  return e.code == errc::invalid_argument ? 2 : 1;
+}
+
 /// Adds `apiary sim averaging` to `cmd`; returns its action.
 std::function<int()> add_averaging_command(CLI::App& cmd) {
   auto* avg = cmd.add_subcommand("averaging",
                                  "Simulated averagers: DHT matchmaking and butterfly all-reduce, rounds with failures");
-  auto peers = std::make_shared<std::size_t>(256);
-  auto group = std::make_shared<std::size_t>(16);
-  auto rounds = std::make_shared<std::size_t>(5);
-  auto fail_rate = std::make_shared<double>(0.05);
+  // The flags set the scenario's fields, whose defaults are the command's.
+  auto config = std::make_shared<sim::scenarios::AveragingScenarioConfig>();
   auto latency = std::make_shared<std::string>("1-100");
-  auto seed = std::make_shared<std::uint64_t>(1);
-  auto values = std::make_shared<std::size_t>(1000);
-  auto grid_bits = std::make_shared<std::size_t>(0);
-  auto device_ns = std::make_shared<double>(0.0);
-  avg->add_option("--peers", *peers, "Averagers in the swarm")->check(CLI::Range(2, 1 << 24))->capture_default_str();
-  avg->add_option("--group", *group, "Target group size")->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  avg->add_option("--rounds", *rounds, "Averaging rounds")->check(CLI::Range(1, 1000000))->capture_default_str();
-  avg->add_option("--fail-rate", *fail_rate, "Fraction of the live peers killed during each round, in [0, 1)")
+  avg->add_option("--peers", config->peers, "Averagers in the swarm")->check(CLI::Range(2, 1 << 24))->capture_default_str();
+  avg->add_option("--group", config->group, "Target group size")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  avg->add_option("--rounds", config->rounds, "Averaging rounds")->check(CLI::Range(1, 1000000))->capture_default_str();
+  avg->add_option("--fail-rate", config->fail_rate, "Fraction of the live peers killed during each round, in [0, 1)")
       ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
   avg->add_option("--latency-ms", *latency, "One-way latency range MIN-MAX in ms, drawn once per link")
       ->capture_default_str();
-  avg->add_option("--seed", *seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
-  avg->add_option("--values", *values, "Floats averaged per peer")->check(CLI::Range(1, 1 << 26))->capture_default_str();
-  avg->add_option("--grid-bits", *grid_bits, "Moshpit grid bits of the group key (0: one key for all)")
+  avg->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  avg->add_option("--values", config->values, "Floats averaged per peer")->check(CLI::Range(1, 1 << 26))->capture_default_str();
+  avg->add_option("--grid-bits", config->grid_bits, "Moshpit grid bits of the group key (0: one key for all)")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
-  avg->add_option("--device-ns-per-value", *device_ns,
+  avg->add_option("--device-ns-per-value", config->averager.device_ns_per_value,
                   "Part reductions on a modelled device per peer, taking this many ns per input value (0: inline)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   return [=]() {
     if (!avg->parsed()) return -1;
     auto range = parse_latency(*latency);
-    if (!range) {
-      std::fprintf(stderr, "apiary sim averaging: %s\n", range.error().what().c_str());
-      return 2;
-    }
-    sim::scenarios::AveragingScenarioConfig config;
-    config.seed = *seed;
-    config.peers = *peers;
-    config.group = *group;
-    config.rounds = *rounds;
-    config.fail_rate = *fail_rate;
-    config.min_latency = from_ms(range->min_ms);
-    config.max_latency = from_ms(range->max_ms);
-    config.values = *values;
-    config.grid_bits = *grid_bits;
-    config.averager.device_ns_per_value = *device_ns;
+    if (!range) return fail("averaging", range.error());
+    config->min_latency = from_ms(range->min_ms);
+    config->max_latency = from_ms(range->max_ms);
     // Wall time is read here: the simulation itself never reads a clock.
     const Clock::time_point begin = Clock::now();
-    auto report = sim::scenarios::run_averaging_scenario(config);
+    auto report = sim::scenarios::run_averaging_scenario(*config);
     const Clock::time_point end = Clock::now();
-    if (!report) {
-      std::fprintf(stderr, "apiary sim averaging: %s\n", report.error().what().c_str());
-      return report.error().code == errc::invalid_argument ? 2 : 1;
-    }
+    if (!report) return fail("averaging", report.error());
     std::printf("apiary sim averaging: %zu peers, group %zu, %zu rounds, fail rate %.3f, latency %s ms per link, "
-                "%zu floats per peer\n", *peers, *group, *rounds, *fail_rate, latency->c_str(), *values);
+                "%zu floats per peer\n", config->peers, config->group, config->rounds, config->fail_rate,
+                latency->c_str(), config->values);
     std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
     std::printf("wall time:       %.2f s\n", seconds_between(begin, end));
     std::printf("peak memory:     %.1f MiB\n", peak_rss_mib());
@@ -145,26 +131,23 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   };
 }
 
-
 /// Adds `apiary sim ps` to `cmd`; returns its action (-1 when not chosen).
 std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   auto* ps = cmd.add_subcommand("ps", "A simulated training job: a strategy's PS devices and replicas, its all-reduce replicas, or both (mixed strategies such as Parallax)");
   struct Args {
     std::string strategy, resource_spec, latency = "1-10";
     bool text = false;
-    std::int64_t steps = 20, kill_ps_at = -1, kill_replica_at = -1;
     double straggler_ms = 0.0, compute_ms = 10.0;
-    std::size_t batch = 16, samples = 1024, features = 16;
-    float learning_rate = 0.5F;
-    std::uint64_t seed = 1;
-    std::vector<std::string> sparse;
   };
   auto a = std::make_shared<Args>();
+  // The other flags set the scenario's fields, whose defaults are the command's (but --steps).
+  auto config = std::make_shared<sim::scenarios::PsScenarioConfig>();
+  config->steps = 20;
   ps->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
       ->required();
   ps->add_flag("--text", a->text, "The strategy file is protobuf text format");
   ps->add_option("--resource-spec", a->resource_spec, "resource_spec.yml the strategy was built for")->required();
-  ps->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
+  ps->add_option("--steps", config->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
   ps->add_option("--latency-ms", a->latency, "One-way latency range MIN-MAX in ms, drawn once per link")
       ->capture_default_str();
   ps->add_option("--compute-ms", a->compute_ms, "Virtual compute time of a step (ms)")
@@ -173,66 +156,40 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   ps->add_option("--straggler-ms", a->straggler_ms, "Extra compute time per step of the last replica (ms)")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
-  ps->add_option("--kill-ps-at", a->kill_ps_at, "Kill the first PS device when the chief begins this step (PS and mixed strategies)")
+  ps->add_option("--kill-ps-at", config->kill_ps_at, "Kill the first PS device when the chief begins this step (PS and mixed strategies)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
-  ps->add_option("--kill-replica-at", a->kill_replica_at, "Kill the last replica when it begins this step")
+  ps->add_option("--kill-replica-at", config->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
-  ps->add_option("--batch", a->batch, "Samples per replica per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  ps->add_option("--samples", a->samples, "Samples in the synthetic data set")
-      ->check(CLI::Range(1, 1 << 24))
-      ->capture_default_str();
-  ps->add_option("--features", a->features, "Features per sample")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  ps->add_option("--learning-rate", a->learning_rate, "SGD step size")->capture_default_str();
-  ps->add_option("--seed", a->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
-  ps->add_option("--sparse", a->sparse,
+  add_model_options(*ps, config->batch, config->samples, config->features);
+  ps->add_option("--learning-rate", config->optimizer.learning_rate, "SGD step size")->capture_default_str();
+  ps->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  ps->add_option("--sparse", config->sparse_variables,
                  "A variable whose gradient is sparse (the rows it touches: all-gathered under all-reduce, pushed "
                  "as rows to a PS), e.g. logreg/w:0; repeatable");
   return [=]() {
     if (!ps->parsed()) return -1;
-    auto fail = [](const Error& e) {
-      std::fprintf(stderr, "apiary sim ps: %s\n", e.what().c_str());
-      return e.code == errc::invalid_argument ? 2 : 1;
-    };
+    auto fail = [](const Error& e) { return apps::fail("ps", e); };
     auto range = parse_latency(a->latency);
     if (!range) return fail(range.error());
-    auto bytes = read_file(a->strategy, "strategy");
-    if (!bytes) return fail(bytes.error());
-    namespace cs = core::strategy;
-    auto strategy =
-        cs::parse_strategy(*bytes, a->text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, a->strategy);
+    auto strategy = load_strategy(a->strategy, a->text);
     if (!strategy) return fail(strategy.error());
-    auto spec_text = read_file(a->resource_spec, "resource spec");
-    if (!spec_text) return fail(spec_text.error());
-    auto spec = cs::parse_resource_spec(*spec_text, a->resource_spec);
+    auto spec = load_resource_spec(a->resource_spec);
     if (!spec) return fail(spec.error());
-    if (auto valid = cs::validate(*strategy, core::ps::logistic_graph_item(a->features), *spec); !valid) {
+    if (auto valid = core::strategy::validate(*strategy, core::ps::logistic_graph_item(config->features), *spec);
+        !valid) {
       return fail(make_error(errc::invalid_argument, "{}: {}", a->strategy, valid.error().message));
     }
-    sim::scenarios::PsScenarioConfig config;
-    config.seed = a->seed;
-    config.strategy = std::move(*strategy);
-    config.features = a->features;
-    config.samples = a->samples;
-    config.batch = a->batch;
-    config.steps = a->steps;
-    config.optimizer.learning_rate = a->learning_rate;
-    config.min_latency = from_ms(range->min_ms);
-    config.max_latency = from_ms(range->max_ms);
-    config.compute = from_ms(a->compute_ms);
-    config.straggler = from_ms(a->straggler_ms);
-    config.kill_ps_at = a->kill_ps_at;
-    config.kill_replica_at = a->kill_replica_at;
-    config.sparse_variables = a->sparse;
+    config->strategy = std::move(*strategy);
+    config->min_latency = from_ms(range->min_ms);
+    config->max_latency = from_ms(range->max_ms);
+    config->compute = from_ms(a->compute_ms);
+    config->straggler = from_ms(a->straggler_ms);
     const Clock::time_point begin = Clock::now();
-    auto report = sim::scenarios::run_ps_scenario(config);
+    auto report = sim::scenarios::run_ps_scenario(*config);
     const Clock::time_point end = Clock::now();
     if (!report) return fail(report.error());
     std::printf("apiary sim ps: %lld steps, latency %s ms per link, compute %.3f ms, straggler +%.3f ms\n",
-                static_cast<long long>(a->steps), a->latency.c_str(), a->compute_ms, a->straggler_ms);
+                static_cast<long long>(config->steps), a->latency.c_str(), a->compute_ms, a->straggler_ms);
     std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
     std::printf("wall time:    %.3f s\n", seconds_between(begin, end));
     // A clean run finishes every replica; with a kill, every survivor must end with an error.
@@ -250,60 +207,45 @@ Command add_sim_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("sim", "Simulated clusters: many nodes in one deterministic process");
   cmd->require_subcommand(1);
   auto* dht = cmd->add_subcommand("dht", "A simulated DHT: stores then gets under churn, latency and loss");
-  auto nodes = std::make_shared<std::size_t>(1000);
-  auto churn = std::make_shared<double>(0.1);
+  // The flags set the scenario's fields, whose defaults are the command's.
+  auto config = std::make_shared<sim::scenarios::DhtScenarioConfig>();
   auto latency = std::make_shared<std::string>("1-50");
-  auto loss = std::make_shared<double>(0.0);
-  auto gets = std::make_shared<std::size_t>(1000);
-  auto seed = std::make_shared<std::uint64_t>(1);
-  auto replace = std::make_shared<bool>(false);
-  dht->add_option("--nodes", *nodes, "Nodes in the swarm")->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  dht->add_option("--churn", *churn, "Fraction of nodes killed while storing and getting, in [0, 1)")
+  dht->add_option("--nodes", config->nodes, "Nodes in the swarm")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  dht->add_option("--churn", config->churn, "Fraction of nodes killed while storing and getting, in [0, 1)")
       ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
   dht->add_option("--latency-ms", *latency, "One-way latency range MIN-MAX in ms, drawn once per link")
       ->capture_default_str();
-  dht->add_option("--loss", *loss, "Probability that a message is lost, in [0, 1]")
+  dht->add_option("--loss", config->loss, "Probability that a message is lost, in [0, 1]")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  dht->add_option("--gets", *gets, "Keys stored, then got back (one store and one get each)")
+  dht->add_option("--gets", config->gets, "Keys stored, then got back (one store and one get each)")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
-  dht->add_option("--seed", *seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
-  dht->add_flag("--replace", *replace, "Replace every killed node by a fresh joiner");
+  dht->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  dht->add_flag("--replace", config->replace_killed, "Replace every killed node by a fresh joiner");
   auto averaging = add_averaging_command(*cmd);
   auto ps = add_ps_sim_command(*cmd);
   return [=]() {
     if (const int rc = averaging(); rc >= 0) return rc;
     if (const int rc = ps(); rc >= 0) return rc;
     auto range = parse_latency(*latency);
-    if (!range) {
-      std::fprintf(stderr, "apiary sim dht: %s\n", range.error().what().c_str());
-      return 2;
-    }
-    sim::scenarios::DhtScenarioConfig config;
-    config.seed = *seed;
-    config.nodes = *nodes;
-    config.churn = *churn;
-    config.replace_killed = *replace;
-    config.min_latency = from_ms(range->min_ms);
-    config.max_latency = from_ms(range->max_ms);
-    config.loss = *loss;
-    config.keys = *gets;
-    config.gets = *gets;
+    if (!range) return fail("dht", range.error());
+    config->min_latency = from_ms(range->min_ms);
+    config->max_latency = from_ms(range->max_ms);
+    config->keys = config->gets;
     // Wall-clock marks of each phase, read here: the simulation itself never reads a clock.
     std::map<sim::scenarios::DhtPhase, Clock::time_point> marks;
-    config.on_phase = [&marks](sim::scenarios::DhtPhase p) { marks[p] = Clock::now(); };
+    config->on_phase = [&marks](sim::scenarios::DhtPhase p) { marks[p] = Clock::now(); };
     const Clock::time_point begin = Clock::now();
-    auto report = sim::scenarios::run_dht_scenario(config);
+    auto report = sim::scenarios::run_dht_scenario(*config);
     const Clock::time_point end = Clock::now();
-    if (!report) {
-      std::fprintf(stderr, "apiary sim dht: %s\n", report.error().what().c_str());
-      return report.error().code == errc::invalid_argument ? 2 : 1;
-    }
+    config->on_phase = nullptr;
+    if (!report) return fail("dht", report.error());
     using sim::scenarios::DhtPhase;
     std::printf("apiary sim dht: %zu nodes, churn %.3f%s, latency %s ms per link, loss %.4f, %zu keys\n",
-                *nodes, *churn, *replace ? " (replaced)" : "", latency->c_str(), *loss, *gets);
+                config->nodes, config->churn, config->replace_killed ? " (replaced)" : "", latency->c_str(),
+                config->loss, config->gets);
     std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
     std::printf("wall time:              %.2f s (bootstrap %.2f s, stores %.2f s, gets %.2f s)\n",
                 seconds_between(begin, end), seconds_between(marks[DhtPhase::bootstrap], marks[DhtPhase::stores]),

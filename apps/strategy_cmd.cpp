@@ -2,13 +2,13 @@
 // resource spec and print or write it; check a strategy written or edited elsewhere.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "api/job_files.hpp"
 #include "apps/commands.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/strategy_io.hpp"
@@ -53,26 +53,26 @@ bool read_file(const char* cmd, const std::string& path, const char* what, std::
   return !in.bad();
 }
 
-std::optional<cs::GraphItem> load_graph(const char* cmd, const std::string& path) {
+/// The `what` file at `path` as `parse` reads it; nullopt (the error printed) when it
+/// cannot be read or parsed.
+template <class T, class Parse>
+std::optional<T> load(const char* cmd, const std::string& path, const char* what, Parse parse) {
   std::string text;
-  if (!read_file(cmd, path, "graph item", text)) return std::nullopt;
-  auto item = cs::parse_graph_item_json(text, path);
-  if (!item) {
-    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, item.error().message.c_str());
+  if (!read_file(cmd, path, what, text)) return std::nullopt;
+  auto parsed = parse(text, path);
+  if (!parsed) {
+    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, parsed.error().message.c_str());
     return std::nullopt;
   }
-  return std::move(*item);
+  return std::move(*parsed);
+}
+
+std::optional<cs::GraphItem> load_graph(const char* cmd, const std::string& path) {
+  return load<cs::GraphItem>(cmd, path, "graph item", cs::parse_graph_item_json);
 }
 
 std::optional<cs::ResourceSpec> load_spec(const char* cmd, const std::string& path) {
-  std::string text;
-  if (!read_file(cmd, path, "resource spec", text)) return std::nullopt;
-  auto spec = cs::parse_resource_spec(text, path);
-  if (!spec) {
-    std::fprintf(stderr, "apiary strategy %s: %s\n", cmd, spec.error().message.c_str());
-    return std::nullopt;
-  }
-  return std::move(*spec);
+  return load<cs::ResourceSpec>(cmd, path, "resource spec", cs::parse_resource_spec);
 }
 
 // Command-line values -> BuilderOptions; false (with a message) on a bad name.
@@ -132,19 +132,8 @@ int run_build(const BuildArgs& a) {
     std::fputs(cs::to_text(*strategy).c_str(), stdout);
     return 0;
   }
-  std::error_code ec;
-  const std::string path = std::filesystem::absolute(a.out, ec).string();
-  const auto format = a.text ? cs::StrategyFormat::text : cs::StrategyFormat::binary;
-  auto bytes = cs::serialize_strategy(*strategy, ec ? a.out : path, format);
-  if (!bytes) {
-    std::fprintf(stderr, "apiary strategy build: %s\n", bytes.error().message.c_str());
-    return 1;
-  }
-  std::ofstream out(a.out, std::ios::binary | std::ios::trunc);
-  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "apiary strategy build: cannot write %s; check the directory and free space\n", a.out.c_str());
+  if (auto saved = save_strategy(*strategy, a.out, a.text); !saved) {
+    std::fprintf(stderr, "apiary strategy build: %s\n", saved.error().message.c_str());
     return 1;
   }
   std::printf("strategy %s (%s, %d variables, %d replicas) written to %s (%s)\n", strategy->id().c_str(),

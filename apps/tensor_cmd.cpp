@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "apps/commands.hpp"
@@ -55,24 +54,6 @@ bool write_file(const std::string& path, const std::string& bytes) {
   return true;
 }
 
-// "3,4,5" -> {3, 4, 5}; "" -> {} (0-d). False on anything else.
-bool parse_shape(const std::string& text, messages::Shape& shape) {
-  shape.clear();
-  if (text.empty()) return true;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    if (item.empty() || item.size() > 10) return false;
-    for (char c : item) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    }
-    const unsigned long long extent = std::stoull(item);
-    if (extent > 0xffffffffull) return false;
-    shape.push_back(static_cast<std::uint32_t>(extent));
-  }
-  return text.back() != ',';
-}
-
 std::string shape_arg(const messages::Shape& shape) {
   std::string out;
   for (std::size_t i = 0; i < shape.size(); ++i) out += (i > 0 ? "," : "") + std::to_string(shape[i]);
@@ -92,14 +73,14 @@ int run_encode(const EncodeArgs& a) {
     std::fprintf(stderr, "apiary tensor encode: --dtype: %s\n", type.error().what().c_str());
     return 2;
   }
-  messages::Shape shape;
-  if (!parse_shape(a.shape, shape)) {
+  auto shape = messages::parse_shape(a.shape);
+  if (!shape) {
     std::fprintf(stderr, "apiary tensor encode: --shape \"%s\" is not a list of extents; expected e.g. 128,64 (or \"\" for a scalar)\n", a.shape.c_str());
     return 2;
   }
   std::string raw;
   if (!read_file(a.in, raw, "input")) return 1;
-  auto tensor = messages::Tensor::copy_of(*type, shape, raw.data(), raw.size());
+  auto tensor = messages::Tensor::copy_of(*type, *shape, raw.data(), raw.size());
   if (!tensor) {
     std::fprintf(stderr, "apiary tensor encode: %s has %zu bytes, which does not fit --dtype %s --shape %s: %s\n",
                  a.in.c_str(), raw.size(), a.dtype.c_str(), a.shape.c_str(), tensor.error().what().c_str());
@@ -119,7 +100,7 @@ int run_encode(const EncodeArgs& a) {
   }
   if (!write_file(a.out, bytes)) return 1;
   std::printf("dtype=%s shape=%s compression=%s raw_bytes=%zu message_bytes=%zu\n", a.dtype.c_str(),
-              shape_arg(shape).c_str(), messages::compression_name(codec).c_str(), raw.size(), bytes.size());
+              shape_arg(*shape).c_str(), messages::compression_name(codec).c_str(), raw.size(), bytes.size());
   return 0;
 }
 

@@ -23,8 +23,7 @@ namespace ps = core::ps;
 
 /// Training settings.
 struct TrainArgs {
-  std::string listen = "/ip4/127.0.0.1/tcp/0";
-  std::vector<std::string> initial_peers;
+  DhtOptions dht;  ///< --listen, --initial-peers, --client-mode
   std::string transport = "tcp";
   std::size_t peers = 4;
   std::size_t rank = 0;
@@ -39,7 +38,6 @@ struct TrainArgs {
   double matchmaking_time = 1.0;
   double averaging_timeout = 15.0;
   double step_time = 0;
-  bool client_mode = false;
   std::string codec = "NONE";
   double linger = 3;
 };
@@ -55,8 +53,8 @@ Command add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "train", "Train a logistic regression collaboratively with apiary::Optimizer (hivemind's Optimizer)");
   auto t = std::make_shared<TrainArgs>();
-  cmd->add_option("--listen", t->listen, "Multiaddr to listen on (loopback in tests)");
-  cmd->add_option("--initial-peers", t->initial_peers, "Multiaddrs of peers to bootstrap from");
+  cmd->add_option("--listen", t->dht.listen, "Multiaddr to listen on (loopback in tests)");
+  cmd->add_option("--initial-peers", t->dht.initial_peers, "Multiaddrs of peers to bootstrap from");
   cmd->add_option("--transport", t->transport, "UCX lanes to same-host peers: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}));
   cmd->add_option("--peers", t->peers, "Shares of the data set (each peer trains on share --rank)")
@@ -79,7 +77,7 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::Range(0.1, 1e6));
   cmd->add_option("--step-time", t->step_time, "Extra seconds per local step (a slower peer)")
       ->check(CLI::Range(0.0, 1e3));
-  cmd->add_flag("--client-mode", t->client_mode, "Only make outbound connections");
+  cmd->add_flag("--client-mode", t->dht.client_mode, "Only make outbound connections");
   cmd->add_option("--codec", t->codec, "Gradient compression: NONE, FLOAT16, UNIFORM_8BIT, ...");
   cmd->add_option("--linger", t->linger, "Seconds to keep serving after the last epoch")->check(CLI::Range(0.0, 1e6));
   return [=]() {
@@ -94,17 +92,14 @@ Command add_train_command(CLI::App& app) {
       return 2;
     }
     const ps::LogisticData data = ps::make_logistic_data(t->samples, t->features, t->data_seed);
-    DhtOptions dht_options;
-    dht_options.listen = t->listen;
-    dht_options.initial_peers = t->initial_peers;
-    dht_options.client_mode = t->client_mode;
-    dht_options.mode = t->transport == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+    DhtOptions dht_options = t->dht;
+    dht_options.mode = transport_mode(t->transport);
     auto dht = Dht::start(dht_options);
     if (!dht) {
       std::fprintf(stderr, "apiary train: %s\n", dht.error().what().c_str());
       return 1;
     }
-    if (!t->client_mode) std::printf("listening %s\n", (*dht)->address().to_string().c_str());
+    if (!t->dht.client_mode) std::printf("listening %s\n", (*dht)->address().to_string().c_str());
     o.run_id = "apiary_train";
     o.params = {std::vector<float>(t->features, 0.0f), std::vector<float>(1, 0.0f)};
     o.inner.kind = t->optimizer == "adam" ? ps::OptimizerKind::adam
@@ -115,7 +110,7 @@ Command add_train_command(CLI::App& app) {
     o.tracker.max_refresh_period = 2.0;
     o.matchmaking_time = t->matchmaking_time;
     o.averaging_timeout = t->averaging_timeout;
-    o.client_mode = t->client_mode;
+    o.client_mode = t->dht.client_mode;
     o.request_timeout = 1.0;
     auto started = Optimizer::start(**dht, std::move(o));
     if (!started) {

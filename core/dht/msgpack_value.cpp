@@ -1,8 +1,11 @@
 #include "core/dht/msgpack_value.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 
@@ -255,6 +258,25 @@ Result<DictionaryValue> dictionary_from_object(const msgpack::object& object) {
   out.unfreeze();
   out.raise_latest_expiration_time(*latest);
   return out;
+}
+
+std::string describe_packed(std::string_view packed) {
+  auto handle = unpack_one(packed);
+  if (!handle) {
+    std::string hex = "0x";
+    for (unsigned char c : packed) hex += fmt::format("{:02x}", c);
+    return hex + " (not msgpack)";
+  }
+  const msgpack::object& o = handle->get();
+  if (o.type == msgpack::type::STR) return "\"" + std::string(o.via.str.ptr, o.via.str.size) + "\"";
+  if (o.type == msgpack::type::BIN) {
+    std::string hex = "0x";
+    for (std::uint32_t i = 0; i < o.via.bin.size; ++i) hex += fmt::format("{:02x}", static_cast<unsigned char>(o.via.bin.ptr[i]));
+    return hex;
+  }
+  std::ostringstream out;
+  out << o;
+  return out.str();
 }
 
 }  // namespace apiary::core::dht

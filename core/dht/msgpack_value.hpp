@@ -60,4 +60,9 @@ inline const std::string k_subkey_dictionary;
 /// As unpack_dictionary, for an object already unpacked (e.g. an element of an array).
 [[nodiscard]] Result<DictionaryValue> dictionary_from_object(const msgpack::object& object);
 
+/// A msgpack value as text for people: a str quoted, a bin as hex (0x...), anything else
+/// as msgpack-c prints it; bytes that are not one msgpack object as hex with
+/// " (not msgpack)".
+[[nodiscard]] std::string describe_packed(std::string_view packed);
+
 }  // namespace apiary::core::dht

@@ -1,5 +1,6 @@
 #include "messages/tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -29,6 +30,29 @@ Result<std::size_t> element_count(const Shape& shape, std::size_t elem_bytes) {
                       format_shape(shape), elem_bytes);
   }
   return count;
+}
+
+Result<Shape> parse_shape(std::string_view text) {
+  Shape shape;
+  if (text.empty()) return shape;
+  auto bad = [&] {
+    return make_error(errc::invalid_argument, "shape '{}': expected comma-separated extents such as 128,64", text);
+  };
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    if (item.empty() || item.size() > 10) return bad();
+    std::uint64_t extent = 0;
+    for (char c : item) {
+      if (c < '0' || c > '9') return bad();
+      extent = extent * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (extent > 0xffffffffull) return bad();
+    shape.push_back(static_cast<std::uint32_t>(extent));
+    start = comma + 1;
+  }
+  return shape;
 }
 
 std::string format_shape(const Shape& shape) {

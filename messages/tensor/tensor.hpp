@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/buffer.hpp"
@@ -21,6 +22,10 @@ Result<std::size_t> element_count(const Shape& shape, std::size_t elem_bytes = 1
 
 /// "[3, 4]" for error messages and logs.
 std::string format_shape(const Shape& shape);
+/// The shape of comma-separated extents: "3,4,5" -> {3, 4, 5}, "" -> {} (0-d). Errors:
+/// invalid_argument for anything else (an empty or non-decimal extent, one above
+/// 2^32 - 1, a trailing comma).
+Result<Shape> parse_shape(std::string_view text);
 
 /// A dense tensor: dtype, shape, element bytes (exactly numel * element_size), and the
 /// requires_grad flag carried on the wire. Copies share the bytes (Buffer semantics):

@@ -202,3 +202,16 @@ TEST_CASE("malformed and unsupported tensors are rejected with a clear error") {
     CHECK(r.error().code == errc::invalid_argument);
   }
 }
+
+TEST_CASE("a shape parses from comma-separated extents, and anything else is refused", "[tensor]") {
+  CHECK(*msg::parse_shape("") == msg::Shape{});
+  CHECK(*msg::parse_shape("7") == msg::Shape{7});
+  CHECK(*msg::parse_shape("128,64,3") == msg::Shape{128, 64, 3});
+  CHECK(*msg::parse_shape("4294967295") == msg::Shape{4294967295u});
+  for (const char* bad : {",", "3,", ",3", "3,,4", "-1", "+3", "3 ", "x", "4294967296", "12345678901", "3;4"}) {
+    INFO(bad);
+    auto r = msg::parse_shape(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == errc::invalid_argument);
+  }
+}

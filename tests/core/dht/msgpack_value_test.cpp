@@ -160,3 +160,12 @@ TEST_CASE("malformed dictionary values are errors, not crashes", "[dht][msgpack]
   CHECK_FALSE(apiary::core::dht::check_packed(unhex("a3796")).ok());
   CHECK(apiary::core::dht::check_packed(pack_str("ok")).ok());
 }
+
+TEST_CASE("describe_packed shows a str quoted, a bin in hex, other values as msgpack-c prints them",
+          "[dht][msgpack]") {
+  using apiary::core::dht::describe_packed;
+  CHECK(describe_packed(pack_str("ps.ps.localhost:CPU:0")) == "\"ps.ps.localhost:CPU:0\"");
+  CHECK(describe_packed(pack_bin(std::string("\x01\xab", 2))) == "0x01ab");
+  CHECK(describe_packed(pack_float(0.5)) == "0.5");
+  CHECK(describe_packed(unhex("c1")) == "0xc1 (not msgpack)");
+}

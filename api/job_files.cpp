@@ -1,22 +1,46 @@
-#include "apps/ps_checkpoint.hpp"
+#include "api/job_files.hpp"
 
-#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
-#include <fmt/format.h>
+#include "core/strategy/strategy_io.hpp"
 
-#include "apps/commands.hpp"
-#include "core/ps/logistic_regression.hpp"
-
-namespace apiary::apps {
+namespace apiary {
 
 namespace cps = core::ps;
+namespace cs = core::strategy;
 
-std::vector<cps::VariablePlan> model_variables(std::size_t features) {
-  std::vector<cps::VariablePlan> out;
-  for (const auto& v : cps::logistic_graph_item(features).variables) out.push_back({v.name, v.shape, "", false, {}});
-  return out;
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, "cannot open the {} file {}; check the path", what, path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Result<pb::autodist::Strategy> load_strategy(const std::string& path, bool text) {
+  auto bytes = read_file(path, "strategy");
+  if (!bytes) return bytes.error();
+  return cs::parse_strategy(*bytes, text ? cs::StrategyFormat::text : cs::StrategyFormat::binary, path);
+}
+
+Result<cs::ResourceSpec> load_resource_spec(const std::string& path) {
+  auto text = read_file(path, "resource spec");
+  if (!text) return text.error();
+  return cs::parse_resource_spec(*text, path);
+}
+
+Status save_strategy(pb::autodist::Strategy& strategy, const std::string& path, bool text) {
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(path, ec).string();
+  auto bytes = cs::serialize_strategy(strategy, ec ? path : absolute,
+                                      text ? cs::StrategyFormat::text : cs::StrategyFormat::binary);
+  if (!bytes) return bytes.error();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  out.close();
+  if (!out) return make_error(errc::io, "cannot write {}; check the directory and free space", path);
+  return ok_status();
 }
 
 Result<std::shared_ptr<const cps::Checkpoint>> read_checkpoint(const std::string& path,
@@ -48,8 +72,6 @@ Status save_checkpoint(const std::string& path, std::int64_t step, const std::ve
     std::remove(temporary.c_str());
     return make_error(errc::io, "--save: cannot rename {} to {}", temporary, path);
   }
-  std::fputs(fmt::format("checkpoint {} step {}\n", path, step).c_str(), stdout);
-  std::fflush(stdout);
   return ok_status();
 }
 
@@ -66,14 +88,4 @@ bool restores_optimizer(const cps::Checkpoint& checkpoint, cps::OptimizerKind ki
   return checkpoint.optimizer == cps::optimizer_name(kind);
 }
 
-void note_optimizer_change(const cps::Checkpoint& checkpoint, cps::OptimizerKind kind) {
-  if (restores_optimizer(checkpoint, kind)) return;
-  std::fputs(fmt::format("restore: the checkpoint's optimizer state is for {}, this job runs {}: its optimizer "
-                         "starts afresh\n",
-                         checkpoint.optimizer, cps::optimizer_name(kind))
-                 .c_str(),
-             stdout);
-  std::fflush(stdout);
-}
-
-}  // namespace apiary::apps
+}  // namespace apiary

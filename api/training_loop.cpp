@@ -1,18 +1,17 @@
-// A replica of `apiary ps`, whatever the strategy: apiary::Replica started from the
+// A replica of a training job, whatever the strategy: apiary::Replica started from the
 // job's plans and addresses, and the one training loop of the logistic-regression model.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "apps/ps_allreduce.hpp"
-#include "apps/ps_checkpoint.hpp"
-#include "apps/ps_roles.hpp"
+#include "api/job_files.hpp"
+#include "api/training_job_parts.hpp"
 #include "core/ps/logistic_regression.hpp"
 
-namespace apiary::apps::ps_roles {
+namespace apiary::training_job {
 
 namespace cps = core::ps;
 
@@ -30,9 +29,25 @@ Result<std::map<K, core::PeerAddr>> multiaddrs(const std::map<K, actors::PeerKey
   return out;
 }
 
+/// A replica's final line and parameters, as every kind of job prints them.
+std::string format_final(std::int32_t id, std::int64_t version, double loss, double mean_ms,
+                         std::optional<std::uint64_t> collectives,
+                         const std::map<std::string, std::vector<float>>& params) {
+  std::string out = fmt::format("final replica {} version {} loss {:.6f} mean_step_ms {:.3f}", id, version, loss,
+                                mean_ms);
+  if (collectives) out += fmt::format(" collectives {}", *collectives);
+  out += "\n";
+  for (const auto& [name, values] : params) {
+    out += "final " + name;
+    for (float v : values) out += fmt::format(" {:.9g}", v);
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<Replica>> start_replica(const PsArgs& a, caf::actor_system& system,
+Result<std::unique_ptr<Replica>> start_replica(const Job& a, caf::actor_system& system,
                                                std::shared_ptr<actors::Gateway> gateway, std::int32_t id,
                                                const cps::TrainingPlan* ps,
                                                const std::map<std::string, actors::PeerKey>& servers,
@@ -81,20 +96,20 @@ Result<std::unique_ptr<Replica>> start_replica(const PsArgs& a, caf::actor_syste
   return replica;
 }
 
-int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collectives) {
+Status train(const Job& a, Replica& replica, std::size_t replicas, bool collectives) {
   const std::int32_t id = replica.id();
   const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   const std::chrono::milliseconds timeout(a.timeout_ms);
   if (auto joined = replica.join(timeout); !joined) {
-    return fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
+    return a.out.fail(make_error(joined.error().code, "replica {}: {}", id, joined.error().message));
   }
   // A step that failed: the replica has stopped, refusing every later part of the
   // all-reduce with the reason, so the members still calling it learn why it left (which
   // member went down first) before it goes, rather than only that it is gone.
   auto failed = [&](const Error& e) {
     if (collectives) std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1000)));
-    return fail(e);
+    return a.out.fail(e);
   };
   // The parameters and gradients live across steps: pulls land in the one, pushes are
   // sent from the other.
@@ -105,17 +120,21 @@ int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collecti
   auto checkpoint = [&](std::int64_t global) -> Status {
     auto states = replica.optimizer_states();
     if (!states) return states.error();
-    return save_checkpoint(checkpoint_path(a.save, global), global, model_variables(a.features), params,
-                           optimizer_of(a).kind, *states);
+    const std::string path = checkpoint_path(a.save, global);
+    auto saved = save_checkpoint(path, global, model_variables(a.features), params, optimizer_of(a).kind, *states);
+    if (saved) a.out.print(fmt::format("checkpoint {} step {}\n", path, global));
+    return saved;
   };
   double total_ms = 0;
   std::int64_t version = 0;
   for (std::int64_t step = 0; step < a.steps; ++step) {
-    if (g_stdin_closed) return fail(make_error(errc::cancelled, "replica {}: stopped before step {}: stdin closed", id, step));
+    if (a.stop != nullptr && *a.stop) {
+      return a.out.fail(make_error(errc::cancelled, "replica {}: stopped before step {}: {}", id, step, a.stop_reason));
+    }
     const auto start = std::chrono::steady_clock::now();
     if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
-      if (auto saved = checkpoint(first + step); !saved) return fail(saved.error());
+      if (auto saved = checkpoint(first + step); !saved) return a.out.fail(saved.error());
     }
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
@@ -124,25 +143,22 @@ int train(const PsArgs& a, Replica& replica, std::size_t replicas, bool collecti
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
     const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
-    std::fputs(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
-                           loss, full, ms)
-                   .c_str(),
-               stdout);
-    std::fflush(stdout);
+    a.out.print(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
+                            loss, full, ms));
   }
   // The parameters after the last step (in BSP: every replica's updates applied).
   if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
   const double mean_ms = a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0;
-  print_final(id, version, cps::logistic_full_loss(data, params), mean_ms,
-              collectives ? std::optional<std::uint64_t>(replica.collectives()) : std::nullopt, params);
+  a.out.print(format_final(id, version, cps::logistic_full_loss(data, params), mean_ms,
+                           collectives ? std::optional<std::uint64_t>(replica.collectives()) : std::nullopt, params));
   // Only the chief writes the checkpoint: every replica holds the same parameters.
-  int rc = 0;
+  Status result = ok_status();
   if (id == 0 && !a.save.empty()) {
-    if (auto saved = checkpoint(first + a.steps); !saved) rc = fail(saved.error());
+    if (auto saved = checkpoint(first + a.steps); !saved) result = a.out.fail(saved.error());
   }
-  if (auto left = replica.leave(timeout); !left) std::fprintf(stderr, "apiary ps: %s\n", left.error().what().c_str());
-  std::fflush(stdout);
-  return rc;
+  // A replica that trained to the end but could not leave cleanly still succeeded.
+  if (auto left = replica.leave(timeout); !left) (void)a.out.fail(left.error());
+  return result;
 }
 
-}  // namespace apiary::apps::ps_roles
+}  // namespace apiary::training_job

@@ -1,22 +1,20 @@
-#include "apps/ps_discovery.hpp"
-
+// The job's DHT and node proxies of a multi-process training job (`local_replication`):
+// the node's first replica hosts its node's proxy on its gateway, the node's other
+// replicas pull through it, found by address or in the job's DHT.
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/dht/msgpack_value.hpp"
+#include "api/training_job_parts.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "messages/identity/multiaddr.hpp"
 
-namespace apiary::apps::ps_roles {
+namespace apiary::training_job {
 
 namespace cps = core::ps;
-
-std::string ps_key(const std::string& job, const std::string& device) { return job + ".ps." + device; }
-
-std::string proxy_key(const std::string& job, const std::string& node) { return job + ".proxy." + node; }
 
 Result<std::unique_ptr<Dht>> start_job_dht(caf::actor_system& sys, std::shared_ptr<actors::Gateway> gateway,
                                            const std::vector<std::string>& initial_peers) {
@@ -27,7 +25,7 @@ Result<std::unique_ptr<Dht>> start_job_dht(caf::actor_system& sys, std::shared_p
   return Dht::start(options);
 }
 
-Result<std::map<std::string, std::string>> split_peers(const PsArgs& a, const cps::TrainingPlan& plan,
+Result<std::map<std::string, std::string>> split_peers(const Job& a, const cps::TrainingPlan& plan,
                                                        std::map<std::string, actors::PeerKey>& servers,
                                                        std::map<std::string, std::string>& proxies) {
   const std::string prefix = k_proxy_peer_prefix;
@@ -56,10 +54,10 @@ Result<std::map<std::string, std::string>> split_peers(const PsArgs& a, const cp
   return wanted;
 }
 
-Result<NodeProxy> setup_node_proxy(const PsArgs& a, const cps::TrainingPlan& plan, std::int32_t id,
+Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, std::int32_t id,
                                    const std::map<std::string, actors::PeerKey>& servers,
                                    const std::map<std::string, std::string>& proxies, caf::actor_system& sys,
-                                   std::shared_ptr<actors::Gateway> gateway, Dht* dht, Publisher* publisher) {
+                                   std::shared_ptr<actors::Gateway> gateway, Dht* dht, AddressPublisher* publisher) {
   NodeProxy out;
   std::vector<std::size_t> proxied_ids;
   for (std::size_t s = 0; s < plan.shards.size(); ++s) {
@@ -101,8 +99,7 @@ Result<NodeProxy> setup_node_proxy(const PsArgs& a, const cps::TrainingPlan& pla
     out.expected_reads = local * (a.steps + 1) * static_cast<std::int64_t>(proxied_ids.size());
     address = gateway->address();
     if (publisher != nullptr) publisher->add(proxy_key(a.job, out.node), address);
-    std::printf("proxy %s at %s shards %zu\n", out.node.c_str(), address.c_str(), proxied_ids.size());
-    std::fflush(stdout);
+    a.out.print(fmt::format("proxy {} at {} shards {}\n", out.node, address, proxied_ids.size()));
   } else if (auto it = proxies.find(out.node); it != proxies.end()) {
     address = it->second;
   } else if (dht != nullptr) {
@@ -123,19 +120,17 @@ Result<NodeProxy> setup_node_proxy(const PsArgs& a, const cps::TrainingPlan& pla
   return out;
 }
 
-void finish_node_proxy(const PsArgs& a, NodeProxy& proxy, actors::Gateway& gateway) {
+void finish_node_proxy(const Job& a, NodeProxy& proxy, actors::Gateway& gateway) {
   if (!proxy.actor) return;
   // The node's other replicas may still read their last step from the proxy.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
   while (proxy.counters->reads.load() < proxy.expected_reads && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::printf("proxy %s: %lld pulls for %lld reads\n", proxy.node.c_str(),
-              static_cast<long long>(proxy.counters->pulls.load()),
-              static_cast<long long>(proxy.counters->reads.load()));
-  std::fflush(stdout);
+  a.out.print(fmt::format("proxy {}: {} pulls for {} reads\n", proxy.node, proxy.counters->pulls.load(),
+                          proxy.counters->reads.load()));
   actors::stop_ps_proxy_actor(gateway, proxy.actor);
   proxy.actor = caf::actor{};
 }
 
-}  // namespace apiary::apps::ps_roles
+}  // namespace apiary::training_job

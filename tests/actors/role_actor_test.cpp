@@ -14,6 +14,7 @@
 #include "actors/type_ids.hpp"
 #include "core/mux.hpp"
 #include "tests/actors/worker_role.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
@@ -31,13 +32,18 @@ struct Fixture {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    actors::GatewayConfig gc;
-    gc.backend = actors::Backend::local;
-    auto started = actors::Gateway::start(*sys, gc);
-    REQUIRE(started.ok());
-    gw = *started;
+    gw = testing::start_local_gateway(*sys);
   }
   ~Fixture() { gw->stop(); }
+  /// An actor host of `role` (a Worker by default) on the gateway.
+  caf::actor spawn(std::unique_ptr<Role> role = std::make_unique<Worker>(), actors::RoleRoutes routes = {}) {
+    return actors::spawn_role_actor(*sys, gw, std::move(role), std::move(routes));
+  }
+  /// Stops `host` and runs the coordinator until it has gone.
+  void stop(const caf::actor& host) {
+    caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
   template <class T>
   static bool ready(std::future<T>& f) {
     return f.wait_for(0s) == std::future_status::ready;
@@ -48,7 +54,7 @@ struct Fixture {
 
 TEST_CASE("a hosted role's local calls complete, an unknown method with not_found", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto host = f.spawn();
   auto twice = actors::call_role(host, "", "double", Value::of(4));
   auto bad = actors::call_role(host, "", "triple", Value::of(4));
   CHECK(!Fixture::ready(twice));  // nothing runs until the coordinator says so
@@ -61,13 +67,12 @@ TEST_CASE("a hosted role's local calls complete, an unknown method with not_foun
   REQUIRE(!e.ok());
   CHECK(e.error().code == errc::not_found);
   CHECK(e.error().message.find("triple") != std::string::npos);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a role's timer fires when the clock is advanced, and completes its call", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto host = f.spawn();
   auto later = actors::call_role(host, "", "later");
   f.sched->run();
   CHECK(!Fixture::ready(later));
@@ -77,8 +82,7 @@ TEST_CASE("a role's timer fires when the clock is advanced, and completes its ca
   auto r = later.get();
   REQUIRE(r.ok());
   CHECK(*r->as<std::string>() == "fired");
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown role with an error", "[role_actor]") {
@@ -86,7 +90,7 @@ TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown ro
   auto mux = std::make_unique<Mux>();
   REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
   REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::move(mux));
+  auto host = f.spawn(std::move(mux));
   auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
   auto nobody = actors::call_role(host, "a", "ask", Value::of(std::string("c")));
   f.sched->run();
@@ -96,18 +100,16 @@ TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown ro
   auto e = nobody.get();
   REQUIRE(!e.ok());
   CHECK(e.error().message.find("'c'") != std::string::npos);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a host that stops answers its waiting callers, and calls sent after, with cancelled", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto host = f.spawn();
   auto waiting = actors::call_role(host, "", "never");
   f.sched->run();
   CHECK(!Fixture::ready(waiting));
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
   REQUIRE(Fixture::ready(waiting));
   auto r = waiting.get();
   REQUIRE(!r.ok());
@@ -121,8 +123,8 @@ TEST_CASE("a host that stops answers its waiting callers, and calls sent after, 
 TEST_CASE("an Ask for a role of another host of the process goes there, and a stopped one answers cancelled",
           "[role_actor]") {
   Fixture f;
-  auto other = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
+  auto other = f.spawn();
+  auto host = f.spawn(std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
   auto asked = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
   f.sched->run();
   REQUIRE(Fixture::ready(asked));
@@ -133,12 +135,10 @@ TEST_CASE("an Ask for a role of another host of the process goes there, and a st
   f.sched->run();
   CHECK(unrouted.get().error().code == errc::not_found);
 
-  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(other);
   auto gone = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
   f.sched->run();
   REQUIRE(Fixture::ready(gone));
   CHECK(gone.get().error().code == errc::cancelled);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }

@@ -99,10 +99,7 @@ TEST_CASE("a transport-thread host fires its role's timer with the transport's t
 
 TEST_CASE("a Mux on the transport thread answers one role's Ask with another's", "[direct_host]") {
   Fixture f;
-  auto mux = std::make_unique<Mux>();
-  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
-  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
-  auto host = f.host(std::move(mux));
+  auto host = f.host(testing::worker_mux());
   auto r = Fixture::get(actors::call_role(host, "a", "ask", Value::of(std::string("b"))));
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);

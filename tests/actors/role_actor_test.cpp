@@ -48,6 +48,11 @@ struct Fixture {
   static bool ready(std::future<T>& f) {
     return f.wait_for(0s) == std::future_status::ready;
   }
+  /// The result of `f`, which must be ready.
+  static Result<Value> take(std::future<Result<Value>>& f) {
+    REQUIRE(ready(f));
+    return f.get();
+  }
 };
 
 }  // namespace
@@ -59,8 +64,7 @@ TEST_CASE("a hosted role's local calls complete, an unknown method with not_foun
   auto bad = actors::call_role(host, "", "triple", Value::of(4));
   CHECK(!Fixture::ready(twice));  // nothing runs until the coordinator says so
   f.sched->run();
-  REQUIRE(Fixture::ready(twice));
-  auto r = twice.get();
+  auto r = Fixture::take(twice);
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 8);
   auto e = bad.get();
@@ -78,8 +82,7 @@ TEST_CASE("a role's timer fires when the clock is advanced, and completes its ca
   CHECK(!Fixture::ready(later));
   f.sched->trigger_timeouts();
   f.sched->run();
-  REQUIRE(Fixture::ready(later));
-  auto r = later.get();
+  auto r = Fixture::take(later);
   REQUIRE(r.ok());
   CHECK(*r->as<std::string>() == "fired");
   f.stop(host);
@@ -87,10 +90,7 @@ TEST_CASE("a role's timer fires when the clock is advanced, and completes its ca
 
 TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown role with an error", "[role_actor]") {
   Fixture f;
-  auto mux = std::make_unique<Mux>();
-  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
-  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
-  auto host = f.spawn(std::move(mux));
+  auto host = f.spawn(testing::worker_mux());
   auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
   auto nobody = actors::call_role(host, "a", "ask", Value::of(std::string("c")));
   f.sched->run();
@@ -110,14 +110,12 @@ TEST_CASE("a host that stops answers its waiting callers, and calls sent after, 
   f.sched->run();
   CHECK(!Fixture::ready(waiting));
   f.stop(host);
-  REQUIRE(Fixture::ready(waiting));
-  auto r = waiting.get();
+  auto r = Fixture::take(waiting);
   REQUIRE(!r.ok());
   CHECK(r.error().code == errc::cancelled);
   auto late = actors::call_role(host, "", "double", Value::of(1));
   f.sched->run();
-  REQUIRE(Fixture::ready(late));
-  CHECK(late.get().error().code == errc::cancelled);
+  CHECK(Fixture::take(late).error().code == errc::cancelled);
 }
 
 TEST_CASE("an Ask for a role of another host of the process goes there, and a stopped one answers cancelled",
@@ -127,8 +125,7 @@ TEST_CASE("an Ask for a role of another host of the process goes there, and a st
   auto host = f.spawn(std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
   auto asked = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
   f.sched->run();
-  REQUIRE(Fixture::ready(asked));
-  auto r = asked.get();
+  auto r = Fixture::take(asked);
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
   auto unrouted = actors::call_role(host, "", "ask", Value::of(std::string("averager")));
@@ -138,7 +135,6 @@ TEST_CASE("an Ask for a role of another host of the process goes there, and a st
   f.stop(other);
   auto gone = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
   f.sched->run();
-  REQUIRE(Fixture::ready(gone));
-  CHECK(gone.get().error().code == errc::cancelled);
+  CHECK(Fixture::take(gone).error().code == errc::cancelled);
   f.stop(host);
 }

@@ -39,6 +39,13 @@ struct Fixture {
   caf::actor spawn(std::unique_ptr<Role> role = std::make_unique<Worker>(), actors::RoleRoutes routes = {}) {
     return actors::spawn_role_actor(*sys, gw, std::move(role), std::move(routes));
   }
+  /// Calls `method` of `role` on `host` and runs the coordinator until nothing is left to do.
+  std::future<Result<Value>> call(const caf::actor& host, const std::string& role, const std::string& method,
+                                  Value args = {}) {
+    auto f = actors::call_role(host, role, method, std::move(args));
+    sched->run();
+    return f;
+  }
   /// Stops `host` and runs the coordinator until it has gone.
   void stop(const caf::actor& host) {
     caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
@@ -77,8 +84,7 @@ TEST_CASE("a hosted role's local calls complete, an unknown method with not_foun
 TEST_CASE("a role's timer fires when the clock is advanced, and completes its call", "[role_actor]") {
   Fixture f;
   auto host = f.spawn();
-  auto later = actors::call_role(host, "", "later");
-  f.sched->run();
+  auto later = f.call(host, "", "later");
   CHECK(!Fixture::ready(later));
   f.sched->trigger_timeouts();
   f.sched->run();
@@ -92,8 +98,7 @@ TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown ro
   Fixture f;
   auto host = f.spawn(testing::worker_mux());
   auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
-  auto nobody = actors::call_role(host, "a", "ask", Value::of(std::string("c")));
-  f.sched->run();
+  auto nobody = f.call(host, "a", "ask", Value::of(std::string("c")));
   auto r = asked.get();
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
@@ -106,15 +111,13 @@ TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown ro
 TEST_CASE("a host that stops answers its waiting callers, and calls sent after, with cancelled", "[role_actor]") {
   Fixture f;
   auto host = f.spawn();
-  auto waiting = actors::call_role(host, "", "never");
-  f.sched->run();
+  auto waiting = f.call(host, "", "never");
   CHECK(!Fixture::ready(waiting));
   f.stop(host);
   auto r = Fixture::take(waiting);
   REQUIRE(!r.ok());
   CHECK(r.error().code == errc::cancelled);
-  auto late = actors::call_role(host, "", "double", Value::of(1));
-  f.sched->run();
+  auto late = f.call(host, "", "double", Value::of(1));
   CHECK(Fixture::take(late).error().code == errc::cancelled);
 }
 
@@ -123,18 +126,15 @@ TEST_CASE("an Ask for a role of another host of the process goes there, and a st
   Fixture f;
   auto other = f.spawn();
   auto host = f.spawn(std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
-  auto asked = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
-  f.sched->run();
+  auto asked = f.call(host, "", "ask", Value::of(std::string("dht")));
   auto r = Fixture::take(asked);
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
-  auto unrouted = actors::call_role(host, "", "ask", Value::of(std::string("averager")));
-  f.sched->run();
+  auto unrouted = f.call(host, "", "ask", Value::of(std::string("averager")));
   CHECK(unrouted.get().error().code == errc::not_found);
 
   f.stop(other);
-  auto gone = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
-  f.sched->run();
+  auto gone = f.call(host, "", "ask", Value::of(std::string("dht")));
   CHECK(Fixture::take(gone).error().code == errc::cancelled);
   f.stop(host);
 }

@@ -15,6 +15,7 @@
 #include "core/mux.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "tests/actors/worker_role.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
@@ -23,21 +24,11 @@ using apiary::testing::Worker;
 
 namespace {
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::shared_ptr<actors::Gateway> gw;
-  Fixture() {
-    sys = std::make_unique<caf::actor_system>(cfg);
-    actors::GatewayConfig gc;
-    gc.backend = actors::Backend::local;
-    auto started = actors::Gateway::start(*sys, gc);
-    REQUIRE(started.ok());
-    gw = *started;
-  }
+struct Fixture : testing::TestSystem {
+  std::shared_ptr<actors::Gateway> gw = testing::start_local_gateway(sys);
   ~Fixture() { gw->stop(); }
   actors::RoleHost host(std::unique_ptr<Role> role, actors::RoleRoutes routes = {}) {
-    return actors::spawn_role(*sys, gw, std::move(role), actors::HostKind::transport_thread, std::move(routes));
+    return actors::spawn_role(sys, gw, std::move(role), actors::HostKind::transport_thread, std::move(routes));
   }
   /// The result of `f`, which must come within 10 s.
   static Result<Value> get(std::future<Result<Value>> f) {
@@ -108,10 +99,7 @@ TEST_CASE("a transport-thread host fires its role's timer with the transport's t
 
 TEST_CASE("a Mux on the transport thread answers one role's Ask with another's", "[direct_host]") {
   Fixture f;
-  auto mux = std::make_unique<Mux>();
-  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
-  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
-  auto host = f.host(std::move(mux));
+  auto host = f.host(testing::worker_mux());
   auto r = Fixture::get(actors::call_role(host, "a", "ask", Value::of(std::string("b"))));
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
@@ -124,7 +112,7 @@ TEST_CASE("a Mux on the transport thread answers one role's Ask with another's",
 TEST_CASE("Asks cross between an actor host and a transport-thread host both ways", "[direct_host]") {
   Fixture f;
   auto direct = f.host(std::make_unique<Worker>());
-  auto actor = actors::spawn_role(*f.sys, f.gw, std::make_unique<Worker>(), actors::HostKind::actor,
+  auto actor = actors::spawn_role(f.sys, f.gw, std::make_unique<Worker>(), actors::HostKind::actor,
                                   actors::RoleRoutes{{"dht", direct}});
   auto asker = f.host(std::make_unique<Worker>(), actors::RoleRoutes{{"averager", actor}});
   auto to_direct = Fixture::get(actors::call_role(actor, "", "ask", Value::of(std::string("dht"))));

@@ -14,6 +14,7 @@
 #include "actors/type_ids.hpp"
 #include "core/mux.hpp"
 #include "tests/actors/worker_role.hpp"
+#include "tests/support/test_system.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
@@ -31,16 +32,33 @@ struct Fixture {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    actors::GatewayConfig gc;
-    gc.backend = actors::Backend::local;
-    auto started = actors::Gateway::start(*sys, gc);
-    REQUIRE(started.ok());
-    gw = *started;
+    gw = testing::start_local_gateway(*sys);
   }
   ~Fixture() { gw->stop(); }
+  /// An actor host of `role` (a Worker by default) on the gateway.
+  caf::actor spawn(std::unique_ptr<Role> role = std::make_unique<Worker>(), actors::RoleRoutes routes = {}) {
+    return actors::spawn_role_actor(*sys, gw, std::move(role), std::move(routes));
+  }
+  /// Calls `method` of `role` on `host` and runs the coordinator until nothing is left to do.
+  std::future<Result<Value>> call(const caf::actor& host, const std::string& role, const std::string& method,
+                                  Value args = {}) {
+    auto f = actors::call_role(host, role, method, std::move(args));
+    sched->run();
+    return f;
+  }
+  /// Stops `host` and runs the coordinator until it has gone.
+  void stop(const caf::actor& host) {
+    caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
   template <class T>
   static bool ready(std::future<T>& f) {
     return f.wait_for(0s) == std::future_status::ready;
+  }
+  /// The result of `f`, which must be ready.
+  static Result<Value> take(std::future<Result<Value>>& f) {
+    REQUIRE(ready(f));
+    return f.get();
   }
 };
 
@@ -48,97 +66,75 @@ struct Fixture {
 
 TEST_CASE("a hosted role's local calls complete, an unknown method with not_found", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
+  auto host = f.spawn();
   auto twice = actors::call_role(host, "", "double", Value::of(4));
   auto bad = actors::call_role(host, "", "triple", Value::of(4));
   CHECK(!Fixture::ready(twice));  // nothing runs until the coordinator says so
   f.sched->run();
-  REQUIRE(Fixture::ready(twice));
-  auto r = twice.get();
+  auto r = Fixture::take(twice);
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 8);
   auto e = bad.get();
   REQUIRE(!e.ok());
   CHECK(e.error().code == errc::not_found);
   CHECK(e.error().message.find("triple") != std::string::npos);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a role's timer fires when the clock is advanced, and completes its call", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
-  auto later = actors::call_role(host, "", "later");
-  f.sched->run();
+  auto host = f.spawn();
+  auto later = f.call(host, "", "later");
   CHECK(!Fixture::ready(later));
   f.sched->trigger_timeouts();
   f.sched->run();
-  REQUIRE(Fixture::ready(later));
-  auto r = later.get();
+  auto r = Fixture::take(later);
   REQUIRE(r.ok());
   CHECK(*r->as<std::string>() == "fired");
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown role with an error", "[role_actor]") {
   Fixture f;
-  auto mux = std::make_unique<Mux>();
-  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
-  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::move(mux));
+  auto host = f.spawn(testing::worker_mux());
   auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
-  auto nobody = actors::call_role(host, "a", "ask", Value::of(std::string("c")));
-  f.sched->run();
+  auto nobody = f.call(host, "a", "ask", Value::of(std::string("c")));
   auto r = asked.get();
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
   auto e = nobody.get();
   REQUIRE(!e.ok());
   CHECK(e.error().message.find("'c'") != std::string::npos);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(host);
 }
 
 TEST_CASE("a host that stops answers its waiting callers, and calls sent after, with cancelled", "[role_actor]") {
   Fixture f;
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
-  auto waiting = actors::call_role(host, "", "never");
-  f.sched->run();
+  auto host = f.spawn();
+  auto waiting = f.call(host, "", "never");
   CHECK(!Fixture::ready(waiting));
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
-  REQUIRE(Fixture::ready(waiting));
-  auto r = waiting.get();
+  f.stop(host);
+  auto r = Fixture::take(waiting);
   REQUIRE(!r.ok());
   CHECK(r.error().code == errc::cancelled);
-  auto late = actors::call_role(host, "", "double", Value::of(1));
-  f.sched->run();
-  REQUIRE(Fixture::ready(late));
-  CHECK(late.get().error().code == errc::cancelled);
+  auto late = f.call(host, "", "double", Value::of(1));
+  CHECK(Fixture::take(late).error().code == errc::cancelled);
 }
 
 TEST_CASE("an Ask for a role of another host of the process goes there, and a stopped one answers cancelled",
           "[role_actor]") {
   Fixture f;
-  auto other = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>());
-  auto host = actors::spawn_role_actor(*f.sys, f.gw, std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
-  auto asked = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
-  f.sched->run();
-  REQUIRE(Fixture::ready(asked));
-  auto r = asked.get();
+  auto other = f.spawn();
+  auto host = f.spawn(std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
+  auto asked = f.call(host, "", "ask", Value::of(std::string("dht")));
+  auto r = Fixture::take(asked);
   REQUIRE(r.ok());
   CHECK(*r->as<int>() == 42);
-  auto unrouted = actors::call_role(host, "", "ask", Value::of(std::string("averager")));
-  f.sched->run();
+  auto unrouted = f.call(host, "", "ask", Value::of(std::string("averager")));
   CHECK(unrouted.get().error().code == errc::not_found);
 
-  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
-  f.sched->run();
-  auto gone = actors::call_role(host, "", "ask", Value::of(std::string("dht")));
-  f.sched->run();
-  REQUIRE(Fixture::ready(gone));
-  CHECK(gone.get().error().code == errc::cancelled);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
-  f.sched->run();
+  f.stop(other);
+  auto gone = f.call(host, "", "ask", Value::of(std::string("dht")));
+  CHECK(Fixture::take(gone).error().code == errc::cancelled);
+  f.stop(host);
 }

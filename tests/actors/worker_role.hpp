@@ -1,9 +1,13 @@
 #pragma once
 // A role for tests of the role hosts (role_actor_test, direct_host_test).
+#include <catch2/catch.hpp>
+
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/mux.hpp"
 #include "core/role.hpp"
 
 namespace apiary::testing {
@@ -41,5 +45,13 @@ class Worker final : public Role {
   OpId pending_ = 0;
   OpId asker_ = 0;
 };
+
+/// A Mux of two Workers, roles "a" and "b": "a" asking "b" is answered with 42.
+inline std::unique_ptr<Mux> worker_mux() {
+  auto mux = std::make_unique<Mux>();
+  REQUIRE(mux->add("a", std::make_unique<Worker>()).ok());
+  REQUIRE(mux->add("b", std::make_unique<Worker>()).ok());
+  return mux;
+}
 
 }  // namespace apiary::testing

@@ -133,10 +133,9 @@ TEST_CASE("a killed replica ends the other replicas' all-reduce with an error na
     if (line->rfind("step ", 0) == 0 && ++seen == 5) break;
   }
   REQUIRE(seen == 5);
-  procs[k_replicas - 1]->kill(SIGKILL);
-  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
   for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto run = finish(*procs[r]);
+    const auto& run = runs[r];
     INFO("replica " << r << " printed:\n" << run.text);
     CHECK(run.rc == 1);
     CHECK(run.text.find("peer_down") != std::string::npos);

@@ -168,11 +168,10 @@ TEST_CASE("a killed PS process ends every replica of a mixed job with an error n
   auto procs = start_mixed_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
   std::string chief_text;
   REQUIRE(read_until(*procs[0], "step 3 ", 60s, chief_text));
-  servers.procs[0]->kill(SIGKILL);
-  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  const auto runs = kill_then_finish(*servers.procs[0], procs, k_replicas);
   bool named_dead = false;
   for (int r = 0; r < k_replicas; ++r) {
-    const auto run = finish(*procs[r]);
+    const auto& run = runs[r];
     INFO("replica " << r << " printed:\n" << run.text);
     REQUIRE(run.rc == 1);
     CHECK(run.text.find("apiary ps: ") != std::string::npos);
@@ -191,10 +190,9 @@ TEST_CASE("a killed replica ends the other replicas of a mixed job with an error
   auto procs = start_mixed_replicas(job, servers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000" + k_sparse);
   std::string seen;
   REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
-  procs[k_replicas - 1]->kill(SIGKILL);
-  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
   for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto run = finish(*procs[r]);
+    const auto& run = runs[r];
     INFO("replica " << r << " printed:\n" << run.text);
     REQUIRE(run.rc == 1);
     // The PS ends the step for the lost session ("replica 3 at ... went down"), or the

@@ -136,6 +136,15 @@ std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs) 
   return runs;
 }
 
+std::vector<Run> kill_then_finish(Process& victim, const std::vector<std::unique_ptr<Process>>& procs,
+                                  std::size_t count) {
+  victim.kill(SIGKILL);
+  REQUIRE(victim.wait(std::chrono::seconds(10)) == 128 + SIGKILL);
+  std::vector<Run> runs;
+  for (std::size_t i = 0; i < count; ++i) runs.push_back(finish(*procs[i]));
+  return runs;
+}
+
 std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
                                       std::string& seen) {
   while (auto line = p.read_line(timeout)) {

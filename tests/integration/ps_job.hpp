@@ -102,6 +102,11 @@ Run finish(Process& p);
 /// finish() of each of `procs`, in order.
 std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs);
 
+/// Kills `victim` (SIGKILL), which must be gone within 10 s, then finish() of the first
+/// `count` of `procs`.
+std::vector<Run> kill_then_finish(Process& victim, const std::vector<std::unique_ptr<Process>>& procs,
+                                  std::size_t count);
+
 /// Reads lines of `p` until one contains `needle` and returns it (nullopt: the process
 /// ended or stayed silent for `timeout` first); every line read is appended to `seen`.
 std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,

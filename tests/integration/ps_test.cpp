@@ -96,11 +96,10 @@ TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps
   }
   INFO("chief printed:\n" << chief_text);
   REQUIRE(training);
-  servers.procs[0]->kill(SIGKILL);
-  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  const auto runs = kill_then_finish(*servers.procs[0], procs, k_replicas);
   bool named_dead = false;
   for (int r = 0; r < k_replicas; ++r) {
-    const auto run = finish(*procs[r]);
+    const auto& run = runs[r];
     INFO("replica " << r << " printed:\n" << run.text);
     REQUIRE(run.rc == 1);
     CHECK(run.text.find("apiary ps: ") != std::string::npos);
@@ -127,10 +126,9 @@ TEST_CASE("a killed replica ends the others with an error naming it, before any 
     }
   }
   REQUIRE(training);
-  procs[k_replicas - 1]->kill(SIGKILL);
-  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
   for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto run = finish(*procs[r]);
+    const auto& run = runs[r];
     INFO("replica " << r << " printed:\n" << run.text);
     REQUIRE(run.rc == 1);
     CHECK(run.text.find("unavailable") != std::string::npos);

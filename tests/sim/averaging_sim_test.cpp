@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sim/scenarios/averaging_scenario.hpp"
+#include "tests/sim/scenario_report.hpp"
 
 namespace {
 
@@ -18,21 +19,27 @@ using apiary::sim::scenarios::AveragingScenarioReport;
 namespace scenarios = apiary::sim::scenarios;
 
 AveragingScenarioReport run_or_fail(const AveragingScenarioConfig& config, const char* name) {
-  auto report = scenarios::run_averaging_scenario(config);
-  if (!report) FAIL(report.error().what());
-  std::printf("[%s]\n%s", name, scenarios::format_report(report.value()).c_str());
-  return std::move(report.value());
+  return apiary::testing::report_or_fail(scenarios::run_averaging_scenario(config), name);
 }
 
-AveragingScenarioConfig small_config() {
+/// `peers` averagers in groups of `group` over 1-100 ms links, `fail_rate` of them dying
+/// per round.
+AveragingScenarioConfig config_of(std::uint64_t seed, std::size_t peers, std::size_t group, std::size_t rounds,
+                                  double fail_rate) {
   AveragingScenarioConfig config;
-  config.seed = 11;
-  config.peers = 16;
-  config.group = 4;
-  config.rounds = 3;
-  config.fail_rate = 0.0;
+  config.seed = seed;
+  config.peers = peers;
+  config.group = group;
+  config.rounds = rounds;
+  config.fail_rate = fail_rate;
   config.min_latency = 1ms;
   config.max_latency = 100ms;
+  return config;
+}
+
+/// 16 averagers in groups of 4 averaging 1,000 values for 3 rounds, none dying.
+AveragingScenarioConfig small_config() {
+  AveragingScenarioConfig config = config_of(11, 16, 4, 3, 0.0);
   config.values = 1000;
   return config;
 }
@@ -103,14 +110,7 @@ TEST_CASE("a bad config is refused with the field named") {
 }
 
 TEST_CASE("256 averagers, groups of 16, 1-100 ms links, 5% dying per round: >= 95% complete") {
-  AveragingScenarioConfig config;
-  config.seed = 5;
-  config.peers = 256;
-  config.group = 16;
-  config.rounds = 5;
-  config.fail_rate = 0.05;
-  config.min_latency = 1ms;
-  config.max_latency = 100ms;
+  const AveragingScenarioConfig config = config_of(5, 256, 16, 5, 0.05);
   const auto report = run_or_fail(config, "256 peers, group 16, 5% failures");
   CHECK(report.anomalies == 0);
   REQUIRE(report.rounds.size() == 5);

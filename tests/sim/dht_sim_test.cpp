@@ -13,6 +13,7 @@
 #include "sim/scenarios/dht_scenario.hpp"
 #include "sim/scenarios/dht_swarm.hpp"
 #include "sim/world.hpp"
+#include "tests/sim/scenario_report.hpp"
 
 namespace {
 
@@ -26,10 +27,21 @@ using apiary::sim::scenarios::DhtSwarmOptions;
 namespace scenarios = apiary::sim::scenarios;
 
 DhtScenarioReport run_or_fail(const DhtScenarioConfig& config, const char* name) {
-  auto report = scenarios::run_dht_scenario(config);
-  if (!report) FAIL(report.error().what());
-  std::printf("[%s]\n%s", name, scenarios::format_report(report.value()).c_str());
-  return std::move(report.value());
+  return apiary::testing::report_or_fail(scenarios::run_dht_scenario(config), name);
+}
+
+/// 1000 nodes over 1-50 ms links storing 1000 keys and getting 1000, `churn` of them
+/// crashing.
+DhtScenarioConfig thousand_nodes(std::uint64_t seed, double churn) {
+  DhtScenarioConfig config;
+  config.seed = seed;
+  config.nodes = 1000;
+  config.churn = churn;
+  config.min_latency = 1ms;
+  config.max_latency = 50ms;
+  config.keys = 1000;
+  config.gets = 1000;
+  return config;
 }
 
 }  // namespace
@@ -60,14 +72,7 @@ TEST_CASE("joining nodes learn each other through the callers of their requests"
 }
 
 TEST_CASE("1000 nodes with 10% churn and 1-50 ms links find the values of live replicas") {
-  DhtScenarioConfig config;
-  config.seed = 2024;
-  config.nodes = 1000;
-  config.churn = 0.10;
-  config.min_latency = 1ms;
-  config.max_latency = 50ms;
-  config.keys = 1000;
-  config.gets = 1000;
+  const DhtScenarioConfig config = thousand_nodes(2024, 0.10);
   const DhtScenarioReport r = run_or_fail(config, "dht 1000 nodes churn 10%");
 
   CHECK(r.killed == 100);
@@ -130,14 +135,7 @@ TEST_CASE("under 30% churn a key is lost only with all its replicas, and keys wh
   // held; a key counts as lost only when nodes held it after the stores and all of them
   // crashed later, which five replicas make rare (the get phase kills about 18% of the
   // survivors: 0.18^5 of the keys, under one here).
-  DhtScenarioConfig config;
-  config.seed = 1;
-  config.nodes = 1000;
-  config.churn = 0.30;
-  config.min_latency = 1ms;
-  config.max_latency = 50ms;
-  config.keys = 1000;
-  config.gets = 1000;
+  const DhtScenarioConfig config = thousand_nodes(1, 0.30);
   const DhtScenarioReport r = run_or_fail(config, "dht 1000 nodes churn 30%");
   CHECK(r.keys_never_held <= r.stores_aborted);
   CHECK(r.keys_without_replica <= 2);

@@ -3,6 +3,8 @@
 /// devices (four replicas) and the single-process SGD it must match.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,6 +96,31 @@ inline void check_bsp(const PsScenarioReport& report) {
   for (const auto& s : report.steps) {
     for (auto v : s.versions) CHECK(v == s.step);
   }
+}
+
+/// What run_killing() kills: the first PS device, or the last replica.
+enum class Kill { ps, replica };
+
+/// `c` run (run_checked()) for up to 1000 steps with `what` killed at step `step`.
+inline PsScenarioReport run_killing(PsScenarioConfig c, Kill what, std::int64_t step) {
+  c.steps = 1000;
+  (what == Kill::ps ? c.kill_ps_at : c.kill_replica_at) = step;
+  return run_checked(c);
+}
+
+/// The replicas of `report` but the last (the one killed), each checked to have stopped
+/// unfinished with an error holding every one of `needles`.
+inline std::vector<const sim::scenarios::PsReplicaOutcome*> others_failed(const PsScenarioReport& report,
+                                                                          std::initializer_list<const char*> needles) {
+  std::vector<const sim::scenarios::PsReplicaOutcome*> others;
+  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+    const auto& o = report.replicas[r];
+    INFO("replica " << r << ": " << o.error);
+    CHECK_FALSE(o.finished);
+    for (const char* needle : needles) CHECK(o.error.find(needle) != std::string::npos);
+    others.push_back(&o);
+  }
+  return others;
 }
 
 /// Single-process SGD on the concatenated batch of all replicas, c.steps steps.

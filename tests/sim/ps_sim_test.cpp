@@ -85,10 +85,8 @@ TEST_CASE("simulated async training runs every replica to the end", "[sim][ps]")
 }
 
 TEST_CASE("a simulated PS killed mid-training ends every replica with an error naming it", "[sim][ps]") {
-  auto c = make_config(cs::BuilderKind::ps_load_balancing);
-  c.steps = 1000;
-  c.kill_ps_at = 3;
-  const auto report = run_checked(c);
+  const auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  const auto report = run_killing(c, Kill::ps, 3);
   INFO(sim::scenarios::format_report(report));
   CHECK_FALSE(report.killed.empty());
   bool named_dead = false;
@@ -107,19 +105,12 @@ TEST_CASE("a simulated PS killed mid-training ends every replica with an error n
 }
 
 TEST_CASE("a simulated replica killed mid-training ends the others with an error naming it", "[sim][ps]") {
-  auto c = make_config(cs::BuilderKind::ps_load_balancing);
-  c.steps = 1000;
-  c.kill_replica_at = 3;
-  const auto report = run_checked(c);
+  const auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  const auto report = run_killing(c, Kill::replica, 3);
   INFO(sim::scenarios::format_report(report));
   CHECK(report.replicas.back().killed);
-  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
-    const auto& o = report.replicas[r];
-    CHECK_FALSE(o.finished);
-    CHECK(o.error.find("unavailable") != std::string::npos);
-    CHECK(o.error.find("replica 3 at ") != std::string::npos);
-    CHECK(o.error.find("went down") != std::string::npos);
-    CHECK(o.end < c.call_timeout);
+  for (const auto* o : others_failed(report, {"unavailable", "replica 3 at ", "went down"})) {
+    CHECK(o->end < c.call_timeout);
   }
 }
 
@@ -197,10 +188,8 @@ TEST_CASE("local_replication under SSP with a straggler keeps the bound and neve
 TEST_CASE("local_replication: a killed PS fails the readers waiting at a proxy too", "[sim][ps]") {
   cs::BuilderOptions options;
   options.local_proxy_variable = true;
-  auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
-  c.steps = 1000;
-  c.kill_ps_at = 4;
-  const auto report = run_checked(c);
+  const auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
+  const auto report = run_killing(c, Kill::ps, 4);
   INFO(sim::scenarios::format_report(report));
   for (const auto& r : report.replicas) {
     CHECK_FALSE(r.finished);

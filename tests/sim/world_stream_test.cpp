@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/world.hpp"
+#include "tests/sim/host_pair.hpp"
 
 namespace {
 
@@ -79,19 +80,9 @@ class StreamHost : public Host {
   }
 };
 
-struct Pair {
-  World world;
-  StreamHost* a = nullptr;  ///< the caller
-  StreamHost* b = nullptr;  ///< the callee
-  explicit Pair(std::uint64_t seed = 5, apiary::sim::LinkModel link = {2ms, 0ms, 0.0}) : world(seed) {
-    REQUIRE(world.network().set_default(link).ok());
-    auto ha = std::make_unique<StreamHost>();
-    auto hb = std::make_unique<StreamHost>();
-    a = ha.get();
-    b = hb.get();
-    REQUIRE(world.add_node("a", std::move(ha)).ok());
-    REQUIRE(world.add_node("b", std::move(hb)).ok());
-  }
+/// a: the caller; b: the callee.
+struct Pair : apiary::testing::HostPair<StreamHost> {
+  explicit Pair(std::uint64_t seed = 5, apiary::sim::LinkModel link = {2ms, 0ms, 0.0}) : HostPair(seed, link) {}
   void start() {
     REQUIRE(world.start_node("b", 0ms).ok());
     REQUIRE(world.start_node("a", 0ms).ok());

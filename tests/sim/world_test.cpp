@@ -8,6 +8,7 @@
 
 #include "sim/rng.hpp"
 #include "sim/world.hpp"
+#include "tests/sim/host_pair.hpp"
 
 namespace {
 
@@ -50,19 +51,8 @@ class ScriptHost : public Host {
   }
 };
 
-struct Pair {
-  World world{3};
-  ScriptHost* a = nullptr;
-  ScriptHost* b = nullptr;
-  Pair() {
-    REQUIRE(world.network().set_default({2ms, 0ms, 0.0}).ok());
-    auto ha = std::make_unique<ScriptHost>();
-    auto hb = std::make_unique<ScriptHost>();
-    a = ha.get();
-    b = hb.get();
-    REQUIRE(world.add_node("a", std::move(ha)).ok());
-    REQUIRE(world.add_node("b", std::move(hb)).ok());
-  }
+struct Pair : apiary::testing::HostPair<ScriptHost> {
+  Pair() : HostPair(3, {2ms, 0ms, 0.0}) {}
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/role.hpp"
 #include "messages/result.hpp"
 #include "transport/transport.hpp"
 
@@ -41,6 +42,16 @@ const char* wait_for_shutdown_signal();
 /// Registers --batch, --samples and --features: the synthetic data set and the
 /// logistic-regression model of `apiary ps` and `apiary sim ps`.
 void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features);
+
+/// Registers --host: which role host runs the command's node, "actor" or "transport".
+inline void add_host_option(CLI::App& cmd, core::HostKind& kind) {
+  cmd.add_option_function<std::string>(
+         "--host", [&kind](const std::string& name) {
+           kind = name == "transport" ? core::HostKind::transport_thread : core::HostKind::actor;
+         },
+         "The node's role host: actor (its own) or transport (the transport's thread, no hand-off per call)")
+      ->check(CLI::IsMember({"actor", "transport"}));
+}
 
 /// The UCX lanes to same-host peers named by a --mode or --transport flag ("tcp" or "shm").
 inline transport::Mode transport_mode(const std::string& name) {

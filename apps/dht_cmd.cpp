@@ -129,6 +129,7 @@ Command add_dht_commands(CLI::App& app) {
   cmd->add_option("--identity", opts->identity_file,
                   "Ed25519 key file (see `apiary identity create`); default: a fresh key for this run");
   cmd->add_option("--mode", *mode, "Same-host lanes: tcp or shm")->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  add_host_option(*cmd, opts->host);
   auto authority = std::make_shared<std::string>();
   const char* authority_help =
       "Turn on request authorization: an Ed25519 key file (see `apiary identity create`) shared by the "

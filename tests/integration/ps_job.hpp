@@ -4,6 +4,7 @@
 /// processes, reading what they print, and the single-process SGD they must match.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,6 +107,11 @@ std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs);
 /// `count` of `procs`.
 std::vector<Run> kill_then_finish(Process& victim, const std::vector<std::unique_ptr<Process>>& procs,
                                   std::size_t count);
+
+/// Checks each of `runs` (replica r's run at r), with what it printed shown on a failure:
+/// it ended with rc 1, and `check` holds (its own checks of the run; it returns whether
+/// the run named the process that died). True when at least one run named it.
+bool each_failed(const std::vector<Run>& runs, const std::function<bool(const Run&)>& check);
 
 /// Reads lines of `p` until one contains `needle` and returns it (nullopt: the process
 /// ended or stayed silent for `timeout` first); every line read is appended to `seen`.

@@ -95,13 +95,10 @@ TEST_CASE("NCCL over 2 GPU replica processes equals single-process SGD (gpu, ski
   }
   // chunk 1: w and b in two NCCL collectives per step; 128: one fused collective.
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.all_reduce_spec = Sync::NCCL;
-  const Job job = make_gpu_job(o, 2, "nccl2_" + std::to_string(chunk));
+  const Job job = make_gpu_job(testing::ar_options(chunk, Sync::NCCL), 2, "nccl2_" + std::to_string(chunk));
   const std::int64_t steps = 12;
   const auto runs = finish_all(start_gpu_replicas(job, 2, "--steps " + std::to_string(steps)));
-  check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * (chunk == 1 ? 2 : 1));
+  check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * testing::collectives_per_step(chunk));
 }
 
 TEST_CASE("AUTO on one GPU replica runs a one-rank NCCL group: single-process SGD (gpu, skipped without one)",

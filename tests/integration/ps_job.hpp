@@ -14,14 +14,14 @@
 #include "core/ps/plan.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "tests/support/ar_options.hpp"
 #include "tests/support/process.hpp"
 
 namespace apiary::testing::ps_job {
 
 namespace cs = core::strategy;
 namespace cps = core::ps;
-/// The synchronizer whose spec and compressor the all-reduce jobs pick.
-using Sync = pb::autodist::AllReduceSynchronizer;
+using testing::Sync;
 
 inline constexpr int k_replicas = 4;
 inline constexpr std::size_t k_features = 16;

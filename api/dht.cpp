@@ -107,13 +107,9 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
     if (!rt) return rt.error();
     runtime = std::move(*rt);
   } else {
-    RuntimeOptions ro;
+    RuntimeOptions ro = api::runtime_options_of(options);
     ro.system = options.system;
-    ro.listen = options.listen;
-    ro.identity_file = options.identity_file;
-    ro.mode = options.mode;
     ro.busy_poll = options.busy_poll;
-    ro.threads = options.threads;
     auto rt = Runtime::start(ro);
     if (!rt) return rt.error();
     runtime = std::move(*rt);

@@ -27,12 +27,7 @@ Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
     if (!m) return make_error(errc::invalid_argument, "--bootstrap '{}': {}", b, m.error().message);
     bootstrap.push_back(m->without_peer().to_string());
   }
-  RuntimeOptions ro;
-  ro.listen = options.listen;
-  ro.identity_file = options.identity_file;
-  ro.mode = options.mode;
-  ro.threads = options.threads;
-  auto rt = Runtime::start(ro);
+  auto rt = Runtime::start(api::runtime_options_of(options));
   if (!rt) return rt.error();
 
   std::unique_ptr<Node> node(new Node());

@@ -1,10 +1,11 @@
 #pragma once
-/// What every embedding facade does at start-up: load (or make) the node's identity and
-/// configure its actor system.
+/// What every embedding facade does at start-up: load (or make) the node's identity,
+/// fill its runtime's options and configure its actor system.
 #include <cstddef>
 #include <memory>
 #include <string>
 
+#include "api/runtime.hpp"
 #include "messages/identity/ed25519.hpp"
 #include "messages/result.hpp"
 
@@ -21,6 +22,18 @@ Result<messages::Ed25519PrivateKey> load_identity(const std::string& identity_fi
 /// An actor system configuration for a node: idle workers do not poll (CAF's 50 µs
 /// sleeps would add 50-100 µs per hop); `threads` > 0 caps the scheduler's threads.
 std::unique_ptr<caf::actor_system_config> node_actor_system_config(std::size_t threads);
+
+/// The RuntimeOptions a facade's `options` name (DhtOptions, NodeOptions): their listen
+/// address, identity file, transport mode and scheduler threads; the rest as defaulted.
+template <class FacadeOptions>
+RuntimeOptions runtime_options_of(const FacadeOptions& options) {
+  RuntimeOptions ro;
+  ro.listen = options.listen;
+  ro.identity_file = options.identity_file;
+  ro.mode = options.mode;
+  ro.threads = options.threads;
+  return ro;
+}
 
 /// Put at the top of a facade's start: when it returns, the calling thread lets go of
 /// the actor system's logger. CAF 0.17 keeps a reference to it in a thread-local of

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <future>
+#include <vector>
 
 #include "api/averager.hpp"
 #include "api/dht.hpp"
@@ -38,6 +39,26 @@ struct Swarm : testing::DhtPeers {
     }
   }
   ~Swarm() { averagers.clear(); }
+
+  /// Starts on every averager a step that waits for its trigger (30 s at most); the
+  /// futures of its report, in order.
+  std::vector<std::future<Result<AveragerStepReport>>> triggered_steps() {
+    AveragerStepOptions step;
+    step.require_trigger = true;
+    step.timeout = 30;
+    std::vector<std::future<Result<AveragerStepReport>>> out;
+    for (auto& averager : averagers) out.push_back(averager->step(step));
+    return out;
+  }
+
+  /// Checks that every averager's first tensor is `expected`, to 1e-6.
+  void check_first_tensors(const std::vector<float>& expected) const {
+    for (const auto& averager : averagers) {
+      const auto t = averager->tensors()[0];
+      REQUIRE(t.size() == expected.size());
+      for (std::size_t k = 0; k < t.size(); ++k) CHECK(t[k] == Approx(expected[k]).margin(1e-6));
+    }
+  }
 };
 
 }  // namespace
@@ -45,52 +66,36 @@ struct Swarm : testing::DhtPeers {
 TEST_CASE("a require_trigger step finds its group but averages only after trigger, with the weight set last",
           "[actor][averaging]") {
   Swarm swarm({{0.0f, 4.0f}, {4.0f, 0.0f}});
-  AveragerStepOptions step;
-  step.require_trigger = true;
-  step.timeout = 30;
-  auto first = swarm.averagers[0]->step(step);
-  auto second = swarm.averagers[1]->step(step);
+  auto steps = swarm.triggered_steps();
   // The group forms after min_matchmaking_time; without a trigger nothing is averaged.
-  CHECK(first.wait_for(3s) == std::future_status::timeout);
+  CHECK(steps[0].wait_for(3s) == std::future_status::timeout);
   CHECK(swarm.averagers[0]->tensors()[0] == std::vector<float>{0.0f, 4.0f});
   CHECK(swarm.averagers[0]->set_weight(3.0));
   swarm.averagers[0]->trigger();
   swarm.averagers[1]->trigger();
-  auto a = first.get();
-  auto b = second.get();
+  auto a = steps[0].get();
+  auto b = steps[1].get();
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(a->peers.size() == 2);
   CHECK(a->peers == b->peers);
   // Weighted mean: (3 * [0, 4] + 1 * [4, 0]) / 4 = [1, 3].
-  for (const auto& averager : swarm.averagers) {
-    const auto t = averager->tensors()[0];
-    CHECK(t[0] == Approx(1.0f).margin(1e-6));
-    CHECK(t[1] == Approx(3.0f).margin(1e-6));
-  }
+  swarm.check_first_tensors({1.0f, 3.0f});
   CHECK_FALSE(swarm.averagers[0]->set_weight(1.0));  // no step runs any more
 }
 
 TEST_CASE("a step scheduled before the trainer filled its tensors averages them as they are at the trigger",
           "[actor][averaging]") {
   Swarm swarm({{0.0f, 0.0f}, {0.0f, 0.0f}});
-  AveragerStepOptions step;
-  step.require_trigger = true;
-  step.timeout = 30;
-  auto first = swarm.averagers[0]->step(step);
-  auto second = swarm.averagers[1]->step(step);
+  auto steps = swarm.triggered_steps();
   // The trainer writes its values after the step began (hivemind's pre-scheduled rounds).
   swarm.averagers[0]->with_tensors([](std::vector<std::vector<float>>& t) { t[0] = {2.0f, 6.0f}; });
   swarm.averagers[1]->with_tensors([](std::vector<std::vector<float>>& t) { t[0] = {4.0f, 0.0f}; });
   swarm.averagers[0]->trigger();
   swarm.averagers[1]->trigger();
-  REQUIRE(first.get().ok());
-  REQUIRE(second.get().ok());
-  for (const auto& averager : swarm.averagers) {
-    const auto t = averager->tensors()[0];
-    CHECK(t[0] == Approx(3.0f).margin(1e-6));
-    CHECK(t[1] == Approx(3.0f).margin(1e-6));
-  }
+  REQUIRE(steps[0].get().ok());
+  REQUIRE(steps[1].get().ok());
+  swarm.check_first_tensors({3.0f, 3.0f});
 }
 
 TEST_CASE("part reductions on the CPU device actor and inline in the role give one mean",

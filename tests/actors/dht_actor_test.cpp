@@ -30,6 +30,21 @@ OpResult wait(std::future<OpResult> f) {
   return f.get();
 }
 
+/// The value of an API call's result (fails the test on an error).
+template <class T>
+T value_of(std::future<Result<T>> f) {
+  auto r = f.get();
+  REQUIRE(r.ok());
+  return std::move(*r);
+}
+
+/// The value a get found (fails the test on an error or when it found none).
+FoundValue found(std::future<Result<std::optional<FoundValue>>> f) {
+  auto got = value_of(std::move(f));
+  REQUIRE(got.has_value());
+  return std::move(*got);
+}
+
 /// `n` DHT nodes on in-process gateways, each bootstrapped from the first, on hosts of `kind`.
 struct LocalSwarm {
   caf::actor_system_config cfg;
@@ -193,13 +208,8 @@ TEST_CASE("Dht nodes over UCX share one actor system, and a missing initial peer
   CHECK((*client)->visible_addrs().empty());
 
   const double expiration = Dht::now() + 30;
-  auto stored = (*client)->store(DhtKey::str("mykey"), core::dht::pack_str("hello"), expiration).get();
-  REQUIRE(stored.ok());
-  CHECK(*stored);
-  auto got = (*b)->get(DhtKey::str("mykey")).get();
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("hello"));
+  CHECK(value_of((*client)->store(DhtKey::str("mykey"), core::dht::pack_str("hello"), expiration)));
+  CHECK(std::get<std::string>(found((*b)->get(DhtKey::str("mykey"))).value) == core::dht::pack_str("hello"));
   auto missing = (*a)->get(DhtKey::bytes("key"), true).get();
   REQUIRE(missing.ok());
   CHECK_FALSE(missing->has_value());
@@ -255,13 +265,8 @@ TEST_CASE("many Dht share one gateway: each is reached by its own PeerID, also f
   own.initial_peers = nodes[4]->visible_addrs();
   auto outsider = Dht::start(own);
   REQUIRE(outsider.ok());
-  auto stored = nodes[2]->store(DhtKey::str("shared"), core::dht::pack_str("gateway"), Dht::now() + 30).get();
-  REQUIRE(stored.ok());
-  CHECK(*stored);
-  auto got = (*outsider)->get(DhtKey::str("shared"), true).get();
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("gateway"));
+  CHECK(value_of(nodes[2]->store(DhtKey::str("shared"), core::dht::pack_str("gateway"), Dht::now() + 30)));
+  CHECK(std::get<std::string>(found((*outsider)->get(DhtKey::str("shared"), true)).value) == core::dht::pack_str("gateway"));
   std::size_t replicas = 0;
   for (auto& n : nodes) replicas += *n->stores_locally(DhtKey::str("shared")) ? 1 : 0;
   replicas += *(*outsider)->stores_locally(DhtKey::str("shared")) ? 1 : 0;
@@ -311,22 +316,14 @@ TEST_CASE("an owner's subkey cannot be overwritten by another key's holder", "[a
   const auto key = DhtKey::str("experts");
   const auto bob_subkey = DhtKey::str(bob_validator->own_marker());
   const double expiration = Dht::now() + 30;
-  auto stored = (*bob)->store(key, core::dht::pack_str("bob's"), expiration, bob_subkey).get();
-  REQUIRE(stored.ok());
-  CHECK(*stored);
-  auto overwrite = (*mallory)->store(key, core::dht::pack_str("mallory's"), expiration + 10, bob_subkey).get();
-  REQUIRE(overwrite.ok());
-  CHECK_FALSE(*overwrite);
+  CHECK(value_of((*bob)->store(key, core::dht::pack_str("bob's"), expiration, bob_subkey)));
+  CHECK_FALSE(value_of((*mallory)->store(key, core::dht::pack_str("mallory's"), expiration + 10, bob_subkey)));
   // Mallory can write under her own subkey of the same key.
   const auto mallory_subkey = DhtKey::str(mallory_validator->own_marker());
-  auto own = (*mallory)->store(key, core::dht::pack_str("mallory's"), expiration, mallory_subkey).get();
-  REQUIRE(own.ok());
-  CHECK(*own);
+  CHECK(value_of((*mallory)->store(key, core::dht::pack_str("mallory's"), expiration, mallory_subkey)));
 
-  auto got = servers[2]->get(key, true).get();
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  const auto& dict = std::get<FoundValue::Dictionary>((*got)->value);
+  const FoundValue got = found(servers[2]->get(key, true));
+  const auto& dict = std::get<FoundValue::Dictionary>(got.value);
   REQUIRE(dict.count(bob_subkey.packed()) == 1);
   CHECK(dict.at(bob_subkey.packed()).value == core::dht::pack_str("bob's"));  // signature stripped
   CHECK(dict.count(mallory_subkey.packed()) == 1);
@@ -361,13 +358,8 @@ TEST_CASE("with authorization on, nodes holding the authority's tokens talk and 
   o2.initial_peers = (*alice)->visible_addrs();
   auto bob = Dht::start(o2);
   REQUIRE(bob.ok());
-  auto stored = (*bob)->store(DhtKey::str("authorized"), core::dht::pack_str("yes"), Dht::now() + 30).get();
-  REQUIRE(stored.ok());
-  CHECK(*stored);
-  auto got = (*alice)->get(DhtKey::str("authorized"), true).get();
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(std::get<std::string>((*got)->value) == core::dht::pack_str("yes"));
+  CHECK(value_of((*bob)->store(DhtKey::str("authorized"), core::dht::pack_str("yes"), Dht::now() + 30)));
+  CHECK(std::get<std::string>(found((*alice)->get(DhtKey::str("authorized"), true)).value) == core::dht::pack_str("yes"));
 
   // No token at all, or a token of another authority: no initial peer answers.
   DhtOptions anonymous = base;

@@ -46,6 +46,12 @@ struct Fixture {
     sched->run();
     return f;
   }
+  /// call() of one that must still be waiting for its answer then.
+  std::future<Result<Value>> pending_call(const caf::actor& host, const std::string& role, const std::string& method) {
+    auto f = call(host, role, method);
+    CHECK(!ready(f));
+    return f;
+  }
   /// Stops `host` and runs the coordinator until it has gone.
   void stop(const caf::actor& host) {
     caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
@@ -60,6 +66,18 @@ struct Fixture {
     REQUIRE(ready(f));
     return f.get();
   }
+  /// The value of type T that call result `r` holds (fails the test if the call failed).
+  template <class T>
+  static T value_of(const Result<Value>& r) {
+    REQUIRE(r.ok());
+    REQUIRE(r->as<T>() != nullptr);
+    return *r->as<T>();
+  }
+  /// The error that call result `r` holds (fails the test if the call succeeded).
+  static Error error_of(const Result<Value>& r) {
+    REQUIRE(!r.ok());
+    return r.error();
+  }
 };
 
 }  // namespace
@@ -71,26 +89,20 @@ TEST_CASE("a hosted role's local calls complete, an unknown method with not_foun
   auto bad = actors::call_role(host, "", "triple", Value::of(4));
   CHECK(!Fixture::ready(twice));  // nothing runs until the coordinator says so
   f.sched->run();
-  auto r = Fixture::take(twice);
-  REQUIRE(r.ok());
-  CHECK(*r->as<int>() == 8);
-  auto e = bad.get();
-  REQUIRE(!e.ok());
-  CHECK(e.error().code == errc::not_found);
-  CHECK(e.error().message.find("triple") != std::string::npos);
+  CHECK(Fixture::value_of<int>(Fixture::take(twice)) == 8);
+  const Error e = Fixture::error_of(bad.get());
+  CHECK(e.code == errc::not_found);
+  CHECK(e.message.find("triple") != std::string::npos);
   f.stop(host);
 }
 
 TEST_CASE("a role's timer fires when the clock is advanced, and completes its call", "[role_actor]") {
   Fixture f;
   auto host = f.spawn();
-  auto later = f.call(host, "", "later");
-  CHECK(!Fixture::ready(later));
+  auto later = f.pending_call(host, "", "later");
   f.sched->trigger_timeouts();
   f.sched->run();
-  auto r = Fixture::take(later);
-  REQUIRE(r.ok());
-  CHECK(*r->as<std::string>() == "fired");
+  CHECK(Fixture::value_of<std::string>(Fixture::take(later)) == "fired");
   f.stop(host);
 }
 
@@ -99,24 +111,17 @@ TEST_CASE("a hosted Mux answers one role's Ask with another's, and an unknown ro
   auto host = f.spawn(testing::worker_mux());
   auto asked = actors::call_role(host, "a", "ask", Value::of(std::string("b")));
   auto nobody = f.call(host, "a", "ask", Value::of(std::string("c")));
-  auto r = asked.get();
-  REQUIRE(r.ok());
-  CHECK(*r->as<int>() == 42);
-  auto e = nobody.get();
-  REQUIRE(!e.ok());
-  CHECK(e.error().message.find("'c'") != std::string::npos);
+  CHECK(Fixture::value_of<int>(asked.get()) == 42);
+  CHECK(Fixture::error_of(nobody.get()).message.find("'c'") != std::string::npos);
   f.stop(host);
 }
 
 TEST_CASE("a host that stops answers its waiting callers, and calls sent after, with cancelled", "[role_actor]") {
   Fixture f;
   auto host = f.spawn();
-  auto waiting = f.call(host, "", "never");
-  CHECK(!Fixture::ready(waiting));
+  auto waiting = f.pending_call(host, "", "never");
   f.stop(host);
-  auto r = Fixture::take(waiting);
-  REQUIRE(!r.ok());
-  CHECK(r.error().code == errc::cancelled);
+  CHECK(Fixture::error_of(Fixture::take(waiting)).code == errc::cancelled);
   auto late = f.call(host, "", "double", Value::of(1));
   CHECK(Fixture::take(late).error().code == errc::cancelled);
 }
@@ -127,9 +132,7 @@ TEST_CASE("an Ask for a role of another host of the process goes there, and a st
   auto other = f.spawn();
   auto host = f.spawn(std::make_unique<Worker>(), actors::RoleRoutes{{"dht", other}});
   auto asked = f.call(host, "", "ask", Value::of(std::string("dht")));
-  auto r = Fixture::take(asked);
-  REQUIRE(r.ok());
-  CHECK(*r->as<int>() == 42);
+  CHECK(Fixture::value_of<int>(Fixture::take(asked)) == 42);
   auto unrouted = f.call(host, "", "ask", Value::of(std::string("averager")));
   CHECK(unrouted.get().error().code == errc::not_found);
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -25,22 +26,26 @@ const PeerAddr k_a = "/ip4/10.0.0.2/tcp/4100";
 const PeerAddr k_b = "/ip4/10.0.0.3/tcp/4100";
 const PeerAddr k_c = "/ip4/10.0.0.4/tcp/4100";
 
+// `message` (a probe or an ack, its address set) with `seq` and the `known` peers, serialized.
+template <typename Message>
+std::string with_known(Message message, std::uint64_t seq, const std::vector<PeerAddr>& known) {
+  message.set_seq(seq);
+  for (const auto& k : known) message.add_known_peers(k);
+  return message.SerializeAsString();
+}
+
 std::string probe_bytes(std::uint64_t seq, const PeerAddr& sender,
                         const std::vector<PeerAddr>& known) {
   pb::PingProbe probe;
-  probe.set_seq(seq);
   probe.set_sender_addr(sender);
-  for (const auto& k : known) probe.add_known_peers(k);
-  return probe.SerializeAsString();
+  return with_known(std::move(probe), seq, known);
 }
 
 std::string ack_bytes(std::uint64_t seq, const PeerAddr& responder,
                       const std::vector<PeerAddr>& known) {
   pb::PingAck ack;
-  ack.set_seq(seq);
   ack.set_responder_addr(responder);
-  for (const auto& k : known) ack.add_known_peers(k);
-  return ack.SerializeAsString();
+  return with_known(std::move(ack), seq, known);
 }
 
 pb::PingProbe parse_probe(const Call& call) {

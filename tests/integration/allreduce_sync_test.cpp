@@ -47,14 +47,11 @@ TEST_CASE("AllReduce over 4 replica processes equals single-process SGD on the c
           "[allreduce][integration]") {
   // chunk_size 1: w and b in two groups (two collectives per step); 128: one fused collective.
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.all_reduce_spec = Sync::RING;
-  const Job job = make_ar_job(o, "exact" + std::to_string(chunk));
+  const Job job = make_ar_job(testing::ar_options(chunk, Sync::RING), "exact" + std::to_string(chunk));
   const std::int64_t steps = 12;
   const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
-  const std::int64_t groups = chunk == 1 ? 2 : 1;
+  const std::int64_t groups = testing::collectives_per_step(chunk);
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
     REQUIRE(runs[r].rc == 0);
@@ -96,11 +93,7 @@ TEST_CASE("HorovodCompressor (fp16 on the wire) keeps the 4 replica processes bi
           "[allreduce][integration]") {
   // Two groups (w and b apart) and one fused group: every replica must end with the same bits.
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.all_reduce_spec = Sync::RING;
-  o.compressor = Sync::HorovodCompressor;
-  const Job job = make_ar_job(o, "fp16_" + std::to_string(chunk));
+  const Job job = make_ar_job(testing::ar_options(chunk, Sync::RING, Sync::HorovodCompressor), "fp16_" + std::to_string(chunk));
   const std::int64_t steps = 20;
   const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps)));
   const auto expected = reference_sgd(steps);
@@ -134,13 +127,11 @@ TEST_CASE("a killed replica ends the other replicas' all-reduce with an error na
   }
   REQUIRE(seen == 5);
   const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
-  for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto& run = runs[r];
-    INFO("replica " << r << " printed:\n" << run.text);
-    CHECK(run.rc == 1);
+  each_failed(runs, [](const Run& run) {
     CHECK(run.text.find("peer_down") != std::string::npos);
     CHECK(run.text.find("rank 3") != std::string::npos);
-  }
+    return true;
+  });
 }
 
 TEST_CASE("an embedded all-reduce job equals single-process SGD, NCCL runs as RING without GPUs",

@@ -169,16 +169,12 @@ TEST_CASE("a killed PS process ends every replica of a mixed job with an error n
   std::string chief_text;
   REQUIRE(read_until(*procs[0], "step 3 ", 60s, chief_text));
   const auto runs = kill_then_finish(*servers.procs[0], procs, k_replicas);
-  bool named_dead = false;
-  for (int r = 0; r < k_replicas; ++r) {
-    const auto& run = runs[r];
-    INFO("replica " << r << " printed:\n" << run.text);
-    REQUIRE(run.rc == 1);
+  const bool named_dead = each_failed(runs, [&](const Run& run) {
     CHECK(run.text.find("apiary ps: ") != std::string::npos);
     // Replicas waiting on the PS name it; one waiting in the collective may instead
     // name the replica that left it first.
-    if (run.text.find("on PS " + servers.devices[0]) != std::string::npos) named_dead = true;
-  }
+    return run.text.find("on PS " + servers.devices[0]) != std::string::npos;
+  });
   CHECK(named_dead);
 }
 
@@ -191,14 +187,12 @@ TEST_CASE("a killed replica ends the other replicas of a mixed job with an error
   std::string seen;
   REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
   const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
-  for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto& run = runs[r];
-    INFO("replica " << r << " printed:\n" << run.text);
-    REQUIRE(run.rc == 1);
+  each_failed(runs, [](const Run& run) {
     // The PS ends the step for the lost session ("replica 3 at ... went down"), or the
     // collective reports its member gone ("rank 3").
     CHECK((run.text.find("replica 3 at ") != std::string::npos || run.text.find("rank 3") != std::string::npos));
-  }
+    return true;
+  });
 }
 
 TEST_CASE("a mixed job's replica needs every replica's replica: address", "[mixed][integration]") {

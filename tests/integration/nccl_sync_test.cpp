@@ -62,6 +62,14 @@ std::string why_no_gpus(int gpus) {
   return {};
 }
 
+/// Whether a case needing `gpus` GPUs must skip here; says why (as a skip) when it must.
+bool skip_without_gpus(int gpus) {
+  const std::string why = why_no_gpus(gpus);
+  if (why.empty()) return false;
+  WARN("skipped: " << why);
+  return true;
+}
+
 /// Every replica ended well with the expected values, and all with the same bits.
 void check_runs(const std::vector<Run>& runs, const std::map<std::string, std::vector<float>>& expected,
                 double margin, const std::string& transport, std::int64_t collectives) {
@@ -89,27 +97,18 @@ void check_runs(const std::vector<Run>& runs, const std::map<std::string, std::v
 
 TEST_CASE("NCCL over 2 GPU replica processes equals single-process SGD (gpu, skipped without 2 GPUs)",
           "[nccl][gpu]") {
-  if (const auto why = why_no_gpus(2); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (skip_without_gpus(2)) return;
   // chunk 1: w and b in two NCCL collectives per step; 128: one fused collective.
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.all_reduce_spec = Sync::NCCL;
-  const Job job = make_gpu_job(o, 2, "nccl2_" + std::to_string(chunk));
+  const Job job = make_gpu_job(testing::ar_options(chunk, Sync::NCCL), 2, "nccl2_" + std::to_string(chunk));
   const std::int64_t steps = 12;
   const auto runs = finish_all(start_gpu_replicas(job, 2, "--steps " + std::to_string(steps)));
-  check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * (chunk == 1 ? 2 : 1));
+  check_runs(runs, reference_sgd(steps, 2), 1e-5, "NCCL", steps * testing::collectives_per_step(chunk));
 }
 
 TEST_CASE("AUTO on one GPU replica runs a one-rank NCCL group: single-process SGD (gpu, skipped without one)",
           "[nccl][gpu]") {
-  if (const auto why = why_no_gpus(1); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (skip_without_gpus(1)) return;
   cs::BuilderOptions o;
   o.all_reduce_spec = Sync::AUTO;
   const Job job = make_gpu_job(o, 1, "nccl1");
@@ -178,10 +177,7 @@ TEST_CASE("NcclGroup refuses a bad config, and a GPU this process cannot use, sa
 
 TEST_CASE("NcclGroup of one rank: the weighted mean, float16 rounding per codec (gpu, skipped without one)",
           "[nccl][gpu]") {
-  if (const auto why = why_no_gpus(1); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (skip_without_gpus(1)) return;
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto gw = testing::start_local_gateway(sys);

@@ -145,6 +145,16 @@ std::vector<Run> kill_then_finish(Process& victim, const std::vector<std::unique
   return runs;
 }
 
+bool each_failed(const std::vector<Run>& runs, const std::function<bool(const Run&)>& check) {
+  bool named = false;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 1);
+    if (check(runs[r])) named = true;
+  }
+  return named;
+}
+
 std::optional<std::string> read_until(Process& p, const std::string& needle, std::chrono::milliseconds timeout,
                                       std::string& seen) {
   while (auto line = p.read_line(timeout)) {

@@ -4,6 +4,7 @@
 /// processes, reading what they print, and the single-process SGD they must match.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,14 +14,14 @@
 #include "core/ps/plan.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "tests/support/ar_options.hpp"
 #include "tests/support/process.hpp"
 
 namespace apiary::testing::ps_job {
 
 namespace cs = core::strategy;
 namespace cps = core::ps;
-/// The synchronizer whose spec and compressor the all-reduce jobs pick.
-using Sync = pb::autodist::AllReduceSynchronizer;
+using testing::Sync;
 
 inline constexpr int k_replicas = 4;
 inline constexpr std::size_t k_features = 16;
@@ -106,6 +107,11 @@ std::vector<Run> finish_all(const std::vector<std::unique_ptr<Process>>& procs);
 /// `count` of `procs`.
 std::vector<Run> kill_then_finish(Process& victim, const std::vector<std::unique_ptr<Process>>& procs,
                                   std::size_t count);
+
+/// Checks each of `runs` (replica r's run at r), with what it printed shown on a failure:
+/// it ended with rc 1, and `check` holds (its own checks of the run; it returns whether
+/// the run named the process that died). True when at least one run named it.
+bool each_failed(const std::vector<Run>& runs, const std::function<bool(const Run&)>& check);
 
 /// Reads lines of `p` until one contains `needle` and returns it (nullopt: the process
 /// ended or stayed silent for `timeout` first); every line read is appended to `seen`.

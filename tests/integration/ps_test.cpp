@@ -27,6 +27,25 @@ using namespace apiary;
 using namespace apiary::testing::ps_job;
 using namespace std::chrono_literals;
 
+namespace {
+
+/// A PS load-balancing job in a directory named after `name`: its PS processes, and
+/// replicas that train until something kills them, with step deadlines `timeout_ms` away.
+struct EndlessJob {
+  const Job job;
+  Servers servers;
+  std::vector<std::unique_ptr<testing::Process>> procs;
+
+  EndlessJob(const std::string& name, int timeout_ms)
+      : job(make_job(cs::BuilderKind::ps_load_balancing, {}, name, true)) {
+    start_servers(job, servers);
+    procs = start_replicas(job, servers.peers,
+                           "--steps 100000 --step-delay-ms 5 --timeout-ms " + std::to_string(timeout_ms));
+  }
+};
+
+}  // namespace
+
 TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concatenated batch", "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);
   const std::int64_t steps = 12;
@@ -80,61 +99,37 @@ TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler
 }
 
 TEST_CASE("a killed PS process ends every replica with an error naming it", "[ps][integration]") {
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killps", true);
-  Servers servers;
-  start_servers(job, servers);
-  auto procs = start_replicas(job, servers.peers, "--steps 100000 --step-delay-ms 5 --timeout-ms 20000");
+  EndlessJob job("killps", 20000);
+  const Servers& servers = job.servers;
+  const auto& procs = job.procs;
   // Wait for training to run, then kill the first PS process.
-  bool training = false;
   std::string chief_text;
-  while (auto line = procs[0]->read_line(60s)) {
-    chief_text += *line + "\n";
-    if (line->rfind("step 3 ", 0) == 0) {
-      training = true;
-      break;
-    }
-  }
+  const bool training = read_until(*procs[0], "step 3 ", 60s, chief_text).has_value();
   INFO("chief printed:\n" << chief_text);
   REQUIRE(training);
   const auto runs = kill_then_finish(*servers.procs[0], procs, k_replicas);
-  bool named_dead = false;
-  for (int r = 0; r < k_replicas; ++r) {
-    const auto& run = runs[r];
-    INFO("replica " << r << " printed:\n" << run.text);
-    REQUIRE(run.rc == 1);
+  const bool named_dead = each_failed(runs, [&](const Run& run) {
     CHECK(run.text.find("apiary ps: ") != std::string::npos);
     CHECK(run.text.find(" on PS localhost:CPU:") != std::string::npos);
-    if (run.text.find("on PS " + servers.devices[0]) != std::string::npos &&
-        (run.text.find("peer_down") != std::string::npos || run.text.find("unavailable") != std::string::npos)) {
-      named_dead = true;
-    }
-  }
+    return run.text.find("on PS " + servers.devices[0]) != std::string::npos &&
+           (run.text.find("peer_down") != std::string::npos || run.text.find("unavailable") != std::string::npos);
+  });
   CHECK(named_dead);
 }
 
 TEST_CASE("a killed replica ends the others with an error naming it, before any deadline", "[ps][integration]") {
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "killreplica", true);
-  Servers servers;
-  start_servers(job, servers);
   // Deadlines far away: the PS processes must tell the others from the lost session.
-  auto procs = start_replicas(job, servers.peers, "--steps 100000 --step-delay-ms 5 --timeout-ms 600000");
-  bool training = false;
-  while (auto line = procs[k_replicas - 1]->read_line(60s)) {
-    if (line->rfind("step 3 ", 0) == 0) {
-      training = true;
-      break;
-    }
-  }
-  REQUIRE(training);
+  EndlessJob job("killreplica", 600000);
+  const auto& procs = job.procs;
+  std::string seen;
+  REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
   const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
-  for (int r = 0; r < k_replicas - 1; ++r) {
-    const auto& run = runs[r];
-    INFO("replica " << r << " printed:\n" << run.text);
-    REQUIRE(run.rc == 1);
+  each_failed(runs, [](const Run& run) {
     CHECK(run.text.find("unavailable") != std::string::npos);
     CHECK(run.text.find("replica 3 at ") != std::string::npos);
     CHECK(run.text.find("went down") != std::string::npos);
-  }
+    return true;
+  });
 }
 
 TEST_CASE("an embedded job (every PS device and replica in one process) equals single-process SGD",

@@ -48,15 +48,12 @@ TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD 
           "[sim][allreduce]") {
   // chunk_size 1: w and b in two groups (two collectives per step); 128: one fused collective.
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.all_reduce_spec = Sync::RING;
-  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  auto c = make_config(cs::BuilderKind::all_reduce, testing::ar_options(chunk, Sync::RING));
   c.min_latency = 1ms;
   c.max_latency = 20ms;
   const auto report = run(c);
   INFO(sim::scenarios::format_report(report));
-  CHECK(report.mode.find(fmt::format("all-reduce, {} collectives per step", chunk == 1 ? 2 : 1)) == 0);
+  CHECK(report.mode.find(fmt::format("all-reduce, {} collectives per step", testing::collectives_per_step(chunk))) == 0);
   CHECK(report.mode.find("NoneCompressor") != std::string::npos);
   REQUIRE(report.steps.size() == static_cast<std::size_t>(c.steps));
   check_bsp(report);
@@ -68,10 +65,7 @@ TEST_CASE("simulated AllReduce (RING, NoneCompressor) equals single-process SGD 
 
 TEST_CASE("simulated HorovodCompressor (fp16 on the wire) keeps every replica bit-identical", "[sim][allreduce]") {
   const std::int64_t chunk = GENERATE(1, 128);
-  cs::BuilderOptions o;
-  o.chunk_size = chunk;
-  o.compressor = Sync::HorovodCompressor;
-  auto c = make_config(cs::BuilderKind::all_reduce, o);
+  auto c = make_config(cs::BuilderKind::all_reduce, testing::ar_options(chunk, std::nullopt, Sync::HorovodCompressor));
   c.steps = 20;
   c.straggler = 15ms;
   const auto report = run(c);

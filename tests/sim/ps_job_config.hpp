@@ -12,14 +12,14 @@
 #include "core/ps/logistic_regression.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "tests/support/ar_options.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
 
 namespace apiary::testing::sim_ps {
 
 namespace cs = core::strategy;
 namespace cps = core::ps;
-/// The synchronizer whose spec and compressor the all-reduce jobs pick.
-using Sync = pb::autodist::AllReduceSynchronizer;
+using testing::Sync;
 
 using sim::scenarios::PsScenarioConfig;
 using sim::scenarios::PsScenarioReport;

@@ -11,8 +11,21 @@ from .. import _apiary
 from .validation import RecordValidatorBase
 
 
-class _PrivateKey:
+class _PickledAsInitArgument:
+    """Pickles as the one argument its ``__init__`` takes, kept in ``self._<_STATE_KEY>``."""
+
+    _STATE_KEY = ""
+
+    def __getstate__(self) -> dict:
+        return {self._STATE_KEY: getattr(self, "_" + self._STATE_KEY)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state[self._STATE_KEY])
+
+
+class _PrivateKey(_PickledAsInitArgument):
     _KIND = ""
+    _STATE_KEY = "bytes"
     _process_wide: Dict[str, "_PrivateKey"] = {}
     _lock = threading.Lock()
 
@@ -41,12 +54,6 @@ class _PrivateKey:
         """The public key as an owner marker names it."""
         return self._public
 
-    def __getstate__(self) -> dict:
-        return {"bytes": self._bytes}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["bytes"])
-
 
 class RSAPrivateKey(_PrivateKey):
     """An RSA-2048 key (DER bytes); its public key is OpenSSH text ``ssh-rsa AAAA...``."""
@@ -60,10 +67,11 @@ class Ed25519PrivateKey(_PrivateKey):
     _KIND = "ed25519"
 
 
-class _SignatureValidator(RecordValidatorBase):
+class _SignatureValidator(_PickledAsInitArgument, RecordValidatorBase):
     PUBLIC_KEY_FORMAT = b"[owner:_key_]"
     SIGNATURE_FORMAT = b"[signature:_value_]"
     _KEY_CLASS = _PrivateKey
+    _STATE_KEY = "private_key"
 
     def __init__(self, private_key: Optional[_PrivateKey] = None):
         if private_key is None:
@@ -77,12 +85,6 @@ class _SignatureValidator(RecordValidatorBase):
     def local_public_key(self) -> bytes:
         """This validator's owner marker: put it in a subkey to own that entry."""
         return self._local_public_key
-
-    def __getstate__(self) -> dict:
-        return {"private_key": self._private_key}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["private_key"])
 
 
 class RSASignatureValidator(_SignatureValidator):

@@ -8,32 +8,17 @@
 #include <variant>
 #include <vector>
 
-#include "averaging.pb.h"
-#include "core/averaging/state_sharing.hpp"
-#include "tests/core/effects_of.hpp"
+#include "tests/core/averaging/state_testing.hpp"
 
 namespace {
 
-namespace av = apiary::core::averaging;
-namespace pb = apiary::pb;
-using apiary::errc;
-using namespace apiary::core;
-using apiary::messages::Shape;
-using std::chrono::seconds;
-using apiary::testing::all_of;
+using namespace apiary::core::averaging::testing;
 
 const std::vector<Shape> k_shapes{{3, 4}, {100}};
 
 // A donor's stream: two tensors (12 and 100 floats) in 32-byte chunks, values from `base`.
 std::vector<std::string> donor_stream(float base, std::vector<Shape> shapes = k_shapes) {
-  std::vector<std::vector<float>> tensors;
-  for (const Shape& shape : shapes) {
-    std::size_t n = 1;
-    for (auto d : shape) n *= d;
-    std::vector<float> t(n);
-    for (std::size_t i = 0; i < n; ++i) t[i] = base + static_cast<float>(i);
-    tensors.push_back(std::move(t));
-  }
+  const auto tensors = tensors_of(shapes, [base](std::size_t, std::size_t i) { return base + static_cast<float>(i); });
   auto stream = av::make_state_stream("meta", tensors, shapes, pb::NONE, 32);
   REQUIRE(stream.ok());
   return *stream;

@@ -22,6 +22,16 @@ using namespace apiary::core;
 using apiary::errc;
 using apiary::testing::all_of;
 
+/// The one Complete among `fx` (fails the test unless there is exactly one).
+Complete only_complete(const Effects& fx) {
+  const auto done = all_of<Complete>(fx);
+  REQUIRE(done.size() == 1);
+  return done[0];
+}
+
+/// The error code of the one Complete among `fx`.
+errc error_of(const Effects& fx) { return only_complete(fx).result.error().code; }
+
 }  // namespace
 
 TEST_CASE("a sharing role declares itself through the DHT role from Start on, every half period", "[state]") {
@@ -108,24 +118,16 @@ TEST_CASE("the loading role runs one download at a time and refuses bad argument
   CHECK(call.caller == "caller-bytes");
   CHECK(all_of<Complete>(fx).empty());
 
-  fx = role.on({}, LocalCall{2, "", av::k_load_method, Value::of(config)});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].op == 2);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::unavailable);
-
-  fx = role.on({}, LocalCall{3, "", av::k_load_method, Value::of(42)});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
-
-  fx = role.on({}, LocalCall{4, "", "nonsense", {}});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::not_found);
+  const Complete second = only_complete(role.on({}, LocalCall{2, "", av::k_load_method, Value::of(config)}));
+  CHECK(second.op == 2);
+  CHECK(second.result.error().code == errc::unavailable);
+  CHECK(error_of(role.on({}, LocalCall{3, "", av::k_load_method, Value::of(42)})) == errc::invalid_argument);
+  CHECK(error_of(role.on({}, LocalCall{4, "", "nonsense", {}})) == errc::not_found);
 
   // The donor's call fails: no donor left, so the first download completes with the error.
-  fx = role.on({}, Response{call.id, apiary::make_error(errc::unavailable, "peer down")});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].op == 1);
-  CHECK_FALSE(all_of<Complete>(fx)[0].result.ok());
+  const Complete first = only_complete(role.on({}, Response{call.id, apiary::make_error(errc::unavailable, "peer down")}));
+  CHECK(first.op == 1);
+  CHECK_FALSE(first.result.ok());
 }
 
 TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong arguments are refused", "[averager]") {
@@ -134,9 +136,7 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   av::AveragerRole role(config, [] { return std::uint64_t{4}; });
   CHECK(role.handles().size() == 2);
 
-  auto fx = role.on({}, LocalCall{1, "", av::k_step_method, Value::of(42)});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  CHECK(error_of(role.on({}, LocalCall{1, "", av::k_step_method, Value::of(42)})) == errc::invalid_argument);
 
   av::AveragerStep step;
   step.params.group_key = "run.0b";
@@ -146,26 +146,22 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   step.params.request_timeout = std::chrono::seconds(3);
   step.params.min_matchmaking_time = std::chrono::seconds(5);
   step.tensors = {{1.0f, 2.0f}};
-  fx = role.on({}, LocalCall{2, "", av::k_step_method, Value::of(step)});
+  auto fx = role.on({}, LocalCall{2, "", av::k_step_method, Value::of(step)});
   if (!all_of<Complete>(fx).empty()) FAIL(all_of<Complete>(fx)[0].result.error().what());
   CHECK(role.busy());
   const auto asks = all_of<Ask>(fx);
   REQUIRE_FALSE(asks.empty());
   for (const auto& ask : asks) CHECK(ask.role == "dht");
 
-  fx = role.on({}, LocalCall{3, "", av::k_step_method, Value::of(step)});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].op == 3);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::unavailable);
+  const Complete busy = only_complete(role.on({}, LocalCall{3, "", av::k_step_method, Value::of(step)}));
+  CHECK(busy.op == 3);
+  CHECK(busy.result.error().code == errc::unavailable);
 
-  fx = role.on({}, LocalCall{4, "", av::k_set_weight_method, Value::of(0.5)});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(*all_of<Complete>(fx)[0].result->as<bool>());
+  CHECK(*only_complete(role.on({}, LocalCall{4, "", av::k_set_weight_method, Value::of(0.5)})).result->as<bool>());
 
   // A trigger may bring the tensors as they are now, but only at the step's sizes.
-  fx = role.on({}, LocalCall{7, "", av::k_trigger_method, Value::of(std::vector<std::vector<float>>{{1.0f, 2.0f, 3.0f}})});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::invalid_argument);
+  const std::vector<std::vector<float>> wrong_sizes{{1.0f, 2.0f, 3.0f}};
+  CHECK(error_of(role.on({}, LocalCall{7, "", av::k_trigger_method, Value::of(wrong_sizes)})) == errc::invalid_argument);
   CHECK(role.busy());  // the step goes on
 
   // Cancel ends the step (its Complete carries errc::cancelled), then the cancel's own.
@@ -177,7 +173,5 @@ TEST_CASE("the averager's local methods: a step's DHT work leaves as Asks, wrong
   CHECK(done[1].op == 5);
   CHECK_FALSE(role.busy());
 
-  fx = role.on({}, LocalCall{6, "", "fly", {}});
-  REQUIRE(all_of<Complete>(fx).size() == 1);
-  CHECK(all_of<Complete>(fx)[0].result.error().code == errc::not_found);
+  CHECK(error_of(role.on({}, LocalCall{6, "", "fly", {}})) == errc::not_found);
 }

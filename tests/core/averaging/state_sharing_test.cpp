@@ -10,21 +10,13 @@
 #include <variant>
 #include <vector>
 
-#include "averaging.pb.h"
-#include "core/averaging/state_sharing.hpp"
-#include "tests/core/effects_of.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "messages/tensor/codec.hpp"
+#include "tests/core/averaging/state_testing.hpp"
 
 namespace {
 
-namespace av = apiary::core::averaging;
-namespace pb = apiary::pb;
-using apiary::errc;
-using namespace apiary::core;
-using apiary::messages::Shape;
-using std::chrono::seconds;
-using apiary::testing::all_of;
+using namespace apiary::core::averaging::testing;
 
 apiary::core::dht::ValueWithExpiration<std::string> entry(std::string value, double expiration) {
   return {std::move(value), expiration};
@@ -39,14 +31,10 @@ struct State {
 State sample_state() {
   State s;
   s.shapes = {{2, 3}, {300}, {}, {0}, {4, 1, 5}};
-  for (const Shape& shape : s.shapes) {
-    std::size_t n = 1;
-    for (auto d : shape) n *= d;
-    std::vector<float> t(n);
-    // Multiples of 1/8 below 64: exact in float16 too.
-    for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<float>((i * 37 + s.tensors.size()) % 512) / 8.0f - 20.0f;
-    s.tensors.push_back(std::move(t));
-  }
+  // Multiples of 1/8 below 64: exact in float16 too.
+  s.tensors = tensors_of(s.shapes, [](std::size_t t, std::size_t i) {
+    return static_cast<float>((i * 37 + t) % 512) / 8.0f - 20.0f;
+  });
   return s;
 }
 

@@ -43,6 +43,20 @@ std::string regular_value(const std::optional<FoundValue>& f) {
   return std::get<std::string>(f->value);
 }
 
+/// A fresh Ed25519 key (fails the test when none could be made).
+messages::Ed25519PrivateKey new_key() {
+  auto key = messages::Ed25519PrivateKey::generate();
+  REQUIRE(key);
+  return *key;
+}
+
+/// Starts `node` bootstrapped from the first of `nodes` (alone when there is none) and
+/// appends it to them.
+void join_first(NodeNetwork& net, Node& node, std::vector<Node*>& nodes) {
+  REQUIRE(net.start(node, nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{net.addr(*nodes[0])}).status);
+  nodes.push_back(&node);
+}
+
 /// Copies of `key` held in storage by all nodes.
 std::size_t copies(NodeNetwork& net, const NodeId& key) {
   std::size_t n = 0;
@@ -322,20 +336,16 @@ TEST_CASE("a newly joined node nearer to a stored key receives it") {
 
 TEST_CASE("ownership: mallory cannot overwrite bob's subkey, bob can update it") {
   std::mt19937_64 rng(47);
-  auto bob_key = messages::Ed25519PrivateKey::generate();
-  auto mallory_key = messages::Ed25519PrivateKey::generate();
-  REQUIRE(bob_key);
-  REQUIRE(mallory_key);
+  const auto bob_key = new_key();
+  const auto mallory_key = new_key();
   NodeNetwork net;
   std::vector<Node*> nodes;
   for (int i = 0; i < 6; ++i) {
-    Node& n = net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(*messages::Ed25519PrivateKey::generate()));
-    REQUIRE(net.start(n, nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{net.addr(*nodes[0])}).status);
-    nodes.push_back(&n);
+    join_first(net, net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(*messages::Ed25519PrivateKey::generate())), nodes);
   }
-  auto bob_validator = std::make_shared<OwnershipValidator>(*bob_key);
+  auto bob_validator = std::make_shared<OwnershipValidator>(bob_key);
   Node& bob = net.add(random_id(rng), {}, bob_validator);
-  Node& mallory = net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(*mallory_key));
+  Node& mallory = net.add(random_id(rng), {}, std::make_shared<OwnershipValidator>(mallory_key));
   REQUIRE(net.start(bob, {net.addr(*nodes[0])}).status);
   REQUIRE(net.start(mallory, {net.addr(*nodes[0])}).status);
   const NodeId key = NodeId::of_str_key("protected");
@@ -352,30 +362,26 @@ TEST_CASE("ownership: mallory cannot overwrite bob's subkey, bob can update it")
 TEST_CASE("with authorization on, members of one authority work together and outsiders are refused") {
   std::mt19937_64 rng(53);
   auto member = [&](const messages::Ed25519PrivateKey& authority, char tag) {
-    auto key = messages::Ed25519PrivateKey::generate();
-    REQUIRE(key);
-    auto issuer = AuthorityTokenIssuer::create(authority, std::string("user-") + tag, key->public_key());
+    const auto key = new_key();
+    auto issuer = AuthorityTokenIssuer::create(authority, std::string("user-") + tag, key.public_key());
     REQUIRE(issuer);
     auto counter = std::make_shared<std::uint64_t>(0);
-    return std::make_shared<TokenAuthorizer>(*key, std::make_shared<AuthorityTokenIssuer>(std::move(*issuer)),
+    return std::make_shared<TokenAuthorizer>(key, std::make_shared<AuthorityTokenIssuer>(std::move(*issuer)),
                                              [tag, counter] { return std::string(1, tag) + fmt::format("{:07}", ++*counter); });
   };
-  auto authority = messages::Ed25519PrivateKey::generate();
-  auto stranger_authority = messages::Ed25519PrivateKey::generate();
-  REQUIRE(authority);
-  REQUIRE(stranger_authority);
+  const auto authority = new_key();
+  const auto stranger_authority = new_key();
   NodeNetwork net;
   std::vector<Node*> nodes;
   for (char tag : std::string("abcdef")) {
     Node& n = net.add(random_id(rng));
-    n.set_authorizer(member(*authority, tag));
-    REQUIRE(net.start(n, nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{net.addr(*nodes[0])}).status);
-    nodes.push_back(&n);
+    n.set_authorizer(member(authority, tag));
+    join_first(net, n, nodes);
   }
   CHECK(net.store(*nodes[1], {regular("authorized", pack_str("yes"), net.dht_now() + 60)}).stored[0]);
   CHECK(regular_value(net.get(*nodes[4], {NodeId::of_str_key("authorized")}).found[0]) == pack_str("yes"));
   Node& outsider = net.add(random_id(rng));
-  outsider.set_authorizer(member(*stranger_authority, 'z'));
+  outsider.set_authorizer(member(stranger_authority, 'z'));
   auto r = net.start(outsider, {net.addr(*nodes[0])});
   CHECK_FALSE(r.status);
   Node& unsigned_node = net.add(random_id(rng));

@@ -63,6 +63,29 @@ pb::FindResult find(Protocol& p, const NodeId& key, DhtTime now = k_now) {
   return response.results(0);
 }
 
+/// One entry of a dictionary, its subkey and value as strings to pack.
+struct Entry {
+  std::string subkey;
+  std::string value;
+  DhtTime expiration;
+};
+
+/// Stores under "d" a whole dictionary of `entries`; returns what the store reported for it.
+bool store_dictionary(Protocol& p, const std::vector<Entry>& entries) {
+  DictionaryValue dictionary;
+  for (const Entry& e : entries) dictionary.store(k_now, pack_str(e.subkey), pack_str(e.value), e.expiration);
+  const auto ok = store(p, {{id("d"), k_subkey_dictionary, pack_dictionary(k_now, dictionary), 0}});
+  REQUIRE(ok.size() == 1);
+  return ok[0];
+}
+
+/// The dictionary found under "d".
+DictionaryValue dictionary_at_d(Protocol& p) {
+  auto dictionary = unpack_dictionary(find(p, id("d")).value());
+  REQUIRE(dictionary.ok());
+  return *dictionary;
+}
+
 }  // namespace
 
 TEST_CASE("ping answers with own NodeInfo and time, and registers the sender",
@@ -158,26 +181,16 @@ TEST_CASE("a whole dictionary value merges entry by entry", "[dht][protocol]") {
   Protocol p(id("self"), "self-peer", ProtocolConfig{});
   CHECK(store(p, {{id("d"), pack_str("a"), pack_str("old-a"), k_now + 20}}) ==
         std::vector<bool>{true});
-  DictionaryValue incoming;
-  incoming.store(k_now, pack_str("a"), pack_str("new-a"), k_now + 40);
-  incoming.store(k_now, pack_str("c"), pack_str("c"), k_now + 15);
-  CHECK(store(p, {{id("d"), k_subkey_dictionary, pack_dictionary(k_now, incoming), 0}}) ==
-        std::vector<bool>{true});
-  auto merged = unpack_dictionary(find(p, id("d")).value());
-  REQUIRE(merged.ok());
-  CHECK(merged->size(k_now) == 2);
-  CHECK(merged->get(k_now, pack_str("a"))->value == pack_str("new-a"));
-  CHECK(merged->latest_expiration_time() == k_now + 40);
+  CHECK(store_dictionary(p, {{"a", "new-a", k_now + 40}, {"c", "c", k_now + 15}}));
+  DictionaryValue merged = dictionary_at_d(p);
+  CHECK(merged.size(k_now) == 2);
+  CHECK(merged.get(k_now, pack_str("a"))->value == pack_str("new-a"));
+  CHECK(merged.latest_expiration_time() == k_now + 40);
   // One entry older than the stored one: the rest merges, but the item reports false.
-  DictionaryValue stale;
-  stale.store(k_now, pack_str("a"), pack_str("stale"), k_now + 25);
-  stale.store(k_now, pack_str("e"), pack_str("e"), k_now + 25);
-  CHECK(store(p, {{id("d"), k_subkey_dictionary, pack_dictionary(k_now, stale), 0}}) ==
-        std::vector<bool>{false});
-  auto after = unpack_dictionary(find(p, id("d")).value());
-  REQUIRE(after.ok());
-  CHECK(after->get(k_now, pack_str("a"))->value == pack_str("new-a"));
-  CHECK(after->get(k_now, pack_str("e")).has_value());
+  CHECK_FALSE(store_dictionary(p, {{"a", "stale", k_now + 25}, {"e", "e", k_now + 25}}));
+  DictionaryValue after = dictionary_at_d(p);
+  CHECK(after.get(k_now, pack_str("a"))->value == pack_str("new-a"));
+  CHECK(after.get(k_now, pack_str("e")).has_value());
 }
 
 TEST_CASE("in_cache items go to the cache, and find takes the later of storage and cache",

@@ -46,6 +46,30 @@ std::map<NodeId, FinishedQuery> by_query(const std::vector<FinishedQuery>& finis
   return out;
 }
 
+/// A seeded swarm of 1,000 nodes (20 nearest and 10 random contacts each), searched for
+/// `num_queries` random ids from the nodes at `initial_at`, by a random self; drawn from
+/// `rng` in that order.
+struct Search {
+  std::mt19937_64 rng;
+  const Network net;
+  const std::vector<NodeId> queries;
+  const std::vector<NodeId> initial;
+  const NodeId self;
+
+  Search(std::uint64_t seed, std::size_t num_queries, const std::vector<std::size_t>& initial_at)
+      : rng(seed),
+        net(1000, 20, 10, rng),
+        queries(random_ids(num_queries, rng)),
+        initial(nodes_at(net, initial_at)),
+        self(NodeId::random(rng)) {}
+
+  static std::vector<NodeId> nodes_at(const Network& net, const std::vector<std::size_t>& at) {
+    std::vector<NodeId> out;
+    for (std::size_t i : at) out.push_back(net.ids[i]);
+    return out;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("traverse config is validated", "[traverse]") {
@@ -144,11 +168,8 @@ TEST_CASE("beam search over 1000 nodes finds the exact k nearest", "[traverse]")
 }
 
 TEST_CASE("queries share the workers and pack into calls", "[traverse]") {
-  std::mt19937_64 rng(77);
-  const Network net(1000, 20, 10, rng);
-  const std::vector<NodeId> queries = random_ids(16, rng);
-  const std::vector<NodeId> initial{net.ids[10], net.ids[11]};
-  const NodeId self = NodeId::random(rng);
+  Search search(77, 16, {10, 11});
+  auto& [rng, net, queries, initial, self] = search;
 
   Traverse packed(queries, initial, {self}, config_of(20, 3, 4));
   const Run run = drive(packed, graph_answerer(net), rng);
@@ -209,11 +230,8 @@ TEST_CASE("a search survives failing peers", "[traverse]") {
 }
 
 TEST_CASE("should_stop and stop() end a query early, reported once", "[traverse]") {
-  std::mt19937_64 rng(99);
-  const Network net(1000, 20, 10, rng);
-  const std::vector<NodeId> queries = random_ids(8, rng);
-  const std::vector<NodeId> initial{net.ids[5], net.ids[6]};
-  const NodeId self = NodeId::random(rng);
+  Search search(99, 8, {5, 6});
+  auto& [rng, net, queries, initial, self] = search;
 
   Traverse full(queries, initial, {self}, config_of(20, 4, 3));
   const Run full_run = drive(full, graph_answerer(net), rng);
@@ -223,7 +241,7 @@ TEST_CASE("should_stop and stop() end a query early, reported once", "[traverse]
   auto with_values = [&](const NeighborRequest& r) {
     auto answers = plain(r);
     for (auto& [q, answer] : *answers) {
-      const auto holders = brute_nearest(q, net.ids, 3);
+      const auto holders = brute_nearest(q, search.net.ids, 3);
       answer.should_stop = std::find(holders.begin(), holders.end(), r.peer) != holders.end();
     }
     return answers;
@@ -254,11 +272,8 @@ TEST_CASE("should_stop and stop() end a query early, reported once", "[traverse]
 }
 
 TEST_CASE("with one worker the request order is deterministic", "[traverse]") {
-  std::mt19937_64 rng(5);
-  const Network net(1000, 20, 10, rng);
-  const std::vector<NodeId> queries = random_ids(6, rng);
-  const std::vector<NodeId> initial{net.ids[7], net.ids[8], net.ids[9]};
-  const NodeId self = NodeId::random(rng);
+  Search search(5, 6, {7, 8, 9});
+  auto& [rng, net, queries, initial, self] = search;
   std::vector<std::vector<std::pair<NodeId, std::vector<NodeId>>>> orders;
   for (std::uint64_t seed : {1u, 2u}) {
     std::mt19937_64 order_rng(seed);

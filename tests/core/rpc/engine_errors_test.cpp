@@ -22,9 +22,7 @@ TEST_CASE("caller cancel reaches the callee as a final cancelled error", "[rpc][
   CHECK(l.client.outbox.front().envelope.from_caller());
 
   REQUIRE(l.to_server());
-  REQUIRE(l.server.inbox.size() == 1);
-  const Delivery d = l.server.pop();
-  check_error(d, errc::cancelled);
+  const Delivery d = only_error(l.server, errc::cancelled);
   CHECK(d.call == served);
   CHECK(d.sink == k_service);
   CHECK_THAT(d.error.message, Contains("the user gave up"));
@@ -39,9 +37,7 @@ TEST_CASE("callee cancel reaches the caller as a final cancelled error", "[rpc][
   CHECK(l.server.engine.open_calls() == 0);
   CHECK(l.server.inbox.empty());
   l.pump();
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::cancelled);
+  const Delivery d = only_error(l.client, errc::cancelled);
   CHECK(d.call == 1);
   CHECK(d.sink == k_caller);
   CHECK_THAT(d.error.message, Contains("shutting down"));
@@ -56,9 +52,7 @@ TEST_CASE("a handler failure reaches the caller with its code and message", "[rp
   REQUIRE(l.server.outbox.size() == 1);
   CHECK(l.server.outbox.front().envelope.kind() == pb::ERROR);
   l.pump();
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::not_found);
+  const Delivery d = only_error(l.client, errc::not_found);
   CHECK(d.error.message == "no record under 'key'");
   CHECK(l.client.engine.open_calls() == 0);
 }
@@ -72,8 +66,7 @@ TEST_CASE("an error code the caller does not know becomes handler_error", "[rpc]
     err.set_error_code(code);
     err.set_error_message("odd");
     l.client.take(l.client.engine.on_frame(l.now, k_server, err, Buffer{}, std::nullopt));
-    REQUIRE(l.client.inbox.size() == 1);
-    check_error(l.client.pop(), errc::handler_error);
+    only_error(l.client, errc::handler_error);
   }
 }
 
@@ -84,9 +77,7 @@ TEST_CASE("a caller failing its own call cancels it", "[rpc][engine]") {
   REQUIRE(l.client.outbox.size() == 1);
   CHECK(l.client.outbox.front().envelope.kind() == pb::CANCEL);
   l.pump();
-  REQUIRE(l.server.inbox.size() == 1);
-  const Delivery d = l.server.pop();
-  check_error(d, errc::cancelled);
+  const Delivery d = only_error(l.server, errc::cancelled);
   CHECK(d.call == served);
   CHECK_THAT(d.error.message, Contains("input file vanished"));
 }
@@ -97,22 +88,14 @@ TEST_CASE("an unknown handle is answered with an error frame naming it and the s
   l.server.engine.serve("a.one", k_service);
   l.client.take(l.client.engine.open(l.now, 1, k_caller, k_server, "c.three", pb::UNARY, 5s, bytes("x"), true));
   REQUIRE(l.to_server());
-  CHECK(l.server.inbox.empty());
-  CHECK(l.server.engine.open_calls() == 0);
-  CHECK(l.server.engine.stats().calls_served == 0);
-  REQUIRE(l.server.outbox.size() == 1);
-  const pb::Envelope& err = l.server.outbox.front().envelope;
-  CHECK(err.kind() == pb::ERROR);
-  CHECK(err.call_id() == 1);
+  const pb::Envelope& err = refused_open(l.server);
+  check_error_frame(err, 1, errc::not_found);
   CHECK_FALSE(err.from_caller());
-  CHECK(err.error_code() == static_cast<std::uint32_t>(errc::not_found));
   CHECK_THAT(err.error_message(), Contains("'c.three'"));
   CHECK_THAT(err.error_message(), Contains("a.one, b.two, test.echo"));
 
   REQUIRE(l.to_client());
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::not_found);
+  const Delivery d = only_error(l.client, errc::not_found);
   CHECK(d.call == 1);
   CHECK_THAT(d.error.message, Contains("c.three"));
   CHECK(l.client.engine.open_calls() == 0);
@@ -123,9 +106,7 @@ TEST_CASE("an unserved handle is unknown and a node serving nothing says so", "[
   l.server.engine.unserve(k_echo);
   l.client.take(l.client.engine.open(l.now, 1, k_caller, k_server, k_echo, pb::UNARY, 5s, bytes("x"), true));
   l.pump();
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::not_found);
+  const Delivery d = only_error(l.client, errc::not_found);
   CHECK_THAT(d.error.message, Contains("nothing"));
 }
 
@@ -142,9 +123,7 @@ TEST_CASE("a second OPEN with an id already open from that peer is a protocol er
   CHECK(l.server.inbox.size() == 1);  // no second call
   REQUIRE(l.server.outbox.size() == 1);
   const pb::Envelope& err = l.server.outbox.front().envelope;
-  CHECK(err.kind() == pb::ERROR);
-  CHECK(err.call_id() == 1);
-  CHECK(err.error_code() == static_cast<std::uint32_t>(errc::protocol));
+  check_error_frame(err, 1, errc::protocol);
   CHECK_THAT(err.error_message(), Contains("already open"));
 
   // The same id from another peer is another call.
@@ -158,9 +137,7 @@ TEST_CASE("opening an id already in use fails locally and sends nothing", "[rpc]
   l.open(1, pb::BIDI_STREAM, std::nullopt, false);
   l.client.take(l.client.engine.open(l.now, 1, k_caller + 1, k_server, k_echo, pb::UNARY, 5s, bytes("x"), true));
   CHECK(l.client.outbox.empty());
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::internal);
+  const Delivery d = only_error(l.client, errc::internal);
   CHECK(d.sink == k_caller + 1);
   CHECK_THAT(d.error.message, Contains("already in use"));
   CHECK(l.client.engine.open_calls() == 1);  // the first call is untouched
@@ -171,8 +148,7 @@ TEST_CASE("a handle that is empty or too long is refused before anything is sent
   for (const std::string& handle : {std::string(), std::string(k_max_handle_bytes + 1, 'h')}) {
     l.client.take(l.client.engine.open(l.now, 1, k_caller, k_server, handle, pb::UNARY, 5s, bytes("x"), true));
     CHECK(l.client.outbox.empty());
-    REQUIRE(l.client.inbox.size() == 1);
-    check_error(l.client.pop(), errc::invalid_argument);
+    only_error(l.client, errc::invalid_argument);
     CHECK(l.client.engine.open_calls() == 0);
   }
 }
@@ -183,9 +159,7 @@ TEST_CASE("a call id outside 1..2^63-1 is refused before anything is sent", "[rp
   for (CallId id : {CallId{0}, CallId{1} << 63, ~CallId{0}}) {
     l.client.take(l.client.engine.open(l.now, id, k_caller, k_server, k_echo, pb::UNARY, 5s, bytes("x"), true));
     CHECK(l.client.outbox.empty());
-    REQUIRE(l.client.inbox.size() == 1);
-    const Delivery d = l.client.pop();
-    check_error(d, errc::invalid_argument);
+    const Delivery d = only_error(l.client, errc::invalid_argument);
     CHECK(d.call == id);
     CHECK(l.client.engine.open_calls() == 0);
   }

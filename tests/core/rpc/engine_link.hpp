@@ -122,4 +122,29 @@ inline void check_error(const Delivery& d, errc code) {
   CHECK(d.error.code == code);
 }
 
+/// The one delivery waiting at `side`, checked as the final error of its call with `code`.
+inline Delivery only_error(Side& side, errc code) {
+  REQUIRE(side.inbox.size() == 1);
+  Delivery d = side.pop();
+  check_error(d, code);
+  return d;
+}
+
+/// Checks that `env` is an ERROR frame for call `call_id` carrying `code`.
+inline void check_error_frame(const pb::Envelope& env, std::uint64_t call_id, errc code) {
+  CHECK(env.kind() == pb::ERROR);
+  CHECK(env.call_id() == call_id);
+  CHECK(env.error_code() == static_cast<std::uint32_t>(code));
+}
+
+/// Checks that the server answered the OPEN it was just given with one error frame, and
+/// nothing else: no delivery, no open call, none counted as served. Returns that frame.
+inline const pb::Envelope& refused_open(const Side& server) {
+  CHECK(server.inbox.empty());
+  CHECK(server.engine.open_calls() == 0);
+  CHECK(server.engine.stats().calls_served == 0);
+  REQUIRE(server.outbox.size() == 1);
+  return server.outbox.front().envelope;
+}
+
 }  // namespace apiary::core::rpc::testing

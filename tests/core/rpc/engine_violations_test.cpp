@@ -15,19 +15,23 @@ namespace {
 
 const Error k_too_large = make_error(errc::too_large, "frame payload of 9000 bytes exceeds the limit of 4096 bytes");
 
+// Hands `to` a message of call 1 from `from` after `from` ended its stream, and checks
+// that `to` counted a protocol error, closed the call and delivered one thing.
+void message_after_end(Link& l, Side& from, Side& to) {
+  pb::Envelope extra = envelope(pb::MESSAGE, 1, &from == &l.client);
+  extra.set_has_message(true);
+  to.take(to.engine.on_frame(l.now, from.key, extra, bytes("more"), std::nullopt));
+  CHECK(to.engine.stats().protocol_errors == 1);
+  CHECK(to.engine.open_calls() == 0);
+  REQUIRE(to.inbox.size() == 1);
+}
 
 }  // namespace
 
 TEST_CASE("a message after the caller's end of stream is a protocol error on both sides", "[rpc][engine]") {
   Link l;
   const CallId served = l.open(1, pb::UNARY, bytes("req"), true);
-  pb::Envelope extra = envelope(pb::MESSAGE, 1, true);
-  extra.set_has_message(true);
-  l.server.take(l.server.engine.on_frame(l.now, k_client, extra, bytes("more"), std::nullopt));
-
-  CHECK(l.server.engine.stats().protocol_errors == 1);
-  CHECK(l.server.engine.open_calls() == 0);
-  REQUIRE(l.server.inbox.size() == 1);
+  message_after_end(l, l.client, l.server);
   const Delivery local = l.server.pop();
   check_error(local, errc::protocol);
   CHECK(local.call == served);
@@ -36,9 +40,7 @@ TEST_CASE("a message after the caller's end of stream is a protocol error on bot
   CHECK(l.server.outbox.front().envelope.kind() == pb::ERROR);
 
   REQUIRE(l.to_client());
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery remote = l.client.pop();
-  check_error(remote, errc::protocol);
+  const Delivery remote = only_error(l.client, errc::protocol);
   CHECK(remote.call == 1);
   CHECK(l.client.engine.open_calls() == 0);
 }
@@ -51,21 +53,14 @@ TEST_CASE("a message after the callee's end of stream is a protocol error on bot
   REQUIRE(l.client.inbox.size() == 1);
   CHECK(l.client.pop().kind == DeliveryKind::end);
 
-  pb::Envelope extra = envelope(pb::MESSAGE, 1, false);
-  extra.set_has_message(true);
-  l.client.take(l.client.engine.on_frame(l.now, k_server, extra, bytes("more"), std::nullopt));
-  CHECK(l.client.engine.stats().protocol_errors == 1);
-  CHECK(l.client.engine.open_calls() == 0);
-  REQUIRE(l.client.inbox.size() == 1);
+  message_after_end(l, l.server, l.client);
   check_error(l.client.pop(), errc::protocol);
   REQUIRE(l.client.outbox.size() == 1);
   CHECK(l.client.outbox.front().envelope.kind() == pb::CANCEL);
   CHECK(l.client.outbox.front().envelope.error_code() == static_cast<std::uint32_t>(errc::protocol));
 
   REQUIRE(l.to_server());
-  REQUIRE(l.server.inbox.size() == 1);
-  const Delivery d = l.server.pop();
-  check_error(d, errc::cancelled);
+  const Delivery d = only_error(l.server, errc::cancelled);
   CHECK(d.call == served);
   CHECK(l.server.engine.open_calls() == 0);
 }
@@ -74,20 +69,12 @@ TEST_CASE("an OPEN whose payload was refused is answered with that error", "[rpc
   Link l;
   l.client.take(l.client.engine.open(l.now, 1, k_caller, k_server, k_echo, pb::UNARY, 5s, bytes("huge"), true));
   REQUIRE(l.to_server(k_too_large));
-  CHECK(l.server.inbox.empty());
-  CHECK(l.server.engine.open_calls() == 0);
-  CHECK(l.server.engine.stats().calls_served == 0);
-  REQUIRE(l.server.outbox.size() == 1);
-  const pb::Envelope& err = l.server.outbox.front().envelope;
-  CHECK(err.kind() == pb::ERROR);
-  CHECK(err.call_id() == 1);
-  CHECK(err.error_code() == static_cast<std::uint32_t>(errc::too_large));
+  const pb::Envelope& err = refused_open(l.server);
+  check_error_frame(err, 1, errc::too_large);
   CHECK(err.error_message() == k_too_large.message);
 
   REQUIRE(l.to_client());
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery d = l.client.pop();
-  check_error(d, errc::too_large);
+  const Delivery d = only_error(l.client, errc::too_large);
   CHECK(d.error.message == k_too_large.message);
   CHECK(l.client.engine.open_calls() == 0);
 }
@@ -98,9 +85,7 @@ TEST_CASE("a refused message payload at the callee fails the call both ways", "[
   l.client.take(l.client.engine.send(l.now, 1, bytes("huge"), false));
   REQUIRE(l.to_server(k_too_large));
 
-  REQUIRE(l.server.inbox.size() == 1);
-  const Delivery local = l.server.pop();
-  check_error(local, errc::too_large);
+  const Delivery local = only_error(l.server, errc::too_large);
   CHECK(local.call == served);
   CHECK(l.server.engine.open_calls() == 0);
   CHECK(l.server.engine.stats().protocol_errors == 0);  // the peer did nothing wrong
@@ -108,8 +93,7 @@ TEST_CASE("a refused message payload at the callee fails the call both ways", "[
   CHECK(l.server.outbox.front().envelope.kind() == pb::ERROR);
 
   REQUIRE(l.to_client());
-  REQUIRE(l.client.inbox.size() == 1);
-  check_error(l.client.pop(), errc::too_large);
+  only_error(l.client, errc::too_large);
   CHECK(l.client.engine.open_calls() == 0);
 }
 
@@ -119,9 +103,7 @@ TEST_CASE("a refused message payload at the caller fails the call both ways", "[
   l.server.take(l.server.engine.send(l.now, served, bytes("huge"), false));
   REQUIRE(l.to_client(k_too_large));
 
-  REQUIRE(l.client.inbox.size() == 1);
-  const Delivery local = l.client.pop();
-  check_error(local, errc::too_large);
+  const Delivery local = only_error(l.client, errc::too_large);
   CHECK(local.call == 1);
   CHECK(l.client.engine.open_calls() == 0);
   REQUIRE(l.client.outbox.size() == 1);
@@ -130,9 +112,7 @@ TEST_CASE("a refused message payload at the caller fails the call both ways", "[
   CHECK(cancel.error_code() == static_cast<std::uint32_t>(errc::too_large));
 
   REQUIRE(l.to_server());
-  REQUIRE(l.server.inbox.size() == 1);
-  const Delivery d = l.server.pop();
-  check_error(d, errc::cancelled);
+  const Delivery d = only_error(l.server, errc::cancelled);
   CHECK_THAT(d.error.message, Contains("exceeds the limit"));
   CHECK(l.server.engine.open_calls() == 0);
 }

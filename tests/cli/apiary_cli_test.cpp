@@ -29,7 +29,9 @@ struct NodeProcess {
 }  // namespace
 
 TEST_CASE("apiary ping reaches a node and the node shuts down cleanly on SIGTERM", "[integration]") {
-  NodeProcess node;
+  const std::string host = GENERATE(std::string("actor"), std::string("transport"));
+  INFO("--host " << host);
+  NodeProcess node("--host " + host);
   CHECK(node.addr.find("/p2p/12D3KooW") != std::string::npos);
   auto r = run_apiary("ping " + node.addr + " -c 3 --interval 10");
   INFO(r.out);
@@ -75,6 +77,9 @@ TEST_CASE("bad input to apiary gives clear errors and exit codes", "[integration
     CHECK(run_apiary("node --no-such-flag").rc == 2);
     CHECK(run_apiary("").rc == 2);
     CHECK(run_apiary("ping /ip4/127.0.0.1/tcp/1 -c 0").rc == 2);
+    auto host = run_apiary("dht --host thread");
+    CHECK(host.rc == 2);
+    CHECK_THAT(host.out, Catch::Contains("--host"));
   }
   SECTION("benchmark sizes it cannot measure, before any process starts") {
     auto odd = run_apiary("bench allreduce --sizes 4096,6");

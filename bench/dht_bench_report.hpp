@@ -113,20 +113,17 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
     }
     const std::string v = argv[++i];
     char* end = nullptr;
-    if (flag == "--mode") {
-      if (v != "tcp" && v != "shm") {
-        error = "--mode: expected tcp or shm, got '" + v + "'";
-        return false;
-      }
-      out.mode = v;
-      continue;
-    }
-    if (flag == "--host") {
-      if (v != "actor" && v != "transport") {
-        error = "--host: expected actor or transport, got '" + v + "'";
-        return false;
-      }
-      out.host = v;
+    // A flag that takes one of two words.
+    bool bad = false;
+    const auto one_of = [&](const char* name, const char* a, const char* b, std::string& to) {
+      if (flag != name) return false;
+      bad = v != a && v != b;
+      if (bad) error = flag + ": expected " + a + " or " + b + ", got '" + v + "'";
+      else to = v;
+      return true;
+    };
+    if (one_of("--mode", "tcp", "shm", out.mode) || one_of("--host", "actor", "transport", out.host)) {
+      if (bad) return false;
       continue;
     }
     if (flag == "--conc") {

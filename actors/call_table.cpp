@@ -6,12 +6,6 @@ namespace apiary::actors {
 
 core::TimePoint core_now() { return std::chrono::steady_clock::now().time_since_epoch(); }
 
-Result<PeerKey> peer_key_of(const core::PeerAddr& addr) {
-  auto m = messages::Multiaddr::parse(addr);
-  if (!m) return m.error();
-  return m->host_port();
-}
-
 CallTable::CallTable(std::shared_ptr<Gateway> gw, DeliveryTarget me, HostTimers& timers)
     : gw_(std::move(gw)), me_(std::move(me)), timers_(timers) {}
 
@@ -96,16 +90,12 @@ std::vector<CoreResponse> CallTable::execute(core::Effects fx) {
 }
 
 void CallTable::call(core::Call& call, std::vector<CoreResponse>& failed) {
-  auto cached = keys_.find(call.peer);
-  if (cached == keys_.end()) {
-    auto parsed = peer_key_of(call.peer);
-    if (!parsed) {
-      failed.push_back(CoreResponse{call.id, parsed.error()});
-      return;
-    }
-    cached = keys_.emplace(call.peer, std::move(*parsed)).first;
+  if (call.peer.empty()) {
+    failed.push_back(CoreResponse{call.id, make_error(errc::invalid_argument,
+                                                      "call to {}: no peer address given", call.handle)});
+    return;
   }
-  const PeerKey& key = cached->second;
+  const PeerKey& key = call.peer.key();
   const bool view = !call.stream && call.view_response;
   auto first = payload_of(std::move(call.request), std::move(call.body), std::move(call.tail));
   const CallId id = call.stream || view

@@ -16,9 +16,6 @@ namespace apiary::actors {
 /// The time core/ sees in this process: the steady clock since its epoch.
 core::TimePoint core_now();
 
-/// "host:port" for a core peer address (a multiaddr such as /ip4/127.0.0.1/tcp/4100).
-Result<PeerKey> peer_key_of(const core::PeerAddr& addr);
-
 /// Folds each empty end of stream into the latest earlier message of the same stream in
 /// one batch: Call{last = false} + Send{"", last} becomes Call{last = true}, Send{m} +
 /// Send{"", last} becomes Send{m, last}, and Reply{m, last = false} + Reply{"", last}
@@ -104,7 +101,6 @@ class CallTable {
   std::unordered_map<core::CallId, CallId> by_core_;         ///< core call → gateway call
   std::unordered_map<core::RequestId, InRequest> requests_;  ///< core request → served call
   std::unordered_map<CallId, Buffer> partial_;               ///< responses awaiting their end
-  std::unordered_map<core::PeerAddr, PeerKey> keys_;         ///< multiaddr → "host:port", parsed once
   std::uint64_t anomalies_ = 0;
 };
 

@@ -95,7 +95,7 @@ core::PeerAddr peer_addr_of(const std::string& listen_host_port, const std::stri
   }
   auto addr = messages::Multiaddr::from_host_port(listen_host_port, "caller", peer);
   if (!addr || addr->port == 0) return {};
-  return addr->to_string();
+  return core::PeerAddr(std::move(*addr));
 }
 
 }  // namespace apiary::actors

@@ -385,8 +385,8 @@ std::future<Result<AveragerStepReport>> Averager::step(const AveragerStepOptions
     report.gathered = r.group.gathered;
     report.my_index = r.group.my_index;
     report.shares = r.shares;
-    report.failed_senders = r.failed_senders;
-    report.failed_reducers = r.failed_reducers;
+    report.failed_senders = messages::multiaddrs_of(r.failed_senders);
+    report.failed_reducers = messages::multiaddrs_of(r.failed_reducers);
     report.attempts = r.attempts;
     report.next_group_key = r.group.next_group_key;
     promise->set_value(std::move(report));
@@ -457,7 +457,7 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
     return future;
   }
   mm::StateLoaderConfig config;
-  for (const auto& donor : donors) config.donors.push_back(donor.peer);
+  for (const auto& donor : donors) config.donors.push_back(mm::address_of_multiaddr(donor.peer));
   config.handle = prefixed_handle(impl_->options.prefix, mm::k_download_state_handle);
   config.call_timeout = seconds(timeout);
   config.chunk_timeout = seconds(std::min(timeout, 15.0));
@@ -478,7 +478,7 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
     auto* r = completed_as<mm::DownloadedState>(loaded, *promise, "the state download completed without a state");
     if (r == nullptr) return;
     if (!r->typed.empty() || r->tensors.empty()) {
-      promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), std::move(r->typed)});
+      promise->set_value(AveragerState{std::move(r->metadata), r->donor.multiaddr(), std::move(r->typed)});
       return;
     }
     {
@@ -486,7 +486,7 @@ std::future<Result<AveragerState>> Averager::load_state_from_peers(double timeou
       impl->options.tensors = std::move(r->tensors);
       impl->keep_mirror = true;  // the host copy holds the state now (device memory is the trainer's)
     }
-    promise->set_value(AveragerState{std::move(r->metadata), std::move(r->donor), {}});
+    promise->set_value(AveragerState{std::move(r->metadata), r->donor.multiaddr(), {}});
   });
   return future;
 }

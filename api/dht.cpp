@@ -124,9 +124,9 @@ Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& opti
   const api::CafThreadRelease released;
   std::vector<core::PeerAddr> initial_peers;
   for (const auto& p : options.initial_peers) {
-    auto m = messages::Multiaddr::parse(p);
+    auto m = core::PeerAddr::parse(p);
     if (!m) return make_error(errc::invalid_argument, "initial peer '{}': {}", p, m.error().message);
-    initial_peers.push_back(m->to_string());
+    initial_peers.push_back(std::move(*m));
   }
   core::dht::NodeConfig node_config = options.node;
   node_config.protocol.client_mode = node_config.protocol.client_mode || options.client_mode;
@@ -145,7 +145,7 @@ Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& opti
 
   actors::DhtActorConfig ac;
   ac.id = dht->node_id_;
-  ac.self_addr = dht->client_ ? core::PeerAddr{} : runtime.address().to_string();
+  ac.self_addr = dht->client_ ? core::PeerAddr{} : core::PeerAddr(runtime.address());
   ac.node = node_config;
   ac.validator = options.validator;
   ac.authorizer = options.authorizer;
@@ -287,8 +287,10 @@ Status Dht::add_validators(std::vector<std::unique_ptr<core::dht::RecordValidato
 Result<std::size_t> Dht::blacklist_failures(const std::string& peer) {
   const actors::RoleHost node = impl_ ? impl_->current() : actors::RoleHost{};
   if (!node) return make_error(errc::cancelled, "the DHT node is stopped");
-  return actors::look_at_dht<std::size_t>(node,
-                                          [peer](Node& n, core::TimePoint) { return n.blacklist().failures(peer); });
+  auto addr = core::PeerAddr::parse(peer);
+  if (!addr) return make_error(errc::invalid_argument, "blacklist_failures: {}", addr.error().message);
+  return actors::look_at_dht<std::size_t>(
+      node, [a = std::move(*addr)](Node& n, core::TimePoint) { return n.blacklist().failures(a); });
 }
 
 void Dht::stop() {

@@ -66,9 +66,9 @@ Status run_embedded(const Job& a, const cps::TrainingPlan& plan, std::shared_ptr
   std::map<std::string, core::PeerAddr> proxied;  // shard name -> its PS as a multiaddr
   for (const auto& s : plan.shards) {
     if (!s.local_replication) continue;
-    auto hp = split_host_port(servers.at(s.device), "PS address");
-    if (!hp) return a.out.fail(hp.error());
-    proxied[s.config.variable] = fmt::format("/ip4/{}/tcp/{}", hp->first, hp->second);
+    auto addr = core::PeerAddr::from_host_port(servers.at(s.device), "PS address");
+    if (!addr) return a.out.fail(addr.error());
+    proxied[s.config.variable] = std::move(*addr);
   }
   std::vector<EmbeddedProxy> proxies;
   std::vector<std::map<std::size_t, actors::PeerKey>> pull_via(replicas);

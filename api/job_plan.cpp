@@ -48,7 +48,7 @@ Result<core::PeerAddr> replica_multiaddr(const std::string& host_port, const cha
     return make_error(errc::invalid_argument,
                       "{}: expected HOST:PORT with a fixed port such as 127.0.0.1:7000, got '{}'", flag, host_port);
   }
-  return m->to_string();
+  return core::PeerAddr(std::move(*m));
 }
 
 Result<std::vector<core::PeerAddr>> replica_members(const std::vector<std::string>& peers,
@@ -201,7 +201,7 @@ Result<std::shared_ptr<actors::NcclGroup>> nccl_group_for(caf::actor_system& sys
   config.group = job;
   config.rank = rank;
   config.ranks = plan.replicas.size();
-  config.root = root;
+  config.root = root.key();
   config.device = static_cast<int>(name->index);
   config.timeout = std::chrono::milliseconds(timeout_ms);
   auto group = actors::NcclGroup::create(sys, std::move(gw), config);

@@ -21,11 +21,11 @@ Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
   if (!listen) return make_error(errc::invalid_argument, "--listen: {}", listen.error().message);
   // Peers are named by their listen address alone (/p2p/... dropped), so one peer has
   // one name however it was introduced.
-  std::vector<std::string> bootstrap;
+  std::vector<core::PeerAddr> bootstrap;
   for (const auto& b : options.bootstrap) {
-    auto m = messages::Multiaddr::parse(b);
+    auto m = core::PeerAddr::parse(b);
     if (!m) return make_error(errc::invalid_argument, "--bootstrap '{}': {}", b, m.error().message);
-    bootstrap.push_back(m->without_peer().to_string());
+    bootstrap.push_back(m->without_peer());
   }
   auto rt = Runtime::start(api::runtime_options_of(options));
   if (!rt) return rt.error();
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Node>> Node::start(const NodeOptions& options) {
   ping.interval = options.ping_interval;
   node->impl_ = std::make_unique<Impl>();
   node->impl_->ping = actors::spawn_ping_actor(runtime.system(), runtime.gateway(),
-                                               runtime.address().without_peer().to_string(), ping, bootstrap,
+                                               core::PeerAddr(runtime.address().without_peer()), ping, bootstrap,
                                                options.host);
   return node;
 }

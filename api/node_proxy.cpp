@@ -89,7 +89,7 @@ Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, 
                           "give the PS processes --listen IP:PORT",
                           plan.shards[s].device, servers.at(plan.shards[s].device), hp->first);
       }
-      shards[plan.shards[s].config.variable] = m->to_string();
+      shards[plan.shards[s].config.variable] = core::PeerAddr(std::move(*m));
     }
     out.counters = std::make_shared<actors::ProxyCounters>();
     out.actor = actors::spawn_ps_proxy_actor(

@@ -239,7 +239,7 @@ Result<CallRun> drive_on_transport_thread(caf::actor_system& sys, const std::sha
                       spec.window);
   auto peer = messages::Multiaddr::from_host_port(spec.peer, "benchmark server");
   if (!peer) return peer.error();
-  DriveOrder order{peer->to_string(), spec.handle, std::string(spec.payload.view()), spec.reply_bytes, spec.calls,
+  DriveOrder order{core::PeerAddr(*peer), spec.handle, std::string(spec.payload.view()), spec.reply_bytes, spec.calls,
                    k_call_timeout};
   auto driver = actors::spawn_role(sys, gw, make_driver_role(), core::HostKind::transport_thread);
   const auto start = Clock::now();

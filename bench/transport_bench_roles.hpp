@@ -14,9 +14,9 @@ namespace apiary::bench::transport_bench {
 std::unique_ptr<core::Role> make_echo_role(std::string handle);
 
 /// What the driver's local method "drive" takes: `calls` unary calls of `payload` to
-/// `handle` at `peer` (a multiaddr), one at a time, each answer `reply_bytes` long.
+/// `handle` at `peer`, one at a time, each answer `reply_bytes` long.
 struct DriveOrder {
-  std::string peer;
+  core::PeerAddr peer;
   std::string handle;
   std::string payload;
   std::size_t reply_bytes = 0;

@@ -1,6 +1,5 @@
 #include "core/addressing.hpp"
 
-#include "messages/identity/multiaddr.hpp"
 
 namespace apiary::core {
 
@@ -23,14 +22,7 @@ void Addressing::address(Effects& fx) {
   if (!self_) return;
   for (auto& effect : fx) {
     auto* call = std::get_if<Call>(&effect);
-    if (call == nullptr) continue;
-    auto known = suffixes_.find(call->peer);
-    if (known == suffixes_.end()) {
-      auto addr = messages::Multiaddr::parse(call->peer);
-      std::string suffix = addr && addr->peer ? "@" + addr->peer->to_string() : std::string{};
-      known = suffixes_.emplace(call->peer, std::move(suffix)).first;
-    }
-    call->handle += known->second;
+    if (call != nullptr) call->handle = call->peer.addressed(call->handle);
   }
 }
 

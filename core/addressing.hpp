@@ -7,7 +7,6 @@
 /// simulator, where every address is one node) serves and calls plain handles only.
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/effects.hpp"
@@ -34,8 +33,6 @@ class Addressing {
  private:
   std::optional<messages::PeerId> self_;
   bool shared_ = false;
-  /// "@<PeerID>" per callee address seen ("" when it names no peer): parsed once.
-  std::unordered_map<PeerAddr, std::string> suffixes_;
 };
 
 }  // namespace apiary::core

@@ -10,12 +10,14 @@
 #include "core/time.hpp"
 #include "core/value.hpp"
 #include "messages/buffer.hpp"
+#include "messages/identity/peer_address.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core {
 
-/// Where a peer can be reached: its listen multiaddr, e.g. "/ip4/127.0.0.1/tcp/4100".
-using PeerAddr = std::string;
+/// Where a peer can be reached: its listen address (host, port, optional PeerID), parsed
+/// once where it entered (messages/identity/peer_address.hpp).
+using PeerAddr = messages::PeerAddress;
 
 /// Identifies an outbound unary call issued by a core; chosen by the core.
 using CallId = std::uint64_t;

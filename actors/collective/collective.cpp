@@ -16,11 +16,10 @@ namespace cc = core::collective;
 
 Result<std::unique_ptr<Collective>> Collective::create(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
                                                        CollectiveActorConfig config) {
-  for (const auto& m : config.members) {
-    if (auto key = peer_key_of(m); !key) {
+  for (std::size_t i = 0; i < config.members.size(); ++i) {
+    if (config.members[i].empty()) {
       return make_error(errc::invalid_argument,
-                        "collective: expected every member as a multiaddr such as /ip4/127.0.0.1/tcp/7000, got '{}'",
-                        m);
+                        "collective: member {} has no address; expected a multiaddr such as /ip4/127.0.0.1/tcp/7000", i);
     }
   }
   auto mux = std::make_unique<core::Mux>();

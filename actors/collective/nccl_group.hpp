@@ -45,7 +45,7 @@ struct NcclGroupConfig {
   std::string group;  ///< the group's name, the same on every rank (names the id's RPC handle)
   std::size_t rank = 0;   ///< this member, 0 <= rank < ranks; rank 0 serves the id
   std::size_t ranks = 1;  ///< members of the group
-  PeerKey root;           ///< rank 0's address (a multiaddr), where the others fetch the id
+  PeerKey root;           ///< rank 0's transport key (HOST:PORT), where the others fetch the id
   int device = 0;         ///< the CUDA ordinal of this member's GPU (GPU:1 -> 1)
   /// How long a rank keeps trying to fetch the id from rank 0, and rank 0 waits for the
   /// others to fetch it, ms.

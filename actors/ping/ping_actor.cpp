@@ -5,8 +5,8 @@
 
 namespace apiary::actors {
 
-RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
-                          core::ping::Config config, std::vector<std::string> bootstrap, HostKind kind) {
+RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, core::PeerAddr self_addr,
+                          core::ping::Config config, std::vector<core::PeerAddr> bootstrap, HostKind kind) {
   return spawn_role(sys, std::move(gw),
                     std::make_unique<core::ping::Pinger>(std::move(self_addr), config, std::move(bootstrap)), kind);
 }
@@ -20,7 +20,7 @@ Result<std::string> ping_report(const RoleHost& ping, std::chrono::milliseconds 
   if (!value) return value.error();
   const auto* snap = value->as<core::ping::Snapshot>();
   if (snap == nullptr) return make_error(errc::internal, "the ping role answered with a {}", value->type_name());
-  return format_rtt_table(snap->self, snap->peers);
+  return format_rtt_table(snap->self.multiaddr(), snap->peers);
 }
 
 std::string format_rtt_table(const std::string& self, const std::map<core::PeerAddr, core::ping::PeerStats>& peers) {

@@ -14,11 +14,10 @@
 
 namespace apiary::actors {
 
-/// Starts a host of `kind` for a Pinger of the node listening at `self_addr` (a
-/// multiaddr), serving core::ping::k_handle, and starts probing `bootstrap`. Stop it with
+/// Starts a host of `kind` for a Pinger of the node listening at `self_addr`, serving core::ping::k_handle, and starts probing `bootstrap`. Stop it with
 /// stop_role(gw, host, {core::ping::k_handle}).
-RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, std::string self_addr,
-                          core::ping::Config config, std::vector<std::string> bootstrap,
+RoleHost spawn_ping_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, core::PeerAddr self_addr,
+                          core::ping::Config config, std::vector<core::PeerAddr> bootstrap,
                           HostKind kind = HostKind::actor);
 
 /// The RTT table of the pinger hosted by `ping` (format_rtt_table); an error when the

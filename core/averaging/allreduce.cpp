@@ -146,7 +146,7 @@ Result<Payload> AllReduceRunner::part_message(std::size_t part_index, bool first
   const auto count = static_cast<std::size_t>(part.length);
   const pb::MessageCode code = first ? pb::PART_FOR_AVERAGING : pb::NO_CODE;
   const std::string& group_id = first ? config_.group_id : k_no_string;
-  const std::string& peer_id = first ? config_.peers[config_.self] : k_no_string;
+  const std::string& peer_id = first ? config_.peers[config_.self].multiaddr() : k_no_string;
   if (config_.splice_parts && codec_of(part) == pb::NONE && count > 0) {
     // The values stay where they lie: the message's body is a view of the tensor.
     auto [head, tail] = none_part_framing(code, group_id, peer_id, count, config_.weight);

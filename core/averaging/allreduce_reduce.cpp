@@ -40,8 +40,9 @@ Effects AllReduceRunner::on_request(TimePoint now, RequestId id, const PeerAddr&
   if (msg->group_id != config_.group_id) return refuse(pb::BAD_GROUP_ID);
   if (msg->code != pb::PART_FOR_AVERAGING) return refuse(pb::PROTOCOL_VIOLATION);
   // The caller must be a sender of this group, other than this peer, with one stream.
-  const PeerAddr& name = from.empty() ? msg->peer_id : from;
-  const auto found = std::find(config_.peers.begin(), config_.peers.end(), name);
+  const auto found = from.empty() ? std::find_if(config_.peers.begin(), config_.peers.end(),
+                                                  [&](const PeerAddr& p) { return p.multiaddr() == msg->peer_id; })
+                                   : std::find(config_.peers.begin(), config_.peers.end(), from);
   const auto peer = static_cast<std::size_t>(found - config_.peers.begin());
   if (found == config_.peers.end() || peer == config_.self || !is_sender(peer) || !reducer_ ||
       sender_seen_[peer]) {

@@ -63,7 +63,7 @@ AveragerRole::AveragerRole(AveragerRoleConfig config, NextU64 rng)
         mm.join_handle = config_.join_handle;
         return mm;
       }(), std::move(rng)) {
-  if (!config_.address_of) config_.address_of = [](const PeerIdBytes& peer) { return PeerAddr(peer); };
+  if (!config_.address_of) config_.address_of = address_of_multiaddr;
 }
 
 bool AveragerRole::serves(const std::string& handle) const {

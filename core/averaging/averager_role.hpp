@@ -63,7 +63,7 @@ struct AveragerRoleConfig {
   PeerIdBytes peer_id;
   /// DHT time (seconds) = to_seconds(now) + dht_epoch.
   double dht_epoch = 0;
-  /// Where calls to a groupmate go (default: its id is its address).
+  /// Where calls to a groupmate go (default: address_of_multiaddr, its id is its address).
   std::function<PeerAddr(const PeerIdBytes&)> address_of;
   /// The part stream's handle (with the averager's prefix, if the host uses one).
   std::string part_handle = k_aggregate_part_handle;

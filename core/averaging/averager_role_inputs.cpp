@@ -16,7 +16,7 @@ AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std:
   AveragerEffects out;
   if (handle == config_.join_handle) {
     requests_[id] = false;
-    absorb(now, matchmaking_.on_request(now, id, from, std::string(body.view())), out);
+    absorb(now, matchmaking_.on_request(now, id, from.multiaddr(), std::string(body.view())), out);
     return out;
   }
   if (handle != config_.part_handle) return out;

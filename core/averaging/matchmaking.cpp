@@ -12,7 +12,7 @@ namespace apiary::core::averaging {
 
 Matchmaking::Matchmaking(MatchmakingConfig config, NextU64 rng)
     : config_(std::move(config)), rng_(std::move(rng)) {
-  if (!config_.address_of) config_.address_of = [](const PeerIdBytes& id) { return id; };
+  if (!config_.address_of) config_.address_of = address_of_multiaddr;
 }
 
 double Matchmaking::wanted_expiration(TimePoint now) const {

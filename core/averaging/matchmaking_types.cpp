@@ -59,4 +59,9 @@ std::uint64_t uniform_below(const NextU64& next, std::uint64_t n) {
   }
 }
 
+PeerAddr address_of_multiaddr(const PeerIdBytes& id) {
+  auto addr = PeerAddr::parse(id);
+  return addr ? std::move(*addr) : PeerAddr{};
+}
+
 }  // namespace apiary::core::averaging

@@ -108,14 +108,18 @@ struct StepParams {
 /// Checks a StepParams; the error names the bad field, its value and the accepted range.
 [[nodiscard]] Status validate(const StepParams& params);
 
+/// The address an averager id names when the id is its multiaddr, as apiary's are (the
+/// empty address, which no call reaches, for one that does not parse).
+[[nodiscard]] PeerAddr address_of_multiaddr(const PeerIdBytes& id);
+
 /// Fixed settings of one averager's matchmaking role.
 struct MatchmakingConfig {
   /// This averager's PeerID bytes (non-empty).
   PeerIdBytes peer_id;
   /// Added to `to_seconds(now)` to get DHT time (seconds): DHT expirations are absolute.
   double dht_epoch = 0;
-  /// Where calls to a peer go: the shell's address for a PeerID. Default: the PeerID
-  /// bytes themselves (a shell that addresses nodes by PeerID).
+  /// Where calls to a peer go: the shell's address for a PeerID. Default:
+  /// address_of_multiaddr (an averager's id is its multiaddr).
   std::function<PeerAddr(const PeerIdBytes&)> address_of;
   /// The leaders' join stream (with the averager's prefix, if the host uses one).
   std::string join_handle = k_join_handle;

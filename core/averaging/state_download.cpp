@@ -163,7 +163,7 @@ void StateLoader::ask(Effects& fx, TimePoint now) {
     std::string list;
     for (const DonorFailure& f : failures_) {
       if (!list.empty()) list += "; ";
-      list += f.donor + ": " + f.error.what();
+      list += f.donor.multiaddr() + ": " + f.error.what();
     }
     outcome_ = make_error(errc::unavailable,
                           "load state: expected one of {} donors to stream a complete state, "

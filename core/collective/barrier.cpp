@@ -124,7 +124,7 @@ Effects Barrier::on_timer(TimePoint now, TimerId id) {
   // The deadline: name every member that never answered.
   std::string missing;
   for (std::size_t p = 0; p < answered_.size(); ++p) {
-    if (!answered_[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p) + " (" + config_.peers[p] + ")";
+    if (!answered_[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p) + " (" + config_.peers[p].multiaddr() + ")";
   }
   finish(fx, make_error(errc::deadline_exceeded,
                         "collective barrier at level {}: expected every member to reach it, but rank(s) {} did not "

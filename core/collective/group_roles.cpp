@@ -84,7 +84,7 @@ std::vector<std::string> GroupAllReduceRole::handles() const {
 
 PeerAddr GroupAllReduceRole::member_of(const PeerAddr& from) const {
   for (const auto& m : config_.members) {
-    if (from == m || (from.size() > m.size() && from.compare(0, m.size(), m) == 0 && from[m.size()] == '/')) return m;
+    if (from == m || (!m.peer() && from.peer() && from.key() == m.key())) return m;
   }
   return {};
 }

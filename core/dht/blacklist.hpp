@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "messages/identity/peer_address.hpp"
+
 namespace apiary::core::dht {
 
 class Blacklist {
@@ -15,21 +17,21 @@ class Blacklist {
   Blacklist(double base_seconds, double rate) : base_(base_seconds), rate_(rate) {}
 
   /// Records a failure of `peer` at `now`; returns when its ban ends.
-  double ban(double now, const std::string& peer) {
+  double ban(double now, const messages::PeerAddress& peer) {
     auto& e = entries_[peer];
     e.until = now + base_ * std::pow(rate_, static_cast<double>(e.failures));
     ++e.failures;
     return e.until;
   }
   /// True while `peer` is banned at `now`.
-  [[nodiscard]] bool is_banned(double now, const std::string& peer) const {
+  [[nodiscard]] bool is_banned(double now, const messages::PeerAddress& peer) const {
     auto it = entries_.find(peer);
     return it != entries_.end() && now < it->second.until;
   }
   /// `peer` answered: its failures are forgiven.
-  void clear(const std::string& peer) { entries_.erase(peer); }
+  void clear(const messages::PeerAddress& peer) { entries_.erase(peer); }
   /// Consecutive failures recorded for `peer` (0 if none).
-  [[nodiscard]] std::size_t failures(const std::string& peer) const {
+  [[nodiscard]] std::size_t failures(const messages::PeerAddress& peer) const {
     auto it = entries_.find(peer);
     return it == entries_.end() ? 0 : it->second.failures;
   }
@@ -43,7 +45,7 @@ class Blacklist {
   };
   double base_;
   double rate_;
-  std::map<std::string, Entry> entries_;
+  std::map<messages::PeerAddress, Entry> entries_;
 };
 
 }  // namespace apiary::core::dht

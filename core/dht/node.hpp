@@ -268,6 +268,7 @@ class Node {
   std::vector<std::pair<CallId, Error>> failed_now_;  ///< calls that could not even be sent
   TimePoint last_now_{};                      ///< `now` of the input being handled
   std::map<RequestId, std::pair<PeerAddr, std::string>> held_pings_;  ///< caller, request bytes
+  messages::AddressBook address_book_;  ///< peer addresses met in find results
   CallId next_call_ = 1;
   std::uint64_t next_search_ = 1;
   OpId next_internal_op_ = OpId{1} << 63;     ///< ops the node starts itself (refreshes)

@@ -103,7 +103,7 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
     const int n = std::min(fr.nearest_node_ids_size(), fr.nearest_peer_ids_size());
     for (int j = 0; j < n; ++j) {
       auto nid = NodeId::from_bytes(fr.nearest_node_ids(j));
-      const std::string& peer = fr.nearest_peer_ids(j);
+      const PeerAddr& peer = address_book_.parse(fr.nearest_peer_ids(j));
       if (!nid || peer.empty() || *nid == id_self() || blacklist_.is_banned(t, peer)) continue;
       s.book.emplace(*nid, peer);
       auto d = s.depth.emplace(*nid, depth + 1);

@@ -103,7 +103,7 @@ Result<StoreItem> decode_store_item(const pb::StoreRequest& request, int i) {
 
 }  // namespace
 
-Protocol::Protocol(NodeId self, std::string self_peer_id, ProtocolConfig config)
+Protocol::Protocol(NodeId self, PeerId self_peer_id, ProtocolConfig config)
     : self_(self),
       self_peer_id_(std::move(self_peer_id)),
       config_(config),
@@ -114,7 +114,7 @@ Protocol::Protocol(NodeId self, std::string self_peer_id, ProtocolConfig config)
 }
 
 Result<std::string> Protocol::handle(double now, const std::string& handle,
-                                     const std::string& from_peer, const std::string& request) {
+                                     const PeerId& from_peer, const std::string& request) {
   if (handle == k_ping_handle) {
     auto parsed = parse<pb::PingRequest>(request, k_ping_handle, "PingRequest");
     if (!parsed) return parsed.error();
@@ -136,7 +136,7 @@ Result<std::string> Protocol::handle(double now, const std::string& handle,
                     k_ping_handle, k_store_handle, k_find_handle, handle);
 }
 
-Result<pb::PingResponse> Protocol::ping(double now, const std::string& from_peer,
+Result<pb::PingResponse> Protocol::ping(double now, const PeerId& from_peer,
                                         const pb::PingRequest& request) {
   auto sender = sender_id(request.peer(), "PingRequest");
   if (!sender) return sender.error();
@@ -149,7 +149,7 @@ Result<pb::PingResponse> Protocol::ping(double now, const std::string& from_peer
   return response;
 }
 
-Result<pb::StoreResponse> Protocol::store(double now, const std::string& from_peer,
+Result<pb::StoreResponse> Protocol::store(double now, const PeerId& from_peer,
                                           const pb::StoreRequest& request) {
   auto sender = sender_id(request.peer(), "StoreRequest");
   if (!sender) return sender.error();
@@ -195,7 +195,7 @@ Result<pb::StoreResponse> Protocol::store(double now, const std::string& from_pe
   return response;
 }
 
-Result<pb::FindResponse> Protocol::find(double now, const std::string& from_peer,
+Result<pb::FindResponse> Protocol::find(double now, const PeerId& from_peer,
                                         const pb::FindRequest& request) {
   auto sender = sender_id(request.peer(), "FindRequest");
   if (!sender) return sender.error();
@@ -237,7 +237,7 @@ pb::FindResult Protocol::find_one(double now, const NodeId& key,
   }
   for (const Contact& c : routing_table_.nearest(key, config_.bucket_size, requester)) {
     result.add_nearest_node_ids(c.id.to_bytes());
-    result.add_nearest_peer_ids(c.peer);
+    result.add_nearest_peer_ids(c.peer.multiaddr());
   }
   return result;
 }
@@ -259,7 +259,7 @@ Result<std::optional<NodeId>> Protocol::sender_id(const pb::NodeInfo& peer,
 }
 
 void Protocol::register_sender(double now, const std::optional<NodeId>& sender,
-                               const std::string& from_peer) {
+                               const PeerId& from_peer) {
   if (!sender || from_peer.empty() || *sender == self_) return;
   const Bucket& bucket = routing_table_.buckets()[routing_table_.bucket_index(*sender)];
   bool known = routing_table_.contains(*sender);

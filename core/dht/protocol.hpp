@@ -68,27 +68,27 @@ struct RoutingEvents {
 /// is decoded before any is stored, so one malformed item fails the whole request.
 class Protocol {
  public:
-  /// A servicer for node `self`, reachable as `self_peer_id` (libp2p PeerID bytes);
+  /// A servicer for node `self`, reachable at `self_peer_id` (its address);
   /// `config` must pass validate().
-  Protocol(NodeId self, std::string self_peer_id, ProtocolConfig config);
+  Protocol(NodeId self, PeerId self_peer_id, ProtocolConfig config);
 
   /// Serves one request: `handle` names the RPC, `request` is its serialized message,
-  /// `from_peer` the caller's PeerID bytes (may be empty), `now` the DHT time in
+  /// `from_peer` the caller's address (may be empty), `now` the DHT time in
   /// seconds. Returns the serialized response; errc::not_found for an unknown handle,
   /// errc::malformed (naming the message type) for a request that does not parse or is
   /// inconsistent. A malformed request changes nothing.
   [[nodiscard]] Result<std::string> handle(double now, const std::string& handle,
-                                           const std::string& from_peer,
+                                           const PeerId& from_peer,
                                            const std::string& request);
 
   /// rpc_ping: {peer = own NodeInfo, dht_time = now (seconds), available = false}.
-  [[nodiscard]] Result<pb::PingResponse> ping(double now, const std::string& from_peer,
+  [[nodiscard]] Result<pb::PingResponse> ping(double now, const PeerId& from_peer,
                                               const pb::PingRequest& request);
   /// rpc_store: one store_ok per item, in request order.
-  [[nodiscard]] Result<pb::StoreResponse> store(double now, const std::string& from_peer,
+  [[nodiscard]] Result<pb::StoreResponse> store(double now, const PeerId& from_peer,
                                                 const pb::StoreRequest& request);
   /// rpc_find: one FindResult per key, in request order.
-  [[nodiscard]] Result<pb::FindResponse> find(double now, const std::string& from_peer,
+  [[nodiscard]] Result<pb::FindResponse> find(double now, const PeerId& from_peer,
                                               const pb::FindRequest& request);
 
   /// The routing table requests are registered in.
@@ -102,7 +102,7 @@ class Protocol {
   /// This node's DHT id.
   [[nodiscard]] const NodeId& self() const { return self_; }
   /// This node's PeerID bytes.
-  [[nodiscard]] const std::string& self_peer_id() const { return self_peer_id_; }
+  [[nodiscard]] const PeerId& self_peer_id() const { return self_peer_id_; }
   /// The tuning given at construction.
   [[nodiscard]] const ProtocolConfig& config() const { return config_; }
 
@@ -117,14 +117,14 @@ class Protocol {
   /// Registers `sender` (reached through `from_peer`) as seen at `now`, recording a
   /// newcomer and the eviction candidate, if any.
   void register_sender(double now, const std::optional<NodeId>& sender,
-                       const std::string& from_peer);
+                       const PeerId& from_peer);
   /// The FindResult of one key: its value (storage or cache, later expiration wins) and
   /// the nearest nodes, leaving out `requester`.
   [[nodiscard]] pb::FindResult find_one(double now, const NodeId& key,
                                         const std::optional<NodeId>& requester);
 
   NodeId self_;
-  std::string self_peer_id_;
+  PeerId self_peer_id_;
   ProtocolConfig config_;
   pb::NodeInfo node_info_;
   RoutingTable routing_table_;

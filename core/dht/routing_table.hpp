@@ -12,12 +12,13 @@
 
 #include "core/dht/node_id.hpp"
 #include "core/time.hpp"
+#include "messages/identity/peer_address.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::core::dht {
 
-/// A peer's transport identity: the raw bytes of its libp2p PeerID.
-using PeerId = std::string;
+/// How a node is reached: its peer's address (with its PeerID where known).
+using PeerId = messages::PeerAddress;
 
 /// A node the table knows: its DHT id and the peer that answers for it.
 struct Contact {

@@ -83,8 +83,8 @@ void Pinger::record_failure(const PeerAddr& peer, std::string message) {
 std::string Pinger::make_probe(std::uint64_t seq) const {
   pb::PingProbe probe;
   probe.set_seq(seq);
-  probe.set_sender_addr(self_);
-  for (const auto& [addr, stats] : peers_) probe.add_known_peers(addr);
+  probe.set_sender_addr(self_.multiaddr());
+  for (const auto& [addr, stats] : peers_) probe.add_known_peers(addr.multiaddr());
   return probe.SerializeAsString();
 }
 
@@ -120,13 +120,13 @@ Effects Pinger::on_request(TimePoint /*now*/, RequestId id, const std::string& r
                                  k_handle, request.size())}};
   }
   // Learn the sender and its view.
-  learn(probe.sender_addr());
-  for (const auto& addr : probe.known_peers()) learn(addr);
+  learn(addresses_.parse(probe.sender_addr()));
+  for (const auto& addr : probe.known_peers()) learn(addresses_.parse(addr));
   // Answer with our own view.
   pb::PingAck ack;
   ack.set_seq(probe.seq());
-  ack.set_responder_addr(self_);
-  for (const auto& [addr, stats] : peers_) ack.add_known_peers(addr);
+  ack.set_responder_addr(self_.multiaddr());
+  for (const auto& [addr, stats] : peers_) ack.add_known_peers(addr.multiaddr());
   return {Reply{id, ack.SerializeAsString()}};
 }
 
@@ -173,8 +173,8 @@ Effects Pinger::on_response(TimePoint now, CallId call, const Result<std::string
     }
   }
   // Learn the responder and its view.
-  learn(ack.responder_addr());
-  for (const auto& addr : ack.known_peers()) learn(addr);
+  learn(addresses_.parse(ack.responder_addr()));
+  for (const auto& addr : ack.known_peers()) learn(addresses_.parse(addr));
   return {};
 }
 

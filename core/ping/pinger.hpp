@@ -129,6 +129,7 @@ class Pinger final : public Role {
   Config config_;
   std::vector<PeerAddr> bootstrap_;
   std::map<PeerAddr, PeerStats> peers_;
+  messages::AddressBook addresses_;  ///< addresses met in probes and acks
   std::map<CallId, InFlight> in_flight_;
   CallId next_call_ = 1;
   std::uint64_t next_seq_ = 1;

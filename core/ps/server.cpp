@@ -125,7 +125,7 @@ Effects ShardServer::on_request_message(TimePoint /*now*/, RequestId id, const R
     return {Reply{id, std::string{}, true}};  // the replica is done: end our side too
   }
   sessions_.erase(it);
-  lost_.emplace(replica, fmt::format("replica {}{} went down ({})", replica, from.empty() ? "" : " at " + from,
+  lost_.emplace(replica, fmt::format("replica {}{} went down ({})", replica, from.empty() ? "" : " at " + from.key(),
                                      message.error().what()));
   // Fail every request held on a synchronous shard: its step needs the lost replica.
   Effects out;

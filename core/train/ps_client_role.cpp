@@ -373,7 +373,7 @@ Error PsClientRole::describe(const char* what, std::size_t shard, const Error& e
   const auto& s = config_.plan->shards[shard];
   const auto via = config_.pull_via.find(shard);
   const std::string proxy =
-      std::string(what) == "pull" && via != config_.pull_via.end() ? " through the proxy " + via->second : "";
+      std::string(what) == "pull" && via != config_.pull_via.end() ? " through the proxy " + via->second.multiaddr() : "";
   std::string hint;
   if (e.code == errc::peer_down) {
     hint =

@@ -30,7 +30,7 @@ core::Mux roles_of(core::dht::NodeId id, const core::PeerAddr& self, const Avera
   (void)mux.add("dht", std::make_unique<core::dht::NodeRole>(
                            std::make_unique<core::dht::Node>(id, self, std::move(node), nullptr, settings.dht_epoch), dht));
   mm::AveragerRoleConfig config;
-  config.peer_id = self;
+  config.peer_id = self.multiaddr();
   config.dht_epoch = settings.dht_epoch;
   if (settings.device_ns_per_value > 0) config.device_role = "device";
   auto rng = std::make_shared<core::Rng>(seed);

@@ -37,7 +37,7 @@ core::PeerAddr dht_addr(std::size_t i, const core::dht::NodeId& id) {
     multihash.push_back(b < 8 ? static_cast<char>((static_cast<std::uint64_t>(i) >> (8 * b)) & 0xff)
                               : '\0');
   }
-  return fmt::format("{}/tcp/4000/p2p/{}", swarm_ip(i), messages::base58_encode(multihash));
+  return swarm_address(i, 4000, messages::PeerId::from_bytes(multihash).value());
 }
 
 namespace {
@@ -72,7 +72,7 @@ Result<LinkRule> dht_link_rule(std::uint64_t seed, core::Duration min_latency,
   return LinkRule([=](const core::PeerAddr& from, const core::PeerAddr& to) {
     // Both directions of a pair hash the same way round, so a link is symmetric.
     const bool ordered = from < to;
-    const std::uint64_t h = link_hash(seed, ordered ? from : to, ordered ? to : from);
+    const std::uint64_t h = link_hash(seed, (ordered ? from : to).multiaddr(), (ordered ? to : from).multiaddr());
     LinkModel model;
     model.latency = min_latency + core::Duration(static_cast<core::Duration::rep>(h % span));
     model.jitter = core::Duration::zero();

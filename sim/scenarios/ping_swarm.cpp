@@ -9,7 +9,7 @@
 namespace apiary::sim::scenarios {
 
 core::PeerAddr swarm_addr(std::size_t i) {
-  return swarm_ip(i) + "/tcp/4100";
+  return swarm_address(i, 4100);
 }
 
 Result<PingSwarm> PingSwarm::create(World& world, const PingSwarmOptions& options) {

@@ -16,6 +16,7 @@
 #include "sim/scenarios/dht_swarm.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/scenarios/ps_proxy_host.hpp"
+#include "sim/scenarios/swarm_size.hpp"
 
 namespace apiary::sim::scenarios {
 
@@ -76,7 +77,7 @@ Status add_proxies(Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
   std::map<std::string, core::PeerAddr> shards;  // shard name -> its PS
   for (auto id : ids) shards[plan.shards[id].config.variable] = servers.at(plan.shards[id].device);
   for (const auto& [node, local] : nodes) {
-    core::PeerAddr addr = "proxy/" + node;
+    core::PeerAddr addr = swarm_address(run.proxy_addrs.size(), k_proxy_port);
     auto host = std::make_unique<PsProxyHost>(
         cps::ProxyServer(node, shards, static_cast<std::int32_t>(local.front()), c.call_timeout));
     run.proxies.push_back(host.get());
@@ -192,7 +193,7 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     servers = std::move(*added);
   }
   const std::size_t n = plans.replicas.size();
-  for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(fmt::format("replica/{}/{}", r, plans.replicas[r]));
+  for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(swarm_address(r, k_replica_port));
   auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
   std::vector<core::train::ReplicaConfig> configs(n);
   if (plans.ps && !plans.ar) {
@@ -428,7 +429,7 @@ Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world, const
       if (!shard) return shard.error();
       shards.emplace(plan.shards[id].config.variable, std::move(*shard));
     }
-    core::PeerAddr addr = "ps/" + device;
+    core::PeerAddr addr = swarm_address(addrs.size(), k_ps_port);
     auto host = std::make_unique<PsServerHost>(cps::ShardServer(device, std::move(shards)));
     hosts.push_back(host.get());
     if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();

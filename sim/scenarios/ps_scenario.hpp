@@ -148,7 +148,13 @@ void record_world(const World& world, PsScenarioReport& report);
 /// The report as readable lines: one per step, one per replica, then seed and trace hash.
 [[nodiscard]] std::string format_report(const PsScenarioReport& report);
 
-/// Adds and starts one PsServerHost per PS device of `plan` at "ps/<device>", holding its
+/// Where the scenario's roles listen: PS i at /ip4/10.0.0.i/tcp/5000, proxy i at port
+/// 6000 of the same host, replica r at port 7000 (swarm_address).
+inline constexpr std::uint16_t k_ps_port = 5000;
+inline constexpr std::uint16_t k_proxy_port = 6000;
+inline constexpr std::uint16_t k_replica_port = 7000;
+
+/// Adds and starts one PsServerHost per PS device of `plan` at swarm_address(i, k_ps_port), holding its
 /// shards at the model's initial values (`features` of the logistic regression); appends
 /// each address and host, and returns the address by device. Shared by the PS and mixed
 /// scenarios. Errors: the shards' and the World's.

@@ -3,8 +3,10 @@
 /// addresses: node i listens on 10.A.B.C (i's low 24 bits), so a swarm holds at most
 /// 2^24 nodes.
 #include <cstddef>
-#include <string>
+#include <cstdint>
+#include <optional>
 
+#include "core/effects.hpp"
 #include "messages/result.hpp"
 
 namespace apiary::sim::scenarios {
@@ -12,8 +14,10 @@ namespace apiary::sim::scenarios {
 /// The most nodes a swarm's addresses tell apart (the 10.0.0.0/8 hosts).
 inline constexpr std::size_t k_max_swarm_nodes = std::size_t{1} << 24;
 
-/// "/ip4/10.A.B.C": the host part of swarm node `i`'s address (i < k_max_swarm_nodes).
-[[nodiscard]] std::string swarm_ip(std::size_t i);
+/// Swarm node `i`'s address: /ip4/10.A.B.C/tcp/`port`, naming `peer` when given
+/// (i < k_max_swarm_nodes). Simulated addresses are never dialled.
+[[nodiscard]] core::PeerAddr swarm_address(std::size_t i, std::uint16_t port,
+                                           std::optional<messages::PeerId> peer = std::nullopt);
 
 /// Ok when a swarm of `nodes` can be built: at least 1, at most k_max_swarm_nodes. The
 /// error names the `options` field to set and the address function `addr` that limits it.

@@ -14,7 +14,9 @@
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
 #include "tests/support/test_system.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace std::chrono_literals;
 using core::dht::FoundValue;
@@ -51,7 +53,7 @@ struct LocalSwarm {
   std::unique_ptr<caf::actor_system> sys;
   std::vector<std::shared_ptr<actors::Gateway>> gws;
   std::vector<actors::RoleHost> nodes;
-  std::vector<std::string> addrs;
+  std::vector<core::PeerAddr> addrs;
 
   LocalSwarm(int n, core::dht::NodeConfig config, actors::HostKind kind = actors::HostKind::actor) {
     sys = std::make_unique<caf::actor_system>(testing::no_poll_sleeps(cfg));
@@ -68,7 +70,7 @@ struct LocalSwarm {
       ac.node = config;
       ac.host = kind;
       nodes.push_back(actors::spawn_dht_actor(*sys, gws.back(), ac));
-      std::vector<std::string> initial;
+      std::vector<core::PeerAddr> initial;
       if (i > 0) initial.push_back(addrs[0]);
       auto boot = wait(actors::submit_dht_op(
           nodes.back(), [initial](Node& node, core::TimePoint now, OpId op) { return node.start(now, op, initial); }));
@@ -115,12 +117,12 @@ messages::Ed25519PrivateKey new_key() {
 
 TEST_CASE("peer_addr_of names a caller by its listen address and PeerID", "[actor]") {
   CHECK(actors::peer_addr_of("", "").empty());
-  CHECK(actors::peer_addr_of("127.0.0.1:4100", "") == "/ip4/127.0.0.1/tcp/4100");
-  CHECK(actors::peer_addr_of("[::1]:4100", "") == "/ip6/::1/tcp/4100");
+  CHECK(actors::peer_addr_of("127.0.0.1:4100", "") == "/ip4/127.0.0.1/tcp/4100"_addr);
+  CHECK(actors::peer_addr_of("[::1]:4100", "") == "/ip6/::1/tcp/4100"_addr);
   CHECK(actors::peer_addr_of("127.0.0.1:notaport", "").empty());
   const auto id = messages::PeerId::from_public_key(new_key().public_key());
   CHECK(actors::peer_addr_of("127.0.0.1:4100", id.bytes()) == "/ip4/127.0.0.1/tcp/4100/p2p/" + id.to_string());
-  CHECK(actors::peer_addr_of("127.0.0.1:4100", "garbage") == "/ip4/127.0.0.1/tcp/4100");
+  CHECK(actors::peer_addr_of("127.0.0.1:4100", "garbage") == "/ip4/127.0.0.1/tcp/4100"_addr);
 }
 
 TEST_CASE("DHT actors over the in-process transport store, get and merge subkeys", "[actor]") {

@@ -46,7 +46,7 @@ class EchoCaller final : public Role {
     if (auto* r = std::get_if<Request>(&input)) return {Reply{r->id, "echo:" + std::string(r->body.view())}};
     if (auto* c = std::get_if<LocalCall>(&input)) {
       op_ = c->op;
-      return {unary_call(1, *c->args.as<std::string>(), "test.echo", "hi", 5s)};
+      return {unary_call(1, messages::PeerAddress::parse(*c->args.as<std::string>()).value(), "test.echo", "hi", 5s)};
     }
     if (auto* r = std::get_if<Response>(&input)) {
       if (!r->result) return {Complete{op_, r->result.error()}};

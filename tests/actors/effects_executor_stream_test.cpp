@@ -14,7 +14,9 @@
 
 #include "actors/effects_executor.hpp"
 #include "actors/type_ids.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace std::chrono_literals;
 using core::Effects;
@@ -152,7 +154,7 @@ struct Fixture {
     const auto& addr = gw_b->address();
     core::Call c;
     c.id = 1;
-    c.peer = "/ip4/" + addr.substr(0, addr.find(':')) + "/tcp/" + addr.substr(addr.find(':') + 1);
+    c.peer = core::PeerAddr::from_host_port(addr).value();
     c.handle = std::move(handle);
     c.request = std::move(first);
     c.timeout = 10s;

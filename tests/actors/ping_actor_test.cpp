@@ -52,9 +52,9 @@ TEST_CASE("ping roles over the in-process transport find each other on either ho
   core::ping::Config pc;
   pc.interval = 50ms;
   for (int i = 0; i < 4; ++i) {
-    std::vector<std::string> bootstrap;
-    if (i > 0) bootstrap.push_back(addrs[0]);
-    pings.push_back(actors::spawn_ping_actor(sys, gws[i], addrs[i], pc, bootstrap, kind));
+    std::vector<core::PeerAddr> bootstrap;
+    if (i > 0) bootstrap.push_back(core::PeerAddr::parse(addrs[0]).value());
+    pings.push_back(actors::spawn_ping_actor(sys, gws[i], core::PeerAddr::parse(addrs[i]).value(), pc, bootstrap, kind));
   }
   for (int i = 0; i < 4; ++i) {
     auto table = wait_for_table(sys, pings[i], [&](const std::string& t) {

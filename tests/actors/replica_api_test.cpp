@@ -59,7 +59,7 @@ struct Job {
       o.system = sys.get();
       auto rt = Runtime::start(o);
       REQUIRE(rt.ok());
-      members.push_back((*rt)->address().to_string());
+      members.push_back(core::PeerAddr((*rt)->address()));
       runtimes.push_back(std::move(*rt));
     }
     for (int r = 0; r < 2; ++r) {
@@ -200,9 +200,9 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
   {
     ReplicaOptions o;
     o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
-    auto ps_addr = messages::Multiaddr::from_host_port((*ps_gw)->address());
+    auto ps_addr = core::PeerAddr::from_host_port((*ps_gw)->address());
     REQUIRE(ps_addr.ok());
-    o.roles.servers = {{plan.servers.front(), ps_addr->to_string()}};
+    o.roles.servers = {{plan.servers.front(), *ps_addr}};
     o.roles.call_timeout = 30000ms;
     auto driver = Replica::start(sys, *replica_gw, std::move(o));
     REQUIRE(driver.ok());

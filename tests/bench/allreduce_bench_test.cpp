@@ -7,14 +7,16 @@
 #include "bench/allreduce_bench_apiary.hpp"
 #include "bench/allreduce_bench_timers.hpp"
 #include "bench/allreduce_workload.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace apiary::bench {
 namespace {
+using apiary::test::operator""_addr;
 
 core::Call stream_call(core::CallId id, std::string first) {
   core::Call c;
   c.id = id;
-  c.peer = "/ip4/127.0.0.1/tcp/1";
+  c.peer = "/ip4/127.0.0.1/tcp/1"_addr;
   c.handle = "h";
   c.request = std::move(first);
   c.stream = true;
@@ -52,7 +54,7 @@ TEST_CASE("fold_stream_ends leaves an end alone when there is nothing to fold it
                    core::Reply{2, std::string(), true}};
   actors::fold_stream_ends(fx);
   CHECK(fx.size() == 3);
-  core::Effects unary{core::unary_call(4, "/ip4/127.0.0.1/tcp/1", "h", "r", std::chrono::seconds(1)),
+  core::Effects unary{core::unary_call(4, "/ip4/127.0.0.1/tcp/1"_addr, "h", "r", std::chrono::seconds(1)),
                       core::Send{4, "", true}};
   actors::fold_stream_ends(unary);
   CHECK(unary.size() == 2);

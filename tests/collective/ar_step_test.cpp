@@ -12,7 +12,9 @@
 #include "core/collective/ar_step.hpp"
 #include "core/strategy/builders.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace apiary::core;
 namespace cc = core::collective;
@@ -70,7 +72,7 @@ struct Group {
   RequestId next = 1;
 
   Group() {
-    for (std::size_t r = 0; r < k_replicas; ++r) addrs.push_back("/ip4/127.0.0.1/tcp/" + std::to_string(9000 + r));
+    for (std::size_t r = 0; r < k_replicas; ++r) addrs.push_back(apiary::test::addr_of("/ip4/127.0.0.1/tcp/" + std::to_string(9000 + r)));
     for (std::size_t r = 0; r < k_replicas; ++r) {
       auto step = cc::ArStep::create(plan_of(), {addrs, r, "job::Collective.rpc_exchange", 100, 5s});
       REQUIRE(step.ok());

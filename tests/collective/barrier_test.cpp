@@ -5,7 +5,9 @@
 
 #include "core/collective/barrier.hpp"
 #include "tests/core/effects_of.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace std::chrono_literals;
 namespace cc = core::collective;
@@ -16,7 +18,7 @@ using apiary::testing::all_of;
 
 cc::Barrier member(std::size_t self) {
   cc::BarrierConfig c;
-  c.peers = {"/ip4/127.0.0.1/tcp/1", "/ip4/127.0.0.1/tcp/2", "/ip4/127.0.0.1/tcp/3"};
+  c.peers = {"/ip4/127.0.0.1/tcp/1"_addr, "/ip4/127.0.0.1/tcp/2"_addr, "/ip4/127.0.0.1/tcp/3"_addr};
   c.self = self;
   c.handle = "job::Collective.rpc_barrier";
   c.id_base = 1000;
@@ -31,7 +33,7 @@ TEST_CASE("a barrier round ends once every other member answered", "[collective]
   auto fx = b.start(t0, 0, t0 + 10s);
   auto calls = all_of<core::Call>(fx);
   REQUIRE(calls.size() == 2);
-  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2");
+  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2"_addr);
   CHECK(calls[0].request == "0 0");
   CHECK_FALSE(b.finished());
   // Member 2 is not listening yet: asked again after the retry pause.
@@ -88,7 +90,7 @@ TEST_CASE("a member that asked at the level is not asked back, even after it lef
   CHECK(all_of<core::Reply>(b.on_request(t0, 4, "5 2")).size() == 1);
   auto calls = all_of<core::Call>(b.start(t0, 5, t0 + 1s));
   REQUIRE(calls.size() == 1);
-  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2");
+  CHECK(calls[0].peer == "/ip4/127.0.0.1/tcp/2"_addr);
   // Member 1 asks while this member's own ask to it is still out: the round is met.
   (void)b.on_request(t0 + 1ms, 5, "5 1");
   REQUIRE(b.finished());

@@ -13,7 +13,9 @@
 #include "actors/collective/collective.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "api/startup.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace std::chrono_literals;
 
@@ -34,9 +36,9 @@ struct Group {
       auto gw = actors::Gateway::start(*sys, gc);
       REQUIRE(gw.ok());
       gateways.push_back(*gw);
-      auto a = messages::Multiaddr::from_host_port((*gw)->address());
+      auto a = core::PeerAddr::from_host_port((*gw)->address());
       REQUIRE(a.ok());
-      addrs.push_back(a->to_string());
+      addrs.push_back(std::move(*a));
     }
     for (std::size_t i = 0; i < n; ++i) {
       actors::CollectiveActorConfig c{"testjob", i, addrs, timeout, 64};  // 64-byte parts: many per tensor
@@ -169,12 +171,12 @@ TEST_CASE("a member that is gone makes the others' op fail naming it, within the
 
 TEST_CASE("a bad configuration is refused", "[collective][actor]") {
   Group g(1, 1000ms);
-  actors::CollectiveActorConfig c{"job", 3, {"/ip4/127.0.0.1/tcp/1"}, 1000ms, 64};
+  actors::CollectiveActorConfig c{"job", 3, {"/ip4/127.0.0.1/tcp/1"_addr}, 1000ms, 64};
   auto bad_rank = actors::Collective::create(*g.sys, g.gateways[0], c);
   REQUIRE_FALSE(bad_rank.ok());
   CHECK(bad_rank.error().code == errc::invalid_argument);
   c.rank = 0;
-  c.members = {"127.0.0.1:1"};
+  c.members = {core::PeerAddr{}};
   auto bad_addr = actors::Collective::create(*g.sys, g.gateways[0], c);
   REQUIRE_FALSE(bad_addr.ok());
   CHECK(bad_addr.error().message.find("multiaddr") != std::string::npos);

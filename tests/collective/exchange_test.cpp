@@ -13,7 +13,9 @@
 
 #include "core/collective/exchange.hpp"
 #include "messages/tensor/float16.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace apiary::core;
 using namespace apiary::core::collective;
@@ -43,7 +45,7 @@ struct Bus {
   TimePoint now{};
 
   Bus(std::size_t n, std::uint32_t seed) : dead(n, false), rng(seed) {
-    for (std::size_t i = 0; i < n; ++i) addrs.push_back("/ip4/127.0.0.1/tcp/" + std::to_string(7000 + i));
+    for (std::size_t i = 0; i < n; ++i) addrs.push_back(apiary::test::addr_of("/ip4/127.0.0.1/tcp/" + std::to_string(7000 + i)));
     for (std::size_t i = 0; i < n; ++i) {
       auto e = Exchange::create({addrs, i, "job::Collective.rpc_exchange", 100, 5s});
       REQUIRE(e.ok());
@@ -229,5 +231,5 @@ TEST_CASE("members that disagree on the layout, and bad arguments, are errors", 
   auto weight = bus.members[0].take_result();
   REQUIRE_FALSE(weight.ok());
   CHECK(weight.error().code == errc::invalid_argument);
-  CHECK_FALSE(Exchange::create({{"a"}, 1, "h", 0, 1s}).ok());
+  CHECK_FALSE(Exchange::create({{"/ip4/10.0.0.1/tcp/1"_addr}, 1, "h", 0, 1s}).ok());
 }

@@ -10,6 +10,7 @@
 #include "core/collective/exchange.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/optimizer.hpp"
+#include "tests/support/peer_addr.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
@@ -65,7 +66,7 @@ ArPlan sparse_plan() {
 /// Every replica's payload gathered through the exchange core, calls routed in order.
 std::vector<std::vector<std::string>> gather(const std::vector<std::string>& payloads) {
   std::vector<PeerAddr> addrs;
-  for (std::size_t r = 0; r < k_replicas; ++r) addrs.push_back("m" + std::to_string(r));
+  for (std::size_t r = 0; r < k_replicas; ++r) addrs.push_back(apiary::test::test_addr(r));
   std::vector<Exchange> members;
   for (std::size_t r = 0; r < k_replicas; ++r) members.push_back(*Exchange::create({addrs, r, "h", 10, 5s}));
   std::vector<std::pair<std::size_t, Effects>> pending;
@@ -77,7 +78,7 @@ std::vector<std::vector<std::string>> gather(const std::vector<std::string>& pay
     pending.pop_back();
     for (auto& e : fx) {
       if (auto* c = std::get_if<Call>(&e)) {
-        const auto to = static_cast<std::size_t>(c->peer[1] - '0');
+        const auto to = static_cast<std::size_t>(c->peer.port() - 1000);
         open[next] = {from, c->id};
         pending.emplace_back(to, members[to].on_request({}, next++, c->request));
       } else if (auto* r = std::get_if<Reply>(&e)) {

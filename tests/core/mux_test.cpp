@@ -7,9 +7,11 @@
 #include "core/mux.hpp"
 #include "core/ping/pinger.hpp"
 #include "tests/core/effects_of.hpp"
+#include "tests/support/peer_addr.hpp"
 
 using namespace apiary;
 using namespace apiary::core;
+using apiary::test::operator""_addr;
 
 namespace {
 
@@ -23,11 +25,11 @@ class Probe final : public Role {
   Effects on(TimePoint, Input input) override {
     inputs.push_back(input);
     if (auto* c = std::get_if<LocalCall>(&input)) {
-      if (c->method == "call") return {unary_call(7, "/ip4/127.0.0.1/tcp/1", "x.rpc", "hi", std::chrono::seconds(1)),
+      if (c->method == "call") return {unary_call(7, "/ip4/127.0.0.1/tcp/1"_addr, "x.rpc", "hi", std::chrono::seconds(1)),
                                        SetTimer{7, TimePoint{}}};
       if (c->method == "ask") return {Ask{3, *c->args.as<std::string>(), "double", Value::of(21)}};
       if (c->method == "double") return {Complete{c->op, Value::of(*c->args.as<int>() * 2)}};
-      if (c->method == "huge") return {unary_call(CallId{1} << 60, "/ip4/127.0.0.1/tcp/1", "x.rpc", "", {})};
+      if (c->method == "huge") return {unary_call(CallId{1} << 60, "/ip4/127.0.0.1/tcp/1"_addr, "x.rpc", "", {})};
       return {unknown_method(*c, "the probe")};
     }
     if (auto* r = std::get_if<Request>(&input)) {
@@ -95,19 +97,19 @@ TEST_CASE("a Mux gives each role its own id space and routes answers and timers 
 TEST_CASE("a Mux routes requests by handle and answers an unknown handle with not_found", "[mux]") {
   TwoProbes t;
   CHECK(t.mux.handles() == std::vector<std::string>{"a.rpc", "b.rpc", "b.stream"});
-  auto fx = t.mux.on({}, Request{40, "b.rpc", "/ip4/127.0.0.1/tcp/9", Buffer::copy_of("x")});
+  auto fx = t.mux.on({}, Request{40, "b.rpc", "/ip4/127.0.0.1/tcp/9"_addr, Buffer::copy_of("x")});
   REQUIRE(all_of<Reply>(fx).size() == 1);
   CHECK(all_of<Reply>(fx)[0].request == 40);
   CHECK(*all_of<Reply>(fx)[0].response == "ok:b.rpc");
-  CHECK(std::get<Request>(t.b->inputs.back()).from == "/ip4/127.0.0.1/tcp/9");
+  CHECK(std::get<Request>(t.b->inputs.back()).from == "/ip4/127.0.0.1/tcp/9"_addr);
 
-  fx = t.mux.on({}, Request{41, "c.rpc", "", Buffer::copy_of("x")});
+  fx = t.mux.on({}, Request{41, "c.rpc", PeerAddr{}, Buffer::copy_of("x")});
   REQUIRE(all_of<Reply>(fx).size() == 1);
   CHECK(all_of<Reply>(fx)[0].response.error().code == errc::not_found);
   CHECK(all_of<Reply>(fx)[0].response.error().message.find("c.rpc") != std::string::npos);
 
   // A streaming request's later messages reach the role that took it.
-  (void)t.mux.on({}, Request{42, "b.stream", "", Buffer::copy_of("stream")});
+  (void)t.mux.on({}, Request{42, "b.stream", PeerAddr{}, Buffer::copy_of("stream")});
   (void)t.mux.on({}, RequestMessage{42, Buffer::copy_of("more"), false});
   REQUIRE(std::holds_alternative<RequestMessage>(t.b->inputs.back()));
   CHECK(std::get<RequestMessage>(t.b->inputs.back()).message->view() == "more");
@@ -189,11 +191,11 @@ TEST_CASE("a host's local call reaches the named role and its Complete keeps the
 TEST_CASE("Start and PeerDown reach every role, an id beyond a role's space fails its call", "[mux]") {
   TwoProbes t;
   (void)t.mux.on({}, Start{});
-  (void)t.mux.on({}, PeerDown{"/ip4/127.0.0.1/tcp/5"});
+  (void)t.mux.on({}, PeerDown{"/ip4/127.0.0.1/tcp/5"_addr});
   for (Probe* p : {t.a, t.b}) {
     REQUIRE(p->inputs.size() == 2);
     CHECK(std::holds_alternative<Start>(p->inputs[0]));
-    CHECK(std::get<PeerDown>(p->inputs[1]).peer == "/ip4/127.0.0.1/tcp/5");
+    CHECK(std::get<PeerDown>(p->inputs[1]).peer == "/ip4/127.0.0.1/tcp/5"_addr);
   }
   auto fx = t.mux.on({}, LocalCall{1, "a", "huge", {}});
   CHECK(all_of<Call>(fx).empty());
@@ -204,8 +206,8 @@ TEST_CASE("Start and PeerDown reach every role, an id beyond a role's space fail
 
 TEST_CASE("a Pinger in a Mux beside another role probes, answers and reports as alone", "[mux]") {
   Mux mux;
-  REQUIRE(mux.add("ping", std::make_unique<ping::Pinger>("/ip4/127.0.0.1/tcp/1", ping::Config{},
-                                                         std::vector<PeerAddr>{"/ip4/127.0.0.1/tcp/2"}))
+  REQUIRE(mux.add("ping", std::make_unique<ping::Pinger>("/ip4/127.0.0.1/tcp/1"_addr, ping::Config{},
+                                                         std::vector<PeerAddr>{"/ip4/127.0.0.1/tcp/2"_addr}))
               .ok());
   REQUIRE(mux.add("probe", std::make_unique<Probe>(std::vector<std::string>{"a.rpc"})).ok());
   auto fx = mux.on({}, Start{});
@@ -215,14 +217,14 @@ TEST_CASE("a Pinger in a Mux beside another role probes, answers and reports as 
   const auto probes = all_of<Call>(fx);
   REQUIRE(probes.size() == 1);
   CHECK(probes[0].handle == ping::k_handle);
-  CHECK(probes[0].peer == "/ip4/127.0.0.1/tcp/2");
+  CHECK(probes[0].peer == "/ip4/127.0.0.1/tcp/2"_addr);
   (void)mux.on({}, Response{probes[0].id, make_error(errc::unavailable, "refused")});
   fx = mux.on({}, LocalCall{5, "ping", ping::k_snapshot_method, {}});
   REQUIRE(all_of<Complete>(fx).size() == 1);
   const auto* snap = all_of<Complete>(fx)[0].result->as<ping::Snapshot>();
   REQUIRE(snap != nullptr);
   CHECK(snap->rounds == 1);
-  CHECK(snap->peers.at("/ip4/127.0.0.1/tcp/2").failed == 1);
+  CHECK(snap->peers.at("/ip4/127.0.0.1/tcp/2"_addr).failed == 1);
 }
 
 TEST_CASE("take_local moves Completes and Asks out, keeping every other effect in order", "[mux]") {

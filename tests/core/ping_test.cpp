@@ -11,8 +11,10 @@
 #include "core/ping/pinger.hpp"
 #include "ping.pb.h"
 #include "tests/core/effects_of.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
+using apiary::test::operator""_addr;
 
 using namespace std::chrono_literals;
 using apiary::errc;
@@ -21,30 +23,30 @@ using apiary::testing::all_of;
 namespace ping = apiary::core::ping;
 namespace pb = apiary::pb;
 
-const PeerAddr k_self = "/ip4/10.0.0.1/tcp/4100";
-const PeerAddr k_a = "/ip4/10.0.0.2/tcp/4100";
-const PeerAddr k_b = "/ip4/10.0.0.3/tcp/4100";
-const PeerAddr k_c = "/ip4/10.0.0.4/tcp/4100";
+const PeerAddr k_self = "/ip4/10.0.0.1/tcp/4100"_addr;
+const PeerAddr k_a = "/ip4/10.0.0.2/tcp/4100"_addr;
+const PeerAddr k_b = "/ip4/10.0.0.3/tcp/4100"_addr;
+const PeerAddr k_c = "/ip4/10.0.0.4/tcp/4100"_addr;
 
 // `message` (a probe or an ack, its address set) with `seq` and the `known` peers, serialized.
 template <typename Message>
 std::string with_known(Message message, std::uint64_t seq, const std::vector<PeerAddr>& known) {
   message.set_seq(seq);
-  for (const auto& k : known) message.add_known_peers(k);
+  for (const auto& k : known) message.add_known_peers(k.multiaddr());
   return message.SerializeAsString();
 }
 
 std::string probe_bytes(std::uint64_t seq, const PeerAddr& sender,
                         const std::vector<PeerAddr>& known) {
   pb::PingProbe probe;
-  probe.set_sender_addr(sender);
+  probe.set_sender_addr(sender.multiaddr());
   return with_known(std::move(probe), seq, known);
 }
 
 std::string ack_bytes(std::uint64_t seq, const PeerAddr& responder,
                       const std::vector<PeerAddr>& known) {
   pb::PingAck ack;
-  ack.set_responder_addr(responder);
+  ack.set_responder_addr(responder.multiaddr());
   return with_known(std::move(ack), seq, known);
 }
 
@@ -67,7 +69,7 @@ const std::string k_garbage = std::string("\x12\x05" "ab", 4);
 
 TEST_CASE("start learns the bootstrap peers and arms the first round now") {
   ping::Pinger p(k_self, {});
-  const Effects out = p.start(5s, {k_b, k_a, k_self, "", k_a});
+  const Effects out = p.start(5s, {k_b, k_a, k_self, PeerAddr{}, k_a});
   CHECK(known(p) == std::vector<PeerAddr>{k_a, k_b});
   REQUIRE(out.size() == 1);
   const auto timers = all_of<SetTimer>(out);
@@ -95,8 +97,8 @@ TEST_CASE("a round calls every known peer in address order and re-arms the timer
     CHECK(call.timeout == Duration(700ms));
     const auto probe = parse_probe(call);
     CHECK(probe.sender_addr() == k_self);
-    CHECK(std::vector<PeerAddr>(probe.known_peers().begin(), probe.known_peers().end()) ==
-          std::vector<PeerAddr>{k_a, k_b, k_c});
+    CHECK(std::vector<std::string>(probe.known_peers().begin(), probe.known_peers().end()) ==
+          apiary::messages::multiaddrs_of({k_a, k_b, k_c}));
   }
   // Call ids and seqs are distinct.
   CHECK(calls[0].id != calls[1].id);
@@ -129,8 +131,8 @@ TEST_CASE("a probe teaches the responder the sender and its view, and gets an ac
   REQUIRE(ack.ParseFromString(replies[0].response.value()));
   CHECK(ack.seq() == 9);
   CHECK(ack.responder_addr() == k_self);
-  CHECK(std::vector<PeerAddr>(ack.known_peers().begin(), ack.known_peers().end()) ==
-        std::vector<PeerAddr>{k_a, k_b, k_c});
+  CHECK(std::vector<std::string>(ack.known_peers().begin(), ack.known_peers().end()) ==
+        apiary::messages::multiaddrs_of({k_a, k_b, k_c}));
 }
 
 TEST_CASE("an ack records the RTT since the call and teaches the caller its view") {
@@ -222,7 +224,7 @@ TEST_CASE("a failed call counts as failed and keeps its message") {
   (void)p.on_response(2s, calls[1].id,
                       apiary::make_error(errc::deadline_exceeded, "no reply from {}", k_b));
   CHECK(p.peers().at(k_b).failed == 1);
-  CHECK(p.peers().at(k_b).last_error == "deadline_exceeded: no reply from " + k_b);
+  CHECK(p.peers().at(k_b).last_error == "deadline_exceeded: no reply from " + k_b.multiaddr());
   CHECK(p.peers().at(k_a).failed == 0);
   CHECK(p.in_flight() == 1);
 }
@@ -247,7 +249,7 @@ TEST_CASE("the peer table is bounded by max_peers") {
   config.max_peers = 3;
   ping::Pinger p(k_self, config);
   std::vector<PeerAddr> many;
-  for (int i = 0; i < 10; ++i) many.push_back("/ip4/10.1.0." + std::to_string(i) + "/tcp/1");
+  for (int i = 0; i < 10; ++i) many.push_back(apiary::test::addr_of("/ip4/10.1.0." + std::to_string(i) + "/tcp/1"));
   (void)p.on_request(0s, 1, probe_bytes(1, many[9], many));
   REQUIRE(p.peers().size() == 3);
   // The first three learned stay: the sender, then the probe's list in order.

@@ -130,7 +130,7 @@ TEST_CASE("a simulated all-reduce replica killed mid-training ends the others wi
   INFO(sim::scenarios::format_report(report));
   CHECK(report.killed.find("replica 3 at step 3") == 0);
   CHECK(report.replicas.back().killed);
-  for (const auto* o : others_failed(report, {"peer_down", "rank 3 (replica/3/"})) {
+  for (const auto* o : others_failed(report, {"peer_down", "rank 3 (/ip4/10.0.0.3/tcp/7000)"})) {
     CHECK(o->steps <= 5);
     // The broken connection ends the run long before any all-reduce deadline.
     CHECK(o->end < c.call_timeout / 4);
@@ -145,7 +145,7 @@ TEST_CASE("without failure detection, the all-reduce timeouts still end a killed
   c.call_timeout = 4s;
   const auto report = run(c);
   INFO(sim::scenarios::format_report(report));
-  (void)others_failed(report, {"peer_down", "rank 3 (replica/3/"});
+  (void)others_failed(report, {"peer_down", "rank 3 (/ip4/10.0.0.3/tcp/7000)"});
 }
 
 TEST_CASE("the all-reduce scenario replays its trace hash from its seed", "[sim][allreduce]") {

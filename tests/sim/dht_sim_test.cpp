@@ -64,7 +64,7 @@ TEST_CASE("joining nodes learn each other through the callers of their requests"
   // Node 0 bootstrapped from nobody: every node it knows called it.
   auto& first = swarm->host(0).role().node();
   CHECK(first.routing_table().size() >= options.nodes / 2);
-  const std::set<std::string> addrs(swarm->addrs().begin(), swarm->addrs().end());
+  const std::set<apiary::core::PeerAddr> addrs(swarm->addrs().begin(), swarm->addrs().end());
   for (const auto& bucket : first.routing_table().buckets()) {
     for (const auto& contact : bucket.nodes()) CHECK(addrs.count(contact.peer) == 1);
   }

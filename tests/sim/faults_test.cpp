@@ -13,7 +13,9 @@
 #include "sim/faults.hpp"
 #include "sim/role_host.hpp"
 #include "sim/world.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace apiary::core;
 using namespace std::chrono_literals;
@@ -58,8 +60,8 @@ struct Pair {
   sim::World world{7};
   ProbeHost* a = nullptr;
   ProbeHost* b = nullptr;
-  const PeerAddr addr_a = "/ip4/10.0.0.1/tcp/1";
-  const PeerAddr addr_b = "/ip4/10.0.0.2/tcp/1";
+  const PeerAddr addr_a = "/ip4/10.0.0.1/tcp/1"_addr;
+  const PeerAddr addr_b = "/ip4/10.0.0.2/tcp/1"_addr;
   Pair() {
     sim::LinkModel link;
     link.latency = 10ms;
@@ -148,7 +150,7 @@ TEST_CASE("a restarted node comes back as a fresh host, and the failure detector
   REQUIRE(p.a->role().answers.size() == 1);
   CHECK(p.a->role().answers[0].result.ok());
 
-  CHECK(!sim::restart_at(p.world, "/ip4/10.9.9.9/tcp/1", p.world.now(), std::make_unique<ProbeHost>()).ok());
+  CHECK(!sim::restart_at(p.world, "/ip4/10.9.9.9/tcp/1"_addr, p.world.now(), std::make_unique<ProbeHost>()).ok());
   CHECK(!sim::restart_at(p.world, p.addr_b, p.world.now(), nullptr).ok());
 }
 

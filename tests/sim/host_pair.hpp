@@ -1,15 +1,20 @@
 #pragma once
-/// Two hosts of a test, "a" and "b", added to a world of their own over one link model.
+/// Two hosts of a test, addr_a and addr_b, added to a world of their own over one link model.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <memory>
 
 #include "sim/world.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace apiary::testing {
 
-/// A world holding two nodes, "a" and "b", each a `Host` the test reaches through `a`
+/// The addresses of the pair's nodes "a" and "b".
+inline const messages::PeerAddress addr_a = test::test_addr(1);
+inline const messages::PeerAddress addr_b = test::test_addr(2);
+
+/// A world holding two nodes, addr_a and addr_b, each a `Host` the test reaches through `a`
 /// and `b`; every link is `link`. The nodes are added, not started.
 template <class Host>
 struct HostPair {
@@ -22,8 +27,8 @@ struct HostPair {
     auto hb = std::make_unique<Host>();
     a = ha.get();
     b = hb.get();
-    REQUIRE(world.add_node("a", std::move(ha)).ok());
-    REQUIRE(world.add_node("b", std::move(hb)).ok());
+    REQUIRE(world.add_node(addr_a, std::move(ha)).ok());
+    REQUIRE(world.add_node(addr_b, std::move(hb)).ok());
   }
 };
 

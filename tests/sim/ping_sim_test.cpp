@@ -123,8 +123,8 @@ TEST_CASE("a killed node is recorded as failing while the rest keep working") {
 
   // Snapshot of what every node had seen of every peer before the crash.
   world.run_until(kill_time);
-  std::map<std::pair<std::size_t, std::string>, std::size_t> answered_before;
-  std::map<std::pair<std::size_t, std::string>, std::size_t> failed_before;
+  std::map<std::pair<std::size_t, apiary::core::PeerAddr>, std::size_t> answered_before;
+  std::map<std::pair<std::size_t, apiary::core::PeerAddr>, std::size_t> failed_before;
   for (std::size_t i = 0; i < swarm.size(); ++i) {
     for (const auto& [addr, stats] : swarm.pinger(i).peers()) {
       answered_before[{i, addr}] = stats.answered;

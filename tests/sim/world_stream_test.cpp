@@ -19,6 +19,8 @@ using namespace apiary;
 using namespace apiary::core;
 using apiary::sim::Host;
 using apiary::sim::World;
+using apiary::testing::addr_a;
+using apiary::testing::addr_b;
 
 std::string text(const Result<std::string>& r) {
   return r.ok() ? r.value() : std::string("error:") + apiary::to_string(r.error().code);
@@ -29,7 +31,7 @@ Call stream_call(CallId id, std::string handle, std::string first, bool last,
                  apiary::core::Duration timeout = 1s) {
   Call c;
   c.id = id;
-  c.peer = "b";
+  c.peer = addr_b;
   c.handle = std::move(handle);
   c.request = std::move(first);
   c.timeout = timeout;
@@ -84,8 +86,8 @@ class StreamHost : public Host {
 struct Pair : apiary::testing::HostPair<StreamHost> {
   explicit Pair(std::uint64_t seed = 5, apiary::sim::LinkModel link = {2ms, 0ms, 0.0}) : HostPair(seed, link) {}
   void start() {
-    REQUIRE(world.start_node("b", 0ms).ok());
-    REQUIRE(world.start_node("a", 0ms).ok());
+    REQUIRE(world.start_node(addr_b, 0ms).ok());
+    REQUIRE(world.start_node(addr_a, 0ms).ok());
   }
 };
 
@@ -211,7 +213,7 @@ TEST_CASE("a killed callee leaves its caller to the call's deadline") {
   serve_ticks(*p.b);
   p.a->start_effects = {stream_call(5, "ticks", "go", true, 300ms)};
   p.start();
-  REQUIRE(p.world.kill_node("b", TimePoint(50ms)).ok());
+  REQUIRE(p.world.kill_node(addr_b, TimePoint(50ms)).ok());
   p.world.run_until(TimePoint(1s));
   REQUIRE(p.a->log.size() > 10);
   CHECK(p.a->log.back() == "resp 5 error:deadline_exceeded");
@@ -224,7 +226,7 @@ TEST_CASE("a killed caller's request ends at the callee's deadline") {
   Pair p;
   p.a->start_effects = {stream_call(6, "upload", "chunk0", false, 300ms)};
   p.start();
-  REQUIRE(p.world.kill_node("a", TimePoint(50ms)).ok());
+  REQUIRE(p.world.kill_node(addr_a, TimePoint(50ms)).ok());
   p.world.run_until(TimePoint(1s));
   CHECK(p.b->log == Lines{"req upload/chunk0", "reqmsg error:deadline_exceeded last"});
   CHECK(p.b->at[1] == TimePoint(302ms));  // the open landed at 2 ms
@@ -254,7 +256,7 @@ TEST_CASE("streaming misuse is reported as anomalies") {
   p.b->on_req = [](TimePoint, RequestId id, const std::string& m) {
     return Effects{Reply{id, "part of " + m, m == "s"}};  // last = false to the unary "x"
   };
-  p.a->start_effects = {apiary::core::unary_call(1, "b", "svc", "x", 1s), Send{1, "to a unary call", false},
+  p.a->start_effects = {apiary::core::unary_call(1, addr_b, "svc", "x", 1s), Send{1, "to a unary call", false},
                         stream_call(2, "svc", "s", true), Send{2, "after last", false},
                         Send{3, "to no call", false}, Cancel{99, "not in flight: ignored"}};
   p.start();

@@ -18,6 +18,9 @@ using apiary::Result;
 using namespace apiary::core;
 using apiary::sim::Host;
 using apiary::sim::World;
+using apiary::testing::addr_a;
+using apiary::testing::addr_b;
+const PeerAddr addr_nowhere = apiary::test::test_addr(99);
 
 /// Records every input; answers requests with "echo:" + request, and runs `on_start`'s
 /// effects when started.
@@ -59,9 +62,9 @@ struct Pair : apiary::testing::HostPair<ScriptHost> {
 
 TEST_CASE("a call is delivered after the link delay and answered after another") {
   Pair p;
-  p.a->start_effects = {unary_call(1, "b", "svc", "hi", 1s)};
-  REQUIRE(p.world.start_node("b", 0ms).ok());
-  REQUIRE(p.world.start_node("a", 10ms).ok());
+  p.a->start_effects = {unary_call(1, addr_b, "svc", "hi", 1s)};
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 10ms).ok());
   p.world.run_until(TimePoint(1s));
   CHECK(p.b->requests == std::vector<std::string>{"svc/hi"});
   REQUIRE(p.a->outcomes.size() == 1);
@@ -76,9 +79,9 @@ TEST_CASE("a call is delivered after the link delay and answered after another")
 TEST_CASE("an unanswered call fails with deadline_exceeded at its timeout") {
   Pair p;
   p.b->answer = false;
-  p.a->start_effects = {unary_call(4, "b", "svc", "x", 300ms)};
-  REQUIRE(p.world.start_node("b", 0ms).ok());
-  REQUIRE(p.world.start_node("a", 0ms).ok());
+  p.a->start_effects = {unary_call(4, addr_b, "svc", "x", 300ms)};
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
   p.world.run_until(TimePoint(1s));
   REQUIRE(p.a->outcomes.size() == 1);
   CHECK(p.a->outcomes[0].at == TimePoint(300ms));
@@ -88,10 +91,10 @@ TEST_CASE("an unanswered call fails with deadline_exceeded at its timeout") {
 
 TEST_CASE("calls to unknown, unstarted and killed nodes fail") {
   Pair p;
-  REQUIRE(p.world.start_node("a", 0ms).ok());
-  REQUIRE(p.world.kill_node("a", 50ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  REQUIRE(p.world.kill_node(addr_a, 50ms).ok());
   p.world.run_until(TimePoint(1ms));
-  REQUIRE(p.world.submit("a", {unary_call(1, "nowhere", "svc", "", 1s), unary_call(2, "b", "svc", "", 1s)})
+  REQUIRE(p.world.submit(addr_a, {unary_call(1, addr_nowhere, "svc", "", 1s), unary_call(2, addr_b, "svc", "", 1s)})
               .ok());
   p.world.run_until(TimePoint(20ms));
   REQUIRE(p.a->outcomes.size() == 2);
@@ -102,16 +105,16 @@ TEST_CASE("calls to unknown, unstarted and killed nodes fail") {
   CHECK(p.a->outcomes[1].response.error().code == errc::unavailable);
 
   // b calls a, which dies before the request lands: b times out, a hears nothing.
-  REQUIRE(p.world.start_node("b", 49ms).ok());
-  p.b->start_effects = {unary_call(9, "a", "svc", "late", 500ms)};
+  REQUIRE(p.world.start_node(addr_b, 49ms).ok());
+  p.b->start_effects = {unary_call(9, addr_a, "svc", "late", 500ms)};
   p.world.run_until(TimePoint(2s));
   CHECK(p.a->requests.empty());
   REQUIRE(p.b->outcomes.size() == 1);
   CHECK(p.b->outcomes[0].at == TimePoint(549ms));
   CHECK(p.b->outcomes[0].response.error().code == errc::deadline_exceeded);
-  CHECK_FALSE(p.world.running("a"));
+  CHECK_FALSE(p.world.running(addr_a));
   CHECK(p.world.stats().to_dead == 1);
-  CHECK_FALSE(p.world.submit("a", {}).ok());
+  CHECK_FALSE(p.world.submit(addr_a, {}).ok());
 }
 
 TEST_CASE("timers fire once, re-arming replaces, cancelling disarms") {
@@ -119,7 +122,7 @@ TEST_CASE("timers fire once, re-arming replaces, cancelling disarms") {
   p.a->start_effects = {SetTimer{1, TimePoint(100ms)}, SetTimer{2, TimePoint(200ms)},
                         SetTimer{1, TimePoint(150ms)}, SetTimer{3, TimePoint(300ms)},
                         CancelTimer{3}};
-  REQUIRE(p.world.start_node("a", 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
   p.world.run_until(TimePoint(1s));
   using Fired = std::vector<std::pair<TimePoint, TimerId>>;
   CHECK(p.a->fired == Fired{{TimePoint(150ms), 1}, {TimePoint(200ms), 2}});
@@ -127,24 +130,24 @@ TEST_CASE("timers fire once, re-arming replaces, cancelling disarms") {
 
 TEST_CASE("host misbehaviour is reported as anomalies") {
   Pair p;
-  p.a->start_effects = {Reply{123, std::string("nobody asked")}, unary_call(1, "b", "s", "", 1s),
-                        unary_call(1, "b", "s", "", 1s)};
-  REQUIRE(p.world.start_node("a", 0ms).ok());
-  REQUIRE(p.world.start_node("a", 1ms).ok());
+  p.a->start_effects = {Reply{123, std::string("nobody asked")}, unary_call(1, addr_b, "s", "", 1s),
+                        unary_call(1, addr_b, "s", "", 1s)};
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 1ms).ok());
   p.world.run_until(TimePoint(2s));
   REQUIRE(p.world.anomalies().size() == 3);
   CHECK(p.world.anomalies()[0].code == errc::not_found);
   CHECK(p.world.anomalies()[1].code == errc::invalid_argument);
   CHECK(p.world.anomalies()[2].code == errc::invalid_argument);
-  CHECK_FALSE(p.world.add_node("a", std::make_unique<ScriptHost>()).ok());
-  CHECK_FALSE(p.world.start_node("zzz", 0ms).ok());
+  CHECK_FALSE(p.world.add_node(addr_a, std::make_unique<ScriptHost>()).ok());
+  CHECK_FALSE(p.world.start_node(apiary::test::test_addr(26), 0ms).ok());
 }
 
 TEST_CASE("invalid link models are rejected") {
   World world(1);
   CHECK(world.network().set_default({-1ms, 0ms, 0.0}).error().code == errc::invalid_argument);
-  CHECK_FALSE(world.network().set_link("a", "b", {1ms, -1ms, 0.0}).ok());
-  CHECK_FALSE(world.network().set_one_way("a", "b", {1ms, 0ms, 1.5}).ok());
+  CHECK_FALSE(world.network().set_link(addr_a, addr_b, {1ms, -1ms, 0.0}).ok());
+  CHECK_FALSE(world.network().set_one_way(addr_a, addr_b, {1ms, 0ms, 1.5}).ok());
 }
 
 TEST_CASE("the rng replays per seed and stays in its bounds") {

@@ -104,7 +104,7 @@ class Net {
     return free + latency;
   }
 
-  static PeerAddr addr_of(std::size_t p) { return "/ip4/10.0.0." + std::to_string(p) + "/tcp/1"; }
+  static PeerAddr addr_of(std::size_t p);
 
   void kill(std::size_t p) {
     dead_[p] = true;
@@ -147,7 +147,7 @@ class Net {
   }
 
   void apply(std::size_t p, Call& c) {
-    const std::size_t to = std::stoul(c.peer.substr(std::string("/ip4/10.0.0.").size()));
+    const std::size_t to = std::stoul(c.peer.host().substr(std::string("10.0.0.").size()));
     streams_[{p, c.id}] = Stream{to};
     if (land_answers) landings_[{p, c.id}] = std::deque<Landing>(c.landings.begin(), c.landings.end());
     const CallId id = c.id;
@@ -260,6 +260,10 @@ class Net {
 };
 
 /// The address of test peer `p` (what Net routes by).
-inline PeerAddr test_addr(std::size_t p) { return "/ip4/10.0.0." + std::to_string(p) + "/tcp/1"; }
+inline PeerAddr test_addr(std::size_t p) {
+  return PeerAddr(messages::Multiaddr{"10.0.0." + std::to_string(p), false, 1, {}});
+}
+
+inline PeerAddr Net::addr_of(std::size_t p) { return test_addr(p); }
 
 }  // namespace apiary::core::averaging::testing

@@ -10,9 +10,11 @@
 #include "core/averaging/allreduce_fastwire.hpp"
 #include "core/averaging/allreduce_wire.hpp"
 #include "tests/core/averaging/allreduce_group.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace apiary::core::averaging {
 namespace {
+using apiary::test::operator""_addr;
 
 using namespace testing;
 
@@ -260,7 +262,7 @@ TEST_CASE("allreduce: a spliced part's body is the tensor itself, kept alive whi
   // Peer 1's copy of part 0 (elements 0..255, all 10): the answer, its delta, is written
   // over that copy in the received message and sent from there.
   const std::vector<float> theirs(256, 10.0f);
-  Buffer part = Buffer::copy_of(encode_none_part(pb::PART_FOR_AVERAGING, "g", test_addr(1), theirs.data(),
+  Buffer part = Buffer::copy_of(encode_none_part(pb::PART_FOR_AVERAGING, "g", test_addr(1).multiaddr(), theirs.data(),
                                                  theirs.size(), 1.0));
   const std::byte* received = part.data();
   const std::size_t received_size = part.size();
@@ -379,7 +381,7 @@ TEST_CASE("allreduce: bad streams are refused with their code", "[allreduce]") {
   REQUIRE(good);
   // The aux peer sends nothing, a stranger is not in the group.
   CHECK(code_of(r.on_request(0ns, 2, test_addr(2), Buffer::copy_of(*good))) == pb::PROTOCOL_VIOLATION);
-  CHECK(code_of(r.on_request(0ns, 3, "/ip4/1.2.3.4/tcp/9", Buffer::copy_of(*good))) == pb::PROTOCOL_VIOLATION);
+  CHECK(code_of(r.on_request(0ns, 3, "/ip4/1.2.3.4/tcp/9"_addr, Buffer::copy_of(*good))) == pb::PROTOCOL_VIOLATION);
   CHECK(code_of(r.on_request(0ns, 4, test_addr(1), Buffer::copy_of("not a message"))) == pb::PROTOCOL_VIOLATION);
   auto not_first = encode_part_message(pb::AVERAGED_PART, "group-1", "", values, 1, pb::NONE, 1.0);
   REQUIRE(not_first);

@@ -12,6 +12,7 @@
 
 #include "averaging.pb.h"
 #include "core/averaging/matchmaking.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
 
@@ -28,6 +29,7 @@ mm::Matchmaking make_role(const std::string& id, std::uint64_t seed = 1) {
   mm::MatchmakingConfig config;
   config.peer_id = id;
   config.dht_epoch = k_epoch;
+  config.address_of = [](const mm::PeerIdBytes& peer) { return apiary::test::test_peer(peer); };
   return mm::Matchmaking(config, [seed]() mutable { return seed = seed * 6364136223846793005u + 1442695040888963407u; });
 }
 
@@ -133,7 +135,7 @@ TEST_CASE("every rejection code of rpc_join_group, in check order", "[matchmakin
     if ((call = std::get_if<Call>(&e))) break;
   }
   REQUIRE(call != nullptr);
-  CHECK(call->peer == "M");
+  CHECK(call->peer == apiary::test::test_peer("M"));
   CHECK(call->stream);
   CHECK(call->handle == mm::k_join_handle);
   pb::MessageFromLeader ok;

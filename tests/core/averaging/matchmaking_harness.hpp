@@ -19,6 +19,7 @@
 
 #include "averaging.pb.h"
 #include "core/averaging/matchmaking.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace apiary::test {
 
@@ -74,8 +75,9 @@ class Swarm {
     mm::MatchmakingConfig config;
     config.peer_id = id;
     config.dht_epoch = k_epoch;
+    config.address_of = [](const mm::PeerIdBytes& peer) { return test_peer(peer); };
     nodes_.push_back(std::make_unique<mm::Matchmaking>(config, [gen] { return (*gen)(); }));
-    index_[id] = nodes_.size() - 1;
+    index_[test_peer(id)] = nodes_.size() - 1;
     timers_.emplace_back();
     return nodes_.size() - 1;
   }
@@ -253,7 +255,7 @@ class Swarm {
   TimePoint latency_;
   TimePoint now_{};
   std::vector<std::unique_ptr<mm::Matchmaking>> nodes_;
-  std::map<std::string, std::size_t> index_;
+  std::map<apiary::core::PeerAddr, std::size_t> index_;  ///< by address (test_peer of the id)
   std::vector<std::map<apiary::core::TimerId, std::uint64_t>> timers_;
   std::vector<std::optional<std::pair<TimePoint, apiary::Result<mm::GroupInfo>>>> outcomes_;
   std::map<apiary::core::RequestId, Stream> streams_;

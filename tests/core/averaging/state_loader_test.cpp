@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "tests/core/averaging/state_testing.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
+using apiary::test::operator""_addr;
 
 using namespace apiary::core::averaging::testing;
 
@@ -24,7 +26,7 @@ std::vector<std::string> donor_stream(float base, std::vector<Shape> shapes = k_
   return *stream;
 }
 
-av::StateLoader make_loader(std::vector<std::string> donors, std::uint64_t id_base = 100) {
+av::StateLoader make_loader(std::vector<apiary::core::PeerAddr> donors, std::uint64_t id_base = 100) {
   av::StateLoaderConfig config;
   config.donors = std::move(donors);
   config.handle = "run::DecentralizedAverager.rpc_download_state";
@@ -65,12 +67,12 @@ Effects feed(av::StateLoader& loader, TimePoint& t, apiary::core::CallId call,
 }  // namespace
 
 TEST_CASE("state loader: downloads from the best donor", "[state_loader]") {
-  auto loader = make_loader({"/ip4/10.0.0.1/tcp/1", "/ip4/10.0.0.2/tcp/2"});
+  auto loader = make_loader({"/ip4/10.0.0.1/tcp/1"_addr, "/ip4/10.0.0.2/tcp/2"_addr});
   TimePoint t = seconds(10);
   Effects fx = loader.start(t);
   const Call call = the_call(fx);
   CHECK(call.id == 101);
-  CHECK(call.peer == "/ip4/10.0.0.1/tcp/1");
+  CHECK(call.peer == "/ip4/10.0.0.1/tcp/1"_addr);
   auto timers = all_of<SetTimer>(fx);
   REQUIRE(timers.size() == 1);
   CHECK(timers[0].id == 101);
@@ -92,7 +94,7 @@ TEST_CASE("state loader: downloads from the best donor", "[state_loader]") {
   REQUIRE(loader.finished());
   const auto& outcome = *loader.outcome();
   REQUIRE(outcome.ok());
-  CHECK(outcome->donor == "/ip4/10.0.0.1/tcp/1");
+  CHECK(outcome->donor == "/ip4/10.0.0.1/tcp/1"_addr);
   CHECK(outcome->metadata == "meta");
   CHECK(outcome->shapes == k_shapes);
   REQUIRE(outcome->tensors.size() == 2);
@@ -104,7 +106,7 @@ TEST_CASE("state loader: downloads from the best donor", "[state_loader]") {
 }
 
 TEST_CASE("state loader: falls back to the next donor", "[state_loader]") {
-  auto loader = make_loader({"A", "B"});
+  auto loader = make_loader({"/ip4/10.0.0.1/tcp/1"_addr, "/ip4/10.0.0.2/tcp/1"_addr});
   TimePoint t = seconds(0);
   const Call a = the_call(loader.start(t));
   const auto stream = donor_stream(1.0f);
@@ -146,10 +148,10 @@ TEST_CASE("state loader: falls back to the next donor", "[state_loader]") {
   REQUIRE(cancels.size() == (cancels_a ? 1u : 0u));
   if (cancels_a) CHECK(cancels[0].call == a.id);
   const Call b = the_call(fx);
-  CHECK(b.peer == "B");
+  CHECK(b.peer == "/ip4/10.0.0.2/tcp/1");
   CHECK(b.id == 102);
   REQUIRE(loader.failures().size() == 1);
-  CHECK(loader.failures()[0].donor == "A");
+  CHECK(loader.failures()[0].donor == "/ip4/10.0.0.1/tcp/1");
   CHECK(loader.failures()[0].error.code == why);
 
   // A late message or end from A is ignored; B delivers.
@@ -161,17 +163,17 @@ TEST_CASE("state loader: falls back to the next donor", "[state_loader]") {
   loader.on_response(t, b.id, from_b.back()).swap(fx);
   REQUIRE(loader.finished());
   REQUIRE(loader.outcome()->ok());
-  CHECK((*loader.outcome())->donor == "B");
+  CHECK((*loader.outcome())->donor == "/ip4/10.0.0.2/tcp/1");
   CHECK((*loader.outcome())->tensors[0][0] == 50.0f);
 }
 
 TEST_CASE("state loader: a donor that does not share is skipped", "[state_loader]") {
-  auto loader = make_loader({"quiet", "sharing"});
+  auto loader = make_loader({"/ip4/10.0.0.7/tcp/1"_addr, "/ip4/10.0.0.8/tcp/1"_addr});
   TimePoint t = seconds(0);
   const Call q = the_call(loader.start(t));
   Effects fx = loader.on_response(t, q.id, std::string{});  // empty stream: sharing off
   const Call s = the_call(fx);
-  CHECK(s.peer == "sharing");
+  CHECK(s.peer == "/ip4/10.0.0.8/tcp/1");
   REQUIRE(loader.failures().size() == 1);
   CHECK(loader.failures()[0].error.code == errc::not_found);
   feed(loader, t, s.id, donor_stream(0.0f));
@@ -181,7 +183,7 @@ TEST_CASE("state loader: a donor that does not share is skipped", "[state_loader
 }
 
 TEST_CASE("state loader: every donor failing is reported donor by donor", "[state_loader]") {
-  auto loader = make_loader({"A", "B", "C"}, 0);
+  auto loader = make_loader({"/ip4/10.0.0.1/tcp/1"_addr, "/ip4/10.0.0.2/tcp/1"_addr, "/ip4/10.0.0.3/tcp/1"_addr}, 0);
   TimePoint t = seconds(0);
   const Call a = the_call(loader.start(t));
   const Call b = the_call(loader.on_message(t, a.id, "garbage"));
@@ -196,9 +198,9 @@ TEST_CASE("state loader: every donor failing is reported donor by donor", "[stat
   REQUIRE_FALSE(outcome.ok());
   CHECK(outcome.error().code == errc::unavailable);
   const std::string& text = outcome.error().message;
-  CHECK(text.find("A: malformed") != std::string::npos);
-  CHECK(text.find("B: deadline_exceeded") != std::string::npos);
-  CHECK(text.find("C: handler_error: state is busy") != std::string::npos);
+  CHECK(text.find("/ip4/10.0.0.1/tcp/1: malformed") != std::string::npos);
+  CHECK(text.find("/ip4/10.0.0.2/tcp/1: deadline_exceeded") != std::string::npos);
+  CHECK(text.find("/ip4/10.0.0.3/tcp/1: handler_error: state is busy") != std::string::npos);
   REQUIRE(loader.failures().size() == 3);
 }
 
@@ -215,7 +217,7 @@ TEST_CASE("state loader: no donors, bad config, cancel", "[state_loader]") {
   bad.chunk_timeout = seconds(0);
   CHECK(av::StateLoader::create(bad).error().code == errc::invalid_argument);
 
-  auto loader = make_loader({"A"});
+  auto loader = make_loader({"/ip4/10.0.0.1/tcp/1"_addr});
   const Call a = the_call(loader.start(seconds(0)));
   Effects fx = loader.cancel(seconds(1));
   auto cancels = all_of<Cancel>(fx);

@@ -14,8 +14,10 @@
 #include "core/averaging/state_roles.hpp"
 #include "core/dht/node_role.hpp"
 #include "tests/core/effects_of.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
+using apiary::test::operator""_addr;
 
 namespace av = apiary::core::averaging;
 using namespace apiary::core;
@@ -100,7 +102,7 @@ TEST_CASE("a sharing role's priority changes at run time: declared at once, or n
 TEST_CASE("a role without a priority declares nothing and streams an empty state", "[state]") {
   av::StateSharingRole role(av::StateSharingConfig{});
   CHECK(role.on({}, Start{}).empty());
-  auto fx = role.on({}, Request{7, av::k_download_state_handle, "", {}});
+  auto fx = role.on({}, Request{7, av::k_download_state_handle, PeerAddr{}, {}});
   const auto replies = all_of<Reply>(fx);
   REQUIRE(replies.size() == 1);  // the end only: not sharing
   CHECK(replies[0].request == 7);
@@ -111,7 +113,7 @@ TEST_CASE("a role without a priority declares nothing and streams an empty state
 TEST_CASE("the loading role runs one download at a time and refuses bad arguments", "[state]") {
   av::StateLoadingRole role("caller-bytes");
   av::StateLoaderConfig config;
-  config.donors = {"/ip4/127.0.0.1/tcp/1"};
+  config.donors = {"/ip4/127.0.0.1/tcp/1"_addr};
   auto fx = role.on({}, LocalCall{1, "", av::k_load_method, Value::of(config)});
   REQUIRE(all_of<Call>(fx).size() == 1);
   const Call call = all_of<Call>(fx)[0];

@@ -22,25 +22,27 @@ class NodeNetwork {
   /// Every node's DHT time is 1.7e9 + now.
   static constexpr double k_epoch = 1.7e9;
 
-  /// Adds a node with id `id` (address "/ip4/10.0.0.<n>/tcp/4000") and returns it.
+  /// Adds a node with id `id` (address /ip4/10.0.<n / 250>.<n % 250 + 1>/tcp/4000, a
+  /// client's in 10.1.x.y: the network's name for it, the client itself has none) and
+  /// returns it.
   Node& add(const NodeId& id, NodeConfig config = {}, std::shared_ptr<RecordValidator> validator = nullptr) {
-    const std::string addr = config.protocol.client_mode ? fmt::format("client-{}", nodes_.size())
-                                                         : fmt::format("/ip4/10.0.{}.{}/tcp/4000",
-                                                                       nodes_.size() / 250, nodes_.size() % 250 + 1);
-    nodes_[addr] = std::make_unique<Node>(id, config.protocol.client_mode ? std::string{} : addr, config,
-                                         std::move(validator), k_epoch);
+    const bool client = config.protocol.client_mode;
+    const PeerAddr addr(messages::Multiaddr{
+        fmt::format("10.{}.{}.{}", client ? 1 : 0, nodes_.size() / 250, nodes_.size() % 250 + 1), false, 4000, {}});
+    if (client) clients_.insert(addr);
+    nodes_[addr] = std::make_unique<Node>(id, client ? PeerAddr{} : addr, config, std::move(validator), k_epoch);
     addrs_[nodes_[addr].get()] = addr;
     order_.push_back(addr);
     return *nodes_[addr];
   }
   /// The address `node` was added under.
-  const std::string& addr(const Node& node) const { return addrs_.at(&node); }
+  const PeerAddr& addr(const Node& node) const { return addrs_.at(&node); }
   /// Every node's address, in the order added.
-  const std::vector<std::string>& order() const { return order_; }
-  Node& node(const std::string& addr) { return *nodes_.at(addr); }
+  const std::vector<PeerAddr>& order() const { return order_; }
+  Node& node(const PeerAddr& addr) { return *nodes_.at(addr); }
 
   /// Bootstraps `node` from `peers` and runs the network until quiet; returns the result.
-  OpResult start(Node& node, const std::vector<std::string>& peers) {
+  OpResult start(Node& node, const std::vector<PeerAddr>& peers) {
     const OpId op = next_op_++;
     submit(node, node.start(now_, op, peers));
     return wait(node, op);
@@ -68,7 +70,7 @@ class NodeNetwork {
   }
 
   /// Kills the node at `addr`: calls to it fail from now on.
-  void kill(const std::string& addr) { dead_.insert(addr); }
+  void kill(const PeerAddr& addr) { dead_.insert(addr); }
   /// DHT time now.
   double dht_now() const { return k_epoch + to_seconds(now_); }
   TimePoint now() const { return now_; }
@@ -96,7 +98,7 @@ class NodeNetwork {
 
   /// Executes `fx` for `node` (queues its calls, replies and timers).
   void submit(Node& node, Effects fx) {
-    const std::string& from = addrs_.at(&node);
+    const PeerAddr& from = addrs_.at(&node);
     for (auto& e : fx) {
       if (auto* c = std::get_if<Call>(&e)) {
         queue_.push_back(Message{true, from, c->peer, c->id, 0, c->handle, c->request});
@@ -132,7 +134,7 @@ class NodeNetwork {
         const RequestId rid = next_request_++;
         inbound_[{m.to, rid}] = {m.from, m.call};
         // A client has no address a callee could call back.
-        const std::string from = m.from.rfind("client-", 0) == 0 ? std::string{} : m.from;
+        const PeerAddr from = clients_.count(m.from) != 0 ? PeerAddr{} : m.from;
         submit(*target->second, target->second->on_request(now_, rid, m.handle, from, m.body));
       } else {
         if (dead_.count(m.to)) continue;
@@ -146,7 +148,7 @@ class NodeNetwork {
  private:
   struct Message {
     bool is_call = true;
-    std::string from, to;
+    PeerAddr from, to;
     CallId call = 0;
     RequestId request = 0;
     std::string handle, body;
@@ -173,13 +175,14 @@ class NodeNetwork {
     return missing;
   }
 
-  std::map<std::string, std::unique_ptr<Node>> nodes_;
-  std::map<const Node*, std::string> addrs_;
-  std::vector<std::string> order_;
-  std::set<std::string> dead_;
+  std::map<PeerAddr, std::unique_ptr<Node>> nodes_;
+  std::map<const Node*, PeerAddr> addrs_;
+  std::vector<PeerAddr> order_;
+  std::set<PeerAddr> dead_;
+  std::set<PeerAddr> clients_;
   std::deque<Message> queue_;
-  std::map<std::pair<std::string, RequestId>, std::pair<std::string, CallId>> inbound_;
-  std::map<std::pair<std::string, TimerId>, TimerAt> timers_;
+  std::map<std::pair<PeerAddr, RequestId>, std::pair<PeerAddr, CallId>> inbound_;
+  std::map<std::pair<PeerAddr, TimerId>, TimerAt> timers_;
   std::map<const Node*, std::vector<OpResult>> spare_;
   TimePoint now_{};
   RequestId next_request_ = 1;

@@ -9,7 +9,9 @@
 #include "core/dht/schema_validator.hpp"
 #include "tests/core/dht/node_network.hpp"
 #include "tests/core/dht/traverse_network.hpp"
+#include "tests/support/peer_addr.hpp"
 
+using apiary::test::operator""_addr;
 using namespace apiary;
 using namespace apiary::core::dht;
 using apiary::core::dht::testing::NodeNetwork;
@@ -25,7 +27,7 @@ std::vector<Node*> swarm(NodeNetwork& net, std::size_t n, std::mt19937_64& rng, 
   std::vector<Node*> nodes;
   for (std::size_t i = 0; i < n; ++i) {
     Node& node = net.add(random_id(rng), config);
-    std::vector<std::string> peers;
+    std::vector<apiary::core::PeerAddr> peers;
     if (!nodes.empty()) peers.push_back(net.addr(*nodes[rng() % nodes.size()]));
     REQUIRE(net.start(node, peers).status);
     nodes.push_back(&node);
@@ -53,7 +55,7 @@ messages::Ed25519PrivateKey new_key() {
 /// Starts `node` bootstrapped from the first of `nodes` (alone when there is none) and
 /// appends it to them.
 void join_first(NodeNetwork& net, Node& node, std::vector<Node*>& nodes) {
-  REQUIRE(net.start(node, nodes.empty() ? std::vector<std::string>{} : std::vector<std::string>{net.addr(*nodes[0])}).status);
+  REQUIRE(net.start(node, nodes.empty() ? std::vector<apiary::core::PeerAddr>{} : std::vector<apiary::core::PeerAddr>{net.addr(*nodes[0])}).status);
   nodes.push_back(&node);
 }
 
@@ -204,7 +206,7 @@ TEST_CASE("bootstrap fails with an error naming the peers when none answers") {
   NodeNetwork net;
   std::mt19937_64 rng(23);
   Node& node = net.add(random_id(rng));
-  auto r = net.start(node, {"/ip4/10.9.9.9/tcp/1", "/ip4/10.9.9.8/tcp/2"});
+  auto r = net.start(node, {"/ip4/10.9.9.9/tcp/1"_addr, "/ip4/10.9.9.8/tcp/2"_addr});
   REQUIRE_FALSE(r.status);
   CHECK(r.status.error().message.find("none of the 2 initial peers") != std::string::npos);
   CHECK(r.status.error().message.find("/ip4/10.9.9.8/tcp/2") != std::string::npos);

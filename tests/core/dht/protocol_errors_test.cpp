@@ -9,6 +9,7 @@
 #include "core/dht/protocol.hpp"
 #include "dht.pb.h"
 #include "tests/core/dht/protocol_requests.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
 
@@ -16,6 +17,7 @@ namespace pb = apiary::pb;
 using apiary::errc;
 using namespace apiary::core::dht;
 using namespace apiary::testing::dht_protocol;
+using apiary::test::test_peer;
 
 /// A valid one-item store request of a regular value under `key`.
 pb::StoreRequest one_item(const std::string& key_bytes) {
@@ -26,7 +28,7 @@ pb::StoreRequest one_item(const std::string& key_bytes) {
 
 /// The error `handle` gives for `request`; fails the test if it succeeds.
 apiary::Error error_of(Protocol& p, const char* handle, const std::string& request) {
-  auto response = p.handle(k_now, handle, "caller", request);
+  auto response = p.handle(k_now, handle, test_peer("caller"), request);
   REQUIRE_FALSE(response.ok());
   return response.error();
 }
@@ -35,7 +37,7 @@ apiary::Error error_of(Protocol& p, const char* handle, const std::string& reque
 
 TEST_CASE("unknown handles and unparsable requests are rejected with their names",
           "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   auto unknown = error_of(p, "DHTProtocol.rpc_nope", "");
   CHECK(unknown.code == errc::not_found);
   CHECK_THAT(unknown.message, Catch::Contains("DHTProtocol.rpc_nope"));
@@ -50,7 +52,7 @@ TEST_CASE("unknown handles and unparsable requests are rejected with their names
 }
 
 TEST_CASE("misaligned store lists are rejected and nothing is stored", "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   pb::StoreRequest r = one_item(id("a").to_bytes());
   r.add_keys(id("b").to_bytes());
   r.add_subkeys(k_subkey_regular);
@@ -63,7 +65,7 @@ TEST_CASE("misaligned store lists are rejected and nothing is stored", "[dht][pr
 }
 
 TEST_CASE("keys and sender ids must be 20 bytes", "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   auto short_key = error_of(p, k_store_handle, one_item(std::string(19, 'k')).SerializeAsString());
   CHECK(short_key.code == errc::malformed);
   CHECK_THAT(short_key.message, Catch::Contains("StoreRequest.keys[0]") &&
@@ -83,7 +85,7 @@ TEST_CASE("keys and sender ids must be 20 bytes", "[dht][protocol]") {
 }
 
 TEST_CASE("a malformed item anywhere in a store request stores nothing", "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   SECTION("a subkey that is not one msgpack object") {
     pb::StoreRequest r = one_item(id("a").to_bytes());
     // The subkey: a 3-byte str with 2 bytes.
@@ -114,8 +116,8 @@ TEST_CASE("a full unsplittable bucket hands back the node to ping", "[dht][proto
   high_a[0] = 0x80;
   NodeId::Bytes high_b = high_a;
   high_b[19] = 1;
-  Protocol p(NodeId(low), "self-peer", config);
-  for (const auto& [bytes, peer] : {std::pair{high_a, "a-peer"}, std::pair{high_b, "b-peer"}}) {
+  Protocol p(NodeId(low), test_peer("self-peer"), config);
+  for (const auto& [bytes, peer] : {std::pair{high_a, test_peer("a-peer")}, std::pair{high_b, test_peer("b-peer")}}) {
     pb::PingRequest ping;
     ping.mutable_peer()->set_node_id(NodeId(bytes).to_bytes());
     REQUIRE(p.handle(k_now, k_ping_handle, peer, ping.SerializeAsString()).ok());
@@ -124,7 +126,7 @@ TEST_CASE("a full unsplittable bucket hands back the node to ping", "[dht][proto
   CHECK(events.joined.size() == 2);
   REQUIRE(events.to_ping.size() == 1);
   CHECK(events.to_ping[0].id == NodeId(high_a));
-  CHECK(events.to_ping[0].peer == "a-peer");
+  CHECK(events.to_ping[0].peer == test_peer("a-peer"));
   CHECK(p.routing_table().contains(NodeId(high_a)));
   CHECK_FALSE(p.routing_table().contains(NodeId(high_b)));
 }

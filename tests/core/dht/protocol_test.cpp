@@ -10,12 +10,14 @@
 #include "core/dht/protocol.hpp"
 #include "dht.pb.h"
 #include "tests/core/dht/protocol_requests.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
 
 namespace pb = apiary::pb;
 using namespace apiary::core::dht;
 using namespace apiary::testing::dht_protocol;
+using apiary::test::test_peer;
 
 pb::NodeInfo info(const NodeId& node) {
   pb::NodeInfo out;
@@ -26,7 +28,7 @@ pb::NodeInfo info(const NodeId& node) {
 /// Serves `request` under `handle`; fails the test on an error.
 template <class Response, class Request>
 Response call(Protocol& p, const char* handle, const Request& request,
-              const std::string& from_peer = "caller", DhtTime now = k_now) {
+              const PeerId& from_peer = test_peer("caller"), DhtTime now = k_now) {
   auto bytes = p.handle(now, handle, from_peer, request.SerializeAsString());
   REQUIRE(bytes.ok());
   Response response;
@@ -51,14 +53,14 @@ pb::StoreRequest store_request(const std::vector<Item>& items) {
 
 std::vector<bool> store(Protocol& p, const std::vector<Item>& items, DhtTime now = k_now) {
   auto response =
-      call<pb::StoreResponse>(p, k_store_handle, store_request(items), "caller", now);
+      call<pb::StoreResponse>(p, k_store_handle, store_request(items), test_peer("caller"), now);
   return {response.store_ok().begin(), response.store_ok().end()};
 }
 
 pb::FindResult find(Protocol& p, const NodeId& key, DhtTime now = k_now) {
   pb::FindRequest r;
   r.add_keys(key.to_bytes());
-  auto response = call<pb::FindResponse>(p, k_find_handle, r, "caller", now);
+  auto response = call<pb::FindResponse>(p, k_find_handle, r, test_peer("caller"), now);
   REQUIRE(response.results_size() == 1);
   return response.results(0);
 }
@@ -90,34 +92,34 @@ DictionaryValue dictionary_at_d(Protocol& p) {
 
 TEST_CASE("ping answers with own NodeInfo and time, and registers the sender",
           "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   pb::PingRequest request;
   *request.mutable_peer() = info(id("alice"));
   request.set_validate(true);
-  auto response = call<pb::PingResponse>(p, k_ping_handle, request, "alice-peer");
+  auto response = call<pb::PingResponse>(p, k_ping_handle, request, test_peer("alice-peer"));
   CHECK(response.peer().node_id() == id("self").to_bytes());
   CHECK(response.dht_time() == k_now);
   CHECK_FALSE(response.available());  // validation call-backs are the caller's job
-  CHECK(p.routing_table().peer_of(id("alice")) == std::optional<std::string>("alice-peer"));
+  CHECK(p.routing_table().peer_of(id("alice")) == std::optional<PeerId>(test_peer("alice-peer")));
   auto events = p.take_routing_events();
   REQUIRE(events.joined.size() == 1);
   CHECK(events.joined[0].id == id("alice"));
   CHECK(events.to_ping.empty());
   // A known sender is not a newcomer again; the events were cleared.
-  (void)call<pb::PingResponse>(p, k_ping_handle, request, "alice-peer");
+  (void)call<pb::PingResponse>(p, k_ping_handle, request, test_peer("alice-peer"));
   CHECK(p.take_routing_events().joined.empty());
 }
 
 TEST_CASE("senders without an id, without a peer, or equal to self are not registered",
           "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
-  (void)call<pb::PingResponse>(p, k_ping_handle, pb::PingRequest{}, "anon-peer");
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
+  (void)call<pb::PingResponse>(p, k_ping_handle, pb::PingRequest{}, test_peer("anon-peer"));
   pb::PingRequest no_peer;
   *no_peer.mutable_peer() = info(id("bob"));
-  (void)call<pb::PingResponse>(p, k_ping_handle, no_peer, "");
+  (void)call<pb::PingResponse>(p, k_ping_handle, no_peer, PeerId{});
   pb::PingRequest self;
   *self.mutable_peer() = info(id("self"));
-  (void)call<pb::PingResponse>(p, k_ping_handle, self, "self-peer");
+  (void)call<pb::PingResponse>(p, k_ping_handle, self, test_peer("self-peer"));
   CHECK(p.routing_table().size() == 0);
   CHECK(p.take_routing_events().joined.empty());
 }
@@ -125,7 +127,7 @@ TEST_CASE("senders without an id, without a peer, or equal to self are not regis
 TEST_CASE("client mode answers every RPC with an empty NodeInfo", "[dht][protocol]") {
   ProtocolConfig config;
   config.client_mode = true;
-  Protocol p(id("self"), "self-peer", config);
+  Protocol p(id("self"), test_peer("self-peer"), config);
   CHECK(p.node_info().node_id().empty());
   auto ping = call<pb::PingResponse>(p, k_ping_handle, pb::PingRequest{});
   CHECK(ping.peer().node_id().empty());
@@ -139,7 +141,7 @@ TEST_CASE("client mode answers every RPC with an empty NodeInfo", "[dht][protoco
 }
 
 TEST_CASE("a stored regular value is found with its exact expiration", "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   const DhtTime expiration = k_now + 123.456789;
   auto ok = store(p, {{id("key"), k_subkey_regular, pack_str("value"), expiration},
                       {id("old"), k_subkey_regular, pack_str("late"), k_now - 1}});
@@ -159,7 +161,7 @@ TEST_CASE("a stored regular value is found with its exact expiration", "[dht][pr
 
 TEST_CASE("subkey stores build a dictionary, found with with the latest expiration",
           "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   auto ok = store(p, {{id("dict"), pack_str("a"), pack_str("va"), k_now + 10},
                       {id("dict"), pack_str("b"), pack_str("vb"), k_now + 30}});
   CHECK(ok == std::vector<bool>{true, true});
@@ -178,7 +180,7 @@ TEST_CASE("subkey stores build a dictionary, found with with the latest expirati
 }
 
 TEST_CASE("a whole dictionary value merges entry by entry", "[dht][protocol]") {
-  Protocol p(id("self"), "self-peer", ProtocolConfig{});
+  Protocol p(id("self"), test_peer("self-peer"), ProtocolConfig{});
   CHECK(store(p, {{id("d"), pack_str("a"), pack_str("old-a"), k_now + 20}}) ==
         std::vector<bool>{true});
   CHECK(store_dictionary(p, {{"a", "new-a", k_now + 40}, {"c", "c", k_now + 15}}));
@@ -197,7 +199,7 @@ TEST_CASE("in_cache items go to the cache, and find takes the later of storage a
           "[dht][protocol]") {
   ProtocolConfig config;
   config.cache_size = 2;
-  Protocol p(id("self"), "self-peer", config);
+  Protocol p(id("self"), test_peer("self-peer"), config);
   CHECK(store(p, {{id("k"), k_subkey_regular, "stored", k_now + 10, false},
                   {id("k"), k_subkey_regular, "cached", k_now + 20, true}}) ==
         std::vector<bool>{true, true});
@@ -222,13 +224,13 @@ TEST_CASE("find lists the nearest nodes by XOR distance, leaving out the request
           "[dht][protocol]") {
   ProtocolConfig config;
   config.bucket_size = 8;
-  Protocol p(id("self"), "self-peer", config);
+  Protocol p(id("self"), test_peer("self-peer"), config);
   std::vector<NodeId> nodes;
   for (int i = 0; i < 40; ++i) {
     const NodeId node = id("node" + std::to_string(i));
     pb::PingRequest ping;
     *ping.mutable_peer() = info(node);
-    (void)call<pb::PingResponse>(p, k_ping_handle, ping, "peer-of-" + node.to_hex());
+    (void)call<pb::PingResponse>(p, k_ping_handle, ping, test_peer("peer-of-" + node.to_hex()));
     if (p.routing_table().contains(node)) nodes.push_back(node);
   }
   REQUIRE(nodes.size() >= 9);
@@ -242,7 +244,7 @@ TEST_CASE("find lists the nearest nodes by XOR distance, leaving out the request
   request.add_keys(key.to_bytes());
   *request.mutable_peer() = info(requester);
   auto response = call<pb::FindResponse>(p, k_find_handle, request,
-                                         "peer-of-" + requester.to_hex());
+                                         test_peer("peer-of-" + requester.to_hex()));
   REQUIRE(response.results_size() == 1);
   const auto& result = response.results(0);
   CHECK(result.type() == pb::NOT_FOUND);
@@ -251,13 +253,13 @@ TEST_CASE("find lists the nearest nodes by XOR distance, leaving out the request
   for (int i = 0; i < 8; ++i) {
     const NodeId expected = nodes[static_cast<std::size_t>(i) + 1];
     CHECK(result.nearest_node_ids(i) == expected.to_bytes());
-    CHECK(result.nearest_peer_ids(i) == "peer-of-" + expected.to_hex());
+    CHECK(result.nearest_peer_ids(i) == test_peer("peer-of-" + expected.to_hex()));
   }
   // Without the requester's id, the peer it calls from identifies it.
   pb::FindRequest anonymous;
   anonymous.add_keys(key.to_bytes());
   auto by_peer = call<pb::FindResponse>(p, k_find_handle, anonymous,
-                                        "peer-of-" + requester.to_hex());
+                                        test_peer("peer-of-" + requester.to_hex()));
   CHECK(by_peer.results(0).nearest_node_ids(0) == nodes[1].to_bytes());
   // Anyone else gets the requester back as the nearest.
   CHECK(find(p, key).nearest_node_ids(0) == requester.to_bytes());

@@ -8,16 +8,18 @@
 #include <vector>
 
 #include "core/dht/routing_table.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace {
 
 using apiary::core::TimePoint;
+using apiary::test::test_peer;
 using apiary::core::dht::Contact;
 using apiary::core::dht::NodeId;
 using apiary::core::dht::RoutingConfig;
 using apiary::core::dht::RoutingTable;
 
-std::string peer_name(const NodeId& id) { return "peer-" + id.to_hex().substr(0, 12); }
+apiary::core::dht::PeerId peer_name(const NodeId& id) { return test_peer("peer-" + id.to_hex().substr(0, 12)); }
 
 /// An id whose first byte is `top` and the rest drawn from `gen`.
 NodeId id_with_top_byte(std::mt19937_64& gen, std::uint8_t top) {
@@ -96,7 +98,7 @@ TEST_CASE("basic table: lookups both ways, bucket bounds, few buckets", "[dht][r
 TEST_CASE("own id is never stored", "[dht][routing]") {
   const NodeId self = NodeId::of_str_key("me");
   RoutingTable table(self, RoutingConfig{});
-  CHECK_FALSE(table.add_or_update(TimePoint{}, self, "me").has_value());
+  CHECK_FALSE(table.add_or_update(TimePoint{}, self, test_peer("me")).has_value());
   CHECK(table.size() == 0);
   CHECK(table.nearest(self, 5).empty());
 }
@@ -213,13 +215,13 @@ TEST_CASE("a peer seen under a new id loses its old id, a node may change peer",
   RoutingTable table(NodeId::of_str_key("self"), RoutingConfig{});
   const NodeId a = NodeId::of_str_key("a");
   const NodeId b = NodeId::of_str_key("b");
-  (void)table.add_or_update(TimePoint{}, a, "peer-x");
-  (void)table.add_or_update(TimePoint{}, b, "peer-x");
+  (void)table.add_or_update(TimePoint{}, a, test_peer("peer-x"));
+  (void)table.add_or_update(TimePoint{}, b, test_peer("peer-x"));
   CHECK_FALSE(table.contains(a));
-  CHECK(table.node_of("peer-x") == b);
-  (void)table.add_or_update(TimePoint{}, b, "peer-y");
-  CHECK(table.peer_of(b) == "peer-y");
-  CHECK_FALSE(table.node_of("peer-x").has_value());
+  CHECK(table.node_of(test_peer("peer-x")) == b);
+  (void)table.add_or_update(TimePoint{}, b, test_peer("peer-y"));
+  CHECK(table.peer_of(b) == test_peer("peer-y"));
+  CHECK_FALSE(table.node_of(test_peer("peer-x")).has_value());
   CHECK(table.size() == 1);
   check_invariants(table);
 }

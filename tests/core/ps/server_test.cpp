@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include "core/ps/wire.hpp"
+#include "tests/support/peer_addr.hpp"
 
 using namespace apiary;
 using namespace apiary::core::ps;
+using apiary::core::PeerAddr;
 using apiary::core::Reply;
 
 namespace {
@@ -52,13 +54,13 @@ Reply only_reply(const core::Effects& fx) {
 TEST_CASE("a BSP pull is held until every replica pushed the step before, then answered") {
   auto server = two_replica_server();
   const core::TimePoint now{};
-  CHECK(only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0))).request == 1);
-  CHECK(only_reply(server.on_request(now, 2, k_ps_pull_handle, "", pull_body(1, 0))).request == 2);
-  CHECK(only_reply(server.on_request(now, 3, k_ps_push_handle, "", push_body(0, 0, {1.0F, 2.0F}))).request == 3);
+  CHECK(only_reply(server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0))).request == 1);
+  CHECK(only_reply(server.on_request(now, 2, k_ps_pull_handle, PeerAddr{}, pull_body(1, 0))).request == 2);
+  CHECK(only_reply(server.on_request(now, 3, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 2.0F}))).request == 3);
   // Replica 0 runs ahead: its pull for step 1 waits for replica 1's push.
-  CHECK(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)).empty());
+  CHECK(server.on_request(now, 4, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)).empty());
   CHECK(server.held() == 1);
-  auto fx = server.on_request(now, 5, k_ps_push_handle, "", push_body(1, 0, {3.0F, 4.0F}));
+  auto fx = server.on_request(now, 5, k_ps_push_handle, PeerAddr{}, push_body(1, 0, {3.0F, 4.0F}));
   REQUIRE(fx.size() == 2);
   CHECK(std::get<Reply>(fx[0]).request == 5);
   const auto& released = std::get<Reply>(fx[1]);
@@ -76,17 +78,17 @@ TEST_CASE("a BSP pull is held until every replica pushed the step before, then a
 TEST_CASE("the PS server answers bad requests with errors saying what was expected") {
   auto server = two_replica_server();
   const core::TimePoint now{};
-  auto unknown = only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0, "v:0")));
+  auto unknown = only_reply(server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0, "v:0")));
   REQUIRE_FALSE(unknown.response.ok());
   CHECK(unknown.response.error().code == errc::not_found);
   CHECK(unknown.response.error().message.find("w:0") != std::string::npos);
-  auto garbage = only_reply(server.on_request(now, 2, k_ps_push_handle, "", "\xff\xff\xff"));
+  auto garbage = only_reply(server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, "\xff\xff\xff"));
   REQUIRE_FALSE(garbage.response.ok());
   CHECK(garbage.response.error().code == errc::malformed);
-  auto handle = only_reply(server.on_request(now, 3, "apiary.ParameterServer.rpc_nope", "", ""));
+  auto handle = only_reply(server.on_request(now, 3, "apiary.ParameterServer.rpc_nope", PeerAddr{}, ""));
   CHECK(handle.response.error().code == errc::not_found);
   // Out of order: step 1 before step 0 is refused, and nothing is held for it.
-  auto order = only_reply(server.on_request(now, 4, k_ps_push_handle, "", push_body(0, 1, {1.0F, 1.0F})));
+  auto order = only_reply(server.on_request(now, 4, k_ps_push_handle, PeerAddr{}, push_body(0, 1, {1.0F, 1.0F})));
   REQUIRE_FALSE(order.response.ok());
   CHECK(order.response.error().code == errc::protocol);
   CHECK(server.held() == 0);
@@ -111,7 +113,7 @@ TEST_CASE("a sparse push survives the wire and updates only its rows") {
   const auto back = from_pb(wire);
   REQUIRE(std::holds_alternative<SparseGradient>(back.gradient));
   CHECK(std::get<SparseGradient>(back.gradient).rows == std::vector<std::int64_t>{2, 0, 2});
-  REQUIRE(only_reply(server.on_request({}, 1, k_ps_push_handle, "", wire.SerializeAsString())).response.ok());
+  REQUIRE(only_reply(server.on_request({}, 1, k_ps_push_handle, PeerAddr{}, wire.SerializeAsString())).response.ok());
   CHECK(server.shard("emb:0")->values() == std::vector<float>{-2, -2, 0, 0, -4, -4, 0, 0});
 }
 
@@ -120,12 +122,12 @@ TEST_CASE("a lost replica session fails held synchronous requests and refuses ne
   const core::TimePoint now{};
   pb::PsJoinRequest join;
   join.set_replica(1);
-  CHECK(server.on_request(now, 10, k_ps_join_handle, "127.0.0.1:9", join.SerializeAsString()).empty());
+  CHECK(server.on_request(now, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"), join.SerializeAsString()).empty());
   join.set_replica(0);
-  CHECK(server.on_request(now, 11, k_ps_join_handle, "127.0.0.1:8", join.SerializeAsString()).empty());
-  (void)server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0));
-  (void)server.on_request(now, 2, k_ps_push_handle, "", push_body(0, 0, {1.0F, 1.0F}));
-  CHECK(server.on_request(now, 3, k_ps_pull_handle, "", pull_body(0, 1)).empty());  // waits for replica 1
+  CHECK(server.on_request(now, 11, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/8"), join.SerializeAsString()).empty());
+  (void)server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0));
+  (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
+  CHECK(server.on_request(now, 3, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)).empty());  // waits for replica 1
   // Replica 0 finishes normally: its session ends, nothing is lost.
   const auto& bye = only_reply(server.on_request_message(now, 11, std::string{}, true));
   CHECK(bye.request == 11);
@@ -137,7 +139,7 @@ TEST_CASE("a lost replica session fails held synchronous requests and refuses ne
   CHECK(failed.response.error().code == errc::unavailable);
   CHECK(failed.response.error().message.find("replica 1 at 127.0.0.1:9 went down") != std::string::npos);
   CHECK(server.held() == 0);
-  const auto& later = only_reply(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)));
+  const auto& later = only_reply(server.on_request(now, 4, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)));
   REQUIRE_FALSE(later.response.ok());
   CHECK(later.response.error().code == errc::unavailable);
 }
@@ -146,7 +148,7 @@ TEST_CASE("spliced pull answers view the parameters, and an update while a view 
   auto server = two_replica_server();
   server.set_splice_pulls(true);
   const core::TimePoint now{};
-  const Reply first = only_reply(server.on_request(now, 1, k_ps_pull_handle, "", pull_body(0, 0)));
+  const Reply first = only_reply(server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0)));
   REQUIRE(first.response.ok());
   REQUIRE(first.body.size() == 2 * sizeof(float));
   // The body is the shard's own storage: no copy of the values.
@@ -157,12 +159,12 @@ TEST_CASE("spliced pull answers view the parameters, and an update while a view 
   REQUIRE(m.values_size() == 2);
   CHECK(m.values(0) == 0.0F);
   // The step's update lands in fresh storage while the first answer is held.
-  (void)server.on_request(now, 2, k_ps_push_handle, "", push_body(0, 0, {1.0F, 2.0F}));
-  (void)server.on_request(now, 3, k_ps_push_handle, "", push_body(1, 0, {3.0F, 4.0F}));
+  (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 2.0F}));
+  (void)server.on_request(now, 3, k_ps_push_handle, PeerAddr{}, push_body(1, 0, {3.0F, 4.0F}));
   CHECK(server.shard("w:0")->values() == std::vector<float>{-2.0F, -3.0F});
   CHECK(reinterpret_cast<const float*>(first.body.data())[0] == 0.0F);
   CHECK(reinterpret_cast<const float*>(first.body.data())[1] == 0.0F);
-  const Reply second = only_reply(server.on_request(now, 4, k_ps_pull_handle, "", pull_body(0, 1)));
+  const Reply second = only_reply(server.on_request(now, 4, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)));
   REQUIRE(m.ParseFromString(core::whole_message(second)));
   CHECK(m.version() == 1);
   CHECK(m.values(0) == Approx(-2.0F));

@@ -165,12 +165,12 @@ TEST_CASE("the server sums a direct push in place and refuses a wrong-sized one 
   shards.emplace("w:0", std::move(*shard));
   ShardServer server("localhost:CPU:0", std::move(shards));
   const core::TimePoint now{};
-  auto wrong = server.on_request(now, 1, k_ps_push_handle, "", direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F}));
+  auto wrong = server.on_request(now, 1, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F}));
   REQUIRE(wrong.size() == 1);
   const auto& refused = std::get<core::Reply>(wrong[0]).response;
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(refused.error().message, Catch::Contains("expected a gradient of 3 values, got 2"));
-  auto fx = server.on_request(now, 2, k_ps_push_handle, "", direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F, 4.0F}));
+  auto fx = server.on_request(now, 2, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F, 4.0F}));
   REQUIRE(fx.size() == 1);
   CHECK(std::get<core::Reply>(fx[0]).response.ok());
   CHECK(server.shard("w:0")->values() == std::vector<float>{-1.0F, -2.0F, -4.0F});
@@ -178,7 +178,7 @@ TEST_CASE("the server sums a direct push in place and refuses a wrong-sized one 
   pb::PsPullRequest pull;
   pull.set_shard("w:0");
   pull.set_step(1);
-  auto answer = server.on_request(now, 3, k_ps_pull_handle, "", pull.SerializeAsString());
+  auto answer = server.on_request(now, 3, k_ps_pull_handle, apiary::core::PeerAddr{}, pull.SerializeAsString());
   REQUIRE(answer.size() == 1);
   auto reply = decode_pull_response(*std::get<core::Reply>(answer[0]).response);
   REQUIRE(reply.ok());

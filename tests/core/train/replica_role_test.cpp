@@ -9,10 +9,12 @@
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/wire.hpp"
 #include "tests/core/effects_of.hpp"
+#include "tests/support/peer_addr.hpp"
 
 namespace ct = apiary::core::train;
 namespace cps = apiary::core::ps;
 namespace cc = apiary::core::collective;
+using apiary::test::operator""_addr;
 using apiary::errc;
 using apiary::core::Effects;
 using apiary::core::Value;
@@ -21,7 +23,7 @@ namespace {
 
 using apiary::testing::all_of;
 
-constexpr const char* k_ps = "/ip4/127.0.0.1/tcp/4000";
+const apiary::core::PeerAddr k_ps = "/ip4/127.0.0.1/tcp/4000"_addr;
 
 /// One dense variable "w" [4] on one shard of PS device "ps:0".
 std::shared_ptr<const cps::TrainingPlan> one_shard_plan() {
@@ -175,7 +177,7 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
 
   ct::ReplicaConfig config;
   config.ar = std::make_shared<const cc::ArPlan>(plan);
-  config.members = {"/ip4/127.0.0.1/tcp/4100"};
+  config.members = {"/ip4/127.0.0.1/tcp/4100"_addr};
   config.optimizer.kind = cps::OptimizerKind::sgd;
   config.optimizer.learning_rate = 0.5F;
   SECTION("without initial values it is refused") {

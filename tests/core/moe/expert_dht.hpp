@@ -1,12 +1,14 @@
 #pragma once
 /// Experts declared in DHT nodes of the in-memory network (tests/core/dht/node_network.hpp)
-/// and looked up as a client does.
+/// and looked up as a client does, for the layout and beam-search tests.
 #include <catch2/catch.hpp>
 
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/moe/beam_search.hpp"
 #include "core/moe/dht_layout.hpp"
 #include "tests/core/dht/node_network.hpp"
 
@@ -36,6 +38,26 @@ inline std::optional<dht::FoundValue> get(NodeNetwork& net, dht::Node& node, con
   auto result = net.get(node, {dht::NodeId::of_str_key(key)});
   REQUIRE(result.found.size() == 1);
   return result.found[0];
+}
+
+/// Runs `search` to its end, answering its lookups in the order asked from `node`;
+/// every prefix looked up is appended to `looked_up` when given.
+inline void run_search(NodeNetwork& net, dht::Node& node, BeamSearch& search, NegativeCache& cache,
+                       std::vector<std::string>* looked_up = nullptr) {
+  std::deque<std::string> queue;
+  auto push = [&](const SearchStep& step) {
+    for (const std::string& p : step.lookups) {
+      queue.push_back(p);
+      if (looked_up != nullptr) looked_up->push_back(p);
+    }
+  };
+  push(search.begin(net.now(), cache));
+  while (!queue.empty()) {
+    const std::string prefix = queue.front();
+    queue.pop_front();
+    push(search.on_found(net.now(), prefix, successors_of(get(net, node, prefix)), cache));
+  }
+  REQUIRE(search.done());
 }
 
 }  // namespace apiary::core::moe::testing

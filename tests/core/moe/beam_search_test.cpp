@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,45 @@ TEST_CASE("beam search equals the exhaustive top-k over 1000 experts in a 32x32x
       REQUIRE(parts);
       const auto& c = parts->coordinates;
       CHECK(found[i].score == 0.0 + scores[0][c[0]] + scores[1][c[1]] + scores[2][c[2]]);
+    }
+  }
+}
+
+TEST_CASE("a beam as wide as the populated prefixes ranks 1000 scattered experts exhaustively", "[moe]") {
+  // Experts at random places of the grid: a narrow beam is a heuristic there (a good first
+  // coordinate may hold only poor experts), but a beam that keeps every populated prefix
+  // must see and rank every expert.
+  OneNodeDht d;
+  Rng rng(77);
+  std::set<std::string> placed;
+  while (placed.size() < 1000) {
+    placed.insert(fmt::format("ffn.{}.{}.{}", rng.uniform(32), rng.uniform(32), rng.uniform(32)));
+  }
+  const std::vector<std::string> uids(placed.begin(), placed.end());
+  (void)moe::testing::declare(d.net, d.node, uids, k_peer);
+  for (int trial = 0; trial < 3; ++trial) {
+    GridScores scores(3, std::vector<double>(32));
+    for (auto& row : scores) {
+      for (double& s : row) s = rng.uniform01();
+    }
+    std::vector<std::pair<double, std::string>> all;
+    for (const std::string& uid : uids) {
+      const auto c = moe::parse_uid(uid)->coordinates;
+      all.emplace_back(0.0 + scores[0][c[0]] + scores[1][c[1]] + scores[2][c[2]], uid);
+    }
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    auto search = BeamSearch::create(grid_config("ffn.", {32, 32, 32}), scores, 32 * 32);
+    REQUIRE(search);
+    NegativeCache cache;
+    moe::testing::run_search(d.net, d.node, *search, cache);
+    const auto found = search->experts();
+    REQUIRE(found.size() == all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      INFO("trial " << trial << " rank " << i);
+      CHECK(found[i].expert.uid == all[i].second);
+      CHECK(found[i].score == all[i].first);
     }
   }
 }

@@ -103,9 +103,17 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
     const int n = std::min(fr.nearest_node_ids_size(), fr.nearest_peer_ids_size());
     for (int j = 0; j < n; ++j) {
       auto nid = NodeId::from_bytes(fr.nearest_node_ids(j));
-      const PeerAddr& peer = address_book_.parse(fr.nearest_peer_ids(j));
-      if (!nid || peer.empty() || *nid == id_self() || blacklist_.is_banned(t, peer)) continue;
-      s.book.emplace(*nid, peer);
+      if (!nid || *nid == id_self()) continue;
+      // A node the search met before keeps the address it was met at (most answers
+      // repeat nodes already in the book): only a new one's address text is looked up.
+      auto met = s.book.find(*nid);
+      if (met == s.book.end()) {
+        const PeerAddr& peer = address_book_.parse(fr.nearest_peer_ids(j));
+        if (peer.empty() || blacklist_.is_banned(t, peer)) continue;
+        met = s.book.emplace(*nid, peer).first;
+      } else if (blacklist_.is_banned(t, met->second)) {
+        continue;
+      }
       auto d = s.depth.emplace(*nid, depth + 1);
       if (!d.second) d.first->second = std::min(d.first->second, depth + 1);
       a.neighbors.push_back(*nid);

@@ -13,11 +13,22 @@ const std::string& no_text() {
 
 }  // namespace
 
-PeerAddress::PeerAddress(Multiaddr addr) {
+PeerAddress::PeerAddress(Multiaddr addr) : PeerAddress(std::move(addr), std::string_view{}) {}
+
+PeerAddress::PeerAddress(Multiaddr addr, std::string_view id_text) {
   auto rep = std::make_shared<Rep>();
-  rep->multiaddr = addr.to_string();
   rep->key = addr.host_port();
-  if (addr.peer) rep->suffix = "@" + addr.peer->to_string();
+  if (addr.peer) {
+    rep->multiaddr = addr.without_peer().to_string() + "/p2p/";
+    rep->id_at = rep->multiaddr.size();
+    if (id_text.empty()) {
+      rep->multiaddr += addr.peer->to_string();
+    } else {
+      rep->multiaddr += id_text;
+    }
+  } else {
+    rep->multiaddr = addr.to_string();
+  }
   rep->parts = std::move(addr);
   rep_ = std::move(rep);
 }
@@ -25,7 +36,15 @@ PeerAddress::PeerAddress(Multiaddr addr) {
 Result<PeerAddress> PeerAddress::parse(std::string_view multiaddr) {
   auto m = Multiaddr::parse(multiaddr);
   if (!m) return m.error();
-  return PeerAddress(std::move(*m));
+  std::string_view id_text;
+  if (m->peer) {
+    // The PeerID parsed from its base58 text, which is then canonical: the last
+    // component (one trailing '/' allowed).
+    std::string_view rest = multiaddr;
+    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+    id_text = rest.substr(rest.rfind('/') + 1);
+  }
+  return PeerAddress(std::move(*m), id_text);
 }
 
 Result<PeerAddress> PeerAddress::from_host_port(std::string_view text, const char* what, std::optional<PeerId> peer) {
@@ -39,8 +58,11 @@ const std::string& PeerAddress::key() const { return rep_ ? rep_->key : no_text(
 const std::string& PeerAddress::multiaddr() const { return rep_ ? rep_->multiaddr : no_text(); }
 
 std::string PeerAddress::addressed(std::string_view handle) const {
-  std::string out(handle);
-  if (rep_) out += rep_->suffix;
+  if (!rep_ || rep_->id_at == std::string::npos) return std::string(handle);
+  const std::string_view id = std::string_view(rep_->multiaddr).substr(rep_->id_at);
+  std::string out;
+  out.reserve(handle.size() + 1 + id.size());
+  out.append(handle).append(1, '@').append(id);
   return out;
 }
 
@@ -63,12 +85,15 @@ std::vector<std::string> multiaddrs_of(const std::vector<PeerAddress>& addrs) {
   return out;
 }
 
-const PeerAddress& AddressBook::parse(const std::string& text) {
+const PeerAddress& AddressBook::parse(std::string_view text) {
+  static const PeerAddress none;
   auto known = known_.find(text);
-  if (known != known_.end()) return known->second;
-  if (known_.size() >= capacity_) known_.clear();
+  if (known != known_.end()) return *known;
   auto parsed = PeerAddress::parse(text);
-  return known_.emplace(text, parsed ? std::move(*parsed) : PeerAddress{}).first->second;
+  if (!parsed) return none;
+  if (known_.size() >= capacity_) known_.clear();
+  // Text that is not canonical is found again by parsing (it names a known address).
+  return *known_.insert(std::move(*parsed)).first;
 }
 
 std::ostream& operator<<(std::ostream& os, const PeerAddress& addr) { return os << addr.multiaddr(); }

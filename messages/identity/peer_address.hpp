@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,8 +83,11 @@ class PeerAddress {
     Multiaddr parts;
     std::string multiaddr;
     std::string key;
-    std::string suffix;  ///< "@<PeerID>" or ""
+    std::size_t id_at = std::string::npos;  ///< where the PeerID's text starts in `multiaddr`
   };
+  /// `addr` with its canonical text; `id_text`, when given, is the PeerID's base58 text
+  /// as parsed (canonical already: spares encoding it again).
+  PeerAddress(Multiaddr addr, std::string_view id_text);
   std::shared_ptr<const Rep> rep_;
 };
 
@@ -97,12 +100,20 @@ class PeerAddress {
 class AddressBook {
  public:
   explicit AddressBook(std::size_t capacity = std::size_t{1} << 14) : capacity_(capacity) {}
-  /// The address `text` names; the empty address when it does not parse.
-  const PeerAddress& parse(const std::string& text);
+  /// The address `text` names; the empty address when it does not parse. The reference
+  /// holds until the next call.
+  const PeerAddress& parse(std::string_view text);
 
  private:
+  /// Orders addresses by their text, and finds one by text without building it.
+  struct ByText {
+    using is_transparent = void;
+    bool operator()(const PeerAddress& a, const PeerAddress& b) const { return a.multiaddr() < b.multiaddr(); }
+    bool operator()(const PeerAddress& a, std::string_view b) const { return a.multiaddr() < b; }
+    bool operator()(std::string_view a, const PeerAddress& b) const { return a < b.multiaddr(); }
+  };
   std::size_t capacity_;
-  std::unordered_map<std::string, PeerAddress> known_;
+  std::set<PeerAddress, ByText> known_;
 };
 
 /// Prints the multiaddr text (tests, logs).

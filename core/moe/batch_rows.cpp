@@ -15,7 +15,8 @@ Result<std::size_t> check_batch(const std::vector<TensorSchema>& schema, const s
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     const TensorSchema& s = schema[i];
-    const bool extents_match = !t.shape().empty() && messages::Shape(t.shape().begin() + 1, t.shape().end()) == s.instance_shape;
+    const bool extents_match =
+        !t.shape().empty() && messages::Shape(t.shape().begin() + 1, t.shape().end()) == s.instance_shape;
     if (!extents_match || t.type() != s.type) {
       std::string want = messages::format_shape(s.instance_shape);
       want.insert(1, s.instance_shape.empty() ? "*" : "*, ");

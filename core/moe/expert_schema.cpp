@@ -213,7 +213,8 @@ Result<ExpertSchema> unpack_info(std::string_view packed) {
     if (!t) return t.error();
     schema.kwargs.emplace(std::string(str_of(key)), std::move(*t));
   }
-  schema.single_output = outputs->type == msgpack::type::EXT && outputs->via.ext.type() == k_ext_batch_tensor_descriptor;
+  schema.single_output =
+      outputs->type == msgpack::type::EXT && outputs->via.ext.type() == k_ext_batch_tensor_descriptor;
   if (schema.single_output) {
     auto t = unpack_descriptor(*outputs);
     if (!t) return t.error();

@@ -192,7 +192,8 @@ TEST_CASE("the info packs as hivemind's get_info msgpack and reads back", "[moe]
   // Several outputs and a keyword input travel as tuples and a map.
   moe::ExpertSchema wide = FfnExpert(ffn_config(4, 0)).info();
   wide.kwargs.emplace("mask", moe::TensorSchema{{4, 2}, apiary::messages::dtype::bool_, false, apiary::pb::NONE, ""});
-  wide.outputs.push_back(moe::TensorSchema{{}, apiary::messages::dtype::float64, true, apiary::pb::UNIFORM_8BIT, "cpu"});
+  wide.outputs.push_back(
+      moe::TensorSchema{{}, apiary::messages::dtype::float64, true, apiary::pb::UNIFORM_8BIT, "cpu"});
   wide.single_output = false;
   auto wide_back = moe::unpack_info(moe::pack_info(wide));
   REQUIRE(wide_back.ok());

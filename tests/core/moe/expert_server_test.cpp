@@ -179,7 +179,8 @@ TEST_CASE("an unknown uid and a wrong input dimension get clear errors and the n
   CHECK(unknown[0].response.error().code == apiary::errc::not_found);
   CHECK_THAT(unknown[0].response.error().message, Catch::Contains("no expert 'ffn.99'") && Catch::Contains("ffn.4"));
 
-  auto wrong = replies(send(role, at(1), 2, moe::k_forward_handle, request("ffn.4", {rows_of(random_floats(33, 8), 11)})));
+  const Tensor narrow = rows_of(random_floats(33, 8), 11);  // 3 rows of 11
+  auto wrong = replies(send(role, at(1), 2, moe::k_forward_handle, request("ffn.4", {narrow})));
   REQUIRE(wrong.size() == 1);
   REQUIRE_FALSE(wrong[0].response.ok());
   CHECK(wrong[0].response.error().code == apiary::errc::invalid_argument);
@@ -237,7 +238,8 @@ TEST_CASE("a task larger than max_batch_size is refused alone", "[moe]") {
   REQUIRE(role.add_expert("ffn.7", std::make_unique<Recording>(calls), pool(4, 4)));
   const Tensor two = rows_of(random_floats(2 * h, 10), h);
   CHECK(replies(send(role, at(0), 1, moe::k_forward_handle, request("ffn.7", {two}))).empty());
-  auto big = replies(send(role, at(1), 2, moe::k_forward_handle, request("ffn.7", {rows_of(random_floats(5 * h, 11), h)})));
+  const Tensor five = rows_of(random_floats(5 * h, 11), h);
+  auto big = replies(send(role, at(1), 2, moe::k_forward_handle, request("ffn.7", {five})));
   REQUIRE(big.size() == 1);
   CHECK(big[0].request == 2);
   REQUIRE_FALSE(big[0].response.ok());
@@ -278,4 +280,21 @@ TEST_CASE("a failed batch is an error to each of its tasks and the server keeps 
   CHECK(max_abs_diff(floats(response_tensors(again[0])[0]), reference_forward(x)) <= 1e-5f);
   CHECK(max_abs_diff(floats(response_tensors(again[1])[0]), reference_forward(pair)) <= 1e-5f);
   CHECK(calls == std::vector<std::size_t>{3, 3});
+}
+
+TEST_CASE("forward and backward tasks of one expert wait in separate pools", "[moe]") {
+  std::vector<std::size_t> calls;
+  ExpertServerRole role;
+  REQUIRE(role.add_expert("ffn.10", std::make_unique<Recording>(calls), pool(8, 2)));
+  const Tensor x = rows_of(random_floats(h, 15), h);
+  const Tensor g = rows_of(random_floats(h, 16), h);
+  CHECK(replies(send(role, at(0), 1, moe::k_forward_handle, request("ffn.10", {x}))).empty());
+  CHECK(replies(send(role, at(1), 2, moe::k_backward_handle, request("ffn.10", {x, g}))).empty());
+  CHECK(calls.empty());  // one row in each pool, two needed
+  auto backward = replies(send(role, at(2), 3, moe::k_backward_handle, request("ffn.10", {x, g})));
+  REQUIRE(backward.size() == 2);
+  CHECK(backward[0].request == 2);
+  CHECK(backward[1].request == 3);
+  CHECK(response_tensors(backward[0])[0] == response_tensors(backward[1])[0]);  // same rows, same step
+  CHECK(role.queued_tasks() == 1);  // the forward task still waits
 }

@@ -239,9 +239,23 @@ def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_step
                 outer.append((opt.local_epoch, torch.cat([t.reshape(-1) for t in opt.outer_params]).tolist()))
         accuracy = held_out_accuracy(model, x_test, y_test)
         sent, _received = opt.averager._native.transport_bytes()
-        time.sleep(3.0)  # a peer that missed a round may still load the state from this one
+        wait_for_every_peer(dht, f"{run_id}_done", rank, peers, patience=120.0)
         opt.shutdown()
         return accuracy, outer, sent
+
+
+def wait_for_every_peer(dht, key, rank, peers, patience):
+    """Says this peer is done and stays (its averager serving its state) until every peer
+    said so, or `patience` seconds: a peer still retrying a round that the others finished
+    catches up by loading their state, which needs them to be there."""
+    deadline = time.time() + patience
+    while True:
+        dht.store(key, True, apiary.get_dht_time() + patience, subkey=rank)
+        found = dht.get(key, latest=True)
+        done = found.value if found is not None and isinstance(found.value, dict) else {}
+        if len(done) >= peers or time.time() > deadline:
+            return
+        time.sleep(0.5)
 
 
 def churn_peer(initial_peers, run_id, rank, log_path, stop_path, step_time):

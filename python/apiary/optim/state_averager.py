@@ -507,10 +507,13 @@ class TrainingStateAverager(DecentralizedAverager):
         if not self.lock_optimizer.acquire(timeout=30):
             raise TimeoutError("the optimizer stayed busy for 30 s; the state is not shared this time")
         try:
+            # Copies taken under the lock: the stream to the newcomer is encoded after it is
+            # released, while the next optimizer step may already change the live tensors.
             with torch.no_grad():
-                params = [p.detach().cpu() for p in self._optimized_parameters()]
-                extras = [t.detach().cpu() for t in self.extra_tensors]
+                params = [p.detach().to("cpu", copy=True) for p in self._optimized_parameters()]
+                extras = [t.detach().to("cpu", copy=True) for t in self.extra_tensors]
                 optimizer_metadata, optimizer_tensors = dump_optimizer_state(self.optimizer)
+                optimizer_tensors = [t.clone() for t in optimizer_tensors]
         finally:
             self.lock_optimizer.release()
         metadata = dict(epoch=self.local_epoch, group_bits=self.get_group_bits(),

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "api/dht.hpp"
 #include "api/expert_server.hpp"
+#include "api/expert_server_args.hpp"
 #include "api/remote_expert.hpp"
 #include "api/runtime.hpp"
 #include "core/moe/expert_backend.hpp"
@@ -281,4 +283,26 @@ TEST_CASE("bad expert server options are refused naming the option", "[actor][mo
   o = ffn_options({"ffn.0"});
   o.update_period = 0;
   refused(o, "--update-period");
+}
+
+TEST_CASE("an expert server process prints its address and throughput until told to stop", "[actor][moe]") {
+  auto command = parse_expert_server_args({"--expert-cls", "nop", "--hidden-dim", "16", "--num-experts", "2",
+                                           "--expert-pattern", "e.[0:3]", "--stats-every", "0.05"});
+  REQUIRE(command.ok());
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  auto print = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    lines.push_back(line);
+  };
+  auto ran = run_expert_server(*command, print, [] {
+    std::this_thread::sleep_for(300ms);
+    return std::string("the test");
+  });
+  REQUIRE(ran.ok());
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines[0].rfind("serving /ip4/127.0.0.1/tcp/", 0) == 0);
+  CHECK(lines[1].rfind("experts e.", 0) == 0);
+  CHECK(lines[2].rfind("stats rows/s", 0) == 0);
+  CHECK(lines.back() == "stopping on the test");
 }

@@ -49,17 +49,15 @@ Result<ExpertTensor> expert_tensor_of(const messages::Tensor& tensor, std::size_
 RemoteExpert::RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr server, std::chrono::milliseconds timeout)
     : runtime_(&runtime), uid_(std::move(uid)), server_(std::move(server)), timeout_(timeout) {}
 
-Result<std::string> RemoteExpert::call(const char* handle, const std::string& request) {
+Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
   actors::Gateway& gw = *runtime_->gateway();
-  auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), Buffer::copy_of(request),
-                                    timeout_, runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
+  auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), std::move(request), timeout_,
+                                    runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
   if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
     gw.cancel(pending.id, "the caller stopped waiting");
     return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
   }
-  auto answer = pending.answer.get();
-  if (!answer) return answer.error();
-  return std::string(answer->view());
+  return pending.answer.get();
 }
 
 Result<moe::ExpertSchema> RemoteExpert::info() {
@@ -69,16 +67,14 @@ Result<moe::ExpertSchema> RemoteExpert::info() {
   }
   pb::ExpertUID request;
   request.set_uid(uid_);
-  auto answer = call(moe::k_info_handle, request.SerializeAsString());
+  auto answer = call(moe::k_info_handle, actors::to_buffer(request));
   auto fail = [this](const Error& e) {
     return make_error(e.code, "expert '{}' at {}: info: {}", uid_, server_.multiaddr(), e.message);
   };
   if (!answer) return fail(answer.error());
-  pb::ExpertInfo info;
-  if (!info.ParseFromString(*answer)) {
-    return fail(make_error(errc::malformed, "{} bytes are not an ExpertInfo message", answer->size()));
-  }
-  auto schema = moe::unpack_info(info.serialized_info());
+  auto info = actors::from_buffer<pb::ExpertInfo>(*answer, "rpc_info's answer");
+  if (!info) return fail(info.error());
+  auto schema = moe::unpack_info(info->serialized_info());
   if (!schema) return fail(schema.error());
   std::lock_guard<std::mutex> lock(mutex_);
   schema_ = *schema;
@@ -115,12 +111,11 @@ Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const ch
     if (!wire) return fail(wire.error());
     *request.add_tensors() = std::move(*wire);
   }
-  auto answer = call(handle, request.SerializeAsString());
+  auto answer = call(handle, actors::to_buffer(request));
   if (!answer) return fail(answer.error());
-  pb::ExpertResponse response;
-  if (!response.ParseFromString(*answer)) {
-    return fail(make_error(errc::malformed, "{} bytes are not an ExpertResponse message", answer->size()));
-  }
+  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, fmt::format("rpc_{}'s answer", what));
+  if (!parsed) return fail(parsed.error());
+  const pb::ExpertResponse& response = *parsed;
   std::vector<ExpertTensor> out;
   out.reserve(static_cast<std::size_t>(response.tensors_size()));
   for (int i = 0; i < response.tensors_size(); ++i) {

@@ -19,6 +19,7 @@
 #include "api/fwd.hpp"
 #include "core/effects.hpp"
 #include "core/moe/expert_schema.hpp"
+#include "messages/buffer.hpp"
 #include "messages/result.hpp"
 
 namespace apiary {
@@ -59,7 +60,7 @@ class RemoteExpert {
 
  private:
   /// Calls `handle` with `request`, waiting at most the timeout (and a little more).
-  Result<std::string> call(const char* handle, const std::string& request);
+  Result<Buffer> call(const char* handle, Buffer request);
   /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions.
   Result<std::vector<ExpertTensor>> run(const char* handle, const char* what, std::vector<ExpertTensor> tensors);
 

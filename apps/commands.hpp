@@ -38,6 +38,8 @@ Command add_ps_command(CLI::App& app);
 void block_shutdown_signals();
 /// Waits for SIGINT or SIGTERM; returns its name ("SIGINT" or "SIGTERM").
 const char* wait_for_shutdown_signal();
+/// Prints `e` for `apiary COMMAND` and returns the exit code (2 for bad input, 1 otherwise).
+int fail(const char* command, const Error& e);
 
 /// Registers --batch, --samples and --features: the synthetic data set and the
 /// logistic-regression model of `apiary ps` and `apiary sim ps`.

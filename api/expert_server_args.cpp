@@ -162,4 +162,11 @@ Status run_expert_server(const ExpertServerCommand& command, const std::function
   return ok_status();
 }
 
+Status run_expert_server(const std::vector<std::string>& args, const std::function<void(const std::string&)>& print,
+                         const std::function<std::string()>& wait_for_stop) {
+  auto command = parse_expert_server_args(args);
+  if (!command) return command.error();
+  return run_expert_server(*command, print, wait_for_stop);
+}
+
 }  // namespace apiary

@@ -38,4 +38,10 @@ struct ExpertServerCommand {
                                        const std::function<void(const std::string&)>& print,
                                        const std::function<std::string()>& wait_for_stop);
 
+/// parse_expert_server_args(args), then run_expert_server of what they say (`apiary
+/// experts`). Errors: those of both.
+[[nodiscard]] Status run_expert_server(const std::vector<std::string>& args,
+                                       const std::function<void(const std::string&)>& print,
+                                       const std::function<std::string()>& wait_for_stop);
+
 }  // namespace apiary

@@ -32,6 +32,8 @@ Command add_average_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 /// `apiary ps`: parameter-server training processes (PS shards, chief and worker replicas).
 Command add_ps_command(CLI::App& app);
+/// `apiary experts`: an expert server (hivemind-server's flags).
+Command add_experts_command(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.

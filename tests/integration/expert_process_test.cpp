@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "api/remote_expert.hpp"
 #include "api/runtime.hpp"
@@ -56,4 +58,28 @@ TEST_CASE("a remote expert calls an expert server process and fails in time once
   CHECK(dead.error().message.find("ffn.1") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < 8s);
   (*runtime)->stop();
+}
+
+TEST_CASE("apiary experts serves its experts until SIGTERM and refuses a bad flag", "[integration][moe]") {
+  testing::Process child({testing::sibling_executable("apiary"), "experts", "--expert-uids", "ffn.0", "--hidden-dim",
+                          "16", "--seed", "7", "--stats-every", "0", "--listen", "/ip4/127.0.0.1/tcp/0"});
+  auto line = child.read_line(20s);
+  REQUIRE(line.has_value());
+  REQUIRE(line->rfind("serving ", 0) == 0);
+  auto server = core::PeerAddr::parse(line->substr(8));
+  REQUIRE(server.ok());
+  CHECK(child.read_line(5s) == std::optional<std::string>("experts ffn.0"));
+  auto runtime = Runtime::start(RuntimeOptions{});
+  REQUIRE(runtime.ok());
+  RemoteExpert remote(**runtime, "ffn.0", *server, 5s);
+  auto info = remote.info();
+  REQUIRE(info.ok());
+  CHECK(info->forward_inputs().front().instance_shape == messages::Shape{16});
+  child.kill(SIGTERM);
+  CHECK(child.read_line(10s) == std::optional<std::string>("stopping on SIGTERM"));
+  CHECK(child.wait(10s) == 0);
+  (*runtime)->stop();
+
+  testing::Process bad({testing::sibling_executable("apiary"), "experts", "--hidden-dim", "wide"});
+  CHECK(bad.wait(10s) == 2);
 }

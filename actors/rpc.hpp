@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -32,6 +33,21 @@ std::map<CallId, CallOutcome> await_calls(caf::scoped_actor& self, Gateway& gw, 
 /// A blocking unary call from a scoped actor.
 Result<Buffer> call_unary(caf::scoped_actor& self, Gateway& gw, const PeerKey& peer, const std::string& handle,
                           Buffer request, std::chrono::milliseconds timeout);
+
+/// A unary call in flight from non-actor code (unary_call): its id, to cancel it, and
+/// the future of its answer.
+struct PendingUnary {
+  CallId id = 0;
+  std::future<Result<Buffer>> answer;
+};
+
+/// Sends a unary call to `handle` at `peer` with no actor: the answer (the response, or
+/// the call's error: the callee's, the deadline's, the peer's going down, or
+/// errc::cancelled when the gateway stops first) comes as a future, set on the transport
+/// thread. The engine enforces `timeout`; the future is always set. `caller` as
+/// Gateway::unary's.
+PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+                        std::chrono::milliseconds timeout, std::string caller = {});
 
 /// A unary handler: the request (its caller in `request.peer`) → a response or error.
 using UnaryFn = std::function<Result<Buffer>(const Delivery& request)>;

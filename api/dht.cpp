@@ -191,6 +191,10 @@ std::future<Result<std::vector<DhtStored>>> Dht::store_many(std::vector<DhtStore
   std::vector<core::dht::StoreItem> records;
   records.reserve(items.size());
   for (auto& i : items) records.push_back(item_of(i.key, std::move(i.value), i.expiration, i.subkey));
+  return store_records(std::move(records));
+}
+
+std::future<Result<std::vector<DhtStored>>> Dht::store_records(std::vector<core::dht::StoreItem> records) {
   return run_op<std::vector<DhtStored>>(
       impl_ ? impl_->current() : actors::RoleHost{},
       [records = std::move(records)](Node& n, core::TimePoint now, OpId op) { return n.store(now, op, records); },

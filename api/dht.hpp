@@ -130,6 +130,9 @@ class Dht {
                                   std::optional<DhtKey> subkey = std::nullopt);
   /// Stores many records in one search; per record, in order.
   std::future<Result<std::vector<DhtStored>>> store_many(std::vector<DhtStoreItem> items);
+  /// store_many of records made by core code (key id, packed subkey or
+  /// core::dht::k_subkey_regular, value, expiration), e.g. core/moe's declarations.
+  std::future<Result<std::vector<DhtStored>>> store_records(std::vector<core::dht::StoreItem> records);
   /// The freshest value of `key` (nullopt: not found). `latest` asks every replica of
   /// the beam and merges dictionary subkeys; otherwise any unexpired value will do.
   std::future<Result<std::optional<core::dht::FoundValue>>> get(const DhtKey& key, bool latest = false);

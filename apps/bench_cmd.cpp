@@ -147,9 +147,7 @@ Command add_bench_commands(CLI::App& app) {
   return [=]() {
     if (ps->parsed() || ps_process->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
-      if (ps_process->parsed()) {
-        return run_child(bench::run_ps_bench_process, *ps_process);
-      }
+      if (ps_process->parsed()) return run_child(bench::run_ps_bench_process, *ps_process);
       bench::PsBenchOptions o;
       std::tie(o.model_mb, o.shards, o.replicas, o.quick, o.mode) = *pf;
       return bench::run_ps_bench(o);
@@ -160,9 +158,7 @@ Command add_bench_commands(CLI::App& app) {
     }
     if (allreduce->parsed() || allreduce_rank->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
-      if (allreduce_rank->parsed()) {
-        return run_child(bench::run_allreduce_rank, *allreduce_rank);
-      }
+      if (allreduce_rank->parsed()) return run_child(bench::run_allreduce_rank, *allreduce_rank);
       bench::AllReduceBenchOptions o;
       o.ranks = ar->ranks;
       o.sizes = ar->sizes;
@@ -182,9 +178,7 @@ Command add_bench_commands(CLI::App& app) {
     }
     if (dht->parsed() || dht_child->parsed()) {
 #ifdef APIARY_HAVE_DHT_BENCH
-      if (dht_child->parsed()) {
-        return run_child(bench::run_dht_bench_apiary_child, *dht_child);
-      }
+      if (dht_child->parsed()) return run_child(bench::run_dht_bench_apiary_child, *dht_child);
       bench::DhtBenchOptions o;
       o.nodes = df->nodes;
       o.ops = df->ops;

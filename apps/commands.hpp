@@ -32,12 +32,16 @@ Command add_average_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 /// `apiary ps`: parameter-server training processes (PS shards, chief and worker replicas).
 Command add_ps_command(CLI::App& app);
+/// `apiary experts`: an expert server (hivemind-server's flags).
+Command add_experts_command(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.
 void block_shutdown_signals();
 /// Waits for SIGINT or SIGTERM; returns its name ("SIGINT" or "SIGTERM").
 const char* wait_for_shutdown_signal();
+/// Prints `e` for `apiary COMMAND` and returns the exit code (2 for bad input, 1 otherwise).
+int fail(const char* command, const Error& e);
 
 /// Registers --batch, --samples and --features: the synthetic data set and the
 /// logistic-regression model of `apiary ps` and `apiary sim ps`.

@@ -174,10 +174,7 @@ Command add_dht_commands(CLI::App& app) {
       opts->authorizer = *authorizer;
     }
     auto dht = Dht::start(*opts);
-    if (!dht) {
-      std::fprintf(stderr, "apiary dht: %s\n", dht.error().what().c_str());
-      return dht.error().code == errc::invalid_argument ? 2 : 1;
-    }
+    if (!dht) return fail("dht", dht.error());
     std::printf("listening %s\n", (*dht)->address().to_string().c_str());
     std::fflush(stdout);
     std::printf("stopping on %s\n", wait_for_shutdown_signal());

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
       {"ps", apiary::apps::add_ps_command(app)},
       {"average", apiary::apps::add_average_command(app)},
       {"train", apiary::apps::add_train_command(app)},
+      {"experts", apiary::apps::add_experts_command(app)},
   };
   try {
     app.parse(argc, argv);

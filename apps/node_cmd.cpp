@@ -27,6 +27,11 @@ const char* wait_for_shutdown_signal() {
   return sig == SIGINT ? "SIGINT" : "SIGTERM";
 }
 
+int fail(const char* command, const Error& e) {
+  std::fprintf(stderr, "apiary %s: %s\n", command, e.what().c_str());
+  return e.code == errc::invalid_argument ? 2 : 1;
+}
+
 Command add_node_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("node", "Run a node: listen, find the swarm from bootstrap peers, ping them");
   auto opts = std::make_shared<NodeOptions>();
@@ -51,10 +56,7 @@ Command add_node_command(CLI::App& app) {
     opts->mode = transport_mode(*mode);
     opts->ping_interval = std::chrono::milliseconds(*interval_ms);
     auto node = Node::start(*opts);
-    if (!node) {
-      std::fprintf(stderr, "apiary node: %s\n", node.error().what().c_str());
-      return node.error().code == errc::invalid_argument ? 2 : 1;
-    }
+    if (!node) return fail("node", node.error());
     std::printf("listening %s\n", (*node)->address().to_string().c_str());
     std::fflush(stdout);
     std::atomic<bool> done{false};

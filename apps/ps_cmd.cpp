@@ -36,12 +36,6 @@ void watch_stdin() {
   }).detach();
 }
 
-/// Prints `e` for the command and returns the exit code (2 for bad input, 1 otherwise).
-int fail(const Error& e) {
-  std::fprintf(stderr, "apiary ps: %s\n", e.what().c_str());
-  return e.code == errc::invalid_argument ? 2 : 1;
-}
-
 }  // namespace
 
 void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features) {
@@ -123,21 +117,18 @@ Command add_ps_command(CLI::App& app) {
   return [a, embedded, stdin_stops]() {
     block_shutdown_signals();
     if (a->save_every > 0 && a->save.empty()) {
-      return fail(make_error(errc::invalid_argument, "--save-every {}: expected --save PATH too", a->save_every));
+      return fail("ps", make_error(errc::invalid_argument, "--save-every {}: expected --save PATH too", a->save_every));
     }
     if (*embedded != a->role.empty()) {
-      return fail(make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
+      return fail("ps", make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
                              *embedded ? "both" : "neither"));
     }
     if (*stdin_stops) watch_stdin();
     a->stop = &g_stdin_closed;
     a->stop_reason = "stdin closed";
     JobOutput output;
-    output.print = [](const std::string& lines) {
-      std::fputs(lines.c_str(), stdout);
-      std::fflush(stdout);
-    };
-    output.error = [](const Error& e) { (void)fail(e); };
+    output.print = [](const std::string& lines) { std::fputs(lines.c_str(), stdout); std::fflush(stdout); };
+    output.error = [](const Error& e) { (void)fail("ps", e); };
     auto done = run_training_job(*a, output, [] { return wait_for_shutdown_signal(); });
     return done ? 0 : (done.error().code == errc::invalid_argument ? 2 : 1);
   };

@@ -80,12 +80,6 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-/// Prints `e` for `apiary sim COMMAND` and returns the exit code (2 for bad input, 1 otherwise).
-int fail(const char* command, const Error& e) {
-  std::fprintf(stderr, "apiary sim %s: %s\n", command, e.what().c_str());
-  return e.code == errc::invalid_argument ? 2 : 1;
-}
-
 /// Adds `apiary sim averaging` to `cmd`; returns its action.
 std::function<int()> add_averaging_command(CLI::App& cmd) {
   auto* avg = cmd.add_subcommand("averaging",
@@ -113,14 +107,14 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
   return [=]() {
     if (!avg->parsed()) return -1;
     auto range = parse_latency(*latency);
-    if (!range) return fail("averaging", range.error());
+    if (!range) return fail("sim averaging", range.error());
     config->min_latency = from_ms(range->min_ms);
     config->max_latency = from_ms(range->max_ms);
     // Wall time is read here: the simulation itself never reads a clock.
     const Clock::time_point begin = Clock::now();
     auto report = sim::scenarios::run_averaging_scenario(*config);
     const Clock::time_point end = Clock::now();
-    if (!report) return fail("averaging", report.error());
+    if (!report) return fail("sim averaging", report.error());
     std::printf("apiary sim averaging: %zu peers, group %zu, %zu rounds, fail rate %.3f, latency %s ms per link, "
                 "%zu floats per peer\n", config->peers, config->group, config->rounds, config->fail_rate,
                 latency->c_str(), config->values);
@@ -168,7 +162,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
                  "as rows to a PS), e.g. logreg/w:0; repeatable");
   return [=]() {
     if (!ps->parsed()) return -1;
-    auto fail = [](const Error& e) { return apps::fail("ps", e); };
+    auto fail = [](const Error& e) { return apps::fail("sim ps", e); };
     auto range = parse_latency(a->latency);
     if (!range) return fail(range.error());
     auto strategy = load_strategy(a->strategy, a->text);
@@ -230,7 +224,7 @@ Command add_sim_commands(CLI::App& app) {
     if (const int rc = averaging(); rc >= 0) return rc;
     if (const int rc = ps(); rc >= 0) return rc;
     auto range = parse_latency(*latency);
-    if (!range) return fail("dht", range.error());
+    if (!range) return fail("sim dht", range.error());
     config->min_latency = from_ms(range->min_ms);
     config->max_latency = from_ms(range->max_ms);
     config->keys = config->gets;
@@ -241,7 +235,7 @@ Command add_sim_commands(CLI::App& app) {
     auto report = sim::scenarios::run_dht_scenario(*config);
     const Clock::time_point end = Clock::now();
     config->on_phase = nullptr;
-    if (!report) return fail("dht", report.error());
+    if (!report) return fail("sim dht", report.error());
     using sim::scenarios::DhtPhase;
     std::printf("apiary sim dht: %zu nodes, churn %.3f%s, latency %s ms per link, loss %.4f, %zu keys\n",
                 config->nodes, config->churn, config->replace_killed ? " (replaced)" : "", latency->c_str(),

@@ -113,10 +113,7 @@ Command add_train_command(CLI::App& app) {
     o.client_mode = t->dht.client_mode;
     o.request_timeout = 1.0;
     auto started = Optimizer::start(**dht, std::move(o));
-    if (!started) {
-      std::fprintf(stderr, "apiary train: %s\n", started.error().what().c_str());
-      return started.error().code == errc::invalid_argument ? 2 : 1;
-    }
+    if (!started) return fail("train", started.error());
     Optimizer& opt = **started;
     if (auto loaded = opt.load_state_from_peers(); loaded && *loaded) {
       std::printf("rank %zu: loaded the swarm's state at epoch %lld\n", t->rank, static_cast<long long>(opt.local_epoch()));

@@ -41,7 +41,9 @@ Effects ExpertServerRole::on(TimePoint now, Input input) {
   return {};  // unary requests only: no calls of its own, streams or peers to watch
 }
 
-Effects ExpertServerRole::on_request(TimePoint now, RequestId id, const std::string& handle, const Buffer& body) {
+Effects ExpertServerRole::on_request(TimePoint now, RequestId id, const std::string& addressed,
+                                     const Buffer& body) {
+  const std::string handle = Addressing::base_of(addressed);
   if (handle == k_info_handle) return on_info(id, body);
   if (handle == k_forward_handle) return on_call(now, id, Kind::forward, body);
   if (handle == k_backward_handle) return on_call(now, id, Kind::backward, body);

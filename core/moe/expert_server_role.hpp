@@ -15,8 +15,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/addressing.hpp"
 #include "core/effects.hpp"
 #include "core/moe/expert_backend.hpp"
 #include "core/moe/task_pool.hpp"
@@ -46,6 +48,10 @@ struct ExpertServerStats {
 class ExpertServerRole final : public Role {
  public:
   ExpertServerRole() = default;
+  /// A server addressed as `addressing` says: it serves `<handle>@<PeerID>` (and the plain
+  /// handles unless other servers share its transport), so that several expert servers
+  /// can run behind one gateway. The default serves the plain handles only.
+  explicit ExpertServerRole(Addressing addressing) : addressing_(std::move(addressing)) {}
 
   /// Serves `backend` as expert `uid`, its forward and backward pools each batching by
   /// `pool`. Errors: errc::invalid_argument for an empty or taken uid, no backend, or a
@@ -53,14 +59,15 @@ class ExpertServerRole final : public Role {
   [[nodiscard]] Status add_expert(const std::string& uid, std::unique_ptr<ExpertBackend> backend,
                                   const PoolConfig& pool);
 
-  /// {k_info_handle, k_forward_handle, k_backward_handle}.
+  /// {k_info_handle, k_forward_handle, k_backward_handle}, addressed as the role is.
   [[nodiscard]] std::vector<std::string> handles() const override {
-    return {k_info_handle, k_forward_handle, k_backward_handle};
+    return addressing_.served({k_info_handle, k_forward_handle, k_backward_handle});
   }
   /// The role contract: requests and the pool timer; local calls are unknown methods.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
-  /// Answers or queues request `id` for `handle`; may run the batches it makes ready.
+  /// Answers or queues request `id` for `handle` (plain or addressed); may run the
+  /// batches it makes ready.
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const Buffer& body);
   /// Runs the batches that became ready by their timeout.
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
@@ -97,6 +104,7 @@ class ExpertServerRole final : public Role {
   /// "no expert 'x' ...".
   Error unknown_expert(const std::string& uid) const;
 
+  Addressing addressing_;
   std::map<std::string, std::unique_ptr<ExpertBackend>> experts_;
   std::map<std::string, PoolOf> pools_;  ///< scheduler pool name -> expert and kind
   Scheduler scheduler_;

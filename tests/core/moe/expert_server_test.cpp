@@ -10,6 +10,8 @@
 
 #include "core/moe/expert_backend.hpp"
 #include "core/moe/expert_server_role.hpp"
+#include "messages/identity/ed25519.hpp"
+#include "messages/identity/peer_id.hpp"
 #include "tests/core/moe/expert_tensors.hpp"
 
 namespace {
@@ -297,4 +299,30 @@ TEST_CASE("forward and backward tasks of one expert wait in separate pools", "[m
   CHECK(backward[1].request == 3);
   CHECK(response_tensors(backward[0])[0] == response_tensors(backward[1])[0]);  // same rows, same step
   CHECK(role.queued_tasks() == 1);  // the forward task still waits
+}
+
+TEST_CASE("an addressed server serves its handles with its PeerID and answers them", "[moe]") {
+  auto key = apiary::messages::Ed25519PrivateKey::generate();
+  REQUIRE(key.ok());
+  const auto self = apiary::messages::PeerId::from_public_key(key->public_key());
+  ExpertServerRole alone(core::Addressing(self, /*shared_transport=*/false));
+  REQUIRE(alone.add_expert("ffn.0", std::make_unique<moe::FfnExpert>(ffn(3)), pool(64)));
+  const std::string suffix = "@" + self.to_string();
+  CHECK(alone.handles() == std::vector<std::string>{std::string(moe::k_info_handle) + suffix, moe::k_info_handle,
+                                                    std::string(moe::k_forward_handle) + suffix,
+                                                    moe::k_forward_handle,
+                                                    std::string(moe::k_backward_handle) + suffix,
+                                                    moe::k_backward_handle});
+  const Tensor x = rows_of(random_floats(2 * h, 4), h);
+  const std::string addressed = std::string(moe::k_forward_handle) + suffix;
+  auto out = replies(send(alone, at(0), 3, addressed.c_str(), request("ffn.0", {x})));
+  REQUIRE(out.size() == 1);
+  const auto y = response_tensors(out[0]);
+  REQUIRE(y.size() == 1);
+  CHECK(max_abs_diff(floats(y[0]), reference_forward(x)) <= 1e-5f);
+
+  // Beside other servers on one transport: the addressed handles only.
+  ExpertServerRole shared(core::Addressing(self, /*shared_transport=*/true));
+  CHECK(shared.handles().size() == 3);
+  for (const auto& handle : shared.handles()) CHECK(handle.find(suffix) != std::string::npos);
 }

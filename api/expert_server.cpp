@@ -1,0 +1,232 @@
+#include "api/expert_server.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "actors/role_host.hpp"
+#include "api/dht.hpp"
+#include "api/runtime.hpp"
+#include "api/startup.hpp"
+#include "core/addressing.hpp"
+#include "core/moe/dht_layout.hpp"
+#include "core/moe/expert_backend.hpp"
+#include "core/moe/expert_uid.hpp"
+#include "core/rng.hpp"
+
+namespace apiary {
+namespace {
+
+namespace moe = core::moe;
+
+/// How long a get of candidate uids may take before they count as free.
+constexpr auto k_taken_check = std::chrono::seconds(10);
+
+/// The candidates of `candidates` that `dht` finds declared (errors and silence: none).
+std::set<std::string> taken_uids(Dht& dht, const std::vector<std::string>& candidates) {
+  std::vector<DhtKey> keys;
+  keys.reserve(candidates.size());
+  for (const auto& uid : candidates) keys.push_back(DhtKey::str(uid));
+  auto got = dht.get_many(keys);
+  std::set<std::string> taken;
+  if (got.wait_for(k_taken_check) != std::future_status::ready) return taken;
+  auto found = got.get();
+  if (!found) return taken;
+  for (std::size_t i = 0; i < candidates.size() && i < found->size(); ++i) {
+    if (moe::expert_of(candidates[i], (*found)[i])) taken.insert(candidates[i]);
+  }
+  return taken;
+}
+
+Status check_options(const ExpertServerOptions& o) {
+  if (o.hidden_dim == 0) return make_error(errc::invalid_argument, "--hidden-dim must be at least 1, got 0");
+  if (!(o.update_period > 0)) {
+    return make_error(errc::invalid_argument, "--update-period must be positive seconds, got {}", o.update_period);
+  }
+  if (o.expiration && !(*o.expiration > 0)) {
+    return make_error(errc::invalid_argument, "--expiration must be positive seconds, got {}", *o.expiration);
+  }
+  moe::PoolConfig pool{o.max_batch_size, o.min_batch_size, std::nullopt};
+  if (Status valid = pool.validate(); !valid) {
+    return make_error(errc::invalid_argument, "--max-batch-size / --min-batch-size: {}", valid.error().message);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> expert_uids_of(const ExpertServerOptions& options, Dht* dht) {
+  if (!options.expert_uids.empty()) {
+    if (!options.expert_pattern.empty()) {
+      return make_error(errc::invalid_argument, "give expert uids or --expert-pattern '{}', not both",
+                        options.expert_pattern);
+    }
+    if (options.num_experts != 0 && options.num_experts != options.expert_uids.size()) {
+      return make_error(errc::invalid_argument, "--num-experts {} does not match the {} expert uids given",
+                        options.num_experts, options.expert_uids.size());
+    }
+    std::set<std::string> seen;
+    for (const auto& uid : options.expert_uids) {
+      if (!moe::is_valid_uid(uid)) {
+        return make_error(errc::invalid_argument,
+                          "expert uid '{}' is not a uid: a prefix without dots, then numeric coordinates "
+                          "('ffn.3.14')",
+                          uid);
+      }
+      if (!seen.insert(uid).second) return make_error(errc::invalid_argument, "expert uid '{}' is given twice", uid);
+    }
+    return options.expert_uids;
+  }
+  if (options.num_experts == 0) {
+    return make_error(errc::invalid_argument, "--num-experts must be at least 1 when no expert uids are given");
+  }
+  std::optional<moe::UidPattern> pattern;
+  if (!options.expert_pattern.empty()) {
+    auto parsed = moe::UidPattern::parse(options.expert_pattern);
+    if (!parsed) return make_error(errc::invalid_argument, "--expert-pattern: {}", parsed.error().message);
+    pattern = std::move(*parsed);
+  }
+  moe::UidSampler sampler(pattern, options.num_experts);
+  core::Rng rng(options.seed);
+  while (!sampler.done()) {
+    auto candidates = sampler.next_candidates(rng);
+    if (candidates.empty()) break;
+    sampler.accept(candidates, dht != nullptr ? taken_uids(*dht, candidates) : std::set<std::string>{});
+  }
+  if (sampler.found().size() < options.num_experts) {
+    return make_error(errc::invalid_argument,
+                      "--expert-pattern '{}' gave {} free uids of the {} wanted (--num-experts); widen the pattern "
+                      "or ask for fewer",
+                      options.expert_pattern, sampler.found().size(), options.num_experts);
+  }
+  return sampler.found();
+}
+
+struct ExpertServer::Impl {
+  Runtime* runtime = nullptr;
+  Dht* dht = nullptr;
+  std::vector<std::string> uids;
+  std::vector<std::string> handles;
+  actors::RoleHost host;
+  double update_period = 30;
+  double expiration = 60;
+
+  /// The role's counters, published from its host's thread (which may outlive this).
+  struct Board {
+    std::mutex mutex;
+    moe::ExpertServerStats stats;
+  };
+  std::shared_ptr<Board> board = std::make_shared<Board>();
+
+  mutable std::mutex mutex;  ///< guards the fields below
+  std::condition_variable wake;
+  bool stopping = false;
+  ExpertServerCounters counters;
+  std::thread declarer;
+
+  /// Declares the experts now and every update_period until stopped. Waits in short
+  /// slices, so that stopping never waits for a store to a dead peer.
+  void declare_loop() {
+    auto entries = moe::declaration_entries(uids, runtime->address().to_string());
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping && entries) {
+      lock.unlock();
+      auto stored = dht->store_records(moe::store_items(*entries, runtime->dht_time() + expiration));
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(update_period);
+      bool ready = false;
+      while (!ready && std::chrono::steady_clock::now() < give_up) {
+        ready = stored.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready;
+        std::lock_guard<std::mutex> check(mutex);
+        if (stopping) break;
+      }
+      bool ok = false;
+      if (ready) {
+        auto result = stored.get();
+        ok = result && std::any_of(result->begin(), result->end(), [](const DhtStored& s) { return s.ok; });
+      }
+      lock.lock();
+      (ok ? counters.declarations : counters.failed_declarations) += 1;
+      wake.wait_until(lock, give_up, [this] { return stopping; });
+    }
+  }
+};
+
+ExpertServer::ExpertServer() : impl_(std::make_unique<Impl>()) {}
+
+Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, const ExpertServerOptions& options,
+                                                          Dht* dht) {
+  const api::CafThreadRelease released;
+  if (Status ok = check_options(options); !ok) return ok.error();
+  auto uids = expert_uids_of(options, dht);
+  if (!uids) return uids.error();
+
+  // Addressed by PeerID: other servers may share this gateway.
+  auto role = std::make_unique<moe::ExpertServerRole>(
+      core::Addressing(runtime.peer_id(), runtime.shares_gateway()));
+  moe::PoolConfig pool{options.max_batch_size, options.min_batch_size, std::nullopt};
+  if (options.timeout) pool.timeout = std::chrono::duration_cast<core::Duration>(*options.timeout);
+  for (std::size_t i = 0; i < uids->size(); ++i) {
+    moe::FfnConfig config;
+    config.hidden_dim = options.hidden_dim;
+    config.learning_rate = options.learning_rate;
+    config.seed = options.seed + i;
+    auto expert = moe::make_expert(options.expert_cls, config);
+    if (!expert) return make_error(errc::invalid_argument, "--expert-cls: {}", expert.error().message);
+    if (Status added = role->add_expert((*uids)[i], std::move(*expert), pool); !added) {
+      return make_error(errc::invalid_argument, "{}", added.error().message);
+    }
+  }
+
+  std::unique_ptr<ExpertServer> server(new ExpertServer());
+  Impl& impl = *server->impl_;
+  impl.runtime = &runtime;
+  impl.dht = dht;
+  impl.uids = std::move(*uids);
+  impl.handles = role->handles();
+  impl.update_period = options.update_period;
+  impl.expiration = options.expiration.value_or(std::max(2 * options.update_period, 3.0));
+  auto watched = actors::watched<moe::ExpertServerRole>(
+      std::move(role), [board = impl.board](const moe::ExpertServerRole& r) {
+        std::lock_guard<std::mutex> lock(board->mutex);
+        board->stats = r.stats();
+      });
+  impl.host = actors::spawn_role(runtime.system(), runtime.gateway(), std::move(watched), options.host);
+  if (dht != nullptr) impl.declarer = std::thread([self = &impl] { self->declare_loop(); });
+  return server;
+}
+
+ExpertServer::~ExpertServer() { stop(); }
+
+const std::vector<std::string>& ExpertServer::uids() const { return impl_->uids; }
+
+std::string ExpertServer::address() const { return impl_->runtime->address().to_string(); }
+
+ExpertServerCounters ExpertServer::counters() const {
+  ExpertServerCounters out;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    out = impl_->counters;
+  }
+  std::lock_guard<std::mutex> lock(impl_->board->mutex);
+  out.server = impl_->board->stats;
+  return out;
+}
+
+void ExpertServer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->declarer.joinable()) impl_->declarer.join();
+  if (impl_->host) {
+    actors::stop_role(*impl_->runtime->gateway(), impl_->host, impl_->handles);
+    impl_->host = actors::RoleHost{};
+  }
+}
+
+}  // namespace apiary

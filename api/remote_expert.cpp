@@ -1,0 +1,155 @@
+#include "api/remote_expert.hpp"
+
+#include <utility>
+
+#include "actors/gateway.hpp"
+#include "actors/rpc.hpp"
+#include "api/dht.hpp"
+#include "api/runtime.hpp"
+#include "core/moe/dht_layout.hpp"
+#include "core/moe/expert_server_role.hpp"
+#include "messages/tensor/codec.hpp"
+#include "runtime.pb.h"
+
+namespace apiary {
+namespace {
+
+namespace moe = core::moe;
+
+/// How much longer than the call's deadline a caller waits before it gives up on the
+/// gateway (the engine enforces the deadline; this only guards against a lost answer).
+constexpr auto k_grace = std::chrono::seconds(2);
+
+/// `tensor` as a messages::Tensor. Errors: invalid_argument naming input `index`.
+Result<messages::Tensor> tensor_of(const ExpertTensor& tensor, std::size_t index) {
+  auto made = messages::Tensor::copy_of(messages::dtype::float32, tensor.shape, tensor.values.data(),
+                                        tensor.values.size() * sizeof(float));
+  if (!made) {
+    return make_error(errc::invalid_argument, "tensor {} ({} values for shape [{}]): {}", index,
+                      tensor.values.size(), messages::format_shape(tensor.shape), made.error().message);
+  }
+  return made;
+}
+
+/// `tensor` as an ExpertTensor. Errors: unsupported for a dtype other than float32.
+Result<ExpertTensor> expert_tensor_of(const messages::Tensor& tensor, std::size_t index) {
+  if (tensor.type() != messages::dtype::float32) {
+    return make_error(errc::unsupported, "output {} is {}, RemoteExpert takes float32 only", index,
+                      messages::to_string(tensor.type()));
+  }
+  ExpertTensor out;
+  out.shape = tensor.shape();
+  const float* data = tensor.data<float>();
+  if (data != nullptr) out.values.assign(data, data + tensor.numel());
+  return out;
+}
+
+}  // namespace
+
+RemoteExpert::RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr server, std::chrono::milliseconds timeout)
+    : runtime_(&runtime), uid_(std::move(uid)), server_(std::move(server)), timeout_(timeout) {}
+
+Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
+  actors::Gateway& gw = *runtime_->gateway();
+  auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), std::move(request), timeout_,
+                                    runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
+  if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
+    gw.cancel(pending.id, "the caller stopped waiting");
+    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
+  }
+  return pending.answer.get();
+}
+
+Result<moe::ExpertSchema> RemoteExpert::info() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (schema_) return *schema_;
+  }
+  pb::ExpertUID request;
+  request.set_uid(uid_);
+  auto answer = call(moe::k_info_handle, actors::to_buffer(request));
+  auto fail = [this](const Error& e) {
+    return make_error(e.code, "expert '{}' at {}: info: {}", uid_, server_.multiaddr(), e.message);
+  };
+  if (!answer) return fail(answer.error());
+  auto info = actors::from_buffer<pb::ExpertInfo>(*answer, "rpc_info's answer");
+  if (!info) return fail(info.error());
+  auto schema = moe::unpack_info(info->serialized_info());
+  if (!schema) return fail(schema.error());
+  std::lock_guard<std::mutex> lock(mutex_);
+  schema_ = *schema;
+  return *schema;
+}
+
+Result<std::vector<ExpertTensor>> RemoteExpert::forward(const std::vector<ExpertTensor>& inputs) {
+  return run(moe::k_forward_handle, "forward", inputs);
+}
+
+Result<std::vector<ExpertTensor>> RemoteExpert::backward(const std::vector<ExpertTensor>& inputs,
+                                                         const std::vector<ExpertTensor>& grad_outputs) {
+  std::vector<ExpertTensor> tensors = inputs;
+  tensors.insert(tensors.end(), grad_outputs.begin(), grad_outputs.end());
+  return run(moe::k_backward_handle, "backward", std::move(tensors));
+}
+
+Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const char* what,
+                                                    std::vector<ExpertTensor> tensors) {
+  auto schema = info();
+  if (!schema) return schema.error();
+  auto fail = [&](const Error& e) {
+    return make_error(e.code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), what, e.message);
+  };
+  // Each tensor travels with its schema's compression (backward: inputs, then outputs).
+  const auto wire_schema = schema->backward_inputs();
+  pb::ExpertRequest request;
+  request.set_uid(uid_);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    auto tensor = tensor_of(tensors[i], i);
+    if (!tensor) return fail(tensor.error());
+    const auto compression = i < wire_schema.size() ? wire_schema[i].compression : pb::NONE;
+    auto wire = messages::encode(*tensor, compression);
+    if (!wire) return fail(wire.error());
+    *request.add_tensors() = std::move(*wire);
+  }
+  auto answer = call(handle, actors::to_buffer(request));
+  if (!answer) return fail(answer.error());
+  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, fmt::format("rpc_{}'s answer", what));
+  if (!parsed) return fail(parsed.error());
+  const pb::ExpertResponse& response = *parsed;
+  std::vector<ExpertTensor> out;
+  out.reserve(static_cast<std::size_t>(response.tensors_size()));
+  for (int i = 0; i < response.tensors_size(); ++i) {
+    auto tensor = messages::decode(response.tensors(i));
+    if (!tensor) return fail(tensor.error());
+    auto converted = expert_tensor_of(*tensor, static_cast<std::size_t>(i));
+    if (!converted) return fail(converted.error());
+    out.push_back(std::move(*converted));
+  }
+  return out;
+}
+
+Result<std::map<std::string, core::PeerAddr>> get_experts(Dht& dht, const std::vector<std::string>& uids,
+                                                          std::chrono::milliseconds timeout) {
+  std::vector<DhtKey> keys;
+  keys.reserve(uids.size());
+  for (const auto& uid : uids) keys.push_back(DhtKey::str(uid));
+  auto got = dht.get_many(keys);
+  if (got.wait_for(timeout) != std::future_status::ready) {
+    return make_error(errc::deadline_exceeded, "get_experts: the DHT did not find {} uids within {} ms", uids.size(),
+                      timeout.count());
+  }
+  auto found = got.get();
+  if (!found) return make_error(found.error().code, "get_experts: {}", found.error().message);
+  std::map<std::string, core::PeerAddr> out;
+  for (std::size_t i = 0; i < uids.size() && i < found->size(); ++i) {
+    auto expert = moe::expert_of(uids[i], (*found)[i]);
+    if (!expert) continue;
+    // apiary declares the server's multiaddr (a hivemind server: a bare PeerID, which
+    // apiary cannot dial without libp2p's peer routing).
+    auto server = core::PeerAddr::parse(expert->peer_id);
+    if (server) out.emplace(uids[i], std::move(*server));
+  }
+  return out;
+}
+
+}  // namespace apiary

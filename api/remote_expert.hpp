@@ -1,0 +1,82 @@
+#pragma once
+/// apiary::RemoteExpert: a C++ client of one expert on an expert server (hivemind's
+/// RemoteExpert, reference §6.3, without autograd): `info()` (rpc_info, read once and
+/// kept), `forward(inputs)` (rpc_forward) and `backward(inputs, grad_outputs)`
+/// (rpc_backward: the gradients of the inputs; the server steps its expert's optimizer)
+/// over float32 tensors, inputs encoded with the compression of the expert's schema. A
+/// call is one unary call through the runtime's gateway with a deadline: an unknown uid,
+/// a server gone or a deadline passed is an error, never a wait without end.
+/// `get_experts` finds the servers of uids declared in a DHT (ExpertServer declares them).
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/fwd.hpp"
+#include "core/effects.hpp"
+#include "core/moe/expert_schema.hpp"
+#include "messages/buffer.hpp"
+#include "messages/result.hpp"
+
+namespace apiary {
+
+class Dht;
+
+/// A float32 tensor as a trainer holds it: the extents (dimension 0 the batch) and the
+/// elements, row-major.
+struct ExpertTensor {
+  std::vector<std::uint32_t> shape;
+  std::vector<float> values;
+};
+
+class RemoteExpert {
+ public:
+  /// Calls to expert `uid` on the server at `server` (a multiaddr with /p2p/<PeerID>, as
+  /// get_experts gives), from `runtime` (which must outlive this), each call given
+  /// `timeout` to answer.
+  RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr server,
+               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  [[nodiscard]] const std::string& uid() const { return uid_; }
+  [[nodiscard]] const core::PeerAddr& server() const { return server_; }
+
+  /// The expert's schema (asked once, then kept). Errors: the call's (errc::not_found for
+  /// a uid the server does not have, deadline_exceeded, unavailable or peer_down for a
+  /// server gone), errc::malformed for an answer that is not an ExpertInfo.
+  [[nodiscard]] Result<core::moe::ExpertSchema> info();
+  /// The expert's outputs for `inputs` (its forward inputs, one batch). Errors: those of
+  /// info(), errc::invalid_argument for a tensor whose values do not fill its shape, the
+  /// server's for inputs its schema refuses, errc::unsupported for an output that is not
+  /// float32.
+  [[nodiscard]] Result<std::vector<ExpertTensor>> forward(const std::vector<ExpertTensor>& inputs);
+  /// The gradients of `inputs` given `grad_outputs` (one per output); the server steps
+  /// the expert's optimizer. Errors as forward's.
+  [[nodiscard]] Result<std::vector<ExpertTensor>> backward(const std::vector<ExpertTensor>& inputs,
+                                                           const std::vector<ExpertTensor>& grad_outputs);
+
+ private:
+  /// Calls `handle` with `request`, waiting at most the timeout (and a little more).
+  Result<Buffer> call(const char* handle, Buffer request);
+  /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions.
+  Result<std::vector<ExpertTensor>> run(const char* handle, const char* what, std::vector<ExpertTensor> tensors);
+
+  Runtime* runtime_;
+  std::string uid_;
+  core::PeerAddr server_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::optional<core::moe::ExpertSchema> schema_;
+};
+
+/// The servers of `uids` as declared in `dht` (hivemind's get_experts): uid -> server
+/// address, for the uids found with a record that names an address; uids not declared
+/// (or declared by a server apiary cannot address) are left out. Errors: the DHT's, or
+/// deadline_exceeded when the get does not finish within `timeout`.
+[[nodiscard]] Result<std::map<std::string, core::PeerAddr>> get_experts(
+    Dht& dht, const std::vector<std::string>& uids, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+}  // namespace apiary

@@ -11,12 +11,8 @@
 namespace {
 
 namespace moe = apiary::core::moe;
+using namespace apiary::core::moe;
 using apiary::core::TimePoint;
-using moe::PoolConfig;
-using moe::Scheduler;
-using moe::TaskOutcome;
-using moe::TaskPool;
-using moe::TaskSlice;
 using namespace std::chrono_literals;
 
 PoolConfig config(std::size_t max, std::size_t min = 1, std::optional<apiary::core::Duration> timeout = std::nullopt) {

@@ -42,8 +42,8 @@ std::set<std::string> taken_uids(Dht& dht, const std::vector<std::string>& candi
   return taken;
 }
 
-Status check_options(const ExpertServerOptions& o) {
-  if (o.hidden_dim == 0) return make_error(errc::invalid_argument, "--hidden-dim must be at least 1, got 0");
+/// The options every server uses (its pools and declarations).
+Status check_serving(const ExpertServerOptions& o) {
   if (!(o.update_period > 0)) {
     return make_error(errc::invalid_argument, "--update-period must be positive seconds, got {}", o.update_period);
   }
@@ -159,16 +159,15 @@ ExpertServer::ExpertServer() : impl_(std::make_unique<Impl>()) {}
 
 Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, const ExpertServerOptions& options,
                                                           Dht* dht) {
-  const api::CafThreadRelease released;
-  if (Status ok = check_options(options); !ok) return ok.error();
-  auto uids = expert_uids_of(options, dht);
+  if (options.hidden_dim == 0) return make_error(errc::invalid_argument, "--hidden-dim must be at least 1, got 0");
+  if (Status ok = check_serving(options); !ok) return ok.error();
+  Result<std::vector<std::string>> uids = make_error(errc::internal, "no uids");
+  {
+    const api::CafThreadRelease released;
+    uids = expert_uids_of(options, dht);
+  }
   if (!uids) return uids.error();
-
-  // Addressed by PeerID: other servers may share this gateway.
-  auto role = std::make_unique<moe::ExpertServerRole>(
-      core::Addressing(runtime.peer_id(), runtime.shares_gateway()));
-  moe::PoolConfig pool{options.max_batch_size, options.min_batch_size, std::nullopt};
-  if (options.timeout) pool.timeout = std::chrono::duration_cast<core::Duration>(*options.timeout);
+  std::vector<ExpertSlot> experts;
   for (std::size_t i = 0; i < uids->size(); ++i) {
     moe::FfnConfig config;
     config.hidden_dim = options.hidden_dim;
@@ -176,7 +175,31 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, cons
     config.seed = options.seed + i;
     auto expert = moe::make_expert(options.expert_cls, config);
     if (!expert) return make_error(errc::invalid_argument, "--expert-cls: {}", expert.error().message);
-    if (Status added = role->add_expert((*uids)[i], std::move(*expert), pool); !added) {
+    experts.push_back(ExpertSlot{(*uids)[i], std::move(*expert)});
+  }
+  return start(runtime, std::move(experts), options, dht);
+}
+
+Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, std::vector<ExpertSlot> experts,
+                                                          const ExpertServerOptions& options, Dht* dht) {
+  const api::CafThreadRelease released;
+  if (Status ok = check_serving(options); !ok) return ok.error();
+  if (experts.empty()) return make_error(errc::invalid_argument, "an expert server needs at least one expert");
+
+  // Addressed by PeerID: other servers may share this gateway.
+  auto role = std::make_unique<moe::ExpertServerRole>(
+      core::Addressing(runtime.peer_id(), runtime.shares_gateway()));
+  moe::PoolConfig pool{options.max_batch_size, options.min_batch_size, std::nullopt};
+  if (options.timeout) pool.timeout = std::chrono::duration_cast<core::Duration>(*options.timeout);
+  std::vector<std::string> uids;
+  for (auto& slot : experts) {
+    if (!moe::is_valid_uid(slot.uid)) {
+      return make_error(errc::invalid_argument,
+                        "expert uid '{}' is not a uid: a prefix without dots, then numeric coordinates ('ffn.3.14')",
+                        slot.uid);
+    }
+    uids.push_back(slot.uid);
+    if (Status added = role->add_expert(slot.uid, std::move(slot.backend), pool); !added) {
       return make_error(errc::invalid_argument, "{}", added.error().message);
     }
   }
@@ -185,7 +208,7 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, cons
   Impl& impl = *server->impl_;
   impl.runtime = &runtime;
   impl.dht = dht;
-  impl.uids = std::move(*uids);
+  impl.uids = std::move(uids);
   impl.handles = role->handles();
   impl.update_period = options.update_period;
   impl.expiration = options.expiration.value_or(std::max(2 * options.update_period, 3.0));

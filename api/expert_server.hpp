@@ -61,6 +61,12 @@ struct ExpertServerCounters {
   std::size_t failed_declarations = 0;  ///< declarations that failed or no replica took
 };
 
+/// One expert of a server: its uid and its compute.
+struct ExpertSlot {
+  std::string uid;
+  std::unique_ptr<core::moe::ExpertBackend> backend;
+};
+
 class ExpertServer {
  public:
   /// Starts serving the experts of `options` on `runtime` (which must outlive the
@@ -73,6 +79,13 @@ class ExpertServer {
   /// refuse, update_period or expiration not positive.
   static Result<std::unique_ptr<ExpertServer>> start(Runtime& runtime, const ExpertServerOptions& options,
                                                      Dht* dht = nullptr);
+  /// Serves `experts` (backends of any kind: torch modules from Python, say) as start
+  /// does, batching and declaring them as `options` say; its expert class, hidden_dim,
+  /// uids, pattern, num_experts, learning_rate and seed are not used. Errors
+  /// (errc::invalid_argument): no experts, an invalid or repeated uid, no backend, and
+  /// those of the options used.
+  static Result<std::unique_ptr<ExpertServer>> start(Runtime& runtime, std::vector<ExpertSlot> experts,
+                                                     const ExpertServerOptions& options, Dht* dht = nullptr);
   ~ExpertServer();
   ExpertServer(const ExpertServer&) = delete;
   ExpertServer& operator=(const ExpertServer&) = delete;

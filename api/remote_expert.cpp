@@ -1,5 +1,6 @@
 #include "api/remote_expert.hpp"
 
+#include <iterator>
 #include <utility>
 
 #include "actors/gateway.hpp"
@@ -8,6 +9,7 @@
 #include "api/runtime.hpp"
 #include "core/moe/dht_layout.hpp"
 #include "core/moe/expert_server_role.hpp"
+#include "core/moe/stream_chunks.hpp"
 #include "messages/tensor/codec.hpp"
 #include "runtime.pb.h"
 
@@ -60,6 +62,26 @@ Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
   return pending.answer.get();
 }
 
+Result<std::vector<pb::Tensor>> RemoteExpert::call_stream(const char* handle, pb::ExpertRequest request) {
+  // Each chunk in its own message (hivemind's 4 MiB), the answer's chunks joined back.
+  std::vector<Payload> messages;
+  std::vector<pb::Tensor> tensors(std::make_move_iterator(request.mutable_tensors()->begin()),
+                                  std::make_move_iterator(request.mutable_tensors()->end()));
+  for (std::string& m : moe::request_stream(uid_, tensors)) {
+    messages.emplace_back(Buffer::adopt(std::move(m)));
+  }
+  actors::Gateway& gw = *runtime_->gateway();
+  auto pending = actors::stream_call(gw, server_.key(), server_.addressed(handle), std::move(messages), timeout_,
+                                     runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
+  if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
+    gw.cancel(pending.id, "the caller stopped waiting");
+    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
+  }
+  auto answer = pending.answer.get();
+  if (!answer) return answer.error();
+  return moe::join_response(*answer);
+}
+
 Result<moe::ExpertSchema> RemoteExpert::info() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -82,18 +104,32 @@ Result<moe::ExpertSchema> RemoteExpert::info() {
 }
 
 Result<std::vector<ExpertTensor>> RemoteExpert::forward(const std::vector<ExpertTensor>& inputs) {
-  return run(moe::k_forward_handle, "forward", inputs);
+  return run(true, inputs);
 }
 
 Result<std::vector<ExpertTensor>> RemoteExpert::backward(const std::vector<ExpertTensor>& inputs,
                                                          const std::vector<ExpertTensor>& grad_outputs) {
   std::vector<ExpertTensor> tensors = inputs;
   tensors.insert(tensors.end(), grad_outputs.begin(), grad_outputs.end());
-  return run(moe::k_backward_handle, "backward", std::move(tensors));
+  return run(false, std::move(tensors));
 }
 
-Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const char* what,
-                                                    std::vector<ExpertTensor> tensors) {
+Result<std::vector<pb::Tensor>> RemoteExpert::call_either(bool forward, pb::ExpertRequest request) {
+  // A request over 2 MiB streams, as hivemind's client does; the answer comes as it was asked.
+  if (request.ByteSizeLong() > moe::k_max_unary_payload) {
+    return call_stream(forward ? moe::k_forward_stream_handle : moe::k_backward_stream_handle, std::move(request));
+  }
+  auto answer = call(forward ? moe::k_forward_handle : moe::k_backward_handle, actors::to_buffer(request));
+  if (!answer) return answer.error();
+  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, forward ? "rpc_forward's answer"
+                                                                         : "rpc_backward's answer");
+  if (!parsed) return parsed.error();
+  return std::vector<pb::Tensor>(std::make_move_iterator(parsed->mutable_tensors()->begin()),
+                                 std::make_move_iterator(parsed->mutable_tensors()->end()));
+}
+
+Result<std::vector<ExpertTensor>> RemoteExpert::run(bool forward, std::vector<ExpertTensor> tensors) {
+  const char* what = forward ? "forward" : "backward";
   auto schema = info();
   if (!schema) return schema.error();
   auto fail = [&](const Error& e) {
@@ -111,17 +147,14 @@ Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const ch
     if (!wire) return fail(wire.error());
     *request.add_tensors() = std::move(*wire);
   }
-  auto answer = call(handle, actors::to_buffer(request));
+  auto answer = call_either(forward, std::move(request));
   if (!answer) return fail(answer.error());
-  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, fmt::format("rpc_{}'s answer", what));
-  if (!parsed) return fail(parsed.error());
-  const pb::ExpertResponse& response = *parsed;
   std::vector<ExpertTensor> out;
-  out.reserve(static_cast<std::size_t>(response.tensors_size()));
-  for (int i = 0; i < response.tensors_size(); ++i) {
-    auto tensor = messages::decode(response.tensors(i));
+  out.reserve(answer->size());
+  for (std::size_t i = 0; i < answer->size(); ++i) {
+    auto tensor = messages::decode((*answer)[i]);
     if (!tensor) return fail(tensor.error());
-    auto converted = expert_tensor_of(*tensor, static_cast<std::size_t>(i));
+    auto converted = expert_tensor_of(*tensor, i);
     if (!converted) return fail(converted.error());
     out.push_back(std::move(*converted));
   }

@@ -192,8 +192,8 @@ void ExpertServerRole::answer(const PendingTask& task, const std::string& uid, c
   for (std::size_t i = 0; i < part.size(); ++i) {
     auto encoded = messages::encode(part[i], schema[i].compression);
     if (!encoded) {
-      fx.push_back(Reply{task.request,
-                         make_error(encoded.error().code, "expert '{}': output {}: {}", uid, i, encoded.error().message)});
+      const Error& e = encoded.error();
+      fx.push_back(Reply{task.request, make_error(e.code, "expert '{}': output {}: {}", uid, i, e.message)});
       return;
     }
     wire.push_back(std::move(*encoded));

@@ -41,8 +41,9 @@ Status ChunkJoiner::add(pb::Tensor chunk) {
   }
   bytes_ += chunk.buffer().size();
   if (bytes_ > max_bytes_) {
-    return make_error(errc::too_large, "the stream's tensors exceed {} bytes at tensor {}: send fewer or smaller tensors",
-                      max_bytes_, index);
+    return make_error(errc::too_large,
+                      "the stream's tensors exceed {} bytes at tensor {}: send fewer or smaller tensors", max_bytes_,
+                      index);
   }
   auto complete = current_.push(std::move(chunk));
   if (!complete) return make_error(complete.error().code, "tensor {}: {}", index, complete.error().message);

@@ -168,7 +168,8 @@ TEST_CASE("a 16 MiB forward and backward stream through a nop expert process and
   CHECK(truncated.error().message.find("1 of 4 announced chunks") != std::string::npos);
 
   // A stream broken off midway: opened with one chunk of four, then cancelled.
-  const auto broken = gw.open(std::shared_ptr<actors::DirectSink>(std::make_shared<Deaf>()), server->key(), handle, pb::BIDI_STREAM, 10s,
+  const std::shared_ptr<actors::DirectSink> deaf = std::make_shared<Deaf>();
+  const auto broken = gw.open(deaf, server->key(), handle, pb::BIDI_STREAM, 10s,
                               Payload(Buffer::copy_of(first_chunk("nop.0", x))), false);
   gw.cancel(broken, "the caller gave up");
 

@@ -181,7 +181,8 @@ TEST_CASE("a stream its caller breaks off midway is dropped without an answer", 
             .empty());
   CHECK(role->on(at(0), core::RequestMessage{9, Buffer::copy_of(messages[1]), false}).empty());
   CHECK(role->open_streams() == 1);
-  auto gone = role->on(at(1), core::RequestMessage{9, apiary::make_error(apiary::errc::peer_down, "caller gone"), false});
+  const apiary::Error why = apiary::make_error(apiary::errc::peer_down, "caller gone");
+  auto gone = role->on(at(1), core::RequestMessage{9, why, false});
   CHECK(gone.empty());
   CHECK(role->open_streams() == 0);
   CHECK(role->stats().broken_streams == 1);

@@ -48,14 +48,18 @@ Effects ExpertServerRole::on_request(TimePoint now, RequestId id, const std::str
   if (handle == k_info_handle) return on_info(id, body);
   if (handle == k_forward_handle) return on_call(now, id, Kind::forward, body);
   if (handle == k_backward_handle) return on_call(now, id, Kind::backward, body);
-  if (handle == k_forward_stream_handle) return on_stream(id, Kind::forward, body);
-  if (handle == k_backward_stream_handle) return on_stream(id, Kind::backward, body);
+  if (handle == k_forward_stream_handle) return on_stream(now, id, Kind::forward, body);
+  if (handle == k_backward_stream_handle) return on_stream(now, id, Kind::backward, body);
   return refuse(id, make_error(errc::not_found, "the expert server has no handle '{}'; it serves {}, {}, {}, {} and {}",
                                handle, k_info_handle, k_forward_handle, k_backward_handle, k_forward_stream_handle,
                                k_backward_stream_handle));
 }
 
 Effects ExpertServerRole::on_timer(TimePoint now, TimerId id) {
+  if (id == k_stream_timer) {
+    stream_timer_at_.reset();
+    return expire_streams(now);
+  }
   if (id != k_pool_timer) return {};
   timer_at_.reset();
   return run_ready(now);

@@ -12,9 +12,11 @@
 /// request's chunks (core/moe/stream_chunks.hpp) are joined as they come, checked when
 /// the caller's direction ends, and queued in the same pools as a unary request; its
 /// answer goes back chunk by chunk. A malformed or cut stream is an error reply to that
-/// caller alone, a stream its caller broke off is dropped. A failed batch is an error
-/// reply to each of its tasks; the server carries on. Pool timeouts arm one timer
-/// (k_pool_timer).
+/// caller alone, a stream its caller broke off is dropped, and so is one idle for
+/// k_stream_idle (with an error reply). A failed batch is an error reply to each of its
+/// tasks; the server carries on. Pool timeouts arm one timer (k_pool_timer), idle
+/// streams another (k_stream_timer).
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -42,8 +44,14 @@ inline constexpr const char* k_backward_handle = "ConnectionHandler.rpc_backward
 inline constexpr const char* k_forward_stream_handle = "ConnectionHandler.rpc_forward_stream";
 inline constexpr const char* k_backward_stream_handle = "ConnectionHandler.rpc_backward_stream";
 
-/// The one timer of the role: the next pool that becomes ready by its timeout.
+/// The pool timer: the next pool that becomes ready by its timeout.
 inline constexpr TimerId k_pool_timer = 1;
+/// The timer of the stream that goes idle first.
+inline constexpr TimerId k_stream_timer = 2;
+/// How long a streamed request may go without a message before the server drops it: a
+/// caller sends a stream's chunks back to back, so a minute of silence means it is gone
+/// without a word or called a streaming handle as a unary one (its rest never comes).
+inline constexpr Duration k_stream_idle = std::chrono::seconds(60);
 
 /// What the server has done so far (for stats and tests).
 struct ExpertServerStats {
@@ -52,7 +60,7 @@ struct ExpertServerStats {
   std::size_t failed_batches = 0;  ///< batches whose compute failed
   std::size_t refused = 0;         ///< requests answered with an error before queueing
   std::size_t streams = 0;         ///< streamed requests opened
-  std::size_t broken_streams = 0;  ///< streamed requests their callers broke off before the end
+  std::size_t broken_streams = 0;  ///< streamed requests broken off or idle before their end
 };
 
 /// One expert server. Experts are added before the host starts the role.
@@ -76,7 +84,7 @@ class ExpertServerRole final : public Role {
     return addressing_.served(
         {k_info_handle, k_forward_handle, k_backward_handle, k_forward_stream_handle, k_backward_stream_handle});
   }
-  /// The role contract: requests, streamed requests' later messages and the pool timer;
+  /// The role contract: requests, streamed requests' later messages and its timers;
   /// local calls are unknown methods.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
@@ -85,7 +93,7 @@ class ExpertServerRole final : public Role {
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const Buffer& body);
   /// The next message (or the end, or the caller's breaking off) of streamed request `id`.
   [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, const Result<Buffer>& message, bool last);
-  /// Runs the batches that became ready by their timeout.
+  /// Runs the batches that became ready by their timeout, or drops the idle streams.
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
 
   /// The backend of expert `uid`, or null.
@@ -108,6 +116,7 @@ class ExpertServerRole final : public Role {
   struct InStream {
     Kind kind = Kind::forward;
     RequestJoiner joiner;
+    TimePoint last{};  ///< when its latest message came
   };
   /// What a pool computes.
   struct PoolOf {
@@ -118,7 +127,12 @@ class ExpertServerRole final : public Role {
   Effects on_info(RequestId id, const Buffer& body);
   Effects on_call(TimePoint now, RequestId id, Kind kind, const Buffer& body);
   /// Opens streamed request `id` with its first message.
-  Effects on_stream(RequestId id, Kind kind, const Buffer& body);
+  Effects on_stream(TimePoint now, RequestId id, Kind kind, const Buffer& body);
+  /// Drops the streams idle for k_stream_idle at `now`, each with an error reply.
+  Effects expire_streams(TimePoint now);
+  /// Arms k_stream_timer for the stream that goes idle first (never later than that; a
+  /// timer that fires early re-arms), or disarms it when no stream is open.
+  void arm_stream_timer(Effects& fx);
   /// Decodes, checks and queues a whole request (unary or joined from a stream).
   Effects submit(TimePoint now, RequestId id, Kind kind, const pb::ExpertRequest& request, bool stream);
   /// Runs every batch the scheduler gives at `now`, then arms or disarms the pool timer.
@@ -143,7 +157,8 @@ class ExpertServerRole final : public Role {
   std::map<TaskId, PendingTask> tasks_;
   std::map<RequestId, InStream> streams_;
   TaskId next_task_ = 1;
-  std::optional<TimePoint> timer_at_;  ///< when k_pool_timer is armed
+  std::optional<TimePoint> timer_at_;         ///< when k_pool_timer is armed
+  std::optional<TimePoint> stream_timer_at_;  ///< when k_stream_timer is armed
   ExpertServerStats stats_;
 };
 

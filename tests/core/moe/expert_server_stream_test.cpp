@@ -163,7 +163,7 @@ TEST_CASE("a stream cut short or with a wrong shape gets a clear error and the n
 
   auto junk = role->on(at(2), core::Request{3, moe::k_backward_stream_handle, core::PeerAddr{},
                                             Buffer::copy_of(chunks_of("nop.0", {x})[0])});
-  CHECK(junk.empty());
+  CHECK(replies(junk).empty());
   auto bad = replies(role->on(at(2), core::RequestMessage{3, Buffer::copy_of(std::string("\xff\xff", 2)), false}));
   REQUIRE(bad.size() == 1);
   CHECK(bad[0].response.error().code == apiary::errc::malformed);
@@ -177,14 +177,55 @@ TEST_CASE("a stream cut short or with a wrong shape gets a clear error and the n
 TEST_CASE("a stream its caller breaks off midway is dropped without an answer", "[moe]") {
   auto role = nop_server();
   const auto messages = chunks_of("nop.1", {rows_of(random_floats(40 * h, 8), h)});
-  CHECK(role->on(at(0), core::Request{9, moe::k_forward_stream_handle, core::PeerAddr{}, Buffer::copy_of(messages[0])})
-            .empty());
+  auto opened =
+      role->on(at(0), core::Request{9, moe::k_forward_stream_handle, core::PeerAddr{}, Buffer::copy_of(messages[0])});
+  REQUIRE(opened.size() == 1);  // no reply, the idle timer
+  const auto* timer = std::get_if<core::SetTimer>(&opened[0]);
+  REQUIRE(timer != nullptr);
+  CHECK(timer->id == moe::k_stream_timer);
+  CHECK(timer->at == at(0) + moe::k_stream_idle);
   CHECK(role->on(at(0), core::RequestMessage{9, Buffer::copy_of(messages[1]), false}).empty());
   CHECK(role->open_streams() == 1);
   const apiary::Error why = apiary::make_error(apiary::errc::peer_down, "caller gone");
   auto gone = role->on(at(1), core::RequestMessage{9, why, false});
-  CHECK(gone.empty());
+  REQUIRE(gone.size() == 1);
+  CHECK(std::holds_alternative<core::CancelTimer>(gone[0]));
   CHECK(role->open_streams() == 0);
   CHECK(role->stats().broken_streams == 1);
   CHECK(role->queued_tasks() == 0);
+}
+
+TEST_CASE("a stream idle for k_stream_idle is dropped with an error and a busy one is kept", "[moe]") {
+  auto role = nop_server();
+  const auto messages = chunks_of("nop.0", {rows_of(random_floats(40 * h, 9), h)});
+  const auto first = [&](core::RequestId id, core::TimePoint now) {
+    const Buffer body = Buffer::copy_of(messages[0]);
+    return role->on(now, core::Request{id, moe::k_forward_stream_handle, core::PeerAddr{}, body});
+  };
+  const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(moe::k_stream_idle);
+  CHECK(replies(first(1, at(0))).empty());  // a unary call to the streaming handle looks like this
+  CHECK(replies(first(2, at(1000))).empty());
+  CHECK(replies(role->on(at(30000), core::RequestMessage{2, Buffer::copy_of(messages[1]), false})).empty());
+  // The timer armed for the first stream fires: it goes, the second (busy since) stays.
+  auto fired = role->on(at(0) + idle, core::TimerFired{moe::k_stream_timer});
+  auto dropped = replies(fired);
+  REQUIRE(dropped.size() == 1);
+  CHECK(dropped[0].request == 1);
+  REQUIRE_FALSE(dropped[0].response.ok());
+  CHECK(dropped[0].response.error().code == apiary::errc::deadline_exceeded);
+  CHECK_THAT(dropped[0].response.error().message, Catch::Contains("no message for 60 s"));
+  CHECK(role->open_streams() == 1);
+  const auto* rearmed = std::get_if<core::SetTimer>(&fired.back());
+  REQUIRE(rearmed != nullptr);
+  CHECK(rearmed->at == at(30000) + moe::k_stream_idle);
+  CHECK(role->stats().broken_streams == 1);
+
+  // The second stream finishes and is answered.
+  for (std::size_t i = 2; i < messages.size(); ++i) {
+    CHECK(replies(role->on(at(40000), core::RequestMessage{2, Buffer::copy_of(messages[i]), false})).empty());
+  }
+  auto end = replies(role->on(at(40000), core::RequestMessage{2, Buffer{}, true}));
+  REQUIRE(end.size() == 2);
+  CHECK(end[0].request == 2);
+  CHECK(role->open_streams() == 0);
 }

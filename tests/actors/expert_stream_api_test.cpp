@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/gateway.hpp"
+#include "actors/rpc.hpp"
 #include "api/expert_server.hpp"
 #include "api/remote_expert.hpp"
 #include "api/runtime.hpp"
@@ -99,6 +100,27 @@ TEST_CASE("a request over 2 MiB streams and a smaller one stays unary on either 
   CHECK(back->front().values == grad.values);
   CHECK((*server)->counters().server.streams == 2);
   CHECK((*server)->counters().server.refused == 0);
+
+  // An unknown uid is refused on the first chunk; the caller's later chunks go nowhere.
+  const std::size_t bytes = big.values.size() * 4;
+  auto tensor = messages::Tensor::copy_of(messages::dtype::float32, big.shape, big.values.data(), bytes);
+  REQUIRE(tensor.ok());
+  std::vector<Payload> chunks;
+  for (auto& m : moe::request_stream("nop.9", {messages::encode_none(*tensor)}, std::size_t{1} << 20)) {
+    chunks.emplace_back(Buffer::adopt(std::move(m)));
+  }
+  REQUIRE(chunks.size() == 4);
+  const auto addr = p.server_addr();
+  auto call = actors::stream_call(*p.client_rt->gateway(), addr.key(), addr.addressed(moe::k_forward_stream_handle),
+                                  std::move(chunks), 10s);
+  REQUIRE(call.answer.wait_for(15s) == std::future_status::ready);
+  auto refused = call.answer.get();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == errc::not_found);
+  CHECK(refused.error().message.find("no expert 'nop.9'") != std::string::npos);
+  auto still = remote.forward({big});
+  REQUIRE(still.ok());
+  CHECK(still->front().values == big.values);
 }
 
 TEST_CASE("a streamed ffn forward equals the expert called directly", "[actor][moe]") {

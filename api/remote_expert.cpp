@@ -46,6 +46,18 @@ Result<ExpertTensor> expert_tensor_of(const messages::Tensor& tensor, std::size_
   return out;
 }
 
+/// The answer of call `pending` (unary or streamed), waiting at most `timeout` and the
+/// grace; past that the call is cancelled and the answer is deadline_exceeded.
+template <class Pending>
+auto await_answer(actors::Gateway& gw, Pending& pending, std::chrono::milliseconds timeout)
+    -> decltype(pending.answer.get()) {
+  if (pending.answer.wait_for(timeout + k_grace) != std::future_status::ready) {
+    gw.cancel(pending.id, "the caller stopped waiting");
+    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout.count());
+  }
+  return pending.answer.get();
+}
+
 }  // namespace
 
 RemoteExpert::RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr server, std::chrono::milliseconds timeout)
@@ -55,11 +67,7 @@ Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
   actors::Gateway& gw = *runtime_->gateway();
   auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), std::move(request), timeout_,
                                     runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
-  if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
-    gw.cancel(pending.id, "the caller stopped waiting");
-    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
-  }
-  return pending.answer.get();
+  return await_answer(gw, pending, timeout_);
 }
 
 Result<std::vector<pb::Tensor>> RemoteExpert::call_stream(const char* handle, pb::ExpertRequest request) {
@@ -73,11 +81,7 @@ Result<std::vector<pb::Tensor>> RemoteExpert::call_stream(const char* handle, pb
   actors::Gateway& gw = *runtime_->gateway();
   auto pending = actors::stream_call(gw, server_.key(), server_.addressed(handle), std::move(messages), timeout_,
                                      runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
-  if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
-    gw.cancel(pending.id, "the caller stopped waiting");
-    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
-  }
-  auto answer = pending.answer.get();
+  auto answer = await_answer(gw, pending, timeout_);
   if (!answer) return answer.error();
   return moe::join_response(*answer);
 }

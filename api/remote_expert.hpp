@@ -4,8 +4,11 @@
 /// kept), `forward(inputs)` (rpc_forward) and `backward(inputs, grad_outputs)`
 /// (rpc_backward: the gradients of the inputs; the server steps its expert's optimizer)
 /// over float32 tensors, inputs encoded with the compression of the expert's schema. A
-/// call is one unary call through the runtime's gateway with a deadline: an unknown uid,
-/// a server gone or a deadline passed is an error, never a wait without end.
+/// call is one unary call through the runtime's gateway with a deadline, or, when the
+/// serialized request exceeds 2 MiB (core::moe::k_max_unary_payload, as hivemind's
+/// client), a streaming call of `rpc_forward_stream` / `rpc_backward_stream` whose
+/// request and answer travel in 4 MiB chunks (core/moe/stream_chunks.hpp): an unknown
+/// uid, a server gone or a deadline passed is an error, never a wait without end.
 /// `get_experts` finds the servers of uids declared in a DHT (ExpertServer declares them).
 #include <chrono>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include "messages/buffer.hpp"
 #include "messages/result.hpp"
 #include "messages/tensor/tensor.hpp"
+#include "runtime.pb.h"
 
 namespace apiary {
 
@@ -68,12 +72,15 @@ class RemoteExpert {
  private:
   /// Calls `handle` with `request`, waiting at most the timeout (and a little more).
   Result<Buffer> call(const char* handle, Buffer request);
-  /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions.
-  Result<std::vector<ExpertTensor>> run(const char* handle, const char* what, std::vector<ExpertTensor> tensors);
-  /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions,
-  /// calls `handle` and decodes the answer's tensors.
-  Result<std::vector<messages::Tensor>> run_tensors(const char* handle, const char* what,
-                                                    std::vector<messages::Tensor> tensors);
+  /// Calls `handle` with `request` as a stream of chunks; the answer's tensors, joined.
+  Result<std::vector<pb::Tensor>> call_stream(const char* handle, pb::ExpertRequest request);
+  /// The answer's tensors to a forward (or backward) `request`: unary, or streamed when large.
+  Result<std::vector<pb::Tensor>> call_either(bool forward, pb::ExpertRequest request);
+  /// run_tensors over float32 ExpertTensors.
+  Result<std::vector<ExpertTensor>> run(bool forward, std::vector<ExpertTensor> tensors);
+  /// Encodes `tensors` as an ExpertRequest for the expert, with its schema's compressions,
+  /// calls its forward (or backward) and decodes the answer's tensors.
+  Result<std::vector<messages::Tensor>> run_tensors(bool forward, std::vector<messages::Tensor> tensors);
 
   Runtime* runtime_;
   std::string uid_;

@@ -1,11 +1,14 @@
 // apiary::MoEBeamSearcher over DHT nodes on UCX in one process (hivemind's
 // test_beam_search_correctness, test_negative_caching, test_beam_search): searches
 // equal the exhaustive top-k, a batch equals its samples searched alone, empty
-// prefixes are cached (here and in the DHT) and not fetched again, and errors come in time.
+// prefixes are cached (here and in the DHT) and not fetched again, errors come in time,
+// and the experts a server declares are found and called (search, then call_many).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -14,7 +17,10 @@
 #include <fmt/format.h>
 
 #include "api/dht.hpp"
+#include "api/expert_server.hpp"
 #include "api/moe_beam_search.hpp"
+#include "api/moe_call_many.hpp"
+#include "api/remote_expert.hpp"
 #include "core/moe/dht_layout.hpp"
 #include "core/rng.hpp"
 #include "tests/actors/dht_peers.hpp"
@@ -225,4 +231,51 @@ TEST_CASE("beam search refuses bad scores and fails in time without a DHT", "[in
   REQUIRE(!stopped.ok());
   INFO(stopped.error().what());
   CHECK(stopped.error().message.find("beam search") != std::string::npos);
+}
+
+TEST_CASE("experts an expert server declares are found by beam search and answer a call_many", "[integration][moe]") {
+  testing::DhtPeers peers;
+  Dht& server_dht = peers.add();
+  Dht& client_dht = peers.add();
+  ExpertServerOptions o;
+  o.expert_cls = "nop";
+  o.hidden_dim = 4;
+  o.expert_pattern = "expert.[0:4].[0:4]";
+  o.num_experts = 6;
+  auto server = ExpertServer::start(server_dht.runtime(), o, &server_dht);
+  REQUIRE(server.ok());
+
+  // Every sample asks for the best 3 of the 6 experts; all are found once declared.
+  MoEBeamSearcher searcher(client_dht, "expert.", {4, 4}, false);
+  core::Rng rng(3);
+  std::vector<ExpertGridScores> batch{random_scores(rng, {4, 4}), random_scores(rng, {4, 4})};
+  Result<std::vector<std::vector<FoundExpert>>> found = std::vector<std::vector<FoundExpert>>{};
+  for (int i = 0; i < 50; ++i) {
+    found = searcher.batch_find_best_experts(batch, 3);
+    REQUIRE(found.ok());
+    if ((*found)[0].size() == 3 && (*found)[1].size() == 3) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE((*found)[0].size() == 3);
+  REQUIRE((*found)[1].size() == 3);
+
+  // One RemoteExpert per uid found; each sample's rows go to its three.
+  std::map<std::string, std::unique_ptr<RemoteExpert>> remotes;
+  ExpertsPerSample experts(batch.size());
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    for (const FoundExpert& e : (*found)[s]) {
+      CHECK(e.server.multiaddr() == (*server)->address());
+      auto& remote = remotes[e.uid];
+      if (!remote) remote = std::make_unique<RemoteExpert>(client_dht.runtime(), e.uid, e.server, 5s);
+      experts[s].push_back(remote.get());
+    }
+  }
+  const std::vector<std::vector<ExpertTensor>> inputs{{ExpertTensor{{1, 4}, {1, 2, 3, 4}}},
+                                                      {ExpertTensor{{2, 4}, {5, 6, 7, 8, 9, 10, 11, 12}}}};
+  auto outputs = call_many_forward(experts, inputs);
+  REQUIRE(outputs.ok());
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    CHECK(outputs->mask[s] == std::vector<bool>(3, true));
+    for (const auto& out : outputs->outputs[s]) CHECK(out.front().values == inputs[s][0].values);  // nop
+  }
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <map>
 #include <memory>
 #include <thread>
@@ -264,4 +265,36 @@ TEST_CASE("call_many carries on with k_min answers when a server stalls or stops
   INFO(stopped->failures[0]);
   CHECK(mentions(stopped->failures[0], "ffn.5"));
   CHECK(took < 4s);  // the expert's own timeout is 5 s
+}
+
+TEST_CASE("an asynchronous call outlives its RemoteExpert and reports errors once", "[integration][moe]") {
+  Cluster c;
+  Runtime& a = c.add();
+  Runtime& client = c.add();
+  auto server = serve(a, ffn_options({"ffn.0"}, 7));
+  const auto x = random_rows(2, 1);
+  std::promise<Result<std::vector<ExpertTensor>>> done;
+  auto answer = done.get_future();
+  {
+    RemoteExpert expert(client, "ffn.0", core::PeerAddr(a.address()), 5s);
+    expert.forward_async({x}, [&done](Result<std::vector<ExpertTensor>> r) { done.set_value(std::move(r)); });
+  }  // gone before the answer (rpc_info, then forward) comes
+  REQUIRE(answer.wait_for(10s) == std::future_status::ready);
+  auto got = answer.get();
+  REQUIRE(got.ok());
+  RemoteExpert again(client, "ffn.0", core::PeerAddr(a.address()), 5s);
+  auto want = again.forward({x});
+  REQUIRE(want.ok());
+  check_close(got->front(), want->front());
+
+  // A tensor whose values do not fill its shape: the callback gets the error at once.
+  std::promise<Result<std::vector<ExpertTensor>>> bad;
+  auto refused = bad.get_future();
+  ExpertTensor short_values{{2, k_hidden}, {1.0f}};
+  again.forward_async({short_values}, [&bad](Result<std::vector<ExpertTensor>> r) { bad.set_value(std::move(r)); });
+  REQUIRE(refused.wait_for(10s) == std::future_status::ready);
+  auto error = refused.get();
+  REQUIRE(!error.ok());
+  CHECK(error.error().code == errc::invalid_argument);
+  CHECK(mentions(error.error().message, "ffn.0"));
 }

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "api/moe_call_rows.hpp"
+#include "messages/tensor/tensor.hpp"
 
 namespace apiary {
 namespace {
@@ -171,6 +172,32 @@ Result<MoeCallResult> run_calls(const char* what, const ExpertsPerSample& expert
                   sample_rows, k_min);
 }
 
+/// Whether `mask` and `grad_outputs` have `experts`' shape, and each gradient the rows of
+/// its sample. Errors: invalid_argument naming the first sample that does not fit.
+Status check_backward_shape(const ExpertsPerSample& experts, const std::vector<std::uint32_t>& rows,
+                            const TensorsPerExpert& grad_outputs, const std::vector<std::vector<bool>>& mask) {
+  if (mask.size() != experts.size() || grad_outputs.size() != experts.size()) {
+    return make_error(errc::invalid_argument, "{} samples of experts, {} of mask, {} of grad_outputs; expected one each",
+                      experts.size(), mask.size(), grad_outputs.size());
+  }
+  for (std::size_t i = 0; i < experts.size(); ++i) {
+    if (mask[i].size() != experts[i].size() || grad_outputs[i].size() != experts[i].size()) {
+      return make_error(errc::invalid_argument,
+                        "sample {}: the mask and grad_outputs need one entry per expert ({}) of the sample", i,
+                        experts[i].size());
+    }
+    for (std::size_t j = 0; j < experts[i].size(); ++j) {
+      for (const ExpertTensor& g : grad_outputs[i][j]) {
+        if (mask[i][j] && (g.shape.empty() || g.shape[0] != rows[i])) {
+          return make_error(errc::invalid_argument, "sample {} expert {}: a grad_output of shape [{}]; expected {} rows",
+                            i, j, messages::format_shape(g.shape), rows[i]);
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<MoeCallResult> call_many_forward(const ExpertsPerSample& experts,
@@ -195,14 +222,7 @@ Result<MoeCallResult> call_many_backward(const ExpertsPerSample& experts,
                                          const std::vector<std::vector<bool>>& mask, const MoeCallOptions& options) {
   auto rows = sample_rows_of(experts, inputs);
   if (!rows) return rows.error();
-  for (std::size_t i = 0; i < experts.size(); ++i) {
-    if (i >= mask.size() || mask[i].size() != experts[i].size() || i >= grad_outputs.size() ||
-        grad_outputs[i].size() != experts[i].size()) {
-      return make_error(errc::invalid_argument,
-                        "sample {}: the mask and grad_outputs need one entry per expert ({}) of every sample", i,
-                        experts[i].size());
-    }
-  }
+  if (Status shaped = check_backward_shape(experts, *rows, grad_outputs, mask); !shaped) return shaped.error();
   auto groups = group_calls(experts, &mask);
   if (!groups) return groups.error();
   // A member's tensors: the sample's inputs, then its grad_outputs for that expert.

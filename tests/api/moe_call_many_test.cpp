@@ -204,6 +204,10 @@ TEST_CASE("call_many below k_min is an error naming the failed experts", "[integ
   auto no_mask = call_many_backward({{&good}, {&unknown}}, inputs, grads, {{true}}, back);
   REQUIRE(!no_mask.ok());
   CHECK(no_mask.error().code == errc::invalid_argument);
+  const TensorsPerExpert wrong_rows{{{random_rows(2, 5)}}, {{random_rows(2, 6)}}};
+  auto rows = call_many_backward({{&good}, {&unknown}}, inputs, wrong_rows, {{true}, {true}}, back);
+  REQUIRE(!rows.ok());
+  CHECK(mentions(rows.error().message, "expected 1 rows"));
 
   // Bad shapes send nothing.
   auto mismatched = call_many_forward({{&good}}, inputs, options);

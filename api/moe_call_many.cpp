@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -29,6 +30,26 @@ using moe_rows::split_rows;
 /// How much longer than its experts' own deadlines (rpc_info, then the call) a batch
 /// with no overall timeout waits before it gives up on an answer that never came.
 constexpr auto k_grace = std::chrono::seconds(2);
+
+/// Whether every value of `tensors` is finite.
+bool all_finite(const Outputs& tensors) {
+  for (const ExpertTensor& t : tensors) {
+    for (float v : t.values) {
+      if (!std::isfinite(v)) return false;
+    }
+  }
+  return true;
+}
+
+/// Refuses tensors that are not finite (detect_anomalies), naming the sample.
+Status check_finite(const std::vector<Outputs>& per_sample, const char* what) {
+  for (std::size_t i = 0; i < per_sample.size(); ++i) {
+    if (!all_finite(per_sample[i])) {
+      return make_error(errc::invalid_argument, "sample {}: its {} have values that are not finite", i, what);
+    }
+  }
+  return ok_status();
+}
 
 /// Answers as they come, per group; shared with the callbacks, which may outlive the wait.
 struct Board {
@@ -149,27 +170,34 @@ Result<MoeCallResult> assemble(const char* what, const ExpertsPerSample& experts
 }
 
 /// Sends every group's request at once (`send` starts one expert's call) and collects
-/// the answers as `k_min`, `timeout` and `after_k_min` say.
+/// the answers as `k_min`, `timeout` and the options' timeout_after_k_min and
+/// detect_anomalies say.
 template <class Send>
 Result<MoeCallResult> run_calls(const char* what, const ExpertsPerSample& experts, const std::vector<Group>& groups,
                                 std::vector<Outputs> requests, const std::vector<std::uint32_t>& sample_rows,
                                 Send send, std::size_t k_min, std::optional<std::chrono::milliseconds> timeout,
-                                std::optional<std::chrono::milliseconds> after_k_min) {
+                                const MoeCallOptions& options) {
   auto board = std::make_shared<Board>();
   board->answers.resize(groups.size());
   auto limit = std::chrono::milliseconds(0);
   const auto start = Clock::now();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     limit = std::max(limit, 2 * groups[g].expert->timeout());  // rpc_info, then the call
-    send(*groups[g].expert, std::move(requests[g]), [board, g](Result<Outputs> answer) {
+    const bool anomalies = options.detect_anomalies;
+    const RemoteExpert& e = *groups[g].expert;
+    std::string who = fmt::format("expert '{}' at {}: {}", e.uid(), e.server().multiaddr(), what);
+    send(*groups[g].expert, std::move(requests[g]), [board, g, anomalies, who](Result<Outputs> answer) {
+      if (anomalies && answer.ok() && !all_finite(*answer)) {
+        answer = make_error(errc::malformed, "{}: values that are not finite in the answer (detect_anomalies)", who);
+      }
       std::lock_guard<std::mutex> lock(board->mutex);
       board->answers[g] = std::move(answer);
       board->changed.notify_all();
     });
   }
   const auto deadline = start + (timeout ? *timeout : limit + k_grace);
-  return assemble(what, experts, groups, collect(*board, groups, experts.size(), k_min, deadline, after_k_min),
-                  sample_rows, k_min);
+  auto collected = collect(*board, groups, experts.size(), k_min, deadline, options.timeout_after_k_min);
+  return assemble(what, experts, groups, collected, sample_rows, k_min);
 }
 
 /// Whether `mask` and `grad_outputs` have `experts`' shape, and each gradient the rows of
@@ -205,6 +233,9 @@ Result<MoeCallResult> call_many_forward(const ExpertsPerSample& experts,
                                         const MoeCallOptions& options) {
   auto rows = sample_rows_of(experts, inputs);
   if (!rows) return rows.error();
+  if (options.detect_anomalies) {
+    if (Status finite = check_finite(inputs, "inputs"); !finite) return finite.error();
+  }
   auto groups = group_calls(experts, nullptr);
   if (!groups) return groups.error();
   auto requests = join_requests(*groups, [&](const Pair& p) -> const Outputs& { return inputs[p.first]; });
@@ -213,7 +244,7 @@ Result<MoeCallResult> call_many_forward(const ExpertsPerSample& experts,
     e.forward_async(std::move(request), std::move(done));
   };
   return run_calls("forward", experts, *groups, std::move(*requests), *rows, send, options.k_min,
-                   options.forward_timeout, options.timeout_after_k_min);
+                   options.forward_timeout, options);
 }
 
 Result<MoeCallResult> call_many_backward(const ExpertsPerSample& experts,
@@ -223,6 +254,17 @@ Result<MoeCallResult> call_many_backward(const ExpertsPerSample& experts,
   auto rows = sample_rows_of(experts, inputs);
   if (!rows) return rows.error();
   if (Status shaped = check_backward_shape(experts, *rows, grad_outputs, mask); !shaped) return shaped.error();
+  if (options.detect_anomalies) {
+    if (Status finite = check_finite(inputs, "inputs"); !finite) return finite.error();
+    for (std::size_t i = 0; i < grad_outputs.size(); ++i) {
+      for (std::size_t j = 0; j < grad_outputs[i].size(); ++j) {
+        if (mask[i][j] && !all_finite(grad_outputs[i][j])) {
+          return make_error(errc::invalid_argument, "sample {} expert {}: grad_outputs have values that are not finite",
+                            i, j);
+        }
+      }
+    }
+  }
   auto groups = group_calls(experts, &mask);
   if (!groups) return groups.error();
   // A member's tensors: the sample's inputs, then its grad_outputs for that expert.
@@ -241,7 +283,7 @@ Result<MoeCallResult> call_many_backward(const ExpertsPerSample& experts,
     e.backward_async(std::move(request), {}, std::move(done));
   };
   return run_calls("backward", experts, *groups, std::move(*requests), *rows, send, options.backward_k_min,
-                   options.backward_timeout, options.timeout_after_k_min);
+                   options.backward_timeout, options);
 }
 
 }  // namespace apiary

@@ -33,6 +33,10 @@ struct MoeCallOptions {
   /// ends, which each expert's own timeout bounds).
   std::optional<std::chrono::milliseconds> forward_timeout;
   std::optional<std::chrono::milliseconds> backward_timeout;
+  /// Refuse inputs and grad_outputs with values that are not finite (invalid_argument),
+  /// and count an expert whose answer has such values as failed (hivemind's
+  /// detect_anomalies).
+  bool detect_anomalies = false;
 };
 
 /// Per sample, the experts it chose (the caller owns them; they need only live through

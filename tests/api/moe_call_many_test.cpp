@@ -302,3 +302,35 @@ TEST_CASE("an asynchronous call outlives its RemoteExpert and reports errors onc
   CHECK(error.error().code == errc::invalid_argument);
   CHECK(mentions(error.error().message, "ffn.0"));
 }
+
+TEST_CASE("call_many with detect_anomalies refuses non-finite inputs and masks experts that answer them", "[integration][moe]") {
+  Cluster c;
+  Runtime& a = c.add();
+  Runtime& client = c.add();
+  auto server = serve(a, ffn_options({"ffn.0", "ffn.1"}, 7));
+  RemoteExpert e0(client, "ffn.0", core::PeerAddr(a.address()), 5s);
+  RemoteExpert e1(client, "ffn.1", core::PeerAddr(a.address()), 5s);
+  MoeCallOptions options;
+  options.detect_anomalies = true;
+
+  auto nan = random_rows(1, 1);
+  nan.values[3] = std::nanf("");
+  auto refused = call_many_forward({{&e0}, {&e1}}, {{random_rows(1, 2)}, {nan}}, options);
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(mentions(refused.error().message, "sample 1"));
+
+  // Finite inputs so large that the expert's answer overflows: that expert is masked out.
+  ExpertTensor huge{{1, k_hidden}, std::vector<float>(k_hidden, 3e38f)};
+  auto masked = call_many_forward({{&e0}, {&e1}}, {{random_rows(1, 2)}, {huge}}, options);
+  REQUIRE(masked.ok());
+  CHECK(masked->mask == Mask{{true}, {false}});
+  REQUIRE(masked->failures.size() == 1);
+  CHECK(mentions(masked->failures[0], "ffn.1"));
+  CHECK(mentions(masked->failures[0], "not finite"));
+
+  // Without detect_anomalies the answer comes back as it is.
+  auto unchecked = call_many_forward({{&e0}, {&e1}}, {{random_rows(1, 2)}, {huge}});
+  REQUIRE(unchecked.ok());
+  CHECK(unchecked->mask == Mask{{true}, {true}});
+}

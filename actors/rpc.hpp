@@ -65,6 +65,17 @@ struct PendingStream {
 PendingStream stream_call(Gateway& gw, const PeerKey& peer, const std::string& handle, std::vector<Payload> messages,
                           std::chrono::milliseconds timeout, std::string caller = {});
 
+/// What unary_call_then hands a call's answer to: called once, on the transport thread
+/// (or on the thread that drops the call's sink when the gateway stops first); it may
+/// call the gateway back at once. Keep it short: the transport waits meanwhile.
+using UnaryDone = std::function<void(Result<Buffer>)>;
+
+/// unary_call with a callback instead of a future: no thread waits on the answer, so
+/// many calls can be in flight from one caller. The answer (or error) reaches `done`
+/// exactly once. Returns the call's id (to cancel it).
+CallId unary_call_then(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+                       std::chrono::milliseconds timeout, std::string caller, UnaryDone done);
+
 /// A unary handler: the request (its caller in `request.peer`) → a response or error.
 using UnaryFn = std::function<Result<Buffer>(const Delivery& request)>;
 

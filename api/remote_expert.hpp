@@ -10,8 +10,11 @@
 /// request and answer travel in 4 MiB chunks (core/moe/stream_chunks.hpp): an unknown
 /// uid, a server gone or a deadline passed is an error, never a wait without end.
 /// `get_experts` finds the servers of uids declared in a DHT (ExpertServer declares them).
+/// `forward_async` / `backward_async` start a call and return at once (many experts at
+/// once: api/moe_call_many.hpp).
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,12 +34,21 @@ namespace apiary {
 
 class Dht;
 
+namespace detail {
+/// The expert's address and schema as its calls in flight hold them (remote_expert_async.cpp).
+struct ExpertCallState;
+}  // namespace detail
+
 /// A float32 tensor as a trainer holds it: the extents (dimension 0 the batch) and the
 /// elements, row-major.
 struct ExpertTensor {
   std::vector<std::uint32_t> shape;
   std::vector<float> values;
 };
+
+/// Where an asynchronous call's outputs (or error) go: called once, on the gateway's
+/// transport thread (or on the caller's when the call cannot start). Keep it short.
+using ExpertDone = std::function<void(Result<std::vector<ExpertTensor>>)>;
 
 class RemoteExpert {
  public:
@@ -48,6 +60,8 @@ class RemoteExpert {
 
   [[nodiscard]] const std::string& uid() const { return uid_; }
   [[nodiscard]] const core::PeerAddr& server() const { return server_; }
+  /// How long each call may take to answer.
+  [[nodiscard]] std::chrono::milliseconds timeout() const { return timeout_; }
 
   /// The expert's schema (asked once, then kept). Errors: the call's (errc::not_found for
   /// a uid the server does not have, deadline_exceeded, unavailable or peer_down for a
@@ -68,8 +82,17 @@ class RemoteExpert {
   /// forward's, without the float32 ones.
   [[nodiscard]] Result<std::vector<messages::Tensor>> forward_tensors(std::vector<messages::Tensor> inputs);
   [[nodiscard]] Result<std::vector<messages::Tensor>> backward_tensors(std::vector<messages::Tensor> tensors);
+  /// forward without waiting: the outcome goes to `done` (errors as forward's). Without
+  /// the schema yet, rpc_info goes first and the call follows its answer (each with the
+  /// timeout). The call does not need this RemoteExpert to live on; the runtime must.
+  void forward_async(std::vector<ExpertTensor> inputs, ExpertDone done);
+  /// backward without waiting, as forward_async.
+  void backward_async(std::vector<ExpertTensor> inputs, std::vector<ExpertTensor> grad_outputs, ExpertDone done);
 
  private:
+  /// Starts an asynchronous call of `handle` with `tensors` (asks the schema first if needed).
+  void start_async(const char* handle, const char* what, std::vector<ExpertTensor> tensors, ExpertDone done);
+
   /// Calls `handle` with `request`, waiting at most the timeout (and a little more).
   Result<Buffer> call(const char* handle, Buffer request);
   /// Calls `handle` with `request` as a stream of chunks; the answer's tensors, joined.
@@ -88,6 +111,8 @@ class RemoteExpert {
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::optional<core::moe::ExpertSchema> schema_;
+  /// What its asynchronous calls share, outliving it; made by the first of them.
+  std::shared_ptr<detail::ExpertCallState> shared_;
 };
 
 /// The servers of `uids` as declared in `dht` (hivemind's get_experts): uid -> server

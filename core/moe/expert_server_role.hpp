@@ -89,12 +89,8 @@ class ExpertServerRole final : public Role {
     return addressing_.served(
         {k_info_handle, k_forward_handle, k_backward_handle, k_forward_stream_handle, k_backward_stream_handle});
   }
-/// The local method that gives the states of the experts that have one (an ExpertStates:
-/// uid -> ExpertBackend::state()), for checkpoints.
-inline constexpr const char* k_state_method = "state";
-using ExpertStates = std::map<std::string, std::string>;
-
-/// The pool timer: the next pool that becomes ready by its timeout.
+  /// The role contract: requests, streamed requests' later messages, its timers and the
+  /// k_state_method local call.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// Answers or queues request `id` for `handle` (plain or addressed); may run the

@@ -13,6 +13,7 @@
 #include "core/moe/dht_layout.hpp"
 #include "core/moe/expert_backend.hpp"
 #include "python/src/common.hpp"
+#include "python/src/moe.hpp"
 
 namespace apiary::python {
 
@@ -161,24 +162,23 @@ struct PyExpertServer {
   PyExpertServer& operator=(const PyExpertServer&) = delete;
 
   std::shared_ptr<Runtime> host;
+  py::object dht_object;
   std::unique_ptr<ExpertServer> server;
   void stop() {
-    py::gil_scoped_release unlocked;  // a batch in flight takes the GIL to finish
-    if (server) server->stop();
-    server.reset();
-    host.reset();
+    {
+      py::gil_scoped_release unlocked;  // a batch in flight takes the GIL to finish
+      if (server) server->stop();
+      server.reset();
+      host.reset();
+    }
+    dht_object = py::object();
   }
 };
 
-/// A client of one expert, on a DHT's runtime.
-struct PyRemoteExpert {
-  std::shared_ptr<Runtime> host;
-  std::unique_ptr<RemoteExpert> expert;
-};
-
-PyExpertServer* make_server(PyDht& node, const std::vector<std::tuple<std::string, py::object, py::dict>>& experts,
+PyExpertServer* make_server(const py::object& dht_object, const std::vector<std::tuple<std::string, py::object, py::dict>>& experts,
                             std::size_t max_batch_size, std::size_t min_batch_size, std::optional<double> timeout,
                             double update_period, std::optional<double> expiration, bool declare) {
+  PyDht& node = dht_object.cast<PyDht&>();
   Dht& dht = node.get();
   std::vector<ExpertSlot> slots;
   for (const auto& [uid, backend, schema] : experts) {
@@ -192,10 +192,12 @@ PyExpertServer* make_server(PyDht& node, const std::vector<std::tuple<std::strin
   options.expiration = expiration;
   auto out = std::make_unique<PyExpertServer>();
   out->host = node.host;
+  out->dht_object = dht_object;  // the node's runtime serves the experts
   Result<std::unique_ptr<ExpertServer>> started = make_error(errc::internal, "not started");
   {
     py::gil_scoped_release unlocked;
-    started = ExpertServer::start(*out->host, std::move(slots), options, declare ? &dht : nullptr);
+    // Served under the DHT node's PeerID (the nodes of a process share one transport).
+    started = ExpertServer::start(dht.runtime(), std::move(slots), options, declare ? &dht : nullptr);
   }
   out->server = value_or_raise(std::move(started));
   return out.release();
@@ -230,6 +232,7 @@ py::list run_remote(PyRemoteExpert& self, const py::iterable& items, Call call) 
 }  // namespace
 
 void bind_moe(py::module_& m) {
+  bind_moe_client(m);
   py::class_<PyExpertServer>(m, "ExpertServer", "Experts served on a DHT's runtime (and declared in it).")
       .def(py::init(&make_server), py::arg("dht"), py::arg("experts"), py::arg("max_batch_size"),
            py::arg("min_batch_size"), py::arg("timeout"), py::arg("update_period"), py::arg("expiration"),

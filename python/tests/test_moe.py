@@ -72,13 +72,12 @@ def test_determinism():
 def test_nop_delay_timeout_and_module_errors():
     with background_server(expert_uids=["slow.0"], expert_cls="nop_delay", hidden_dim=4, optim_cls=None) as info:
         dht = client_dht(info)
-        impatient = RemoteExpert(ExpertInfo("slow.0", info.address), dht, timeout=0.1)
-        impatient.info  # the schema comes at once; the forward takes 0.5 s
-        with pytest.raises(TimeoutError):
-            impatient(torch.randn(2, 4))
         patient = RemoteExpert(ExpertInfo("slow.0", info.address), dht, timeout=10)
         x = torch.randn(2, 4)
-        assert torch.equal(patient(x), x)
+        assert torch.equal(patient(x), x)  # also connects this peer to the server
+        impatient = RemoteExpert(ExpertInfo("slow.0", info.address), dht, timeout=0.25)
+        with pytest.raises(TimeoutError):
+            impatient(torch.randn(2, 4))  # the nop_delay expert takes 0.5 s
         dht.shutdown()
     with background_server(expert_uids=["nan.0"], expert_cls="nan_raises", hidden_dim=4, optim_cls=None,
                            custom_module_path=os.path.join(HERE, "moe_custom_experts.py")) as info:
@@ -149,5 +148,36 @@ def test_checkpoint_restores_experts_bit_for_bit(tmp_path):
         assert state["optimizer"]["state"].keys() == trained[uid]["optimizer"]["state"].keys()
     assert (tmp_path / "ffn.1" / "checkpoint_last.pt").exists()
     restored.shutdown()
+    client.shutdown()
+    dht.shutdown()
+
+
+def test_builtin_classes_serve_and_train():
+    dht = apiary.DHT(start=True)
+    client = apiary.DHT(initial_peers=dht.get_visible_maddrs(), start=True)
+    sgd = functools.partial(torch.optim.SGD, lr=0.1)
+    # one server per DHT node (each its own PeerID), all in this process
+    nodes = [apiary.DHT(initial_peers=dht.get_visible_maddrs(), start=True) for _ in range(4)]
+    servers = [Server.create(expert_uids=[f"{cls}.0"], expert_cls=cls, hidden_dim=32, optim_cls=sgd, dht=node,
+                             start=True) for cls, node in zip(("ffn", "transformer", "nop", "det_dropout"), nodes)]
+    with pytest.raises(ValueError, match="serves experts already"):
+        Server.create(expert_uids=["ffn.1"], hidden_dim=32, dht=nodes[0], start=True)
+    ffn, transformer, nop, dropout = get_experts(client, ["ffn.0", "transformer.0", "nop.0", "det_dropout.0"])
+    x = torch.randn(2, 32, requires_grad=True)
+    seq = torch.randn(2, 128, 32, requires_grad=True)  # the built-in transformer takes 128 positions
+    padding = torch.zeros(2, 128, dtype=torch.bool)
+    padding[1, 100:] = True
+    out = transformer(seq, padding)
+    assert out.shape == (2, 128, 32) and torch.isfinite(out).all()
+    out.sum().backward()
+    assert seq.grad is not None and seq.grad.abs().sum() > 0
+    assert torch.equal(nop(x), x)
+    mask = torch.randint(0, 2, (2, 32))
+    assert ((dropout(x, mask) == 0) | (mask == 1)).all()
+    (ffn(x) * torch.randn(2, 32)).sum().backward()
+    assert x.grad.abs().sum() > 0
+    for server, node in zip(servers, nodes):
+        server.shutdown()
+        node.shutdown()
     client.shutdown()
     dht.shutdown()

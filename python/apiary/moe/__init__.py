@@ -4,7 +4,9 @@ forward and backward (``RemoteExpert``), and the experts' records in the DHT."""
 from .background import ServerInfo, background_server
 from .client import RemoteExpert, create_remote_experts, declare_experts, get_experts
 from .expert_uid import UID_DELIMITER, ExpertInfo, is_valid_prefix, is_valid_uid, split_uid
+from .beam_search import MoEBeamSearcher
 from .layers import name_to_block, name_to_input, register_expert_class
+from .mixture import RemoteMixtureOfExperts, RemoteSwitchMixtureOfExperts
 from .module_backend import ModuleBackend
 from .schema import BatchTensorDescriptor
 from .server import Server
@@ -15,6 +17,9 @@ __all__ = [
     "ServerInfo",
     "ModuleBackend",
     "RemoteExpert",
+    "RemoteMixtureOfExperts",
+    "RemoteSwitchMixtureOfExperts",
+    "MoEBeamSearcher",
     "create_remote_experts",
     "get_experts",
     "declare_experts",

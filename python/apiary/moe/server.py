@@ -5,6 +5,7 @@ folder at an interval, loaded on start."""
 import logging
 import os
 import threading
+import time
 from typing import Any, Dict, Optional, Sequence
 
 import torch
@@ -54,15 +55,32 @@ class Server(NativeRunner):
             self.run_in_background()
 
     def run_in_background(self, await_ready: bool = True, timeout: Optional[float] = None) -> None:
-        """Starts serving (returns at once: the C++ server runs on its own threads)."""
+        """Starts serving on the C++ server's own threads; with ``await_ready``, returns
+        once the experts are declared in the DHT (at most ``timeout`` seconds, 30 by default)."""
         if self._native is not None:
             raise RuntimeError("the expert server is running already")
         experts = [(uid, _Served(b), b.native_schema()) for uid, b in self.module_backends.items()]
         self._native = _apiary.ExpertServer(self.dht._require(), experts, self.max_batch_size, self.min_batch_size,
                                             self.timeout, self.update_period, self.expiration, True)
+        if await_ready:
+            self._await_declared(timeout if timeout is not None else 30.0)
         if self.checkpoint_dir is not None or self.stats_report_interval:
             self._chores = threading.Thread(target=self._chores_loop, name="expert-server-chores", daemon=True)
             self._chores.start()
+
+    def _await_declared(self, timeout: float) -> None:
+        """Waits until the first declaration in the DHT is over (clients find the experts
+        then); TimeoutError after ``timeout`` seconds, RuntimeError if no replica took it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            counters = self._native.counters()
+            if counters["declarations"] > 0:
+                return
+            if counters["failed_declarations"] > 0:
+                raise RuntimeError("the expert server could not declare its experts in the DHT (no replica took them)")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the expert server did not declare its experts within {timeout} s")
+            time.sleep(0.01)
 
     def run(self) -> None:
         """Serves until shutdown() (from another thread) or Ctrl-C."""
@@ -135,7 +153,7 @@ class Server(NativeRunner):
         if dht is None:
             dht = DHT(initial_peers=list(initial_peers), start=True)
         uids = _uids(dht, num_experts, expert_uids, expert_pattern, seed)
-        sample = name_to_input[expert_cls](max_batch_size, hidden_dim)
+        sample = name_to_input[expert_cls](1, hidden_dim)  # the schema needs the instance shapes only
         sample = (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
         args_schema = tuple(BatchTensorDescriptor.from_tensor(t, compression) for t in sample)
         backends = {}

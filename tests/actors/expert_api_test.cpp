@@ -19,6 +19,7 @@
 #include "core/moe/expert_backend.hpp"
 #include "core/rng.hpp"
 #include "tests/actors/dht_peers.hpp"
+#include "tests/actors/expert_pair.hpp"
 #include "tests/support/test_system.hpp"
 
 using namespace apiary;
@@ -29,35 +30,9 @@ namespace {
 
 constexpr std::uint32_t k_hidden = 16;
 
-/// A server runtime and a client runtime on one actor system.
-struct Pair {
-  testing::TestSystem t;
-  std::unique_ptr<Runtime> server_rt;
-  std::unique_ptr<Runtime> client_rt;
-  Pair() {
-    RuntimeOptions o;
-    o.system = &t.sys;
-    auto a = Runtime::start(o);
-    REQUIRE(a.ok());
-    server_rt = std::move(*a);
-    auto b = Runtime::start(o);
-    REQUIRE(b.ok());
-    client_rt = std::move(*b);
-  }
-  ~Pair() {
-    client_rt->stop();
-    server_rt->stop();
-  }
-  [[nodiscard]] core::PeerAddr server_addr() const { return core::PeerAddr(server_rt->address()); }
-};
 
 ExpertServerOptions ffn_options(std::vector<std::string> uids, std::uint64_t seed = 7) {
-  ExpertServerOptions o;
-  o.expert_cls = "ffn";
-  o.hidden_dim = k_hidden;
-  o.expert_uids = std::move(uids);
-  o.seed = seed;
-  return o;
+  return testing::ffn_options(std::move(uids), seed, k_hidden);
 }
 
 ExpertTensor random_rows(std::uint32_t rows, std::uint64_t seed) {
@@ -94,7 +69,7 @@ moe::FfnExpert reference(std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("a remote expert's forward equals the ffn expert called directly", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, ffn_options({"ffn.0.0", "ffn.0.1"}));
   REQUIRE(server.ok());
   CHECK((*server)->uids() == std::vector<std::string>{"ffn.0.0", "ffn.0.1"});
@@ -113,7 +88,7 @@ TEST_CASE("a remote expert's forward equals the ffn expert called directly", "[a
 }
 
 TEST_CASE("a remote backward steps the expert on the server", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, ffn_options({"ffn.3"}));
   REQUIRE(server.ok());
   RemoteExpert remote(*p.client_rt, "ffn.3", p.server_addr(), 10s);
@@ -140,7 +115,7 @@ TEST_CASE("a remote backward steps the expert on the server", "[actor][moe]") {
 }
 
 TEST_CASE("a remote expert's info is the expert's schema", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, ffn_options({"ffn.0"}));
   REQUIRE(server.ok());
   RemoteExpert remote(*p.client_rt, "ffn.0", p.server_addr(), 10s);
@@ -151,7 +126,7 @@ TEST_CASE("a remote expert's info is the expert's schema", "[actor][moe]") {
 }
 
 TEST_CASE("an unknown uid or a wrong shape is a clear error and the server carries on", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, ffn_options({"ffn.0"}));
   REQUIRE(server.ok());
   RemoteExpert unknown(*p.client_rt, "ffn.9", p.server_addr(), 10s);
@@ -179,7 +154,7 @@ TEST_CASE("an unknown uid or a wrong shape is a clear error and the server carri
 }
 
 TEST_CASE("calls to a stopped server or a server gone fail in time", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, ffn_options({"ffn.0"}));
   REQUIRE(server.ok());
   RemoteExpert remote(*p.client_rt, "ffn.0", p.server_addr(), 3s);
@@ -250,7 +225,7 @@ TEST_CASE("experts declared in a DHT are found by get_experts and answer", "[act
 }
 
 TEST_CASE("bad expert server options are refused naming the option", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto refused = [&](ExpertServerOptions o, const std::string& needle) {
     auto s = ExpertServer::start(*p.server_rt, o);
     REQUIRE(!s.ok());

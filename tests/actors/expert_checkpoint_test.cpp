@@ -14,7 +14,7 @@
 #include "api/remote_expert.hpp"
 #include "api/runtime.hpp"
 #include "core/rng.hpp"
-#include "tests/support/test_system.hpp"
+#include "tests/actors/expert_pair.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -23,21 +23,6 @@ namespace {
 
 constexpr std::uint32_t k_hidden = 8;
 
-struct Runtimes {
-  testing::TestSystem t;
-  std::unique_ptr<Runtime> server_rt;
-  std::unique_ptr<Runtime> client_rt;
-  Runtimes() {
-    RuntimeOptions o;
-    o.system = &t.sys;
-    server_rt = std::move(Runtime::start(o).value());
-    client_rt = std::move(Runtime::start(o).value());
-  }
-  ~Runtimes() {
-    client_rt->stop();
-    server_rt->stop();
-  }
-};
 
 /// A fresh folder under the system's temporary directory, removed at the end.
 struct TempDir {
@@ -81,7 +66,7 @@ std::vector<float> forward_values(RemoteExpert& expert, const ExpertTensor& x) {
 }  // namespace
 
 TEST_CASE("a checkpoint restores a trained expert bit for bit", "[actor][moe]") {
-  Runtimes r;
+  testing::ExpertPair r;
   TempDir dir;
   const auto x = rows(3, 1);
   std::vector<float> trained;
@@ -106,7 +91,7 @@ TEST_CASE("a checkpoint restores a trained expert bit for bit", "[actor][moe]") 
 }
 
 TEST_CASE("a checkpoint of another expert stops the start naming the file", "[actor][moe]") {
-  Runtimes r;
+  testing::ExpertPair r;
   TempDir dir;
   const auto path = checkpoint_path(dir.path.string(), "ffn.0");
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -118,7 +103,7 @@ TEST_CASE("a checkpoint of another expert stops the start naming the file", "[ac
 }
 
 TEST_CASE("det_dropout and nop_delay experts serve through RemoteExpert", "[actor][moe]") {
-  Runtimes r;
+  testing::ExpertPair r;
   ExpertServerOptions o;
   o.expert_cls = "det_dropout";
   o.hidden_dim = k_hidden;

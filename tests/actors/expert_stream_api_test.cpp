@@ -17,6 +17,7 @@
 #include "core/moe/expert_backend.hpp"
 #include "core/moe/stream_chunks.hpp"
 #include "messages/tensor/codec.hpp"
+#include "tests/actors/expert_pair.hpp"
 #include "tests/support/test_system.hpp"
 
 using namespace apiary;
@@ -25,27 +26,6 @@ namespace moe = apiary::core::moe;
 
 namespace {
 
-/// A server runtime and a client runtime on one actor system.
-struct Pair {
-  testing::TestSystem t;
-  std::unique_ptr<Runtime> server_rt;
-  std::unique_ptr<Runtime> client_rt;
-  Pair() {
-    RuntimeOptions o;
-    o.system = &t.sys;
-    auto a = Runtime::start(o);
-    REQUIRE(a.ok());
-    server_rt = std::move(*a);
-    auto b = Runtime::start(o);
-    REQUIRE(b.ok());
-    client_rt = std::move(*b);
-  }
-  ~Pair() {
-    client_rt->stop();
-    server_rt->stop();
-  }
-  [[nodiscard]] core::PeerAddr server_addr() const { return core::PeerAddr(server_rt->address()); }
-};
 
 ExpertServerOptions options(const std::string& cls, std::uint32_t hidden, core::HostKind host) {
   ExpertServerOptions o;
@@ -79,7 +59,7 @@ class Deaf final : public actors::DirectSink {
 
 TEST_CASE("a request over 2 MiB streams and a smaller one stays unary on either host", "[actor][moe]") {
   const auto host = GENERATE(core::HostKind::actor, core::HostKind::transport_thread);
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, options("nop", 2, host));
   REQUIRE(server.ok());
   RemoteExpert remote(*p.client_rt, "nop.0", p.server_addr(), 30s);
@@ -124,7 +104,7 @@ TEST_CASE("a request over 2 MiB streams and a smaller one stays unary on either 
 }
 
 TEST_CASE("a streamed ffn forward equals the expert called directly", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, options("ffn", 16, core::HostKind::actor));
   REQUIRE(server.ok());
   RemoteExpert remote(*p.client_rt, "ffn.0", p.server_addr(), 30s);
@@ -149,7 +129,7 @@ TEST_CASE("a streamed ffn forward equals the expert called directly", "[actor][m
 }
 
 TEST_CASE("a stream broken off midway is dropped by the server and the next call succeeds", "[actor][moe]") {
-  Pair p;
+  testing::ExpertPair p;
   auto server = ExpertServer::start(*p.server_rt, options("nop", 2, core::HostKind::actor));
   REQUIRE(server.ok());
   const auto x = rows_of(1u << 19, 2, 0.0f);

@@ -16,6 +16,7 @@
 #include "api/runtime.hpp"
 #include "core/moe/expert_backend.hpp"
 #include "core/rng.hpp"
+#include "tests/actors/expert_pair.hpp"
 #include "tests/support/test_system.hpp"
 
 using namespace apiary;
@@ -45,12 +46,7 @@ struct Cluster {
 };
 
 ExpertServerOptions ffn_options(std::vector<std::string> uids, std::uint64_t seed) {
-  ExpertServerOptions o;
-  o.expert_cls = "ffn";
-  o.hidden_dim = k_hidden;
-  o.expert_uids = std::move(uids);
-  o.seed = seed;
-  return o;
+  return testing::ffn_options(std::move(uids), seed, k_hidden);
 }
 
 std::unique_ptr<ExpertServer> serve(Runtime& rt, const ExpertServerOptions& o) {

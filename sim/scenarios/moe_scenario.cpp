@@ -39,7 +39,8 @@ Status validate(const MoeScenarioConfig& c) {
     return bad("kill_server", std::to_string(c.kill_server), fmt::format("< servers = {} (or -1: none)", c.servers));
   }
   if (c.kill_server >= 0 && !c.kill_at && c.kill_at_step < 0) {
-    return bad("kill_at or kill_at_step", "neither", "one of them with kill_server");
+    return bad("kill_at (--kill-at-ms) or kill_at_step (--kill-at-step)", "neither",
+               "one of them with kill_server (--kill-server)");
   }
   if (c.kill_at && *c.kill_at < core::Duration::zero()) return bad("kill_at", ns(*c.kill_at), ">= 0");
   if (c.failure_detection < core::Duration::zero()) return bad("failure_detection", ns(c.failure_detection), ">= 0");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -214,6 +215,19 @@ std::string format_report(const MoeScenarioReport& report) {
   }
   out += fmt::format("steps:        {} completed, {} failed; {} of {} expert calls answered; {} server batches\n",
                      report.completed, report.failed, report.answered, report.asked, report.server_batches);
+  // Virtual step times of the completed steps: what a trainer waits per step.
+  core::Duration total{}, slowest{};
+  for (const auto& client : report.clients) {
+    for (const auto& s : client.steps) {
+      if (!s.ok) continue;
+      total += s.end - s.start;
+      slowest = std::max(slowest, s.end - s.start);
+    }
+  }
+  if (report.completed > 0) {
+    out += fmt::format("step time:    mean {:.3f} ms, max {:.3f} ms (completed steps)\n",
+                       ms(total) / static_cast<double>(report.completed), ms(slowest));
+  }
   if (!report.killed.empty()) out += "killed:       " + report.killed + "\n";
   if (report.hung) out += "HUNG: clients still running at the end of the run\n";
   out += fmt::format("virtual time: {:.3f} ms, {} events, {} calls, {} timeouts, {} lost, anomalies {}\n",

@@ -240,8 +240,10 @@ Result<std::vector<float>> MoeClientRole::output_of(const std::string& response)
   if (!t) return t.error();
   const messages::Shape want{static_cast<std::uint32_t>(config_.rows), config_.hidden_dim};
   if (t->type() != messages::dtype::float32 || t->shape() != want) {
-    return make_error(errc::malformed, "expected a float32 output of shape [{}, {}], got another tensor",
-                      config_.rows, config_.hidden_dim);
+    return make_error(errc::malformed,
+                      "expected a float32 output of shape {} (the batch's rows and hidden dim), got {} of shape {}; "
+                      "give the client the experts' hidden dim",
+                      messages::format_shape(want), messages::to_string(t->type()), messages::format_shape(t->shape()));
   }
   std::vector<float> out(t->numel());
   std::memcpy(out.data(), t->data<float>(), t->byte_size());

@@ -188,6 +188,26 @@ TEST_CASE("a server going down ends its calls at once and the last step ends the
   CHECK(fx.empty());  // no next step
 }
 
+TEST_CASE("an answer of the wrong shape masks its expert with an error saying what came", "[moe]") {
+  moe::MoeClientRole role(config());
+  const auto forward = calls(role.on(0ms, core::Start{}));
+  REQUIRE(forward.size() == 3);
+  auto narrow = apiary::messages::Tensor::zeros(apiary::messages::dtype::float32, {2, h / 2});
+  REQUIRE(narrow.ok());
+  apiary::pb::ExpertResponse response;
+  *response.add_tensors() = apiary::messages::encode_none(*narrow);
+  CHECK(respond(role, 1ms, forward[0], response.SerializeAsString()).empty());
+  CHECK(respond(role, 2ms, forward[1], std::string("\xff\xff", 2)).empty());
+  (void)respond(role, 3ms, forward[2], answer(forward[2], 1));  // one answer of the two needed
+  REQUIRE(role.steps().size() == 1);
+  const auto& step = role.steps()[0];
+  CHECK(step.mask == std::vector<bool>{false, false, true});
+  REQUIRE(step.failures.size() == 2);
+  CHECK_THAT(step.failures[0], Catch::Contains("expected a float32 output of shape [2, 8]") &&
+                                   Catch::Contains("got float32 of shape [2, 4]"));
+  CHECK_THAT(step.failures[1], Catch::Contains("malformed"));
+}
+
 TEST_CASE("validate names the bad field of a client config", "[moe]") {
   auto c = config();
   c.k = 5;

@@ -204,7 +204,7 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
   auto* moe = cmd.add_subcommand("moe", "Simulated mixture-of-experts: expert servers and clients calling k experts per step");
   struct Args {
     std::string latency = "1-10";
-    double timeout_after_k_min_ms = 20.0, call_timeout_ms = 500.0, kill_at_ms = -1.0;
+    double timeout_after_k_min_ms = 20.0, call_timeout_ms = 500.0, kill_at_ms = -1.0, batch_timeout_ms = -1.0;
   };
   auto a = std::make_shared<Args>();
   // The other flags set the scenario's fields, whose defaults are the command's.
@@ -221,6 +221,11 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
   moe->add_option("--rows", config->rows, "Rows per batch")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   moe->add_option("-k,--k-best", config->k, "Experts asked per step (k)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   moe->add_option("--k-min", config->k_min, "Answers a step needs")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  moe->add_option("--min-batch-size", config->min_batch_size, "Rows that make an expert's batch ready")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  moe->add_option("--batch-timeout-ms", a->batch_timeout_ms, "Run a smaller batch once its oldest task waited this long (ms)")
+      ->check(CLI::Range(0.0, 1e7));
   moe->add_option("--timeout-after-k-min-ms", a->timeout_after_k_min_ms, "Wait for the other experts after k_min answers (ms)")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
@@ -248,6 +253,7 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
     config->timeout_after_k_min = from_ms(a->timeout_after_k_min_ms);
     config->call_timeout = from_ms(a->call_timeout_ms);
     if (a->kill_at_ms >= 0.0) config->kill_at = from_ms(a->kill_at_ms);
+    if (a->batch_timeout_ms >= 0.0) config->batch_timeout = from_ms(a->batch_timeout_ms);
     const Clock::time_point begin = Clock::now();
     auto report = sim::scenarios::run_moe_scenario(*config);
     const Clock::time_point end = Clock::now();

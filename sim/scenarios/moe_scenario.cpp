@@ -16,6 +16,11 @@ namespace apiary::sim::scenarios {
 namespace cm = core::moe;
 using core::TimePoint;
 
+namespace {
+/// Rows of one server batch, at most: far above what the clients of a run send at once.
+constexpr std::size_t k_max_batch_rows = 1 << 16;
+}  // namespace
+
 Status validate(const MoeScenarioConfig& c) {
   auto bad = [](const char* field, const std::string& got, const std::string& want) {
     return make_error(errc::invalid_argument, "expected {} {}, got {}; fix the scenario config", field, want, got);
@@ -25,11 +30,20 @@ Status validate(const MoeScenarioConfig& c) {
   if (c.experts_per_server < 1) return bad("experts_per_server", "0", ">= 1");
   if (c.clients < 1 || c.clients > k_max_swarm_nodes) return bad("clients", std::to_string(c.clients), ">= 1");
   if (c.hidden_dim < 1) return bad("hidden_dim", "0", ">= 1");
-  if (c.rows < 1) return bad("rows", "0", ">= 1");
+  if (c.rows < 1 || c.rows > k_max_batch_rows) {
+    return bad("rows", std::to_string(c.rows), fmt::format("in [1, {}] (a server batch's rows)", k_max_batch_rows));
+  }
   if (c.steps < 0) return bad("steps", std::to_string(c.steps), ">= 0");
   const std::size_t grid = c.servers * c.experts_per_server;
   if (c.k < 1 || c.k > grid) return bad("k", std::to_string(c.k), fmt::format("in [1, {}] (servers * experts)", grid));
   if (c.k_min < 1 || c.k_min > c.k) return bad("k_min", std::to_string(c.k_min), fmt::format("in [1, k = {}]", c.k));
+  if (c.min_batch_size < 1 || c.min_batch_size > k_max_batch_rows) {
+    return bad("min_batch_size", std::to_string(c.min_batch_size), fmt::format("in [1, {}]", k_max_batch_rows));
+  }
+  if (c.min_batch_size > 1 && !c.batch_timeout) {
+    return bad("batch_timeout", "none", "a time with min_batch_size > 1 (a lone task would wait for ever)");
+  }
+  if (c.batch_timeout && *c.batch_timeout < core::Duration::zero()) return bad("batch_timeout", ns(*c.batch_timeout), ">= 0");
   if (c.timeout_after_k_min < core::Duration::zero()) return bad("timeout_after_k_min", ns(c.timeout_after_k_min), ">= 0");
   if (c.call_timeout <= core::Duration::zero()) return bad("call_timeout", ns(c.call_timeout), "> 0");
   if (c.min_latency < core::Duration::zero() || c.max_latency < c.min_latency) {
@@ -77,12 +91,13 @@ struct Run {
   std::vector<MoeClientHost*> clients;
 };
 
-/// S servers, each with its E experts, started at time 0. Every pool runs a task as soon
-/// as it comes (min_batch_size 1), so a step's rows are never held for others.
+/// S servers, each with its E experts, started at time 0; every pool batches as the
+/// config says (by default it runs a task as soon as it comes).
 Status add_servers(Run& run, const MoeScenarioConfig& c, std::vector<cm::GridExpert>& grid) {
   cm::PoolConfig pool;
-  pool.max_batch_size = 1024;
-  pool.min_batch_size = 1;
+  pool.max_batch_size = k_max_batch_rows;
+  pool.min_batch_size = c.min_batch_size;
+  pool.timeout = c.batch_timeout;
   for (std::size_t s = 0; s < c.servers; ++s) {
     core::PeerAddr addr = swarm_address(s, k_moe_server_port);
     auto host = std::make_unique<MoeServerHost>();

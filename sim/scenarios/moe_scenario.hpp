@@ -48,6 +48,11 @@ struct MoeScenarioConfig {
   std::size_t rows = 4;                 ///< rows per batch
   std::size_t k = 4;                    ///< experts asked per step (<= S * E)
   std::size_t k_min = 2;                ///< answers a step needs (1 <= k_min <= k)
+  /// Every expert pool's batching (core::moe::PoolConfig): a batch runs at
+  /// min_batch_size rows, or with fewer once its oldest task waited batch_timeout
+  /// (required when min_batch_size > 1, else a lone task would wait for ever).
+  std::size_t min_batch_size = 1;
+  std::optional<core::Duration> batch_timeout;
   core::Duration timeout_after_k_min = std::chrono::milliseconds(20);  ///< see MoeClientConfig
   core::Duration call_timeout = std::chrono::milliseconds(500);        ///< deadline of each forward and backward call
   core::Duration min_latency = std::chrono::milliseconds(1);           ///< one-way, per link

@@ -196,3 +196,24 @@ TEST_CASE("lost calls time out and their experts are masked", "[sim][moe]") {
   CHECK(masked > 0);
   CHECK(report.completed > 0);
 }
+
+TEST_CASE("expert pools that wait for more rows run smaller batches at their timeout", "[sim][moe]") {
+  auto c = small_job();
+  c.clients = 3;
+  c.min_batch_size = 1000;  // never reached: every batch runs at its timeout
+  c.batch_timeout = 15ms;
+  const auto report = run(c, "moe batching");
+  CHECK(report.failed == 0);
+  std::size_t calls = 0;
+  for (const auto& client : report.clients) {
+    for (const auto& step : client.steps) {
+      REQUIRE(step.ok);
+      CHECK(step.answered == c.k);
+      CHECK(step.end - step.start >= 2 * *c.batch_timeout);  // forward, then backward
+      calls += step.answered + step.backward_answered;
+    }
+  }
+  CHECK(report.server_batches <= calls);
+  c.batch_timeout.reset();
+  CHECK_THAT(sim::scenarios::run_moe_scenario(c).error().message, Catch::Contains("batch_timeout"));
+}

@@ -44,7 +44,9 @@ Status validate(const MoeClientConfig& c) {
   if (c.k < 1 || c.k > c.grid.size()) {
     return bad("k", std::to_string(c.k), "in [1, " + std::to_string(c.grid.size()) + "] (the grid's size)");
   }
-  if (c.k_min < 1 || c.k_min > c.k) return bad("k_min", std::to_string(c.k_min), "in [1, k = " + std::to_string(c.k) + "]");
+  if (c.k_min < 1 || c.k_min > c.k) {
+    return bad("k_min", std::to_string(c.k_min), "in [1, k = " + std::to_string(c.k) + "]");
+  }
   if (c.timeout_after_k_min < Duration::zero()) return bad("timeout_after_k_min", "a negative time", ">= 0");
   if (c.forward_timeout <= Duration::zero()) return bad("forward_timeout", "a time <= 0", "> 0");
   if (c.backward_timeout <= Duration::zero()) return bad("backward_timeout", "a time <= 0", "> 0");

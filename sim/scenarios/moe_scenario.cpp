@@ -43,8 +43,12 @@ Status validate(const MoeScenarioConfig& c) {
   if (c.min_batch_size > 1 && !c.batch_timeout) {
     return bad("batch_timeout", "none", "a time with min_batch_size > 1 (a lone task would wait for ever)");
   }
-  if (c.batch_timeout && *c.batch_timeout < core::Duration::zero()) return bad("batch_timeout", ns(*c.batch_timeout), ">= 0");
-  if (c.timeout_after_k_min < core::Duration::zero()) return bad("timeout_after_k_min", ns(c.timeout_after_k_min), ">= 0");
+  if (c.batch_timeout && *c.batch_timeout < core::Duration::zero()) {
+    return bad("batch_timeout", ns(*c.batch_timeout), ">= 0");
+  }
+  if (c.timeout_after_k_min < core::Duration::zero()) {
+    return bad("timeout_after_k_min", ns(c.timeout_after_k_min), ">= 0");
+  }
   if (c.call_timeout <= core::Duration::zero()) return bad("call_timeout", ns(c.call_timeout), "> 0");
   if (c.min_latency < core::Duration::zero() || c.max_latency < c.min_latency) {
     return bad("latencies", ns(c.min_latency) + "-" + ns(c.max_latency), "0 <= min <= max");
@@ -218,7 +222,8 @@ std::string format_report(const MoeScenarioReport& report) {
     for (const auto& s : client.steps) {
       std::string mask;
       for (bool m : s.mask) mask += m ? '1' : '0';
-      out += fmt::format("client {} step {:>4}: {} answered {}/{} mask {} backward {} checksum 0x{:016x} step_ms {:.3f}\n",
+      out += fmt::format("client {} step {:>4}: {} answered {}/{} mask {} backward {} checksum 0x{:016x} "
+                         "step_ms {:.3f}\n",
                          client.client, s.step, s.ok ? "ok    " : "FAILED", s.answered, s.asked.size(), mask,
                          s.backward_answered, s.checksum, ms(s.end - s.start));
     }

@@ -204,7 +204,8 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
   auto* moe = cmd.add_subcommand("moe", "Simulated mixture-of-experts: expert servers and clients calling k experts per step");
   struct Args {
     std::string latency = "1-10";
-    double timeout_after_k_min_ms = 20.0, call_timeout_ms = 500.0, kill_at_ms = -1.0, batch_timeout_ms = -1.0;
+    double timeout_after_k_min_ms = 20.0, call_timeout_ms = 500.0, kill_at_ms = -1.0, batch_timeout_ms = -1.0,
+           restart_after_ms = -1.0;
   };
   auto a = std::make_shared<Args>();
   // The other flags set the scenario's fields, whose defaults are the command's.
@@ -240,6 +241,9 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
   moe->add_option("--kill-server", config->kill_server, "Kill this server (with --kill-at-ms or --kill-at-step)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   moe->add_option("--kill-at-ms", a->kill_at_ms, "Kill it at this virtual time (ms)")->check(CLI::Range(0.0, 1e9));
+  moe->add_option("--restart-after-ms", a->restart_after_ms,
+                  "With --kill-at-ms: the server comes back this long after (ms), its experts fresh")
+      ->check(CLI::Range(0.0, 1e9));
   moe->add_option("--kill-at-step", config->kill_at_step, "Kill it when client 0 begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   moe->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
@@ -254,6 +258,7 @@ std::function<int()> add_moe_sim_command(CLI::App& cmd) {
     config->call_timeout = from_ms(a->call_timeout_ms);
     if (a->kill_at_ms >= 0.0) config->kill_at = from_ms(a->kill_at_ms);
     if (a->batch_timeout_ms >= 0.0) config->batch_timeout = from_ms(a->batch_timeout_ms);
+    if (a->restart_after_ms >= 0.0) config->restart_after = from_ms(a->restart_after_ms);
     const Clock::time_point begin = Clock::now();
     auto report = sim::scenarios::run_moe_scenario(*config);
     const Clock::time_point end = Clock::now();

@@ -62,6 +62,10 @@ Status validate(const MoeScenarioConfig& c) {
                "one of them with kill_server (--kill-server)");
   }
   if (c.kill_at && *c.kill_at < core::Duration::zero()) return bad("kill_at", ns(*c.kill_at), ">= 0");
+  if (c.restart_after && (c.kill_server < 0 || !c.kill_at || *c.restart_after < core::Duration::zero())) {
+    return bad("restart_after (--restart-after-ms)", ns(*c.restart_after),
+               ">= 0 with kill_server and kill_at (--kill-server, --kill-at-ms)");
+  }
   if (c.failure_detection < core::Duration::zero()) return bad("failure_detection", ns(c.failure_detection), ">= 0");
   if (c.max_time <= core::Duration::zero()) return bad("max_time", ns(c.max_time), "> 0");
   return ok_status();
@@ -90,29 +94,36 @@ struct Run {
   explicit Run(std::uint64_t seed) : world(seed) {}
   World world;
   std::vector<core::PeerAddr> server_addrs;
-  std::vector<MoeServerHost*> servers;
   std::vector<core::PeerAddr> client_addrs;
   std::vector<MoeClientHost*> clients;
 };
 
-/// S servers, each with its E experts, started at time 0; every pool batches as the
-/// config says (by default it runs a task as soon as it comes).
-Status add_servers(Run& run, const MoeScenarioConfig& c, std::vector<cm::GridExpert>& grid) {
+/// Server `s` with its E experts fresh from their seeds; every pool batches as the config
+/// says (by default it runs a task as soon as it comes). Appends the experts to `grid`
+/// when given.
+Result<std::unique_ptr<MoeServerHost>> make_server(const MoeScenarioConfig& c, std::size_t s,
+                                                   const core::PeerAddr& addr, std::vector<cm::GridExpert>* grid) {
   cm::PoolConfig pool;
   pool.max_batch_size = k_max_batch_rows;
   pool.min_batch_size = c.min_batch_size;
   pool.timeout = c.batch_timeout;
+  auto host = std::make_unique<MoeServerHost>();
+  for (std::size_t e = 0; e < c.experts_per_server; ++e) {
+    const std::string uid = moe_expert_uid(s, e);
+    auto added = host->role().add_expert(uid, std::make_unique<cm::FfnExpert>(moe_expert_config(c, s, e)), pool);
+    if (!added) return added.error();
+    if (grid != nullptr) grid->push_back(cm::GridExpert{uid, addr});
+  }
+  return host;
+}
+
+/// S servers, started at time 0.
+Status add_servers(Run& run, const MoeScenarioConfig& c, std::vector<cm::GridExpert>& grid) {
   for (std::size_t s = 0; s < c.servers; ++s) {
     core::PeerAddr addr = swarm_address(s, k_moe_server_port);
-    auto host = std::make_unique<MoeServerHost>();
-    for (std::size_t e = 0; e < c.experts_per_server; ++e) {
-      const std::string uid = moe_expert_uid(s, e);
-      auto added = host->role().add_expert(uid, std::make_unique<cm::FfnExpert>(moe_expert_config(c, s, e)), pool);
-      if (!added) return added.error();
-      grid.push_back(cm::GridExpert{uid, addr});
-    }
-    run.servers.push_back(host.get());
-    if (auto added = run.world.add_node(addr, std::move(host)); !added) return added.error();
+    auto host = make_server(c, s, addr, &grid);
+    if (!host) return host.error();
+    if (auto added = run.world.add_node(addr, std::move(*host)); !added) return added.error();
     if (auto st = run.world.start_node(addr, TimePoint{}); !st) return st.error();
     run.server_addrs.push_back(std::move(addr));
   }
@@ -173,7 +184,10 @@ void collect(const Run& run, MoeScenarioReport& report) {
     report.failed += r.failed;
     report.clients.push_back(std::move(r));
   }
-  for (const auto* server : run.servers) report.server_batches += server->role().stats().batches;
+  for (const auto& addr : run.server_addrs) {
+    // The host of the server's last life (a restart replaces it).
+    report.server_batches += static_cast<const MoeServerHost*>(run.world.host(addr))->role().stats().batches;
+  }
   report.trace_hash = run.world.trace_hash();
   report.virtual_time = run.world.now();
   report.world = run.world.stats();
@@ -198,6 +212,14 @@ Result<MoeScenarioReport> run_moe_scenario(const MoeScenarioConfig& c) {
     const auto server = static_cast<std::size_t>(c.kill_server);
     if (auto st = kill_at(run->world, run->server_addrs[server], TimePoint{} + *c.kill_at); !st) return st.error();
     report.killed = fmt::format("server {} at {:.3f} ms", server, core::to_seconds(*c.kill_at) * 1e3);
+    if (c.restart_after) {
+      const core::PeerAddr& addr = run->server_addrs[server];
+      auto fresh = make_server(c, server, addr, nullptr);
+      if (!fresh) return fresh.error();
+      const TimePoint back = TimePoint{} + *c.kill_at + *c.restart_after;
+      if (auto st = restart_at(run->world, addr, back, std::move(*fresh)); !st) return st.error();
+      report.killed += fmt::format(", back at {:.3f} ms", core::to_seconds(back) * 1e3);
+    }
   }
   // The workload runs until every client has recorded its steps.
   const Run& r = *run;

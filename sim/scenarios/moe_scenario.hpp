@@ -7,8 +7,9 @@
 ///     running T steps with k experts drawn per step from the whole grid by its own seed;
 ///     each link with its own seeded latency and an optional loss per message;
 ///   - faults (sim/faults.hpp): server `kill_server` killed at a virtual time
-///     (`kill_at`) or when client 0 begins step `kill_at_step` (run_with_cued_kills); the
-///     clients hear the server go down after `failure_detection`;
+///     (`kill_at`, and back `restart_after` it with restart_at) or when client 0 begins
+///     step `kill_at_step` (run_with_cued_kills); the clients hear the server go down
+///     after `failure_detection`;
 ///   - checker: per step of every client whether it completed, the experts asked and
 ///     answered, the mixed output's checksum and the virtual step time; failed steps
 ///     with their errors; the seed and the trace hash (same config, same hash).
@@ -61,6 +62,9 @@ struct MoeScenarioConfig {
   std::int64_t kill_server = -1;        ///< >= 0: the server to kill (< servers)
   std::optional<core::Duration> kill_at;  ///< kill it at this virtual time
   std::int64_t kill_at_step = -1;       ///< or (>= 0) when client 0 begins this step
+  /// With kill_at: the server comes back this long after the kill (restart_at), its
+  /// experts fresh from their seeds (a crash loses what they learned).
+  std::optional<core::Duration> restart_after;
   /// After a kill, the time until the clients see the server's connections break.
   core::Duration failure_detection = std::chrono::milliseconds(100);
   core::Duration max_time = std::chrono::hours(1);  ///< virtual time after which the run is hung
@@ -93,7 +97,7 @@ struct MoeScenarioReport {
   std::size_t failed = 0;          ///< steps failed, all clients
   std::size_t asked = 0;           ///< expert calls of forward, all steps
   std::size_t answered = 0;        ///< of them answered in time
-  std::size_t server_batches = 0;  ///< backend calls the servers ran
+  std::size_t server_batches = 0;  ///< backend calls the servers ran (a restarted one: since its restart)
   std::string killed;              ///< what the fault injector killed and when ("" if nothing)
   bool hung = false;               ///< max_time passed, or nothing was left to happen, with steps to run
   core::TimePoint virtual_time{};  ///< virtual time at the end of the run

@@ -217,3 +217,33 @@ TEST_CASE("expert pools that wait for more rows run smaller batches at their tim
   c.batch_timeout.reset();
   CHECK_THAT(sim::scenarios::run_moe_scenario(c).error().message, Catch::Contains("batch_timeout"));
 }
+
+TEST_CASE("a server back after a crash answers again with its experts fresh from their seeds", "[sim][moe]") {
+  auto c = small_job();
+  c.steps = 12;
+  c.kill_server = 0;
+  c.kill_at = 60ms;
+  c.restart_after = 400ms;
+  c.failure_detection = 50ms;
+  const auto report = run(c, "moe restarted server");
+  CHECK_THAT(report.killed, Catch::Contains("server 0 at 60.000 ms, back at 460.000 ms"));
+  std::size_t down = 0, back = 0;
+  for (const auto& client : report.clients) {
+    for (const auto& step : client.steps) {
+      INFO("client " << client.client << " step " << step.step);
+      bool asks_server_0 = false;
+      for (const auto& uid : step.asked) asks_server_0 = asks_server_0 || on_server_0(uid);
+      if (!asks_server_0) continue;
+      if (step.start >= 60ms && step.end < 460ms) {
+        CHECK(step.answered < c.k);  // its experts are masked out, or the step failed
+        ++down;
+      } else if (step.start >= 460ms) {
+        CHECK(step.ok);  // back: every expert answers again
+        CHECK(step.answered == c.k);
+        ++back;
+      }
+    }
+  }
+  CHECK(down > 0);
+  CHECK(back > 0);
+}

@@ -202,6 +202,8 @@ Result<MoeScenarioReport> run_moe_scenario(const MoeScenarioConfig& c) {
   auto rule = dht_link_rule(c.seed, c.min_latency, c.max_latency, c.loss);
   if (!rule) return rule.error();
   run->world.network().set_rule(std::move(rule.value()));
+  // The clients hear of a crash after failure_detection, whatever killed the server.
+  run->world.set_peer_down_detection(c.failure_detection);
   std::vector<cm::GridExpert> grid;
   if (auto st = add_servers(*run, c, grid); !st) return st.error();
   if (auto st = add_clients(*run, c, grid); !st) return st.error();

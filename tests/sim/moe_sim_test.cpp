@@ -129,10 +129,11 @@ TEST_CASE("a server killed mid-run masks its experts or fails the steps below k_
   c.failure_detection = 50ms;
   const auto report = run(c, "moe killed server");
   CHECK_FALSE(report.killed.empty());
-  std::size_t clean = 0, masked = 0, failed = 0;
+  std::size_t clean = 0, masked = 0, failed = 0, told = 0;
   for (const auto& client : report.clients) {
     for (const auto& step : client.steps) {
       INFO("client " << client.client << " step " << step.step);
+      for (const auto& f : step.failures) told += f.find("went down") != std::string::npos ? 1 : 0;
       if (step.start < *c.kill_at) continue;  // begun before the kill: either way
       std::size_t dead = 0;
       for (std::size_t e = 0; e < step.asked.size(); ++e) {
@@ -160,6 +161,7 @@ TEST_CASE("a server killed mid-run masks its experts or fails the steps below k_
   CHECK(clean > 0);
   CHECK(masked > 0);
   CHECK(failed > 0);
+  CHECK(told > 0);  // calls in flight at the failure detection ended at once
 }
 
 TEST_CASE("a server killed when a client begins a step ends the run without a hang", "[sim][moe]") {

@@ -10,6 +10,9 @@
 // replicas' collectives instead, with no PS; a mixed strategy (Parallax) runs both, each
 // variable by its own synchronizer (--sparse names sparse variables); prints per-step loss, versions and virtual
 // step times, the seed and the trace hash.
+// `apiary sim moe`: expert servers and mixture-of-experts clients, k experts per step,
+// a killed server or lossy links; prints per step the experts answered, the mixed
+// output's checksum and the virtual step time, failed steps' errors, seed and trace hash.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -27,6 +30,7 @@
 #include "messages/result.hpp"
 #include "sim/scenarios/averaging_scenario.hpp"
 #include "sim/scenarios/dht_scenario.hpp"
+#include "sim/scenarios/moe_scenario.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
 
 namespace apiary::apps {
@@ -195,6 +199,81 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   };
 }
 
+/// Adds `apiary sim moe` to `cmd`; returns its action (-1 when not chosen).
+std::function<int()> add_moe_sim_command(CLI::App& cmd) {
+  auto* moe = cmd.add_subcommand("moe", "Simulated mixture-of-experts: expert servers and clients calling k experts per step");
+  struct Args {
+    std::string latency = "1-10";
+    double timeout_after_k_min_ms = 20.0, call_timeout_ms = 500.0, kill_at_ms = -1.0, batch_timeout_ms = -1.0,
+           restart_after_ms = -1.0;
+  };
+  auto a = std::make_shared<Args>();
+  // The other flags set the scenario's fields, whose defaults are the command's.
+  auto config = std::make_shared<sim::scenarios::MoeScenarioConfig>();
+  moe->add_option("--servers", config->servers, "Expert servers")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  moe->add_option("--experts", config->experts_per_server, "Experts per server (ffn.SERVER.EXPERT)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  moe->add_option("--hidden-dim", config->hidden_dim, "Hidden dim of every ffn expert")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  moe->add_option("--clients", config->clients, "MoE clients")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  moe->add_option("--steps", config->steps, "Steps per client")->check(CLI::Range(0, 1000000))->capture_default_str();
+  moe->add_option("--rows", config->rows, "Rows per batch")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  moe->add_option("-k,--k-best", config->k, "Experts asked per step (k)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  moe->add_option("--k-min", config->k_min, "Answers a step needs")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  moe->add_option("--min-batch-size", config->min_batch_size, "Rows that make an expert's batch ready")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  moe->add_option("--batch-timeout-ms", a->batch_timeout_ms, "Run a smaller batch once its oldest task waited this long (ms)")
+      ->check(CLI::Range(0.0, 1e7));
+  moe->add_option("--timeout-after-k-min-ms", a->timeout_after_k_min_ms, "Wait for the other experts after k_min answers (ms)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  moe->add_option("--call-timeout-ms", a->call_timeout_ms, "Deadline of each forward and backward call (ms)")
+      ->check(CLI::Range(1e-3, 1e7))
+      ->capture_default_str();
+  moe->add_option("--latency-ms", a->latency, "One-way latency range MIN-MAX in ms, drawn once per link")
+      ->capture_default_str();
+  moe->add_option("--loss", config->loss, "Probability that a message is lost, in [0, 1]")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  moe->add_option("--kill-server", config->kill_server, "Kill this server (with --kill-at-ms or --kill-at-step)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+  moe->add_option("--kill-at-ms", a->kill_at_ms, "Kill it at this virtual time (ms)")->check(CLI::Range(0.0, 1e9));
+  moe->add_option("--restart-after-ms", a->restart_after_ms,
+                  "With --kill-at-ms: the server comes back this long after (ms), its experts fresh")
+      ->check(CLI::Range(0.0, 1e9));
+  moe->add_option("--kill-at-step", config->kill_at_step, "Kill it when client 0 begins this step")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
+  moe->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  return [=]() {
+    if (!moe->parsed()) return -1;
+    auto fail = [](const Error& e) { return apps::fail("sim moe", e); };
+    auto range = parse_latency(a->latency);
+    if (!range) return fail(range.error());
+    config->min_latency = from_ms(range->min_ms);
+    config->max_latency = from_ms(range->max_ms);
+    config->timeout_after_k_min = from_ms(a->timeout_after_k_min_ms);
+    config->call_timeout = from_ms(a->call_timeout_ms);
+    if (a->kill_at_ms >= 0.0) config->kill_at = from_ms(a->kill_at_ms);
+    if (a->batch_timeout_ms >= 0.0) config->batch_timeout = from_ms(a->batch_timeout_ms);
+    if (a->restart_after_ms >= 0.0) config->restart_after = from_ms(a->restart_after_ms);
+    const Clock::time_point begin = Clock::now();
+    auto report = sim::scenarios::run_moe_scenario(*config);
+    const Clock::time_point end = Clock::now();
+    if (!report) return fail(report.error());
+    std::printf("apiary sim moe: %zu servers x %zu experts (h %u), %zu clients x %lld steps, k %zu, k_min %zu, "
+                "latency %s ms per link, loss %.4f\n",
+                config->servers, config->experts_per_server, config->hidden_dim, config->clients,
+                static_cast<long long>(config->steps), config->k, config->k_min, a->latency.c_str(), config->loss);
+    std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
+    std::printf("wall time:    %.3f s\n", seconds_between(begin, end));
+    // Failed steps are the scenario's to report; a hang is a bug.
+    return report->hung ? 1 : 0;
+  };
+}
+
 }  // namespace
 
 Command add_sim_commands(CLI::App& app) {
@@ -220,9 +299,11 @@ Command add_sim_commands(CLI::App& app) {
   dht->add_flag("--replace", config->replace_killed, "Replace every killed node by a fresh joiner");
   auto averaging = add_averaging_command(*cmd);
   auto ps = add_ps_sim_command(*cmd);
+  auto moe = add_moe_sim_command(*cmd);
   return [=]() {
     if (const int rc = averaging(); rc >= 0) return rc;
     if (const int rc = ps(); rc >= 0) return rc;
+    if (const int rc = moe(); rc >= 0) return rc;
     auto range = parse_latency(*latency);
     if (!range) return fail("sim dht", range.error());
     config->min_latency = from_ms(range->min_ms);

@@ -112,3 +112,25 @@ TEST_CASE("identity files: create once, show the same PeerID, load in a node", "
   std::remove(file.c_str());
   rmdir(dir);
 }
+
+TEST_CASE("apiary sim moe replays a seed and refuses a config it cannot run", "[integration]") {
+  // The line "seed=S trace_hash=0x...".
+  auto seed_line = [](const std::string& out) {
+    const auto begin = out.rfind("seed=");
+    return begin == std::string::npos ? std::string{} : out.substr(begin, out.find('\n', begin) - begin);
+  };
+  const std::string args = "sim moe --servers 3 --experts 2 --clients 2 --steps 5 --k-best 3 --k-min 2 --seed 9";
+  auto a = run_apiary(args + " --kill-server 0 --kill-at-step 2");
+  REQUIRE(a.rc == 0);
+  CHECK_THAT(a.out, Catch::Contains("client 1 step    4:") && Catch::Contains("killed:       server 0"));
+  CHECK_THAT(a.out, Catch::Contains("wall time:"));
+  auto b = run_apiary(args + " --kill-server 0 --kill-at-step 2");
+  CHECK(seed_line(b.out).rfind("seed=9 trace_hash=0x", 0) == 0);
+  CHECK(seed_line(a.out) == seed_line(b.out));
+  auto big = run_apiary("sim moe --servers 2 --experts 2 --k-best 5");
+  CHECK(big.rc == 2);  // bad usage
+  CHECK_THAT(big.out, Catch::Contains("expected k in [1, 4]"));
+  auto when = run_apiary("sim moe --kill-server 1");
+  CHECK(when.rc == 2);
+  CHECK_THAT(when.out, Catch::Contains("--kill-at-step"));
+}

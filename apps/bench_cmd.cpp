@@ -3,6 +3,8 @@
 // `apiary bench dht`: N DHT nodes per process beside OpenDHT; `bench dht-child` is apiary's side.
 // `apiary bench allreduce`: all-reduce beside Gloo and Open MPI; `bench allreduce-rank` is apiary's rank.
 // `apiary bench ps`: PS steps beside both all-reduces; `bench ps-process` is a PS shard or a replica.
+// `apiary bench experts`: MoE expert server throughput beside hivemind's; `bench experts-server` and
+// `bench experts-client` are apiary's processes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,6 +28,9 @@
 #include "bench/allreduce_bench_apiary.hpp"
 #include "bench/ps_bench.hpp"
 #include "bench/ps_bench_process.hpp"
+#endif
+#ifdef APIARY_HAVE_EXPERTS_BENCH
+#include "bench/experts_bench.hpp"
 #endif
 
 namespace apiary::apps {
@@ -66,6 +71,52 @@ int run_child(Main main, CLI::App& sub) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   return main(static_cast<int>(argv.size()), argv.data());
+}
+
+/// `bench experts` and its hidden child commands: which was parsed, and how to run it.
+struct ExpertsBench {
+  CLI::App* bench = nullptr;
+  CLI::App* server = nullptr;
+  CLI::App* client = nullptr;
+  std::shared_ptr<std::tuple<std::vector<std::string>, std::vector<std::string>, bool, bool>> flags;
+
+  [[nodiscard]] bool parsed() const { return bench->parsed() || server->parsed() || client->parsed(); }
+  [[nodiscard]] int run() const {
+#ifdef APIARY_HAVE_EXPERTS_BENCH
+    if (server->parsed()) return run_child(bench::run_experts_bench_server, *server);
+    if (client->parsed()) return run_child(bench::run_experts_bench_client, *client);
+    bench::ExpertsBenchOptions o;
+    o.presets = std::get<0>(*flags);
+    o.systems = std::get<1>(*flags);
+    o.bound = !std::get<2>(*flags);
+    o.latency = !std::get<3>(*flags);
+    return bench::run_experts_bench(o);
+#else
+    std::fprintf(stderr, "apiary bench: this build has no experts benchmark\n");
+    return 1;
+#endif
+  }
+};
+
+ExpertsBench add_experts_bench(CLI::App& cmd) {
+  ExpertsBench e;
+  e.bench = cmd.add_subcommand("experts", "MoE expert server samples/s (benchmark_throughput.py) vs hivemind and the bound");
+  e.flags = std::make_shared<std::tuple<std::vector<std::string>, std::vector<std::string>, bool, bool>>(
+      std::vector<std::string>{"minimalistic", "ffn_small_batch", "default"}, std::vector<std::string>{"apiary", "hivemind"},
+      false, false);
+  e.bench->add_option("--presets", std::get<0>(*e.flags), "Workloads to run")->delimiter(',')
+      ->check(CLI::IsMember({"minimalistic", "ffn_small_batch", "default", "tiny"}))->capture_default_str();
+  e.bench->add_option("--systems", std::get<1>(*e.flags), "Systems to run")->delimiter(',')
+      ->check(CLI::IsMember({"apiary", "hivemind"}))->capture_default_str();
+  e.bench->add_flag("--no-bound", std::get<2>(*e.flags), "Skip the in-process bounds");
+  e.bench->add_flag("--no-latency", std::get<3>(*e.flags), "Skip the batch-1 overhead");
+  for (auto** child : {&e.server, &e.client}) {
+    *child = cmd.add_subcommand(child == &e.server ? "experts-server" : "experts-client",
+                                "apiary side of `bench experts` (started by it)");
+    (*child)->prefix_command();  // its flags are parsed by the child itself
+    (*child)->group("");         // internal: hidden from --help
+  }
+  return e;
 }
 
 }  // namespace
@@ -144,7 +195,9 @@ Command add_bench_commands(CLI::App& app) {
   auto* ps_process = cmd->add_subcommand("ps-process", "PS shard or replica of `bench ps` (started by it)");
   ps_process->prefix_command();  // its flags are parsed by the process itself
   ps_process->group("");         // internal: hidden from --help
+  auto experts = add_experts_bench(*cmd);
   return [=]() {
+    if (experts.parsed()) return experts.run();
     if (ps->parsed() || ps_process->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
       if (ps_process->parsed()) return run_child(bench::run_ps_bench_process, *ps_process);

@@ -238,7 +238,7 @@ std::vector<ExpertsPreset> experts_presets(const std::vector<std::string>& names
   const std::map<std::string, ExpertsPreset> all = {
       {"minimalistic", {"minimalistic", 1, 1024, 1, 1, 2048, 0, true, 1}},
       {"ffn_small_batch", {"ffn_small_batch", 4, 1024, 8, 8, 32, 8192, false, 0}},
-      {"default", {"default", 16, 1024, 4, 2, 256, 0, true, 0}},
+      {"default", {"default", 16, 1024, 4, 2, 128, 0, true, 0}},
       {"tiny", {"tiny", 2, 64, 2, 4, 16, 0, true, 0}},
   };
   std::vector<ExpertsPreset> out;

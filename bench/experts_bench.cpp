@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -28,7 +29,8 @@ std::optional<std::map<std::string, double>> tagged(const std::string& output, c
     std::map<std::string, double> out;
     std::istringstream words(line.substr(tag.size()));
     for (std::string w; words >> w;)
-      if (const auto eq = w.find('='); eq != std::string::npos) out[w.substr(0, eq)] = std::strtod(w.c_str() + eq + 1, nullptr);
+      if (const auto eq = w.find('='); eq != std::string::npos)
+        out[w.substr(0, eq)] = std::strtod(w.c_str() + eq + 1, nullptr);
     return out;
   }
   return std::nullopt;
@@ -88,7 +90,7 @@ Result<double> run_apiary(const std::string& exe, const ExpertsPreset& p, std::u
   for (auto& c : clients)
     if (auto ready = await_line(c, "ready", Clock::now() + std::chrono::seconds(120)); !ready) return ready.error();
   std::ofstream{go}.put('\n');
-  const double go_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+  const double go_ns = std::chrono::duration<double, std::nano>(Clock::now().time_since_epoch()).count();
   double end_ns = 0;
   for (auto& c : clients) {
     const ExitInfo exit = c.wait(Clock::now() + std::chrono::seconds(900));
@@ -143,10 +145,12 @@ struct PresetFigures {
 Result<std::pair<std::string, std::string>> find_peer(const ExpertsBenchOptions& o) {
   const std::string source = APIARY_SOURCE_DIR;
   const std::string script = o.script.empty() ? source + "/bench/python/bench_experts.py" : o.script;
-  std::vector<std::string> pythons = {o.python, std::getenv("APIARY_HIVEMIND_PYTHON") ? std::getenv("APIARY_HIVEMIND_PYTHON") : "",
-                                      self_dir() + "/../hivemind-venv/bin/python", source + "/build/hivemind-venv/bin/python"};
+  const char* from_env = std::getenv("APIARY_HIVEMIND_PYTHON");
+  const std::vector<std::string> pythons = {o.python, from_env ? from_env : "", self_dir() + "/../hivemind-venv/bin/python",
+                                            source + "/build/hivemind-venv/bin/python"};
   for (const auto& py : pythons)
-    if (!py.empty() && ::access(py.c_str(), X_OK) == 0 && ::access(script.c_str(), R_OK) == 0) return std::make_pair(py, script);
+    if (!py.empty() && ::access(py.c_str(), X_OK) == 0 && ::access(script.c_str(), R_OK) == 0)
+      return std::make_pair(py, script);
   return make_error(errc::not_found, "no hivemind interpreter (looked at $APIARY_HIVEMIND_PYTHON, <build>/hivemind-venv, "
                     "{}/build/hivemind-venv) or no {}; install it with bench/python/setup_hivemind.sh <build>/hivemind-venv",
                     source, script);
@@ -165,20 +169,25 @@ PresetFigures run_preset(const ExpertsBenchOptions& o, const ExpertsPreset& p, c
   fmt::print("\n== {}: {} ==\n", p.name, describe(p));
   std::fflush(stdout);
   if (wants("apiary")) f.apiary = run_apiary(exe, p, o.seed);
-  if (wants("hivemind")) f.hivemind = peer ? run_hivemind(peer->first, peer->second, p, "throughput", o.seed) : peer.error();
+  auto hivemind = [&](const char* mode) -> Result<double> {
+    return peer ? run_hivemind(peer->first, peer->second, p, mode, o.seed) : Result<double>(peer.error());
+  };
+  if (wants("hivemind")) f.hivemind = hivemind("throughput");
   if (o.bound && wants("apiary")) {
     const double bound = experts_bound_samples_per_s(p, o.seed);
     f.apiary_bound = bound > 0 ? Result<double>(bound) : make_error(errc::unavailable, "the bound failed");
   }
-  if (o.bound && wants("hivemind")) f.hivemind_bound = peer ? run_hivemind(peer->first, peer->second, p, "bound", o.seed) : peer.error();
+  if (o.bound && wants("hivemind")) f.hivemind_bound = hivemind("bound");
   print_table("samples/s (" + p.name + ")",
               {{"system", "over RPC", "bound (in process)", "of bound"},
                {"apiary", cell(f.apiary), cell(f.apiary_bound), share(f.apiary, f.apiary_bound)},
                {"hivemind", cell(f.hivemind), cell(f.hivemind_bound), share(f.hivemind, f.hivemind_bound)},
                {"ratio a/h", f.apiary && f.hivemind ? fmt::format("{:.2f}x", *f.apiary / *f.hivemind) : "-",
                 f.apiary_bound && f.hivemind_bound ? fmt::format("{:.2f}x", *f.apiary_bound / *f.hivemind_bound) : "-", ""}});
+  std::set<std::string> why;  // each reason once (a missing peer fails both its columns)
   for (const auto* r : {&f.apiary, &f.hivemind, &f.apiary_bound, &f.hivemind_bound})
-    if (!*r && r->error().message != "not run") fmt::print("n/a: {}\n", r->error().message);
+    if (!*r && r->error().message != "not run" && why.insert(r->error().message).second)
+      fmt::print("n/a: {}\n", r->error().message);
   std::fflush(stdout);
   return f;
 }
@@ -196,7 +205,8 @@ Result<std::map<std::string, double>> run_latency(const ExpertsBenchOptions& o, 
   if (!client) return client.error();
   const ExitInfo exit = client->wait(Clock::now() + std::chrono::seconds(300));
   auto figures = tagged(exit.output, "experts_latency");
-  if (!exit.success() || !figures) return make_error(errc::unavailable, "the latency client {}: {}", exit.describe(), exit.tail(3));
+  if (!exit.success() || !figures)
+    return make_error(errc::unavailable, "the latency client {}: {}", exit.describe(), exit.tail(3));
   return *figures;
 }
 
@@ -210,7 +220,8 @@ void print_goal(const std::string& what, const std::vector<std::pair<std::string
     met = met && (at_most ? v <= limit : v >= limit);
     details += fmt::format("{}{} {:.2f}", details.empty() ? "" : ", ", name, v);
   }
-  fmt::print("goal: {}: {} ({})\n", what, got.empty() ? "n/a" : met ? "met" : "NOT met", details.empty() ? "no figure" : details);
+  fmt::print("goal: {}: {} ({})\n", what, got.empty() ? "n/a" : met ? "met" : "NOT met",
+             details.empty() ? "no figure" : details);
 }
 
 void print_goals(const std::vector<std::pair<ExpertsPreset, PresetFigures>>& all,
@@ -226,7 +237,8 @@ void print_goals(const std::vector<std::pair<ExpertsPreset, PresetFigures>>& all
   print_goal("apiary >= 80% of its bound at batch 2048", big, 0.8);
   print_goal("apiary >= 50% of its bound at batch 32", small, 0.5);
   std::vector<std::pair<std::string, double>> overhead;
-  if (latency) overhead.emplace_back("forward / round trip", latency->at("forward_median_us") / latency->at("echo_median_us"));
+  if (latency)
+    overhead.emplace_back("forward / round trip", latency->at("forward_median_us") / latency->at("echo_median_us"));
   print_goal("RemoteExpert forward at batch 1 <= 2x the plain round trip (medians)", overhead, 2.0, true);
 }
 

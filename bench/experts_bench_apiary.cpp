@@ -114,8 +114,8 @@ int run_latency(Runtime& runtime, const core::PeerAddr& server, std::uint32_t h,
     const auto t0 = Clock::now();
     auto out = expert.forward({x});
     const auto t1 = Clock::now();
-    auto echo = actors::unary_call(*runtime.gateway(), server.key(), k_echo_handle, Buffer::copy_of(bytes.data(), bytes.size()),
-                                   std::chrono::seconds(10));
+    auto echo = actors::unary_call(*runtime.gateway(), server.key(), k_echo_handle,
+                                   Buffer::copy_of(bytes.data(), bytes.size()), std::chrono::seconds(10));
     auto answer = echo.answer.get();
     const auto t2 = Clock::now();
     if (!out || !answer) {
@@ -189,7 +189,8 @@ double experts_bound_samples_per_s(const ExpertsPreset& p, std::uint64_t seed) {
     experts.push_back(std::make_unique<core::moe::FfnExpert>(config));
   }
   std::vector<messages::Tensor> inputs;
-  for (std::size_t c = 0; c < p.clients; ++c) inputs.push_back(as_tensor(batch_of(seed, c, p.batch_size, p.hidden, false)));
+  for (std::size_t c = 0; c < p.clients; ++c)
+    inputs.push_back(as_tensor(batch_of(seed, c, p.batch_size, p.hidden, false)));
   const messages::Tensor ones = as_tensor(batch_of(seed, 0, p.batch_size, p.hidden, true));
   const auto start = Clock::now();
   for (std::size_t c = 0; c < p.clients; ++c) {

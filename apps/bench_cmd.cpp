@@ -73,12 +73,21 @@ int run_child(Main main, CLI::App& sub) {
   return main(static_cast<int>(argv.size()), argv.data());
 }
 
+/// `bench experts` flags (defaults: bench::ExpertsBenchOptions's).
+struct ExpertsFlags {
+  std::vector<std::string> presets{"minimalistic", "ffn_small_batch", "default"};
+  std::vector<std::string> systems{"apiary", "hivemind"};
+  bool no_bound = false;
+  bool no_latency = false;
+  std::string python;
+};
+
 /// `bench experts` and its hidden child commands: which was parsed, and how to run it.
 struct ExpertsBench {
   CLI::App* bench = nullptr;
   CLI::App* server = nullptr;
   CLI::App* client = nullptr;
-  std::shared_ptr<std::tuple<std::vector<std::string>, std::vector<std::string>, bool, bool>> flags;
+  std::shared_ptr<ExpertsFlags> flags = std::make_shared<ExpertsFlags>();
 
   [[nodiscard]] bool parsed() const { return bench->parsed() || server->parsed() || client->parsed(); }
   [[nodiscard]] int run() const {
@@ -86,10 +95,11 @@ struct ExpertsBench {
     if (server->parsed()) return run_child(bench::run_experts_bench_server, *server);
     if (client->parsed()) return run_child(bench::run_experts_bench_client, *client);
     bench::ExpertsBenchOptions o;
-    o.presets = std::get<0>(*flags);
-    o.systems = std::get<1>(*flags);
-    o.bound = !std::get<2>(*flags);
-    o.latency = !std::get<3>(*flags);
+    o.presets = flags->presets;
+    o.systems = flags->systems;
+    o.bound = !flags->no_bound;
+    o.latency = !flags->no_latency;
+    o.python = flags->python;
     return bench::run_experts_bench(o);
 #else
     std::fprintf(stderr, "apiary bench: this build has no experts benchmark\n");
@@ -100,16 +110,16 @@ struct ExpertsBench {
 
 ExpertsBench add_experts_bench(CLI::App& cmd) {
   ExpertsBench e;
+  ExpertsFlags& f = *e.flags;
   e.bench = cmd.add_subcommand("experts", "MoE expert server samples/s (benchmark_throughput.py) vs hivemind and the bound");
-  e.flags = std::make_shared<std::tuple<std::vector<std::string>, std::vector<std::string>, bool, bool>>(
-      std::vector<std::string>{"minimalistic", "ffn_small_batch", "default"}, std::vector<std::string>{"apiary", "hivemind"},
-      false, false);
-  e.bench->add_option("--presets", std::get<0>(*e.flags), "Workloads to run")->delimiter(',')
+  e.bench->add_option("--presets", f.presets, "Workloads to run")->delimiter(',')
       ->check(CLI::IsMember({"minimalistic", "ffn_small_batch", "default", "tiny"}))->capture_default_str();
-  e.bench->add_option("--systems", std::get<1>(*e.flags), "Systems to run")->delimiter(',')
+  e.bench->add_option("--systems", f.systems, "Systems to run")->delimiter(',')
       ->check(CLI::IsMember({"apiary", "hivemind"}))->capture_default_str();
-  e.bench->add_flag("--no-bound", std::get<2>(*e.flags), "Skip the in-process bounds");
-  e.bench->add_flag("--no-latency", std::get<3>(*e.flags), "Skip the batch-1 overhead");
+  e.bench->add_flag("--no-bound", f.no_bound, "Skip the in-process bounds");
+  e.bench->add_flag("--no-latency", f.no_latency, "Skip the batch-1 overhead");
+  e.bench->add_option("--hivemind-python", f.python,
+                      "hivemind's interpreter (default: $APIARY_HIVEMIND_PYTHON, else <build>/hivemind-venv/bin/python)");
   for (auto** child : {&e.server, &e.client}) {
     *child = cmd.add_subcommand(child == &e.server ? "experts-server" : "experts-client",
                                 "apiary side of `bench experts` (started by it)");

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/child_process.hpp"
 
@@ -145,15 +146,17 @@ struct PresetFigures {
 Result<std::pair<std::string, std::string>> find_peer(const ExpertsBenchOptions& o) {
   const std::string source = APIARY_SOURCE_DIR;
   const std::string script = o.script.empty() ? source + "/bench/python/bench_experts.py" : o.script;
+  // An interpreter named by the caller is the only one tried; else the build's venv.
   const char* from_env = std::getenv("APIARY_HIVEMIND_PYTHON");
-  const std::vector<std::string> pythons = {o.python, from_env ? from_env : "", self_dir() + "/../hivemind-venv/bin/python",
-                                            source + "/build/hivemind-venv/bin/python"};
+  std::vector<std::string> pythons = {self_dir() + "/../hivemind-venv/bin/python", source + "/build/hivemind-venv/bin/python"};
+  if (!o.python.empty() || from_env != nullptr) pythons = {o.python.empty() ? std::string(from_env) : o.python};
+  if (::access(script.c_str(), R_OK) != 0)
+    return make_error(errc::not_found, "expected the hivemind side at {}; pass its path as ExpertsBenchOptions::script", script);
   for (const auto& py : pythons)
-    if (!py.empty() && ::access(py.c_str(), X_OK) == 0 && ::access(script.c_str(), R_OK) == 0)
-      return std::make_pair(py, script);
-  return make_error(errc::not_found, "no hivemind interpreter (looked at $APIARY_HIVEMIND_PYTHON, <build>/hivemind-venv, "
-                    "{}/build/hivemind-venv) or no {}; install it with bench/python/setup_hivemind.sh <build>/hivemind-venv",
-                    source, script);
+    if (::access(py.c_str(), X_OK) == 0) return std::make_pair(py, script);
+  return make_error(errc::not_found, "no hivemind interpreter at {}; install one with "
+                    "`bench/python/setup_hivemind.sh build/hivemind-venv` (hivemind 1.1.12 from PyPI) or name it with "
+                    "--hivemind-python or $APIARY_HIVEMIND_PYTHON", fmt::join(pythons, " or "));
 }
 
 std::string describe(const ExpertsPreset& p) {

@@ -46,8 +46,8 @@ struct ExpertsBenchOptions {
   std::size_t latency_calls = 2000;///< calls per latency figure (after 200 to warm up)
   std::uint64_t seed = 1;          ///< draws the batches and the experts each batch goes to
   std::string self_exe;            ///< `apiary` (runs the server and the clients); empty: this one
-  std::string python;              ///< hivemind's interpreter; empty: build/hivemind-venv/bin/python found upwards
-  std::string script;              ///< bench/python/bench_experts.py; empty: found upwards of the executable
+  std::string python;              ///< hivemind's interpreter; empty: $APIARY_HIVEMIND_PYTHON, else <build>/hivemind-venv
+  std::string script;              ///< bench/python/bench_experts.py; empty: the source tree's
 };
 
 /// Runs every preset on every system, prints the tables, the goals and notes. Returns 0

@@ -4,6 +4,8 @@
 // asserted: the benchmark only prints.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include "bench/experts_bench.hpp"
 #include "tests/support/apiary_command.hpp"
 
@@ -33,10 +35,14 @@ TEST_CASE("batches go to the experts bench_experts.py picks", "[bench]") {
   CHECK(bench::expert_of_batch(7, 3, 2, 1000) == 336);
 }
 
-TEST_CASE("apiary bench experts runs the tiny preset on apiary", "[integration][bench]") {
-  auto r = testing::run_apiary("bench experts --presets tiny --systems apiary", 120s);
+TEST_CASE("apiary bench experts runs the tiny preset on apiary, and says how to get a missing peer",
+          "[integration][bench]") {
+  ::setenv("APIARY_HIVEMIND_PYTHON", "/nonexistent/python", 1);  // the peer is missing: apiary's figures only
+  auto r = testing::run_apiary("bench experts --presets tiny", 120s);
   INFO(r.out);
   CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("hivemind peer: missing: no hivemind interpreter at /nonexistent/python"));
+  CHECK_THAT(r.out, Catch::Contains("setup_hivemind.sh"));
   CHECK_THAT(r.out, Catch::Contains("apiary server: 16 batches, 256 rows, 0 failed"));
   CHECK_THAT(r.out, Catch::Contains("== samples/s (tiny) =="));
   CHECK_THAT(r.out, Catch::Contains("goal: RemoteExpert forward at batch 1"));

@@ -10,6 +10,7 @@
 
 #include "actors/role_host.hpp"
 #include "api/dht.hpp"
+#include "api/expert_files.hpp"
 #include "api/runtime.hpp"
 #include "api/startup.hpp"
 #include "core/addressing.hpp"
@@ -22,6 +23,9 @@ namespace apiary {
 namespace {
 
 namespace moe = core::moe;
+
+/// How long a checkpoint waits for the role's states (a batch may be running).
+constexpr auto k_state_wait = std::chrono::seconds(60);
 
 /// How long a get of candidate uids may take before they count as free.
 constexpr auto k_taken_check = std::chrono::seconds(10);
@@ -42,10 +46,14 @@ std::set<std::string> taken_uids(Dht& dht, const std::vector<std::string>& candi
   return taken;
 }
 
-Status check_options(const ExpertServerOptions& o) {
-  if (o.hidden_dim == 0) return make_error(errc::invalid_argument, "--hidden-dim must be at least 1, got 0");
+/// The options every server uses (its pools and declarations).
+Status check_serving(const ExpertServerOptions& o) {
   if (!(o.update_period > 0)) {
     return make_error(errc::invalid_argument, "--update-period must be positive seconds, got {}", o.update_period);
+  }
+  if (o.checkpoint_period && !(*o.checkpoint_period > 0)) {
+    return make_error(errc::invalid_argument, "--checkpoint-period must be positive seconds, got {}",
+                      *o.checkpoint_period);
   }
   if (o.expiration && !(*o.expiration > 0)) {
     return make_error(errc::invalid_argument, "--expiration must be positive seconds, got {}", *o.expiration);
@@ -127,6 +135,42 @@ struct ExpertServer::Impl {
   bool stopping = false;
   ExpertServerCounters counters;
   std::thread declarer;
+  std::string checkpoint_dir;
+  double checkpoint_period = 30;
+  std::thread checkpointer;
+  std::mutex save_mutex;  ///< one checkpoint at a time
+
+  /// Saves every expert's state (asked of the role) under checkpoint_dir.
+  Status save() {
+    if (checkpoint_dir.empty() || !host) return ok_status();
+    std::lock_guard<std::mutex> one_at_a_time(save_mutex);
+    auto states = actors::call_role(host, "", moe::k_state_method, core::Value{});
+    if (states.wait_for(k_state_wait) != std::future_status::ready) {
+      return make_error(errc::deadline_exceeded, "the expert server did not give its experts' states within {} s",
+                        k_state_wait.count());
+    }
+    auto got = states.get();
+    if (!got) return got.error();
+    const auto* map = got->as<moe::ExpertStates>();
+    if (map == nullptr) return make_error(errc::internal, "the expert server gave no states");
+    Status saved = save_checkpoints(checkpoint_dir, *map);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (saved) ++counters.checkpoints;
+    counters.checkpoint_error = saved ? std::string() : saved.error().message;
+    return saved;
+  }
+
+  /// Saves a checkpoint every checkpoint_period until stopped.
+  void checkpoint_loop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      const auto next = std::chrono::steady_clock::now() + std::chrono::duration<double>(checkpoint_period);
+      if (wake.wait_until(lock, next, [this] { return stopping; })) break;
+      lock.unlock();
+      (void)save();  // its error is kept in the counters
+      lock.lock();
+    }
+  }
 
   /// Declares the experts now and every update_period until stopped. Waits in short
   /// slices, so that stopping never waits for a store to a dead peer.
@@ -159,24 +203,52 @@ ExpertServer::ExpertServer() : impl_(std::make_unique<Impl>()) {}
 
 Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, const ExpertServerOptions& options,
                                                           Dht* dht) {
-  const api::CafThreadRelease released;
-  if (Status ok = check_options(options); !ok) return ok.error();
-  auto uids = expert_uids_of(options, dht);
+  if (options.hidden_dim == 0) return make_error(errc::invalid_argument, "--hidden-dim must be at least 1, got 0");
+  if (Status ok = check_serving(options); !ok) return ok.error();
+  Result<std::vector<std::string>> uids = make_error(errc::internal, "no uids");
+  {
+    const api::CafThreadRelease released;
+    uids = expert_uids_of(options, dht);
+  }
   if (!uids) return uids.error();
+  std::vector<ExpertSlot> experts;
+  for (std::size_t i = 0; i < uids->size(); ++i) {
+    moe::FfnConfig config;
+    config.hidden_dim = options.hidden_dim;
+    config.learning_rate = options.learning_rate;
+    config.seed = options.seed + i;
+    auto expert = make_builtin_expert(options.expert_cls, config, options.nop_delay);
+    if (!expert) return make_error(errc::invalid_argument, "--expert-cls: {}", expert.error().message);
+    experts.push_back(ExpertSlot{(*uids)[i], std::move(*expert)});
+  }
+  return start(runtime, std::move(experts), options, dht);
+}
+
+Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, std::vector<ExpertSlot> experts,
+                                                          const ExpertServerOptions& options, Dht* dht) {
+  const api::CafThreadRelease released;
+  if (Status ok = check_serving(options); !ok) return ok.error();
+  if (experts.empty()) return make_error(errc::invalid_argument, "an expert server needs at least one expert");
 
   // Addressed by PeerID: other servers may share this gateway.
   auto role = std::make_unique<moe::ExpertServerRole>(
       core::Addressing(runtime.peer_id(), runtime.shares_gateway()));
   moe::PoolConfig pool{options.max_batch_size, options.min_batch_size, std::nullopt};
   if (options.timeout) pool.timeout = std::chrono::duration_cast<core::Duration>(*options.timeout);
-  for (std::size_t i = 0; i < uids->size(); ++i) {
-    moe::FfnConfig config;
-    config.hidden_dim = options.hidden_dim;
-    config.learning_rate = options.learning_rate;
-    config.seed = options.seed + i;
-    auto expert = moe::make_expert(options.expert_cls, config);
-    if (!expert) return make_error(errc::invalid_argument, "--expert-cls: {}", expert.error().message);
-    if (Status added = role->add_expert((*uids)[i], std::move(*expert), pool); !added) {
+  std::vector<std::string> uids;
+  for (auto& slot : experts) {
+    if (!moe::is_valid_uid(slot.uid)) {
+      return make_error(errc::invalid_argument,
+                        "expert uid '{}' is not a uid: a prefix without dots, then numeric coordinates ('ffn.3.14')",
+                        slot.uid);
+    }
+    uids.push_back(slot.uid);
+    if (!options.checkpoint_dir.empty() && slot.backend) {
+      if (Status loaded = load_checkpoint(options.checkpoint_dir, slot.uid, *slot.backend); !loaded) {
+        return loaded.error();
+      }
+    }
+    if (Status added = role->add_expert(slot.uid, std::move(slot.backend), pool); !added) {
       return make_error(errc::invalid_argument, "{}", added.error().message);
     }
   }
@@ -185,10 +257,12 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, cons
   Impl& impl = *server->impl_;
   impl.runtime = &runtime;
   impl.dht = dht;
-  impl.uids = std::move(*uids);
+  impl.uids = std::move(uids);
   impl.handles = role->handles();
   impl.update_period = options.update_period;
   impl.expiration = options.expiration.value_or(std::max(2 * options.update_period, 3.0));
+  impl.checkpoint_dir = options.checkpoint_dir;
+  impl.checkpoint_period = options.checkpoint_period.value_or(options.update_period);
   auto watched = actors::watched<moe::ExpertServerRole>(
       std::move(role), [board = impl.board](const moe::ExpertServerRole& r) {
         std::lock_guard<std::mutex> lock(board->mutex);
@@ -196,6 +270,7 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, cons
       });
   impl.host = actors::spawn_role(runtime.system(), runtime.gateway(), std::move(watched), options.host);
   if (dht != nullptr) impl.declarer = std::thread([self = &impl] { self->declare_loop(); });
+  if (!impl.checkpoint_dir.empty()) impl.checkpointer = std::thread([self = &impl] { self->checkpoint_loop(); });
   return server;
 }
 
@@ -216,6 +291,8 @@ ExpertServerCounters ExpertServer::counters() const {
   return out;
 }
 
+Status ExpertServer::checkpoint() { return impl_->save(); }
+
 void ExpertServer::stop() {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -223,7 +300,9 @@ void ExpertServer::stop() {
   }
   impl_->wake.notify_all();
   if (impl_->declarer.joinable()) impl_->declarer.join();
+  if (impl_->checkpointer.joinable()) impl_->checkpointer.join();
   if (impl_->host) {
+    (void)impl_->save();  // the last checkpoint; its error is kept in the counters
     actors::stop_role(*impl_->runtime->gateway(), impl_->host, impl_->handles);
     impl_->host = actors::RoleHost{};
   }

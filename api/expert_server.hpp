@@ -24,7 +24,8 @@ class Dht;
 
 /// How to start an expert server (hivemind-server's flags).
 struct ExpertServerOptions {
-  /// The built-in expert class of every expert: "ffn" or "nop" (core::moe::make_expert).
+  /// The built-in expert class of every expert: "ffn", "nop", "det_dropout" or
+  /// "nop_delay" (make_builtin_expert, api/expert_files.hpp).
   std::string expert_cls = "ffn";
   /// h: every expert takes and gives [batch, h] float32.
   std::uint32_t hidden_dim = 1024;
@@ -52,6 +53,14 @@ struct ExpertServerOptions {
   double update_period = 30;
   /// Seconds a declaration lives; none: max(2 * update_period, 3), as hivemind.
   std::optional<double> expiration;
+  /// A folder of checkpoints ("" for none): each expert that has a state (ffn,
+  /// det_dropout) loads `<dir>/<uid>/checkpoint_last.bin` at start when it is there, and
+  /// saves it there every checkpoint_period seconds and when the server stops.
+  std::string checkpoint_dir;
+  /// Seconds between checkpoints; none: update_period.
+  std::optional<double> checkpoint_period;
+  /// How long each batch of a nop_delay expert takes.
+  std::chrono::milliseconds nop_delay{500};
 };
 
 /// What a server has done, for stats lines and tests.
@@ -59,6 +68,14 @@ struct ExpertServerCounters {
   core::moe::ExpertServerStats server;  ///< batches, rows, failures, refusals
   std::size_t declarations = 0;         ///< DHT declarations that at least one replica took
   std::size_t failed_declarations = 0;  ///< declarations that failed or no replica took
+  std::size_t checkpoints = 0;          ///< checkpoints of every expert written
+  std::string checkpoint_error;         ///< why the last checkpoint failed ("" when it did not)
+};
+
+/// One expert of a server: its uid and its compute.
+struct ExpertSlot {
+  std::string uid;
+  std::unique_ptr<core::moe::ExpertBackend> backend;
 };
 
 class ExpertServer {
@@ -73,6 +90,13 @@ class ExpertServer {
   /// refuse, update_period or expiration not positive.
   static Result<std::unique_ptr<ExpertServer>> start(Runtime& runtime, const ExpertServerOptions& options,
                                                      Dht* dht = nullptr);
+  /// Serves `experts` (backends of any kind: torch modules from Python, say) as start
+  /// does, batching and declaring them as `options` say; its expert class, hidden_dim,
+  /// uids, pattern, num_experts, learning_rate and seed are not used. Errors
+  /// (errc::invalid_argument): no experts, an invalid or repeated uid, no backend, and
+  /// those of the options used.
+  static Result<std::unique_ptr<ExpertServer>> start(Runtime& runtime, std::vector<ExpertSlot> experts,
+                                                     const ExpertServerOptions& options, Dht* dht = nullptr);
   ~ExpertServer();
   ExpertServer(const ExpertServer&) = delete;
   ExpertServer& operator=(const ExpertServer&) = delete;
@@ -83,8 +107,11 @@ class ExpertServer {
   [[nodiscard]] std::string address() const;
   /// Counters so far (the role's, published after every input it takes).
   [[nodiscard]] ExpertServerCounters counters() const;
-  /// Stops declaring (the records then expire on their own) and serving: calls after
-  /// this fail at the caller. Idempotent.
+  /// Writes a checkpoint of every expert now (with checkpoint_dir; otherwise nothing).
+  /// Errors: errc::io naming the file, or the role's when it has stopped.
+  [[nodiscard]] Status checkpoint();
+  /// Stops declaring (the records then expire on their own) and serving, after a last
+  /// checkpoint: calls after this fail at the caller. Idempotent.
   void stop();
 
  private:

@@ -19,7 +19,9 @@ namespace {
 /// Each flag: its values' name and what it sets.
 const std::map<std::string, std::string>& flags() {
   static const std::map<std::string, std::string> table = {
-      {"--expert-cls", "CLS: the experts' class, ffn or nop (default ffn)"},
+      {"--expert-cls", "CLS: the experts' class, ffn, nop, nop_delay or det_dropout (default ffn)"},
+      {"--checkpoint-dir", "DIR: load the experts from DIR/<uid>/ at start, save them there (default: none)"},
+      {"--checkpoint-period", "S: seconds between checkpoints (default: update-period)"},
       {"--num-experts", "N: how many uids to draw from --expert-pattern"},
       {"--expert-pattern", "PATTERN: uids to draw from, e.g. 'expert.[0:4].[0:4]' (default expert.0, expert.1, ...)"},
       {"--expert-uids", "UID...: the experts' uids, instead of a pattern"},
@@ -72,6 +74,8 @@ Status apply(ExpertServerCommand& c, const std::string& flag, const std::vector<
   if (flag == "--expert-cls") s.expert_cls = v;
   else if (flag == "--expert-pattern") s.expert_pattern = v;
   else if (flag == "--listen") c.runtime.listen = v;
+  else if (flag == "--checkpoint-dir") s.checkpoint_dir = v;
+  else if (flag == "--checkpoint-period") return set(s.checkpoint_period.emplace());
   else if (flag == "--identity") c.runtime.identity_file = v;
   else if (flag == "--num-experts") return set(s.num_experts);
   else if (flag == "--hidden-dim") return set(s.hidden_dim);

@@ -92,8 +92,39 @@ Result<std::vector<ExpertTensor>> RemoteExpert::backward(const std::vector<Exper
   return run(moe::k_backward_handle, "backward", std::move(tensors));
 }
 
+Result<std::vector<messages::Tensor>> RemoteExpert::forward_tensors(std::vector<messages::Tensor> inputs) {
+  return run_tensors(moe::k_forward_handle, "forward", std::move(inputs));
+}
+
+Result<std::vector<messages::Tensor>> RemoteExpert::backward_tensors(std::vector<messages::Tensor> tensors) {
+  return run_tensors(moe::k_backward_handle, "backward", std::move(tensors));
+}
+
 Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const char* what,
                                                     std::vector<ExpertTensor> tensors) {
+  std::vector<messages::Tensor> typed;
+  typed.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    auto tensor = tensor_of(tensors[i], i);
+    if (!tensor) return make_error(tensor.error().code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), what,
+                                   tensor.error().message);
+    typed.push_back(std::move(*tensor));
+  }
+  auto answer = run_tensors(handle, what, std::move(typed));
+  if (!answer) return answer.error();
+  std::vector<ExpertTensor> out;
+  out.reserve(answer->size());
+  for (std::size_t i = 0; i < answer->size(); ++i) {
+    auto converted = expert_tensor_of((*answer)[i], i);
+    if (!converted) return make_error(converted.error().code, "expert '{}' at {}: {}: {}", uid_,
+                                      server_.multiaddr(), what, converted.error().message);
+    out.push_back(std::move(*converted));
+  }
+  return out;
+}
+
+Result<std::vector<messages::Tensor>> RemoteExpert::run_tensors(const char* handle, const char* what,
+                                                                std::vector<messages::Tensor> tensors) {
   auto schema = info();
   if (!schema) return schema.error();
   auto fail = [&](const Error& e) {
@@ -104,26 +135,22 @@ Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const ch
   pb::ExpertRequest request;
   request.set_uid(uid_);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    auto tensor = tensor_of(tensors[i], i);
-    if (!tensor) return fail(tensor.error());
     const auto compression = i < wire_schema.size() ? wire_schema[i].compression : pb::NONE;
-    auto wire = messages::encode(*tensor, compression);
+    auto wire = messages::encode(tensors[i], compression);
     if (!wire) return fail(wire.error());
     *request.add_tensors() = std::move(*wire);
   }
+  tensors.clear();
   auto answer = call(handle, actors::to_buffer(request));
   if (!answer) return fail(answer.error());
   auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, fmt::format("rpc_{}'s answer", what));
   if (!parsed) return fail(parsed.error());
-  const pb::ExpertResponse& response = *parsed;
-  std::vector<ExpertTensor> out;
-  out.reserve(static_cast<std::size_t>(response.tensors_size()));
-  for (int i = 0; i < response.tensors_size(); ++i) {
-    auto tensor = messages::decode(response.tensors(i));
+  std::vector<messages::Tensor> out;
+  out.reserve(static_cast<std::size_t>(parsed->tensors_size()));
+  for (int i = 0; i < parsed->tensors_size(); ++i) {
+    auto tensor = messages::decode(parsed->tensors(i));
     if (!tensor) return fail(tensor.error());
-    auto converted = expert_tensor_of(*tensor, static_cast<std::size_t>(i));
-    if (!converted) return fail(converted.error());
-    out.push_back(std::move(*converted));
+    out.push_back(std::move(*tensor));
   }
   return out;
 }

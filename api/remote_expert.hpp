@@ -21,6 +21,7 @@
 #include "core/moe/expert_schema.hpp"
 #include "messages/buffer.hpp"
 #include "messages/result.hpp"
+#include "messages/tensor/tensor.hpp"
 
 namespace apiary {
 
@@ -58,11 +59,21 @@ class RemoteExpert {
   [[nodiscard]] Result<std::vector<ExpertTensor>> backward(const std::vector<ExpertTensor>& inputs,
                                                            const std::vector<ExpertTensor>& grad_outputs);
 
+  /// forward and backward over tensors of any dtype the schema names (backward: the
+  /// inputs, then one gradient per output), as the Python module calls them. Errors as
+  /// forward's, without the float32 ones.
+  [[nodiscard]] Result<std::vector<messages::Tensor>> forward_tensors(std::vector<messages::Tensor> inputs);
+  [[nodiscard]] Result<std::vector<messages::Tensor>> backward_tensors(std::vector<messages::Tensor> tensors);
+
  private:
   /// Calls `handle` with `request`, waiting at most the timeout (and a little more).
   Result<Buffer> call(const char* handle, Buffer request);
   /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions.
   Result<std::vector<ExpertTensor>> run(const char* handle, const char* what, std::vector<ExpertTensor> tensors);
+  /// Encodes `tensors` as an ExpertRequest for the expert, with `schema`'s compressions,
+  /// calls `handle` and decodes the answer's tensors.
+  Result<std::vector<messages::Tensor>> run_tensors(const char* handle, const char* what,
+                                                    std::vector<messages::Tensor> tensors);
 
   Runtime* runtime_;
   std::string uid_;

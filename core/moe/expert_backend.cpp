@@ -3,6 +3,8 @@
 #include <cmath>
 #include <utility>
 
+#include "core/moe/dropout_expert.hpp"
+#include "core/moe/expert_state.hpp"
 #include "core/rng.hpp"
 
 namespace apiary::core::moe {
@@ -174,6 +176,14 @@ Result<std::vector<Tensor>> FfnExpert::backward(const std::vector<Tensor>& input
   return std::vector<Tensor>{std::move(*gx)};
 }
 
+Result<std::string> FfnExpert::state() const {
+  return pack_state("ffn", h_, {&params_.w1, &params_.b1, &params_.w2, &params_.b2});
+}
+
+Status FfnExpert::load_state(std::string_view state) {
+  return unpack_state(state, "ffn", h_, {&params_.w1, &params_.b1, &params_.w2, &params_.b2});
+}
+
 NopExpert::NopExpert(std::uint32_t hidden_dim, pb::CompressionType compression)
     : schema_(square_schema(hidden_dim, compression, compression, false)) {}
 
@@ -195,7 +205,11 @@ Result<std::unique_ptr<ExpertBackend>> make_expert(const std::string& expert_cls
   if (expert_cls == "nop") {
     return std::unique_ptr<ExpertBackend>(std::make_unique<NopExpert>(config.hidden_dim, config.input_compression));
   }
-  return make_error(errc::not_found, "no built-in expert class '{}'; the C++ backend has 'ffn' and 'nop'", expert_cls);
+  if (expert_cls == "det_dropout") {
+    return std::unique_ptr<ExpertBackend>(std::make_unique<DetDropoutExpert>(config));
+  }
+  return make_error(errc::not_found, "no built-in expert class '{}'; the C++ backend has 'ffn', 'nop' and 'det_dropout'",
+                    expert_cls);
 }
 
 }  // namespace apiary::core::moe

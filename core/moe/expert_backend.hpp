@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/moe/batch_rows.hpp"
@@ -29,6 +30,16 @@ class ExpertBackend {
   /// server keeps no activations between calls), as hivemind's ModuleBackend does.
   [[nodiscard]] virtual Result<std::vector<Tensor>> backward(const std::vector<Tensor>& inputs,
                                                              const std::vector<Tensor>& grad_outputs) = 0;
+  /// The expert's state (its parameters) for a checkpoint; errc::unsupported for an
+  /// expert that has none to save.
+  [[nodiscard]] virtual Result<std::string> state() const {
+    return make_error(errc::unsupported, "this expert has no state to save");
+  }
+  /// Restores a state() (all or nothing). Errors: errc::malformed for a state that is not
+  /// this expert's; errc::unsupported as state().
+  [[nodiscard]] virtual Status load_state(std::string_view /*state*/) {
+    return make_error(errc::unsupported, "this expert has no state to load");
+  }
 };
 
 /// How an FfnExpert is made.
@@ -63,6 +74,9 @@ class FfnExpert final : public ExpertBackend {
   [[nodiscard]] Result<std::vector<Tensor>> backward(const std::vector<Tensor>& inputs,
                                                      const std::vector<Tensor>& grad_outputs) override;
 
+  [[nodiscard]] Result<std::string> state() const override;
+  [[nodiscard]] Status load_state(std::string_view state) override;
+
   /// The current parameters.
   [[nodiscard]] const FfnParams& params() const { return params_; }
   /// Replaces the parameters (sizes must match: errc::invalid_argument otherwise).
@@ -95,7 +109,8 @@ class NopExpert final : public ExpertBackend {
   ExpertSchema schema_;
 };
 
-/// A built-in expert by hivemind's class name: "ffn" (FfnExpert of `config`) or "nop".
+/// A built-in expert by hivemind's class name: "ffn" (FfnExpert of `config`), "nop" or
+/// "det_dropout" (dropout_expert.hpp).
 /// Errors: errc::not_found naming the known classes.
 [[nodiscard]] Result<std::unique_ptr<ExpertBackend>> make_expert(const std::string& expert_cls,
                                                                  const FfnConfig& config);

@@ -37,8 +37,18 @@ Status ExpertServerRole::add_expert(const std::string& uid, std::unique_ptr<Expe
 Effects ExpertServerRole::on(TimePoint now, Input input) {
   if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, r->body);
   if (auto* t = std::get_if<TimerFired>(&input)) return on_timer(now, t->id);
-  if (auto* c = std::get_if<LocalCall>(&input)) return {unknown_method(*c, "the expert server")};
+  if (auto* c = std::get_if<LocalCall>(&input)) return on_local(*c);
   return {};  // unary requests only: no calls of its own, streams or peers to watch
+}
+
+Effects ExpertServerRole::on_local(const LocalCall& call) {
+  if (call.method != k_state_method) return {unknown_method(call, "the expert server")};
+  ExpertStates states;
+  for (const auto& [uid, backend] : experts_) {
+    auto state = backend->state();
+    if (state) states.emplace(uid, std::move(*state));
+  }
+  return {Complete{call.op, Value::of(std::move(states))}};
 }
 
 Effects ExpertServerRole::on_request(TimePoint now, RequestId id, const std::string& addressed,

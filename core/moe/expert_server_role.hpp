@@ -33,6 +33,11 @@ inline constexpr const char* k_info_handle = "ConnectionHandler.rpc_info";      
 inline constexpr const char* k_forward_handle = "ConnectionHandler.rpc_forward";    ///< ExpertRequest -> ExpertResponse
 inline constexpr const char* k_backward_handle = "ConnectionHandler.rpc_backward";  ///< ExpertRequest -> ExpertResponse
 
+/// The local method that gives the states of the experts that have one (an ExpertStates:
+/// uid -> ExpertBackend::state()), for checkpoints.
+inline constexpr const char* k_state_method = "state";
+using ExpertStates = std::map<std::string, std::string>;
+
 /// The one timer of the role: the next pool that becomes ready by its timeout.
 inline constexpr TimerId k_pool_timer = 1;
 
@@ -63,7 +68,7 @@ class ExpertServerRole final : public Role {
   [[nodiscard]] std::vector<std::string> handles() const override {
     return addressing_.served({k_info_handle, k_forward_handle, k_backward_handle});
   }
-  /// The role contract: requests and the pool timer; local calls are unknown methods.
+  /// The role contract: requests, the pool timer and the k_state_method local call.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// Answers or queues request `id` for `handle` (plain or addressed); may run the
@@ -91,6 +96,8 @@ class ExpertServerRole final : public Role {
     Kind kind = Kind::forward;
   };
 
+  /// k_state_method; any other method is unknown.
+  Effects on_local(const LocalCall& call);
   Effects on_info(RequestId id, const Buffer& body);
   Effects on_call(TimePoint now, RequestId id, Kind kind, const Buffer& body);
   /// Runs every batch the scheduler gives at `now`, then arms or disarms the pool timer.

@@ -87,4 +87,5 @@ PYBIND11_MODULE(_apiary, m) {
   apiary::python::bind_tensor(m);
   apiary::python::bind_validators(m);
   apiary::python::bind_progress(m);
+  apiary::python::bind_moe(m);
 }

@@ -108,6 +108,16 @@ Result<double> run_apiary(const std::string& exe, const ExpertsPreset& p, std::u
   return static_cast<double>(p.total_rows()) / ((end_ns - go_ns) * 1e-9);
 }
 
+/// Ends what is left of the process group `pgid` (hivemind's p2pd daemons outlive their
+/// Python process by seconds, spinning, and would load the next measurement): SIGTERM,
+/// then SIGKILL if any is still there after 5 s.
+void end_group(pid_t pgid) {
+  ::kill(-pgid, SIGTERM);
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (::kill(-pgid, 0) == 0 && Clock::now() < give_up) ::usleep(20000);
+  ::kill(-pgid, SIGKILL);
+}
+
 /// hivemind's figure of `p` (`mode` throughput or bound) from bench_experts.py.
 Result<double> run_hivemind(const std::string& python, const std::string& script, const ExpertsPreset& p,
                             const char* mode, std::uint64_t seed) {
@@ -120,6 +130,7 @@ Result<double> run_hivemind(const std::string& python, const std::string& script
   auto child = Child::start(argv, {});
   if (!child) return child.error();
   const ExitInfo exit = child->wait(Clock::now() + std::chrono::seconds(900));
+  end_group(child->pid());
   const auto result = tagged(exit.output, "experts_peer");
   if (!exit.success() || !result || result->count("samples_per_s") == 0)
     return make_error(errc::unavailable, "bench_experts.py --mode {} {}: {}", mode, exit.describe(), exit.tail(3));

@@ -1,5 +1,6 @@
 #include "actors/direct_host.hpp"
 
+#include "actors/role_actor.hpp"
 #include "actors/role_runner.hpp"
 
 namespace apiary::actors {
@@ -66,6 +67,7 @@ std::shared_ptr<DirectHost> DirectHost::start(std::shared_ptr<Gateway> gw, std::
     host->runner_->feed(core::Start{});
   });
   for (const auto& h : handles) gw->serve(h, std::static_pointer_cast<DirectSink>(host));
+  settle_routes(*gw);  // a request sent after start returns reaches the role
   return host;
 }
 

@@ -2,12 +2,19 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <future>
+#include <memory>
+
 #include "actors/effects_executor.hpp"
 #include "actors/role_runner.hpp"
 #include "actors/type_ids.hpp"
 
 namespace apiary::actors {
 namespace {
+
+/// How long settle_routes waits for the transport thread (a stopped one runs nothing).
+constexpr auto k_settle_wait = std::chrono::seconds(5);
 
 /// The runner of an actor host: the actor's clock and delayed messages, and Ask answers
 /// that come back as role_reply_messages.
@@ -65,11 +72,21 @@ caf::actor spawn_role_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw,
   auto holder = std::make_shared<std::unique_ptr<core::Role>>(std::move(role));
   auto a = sys.spawn(role_host, std::move(gw), std::move(holder), std::move(routes));
   for (const auto& h : handles) gw_ref->serve(h, a);
+  settle_routes(*gw_ref);
   return a;
+}
+
+void settle_routes(Gateway& gw) {
+  if (gw.on_thread()) return;
+  auto reached = std::make_shared<std::promise<void>>();
+  auto done = reached->get_future();
+  gw.run_on_thread([reached] { reached->set_value(); });
+  (void)done.wait_for(k_settle_wait);
 }
 
 void stop_role_actor(Gateway& gw, const caf::actor& host, const std::vector<std::string>& handles) {
   for (const auto& h : handles) gw.unserve(h);
+  settle_routes(gw);  // then the exit: requests routed before it are in the mailbox ahead of it
   if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
 }
 

@@ -49,6 +49,33 @@ struct PendingUnary {
 PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
                         std::chrono::milliseconds timeout, std::string caller = {});
 
+/// A streaming call in flight from non-actor code (stream_call): its id, to cancel it,
+/// and the future of every message the callee sent, in order.
+struct PendingStream {
+  CallId id = 0;
+  std::future<Result<std::vector<Buffer>>> answer;
+};
+
+/// Opens a streaming call (pb::BIDI_STREAM) to `handle` at `peer` with no actor, sends
+/// `messages` in order (the last one ends the caller's direction; at least one), and
+/// collects the callee's messages: the future is set with them once the callee ends its
+/// stream, or with the call's error (the callee's, the deadline's, the peer's going down,
+/// errc::cancelled when the gateway stops first). The engine enforces `timeout` on the
+/// whole call. `caller` as Gateway::unary's.
+PendingStream stream_call(Gateway& gw, const PeerKey& peer, const std::string& handle, std::vector<Payload> messages,
+                          std::chrono::milliseconds timeout, std::string caller = {});
+
+/// What unary_call_then hands a call's answer to: called once, on the transport thread
+/// (or on the thread that drops the call's sink when the gateway stops first); it may
+/// call the gateway back at once. Keep it short: the transport waits meanwhile.
+using UnaryDone = std::function<void(Result<Buffer>)>;
+
+/// unary_call with a callback instead of a future: no thread waits on the answer, so
+/// many calls can be in flight from one caller. The answer (or error) reaches `done`
+/// exactly once. Returns the call's id (to cancel it).
+CallId unary_call_then(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+                       std::chrono::milliseconds timeout, std::string caller, UnaryDone done);
+
 /// A unary handler: the request (its caller in `request.peer`) → a response or error.
 using UnaryFn = std::function<Result<Buffer>(const Delivery& request)>;
 

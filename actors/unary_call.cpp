@@ -7,18 +7,17 @@ namespace apiary::actors {
 
 namespace {
 
-/// Where a unary_call's deliveries go: the first message, then the final delivery sets
-/// the promise; dropped unset (the gateway stopped), it says so.
+/// Where a unary call's deliveries go: the first message, then the final delivery hands
+/// the answer to `done`; dropped before that (the gateway stopped), it says so.
 class UnaryAnswer final : public DirectSink {
  public:
-  UnaryAnswer(std::string handle, PeerKey peer) : handle_(std::move(handle)), peer_(std::move(peer)) {}
+  UnaryAnswer(std::string handle, PeerKey peer, UnaryDone done)
+      : handle_(std::move(handle)), peer_(std::move(peer)), done_fn_(std::move(done)) {}
   ~UnaryAnswer() override {
     set(make_error(errc::cancelled, "the gateway stopped before '{}' at {} answered", handle_, peer_));
   }
   UnaryAnswer(const UnaryAnswer&) = delete;
   UnaryAnswer& operator=(const UnaryAnswer&) = delete;
-
-  std::future<Result<Buffer>> future() { return promise_.get_future(); }
 
   void deliver(Delivery d) override {
     if (d.kind == DeliveryKind::error) {
@@ -39,13 +38,13 @@ class UnaryAnswer final : public DirectSink {
  private:
   void set(Result<Buffer> result) {
     if (done_.exchange(true)) return;
-    promise_.set_value(std::move(result));
+    done_fn_(std::move(result));
   }
 
   std::string handle_;
   PeerKey peer_;
   std::optional<Buffer> response_;
-  std::promise<Result<Buffer>> promise_;
+  UnaryDone done_fn_;
   std::atomic<bool> done_{false};
 };
 
@@ -53,12 +52,19 @@ class UnaryAnswer final : public DirectSink {
 
 PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
                         std::chrono::milliseconds timeout, std::string caller) {
-  auto answer = std::make_shared<UnaryAnswer>(handle, peer);
+  auto promise = std::make_shared<std::promise<Result<Buffer>>>();
   PendingUnary out;
-  out.answer = answer->future();
-  out.id = gw.unary(std::shared_ptr<DirectSink>(std::move(answer)), peer, handle, std::move(request), timeout,
-                    std::move(caller));
+  out.answer = promise->get_future();
+  out.id = unary_call_then(gw, peer, handle, std::move(request), timeout, std::move(caller),
+                           [promise](Result<Buffer> answer) { promise->set_value(std::move(answer)); });
   return out;
+}
+
+CallId unary_call_then(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+                       std::chrono::milliseconds timeout, std::string caller, UnaryDone done) {
+  auto answer = std::make_shared<UnaryAnswer>(handle, peer, std::move(done));
+  return gw.unary(std::shared_ptr<DirectSink>(std::move(answer)), peer, handle, std::move(request), timeout,
+                  std::move(caller));
 }
 
 }  // namespace apiary::actors

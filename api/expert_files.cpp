@@ -1,11 +1,19 @@
 #include "api/expert_files.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 #include <utility>
+
+#include "api/dht.hpp"
+#include "api/expert_server.hpp"
+#include "core/moe/dht_layout.hpp"
+#include "core/moe/expert_uid.hpp"
+#include "core/rng.hpp"
 
 namespace apiary {
 namespace {
@@ -33,7 +41,73 @@ class DelayedNop final : public moe::ExpertBackend {
   std::chrono::milliseconds delay_;
 };
 
+/// How long a get of candidate uids may take before they count as free.
+constexpr auto k_taken_check = std::chrono::seconds(10);
+
+/// The candidates of `candidates` that `dht` finds declared (errors and silence: none).
+std::set<std::string> taken_uids(Dht& dht, const std::vector<std::string>& candidates) {
+  std::vector<DhtKey> keys;
+  keys.reserve(candidates.size());
+  for (const auto& uid : candidates) keys.push_back(DhtKey::str(uid));
+  auto got = dht.get_many(keys);
+  std::set<std::string> taken;
+  if (got.wait_for(k_taken_check) != std::future_status::ready) return taken;
+  auto found = got.get();
+  if (!found) return taken;
+  for (std::size_t i = 0; i < candidates.size() && i < found->size(); ++i) {
+    if (moe::expert_of(candidates[i], (*found)[i])) taken.insert(candidates[i]);
+  }
+  return taken;
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> expert_uids_of(const ExpertServerOptions& options, Dht* dht) {
+  if (!options.expert_uids.empty()) {
+    if (!options.expert_pattern.empty()) {
+      return make_error(errc::invalid_argument, "give expert uids or --expert-pattern '{}', not both",
+                        options.expert_pattern);
+    }
+    if (options.num_experts != 0 && options.num_experts != options.expert_uids.size()) {
+      return make_error(errc::invalid_argument, "--num-experts {} does not match the {} expert uids given",
+                        options.num_experts, options.expert_uids.size());
+    }
+    std::set<std::string> seen;
+    for (const auto& uid : options.expert_uids) {
+      if (!moe::is_valid_uid(uid)) {
+        return make_error(errc::invalid_argument,
+                          "expert uid '{}' is not a uid: a prefix without dots, then numeric coordinates "
+                          "('ffn.3.14')",
+                          uid);
+      }
+      if (!seen.insert(uid).second) return make_error(errc::invalid_argument, "expert uid '{}' is given twice", uid);
+    }
+    return options.expert_uids;
+  }
+  if (options.num_experts == 0) {
+    return make_error(errc::invalid_argument, "--num-experts must be at least 1 when no expert uids are given");
+  }
+  std::optional<moe::UidPattern> pattern;
+  if (!options.expert_pattern.empty()) {
+    auto parsed = moe::UidPattern::parse(options.expert_pattern);
+    if (!parsed) return make_error(errc::invalid_argument, "--expert-pattern: {}", parsed.error().message);
+    pattern = std::move(*parsed);
+  }
+  moe::UidSampler sampler(pattern, options.num_experts);
+  core::Rng rng(options.seed);
+  while (!sampler.done()) {
+    auto candidates = sampler.next_candidates(rng);
+    if (candidates.empty()) break;
+    sampler.accept(candidates, dht != nullptr ? taken_uids(*dht, candidates) : std::set<std::string>{});
+  }
+  if (sampler.found().size() < options.num_experts) {
+    return make_error(errc::invalid_argument,
+                      "--expert-pattern '{}' gave {} free uids of the {} wanted (--num-experts); widen the pattern "
+                      "or ask for fewer",
+                      options.expert_pattern, sampler.found().size(), options.num_experts);
+  }
+  return sampler.found();
+}
 
 Result<std::unique_ptr<moe::ExpertBackend>> make_builtin_expert(const std::string& expert_cls,
                                                                 const moe::FfnConfig& config,

@@ -1,6 +1,7 @@
 #pragma once
-/// What an ExpertServer makes of its options besides the role: the built-in experts by
-/// class name (core/moe's, and `nop_delay`, a nop that takes a while per batch), and
+/// What an ExpertServer makes of its options besides the role: the uids
+/// (expert_uids_of, declared in api/expert_server.hpp), the built-in experts by class
+/// name (core/moe's, and `nop_delay`, a nop that takes a while per batch), and
 /// checkpoints of the experts' states in a folder (`<dir>/<uid>/checkpoint_last.bin`,
 /// written whole then renamed into place, so a crash mid-write keeps the last one).
 #include <chrono>

@@ -27,25 +27,6 @@ namespace moe = core::moe;
 /// How long a checkpoint waits for the role's states (a batch may be running).
 constexpr auto k_state_wait = std::chrono::seconds(60);
 
-/// How long a get of candidate uids may take before they count as free.
-constexpr auto k_taken_check = std::chrono::seconds(10);
-
-/// The candidates of `candidates` that `dht` finds declared (errors and silence: none).
-std::set<std::string> taken_uids(Dht& dht, const std::vector<std::string>& candidates) {
-  std::vector<DhtKey> keys;
-  keys.reserve(candidates.size());
-  for (const auto& uid : candidates) keys.push_back(DhtKey::str(uid));
-  auto got = dht.get_many(keys);
-  std::set<std::string> taken;
-  if (got.wait_for(k_taken_check) != std::future_status::ready) return taken;
-  auto found = got.get();
-  if (!found) return taken;
-  for (std::size_t i = 0; i < candidates.size() && i < found->size(); ++i) {
-    if (moe::expert_of(candidates[i], (*found)[i])) taken.insert(candidates[i]);
-  }
-  return taken;
-}
-
 /// The options every server uses (its pools and declarations).
 Status check_serving(const ExpertServerOptions& o) {
   if (!(o.update_period > 0)) {
@@ -67,55 +48,56 @@ Status check_serving(const ExpertServerOptions& o) {
 
 }  // namespace
 
-Result<std::vector<std::string>> expert_uids_of(const ExpertServerOptions& options, Dht* dht) {
-  if (!options.expert_uids.empty()) {
-    if (!options.expert_pattern.empty()) {
-      return make_error(errc::invalid_argument, "give expert uids or --expert-pattern '{}', not both",
-                        options.expert_pattern);
+/// The identities (multiaddrs with /p2p/) that serve experts in this process: one server
+/// each, as its handles are the same. Held while a server runs.
+class ServingClaim {
+ public:
+  ServingClaim() = default;
+  ServingClaim(ServingClaim&& other) noexcept : address_(std::exchange(other.address_, {})) {}
+  ServingClaim& operator=(ServingClaim&& other) noexcept {
+    release();
+    address_ = std::exchange(other.address_, {});
+    return *this;
+  }
+  ServingClaim(const ServingClaim&) = delete;
+  ServingClaim& operator=(const ServingClaim&) = delete;
+  ~ServingClaim() { release(); }
+
+  static Result<ServingClaim> take(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mutex());
+    if (!taken().insert(address).second) {
+      return make_error(errc::invalid_argument,
+                        "{} serves experts already; serve all of them from one server, or start another on its own "
+                        "runtime (another DHT node in Python)",
+                        address);
     }
-    if (options.num_experts != 0 && options.num_experts != options.expert_uids.size()) {
-      return make_error(errc::invalid_argument, "--num-experts {} does not match the {} expert uids given",
-                        options.num_experts, options.expert_uids.size());
-    }
-    std::set<std::string> seen;
-    for (const auto& uid : options.expert_uids) {
-      if (!moe::is_valid_uid(uid)) {
-        return make_error(errc::invalid_argument,
-                          "expert uid '{}' is not a uid: a prefix without dots, then numeric coordinates "
-                          "('ffn.3.14')",
-                          uid);
-      }
-      if (!seen.insert(uid).second) return make_error(errc::invalid_argument, "expert uid '{}' is given twice", uid);
-    }
-    return options.expert_uids;
+    ServingClaim out;
+    out.address_ = address;
+    return out;
   }
-  if (options.num_experts == 0) {
-    return make_error(errc::invalid_argument, "--num-experts must be at least 1 when no expert uids are given");
+  void release() {
+    if (address_.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex());
+    taken().erase(address_);
+    address_.clear();
   }
-  std::optional<moe::UidPattern> pattern;
-  if (!options.expert_pattern.empty()) {
-    auto parsed = moe::UidPattern::parse(options.expert_pattern);
-    if (!parsed) return make_error(errc::invalid_argument, "--expert-pattern: {}", parsed.error().message);
-    pattern = std::move(*parsed);
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
   }
-  moe::UidSampler sampler(pattern, options.num_experts);
-  core::Rng rng(options.seed);
-  while (!sampler.done()) {
-    auto candidates = sampler.next_candidates(rng);
-    if (candidates.empty()) break;
-    sampler.accept(candidates, dht != nullptr ? taken_uids(*dht, candidates) : std::set<std::string>{});
+  static std::set<std::string>& taken() {
+    static std::set<std::string> s;
+    return s;
   }
-  if (sampler.found().size() < options.num_experts) {
-    return make_error(errc::invalid_argument,
-                      "--expert-pattern '{}' gave {} free uids of the {} wanted (--num-experts); widen the pattern "
-                      "or ask for fewer",
-                      options.expert_pattern, sampler.found().size(), options.num_experts);
-  }
-  return sampler.found();
-}
+  std::string address_;
+};
 
 struct ExpertServer::Impl {
   Runtime* runtime = nullptr;
+  std::string address;  ///< where clients call: the runtime's multiaddr with /p2p/
+  ServingClaim claim;
   Dht* dht = nullptr;
   std::vector<std::string> uids;
   std::vector<std::string> handles;
@@ -175,7 +157,7 @@ struct ExpertServer::Impl {
   /// Declares the experts now and every update_period until stopped. Waits in short
   /// slices, so that stopping never waits for a store to a dead peer.
   void declare_loop() {
-    auto entries = moe::declaration_entries(uids, runtime->address().to_string());
+    auto entries = moe::declaration_entries(uids, address);
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping && entries) {
       lock.unlock();
@@ -233,6 +215,8 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, std:
   // Addressed by PeerID: other servers may share this gateway.
   auto role = std::make_unique<moe::ExpertServerRole>(
       core::Addressing(runtime.peer_id(), runtime.shares_gateway()));
+  auto claim = ServingClaim::take(runtime.address().to_string());
+  if (!claim) return claim.error();
   moe::PoolConfig pool{options.max_batch_size, options.min_batch_size, std::nullopt};
   if (options.timeout) pool.timeout = std::chrono::duration_cast<core::Duration>(*options.timeout);
   std::vector<std::string> uids;
@@ -258,6 +242,8 @@ Result<std::unique_ptr<ExpertServer>> ExpertServer::start(Runtime& runtime, std:
   impl.runtime = &runtime;
   impl.dht = dht;
   impl.uids = std::move(uids);
+  impl.address = runtime.address().to_string();
+  impl.claim = std::move(*claim);
   impl.handles = role->handles();
   impl.update_period = options.update_period;
   impl.expiration = options.expiration.value_or(std::max(2 * options.update_period, 3.0));
@@ -278,7 +264,7 @@ ExpertServer::~ExpertServer() { stop(); }
 
 const std::vector<std::string>& ExpertServer::uids() const { return impl_->uids; }
 
-std::string ExpertServer::address() const { return impl_->runtime->address().to_string(); }
+std::string ExpertServer::address() const { return impl_->address; }
 
 ExpertServerCounters ExpertServer::counters() const {
   ExpertServerCounters out;
@@ -305,6 +291,7 @@ void ExpertServer::stop() {
     (void)impl_->save();  // the last checkpoint; its error is kept in the counters
     actors::stop_role(*impl_->runtime->gateway(), impl_->host, impl_->handles);
     impl_->host = actors::RoleHost{};
+    impl_->claim.release();
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 /// apiary::ExpertServer: hivemind's MoE Server (reference §6.1) for C++ experts: the
 /// built-in expert class of the options (`ffn` or `nop`) for each of its uids, served as
-/// `ConnectionHandler.rpc_info` / `rpc_forward` / `rpc_backward` by one
+/// `ConnectionHandler.rpc_info` / `rpc_forward` / `rpc_backward` (and the streamed
+/// `rpc_forward_stream` / `rpc_backward_stream`) by one
 /// core::moe::ExpertServerRole on a runtime's gateway, and (given a Dht) declared in
 /// the DHT as hivemind's DHTHandlerThread does: at start and every `update_period`, each
 /// record living `expiration` seconds. RemoteExpert (api/remote_expert.hpp) calls it.

@@ -1,5 +1,6 @@
 #include "api/remote_expert.hpp"
 
+#include <iterator>
 #include <utility>
 
 #include "actors/gateway.hpp"
@@ -8,6 +9,7 @@
 #include "api/runtime.hpp"
 #include "core/moe/dht_layout.hpp"
 #include "core/moe/expert_server_role.hpp"
+#include "core/moe/stream_chunks.hpp"
 #include "messages/tensor/codec.hpp"
 #include "runtime.pb.h"
 
@@ -44,6 +46,18 @@ Result<ExpertTensor> expert_tensor_of(const messages::Tensor& tensor, std::size_
   return out;
 }
 
+/// The answer of call `pending` (unary or streamed), waiting at most `timeout` and the
+/// grace; past that the call is cancelled and the answer is deadline_exceeded.
+template <class Pending>
+auto await_answer(actors::Gateway& gw, Pending& pending, std::chrono::milliseconds timeout)
+    -> decltype(pending.answer.get()) {
+  if (pending.answer.wait_for(timeout + k_grace) != std::future_status::ready) {
+    gw.cancel(pending.id, "the caller stopped waiting");
+    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout.count());
+  }
+  return pending.answer.get();
+}
+
 }  // namespace
 
 RemoteExpert::RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr server, std::chrono::milliseconds timeout)
@@ -53,11 +67,23 @@ Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
   actors::Gateway& gw = *runtime_->gateway();
   auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), std::move(request), timeout_,
                                     runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
-  if (pending.answer.wait_for(timeout_ + k_grace) != std::future_status::ready) {
-    gw.cancel(pending.id, "the caller stopped waiting");
-    return make_error(errc::deadline_exceeded, "no answer within {} ms", timeout_.count());
+  return await_answer(gw, pending, timeout_);
+}
+
+Result<std::vector<pb::Tensor>> RemoteExpert::call_stream(const char* handle, pb::ExpertRequest request) {
+  // Each chunk in its own message (hivemind's 4 MiB), the answer's chunks joined back.
+  std::vector<Payload> messages;
+  std::vector<pb::Tensor> tensors(std::make_move_iterator(request.mutable_tensors()->begin()),
+                                  std::make_move_iterator(request.mutable_tensors()->end()));
+  for (std::string& m : moe::request_stream(uid_, tensors)) {
+    messages.emplace_back(Buffer::adopt(std::move(m)));
   }
-  return pending.answer.get();
+  actors::Gateway& gw = *runtime_->gateway();
+  auto pending = actors::stream_call(gw, server_.key(), server_.addressed(handle), std::move(messages), timeout_,
+                                     runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
+  auto answer = await_answer(gw, pending, timeout_);
+  if (!answer) return answer.error();
+  return moe::join_response(*answer);
 }
 
 Result<moe::ExpertSchema> RemoteExpert::info() {
@@ -82,53 +108,68 @@ Result<moe::ExpertSchema> RemoteExpert::info() {
 }
 
 Result<std::vector<ExpertTensor>> RemoteExpert::forward(const std::vector<ExpertTensor>& inputs) {
-  return run(moe::k_forward_handle, "forward", inputs);
+  return run(true, inputs);
 }
 
 Result<std::vector<ExpertTensor>> RemoteExpert::backward(const std::vector<ExpertTensor>& inputs,
                                                          const std::vector<ExpertTensor>& grad_outputs) {
   std::vector<ExpertTensor> tensors = inputs;
   tensors.insert(tensors.end(), grad_outputs.begin(), grad_outputs.end());
-  return run(moe::k_backward_handle, "backward", std::move(tensors));
+  return run(false, std::move(tensors));
 }
 
 Result<std::vector<messages::Tensor>> RemoteExpert::forward_tensors(std::vector<messages::Tensor> inputs) {
-  return run_tensors(moe::k_forward_handle, "forward", std::move(inputs));
+  return run_tensors(true, std::move(inputs));
 }
 
 Result<std::vector<messages::Tensor>> RemoteExpert::backward_tensors(std::vector<messages::Tensor> tensors) {
-  return run_tensors(moe::k_backward_handle, "backward", std::move(tensors));
+  return run_tensors(false, std::move(tensors));
 }
 
-Result<std::vector<ExpertTensor>> RemoteExpert::run(const char* handle, const char* what,
-                                                    std::vector<ExpertTensor> tensors) {
+Result<std::vector<pb::Tensor>> RemoteExpert::call_either(bool forward, pb::ExpertRequest request) {
+  // A request over 2 MiB streams, as hivemind's client does; the answer comes as it was asked.
+  if (request.ByteSizeLong() > moe::k_max_unary_payload) {
+    return call_stream(forward ? moe::k_forward_stream_handle : moe::k_backward_stream_handle, std::move(request));
+  }
+  auto answer = call(forward ? moe::k_forward_handle : moe::k_backward_handle, actors::to_buffer(request));
+  if (!answer) return answer.error();
+  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, forward ? "rpc_forward's answer"
+                                                                         : "rpc_backward's answer");
+  if (!parsed) return parsed.error();
+  return std::vector<pb::Tensor>(std::make_move_iterator(parsed->mutable_tensors()->begin()),
+                                 std::make_move_iterator(parsed->mutable_tensors()->end()));
+}
+
+Result<std::vector<ExpertTensor>> RemoteExpert::run(bool forward, std::vector<ExpertTensor> tensors) {
+  auto fail = [&](const Error& e) {
+    return make_error(e.code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), forward ? "forward" : "backward",
+                      e.message);
+  };
   std::vector<messages::Tensor> typed;
   typed.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto tensor = tensor_of(tensors[i], i);
-    if (!tensor) return make_error(tensor.error().code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), what,
-                                   tensor.error().message);
+    if (!tensor) return fail(tensor.error());
     typed.push_back(std::move(*tensor));
   }
-  auto answer = run_tensors(handle, what, std::move(typed));
+  auto answer = run_tensors(forward, std::move(typed));
   if (!answer) return answer.error();
   std::vector<ExpertTensor> out;
   out.reserve(answer->size());
   for (std::size_t i = 0; i < answer->size(); ++i) {
     auto converted = expert_tensor_of((*answer)[i], i);
-    if (!converted) return make_error(converted.error().code, "expert '{}' at {}: {}: {}", uid_,
-                                      server_.multiaddr(), what, converted.error().message);
+    if (!converted) return fail(converted.error());
     out.push_back(std::move(*converted));
   }
   return out;
 }
 
-Result<std::vector<messages::Tensor>> RemoteExpert::run_tensors(const char* handle, const char* what,
-                                                                std::vector<messages::Tensor> tensors) {
+Result<std::vector<messages::Tensor>> RemoteExpert::run_tensors(bool forward, std::vector<messages::Tensor> tensors) {
   auto schema = info();
   if (!schema) return schema.error();
   auto fail = [&](const Error& e) {
-    return make_error(e.code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), what, e.message);
+    return make_error(e.code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), forward ? "forward" : "backward",
+                      e.message);
   };
   // Each tensor travels with its schema's compression (backward: inputs, then outputs).
   const auto wire_schema = schema->backward_inputs();
@@ -141,14 +182,12 @@ Result<std::vector<messages::Tensor>> RemoteExpert::run_tensors(const char* hand
     *request.add_tensors() = std::move(*wire);
   }
   tensors.clear();
-  auto answer = call(handle, actors::to_buffer(request));
+  auto answer = call_either(forward, std::move(request));
   if (!answer) return fail(answer.error());
-  auto parsed = actors::from_buffer<pb::ExpertResponse>(*answer, fmt::format("rpc_{}'s answer", what));
-  if (!parsed) return fail(parsed.error());
   std::vector<messages::Tensor> out;
-  out.reserve(static_cast<std::size_t>(parsed->tensors_size()));
-  for (int i = 0; i < parsed->tensors_size(); ++i) {
-    auto tensor = messages::decode(parsed->tensors(i));
+  out.reserve(answer->size());
+  for (auto& wire : *answer) {
+    auto tensor = messages::decode(wire);
     if (!tensor) return fail(tensor.error());
     out.push_back(std::move(*tensor));
   }

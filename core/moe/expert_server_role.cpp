@@ -36,9 +36,10 @@ Status ExpertServerRole::add_expert(const std::string& uid, std::unique_ptr<Expe
 
 Effects ExpertServerRole::on(TimePoint now, Input input) {
   if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, r->body);
+  if (auto* m = std::get_if<RequestMessage>(&input)) return on_request_message(now, m->id, m->message, m->last);
   if (auto* t = std::get_if<TimerFired>(&input)) return on_timer(now, t->id);
   if (auto* c = std::get_if<LocalCall>(&input)) return on_local(*c);
-  return {};  // unary requests only: no calls of its own, streams or peers to watch
+  return {};  // no calls of its own, nor peers to watch (a caller gone ends its stream)
 }
 
 Effects ExpertServerRole::on_local(const LocalCall& call) {
@@ -57,11 +58,18 @@ Effects ExpertServerRole::on_request(TimePoint now, RequestId id, const std::str
   if (handle == k_info_handle) return on_info(id, body);
   if (handle == k_forward_handle) return on_call(now, id, Kind::forward, body);
   if (handle == k_backward_handle) return on_call(now, id, Kind::backward, body);
-  return refuse(id, make_error(errc::not_found, "the expert server has no handle '{}'; it serves {}, {} and {}", handle,
-                               k_info_handle, k_forward_handle, k_backward_handle));
+  if (handle == k_forward_stream_handle) return on_stream(now, id, Kind::forward, body);
+  if (handle == k_backward_stream_handle) return on_stream(now, id, Kind::backward, body);
+  return refuse(id, make_error(errc::not_found, "the expert server has no handle '{}'; it serves {}, {}, {}, {} and {}",
+                               handle, k_info_handle, k_forward_handle, k_backward_handle, k_forward_stream_handle,
+                               k_backward_stream_handle));
 }
 
 Effects ExpertServerRole::on_timer(TimePoint now, TimerId id) {
+  if (id == k_stream_timer) {
+    stream_timer_at_.reset();
+    return expire_streams(now);
+  }
   if (id != k_pool_timer) return {};
   timer_at_.reset();
   return run_ready(now);
@@ -91,6 +99,12 @@ Effects ExpertServerRole::on_call(TimePoint now, RequestId id, Kind kind, const 
     return refuse(id, make_error(errc::malformed, "rpc_{}: {} bytes are not an ExpertRequest message", method,
                                  body.size()));
   }
+  return submit(now, id, kind, request, /*stream=*/false);
+}
+
+Effects ExpertServerRole::submit(TimePoint now, RequestId id, Kind kind, const pb::ExpertRequest& request,
+                                 bool stream) {
+  const char* method = kind == Kind::forward ? "forward" : "backward";
   auto it = experts_.find(request.uid());
   if (it == experts_.end()) return refuse(id, unknown_expert(request.uid()));
   const ExpertSchema& schema = it->second->info();
@@ -111,7 +125,7 @@ Effects ExpertServerRole::on_call(TimePoint now, RequestId id, Kind kind, const 
   if (Status queued = scheduler_.submit(now, pool_name(request.uid(), kind == Kind::forward), task, *rows); !queued) {
     return refuse(id, queued.error());
   }
-  tasks_.emplace(task, PendingTask{id, std::move(inputs)});
+  tasks_.emplace(task, PendingTask{id, std::move(inputs), stream});
   return run_ready(now);
 }
 
@@ -171,29 +185,42 @@ void ExpertServerRole::run_batch(const Batch& batch, Effects& fx) {
   const auto out_schema = pool.kind == Kind::forward ? schema.outputs : schema.forward_inputs();
   for (const TaskOutcome& outcome : scheduler_.finish(batch.id, rows)) {
     auto task = tasks_.extract(outcome.slice.id);
-    const RequestId request = task.mapped().request;
     if (!outcome.status) {
-      fx.push_back(Reply{request, outcome.status.error()});
+      fx.push_back(Reply{task.mapped().request, outcome.status.error()});
       continue;
     }
-    // This task's rows of every output, each encoded with its schema's compression.
     auto part = slice_rows(*outputs, outcome.slice.offset, outcome.slice.rows);
-    pb::ExpertResponse response;
-    Status encoded = part ? ok_status() : Status(part.error());
-    for (std::size_t i = 0; encoded && i < part->size(); ++i) {
-      auto wire = messages::encode((*part)[i], out_schema[i].compression);
-      if (!wire) {
-        encoded = make_error(wire.error().code, "expert '{}': output {}: {}", pool.uid, i, wire.error().message);
-      } else {
-        *response.add_tensors() = std::move(*wire);
-      }
+    if (!part) {
+      fx.push_back(Reply{task.mapped().request, part.error()});
+      continue;
     }
-    if (!encoded) {
-      fx.push_back(Reply{request, encoded.error()});
-    } else {
-      fx.push_back(Reply{request, response.SerializeAsString()});
-    }
+    answer(task.mapped(), pool.uid, *part, out_schema, fx);
   }
+}
+
+void ExpertServerRole::answer(const PendingTask& task, const std::string& uid, const std::vector<Tensor>& part,
+                              const std::vector<TensorSchema>& schema, Effects& fx) {
+  // This task's rows of every output, each encoded with its schema's compression.
+  std::vector<pb::Tensor> wire;
+  wire.reserve(part.size());
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    auto encoded = messages::encode(part[i], schema[i].compression);
+    if (!encoded) {
+      const Error& e = encoded.error();
+      fx.push_back(Reply{task.request, make_error(e.code, "expert '{}': output {}: {}", uid, i, e.message)});
+      return;
+    }
+    wire.push_back(std::move(*encoded));
+  }
+  if (!task.stream) {
+    pb::ExpertResponse response;
+    for (pb::Tensor& tensor : wire) *response.add_tensors() = std::move(tensor);
+    fx.push_back(Reply{task.request, response.SerializeAsString()});
+    return;
+  }
+  // Streamed: one chunk per message, then the end.
+  for (std::string& message : response_stream(wire)) fx.push_back(Reply{task.request, std::move(message), false});
+  fx.push_back(Reply{task.request, std::string{}, true});
 }
 
 Effects ExpertServerRole::refuse(RequestId id, Error error) {

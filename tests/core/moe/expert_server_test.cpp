@@ -91,7 +91,9 @@ TEST_CASE("forward through the server role equals the backend called on the same
   ExpertServerRole role;
   REQUIRE(role.add_expert("ffn.0", std::make_unique<moe::FfnExpert>(ffn(3)), pool(64)));
   CHECK(role.handles() == std::vector<std::string>{"ConnectionHandler.rpc_info", "ConnectionHandler.rpc_forward",
-                                                   "ConnectionHandler.rpc_backward"});
+                                                   "ConnectionHandler.rpc_backward",
+                                                   "ConnectionHandler.rpc_forward_stream",
+                                                   "ConnectionHandler.rpc_backward_stream"});
   const Tensor x = rows_of(random_floats(5 * h, 1), h);
   auto out = replies(send(role, at(0), 7, moe::k_forward_handle, request("ffn.0", {x})));
   REQUIRE(out.size() == 1);
@@ -312,7 +314,11 @@ TEST_CASE("an addressed server serves its handles with its PeerID and answers th
                                                     std::string(moe::k_forward_handle) + suffix,
                                                     moe::k_forward_handle,
                                                     std::string(moe::k_backward_handle) + suffix,
-                                                    moe::k_backward_handle});
+                                                    moe::k_backward_handle,
+                                                    std::string(moe::k_forward_stream_handle) + suffix,
+                                                    moe::k_forward_stream_handle,
+                                                    std::string(moe::k_backward_stream_handle) + suffix,
+                                                    moe::k_backward_stream_handle});
   const Tensor x = rows_of(random_floats(2 * h, 4), h);
   const std::string addressed = std::string(moe::k_forward_handle) + suffix;
   auto out = replies(send(alone, at(0), 3, addressed.c_str(), request("ffn.0", {x})));
@@ -323,6 +329,6 @@ TEST_CASE("an addressed server serves its handles with its PeerID and answers th
 
   // Beside other servers on one transport: the addressed handles only.
   ExpertServerRole shared(core::Addressing(self, /*shared_transport=*/true));
-  CHECK(shared.handles().size() == 3);
+  CHECK(shared.handles().size() == 5);
   for (const auto& handle : shared.handles()) CHECK(handle.find(suffix) != std::string::npos);
 }

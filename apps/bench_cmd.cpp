@@ -3,6 +3,8 @@
 // `apiary bench dht`: N DHT nodes per process beside OpenDHT; `bench dht-child` is apiary's side.
 // `apiary bench allreduce`: all-reduce beside Gloo and Open MPI; `bench allreduce-rank` is apiary's rank.
 // `apiary bench ps`: PS steps beside both all-reduces; `bench ps-process` is a PS shard or a replica.
+// `apiary bench experts`: MoE expert server throughput beside hivemind's; `bench experts-server` and
+// `bench experts-client` are apiary's processes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,6 +28,9 @@
 #include "bench/allreduce_bench_apiary.hpp"
 #include "bench/ps_bench.hpp"
 #include "bench/ps_bench_process.hpp"
+#endif
+#ifdef APIARY_HAVE_EXPERTS_BENCH
+#include "bench/experts_bench.hpp"
 #endif
 
 namespace apiary::apps {
@@ -66,6 +71,62 @@ int run_child(Main main, CLI::App& sub) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   return main(static_cast<int>(argv.size()), argv.data());
+}
+
+/// `bench experts` flags (defaults: bench::ExpertsBenchOptions's).
+struct ExpertsFlags {
+  std::vector<std::string> presets{"minimalistic", "ffn_small_batch", "default"};
+  std::vector<std::string> systems{"apiary", "hivemind"};
+  bool no_bound = false;
+  bool no_latency = false;
+  std::string python;
+};
+
+/// `bench experts` and its hidden child commands: which was parsed, and how to run it.
+struct ExpertsBench {
+  CLI::App* bench = nullptr;
+  CLI::App* server = nullptr;
+  CLI::App* client = nullptr;
+  std::shared_ptr<ExpertsFlags> flags = std::make_shared<ExpertsFlags>();
+
+  [[nodiscard]] bool parsed() const { return bench->parsed() || server->parsed() || client->parsed(); }
+  [[nodiscard]] int run() const {
+#ifdef APIARY_HAVE_EXPERTS_BENCH
+    if (server->parsed()) return run_child(bench::run_experts_bench_server, *server);
+    if (client->parsed()) return run_child(bench::run_experts_bench_client, *client);
+    bench::ExpertsBenchOptions o;
+    o.presets = flags->presets;
+    o.systems = flags->systems;
+    o.bound = !flags->no_bound;
+    o.latency = !flags->no_latency;
+    o.python = flags->python;
+    return bench::run_experts_bench(o);
+#else
+    std::fprintf(stderr, "apiary bench: this build has no experts benchmark\n");
+    return 1;
+#endif
+  }
+};
+
+ExpertsBench add_experts_bench(CLI::App& cmd) {
+  ExpertsBench e;
+  ExpertsFlags& f = *e.flags;
+  e.bench = cmd.add_subcommand("experts", "MoE expert server samples/s (benchmark_throughput.py) vs hivemind and the bound");
+  e.bench->add_option("--presets", f.presets, "Workloads to run")->delimiter(',')
+      ->check(CLI::IsMember({"minimalistic", "ffn_small_batch", "default", "tiny"}))->capture_default_str();
+  e.bench->add_option("--systems", f.systems, "Systems to run")->delimiter(',')
+      ->check(CLI::IsMember({"apiary", "hivemind"}))->capture_default_str();
+  e.bench->add_flag("--no-bound", f.no_bound, "Skip the in-process bounds");
+  e.bench->add_flag("--no-latency", f.no_latency, "Skip the batch-1 overhead");
+  e.bench->add_option("--hivemind-python", f.python,
+                      "hivemind's interpreter (default: $APIARY_HIVEMIND_PYTHON, else <build>/hivemind-venv/bin/python)");
+  for (auto** child : {&e.server, &e.client}) {
+    *child = cmd.add_subcommand(child == &e.server ? "experts-server" : "experts-client",
+                                "apiary side of `bench experts` (started by it)");
+    (*child)->prefix_command();  // its flags are parsed by the child itself
+    (*child)->group("");         // internal: hidden from --help
+  }
+  return e;
 }
 
 }  // namespace
@@ -144,7 +205,9 @@ Command add_bench_commands(CLI::App& app) {
   auto* ps_process = cmd->add_subcommand("ps-process", "PS shard or replica of `bench ps` (started by it)");
   ps_process->prefix_command();  // its flags are parsed by the process itself
   ps_process->group("");         // internal: hidden from --help
+  auto experts = add_experts_bench(*cmd);
   return [=]() {
+    if (experts.parsed()) return experts.run();
     if (ps->parsed() || ps_process->parsed()) {
 #ifdef APIARY_HAVE_ALLREDUCE_BENCH
       if (ps_process->parsed()) return run_child(bench::run_ps_bench_process, *ps_process);

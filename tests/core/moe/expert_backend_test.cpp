@@ -79,6 +79,22 @@ TEST_CASE("ffn forward is W2 relu(W1 x + b1) + b2 per row", "[moe]") {
   CHECK_FALSE(expert.set_params(FfnParams{{1}, {0}, {1}, {0}}).ok());
 }
 
+TEST_CASE("ffn rows are independent: a batch gives each row's outputs alone, bit for bit", "[moe]") {
+  // 7 rows: passes of several rows over the weights, and a last pass of fewer.
+  const std::uint32_t h = 8;
+  const std::vector<float> x = random_floats(7 * h, 3);
+  FfnExpert batched(ffn_config(h, 5));
+  auto all = batched.forward({rows_of(x, h)});
+  REQUIRE(all.ok());
+  const std::vector<float> got = floats(all->front());
+  for (std::size_t r = 0; r < 7; ++r) {
+    FfnExpert alone(ffn_config(h, 5));
+    auto one = alone.forward({rows_of(std::vector<float>(x.begin() + r * h, x.begin() + (r + 1) * h), h)});
+    REQUIRE(one.ok());
+    CHECK(floats(one->front()) == std::vector<float>(got.begin() + r * h, got.begin() + (r + 1) * h));
+  }
+}
+
 TEST_CASE("ffn experts of one seed are equal and other seeds differ", "[moe]") {
   FfnExpert a(ffn_config(8, 5));
   FfnExpert b(ffn_config(8, 5));

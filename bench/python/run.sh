@@ -2,7 +2,7 @@
 # apiary's Python API beside the real hivemind, same machine, same run: each workload
 # runs through `import apiary` (Debian's /usr/bin/python3) and through `import hivemind`
 # (its virtual environment), one after the other; the table shows both and the ratio.
-# Usage: bench/python/run.sh [compression] [dht] [averaging] [step] [optimizer] [experts]   (default: all)
+# Usage: bench/python/run.sh [compression] [dht] [averaging] [step] [optimizer] [moe] [experts]   (default: all)
 # `experts` is the C++ `apiary bench experts` (MoE server throughput beside hivemind's
 # Server, bench/README.md); its own table is printed after the others.
 set -euo pipefail
@@ -15,7 +15,7 @@ HIVEMIND_PY=build/hivemind-venv/bin/python
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 WORKLOADS=("$@")
-[ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=(compression dht averaging step optimizer experts)
+[ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=(compression dht averaging step optimizer moe experts)
 both() {  # name, script and flags: runs the workload through each implementation
   local name=$1; shift
   for impl in apiary hivemind; do
@@ -41,6 +41,8 @@ for w in "${WORKLOADS[@]}"; do
             timeout 900 build/bin/apiary_averager_step_bench --peers $p --mib $m --rounds 10 >"$OUT/step${p}x${m}.cpp" 2>&1 || true
           done; done ;;
     optimizer) both optimizer bench_optimizer.py ;;  # 8 peer processes, up to 240 s of training each
+    moe) for p in minimalistic ffn_small_batch default; do  # the same torch module served and called through
+           both "moe_$p" bench_moe.py --preset $p; done ;;      # apiary.moe and hivemind.moe (Python both)
     experts) echo "== experts: apiary and hivemind (apiary bench experts)" >&2  # ~8 min, 3 presets
              timeout 1800 build/bin/apiary bench experts >"$OUT/experts.txt" 2>&1 || true ;;
     *) echo "unknown workload $w" >&2; exit 2 ;;

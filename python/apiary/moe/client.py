@@ -16,7 +16,7 @@ from .expert_uid import ExpertInfo
 from .schema import BatchTensorDescriptor, info_from_native
 
 DUMMY = torch.empty(0, requires_grad=True)  # makes backward run even when no input requires grad
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = 300.0  # per call: a large batch on a CPU expert takes a while (hivemind waits without end)
 
 
 class RemoteExpert(nn.Module):

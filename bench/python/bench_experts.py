@@ -16,8 +16,8 @@ import multiprocessing as mp
 import time
 
 import torch
-import torch.nn as nn
 
+from experts_workload import ApiaryFfn, expert_of_batch
 from hivemind import DHT
 from hivemind.moe.client.expert import RemoteExpert
 from hivemind.moe.client.remote_expert_worker import RemoteExpertWorker
@@ -28,27 +28,8 @@ from hivemind.moe.server.layers.custom_experts import register_expert_class
 from hivemind.p2p import P2P
 from hivemind.utils.tensor_descr import BatchTensorDescriptor
 
-MASK = (1 << 64) - 1
-
-
-@register_expert_class("apiary_ffn", lambda batch_size, hid_dim: torch.empty((batch_size, hid_dim)))
-class ApiaryFfn(nn.Module):
-    """apiary's FfnExpert (core/moe/expert_backend.hpp): no GELU, no LayerNorm."""
-
-    def __init__(self, hid_dim):
-        super().__init__()
-        self.ffn = nn.Sequential(nn.Linear(hid_dim, 4 * hid_dim), nn.ReLU(), nn.Linear(4 * hid_dim, hid_dim))
-
-    def forward(self, x):
-        return self.ffn(x)
-
-
-def expert_of_batch(seed, client, batch, experts):
-    """splitmix64 of one value mod `experts`: bench/experts_bench_apiary.cpp's expert_of_batch."""
-    z = (seed * 1000003 + client * 1009 + batch + 0x9E3779B97F4A7C15) & MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return (z ^ (z >> 31)) % experts
+# The same module as FfnExpert, served as hivemind's docs say (register_expert_class).
+register_expert_class("apiary_ffn", lambda batch_size, hid_dim: torch.empty((batch_size, hid_dim)))(ApiaryFfn)
 
 
 def batch_of(args, client):

@@ -1,5 +1,5 @@
 """`apiary bench experts`' workload through each implementation's Python API: the same
-torch module (bench_experts.py's ApiaryFfn: Linear(h, 4h), ReLU, Linear(4h, h), SGD lr
+torch module (experts_workload.py's ApiaryFfn: Linear(h, 4h), ReLU, Linear(4h, h), SGD lr
 0.01) served by `apiary.moe.Server` or hivemind's `Server`, called by C client processes
 through `apiary.moe.RemoteExpert` or hivemind's, forward then backward with gradient
 ones, batches to experts drawn as apiary draws them. samples/s from the moment every
@@ -11,9 +11,9 @@ import multiprocessing as mp
 import time
 
 import torch
-import torch.nn as nn
 
 from common import emit, implementation, load
+from experts_workload import ApiaryFfn, expert_of_batch
 
 # (experts, hidden, clients, batches, rows, forward only): bench/experts_bench.cpp's presets.
 PRESETS = {
@@ -22,23 +22,6 @@ PRESETS = {
     "default": (16, 1024, 4, 2, 128, False),
     "tiny": (2, 64, 2, 4, 16, False),
 }
-MASK = (1 << 64) - 1
-
-
-class ApiaryFfn(nn.Module):
-    def __init__(self, hid_dim):
-        super().__init__()
-        self.ffn = nn.Sequential(nn.Linear(hid_dim, 4 * hid_dim), nn.ReLU(), nn.Linear(4 * hid_dim, hid_dim))
-
-    def forward(self, x):
-        return self.ffn(x)
-
-
-def expert_of_batch(seed, client, batch, experts):
-    z = (seed * 1000003 + client * 1009 + batch + 0x9E3779B97F4A7C15) & MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return (z ^ (z >> 31)) % experts
 
 
 def backends(moe, descriptor, experts, hidden, max_batch):

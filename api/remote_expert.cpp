@@ -6,6 +6,7 @@
 #include "actors/gateway.hpp"
 #include "actors/rpc.hpp"
 #include "api/dht.hpp"
+#include "api/expert_wire.hpp"
 #include "api/runtime.hpp"
 #include "core/moe/dht_layout.hpp"
 #include "core/moe/expert_server_role.hpp"
@@ -21,30 +22,6 @@ namespace moe = core::moe;
 /// How much longer than the call's deadline a caller waits before it gives up on the
 /// gateway (the engine enforces the deadline; this only guards against a lost answer).
 constexpr auto k_grace = std::chrono::seconds(2);
-
-/// `tensor` as a messages::Tensor. Errors: invalid_argument naming input `index`.
-Result<messages::Tensor> tensor_of(const ExpertTensor& tensor, std::size_t index) {
-  auto made = messages::Tensor::copy_of(messages::dtype::float32, tensor.shape, tensor.values.data(),
-                                        tensor.values.size() * sizeof(float));
-  if (!made) {
-    return make_error(errc::invalid_argument, "tensor {} ({} values for shape [{}]): {}", index,
-                      tensor.values.size(), messages::format_shape(tensor.shape), made.error().message);
-  }
-  return made;
-}
-
-/// `tensor` as an ExpertTensor. Errors: unsupported for a dtype other than float32.
-Result<ExpertTensor> expert_tensor_of(const messages::Tensor& tensor, std::size_t index) {
-  if (tensor.type() != messages::dtype::float32) {
-    return make_error(errc::unsupported, "output {} is {}, RemoteExpert takes float32 only", index,
-                      messages::to_string(tensor.type()));
-  }
-  ExpertTensor out;
-  out.shape = tensor.shape();
-  const float* data = tensor.data<float>();
-  if (data != nullptr) out.values.assign(data, data + tensor.numel());
-  return out;
-}
 
 /// The answer of call `pending` (unary or streamed), waiting at most `timeout` and the
 /// grace; past that the call is cancelled and the answer is deadline_exceeded.
@@ -145,22 +122,12 @@ Result<std::vector<ExpertTensor>> RemoteExpert::run(bool forward, std::vector<Ex
     return make_error(e.code, "expert '{}' at {}: {}: {}", uid_, server_.multiaddr(), forward ? "forward" : "backward",
                       e.message);
   };
-  std::vector<messages::Tensor> typed;
-  typed.reserve(tensors.size());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    auto tensor = tensor_of(tensors[i], i);
-    if (!tensor) return fail(tensor.error());
-    typed.push_back(std::move(*tensor));
-  }
-  auto answer = run_tensors(forward, std::move(typed));
+  auto typed = detail::tensors_of(tensors);
+  if (!typed) return fail(typed.error());
+  auto answer = run_tensors(forward, std::move(*typed));
   if (!answer) return answer.error();
-  std::vector<ExpertTensor> out;
-  out.reserve(answer->size());
-  for (std::size_t i = 0; i < answer->size(); ++i) {
-    auto converted = expert_tensor_of((*answer)[i], i);
-    if (!converted) return fail(converted.error());
-    out.push_back(std::move(*converted));
-  }
+  auto out = detail::expert_tensors_of(*answer);
+  if (!out) return fail(out.error());
   return out;
 }
 
@@ -172,25 +139,13 @@ Result<std::vector<messages::Tensor>> RemoteExpert::run_tensors(bool forward, st
                       e.message);
   };
   // Each tensor travels with its schema's compression (backward: inputs, then outputs).
-  const auto wire_schema = schema->backward_inputs();
-  pb::ExpertRequest request;
-  request.set_uid(uid_);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto compression = i < wire_schema.size() ? wire_schema[i].compression : pb::NONE;
-    auto wire = messages::encode(tensors[i], compression);
-    if (!wire) return fail(wire.error());
-    *request.add_tensors() = std::move(*wire);
-  }
+  auto request = detail::expert_request(uid_, *schema, tensors);
+  if (!request) return fail(request.error());
   tensors.clear();
-  auto answer = call_either(forward, std::move(request));
+  auto answer = call_either(forward, std::move(*request));
   if (!answer) return fail(answer.error());
-  std::vector<messages::Tensor> out;
-  out.reserve(answer->size());
-  for (auto& wire : *answer) {
-    auto tensor = messages::decode(wire);
-    if (!tensor) return fail(tensor.error());
-    out.push_back(std::move(*tensor));
-  }
+  auto out = detail::decode_tensors(*answer);
+  if (!out) return fail(out.error());
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "actors/gateway.hpp"
 #include "actors/rpc.hpp"
+#include "api/expert_wire.hpp"
 #include "api/remote_expert.hpp"
 #include "api/runtime.hpp"
 #include "core/moe/expert_server_role.hpp"
@@ -37,45 +38,20 @@ Error expert_error(const State& s, const char* what, const Error& e) {
 /// An ExpertRequest for `uid` of `tensors`, each encoded with `schema`'s compression.
 Result<Buffer> encode_request(const std::string& uid, const moe::ExpertSchema& schema,
                               const std::vector<ExpertTensor>& tensors) {
-  const auto wire_schema = schema.backward_inputs();
-  pb::ExpertRequest request;
-  request.set_uid(uid);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const ExpertTensor& t = tensors[i];
-    auto tensor = messages::Tensor::copy_of(messages::dtype::float32, t.shape, t.values.data(),
-                                            t.values.size() * sizeof(float));
-    if (!tensor) {
-      return make_error(errc::invalid_argument, "tensor {} ({} values for shape [{}]): {}", i, t.values.size(),
-                        messages::format_shape(t.shape), tensor.error().message);
-    }
-    const auto compression = i < wire_schema.size() ? wire_schema[i].compression : pb::NONE;
-    auto wire = messages::encode(*tensor, compression);
-    if (!wire) return wire.error();
-    *request.add_tensors() = std::move(*wire);
-  }
-  return actors::to_buffer(request);
+  auto typed = detail::tensors_of(tensors);
+  if (!typed) return typed.error();
+  auto request = detail::expert_request(uid, schema, *typed);
+  if (!request) return request.error();
+  return actors::to_buffer(*request);
 }
 
 /// The float32 tensors of an ExpertResponse. Errors: malformed, unsupported dtypes.
 Result<std::vector<ExpertTensor>> decode_response(const Buffer& answer, const char* what) {
   auto parsed = actors::from_buffer<pb::ExpertResponse>(answer, fmt::format("rpc_{}'s answer", what));
   if (!parsed) return parsed.error();
-  std::vector<ExpertTensor> out;
-  out.reserve(static_cast<std::size_t>(parsed->tensors_size()));
-  for (int i = 0; i < parsed->tensors_size(); ++i) {
-    auto tensor = messages::decode(parsed->tensors(i));
-    if (!tensor) return tensor.error();
-    if (tensor->type() != messages::dtype::float32) {
-      return make_error(errc::unsupported, "output {} is {}, RemoteExpert takes float32 only", i,
-                        messages::to_string(tensor->type()));
-    }
-    ExpertTensor t;
-    t.shape = tensor->shape();
-    const float* data = tensor->data<float>();
-    if (data != nullptr) t.values.assign(data, data + tensor->numel());
-    out.push_back(std::move(t));
-  }
-  return out;
+  auto tensors = detail::decode_tensors(parsed->tensors());
+  if (!tensors) return tensors.error();
+  return detail::expert_tensors_of(*tensors);
 }
 
 /// The PeerID bytes a call names as its caller (several identities on one gateway).

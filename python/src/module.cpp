@@ -1,7 +1,9 @@
 // The _apiary extension module: the C++ API for apiary's Python package (python/apiary).
 #include <pybind11/stl.h>
 
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "api/dht.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -29,6 +31,38 @@ void raise(const Error& error) {
   }
   PyErr_SetString(kind, error.message.c_str());
   throw py::error_already_set();
+}
+
+namespace {
+
+std::mutex orphans_mutex;
+std::vector<PyObject*> orphans;  // references dropped by threads without the GIL
+
+int drop_orphans(void* /*unused*/) {
+  std::vector<PyObject*> taken;
+  {
+    std::lock_guard<std::mutex> lock(orphans_mutex);
+    taken.swap(orphans);
+  }
+  for (PyObject* object : taken) Py_DECREF(object);
+  return 0;
+}
+
+}  // namespace
+
+void drop_later(py::object object) {
+  if (!object) return;
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+    (void)object.release();  // the interpreter is going: nothing left to free it with
+    return;
+  }
+  if (PyGILState_Check() != 0) return;  // dropped here, by object's destructor
+  {
+    std::lock_guard<std::mutex> lock(orphans_mutex);
+    orphans.push_back(object.release().ptr());
+  }
+  // When the queue of pending calls is full, one queued already drops this one too.
+  (void)Py_AddPendingCall(&drop_orphans, nullptr);
 }
 
 bool Pending::done() {

@@ -105,14 +105,8 @@ py::dict schema_to_python(const moe::ExpertSchema& schema) {
 class PyBackend final : public moe::ExpertBackend {
  public:
   PyBackend(py::object backend, moe::ExpertSchema schema) : backend_(std::move(backend)), schema_(std::move(schema)) {}
-  ~PyBackend() override {
-    if (!Py_IsInitialized()) {
-      (void)backend_.release();  // the interpreter is gone: nothing left to free it with
-      return;
-    }
-    py::gil_scoped_acquire locked;
-    backend_ = py::object();
-  }
+  // The server's threads may drop it while the main thread waits for them.
+  ~PyBackend() override { drop_later(std::move(backend_)); }
   PyBackend(const PyBackend&) = delete;
   PyBackend& operator=(const PyBackend&) = delete;
 

@@ -9,6 +9,16 @@ namespace apiary::python {
 
 /// A client of one expert, on a DHT's runtime.
 struct PyRemoteExpert {
+  PyRemoteExpert() = default;
+  ~PyRemoteExpert() {
+    without_gil([this] {
+      expert.reset();
+      host.reset();  // the runtime's last handle stops it
+    });
+  }
+  PyRemoteExpert(const PyRemoteExpert&) = delete;
+  PyRemoteExpert& operator=(const PyRemoteExpert&) = delete;
+
   std::shared_ptr<Runtime> host;
   std::unique_ptr<RemoteExpert> expert;
 };

@@ -44,6 +44,14 @@ py::object snapshot_to_python(const ProgressSnapshot& s) {
 /// A Python tracker: stop() leaves the run and ends the C++ tracker even while Python
 /// still holds the object, so the runtime beneath can stop.
 struct PyProgressTracker {
+  explicit PyProgressTracker(std::unique_ptr<ProgressTracker> started) : tracker(std::move(started)) {}
+  PyProgressTracker(PyProgressTracker&&) = default;
+  PyProgressTracker& operator=(PyProgressTracker&&) = delete;
+  ~PyProgressTracker() {
+    without_gil([this] { tracker.reset(); });
+  }
+  PyProgressTracker(const PyProgressTracker&) = delete;
+  PyProgressTracker& operator=(const PyProgressTracker&) = delete;
   std::unique_ptr<ProgressTracker> tracker;
   ProgressTracker& get() {
     if (!tracker) throw std::runtime_error("expected a running progress tracker, but it was shut down");
@@ -99,7 +107,7 @@ void bind_progress(py::module_& m) {
                py::gil_scoped_release released;
                started = ProgressTracker::start(dht, std::move(options));
              }
-             return PyProgressTracker{value_or_raise(std::move(started))};
+             return PyProgressTracker(value_or_raise(std::move(started)));
            }),
            py::arg("dht"), py::arg("run_id"), py::arg("options"), py::arg("owner_seed"), py::keep_alive<1, 2>())
       .def(

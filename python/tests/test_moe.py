@@ -181,3 +181,25 @@ def test_builtin_classes_serve_and_train():
         node.shutdown()
     client.shutdown()
     dht.shutdown()
+
+
+def test_remote_expert_outliving_its_runtime_stops_it():
+    """The last handle of a process's runtime may be a RemoteExpert, dropped while the
+    runtime's threads still free an in-process server's torch modules (which needs the
+    GIL): the runtime stops, and the modules are freed, without a deadlock."""
+    from apiary.moe import ModuleBackend, name_to_block
+    from apiary.moe.schema import BatchTensorDescriptor
+    for _ in range(5):
+        dht = apiary.DHT(start=True)
+        module = name_to_block["ffn"](16)
+        backends = {"expert.0": ModuleBackend("expert.0", module, args_schema=(BatchTensorDescriptor(16),),
+                                              optimizer=torch.optim.SGD(module.parameters(), lr=0.01))}
+        server = Server(dht, backends, start=True)
+        client = apiary.DHT(initial_peers=dht.get_visible_maddrs(), start=True)
+        expert = RemoteExpert(ExpertInfo("expert.0", server.address), client)
+        expert(torch.randn(3, 16, requires_grad=True)).sum().backward()
+        server.shutdown()
+        client.shutdown()
+        dht.shutdown()
+        del server, backends, module
+        del expert  # the runtime's last handle

@@ -16,7 +16,13 @@ void EffectExecutor::set(core::TimerId id, core::TimePoint at) {
   }
   const auto gen = next_generation_++;
   timers_[id] = Armed{gen, at, at};
-  const auto delay = std::max(core::Duration::zero(), at - now());
+  const auto delay = at - now();
+  if (delay <= core::Duration::zero()) {
+    // Due now: straight into the mailbox, behind the messages already there (the clock
+    // thread's hop would add its latency for nothing).
+    self_->send(self_, timer_atom::value, id, gen);
+    return;
+  }
   self_->delayed_send(self_, delay, timer_atom::value, id, gen);
 }
 

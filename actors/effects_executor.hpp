@@ -1,6 +1,7 @@
 #pragma once
 /// The call table of an event-based actor: its timers are CAF delayed messages
-/// (timer_atom, id, generation) to the actor itself, and its time is the actor's clock.
+/// (timer_atom, id, generation) to the actor itself (one due already: a plain message,
+/// behind those in its mailbox), and its time is the actor's clock.
 #include <memory>
 #include <unordered_map>
 

@@ -125,7 +125,9 @@ struct Cancel {
   std::string reason;
 };
 
-/// Arm (or re-arm) timer `id` to fire at absolute time `at`.
+/// Arm (or re-arm) timer `id` to fire at absolute time `at`. One due already (at or
+/// before now) fires after the inputs the host holds at that moment, not before them: a
+/// role can gather what has arrived before acting on it.
 struct SetTimer {
   TimerId id = 0;
   TimePoint at{};

@@ -126,7 +126,13 @@ Effects ExpertServerRole::submit(TimePoint now, RequestId id, Kind kind, const p
     return refuse(id, queued.error());
   }
   tasks_.emplace(task, PendingTask{id, std::move(inputs), stream});
-  return run_ready(now);
+  return run_soon(now);
+}
+
+Effects ExpertServerRole::run_soon(TimePoint now) {
+  if (timer_at_ && *timer_at_ <= now) return {};  // due already: it fires behind this request
+  timer_at_ = now;
+  return {SetTimer{k_pool_timer, now}};
 }
 
 Effects ExpertServerRole::run_ready(TimePoint now) {

@@ -15,7 +15,10 @@
 /// caller alone, a stream its caller broke off is dropped, and so is one idle for
 /// k_stream_idle (with an error reply). A failed batch is an error reply to each of its
 /// tasks; the server carries on. Pool timeouts arm one timer (k_pool_timer), idle
-/// streams another (k_stream_timer).
+/// streams another (k_stream_timer). A queued request does not run at once: it arms the
+/// pool timer for `now`, which the host fires after the inputs it holds already, so the
+/// requests that arrived while a batch computed are queued before the next batch forms
+/// and join it (one batch, not one batch each).
 #include <chrono>
 #include <cstddef>
 #include <map>
@@ -98,7 +101,7 @@ class ExpertServerRole final : public Role {
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const Buffer& body);
   /// The next message (or the end, or the caller's breaking off) of streamed request `id`.
   [[nodiscard]] Effects on_request_message(TimePoint now, RequestId id, const Result<Buffer>& message, bool last);
-  /// Runs the batches that became ready by their timeout, or drops the idle streams.
+  /// Runs the batches that are ready (k_pool_timer), or drops the idle streams.
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
 
   /// The backend of expert `uid`, or null.
@@ -142,6 +145,9 @@ class ExpertServerRole final : public Role {
   void arm_stream_timer(Effects& fx);
   /// Decodes, checks and queues a whole request (unary or joined from a stream).
   Effects submit(TimePoint now, RequestId id, Kind kind, const pb::ExpertRequest& request, bool stream);
+  /// Arms the pool timer for `now` (unless it is due already): run_ready once the host
+  /// has handed over the requests it holds.
+  Effects run_soon(TimePoint now);
   /// Runs every batch the scheduler gives at `now`, then arms or disarms the pool timer.
   Effects run_ready(TimePoint now);
   /// Runs one batch and replies to each of its tasks.

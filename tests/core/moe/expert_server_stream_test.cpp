@@ -63,7 +63,7 @@ core::Effects stream(ExpertServerRole& role, core::TimePoint now, core::RequestI
     auto more = role.on(now, core::RequestMessage{id, Buffer::copy_of(messages[i]), false});
     fx.insert(fx.end(), more.begin(), more.end());
   }
-  auto end = role.on(now, core::RequestMessage{id, Buffer{}, true});
+  auto end = expert_test::settled(role, now, role.on(now, core::RequestMessage{id, Buffer{}, true}));
   fx.insert(fx.end(), end.begin(), end.end());
   return fx;
 }
@@ -120,7 +120,8 @@ TEST_CASE("a streamed task and a unary task of one expert run in one batch", "[m
   const Tensor b = rows_of(random_floats(10 * h, 4), h);
   CHECK(replies(stream(*role, at(0), 1, moe::k_forward_stream_handle, chunks_of("nop.0", {a}))).empty());
   CHECK(role->queued_tasks() == 1);
-  auto out = replies(role->on(at(1), core::Request{2, moe::k_forward_handle, core::PeerAddr{}, request("nop.0", {b})}));
+  auto out = replies(expert_test::settled(
+      *role, at(1), role->on(at(1), core::Request{2, moe::k_forward_handle, core::PeerAddr{}, request("nop.0", {b})})));
   CHECK(role->stats().batches == 1);
   CHECK(role->stats().rows == 50);
   REQUIRE(out.size() == 3);  // the stream's chunk and end, the unary answer
@@ -224,7 +225,7 @@ TEST_CASE("a stream idle for k_stream_idle is dropped with an error and a busy o
   for (std::size_t i = 2; i < messages.size(); ++i) {
     CHECK(replies(role->on(at(40000), core::RequestMessage{2, Buffer::copy_of(messages[i]), false})).empty());
   }
-  auto end = replies(role->on(at(40000), core::RequestMessage{2, Buffer{}, true}));
+  auto end = replies(expert_test::settled(*role, at(40000), role->on(at(40000), core::RequestMessage{2, Buffer{}, true})));
   REQUIRE(end.size() == 2);
   CHECK(end[0].request == 2);
   CHECK(role->open_streams() == 0);

@@ -74,7 +74,7 @@ class Recording final : public moe::ExpertBackend {
 
 core::Effects send(ExpertServerRole& role, core::TimePoint now, core::RequestId id, const char* handle,
                    const apiary::Buffer& body) {
-  return role.on(now, core::Request{id, handle, core::PeerAddr{}, body});
+  return expert_test::settled(role, now, role.on(now, core::Request{id, handle, core::PeerAddr{}, body}));
 }
 
 /// The forward of a fresh ffn expert of seed 3 on `x` alone.
@@ -127,6 +127,38 @@ TEST_CASE("requests queued until min_batch_size run as one backend call and spli
     CHECK(max_abs_diff(floats(y[0]), reference_forward(*inputs[i])) <= 1e-5f);
   }
   CHECK(role.queued_tasks() == 0);
+}
+
+TEST_CASE("requests that come in before the pool timer fires run as one batch", "[moe]") {
+  // What a host sees when requests arrived while a batch computed: each is queued, and
+  // the pool timer due now (armed by the first) fires behind them all.
+  std::vector<std::size_t> calls;
+  ExpertServerRole role;
+  REQUIRE(role.add_expert("ffn.3", std::make_unique<Recording>(calls), pool(64)));
+  const Tensor a = rows_of(random_floats(1 * h, 5), h);
+  const Tensor b = rows_of(random_floats(2 * h, 6), h);
+  const Tensor c = rows_of(random_floats(3 * h, 7), h);
+  auto first = role.on(at(4), core::Request{1, moe::k_forward_handle, core::PeerAddr{}, request("ffn.3", {a})});
+  REQUIRE(first.size() == 1);
+  const auto* timer = std::get_if<core::SetTimer>(&first[0]);
+  REQUIRE(timer != nullptr);
+  CHECK(timer->id == moe::k_pool_timer);
+  CHECK(timer->at == at(4));
+  CHECK(role.on(at(4), core::Request{2, moe::k_forward_handle, core::PeerAddr{}, request("ffn.3", {b})}).empty());
+  CHECK(role.on(at(4), core::Request{3, moe::k_forward_handle, core::PeerAddr{}, request("ffn.3", {c})}).empty());
+  CHECK(calls.empty());
+  auto out = replies(role.on(at(4), core::TimerFired{moe::k_pool_timer}));
+  CHECK(calls == std::vector<std::size_t>{6});
+  REQUIRE(out.size() == 3);
+  const Tensor* inputs[] = {&a, &b, &c};
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(out[i].request == i + 1);
+    CHECK(max_abs_diff(floats(response_tensors(out[i])[0]), reference_forward(*inputs[i])) <= 1e-5f);
+  }
+  // The next request arms the timer again.
+  auto next = role.on(at(5), core::Request{4, moe::k_forward_handle, core::PeerAddr{}, request("ffn.3", {a})});
+  REQUIRE(next.size() == 1);
+  CHECK(std::get_if<core::SetTimer>(&next[0]) != nullptr);
 }
 
 TEST_CASE("a pool timeout arms the timer and its firing runs the smaller batch", "[moe]") {

@@ -1,14 +1,17 @@
 #pragma once
-// Helpers of the expert tests: float32 batches, ExpertRequests, and the replies of the
-// server role read back.
+// Helpers of the expert tests: float32 batches, ExpertRequests, the replies of the
+// server role read back, and its pool timer fired as a host with nothing else queued does.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/effects.hpp"
+#include "core/moe/expert_server_role.hpp"
 #include "core/rng.hpp"
 #include "messages/tensor/codec.hpp"
 #include "messages/tensor/tensor.hpp"
@@ -17,6 +20,27 @@
 namespace expert_test {
 
 using apiary::messages::Tensor;
+
+/// `fx` of `role` as a host that holds no other input sees them: the pool timer armed for
+/// `now` or before fires at once, its effects following (the SetTimer itself dropped).
+inline apiary::core::Effects settled(apiary::core::moe::ExpertServerRole& role, apiary::core::TimePoint now,
+                                     apiary::core::Effects fx) {
+  apiary::core::Effects out;
+  bool due = false;
+  for (auto& effect : fx) {
+    const auto* timer = std::get_if<apiary::core::SetTimer>(&effect);
+    if (timer != nullptr && timer->id == apiary::core::moe::k_pool_timer && timer->at <= now) {
+      due = true;
+      continue;
+    }
+    out.push_back(std::move(effect));
+  }
+  if (due) {
+    auto more = settled(role, now, role.on(now, apiary::core::TimerFired{apiary::core::moe::k_pool_timer}));
+    for (auto& effect : more) out.push_back(std::move(effect));
+  }
+  return out;
+}
 
 /// A [rows, h] float32 tensor of `values` (rows * h of them).
 inline Tensor rows_of(const std::vector<float>& values, std::uint32_t h) {

@@ -25,10 +25,11 @@ class Dht;
 
 /// How to start an expert server (hivemind-server's flags).
 struct ExpertServerOptions {
-  /// The built-in expert class of every expert: "ffn", "nop", "det_dropout" or
-  /// "nop_delay" (make_builtin_expert, api/expert_files.hpp).
+  /// The built-in expert class of every expert: "ffn", "transformer", "nop",
+  /// "det_dropout" or "nop_delay" (make_builtin_expert, api/expert_files.hpp).
   std::string expert_cls = "ffn";
-  /// h: every expert takes and gives [batch, h] float32.
+  /// h: every expert takes and gives [batch, h] float32 (transformer: [batch, 128, h]
+  /// and a [batch, 128] bool padding mask).
   std::uint32_t hidden_dim = 1024;
   /// The experts' uids; empty: `num_experts` uids drawn from `expert_pattern`.
   std::vector<std::string> expert_uids;
@@ -55,7 +56,7 @@ struct ExpertServerOptions {
   /// Seconds a declaration lives; none: max(2 * update_period, 3), as hivemind.
   std::optional<double> expiration;
   /// A folder of checkpoints ("" for none): each expert that has a state (ffn,
-  /// det_dropout) loads `<dir>/<uid>/checkpoint_last.bin` at start when it is there, and
+  /// transformer, det_dropout) loads `<dir>/<uid>/checkpoint_last.bin` at start when it is there, and
   /// saves it there every checkpoint_period seconds and when the server stops.
   std::string checkpoint_dir;
   /// Seconds between checkpoints; none: update_period.

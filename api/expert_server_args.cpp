@@ -19,7 +19,7 @@ namespace {
 /// Each flag: its values' name and what it sets.
 const std::map<std::string, std::string>& flags() {
   static const std::map<std::string, std::string> table = {
-      {"--expert-cls", "CLS: the experts' class, ffn, nop, nop_delay or det_dropout (default ffn)"},
+      {"--expert-cls", "CLS: the experts' class, ffn, transformer, nop, nop_delay or det_dropout (default ffn)"},
       {"--checkpoint-dir", "DIR: load the experts from DIR/<uid>/ at start, save them there (default: none)"},
       {"--checkpoint-period", "S: seconds between checkpoints (default: update-period)"},
       {"--num-experts", "N: how many uids to draw from --expert-pattern"},

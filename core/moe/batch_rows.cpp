@@ -36,6 +36,20 @@ Result<std::size_t> check_batch(const std::vector<TensorSchema>& schema, const s
   return rows;
 }
 
+Result<std::size_t> check_backward(const ExpertSchema& schema, const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& grad_outputs, std::string_view name) {
+  auto rows = check_batch(schema.forward_inputs(), inputs, fmt::format("{} backward inputs", name));
+  if (!rows) return rows.error();
+  auto grad_rows = check_batch(schema.outputs, grad_outputs, fmt::format("{} backward grad_outputs", name));
+  if (!grad_rows) return grad_rows.error();
+  if (*grad_rows != *rows) {
+    return make_error(errc::invalid_argument,
+                      "{} backward: {} input rows but {} gradient rows; send one gradient row per input row", name,
+                      *rows, *grad_rows);
+  }
+  return rows;
+}
+
 Result<std::vector<Tensor>> concat_rows(const std::vector<const std::vector<Tensor>*>& parts) {
   if (parts.empty()) return std::vector<Tensor>{};
   if (parts.size() == 1) return *parts.front();

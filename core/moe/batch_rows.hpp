@@ -18,6 +18,12 @@ namespace apiary::core::moe {
 [[nodiscard]] Result<std::size_t> check_batch(const std::vector<TensorSchema>& schema,
                                               const std::vector<Tensor>& tensors, std::string_view what);
 
+/// The rows of a backward call of an expert of `schema`: `inputs` as forward's, one
+/// gradient per output, as many gradient rows as input rows. `name` names the expert
+/// class in errors. Errors: errc::invalid_argument saying what did not match.
+[[nodiscard]] Result<std::size_t> check_backward(const ExpertSchema& schema, const std::vector<Tensor>& inputs,
+                                                 const std::vector<Tensor>& grad_outputs, std::string_view name);
+
 /// The tensors of several tasks joined along dimension 0: out[i] holds the rows of every
 /// part's tensor i, in the order of `parts`. All parts must share dtypes and instance
 /// shapes (check_batch). A single part is returned as it is (no copy).

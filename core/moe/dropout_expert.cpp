@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/moe/batch_rows.hpp"
 #include "core/moe/expert_state.hpp"
 #include "core/rng.hpp"
 
@@ -61,14 +62,8 @@ Result<std::vector<Tensor>> DetDropoutExpert::forward(const std::vector<Tensor>&
 
 Result<std::vector<Tensor>> DetDropoutExpert::backward(const std::vector<Tensor>& inputs,
                                                        const std::vector<Tensor>& grad_outputs) {
-  auto rows = check_batch(schema_.forward_inputs(), inputs, "det_dropout backward inputs");
+  auto rows = check_backward(schema_, inputs, grad_outputs, "det_dropout");
   if (!rows) return rows.error();
-  auto grad_rows = check_batch(schema_.outputs, grad_outputs, "det_dropout backward grad_outputs");
-  if (!grad_rows) return grad_rows.error();
-  if (*grad_rows != *rows) {
-    return make_error(errc::invalid_argument, "det_dropout backward: {} input rows but {} gradient rows", *rows,
-                      *grad_rows);
-  }
   const std::size_t h = h_;
   const std::size_t n = *rows;
   const float* x = inputs[0].data<float>();

@@ -6,6 +6,7 @@
 
 #include "core/moe/dropout_expert.hpp"
 #include "core/moe/expert_state.hpp"
+#include "core/moe/transformer_expert.hpp"
 #include "core/rng.hpp"
 
 namespace apiary::core::moe {
@@ -33,22 +34,6 @@ Result<Tensor> make_rows(std::size_t rows, std::uint32_t h, Fill fill) {
   Buffer bytes = Buffer::allocate(rows * h * sizeof(float));
   fill(reinterpret_cast<float*>(bytes.data()));
   return Tensor::make(messages::dtype::float32, {static_cast<std::uint32_t>(rows), h}, std::move(bytes));
-}
-
-/// The rows of a backward batch: inputs as forward's, one gradient per output, as many
-/// gradient rows as input rows.
-Result<std::size_t> check_backward(const ExpertSchema& schema, const std::vector<Tensor>& inputs,
-                                   const std::vector<Tensor>& grad_outputs, const char* name) {
-  auto rows = check_batch(schema.forward_inputs(), inputs, fmt::format("{} backward inputs", name));
-  if (!rows) return rows.error();
-  auto grad_rows = check_batch(schema.outputs, grad_outputs, fmt::format("{} backward grad_outputs", name));
-  if (!grad_rows) return grad_rows.error();
-  if (*grad_rows != *rows) {
-    return make_error(errc::invalid_argument,
-                      "{} backward: {} input rows but {} gradient rows; send one gradient row per input row", name,
-                      *rows, *grad_rows);
-  }
-  return rows;
 }
 
 }  // namespace
@@ -222,7 +207,11 @@ Result<std::unique_ptr<ExpertBackend>> make_expert(const std::string& expert_cls
   if (expert_cls == "det_dropout") {
     return std::unique_ptr<ExpertBackend>(std::make_unique<DetDropoutExpert>(config));
   }
-  return make_error(errc::not_found, "no built-in expert class '{}'; the C++ backend has 'ffn', 'nop' and 'det_dropout'",
+  if (expert_cls == "transformer") {
+    return std::unique_ptr<ExpertBackend>(std::make_unique<TransformerExpert>(config));
+  }
+  return make_error(errc::not_found,
+                    "no built-in expert class '{}'; the C++ backend has 'ffn', 'transformer', 'nop' and 'det_dropout'",
                     expert_cls);
 }
 

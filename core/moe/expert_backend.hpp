@@ -109,8 +109,9 @@ class NopExpert final : public ExpertBackend {
   ExpertSchema schema_;
 };
 
-/// A built-in expert by hivemind's class name: "ffn" (FfnExpert of `config`), "nop" or
-/// "det_dropout" (dropout_expert.hpp).
+/// A built-in expert by hivemind's class name: "ffn" (FfnExpert of `config`),
+/// "transformer" (transformer_expert.hpp, 128 positions), "nop" or "det_dropout"
+/// (dropout_expert.hpp).
 /// Errors: errc::not_found naming the known classes.
 [[nodiscard]] Result<std::unique_ptr<ExpertBackend>> make_expert(const std::string& expert_cls,
                                                                  const FfnConfig& config);

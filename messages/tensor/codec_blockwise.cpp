@@ -110,7 +110,7 @@ Status encode_blockwise8(const Tensor& tensor, pb::Tensor& message) {
       std::memset(q + begin, zero_index, len);
     }
   }
-  std::memcpy(buffer.data() + header_bytes, absmax.data(), blocks * sizeof(float));
+  if (blocks > 0) std::memcpy(buffer.data() + header_bytes, absmax.data(), blocks * sizeof(float));  // none: null data
   return ok_status();
 }
 
@@ -152,7 +152,7 @@ Result<Tensor> decode_blockwise8(std::string_view buffer, DecodeHeader header) {
   }
   std::vector<float> absmax(blocks);
   std::vector<float> code(codebook_entries, 0.0f);
-  std::memcpy(absmax.data(), buffer.data() + header_bytes, blocks * sizeof(float));
+  if (blocks > 0) std::memcpy(absmax.data(), buffer.data() + header_bytes, blocks * sizeof(float));  // none: null data
   std::memcpy(code.data(), buffer.data() + code_at, entries * sizeof(float));
   // out = code[q] * absmax of the block, in float32, then in the message's dtype.
   detail::FloatOutput values(header.type, n);

@@ -103,8 +103,10 @@ Status encode_meanstd16(const Tensor& tensor, pb::Tensor& message) {
     stds[r] = std >= min_std ? std : min_std;  // also replaces a NaN std
     kernels::standardize_to_halves(halves_at(buffer) + r * len, x, len, means[r], stds[r]);
   }
-  std::memcpy(buffer.data() + 2 * n, means.data(), m * sizeof(float));
-  std::memcpy(buffer.data() + 2 * n + m * sizeof(float), stds.data(), m * sizeof(float));
+  if (m > 0) {  // memcpy may not take the null data of empty vectors
+    std::memcpy(buffer.data() + 2 * n, means.data(), m * sizeof(float));
+    std::memcpy(buffer.data() + 2 * n + m * sizeof(float), stds.data(), m * sizeof(float));
+  }
   return ok_status();
 }
 
@@ -126,8 +128,10 @@ Result<Tensor> decode_meanstd16(std::string_view buffer, DecodeHeader header) {
   }
   std::vector<float> means(m);
   std::vector<float> stds(m);
-  std::memcpy(means.data(), buffer.data() + 2 * n, m * sizeof(float));
-  std::memcpy(stds.data(), buffer.data() + 2 * n + m * sizeof(float), m * sizeof(float));
+  if (m > 0) {  // no rows (a dimension of 0): no statistics, and memcpy may not take null
+    std::memcpy(means.data(), buffer.data() + 2 * n, m * sizeof(float));
+    std::memcpy(stds.data(), buffer.data() + 2 * n + m * sizeof(float), m * sizeof(float));
+  }
   // Each dtype as hivemind's decoder computes it: halves cast to the tensor's dtype, then
   // multiplied by the row's std and added its mean in place (torch's type promotion).
   if (header.type == dtype::float64) {

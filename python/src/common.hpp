@@ -36,19 +36,6 @@ T value_or_raise(Result<T> r) {
   return std::move(r.value());
 }
 
-/// Runs `fn` with the GIL released when this thread holds it. For destructors, which run
-/// with or without it: dropping the last handle of a runtime waits for the runtime's
-/// threads, and one of them may be waiting for the GIL (a served module's call, say).
-template <class F>
-void without_gil(F&& fn) {
-  if (Py_IsInitialized() && PyGILState_Check() != 0) {
-    py::gil_scoped_release unlocked;
-    fn();
-  } else {
-    fn();
-  }
-}
-
 /// Drops `object` from any thread without waiting for the GIL: at once when this thread
 /// holds it, else on the interpreter's main thread at its next chance (a thread that
 /// waited for the GIL here could wait forever on a main thread that waits for it).

@@ -11,10 +11,11 @@ namespace apiary::python {
 struct PyRemoteExpert {
   PyRemoteExpert() = default;
   ~PyRemoteExpert() {
-    without_gil([this] {
-      expert.reset();
-      host.reset();  // the runtime's last handle stops it
-    });
+    // The runtime's last handle stops it, waiting for its threads; one of them may need
+    // the GIL (an in-process server freeing its modules).
+    py::gil_scoped_release unlocked;
+    expert.reset();
+    host.reset();
   }
   PyRemoteExpert(const PyRemoteExpert&) = delete;
   PyRemoteExpert& operator=(const PyRemoteExpert&) = delete;

@@ -48,7 +48,8 @@ struct PyProgressTracker {
   PyProgressTracker(PyProgressTracker&&) = default;
   PyProgressTracker& operator=(PyProgressTracker&&) = delete;
   ~PyProgressTracker() {
-    without_gil([this] { tracker.reset(); });
+    py::gil_scoped_release unlocked;  // as stop(): the tracker's threads may need the GIL
+    tracker.reset();
   }
   PyProgressTracker(const PyProgressTracker&) = delete;
   PyProgressTracker& operator=(const PyProgressTracker&) = delete;

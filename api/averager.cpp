@@ -74,6 +74,10 @@ std::string schema_of(const AveragerOptions& options) {
   for (const auto& t : options.tensors) out += fmt::format(":{}", t.size());
   out += "|codecs";
   for (auto codec : options.codecs) out += fmt::format(":{}", static_cast<int>(codec));
+  if (options.powersgd) {
+    out += fmt::format("|powersgd:{}:{}", options.powersgd->rank, options.powersgd->seed);
+    for (const auto& m : options.powersgd->matrices) out += fmt::format(":{}x{}", m.rows, m.cols);
+  }
   return out;
 }
 
@@ -121,6 +125,18 @@ Status check(const AveragerOptions& o) {
                       o.min_matchmaking_time, o.request_timeout, o.sender_timeout, o.reducer_timeout);
   }
   const std::size_t count = o.device_tensors.empty() ? o.tensors.size() : o.device_tensors.size();
+  if (o.powersgd) {
+    if (o.identical_results) {
+      return make_error(errc::invalid_argument, "expected PowerSGD or identical_results, got both (every peer "
+                                                "computes its own low-rank result)");
+    }
+    std::vector<std::int64_t> sizes;
+    for (std::size_t t = 0; t < count; ++t) {
+      sizes.push_back(static_cast<std::int64_t>(o.device_tensors.empty() ? o.tensors[t].size()
+                                                                         : o.device_tensors[t].size));
+    }
+    if (auto valid = mm::validate(*o.powersgd, sizes); !valid) return valid;
+  }
   if (o.codecs.size() != 1 && o.codecs.size() != count) {
     return make_error(errc::invalid_argument, "expected one codec, or one per tensor ({}), got {}", count,
                       o.codecs.size());
@@ -188,6 +204,7 @@ Result<std::unique_ptr<Averager>> Averager::start(Dht& dht, AveragerOptions opti
   role.serve_join = options.mode != mm::AveragingMode::client;
   role.splice_parts = true;  // the gateway sends a part's pieces as they are
   role.identical_results = options.identical_results;
+  role.powersgd = options.powersgd;
   // Addressed by PeerID: other averagers may share this gateway (its DHT node's does).
   const core::Addressing addressing(dht.peer_id(), dht.runtime().shares_gateway());
   role.addressing = addressing;

@@ -107,6 +107,12 @@ struct AveragerOptions {
   /// tensors (float32, flat, state_codecs) with set_state_metadata's metadata. Runs on
   /// the averager's actor thread: it must not wait on the averager.
   std::function<Result<SharedState>()> current_state;
+  /// Average by PowerSGD (core/averaging/powersgd.hpp; hivemind's
+  /// PowerSGDGradientAverager): the tensors as rows x cols matrices (0 x 0: averaged
+  /// plainly), each round two all-reduces of rank-`rank` factors on one group, with the
+  /// error feedback kept here between steps. Every peer of the swarm must use the same
+  /// (it is part of the schema); not with identical_results.
+  std::optional<core::averaging::PowerSgdConfig> powersgd;
   /// Seeds group ids and member orders (0: from the PeerID).
   std::uint64_t seed = 0;
   /// Where the part reductions run, and which GPU (a CUDA ordinal) for automatic and gpu.

@@ -7,6 +7,7 @@ per sample (all traffic of all peers' transports over all samples trained), epoc
   plain      apiary.Optimizer, gradients (and the state, every epoch) averaged uncompressed
   fp16       the same, Float16Compression for gradients and state
   8bit       the same, Uniform8BitQuantization for gradients and state
+  powersgd   the same as plain, gradients averaged by apiary.optim.PowerSGDGradientAverager (rank 4)
   diloco     apiary.optim.DiLoCo, H inner Adam steps, 8-bit pseudo-gradients
 
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/python/bench_collab.py [--ways ...]
@@ -24,7 +25,8 @@ from common import digits
 PEERS, BATCH, STEP_TIME, HIDDEN = 4, 32, 0.01, 512  # the MLP: 64 -> 512 -> 10, 38 k parameters
 
 
-def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_steps, epoch_steps, start_at):
+def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_steps, epoch_steps, start_at,
+         state_every):
     import torch
     from functools import partial
 
@@ -50,11 +52,13 @@ def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_ste
             transport = opt.averager._native
         else:
             codec = {"plain": apiary.NoCompression(), "fp16": apiary.Float16Compression(),
-                     "8bit": apiary.Uniform8BitQuantization()}[way]
+                     "8bit": apiary.Uniform8BitQuantization(), "powersgd": apiary.NoCompression()}[way]
+            factory = partial(apiary.optim.PowerSGDGradientAverager, averager_rank=4) if way == "powersgd" else None
             opt = apiary.Optimizer(dht=dht, run_id=f"collab_{way}", target_batch_size=PEERS * BATCH * epoch_steps,
                                    batch_size_per_step=BATCH, params=model.parameters(),
                                    optimizer=partial(torch.optim.Adam, lr=3e-3 * PEERS),
                                    grad_compression=codec, state_averaging_compression=codec,
+                                   grad_averager_factory=factory, average_state_every=state_every,
                                    matchmaking_time=0.5, averaging_timeout=15.0,
                                    averager_opts=dict(request_timeout=1.0),
                                    tracker_opts=dict(min_refresh_period=0.1, max_refresh_period=0.5))
@@ -88,7 +92,7 @@ def peer(way, rank, initial_peers, stop_path, out_path, target, cap_s, inner_ste
         dht.shutdown()
 
 
-def run(way, target, cap_s, inner_steps, epoch_steps):
+def run(way, target, cap_s, inner_steps, epoch_steps, state_every):
     import apiary
 
     folder = tempfile.mkdtemp()
@@ -98,7 +102,7 @@ def run(way, target, cap_s, inner_steps, epoch_steps):
     n = 1 if way == "solo" else PEERS
     start_at = time.time() + 15
     procs = [ctx.Process(target=peer, args=(way, r, root.get_visible_maddrs(), stop, out, target, cap_s, inner_steps,
-                                             epoch_steps, start_at)) for r in range(n)]
+                                             epoch_steps, start_at, state_every)) for r in range(n)]
     for p in procs:
         p.start()
     for p in procs:
@@ -117,15 +121,18 @@ def run(way, target, cap_s, inner_steps, epoch_steps):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ways", nargs="*", default=["solo", "plain", "fp16", "8bit", "diloco"])
+    parser.add_argument("--ways", nargs="*", default=["solo", "plain", "fp16", "8bit", "powersgd", "diloco"])
     parser.add_argument("--target", type=float, default=0.93, help="held-out accuracy to reach")
     parser.add_argument("--cap", type=float, default=120.0, help="seconds per way at most")
     parser.add_argument("--inner-steps", type=int, default=20, help="DiLoCo's H")
     parser.add_argument("--epoch-steps", type=int, default=1,
                         help="steps per peer per epoch of the gradient-averaging ways")
+    parser.add_argument("--average-state-every", type=int, default=1,
+                        help="epochs between state averagings of the gradient-averaging ways (their bytes "
+                             "then show the gradients' share)")
     args = parser.parse_args()
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
-    results = [run(w, args.target, args.cap, args.inner_steps, args.epoch_steps) for w in args.ways]
+    results = [run(w, args.target, args.cap, args.inner_steps, args.epoch_steps, args.average_state_every) for w in args.ways]
     plain = next((r for r in results if r["way"] == "plain"), None)
     print(f"{'way':8} {'peers':>5} {'s to target':>12} {'samples':>9} {'bytes/sample':>13} {'vs plain':>9} "
           f"{'accuracy':>9} {'epochs':>7}")

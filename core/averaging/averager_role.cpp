@@ -64,6 +64,7 @@ AveragerRole::AveragerRole(AveragerRoleConfig config, NextU64 rng)
         return mm;
       }(), std::move(rng)) {
   if (!config_.address_of) config_.address_of = address_of_multiaddr;
+  if (config_.powersgd) powersgd_.emplace(*config_.powersgd);
 }
 
 bool AveragerRole::serves(const std::string& handle) const {
@@ -92,6 +93,12 @@ AveragerEffects AveragerRole::step(TimePoint now, AveragerStep step) {
                              step.tensor_sizes.size(), step.tensors.size());
     return out;
   }
+  if (powersgd_) {
+    if (auto valid = validate(powersgd_->config, step.tensor_sizes); !valid) {
+      out.outcome = valid.error();
+      return out;
+    }
+  }
   if (step.mode == AveragingMode::aux) step.params.weight = 0;
   step.params.client_mode = step.mode == AveragingMode::client;
   step_ = std::move(step);
@@ -118,12 +125,12 @@ AveragerEffects AveragerRole::trigger(TimePoint now, std::vector<std::vector<flo
     if (same_sizes) step_->tensors = std::move(*fresh);  // the values the trainer holds now
   }
   triggered_ = true;
-  if (group_ && !runner_) begin_allreduce(now, out);
+  if (group_ && phases_started_ == 0) begin_phase(now, out);
   return out;
 }
 
 bool AveragerRole::set_weight(double weight) {
-  if (!step_ || runner_ || !std::isfinite(weight) || weight < 0) return false;
+  if (!step_ || phases_started_ > 0 || !std::isfinite(weight) || weight < 0) return false;
   if (step_->mode != AveragingMode::aux) step_->params.weight = weight;
   return true;
 }
@@ -185,24 +192,73 @@ void AveragerRole::on_group(TimePoint now, GroupInfo group, AveragerEffects& out
     return;
   }
   result.shares = std::move(shares.value());
+  bandwidths_ = std::move(bandwidths);
   if (!group.next_group_key.empty()) next_group_key_ = group.next_group_key;
   result.group = std::move(group);
   result.attempts = attempts_;
   group_ = std::move(result);
-  if (!step_->require_trigger || triggered_) begin_allreduce(now, out);
+  if (!step_->require_trigger || triggered_) begin_phase(now, out);
 }
 
-void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
+std::vector<std::string> AveragerRole::phase_group_ids() const {
+  const std::string& id = group_->group.group_id;
+  if (!powersgd_) return {id};
+  const auto& matrices = powersgd_->config.matrices;
+  const bool compressed = std::any_of(matrices.begin(), matrices.end(), [](const auto& m) { return m.compressed(); });
+  if (!compressed) return {id + ".phase_q"};
+  return {id + ".phase_p", id + ".phase_q"};
+}
+
+bool AveragerRole::awaited(const std::string& group) const {
+  if (!group_) return phases_started_ == 0;  // the group is not known yet: any may be it
+  const auto ids = phase_group_ids();
+  return std::find(ids.begin() + static_cast<std::ptrdiff_t>(std::min(phases_started_, ids.size())), ids.end(),
+                   group) != ids.end();
+}
+
+void AveragerRole::begin_phase(TimePoint now, AveragerEffects& out, std::vector<std::vector<float>> previous) {
+  const auto ids = phase_group_ids();
+  const std::size_t phase = phases_started_++;
+  std::vector<std::vector<float>> tensors;
+  std::vector<std::int64_t> sizes;
+  std::vector<pb::CompressionType> codecs;
+  if (!powersgd_) {
+    tensors = std::move(step_->tensors);
+    sizes = step_->tensor_sizes;
+    codecs = step_->codecs;
+  } else if (phase == 0 && ids.size() == 2) {
+    powersgd_phase_p(tensors, sizes, codecs);
+  } else {
+    powersgd_phase_q(std::move(previous), tensors, sizes, codecs);
+  }
+  start_runner(now, ids[phase], std::move(tensors), std::move(sizes), std::move(codecs), out);
+}
+
+void AveragerRole::start_runner(TimePoint now, const std::string& group_id, std::vector<std::vector<float>> tensors,
+                                std::vector<std::int64_t> sizes, std::vector<pb::CompressionType> codecs,
+                                AveragerEffects& out) {
   const AveragerStep& s = *step_;
   AllReduceConfig config;
-  config.group_id = group_->group.group_id;
+  config.group_id = group_id;
   for (const auto& peer : group_->group.peers) config.peers.push_back(config_.address_of(peer));
   config.self = group_->group.my_index;
   config.modes = group_->modes;
   config.weight = s.mode == AveragingMode::aux ? 0.0 : s.params.weight;
-  config.tensor_sizes = s.tensor_sizes;
-  config.codecs = s.codecs;
-  for (std::int64_t share : group_->shares) config.peer_fractions.push_back(static_cast<double>(share));
+  if (powersgd_) {  // each phase splits its own elements
+    std::int64_t total = 0;
+    for (std::int64_t size : sizes) total += size;
+    auto shares = load_balance_peers(total, bandwidths_, s.min_vector_size);
+    if (!shares) {
+      refuse_held(out, "the group could not split the tensors");
+      finish(Result<AveragerStepResult>(shares.error()), out);
+      return;
+    }
+    for (std::int64_t share : shares.value()) config.peer_fractions.push_back(static_cast<double>(share));
+  } else {
+    for (std::int64_t share : group_->shares) config.peer_fractions.push_back(static_cast<double>(share));
+  }
+  config.tensor_sizes = std::move(sizes);
+  config.codecs = std::move(codecs);
   config.part_size_bytes = s.part_size_bytes;
   config.sender_timeout = s.sender_timeout;
   config.reducer_timeout = s.reducer_timeout;
@@ -210,17 +266,18 @@ void AveragerRole::begin_allreduce(TimePoint now, AveragerEffects& out) {
   config.handle = config_.part_handle;
   config.deferred_reductions = !config_.device_role.empty();
   config.splice_parts = config_.splice_parts;
-  if (config_.identical_results) {
+  if (config_.identical_results && !powersgd_) {
     config.identical_results = config.averages_in_place = config.answer_averages = true;
   }
   ++round_;
   config.id_base = runner_base();
-  auto runner = AllReduceRunner::create(std::move(config), std::move(step_->tensors));
+  auto runner = AllReduceRunner::create(std::move(config), std::move(tensors));
   if (!runner) {
     refuse_held(out, "this peer could not start the group's all-reduce");
     finish(Result<AveragerStepResult>(runner.error()), out);
     return;
   }
+  runner_group_ = group_id;
   runner_.emplace(std::move(runner.value()));
   runner_effects(runner_->start(now), out);
   if (runner_) serve_held(now, out);
@@ -230,9 +287,15 @@ void AveragerRole::serve_held(TimePoint now, AveragerEffects& out) {
   std::vector<Held> held = std::move(held_);
   held_.clear();
   std::vector<RequestId> mine;
+  std::vector<RequestId> kept;  // streams of a later phase of this step
   for (Held& h : held) {
     if (!runner_) break;
-    if (h.open && h.group != group_->group.group_id) {
+    if (h.open && h.group != runner_group_) {
+      if (awaited(h.group)) {
+        kept.push_back(h.id);
+        held_.push_back(std::move(h));
+        continue;
+      }
       out.rpc.push_back(Reply{h.id, make_error(errc::invalid_argument,
                                                "expected a part stream of this peer's group, got one "
                                                "of another group; the sender keeps its local values"),
@@ -244,6 +307,8 @@ void AveragerRole::serve_held(TimePoint now, AveragerEffects& out) {
       runner_effects(runner_->on_request(now, h.id, h.from, std::move(h.message.value())), out);
     } else if (std::find(mine.begin(), mine.end(), h.id) != mine.end()) {
       runner_effects(runner_->on_request_message(now, h.id, std::move(h.message), h.last), out);
+    } else if (std::find(kept.begin(), kept.end(), h.id) != kept.end()) {
+      held_.push_back(std::move(h));
     }
   }
 }
@@ -269,11 +334,20 @@ void AveragerRole::runner_effects(Effects fx, AveragerEffects& out) {
     finish(Result<AveragerStepResult>(outcome.status.error()), out);
     return;
   }
+  if (powersgd_ && phases_started_ < phase_group_ids().size()) {
+    runner_.reset();  // lower() begins the next phase, outside the runner's calls
+    phase_done_ = std::move(outcome);
+    return;
+  }
   AveragerStepResult result = std::move(*group_);
-  result.deltas = std::move(outcome.deltas);
+  result.deltas = powersgd_ ? powersgd_deltas(std::move(outcome.deltas)) : std::move(outcome.deltas);
   result.averages = std::move(outcome.averages);
-  result.failed_senders = std::move(outcome.failed_senders);
-  result.failed_reducers = std::move(outcome.failed_reducers);
+  for (auto& peer : outcome.failed_senders) result.failed_senders.push_back(std::move(peer));
+  for (auto& peer : outcome.failed_reducers) result.failed_reducers.push_back(std::move(peer));
+  for (auto* peers : {&result.failed_senders, &result.failed_reducers}) {
+    std::sort(peers->begin(), peers->end());
+    peers->erase(std::unique(peers->begin(), peers->end()), peers->end());
+  }
   finish(std::move(result), out);
 }
 
@@ -284,6 +358,12 @@ void AveragerRole::finish(Result<AveragerStepResult> outcome, AveragerEffects& o
   group_.reset();
   runner_.reset();
   triggered_ = false;
+  phases_started_ = 0;
+  runner_group_.clear();
+  phase_done_.reset();
+  psgd_m_.clear();
+  psgd_p_.clear();
+  psgd_q_.clear();
 }
 
 bool AveragerRole::runner_id(std::uint64_t id) const {

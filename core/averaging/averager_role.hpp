@@ -37,6 +37,7 @@
 #include "core/averaging/allreduce.hpp"
 #include "core/addressing.hpp"
 #include "core/averaging/matchmaking.hpp"
+#include "core/averaging/powersgd.hpp"
 #include "core/effects.hpp"
 #include "core/role.hpp"
 #include "core/time.hpp"
@@ -89,6 +90,13 @@ struct AveragerRoleConfig {
   /// The all-reduce's uncompressed parts leave as spliced messages (AllReduceConfig::
   /// splice_parts): for shells whose transport sends the pieces as they are.
   bool splice_parts = false;
+  /// Average the step's tensors by PowerSGD (core/averaging/powersgd.hpp): each round is
+  /// two all-reduces on the found group, phase P on group id + ".phase_p" (skipped when no
+  /// tensor is compressed) and phase Q on group id + ".phase_q", with the role keeping the
+  /// error feedback and the warm-started Qs between steps. The step's tensors are the
+  /// local gradients; its deltas turn them into the group's low-rank average (alpha 1).
+  /// Not with identical_results.
+  std::optional<PowerSgdConfig> powersgd;
 };
 
 /// One step: what matchmaking needs and how to run the all-reduce.
@@ -162,7 +170,9 @@ class AveragerRole final : public Role {
   /// True while a step runs.
   [[nodiscard]] bool busy() const { return step_.has_value(); }
   /// True once the running step's all-reduce began.
-  [[nodiscard]] bool reducing() const { return runner_.has_value(); }
+  [[nodiscard]] bool reducing() const { return phases_started_ > 0; }
+  /// The PowerSGD state (error feedback, Qs) when the role averages by PowerSGD.
+  [[nodiscard]] const PowerSgdState* powersgd() const { return powersgd_ ? &*powersgd_ : nullptr; }
   /// The group key to use next (Moshpit: the last group's next key, else "").
   [[nodiscard]] const std::string& next_group_key() const { return next_group_key_; }
 
@@ -179,8 +189,9 @@ class AveragerRole final : public Role {
   /// An Ask's answer.
   [[nodiscard]] AveragerEffects answered(TimePoint now, LocalReply reply);
   /// `afx` as Effects: DHT operations and reductions become Asks, the outcome the
-  /// running step's Complete; the caller is named on calls.
-  [[nodiscard]] Effects lower(AveragerEffects afx);
+  /// running step's Complete; the caller is named on calls. A phase that finished
+  /// meanwhile is followed by the step's next one first.
+  [[nodiscard]] Effects lower(TimePoint now, AveragerEffects afx);
 
   AveragerEffects step(TimePoint now, AveragerStep step);
   AveragerEffects trigger(TimePoint now, std::vector<std::vector<float>>* fresh = nullptr);
@@ -212,10 +223,28 @@ class AveragerRole final : public Role {
   [[nodiscard]] StepParams matchmaking_params() const;
   void absorb(TimePoint now, MatchmakingEffects mfx, AveragerEffects& out);
   void on_group(TimePoint now, GroupInfo group, AveragerEffects& out);
-  void begin_allreduce(TimePoint now, AveragerEffects& out);
+  /// Starts the step's next all-reduce (its only one, or a PowerSGD phase; `previous`:
+  /// the deltas of the phase before).
+  void begin_phase(TimePoint now, AveragerEffects& out, std::vector<std::vector<float>> previous = {});
+  /// Starts a runner averaging `tensors` with the group under `group_id`.
+  void start_runner(TimePoint now, const std::string& group_id, std::vector<std::vector<float>> tensors,
+                    std::vector<std::int64_t> sizes, std::vector<pb::CompressionType> codecs, AveragerEffects& out);
+  /// The group ids of the step's all-reduces, in order.
+  [[nodiscard]] std::vector<std::string> phase_group_ids() const;
+  /// True when a part stream of `group` belongs to an all-reduce of this step that has
+  /// not begun (or to a group not known yet).
+  [[nodiscard]] bool awaited(const std::string& group) const;
   void serve_held(TimePoint now, AveragerEffects& out);
   void refuse_held(AveragerEffects& out, const char* why);
   void runner_effects(Effects fx, AveragerEffects& out);
+  /// PowerSGD: phase P's tensors (P = (error + gradient) Q per compressed tensor), phase
+  /// Q's (Q = M^T P from the averaged, orthogonalized P, then the plain tensors), and the
+  /// step's deltas from phase Q's outcome.
+  void powersgd_phase_p(std::vector<std::vector<float>>& tensors, std::vector<std::int64_t>& sizes,
+                        std::vector<pb::CompressionType>& codecs);
+  void powersgd_phase_q(std::vector<std::vector<float>> p_deltas, std::vector<std::vector<float>>& tensors,
+                        std::vector<std::int64_t>& sizes, std::vector<pb::CompressionType>& codecs);
+  [[nodiscard]] std::vector<std::vector<float>> powersgd_deltas(std::vector<std::vector<float>> phase_q);
   void finish(Result<AveragerStepResult> outcome, AveragerEffects& out);
   [[nodiscard]] bool runner_id(std::uint64_t id) const;
   [[nodiscard]] std::uint64_t runner_base() const { return (round_ + 1) * k_round_ids; }
@@ -226,6 +255,15 @@ class AveragerRole final : public Role {
   std::optional<AveragerStepResult> group_;  ///< the found group, before/while reducing
   bool triggered_ = false;
   std::size_t attempts_ = 0;
+  std::vector<std::optional<double>> bandwidths_;  ///< the group's, for each phase's shares
+  std::size_t phases_started_ = 0;  ///< all-reduces the step began (its runner is the last)
+  std::string runner_group_;        ///< the group id of the running all-reduce
+  /// A phase that finished with more to come (its outcome), followed up by lower().
+  std::optional<AllReduceOutcome> phase_done_;
+  std::optional<PowerSgdState> powersgd_;
+  std::vector<std::vector<float>> psgd_m_;  ///< per compressed tensor: error + gradient
+  std::vector<std::vector<float>> psgd_p_;  ///< per compressed tensor: this peer's P, then the group's
+  std::vector<std::vector<float>> psgd_q_;  ///< per compressed tensor: this peer's Q of phase Q
   std::uint64_t round_ = 0;  ///< runners started so far (ids of the current one)
   std::optional<AllReduceRunner> runner_;
   std::vector<Held> held_;

@@ -21,12 +21,12 @@ AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std:
   }
   if (handle != config_.part_handle) return out;
   const std::string group = part_group_id(body.view());
-  if (runner_ && group == group_->group.group_id) {
+  if (runner_ && group == runner_group_) {
     requests_[id] = true;
     runner_effects(runner_->on_request(now, id, from, std::move(body)), out);
     return out;
   }
-  if (!step_ || runner_ || (group_ && group != group_->group.group_id)) {
+  if (!step_ || !awaited(group)) {
     // Not a group this peer is in or about to reduce for.
     out.rpc.push_back(Reply{id, make_error(errc::invalid_argument,
                                            "expected a part stream of a group this averager is "
@@ -36,7 +36,8 @@ AveragerEffects AveragerRole::on_request(TimePoint now, RequestId id, const std:
                             true});
     return out;
   }
-  // The sender's all-reduce began before this peer heard BEGIN_ALLREDUCE (or its trigger).
+  // The sender's all-reduce began before this peer heard BEGIN_ALLREDUCE (or its trigger,
+  // or before this peer finished the step's previous phase).
   requests_[id] = true;
   held_.push_back(Held{id, from, std::move(body), false, true, group});
   return out;
@@ -121,19 +122,19 @@ Effects AveragerRole::on(TimePoint now, Input input) {
       [&](auto& in) -> Effects {
         using T = std::decay_t<decltype(in)>;
         if constexpr (std::is_same_v<T, Request>) {
-          return lower(on_request(now, in.id, Addressing::base_of(in.handle), in.from, std::move(in.body)));
+          return lower(now, on_request(now, in.id, Addressing::base_of(in.handle), in.from, std::move(in.body)));
         } else if constexpr (std::is_same_v<T, RequestMessage>) {
-          return lower(on_request_message(now, in.id, std::move(in.message), in.last));
+          return lower(now, on_request_message(now, in.id, std::move(in.message), in.last));
         } else if constexpr (std::is_same_v<T, StreamMessage>) {
-          return lower(on_message(now, in.call, in.message.view(), in.landed));
+          return lower(now, on_message(now, in.call, in.message.view(), in.landed));
         } else if constexpr (std::is_same_v<T, Response>) {
-          return lower(on_response(now, in.call, in.result));
+          return lower(now, on_response(now, in.call, in.result));
         } else if constexpr (std::is_same_v<T, TimerFired>) {
-          return lower(on_timer(now, in.id));
+          return lower(now, on_timer(now, in.id));
         } else if constexpr (std::is_same_v<T, LocalCall>) {
           return local(now, in);
         } else if constexpr (std::is_same_v<T, LocalReply>) {
-          return lower(answered(now, std::move(in)));
+          return lower(now, answered(now, std::move(in)));
         } else {
           return {};  // Start; a groupmate going down shows as its calls failing
         }
@@ -153,7 +154,7 @@ Effects AveragerRole::local(TimePoint now, const LocalCall& c) {
                                                            "running; wait for it or cancel it first")}};
     }
     step_op_ = c.op;
-    return lower(step(now, std::move(*s)));
+    return lower(now, step(now, std::move(*s)));
   }
   if (c.method == k_trigger_method || c.method == k_cancel_method) {
     auto* fresh = c.args.as<std::vector<std::vector<float>>>();
@@ -167,7 +168,7 @@ Effects AveragerRole::local(TimePoint now, const LocalCall& c) {
                                           k_trigger_method, step_->tensors.size(), fresh->size())}};
       }
     }
-    Effects fx = lower(c.method == k_trigger_method ? trigger(now, fresh) : cancel(now));
+    Effects fx = lower(now, c.method == k_trigger_method ? trigger(now, fresh) : cancel(now));
     fx.push_back(Complete{c.op, Value{}});
     return fx;
   }
@@ -203,7 +204,15 @@ AveragerEffects AveragerRole::answered(TimePoint now, LocalReply reply) {
   return on_averagers(now, asked.id, std::move(active));
 }
 
-Effects AveragerRole::lower(AveragerEffects afx) {
+Effects AveragerRole::lower(TimePoint now, AveragerEffects afx) {
+  while (phase_done_ && step_ && !afx.outcome) {  // a PowerSGD phase ended: the next one
+    AllReduceOutcome done = std::move(*phase_done_);
+    phase_done_.reset();
+    for (auto& peer : done.failed_senders) group_->failed_senders.push_back(std::move(peer));
+    for (auto& peer : done.failed_reducers) group_->failed_reducers.push_back(std::move(peer));
+    begin_phase(now, afx, std::move(done.deltas));
+  }
+  phase_done_.reset();
   Effects out;
   for (auto& op : afx.dht) {
     const OpId ask = next_ask_++;

@@ -191,6 +191,9 @@ class DecentralizedAverager(NativeRunner):
     """
 
     _what = "averager"
+    # (rank, [(rows, cols) per tensor], seed) to average by PowerSGD (set by
+    # apiary.optim.PowerSGDGradientAverager before it starts the averager).
+    _powersgd: Optional[Tuple[int, List[Tuple[int, int]], int]] = None
 
     def __init__(
         self,
@@ -285,6 +288,7 @@ class DecentralizedAverager(NativeRunner):
             state_codecs=[],
             gpu=device,
             current_state=_state_provider(self) if self._allow_state_sharing else None,
+            powersgd=self._powersgd,
         )
         self._lock = threading.RLock()
         self._native: Any = None

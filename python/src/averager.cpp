@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <mutex>
+#include <tuple>
 
 #include "api/averager.hpp"
 #include "python/src/common.hpp"
@@ -102,6 +103,14 @@ struct PyAverager {
 }  // namespace
 
 void bind_averager(py::module_& m) {
+  m.def(
+      "powersgd_matrix",
+      [](const std::vector<std::int64_t>& shape, std::size_t rank, double min_compression_ratio) {
+        const auto matrix = core::averaging::powersgd_matrix(shape, rank, min_compression_ratio);
+        return std::make_pair(matrix.rows, matrix.cols);
+      },
+      py::arg("shape"), py::arg("rank"), py::arg("min_compression_ratio"),
+      "The (rows, cols) a tensor of this shape is averaged as by PowerSGD; (0, 0): plainly.");
   py::class_<PyAverager>(m, "Averager", "A decentralized averager beside a Dht, over the trainer's memory.")
       .def(py::init([](PyDht& node, const std::vector<std::pair<std::uintptr_t, std::size_t>>& tensors, py::dict o) {
              Dht& dht = node.get();
@@ -135,6 +144,17 @@ void bind_averager(py::module_& m) {
              options.declare_state_period = o["declare_state_period"].cast<double>();
              for (int codec : o["state_codecs"].cast<std::vector<int>>()) {
                options.state_codecs.push_back(static_cast<pb::CompressionType>(codec));
+             }
+             if (o.contains("powersgd") && !o["powersgd"].is_none()) {
+               // (rank, [(rows, cols) per tensor; (0, 0): plain], seed)
+               auto [rank, matrices, seed] =
+                   o["powersgd"].cast<std::tuple<std::size_t, std::vector<std::pair<std::int64_t, std::int64_t>>,
+                                                 std::uint64_t>>();
+               core::averaging::PowerSgdConfig powersgd;
+               powersgd.rank = rank;
+               powersgd.seed = seed;
+               for (const auto& [rows, cols] : matrices) powersgd.matrices.push_back({rows, cols});
+               options.powersgd = std::move(powersgd);
              }
              PyAverager out;
              py::object provide = o["current_state"];

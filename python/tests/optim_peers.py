@@ -311,3 +311,31 @@ def churn_peer(initial_peers, run_id, rank, log_path, stop_path, step_time):
                 log(event="epoch", epoch=epoch)
         log(event="final", epoch=opt.local_epoch, accuracy=held_out_accuracy(model, x_test, y_test))
         opt.shutdown()
+
+
+def powersgd_peer(initial_peers, prefix, index, rank, min_compression_ratio, rounds):
+    """A PowerSGDGradientAverager peer of a Linear(32, 24): every round it accumulates one
+    batch whose gradients are this peer's fixed random matrices (seeded by `index`) and
+    averages them with its group; returns its gradients and what each round gave."""
+    import torch
+
+    from apiary.optim import PowerSGDGradientAverager
+
+    torch.manual_seed(index)
+    model = torch.nn.Linear(32, 24)
+    grad_w, grad_b = torch.randn(24, 32), torch.randn(24)
+    with apiary.DHT(initial_peers=initial_peers) as dht:
+        averager = PowerSGDGradientAverager(model.parameters(), rank, dht=dht, prefix=prefix, target_group_size=3, min_group_size=3,
+                                            min_compression_ratio=min_compression_ratio, min_matchmaking_time=1.0,
+                                            request_timeout=0.5, start=True)
+        compressed = sorted(set(range(2)) - averager._uncompressed_gradients_indexes)
+        results = []
+        for _ in range(rounds):
+            model.weight.grad, model.bias.grad = grad_w.clone(), grad_b.clone()
+            averager.accumulate_grads_(batch_size=1)
+            gathered = averager.step(timeout=60)
+            with averager.use_averaged_gradients():
+                results.append((model.weight.grad.tolist(), model.bias.grad.tolist(), len(gathered)))
+        sizes = averager.compressed_sizes
+        averager.shutdown()
+        return grad_w.tolist(), grad_b.tolist(), results, compressed, sizes

@@ -33,6 +33,7 @@ core::Mux roles_of(core::dht::NodeId id, const core::PeerAddr& self, const Avera
   config.peer_id = self.multiaddr();
   config.dht_epoch = settings.dht_epoch;
   if (settings.device_ns_per_value > 0) config.device_role = "device";
+  config.powersgd = settings.powersgd;
   auto rng = std::make_shared<core::Rng>(seed);
   (void)mux.add("averager", std::make_unique<mm::AveragerRole>(std::move(config), [rng] { return rng->next_u64(); }));
   if (settings.device_ns_per_value > 0) {

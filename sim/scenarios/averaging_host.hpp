@@ -53,6 +53,8 @@ struct AveragerSettings {
   /// job at a time in arrival order, each taking inputs x values x this many ns of
   /// virtual time; 0: inline in the role, at once.
   double device_ns_per_value = 0;
+  /// Average the values by PowerSGD (one tensor, its matrix the config's first).
+  std::optional<core::averaging::PowerSgdConfig> powersgd;
 };
 
 /// One averager as a simulated node.

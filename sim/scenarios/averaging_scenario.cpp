@@ -175,9 +175,10 @@ Result<AveragingScenarioReport> run_averaging_scenario(const AveragingScenarioCo
   for (std::size_t r = 0; r < c.rounds; ++r) {
     const TimePoint begin = first + c.round_period * static_cast<core::Duration::rep>(r);
     run->world.run_until(begin);
+    RoundReport round;
     std::vector<std::vector<float>> before(run->addrs.size());
     for (std::size_t i : running(*run)) before[i] = run->hosts[i]->values();
-    RoundReport round;
+    if (c.keep_values) round.values_before = before;
     round.round = r;
     round.killed = schedule_round(*run, c, r, begin);
     run->world.run_until(begin + c.round_period);
@@ -187,6 +188,7 @@ Result<AveragingScenarioReport> run_averaging_scenario(const AveragingScenarioCo
     std::map<std::string, std::size_t> groups;
     for (std::size_t i = 0; i < run->addrs.size(); ++i) {
       const PeerRound pr = run->hosts[i]->round(r);
+      if (c.keep_values) round.values_after.push_back(run->hosts[i]->values());
       if (pr.grouped) groups[pr.group_id] = pr.group_size;
       if (!run->world.running(run->addrs[i]) || before[i].empty()) continue;
       ++round.live;

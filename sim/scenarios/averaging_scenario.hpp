@@ -51,6 +51,8 @@ struct AveragingScenarioConfig {
   core::Duration warmup = std::chrono::seconds(5);
   std::size_t bootstrap_peers = 3;  ///< random earlier peers each DHT node bootstraps from
   AveragerSettings averager{};      ///< DHT node and all-reduce settings of every peer
+  /// Keep every peer's values before and after each round in the report.
+  bool keep_values = false;
 };
 
 /// Checks an AveragingScenarioConfig; the error names the field, its value and the range.
@@ -69,6 +71,10 @@ struct RoundReport {
   double mean_before = 0.0;    ///< mean of every value of the live peers
   double mean_after = 0.0;
   std::map<std::string, std::size_t> errors;  ///< why live peers did not complete -> count
+  /// With keep_values: each peer's values at the round's beginning (empty for a peer not
+  /// running then) and at its end.
+  std::vector<std::vector<float>> values_before;
+  std::vector<std::vector<float>> values_after;
 
   /// completed / live (1 when no peer is alive).
   [[nodiscard]] double completion() const;

@@ -3,11 +3,15 @@
 // after round, with and without peers dying; and replay by seed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <utility>
+#include <vector>
 
+#include "core/averaging/powersgd.hpp"
 #include "sim/scenarios/averaging_scenario.hpp"
 #include "tests/sim/scenario_report.hpp"
 
@@ -130,4 +134,96 @@ TEST_CASE("256 averagers, groups of 16, 1-100 ms links, 5% dying per round: >= 9
   // Replaying the seed reproduces the run event for event.
   const auto replay = run_or_fail(config, "256 peers, replay");
   CHECK(replay.trace_hash == report.trace_hash);
+}
+
+namespace {
+
+namespace avg = apiary::core::averaging;
+
+/// PowerSGD's round as the reference states it, in double precision: the peers' M = error
+/// + gradient, P = mean(M Q), orthogonalized, Q = mean(M^T P), result P Q^T; the errors
+/// become M - P Q^T and Q is kept.
+struct ReferencePowerSgd {
+  std::size_t rows, cols, rank;
+  std::vector<double> q;
+  std::vector<std::vector<double>> errors;
+
+  std::vector<double> round(const std::vector<std::vector<float>>& grads) {
+    const std::size_t n = grads.size();
+    std::vector<std::vector<double>> m(n, std::vector<double>(rows * cols));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t e = 0; e < rows * cols; ++e) m[i][e] = errors[i][e] + grads[i][e];
+    }
+    std::vector<double> p(rows * rank, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t k = 0; k < rank; ++k) {
+          double sum = 0;
+          for (std::size_t c = 0; c < cols; ++c) sum += m[i][r * cols + c] * q[c * rank + k];
+          p[r * rank + k] += sum / static_cast<double>(n);
+        }
+      }
+    }
+    for (std::size_t k = 0; k < rank; ++k) {  // Gram-Schmidt over the columns
+      double norm = 0;
+      for (std::size_t r = 0; r < rows; ++r) norm += p[r * rank + k] * p[r * rank + k];
+      norm = std::max(std::sqrt(norm), 1e-8);
+      for (std::size_t r = 0; r < rows; ++r) p[r * rank + k] /= norm;
+      for (std::size_t j = k + 1; j < rank; ++j) {
+        double dot = 0;
+        for (std::size_t r = 0; r < rows; ++r) dot += p[r * rank + k] * p[r * rank + j];
+        for (std::size_t r = 0; r < rows; ++r) p[r * rank + j] -= dot * p[r * rank + k];
+      }
+    }
+    std::fill(q.begin(), q.end(), 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t c = 0; c < cols; ++c) {
+        for (std::size_t k = 0; k < rank; ++k) {
+          double sum = 0;
+          for (std::size_t r = 0; r < rows; ++r) sum += m[i][r * cols + c] * p[r * rank + k];
+          q[c * rank + k] += sum / static_cast<double>(n);
+        }
+      }
+    }
+    std::vector<double> approx(rows * cols, 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t c = 0; c < cols; ++c) {
+        for (std::size_t k = 0; k < rank; ++k) approx[r * cols + c] += p[r * rank + k] * q[c * rank + k];
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t e = 0; e < rows * cols; ++e) errors[i][e] = m[i][e] - approx[e];
+    }
+    return approx;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("PowerSGD: 4 averagers in one group end each round with the group's rank-2 average and keep the error") {
+  AveragingScenarioConfig config = config_of(5, 4, 4, 3, 0.0);
+  config.values = 40 * 25;
+  config.keep_values = true;
+  avg::PowerSgdConfig powersgd;
+  powersgd.rank = 2;
+  powersgd.matrices = {avg::PowerSgdMatrix{40, 25}};
+  powersgd.seed = 99;
+  config.averager.powersgd = powersgd;
+  const auto report = run_or_fail(config, "4 peers, PowerSGD rank 2");
+  CHECK(report.anomalies == 0);
+  REQUIRE(report.rounds.size() == 3);
+  ReferencePowerSgd reference{40, 25, 2, {}, std::vector<std::vector<double>>(4, std::vector<double>(1000, 0.0))};
+  for (float v : avg::powersgd_initial_q(99, 0, 25, 2)) reference.q.push_back(v);
+  for (const auto& round : report.rounds) {
+    INFO("round " << round.round);
+    REQUIRE(round.completed == 4);
+    REQUIRE(round.group_sizes == std::map<std::size_t, std::size_t>{{4, 1}});
+    const std::vector<double> expected = reference.round(round.values_before);
+    double worst = 0;
+    for (const auto& values : round.values_after) {
+      REQUIRE(values.size() == expected.size());
+      for (std::size_t e = 0; e < expected.size(); ++e) worst = std::max(worst, std::abs(values[e] - expected[e]));
+    }
+    CHECK(worst < 1e-4);
+  }
 }

@@ -2,8 +2,9 @@
 from .diloco import DiLoCo
 from .grad_averager import GradientAverager
 from .optimizer import Optimizer
+from .power_sgd_averager import PowerSGDGradientAverager
 from .progress_tracker import GlobalTrainingProgress, LocalTrainingProgress, ProgressTracker, TrainingProgressSchema
 from .state_averager import TrainingStateAverager
 
-__all__ = ["Optimizer", "DiLoCo", "GradientAverager", "TrainingStateAverager", "ProgressTracker", "GlobalTrainingProgress",
+__all__ = ["Optimizer", "DiLoCo", "GradientAverager", "PowerSGDGradientAverager", "TrainingStateAverager", "ProgressTracker", "GlobalTrainingProgress",
            "LocalTrainingProgress", "TrainingProgressSchema"]

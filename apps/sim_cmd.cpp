@@ -29,6 +29,7 @@
 #include "core/strategy/validate.hpp"
 #include "messages/result.hpp"
 #include "sim/scenarios/averaging_scenario.hpp"
+#include "sim/scenarios/progress_scenario.hpp"
 #include "sim/scenarios/dht_scenario.hpp"
 #include "sim/scenarios/moe_scenario.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
@@ -125,6 +126,41 @@ std::function<int()> add_averaging_command(CLI::App& cmd) {
     std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
     std::printf("wall time:       %.2f s\n", seconds_between(begin, end));
     std::printf("peak memory:     %.1f MiB\n", peak_rss_mib());
+    return 0;
+  };
+}
+
+/// Adds `apiary sim progress` to `cmd`; returns its action (-1 when not chosen).
+std::function<int()> add_progress_command(CLI::App& cmd) {
+  auto* sub = cmd.add_subcommand("progress", "Simulated collaborative trainers of mixed speed: progress trackers "
+                                             "through their DHT, epochs, ETAs, churn");
+  auto config = std::make_shared<sim::scenarios::ProgressScenarioConfig>();
+  auto latency = std::make_shared<std::string>("1-200");
+  sub->add_option("--peers", config->peers, "Trainers at the start")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  sub->add_option("--epochs", config->epochs, "Run until the swarm's epoch reaches this")->capture_default_str();
+  sub->add_option("--churn", config->churn, "Share of the live peers replaced during each epoch, in [0, 1)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  sub->add_option("--epoch-seconds", config->epoch_seconds, "Epoch length the target batch size is set for")
+      ->capture_default_str();
+  sub->add_option("--bandwidth", config->bandwidth, "Bytes per second of every link (0: unlimited)")->capture_default_str();
+  sub->add_option("--latency-ms", *latency, "One-way latency range MIN-MAX in ms, drawn once per link")
+      ->capture_default_str();
+  sub->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
+  return [=]() {
+    if (!sub->parsed()) return -1;
+    auto range = parse_latency(*latency);
+    if (!range) return fail("sim progress", range.error());
+    config->min_latency = from_ms(range->min_ms);
+    config->max_latency = from_ms(range->max_ms);
+    const Clock::time_point begin = Clock::now();  // the simulation itself never reads a clock
+    auto report = sim::scenarios::run_progress_scenario(*config);
+    const Clock::time_point end = Clock::now();
+    if (!report) return fail("sim progress", report.error());
+    std::printf("%s", sim::scenarios::format_report(report.value()).c_str());
+    const double wall = seconds_between(begin, end);
+    std::printf("wall time: %.2f s, %.0f events/s, peak memory %.1f MiB\n", wall,
+                static_cast<double>(report->world.events) / wall, peak_rss_mib());
     return 0;
   };
 }
@@ -300,8 +336,10 @@ Command add_sim_commands(CLI::App& app) {
   auto averaging = add_averaging_command(*cmd);
   auto ps = add_ps_sim_command(*cmd);
   auto moe = add_moe_sim_command(*cmd);
+  auto progress = add_progress_command(*cmd);
   return [=]() {
     if (const int rc = averaging(); rc >= 0) return rc;
+    if (const int rc = progress(); rc >= 0) return rc;
     if (const int rc = ps(); rc >= 0) return rc;
     if (const int rc = moe(); rc >= 0) return rc;
     auto range = parse_latency(*latency);

@@ -115,7 +115,7 @@ class ProgressTracker {
   /// Whether the records were read since the last epoch change.
   [[nodiscard]] bool fetched_this_epoch() const { return fetched_this_epoch_; }
 
-  /// The swarm is behind us, has gathered target_batch_size, or its ETA passed.
+  /// The swarm is ahead of us, has gathered target_batch_size, or its ETA passed.
   [[nodiscard]] bool ready_to_update_epoch(double dht_now) const;
   /// dht_now when ready, else the ETA.
   [[nodiscard]] double estimated_next_update_time(double dht_now) const;

@@ -158,7 +158,7 @@ void Node::replicate_to(TimePoint now, const Contact& newcomer) {
   // nearer to it than our num_replicas-th neighbor, while we are nearer than our nearest.
   const DhtTime t = dht_time(now);
   pb::StoreRequest req;
-  for (auto& [key, stored] : protocol_.storage().items(t)) {
+  protocol_.storage().for_each(t, [&](const NodeId& key, ValueWithExpiration<StoredValue>& stored) {
     auto neighbors = routing_table().nearest(key, config_.protocol.num_replicas, newcomer.id);
     bool push = neighbors.empty();
     if (!push) {
@@ -166,7 +166,7 @@ void Node::replicate_to(TimePoint now, const Contact& newcomer) {
       const NodeId farthest = neighbors.back().id.distance(key);
       push = newcomer.id.distance(key) < farthest && id_self().distance(key) < nearest;
     }
-    if (!push) continue;
+    if (!push) return;
     req.add_keys(key.to_bytes());
     if (auto* regular = std::get_if<std::string>(&stored.value)) {
       req.add_subkeys(k_subkey_regular);
@@ -177,7 +177,7 @@ void Node::replicate_to(TimePoint now, const Contact& newcomer) {
     }
     req.add_expiration_time(stored.expiration_time);
     req.add_in_cache(false);
-  }
+  });
   if (req.keys_size() == 0) return;
   *req.mutable_peer() = own_info();
   call(newcomer.peer, k_store_handle, req.SerializeAsString(), 0, static_cast<int>(CallKind::push));

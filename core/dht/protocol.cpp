@@ -219,9 +219,10 @@ Result<pb::FindResponse> Protocol::find(double now, const PeerId& from_peer,
 pb::FindResult Protocol::find_one(double now, const NodeId& key,
                                   const std::optional<NodeId>& requester) {
   pb::FindResult result;
-  // Storage and cache: the later expiration wins (storage on a tie).
-  auto item = storage_.get(now, key);
-  auto cached = cache_.get(now, key);
+  // Storage and cache: the later expiration wins (storage on a tie). Read where they lie:
+  // a dictionary of many subkeys is packed, not copied first.
+  auto* item = storage_.find(now, key);
+  auto* cached = cache_.find(now, key);
   if (cached && (!item || cached->expiration_time > item->expiration_time)) item = cached;
   if (!item) {
     result.set_type(pb::NOT_FOUND);

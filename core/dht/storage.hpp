@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -92,6 +93,16 @@ class LocalStorage {
   /// The value under `key` with its outer expiration, if alive at `now`.
   [[nodiscard]] std::optional<ValueWithExpiration<StoredValue>> get(DhtTime now,
                                                                     const NodeId& key);
+  /// get() where the value lies (valid until the storage changes), or nullptr.
+  [[nodiscard]] ValueWithExpiration<StoredValue>* find(DhtTime now, const NodeId& key) {
+    return data_.find_entry(now, key);
+  }
+  /// Calls fn(key, entry) for every alive entry in key order, where it lies (items()
+  /// without the copies); fn must not change the storage.
+  template <class Fn>
+  void for_each(DhtTime now, Fn&& fn) {
+    data_.for_each(now, std::forward<Fn>(fn));
+  }
   /// True when `key` holds a value alive at `now`.
   [[nodiscard]] bool contains(DhtTime now, const NodeId& key) { return data_.contains(now, key); }
   /// Keys alive at `now`.

@@ -86,6 +86,22 @@ class TimedStorage {
     return it->second;
   }
 
+  /// The entry under `key` if it has not expired at `now`, where it lies (valid until the
+  /// storage changes), or nullptr: get() without the copy.
+  [[nodiscard]] ValueWithExpiration<Value>* find_entry(DhtTime now, const Key& key) {
+    purge(now);
+    auto it = data_.find(key);
+    return it == data_.end() ? nullptr : &it->second;
+  }
+
+  /// Calls fn(key, entry) for every entry alive at `now`, in key order, where it lies
+  /// (items() without the copies); fn must not change the storage.
+  template <class Fn>
+  void for_each(DhtTime now, Fn&& fn) {
+    purge(now);
+    for (auto& [key, entry] : data_) fn(key, entry);
+  }
+
   /// The value under `key` for changing in place (its expiration stays), or nullptr.
   [[nodiscard]] Value* get_mutable(DhtTime now, const Key& key) {
     purge(now);

@@ -1,10 +1,12 @@
 """apiary.Optimizer with hivemind's API (its test_optimizer): peers in separate processes
 train one model collaboratively, an epoch per target_batch_size samples of the swarm."""
 import time
+from functools import partial
 
 import pytest
 
 import apiary
+from apiary.optim import PowerSGDGradientAverager
 from optim_peers import constant_gradient_trainer, regression_trainer
 from peers import run_in_processes
 
@@ -66,12 +68,7 @@ COMBINATIONS = [
 ]
 
 
-@pytest.mark.parametrize("local, delay_state, delay_step, delay_grads, reuse", COMBINATIONS)
-def test_optimizer(local, delay_state, delay_step, delay_grads, reuse):
-    options = dict(use_local_updates=local, delay_state_averaging=delay_state, delay_optimizer_step=delay_step,
-                   delay_grad_averaging=delay_grads, reuse_grad_buffers=reuse)
-    run_id = "opt" + "".join(str(int(v)) for v in (local, delay_state, delay_step, delay_grads, reuse))
-    total_epochs = 3
+def _three_peers_train(run_id, options, total_epochs=3):
     with apiary.DHT() as root:
         peers = root.get_visible_maddrs()
         # Three peers of different speeds; the last is in client mode.
@@ -87,6 +84,21 @@ def test_optimizer(local, delay_state, delay_step, delay_grads, reuse):
         assert r["alive"] == (False, False, False)
     total = sum(r["samples"] for r in results)
     assert total >= 32 * total_epochs
+
+
+@pytest.mark.parametrize("local, delay_state, delay_step, delay_grads, reuse", COMBINATIONS)
+def test_optimizer(local, delay_state, delay_step, delay_grads, reuse):
+    options = dict(use_local_updates=local, delay_state_averaging=delay_state, delay_optimizer_step=delay_step,
+                   delay_grad_averaging=delay_grads, reuse_grad_buffers=reuse)
+    _three_peers_train("opt" + "".join(str(int(v)) for v in (local, delay_state, delay_step, delay_grads, reuse)),
+                       options)
+
+
+def test_optimizer_with_powersgd_gradients():
+    """hivemind's grad_averager_factory=partial(PowerSGDGradientAverager, averager_rank=1):
+    the 5 x 5 layer's gradients travel as rank-1 factors, the rest plainly; a client peer
+    takes part in both phases."""
+    _three_peers_train("opt_powersgd", dict(grad_averager_factory=partial(PowerSGDGradientAverager, averager_rank=1)))
 
 
 def test_bad_arguments():

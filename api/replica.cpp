@@ -58,8 +58,9 @@ Result<std::unique_ptr<Replica>> Replica::start(caf::actor_system& system, std::
     return make_error(errc::invalid_argument, "replica {}: expected a patience > 0 ms, got {} ms", roles.replica,
                       options.patience.count());
   }
-  // Replicas that all-reduce meet before their first collective and after their last.
-  roles.meet = roles.ar != nullptr;
+  // Replicas that all-reduce meet before their first collective and after their last;
+  // others when the caller asks (their processes also serve the PS devices).
+  roles.meet = roles.meet || roles.ar != nullptr;
   if (nccl_groups) roles.nccl_role = "nccl";
   auto mux = std::make_unique<core::Mux>();
   if (auto added = ct::add_replica_roles(*mux, roles); !added) return added.error();

@@ -38,7 +38,8 @@ using ReplicaConfig = core::train::ReplicaConfig;
 /// How to start a replica.
 struct ReplicaOptions {
   /// The plans, the PS devices' and replicas' addresses (multiaddrs), the optimizer and
-  /// initial values of the all-reduced variables, deadlines. `meet` is set by start().
+  /// initial values of the all-reduced variables, deadlines. start() sets `meet` when there
+  /// are all-reduced variables; set it to have PS-only replicas meet too (given `members`).
   ReplicaConfig roles;
   /// The replica's member of the replicas' NCCL group, for the plan's NCCL fusion groups
   /// (null: the plan must have none).

@@ -5,7 +5,7 @@ DHT (``apiary.DHT``), decentralized averaging (``apiary.DecentralizedAverager``)
 averaging codecs (``apiary.compression``), collaborative training (``apiary.Optimizer``,
 ``apiary.optim``), PeerID, ValueWithExpiration, get_dht_time.
 """
-from . import compression, runtime_pb2, utils
+from . import autodist, compression, runtime_pb2, strategy, utils
 from .averaging import AveragingMode, DecentralizedAverager, StepControl
 from .compression import (
     BlockwiseQuantization,
@@ -47,6 +47,8 @@ __all__ = [
     "TrainingStateAverager",
     "ProgressTracker",
     "compression",
+    "autodist",
+    "strategy",
     "NoCompression",
     "Float16Compression",
     "ScaledFloat16Compression",

@@ -119,5 +119,6 @@ void bind_tensor(py::module_& m);
 void bind_validators(py::module_& m);
 void bind_progress(py::module_& m);
 void bind_moe(py::module_& m);
+void bind_autodist(py::module_& m);
 
 }  // namespace apiary::python

@@ -122,4 +122,5 @@ PYBIND11_MODULE(_apiary, m) {
   apiary::python::bind_validators(m);
   apiary::python::bind_progress(m);
   apiary::python::bind_moe(m);
+  apiary::python::bind_autodist(m);
 }

@@ -1,0 +1,325 @@
+#include "api/autodist.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "api/job_files.hpp"
+#include "api/parameter_server.hpp"
+#include "api/replica.hpp"
+#include "api/runtime.hpp"
+#include "api/training_job_parts.hpp"
+#include "core/collective/ar_plan.hpp"
+#include "core/ps/plan.hpp"
+#include "core/strategy/graph_item.hpp"
+#include "core/strategy/resource_spec.hpp"
+#include "core/strategy/validate.hpp"
+#include "messages/identity/multiaddr.hpp"
+
+namespace apiary {
+
+namespace cc = core::collective;
+namespace cps = core::ps;
+namespace cs = core::strategy;
+
+struct AutoDistJob::Parts {
+  std::unique_ptr<Runtime> runtime;                  ///< the replica's; its actor system runs the others
+  std::vector<std::unique_ptr<Runtime>> served_rt;   ///< one per PS device served (and the initial values)
+  std::vector<std::unique_ptr<ParameterServer>> servers;
+  std::unique_ptr<Replica> replica;
+  bool left = false;
+
+  ~Parts() {
+    replica.reset();
+    servers.clear();
+    served_rt.clear();
+  }
+};
+
+namespace {
+
+/// Where a device's host listens: loopback names as 127.0.0.1, others as written.
+Result<std::string> host_of(const std::string& device) {
+  auto name = cs::parse_device_name(device);
+  if (!name) return name.error();
+  if (cs::is_loopback_address(name->host)) return std::string("127.0.0.1");
+  return name->host;
+}
+
+Result<core::PeerAddr> addr_of(const std::string& host, std::uint32_t port, const std::string& what) {
+  if (port > 65535) {
+    return make_error(errc::invalid_argument, "{}: port {} is past 65535; give the job a lower first port", what, port);
+  }
+  auto m = messages::Multiaddr::from_ip(host, static_cast<std::uint16_t>(port));
+  if (!m) return make_error(errc::invalid_argument, "{}: {}", what, m.error().message);
+  return core::PeerAddr(std::move(*m));
+}
+
+cs::GraphItem item_of(const std::vector<AutoDistVariable>& variables, bool sparse) {
+  cs::GraphItem item;
+  for (const auto& v : variables) {
+    cs::Variable var;
+    var.name = v.name;
+    var.shape = v.shape;
+    var.sparse = sparse && v.sparse;
+    item.variables.push_back(std::move(var));
+  }
+  return item;
+}
+
+Result<pb::autodist::Strategy> strategy_of(const AutoDistOptions& o, const cs::GraphItem& item,
+                                          const cs::ResourceSpec& spec) {
+  if (!o.strategy_file.empty()) return load_strategy(o.strategy_file, o.strategy_text);
+  auto kind = cs::parse_builder_kind(o.builder);
+  if (!kind) return kind.error();
+  return cs::build_strategy(*kind, o.builder_options, item, spec, o.job);
+}
+
+std::string ps_summary(const cps::TrainingPlan& plan) {
+  std::string out;
+  for (const auto& v : plan.variables) {
+    std::string devices;
+    for (auto shard : v.shards) {
+      const auto& d = plan.shards[shard].device;
+      if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : ",") + d;
+    }
+    out += fmt::format("PS {}{} on {} ({} shard{})\n", v.name, v.sparse ? " (sparse)" : "", devices, v.shards.size(),
+                       v.shards.size() == 1 ? "" : "s");
+  }
+  return out;
+}
+
+/// Pulls every variable from replica 0's initial-value server at `from`, as replica
+/// `rank` of `init` (the whole model on one PS device), retrying until it answers or
+/// the patience runs out.
+Result<std::map<std::string, std::vector<float>>> initial_from(caf::actor_system& system,
+                                                               const std::shared_ptr<actors::Gateway>& gateway,
+                                                               const std::shared_ptr<const cps::TrainingPlan>& init,
+                                                               const core::PeerAddr& from, const AutoDistOptions& o) {
+  const auto deadline = std::chrono::steady_clock::now() + o.patience;
+  for (;;) {
+    ReplicaOptions ro;
+    ro.roles.replica = o.rank;
+    ro.roles.ps = init;
+    ro.roles.servers.emplace(init->servers.front(), from);
+    ro.roles.job = o.job + ".initial";
+    ro.roles.call_timeout = o.timeout;
+    ro.roles.label = "initial values";
+    ro.patience = o.timeout + std::chrono::seconds(1);
+    auto replica = Replica::start(system, gateway, std::move(ro));
+    if (!replica) return replica.error();
+    std::map<std::string, std::vector<float>> values;
+    auto pulled = (*replica)->pull_into(values);
+    if (pulled) {
+      (void)(*replica)->leave(o.timeout);
+      return values;
+    }
+    const bool absent = pulled.error().code == errc::unavailable || pulled.error().code == errc::peer_down ||
+                        pulled.error().code == errc::deadline_exceeded;
+    if (!absent || std::chrono::steady_clock::now() >= deadline) {
+      return make_error(pulled.error().code, "replica {}: could not pull the initial values from replica 0 at {}: {}",
+                        o.rank, from.key(), pulled.error().message);
+    }
+    replica->reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
+  if (o.variables.empty()) return make_error(errc::invalid_argument, "autodist: expected the model's variables, got none");
+  for (const auto& v : o.variables) {
+    std::int64_t n = 1;
+    for (auto d : v.shape) n *= d;
+    auto it = o.initial.find(v.name);
+    if (it == o.initial.end() || it->second.size() != static_cast<std::size_t>(n)) {
+      return make_error(errc::invalid_argument, "autodist: expected initial values of {} with {} values, got {}",
+                        v.name, n, it == o.initial.end() ? std::string("none") : std::to_string(it->second.size()));
+    }
+  }
+  if (auto valid = cps::validate(o.optimizer); !valid) return valid.error();
+  auto spec = load_resource_spec(o.resource_spec);
+  if (!spec) return spec.error();
+  const cs::GraphItem item = item_of(o.variables, true);
+  if (auto checked = cs::check_graph_item(item); !checked) return checked.error();
+  auto strategy = strategy_of(o, item, *spec);
+  if (!strategy) return strategy.error();
+  if (auto valid = cs::validate(*strategy, item, *spec); !valid) {
+    return make_error(errc::invalid_argument, "autodist: the strategy does not fit the model: {}",
+                      valid.error().message);
+  }
+  const auto& replicas = strategy->graph_config().replicas();
+  const auto count = static_cast<std::size_t>(replicas.size());
+  if (o.rank < 0 || static_cast<std::size_t>(o.rank) >= count) {
+    return make_error(errc::invalid_argument,
+                      "autodist: rank {} is not a replica of the strategy, which has {} (its resource spec's devices); "
+                      "start one process per replica with ranks 0..{}",
+                      o.rank, count, count == 0 ? 0 : count - 1);
+  }
+
+  // The plans: the all-reduced variables, and the PS ones (all of them, or a mixed
+  // strategy's PS part).
+  std::shared_ptr<const cc::ArPlan> ar;
+  if (cc::uses_allreduce(*strategy)) {
+    cc::ArOptions ao;
+    ao.allow_ps = true;
+    auto plan = cc::plan_allreduce(*strategy, item, ao);
+    if (!plan) return plan.error();
+    ar = std::make_shared<const cc::ArPlan>(std::move(*plan));
+  }
+  std::shared_ptr<const cps::TrainingPlan> ps;
+  if (!ar || !ar->ps_variables.empty()) {
+    auto plan = cps::plan_training(ar ? cc::ps_part(*strategy) : *strategy, item, o.optimizer);
+    if (!plan) return plan.error();
+    if (!plan->variables.empty()) ps = std::make_shared<const cps::TrainingPlan>(std::move(*plan));
+  }
+
+  // Addresses, by the job's port range.
+  std::vector<std::string> hosts;
+  std::vector<core::PeerAddr> members;
+  for (std::size_t r = 0; r < count; ++r) {
+    auto host = host_of(replicas[static_cast<int>(r)]);
+    if (!host) return host.error();
+    auto addr = addr_of(*host, o.port + r, fmt::format("replica {}", r));
+    if (!addr) return addr.error();
+    hosts.push_back(*host);
+    members.push_back(std::move(*addr));
+  }
+  const std::vector<std::string> devices = ps ? ps->servers : std::vector<std::string>{};
+  std::map<std::string, core::PeerAddr> servers;
+  std::vector<std::string> mine;  // the PS devices this process serves
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    auto host = host_of(devices[k]);
+    if (!host) return host.error();
+    auto addr = addr_of(*host, o.port + count + k, "PS device " + devices[k]);
+    if (!addr) return addr.error();
+    servers.emplace(devices[k], *addr);
+    auto first = std::find(hosts.begin(), hosts.end(), *host);
+    if (first == hosts.end()) {
+      return make_error(errc::unsupported,
+                        "autodist: PS device {} is on host {}, where no replica runs to serve it; give that host a "
+                        "replica in the resource spec",
+                        devices[k], *host);
+    }
+    if (first - hosts.begin() == o.rank) mine.push_back(devices[k]);
+  }
+  auto init_addr = addr_of(hosts.front(), o.port + count + devices.size(), "replica 0's initial values");
+  if (!init_addr) return init_addr.error();
+  // The initial-value server's plan: every variable whole and dense on one device.
+  const cs::GraphItem dense = item_of(o.variables, false);
+  auto init_strategy = cs::build_strategy(cs::BuilderKind::ps, {}, dense, *spec, o.job + ".initial");
+  if (!init_strategy) return init_strategy.error();
+  auto init_plan = cps::plan_training(*init_strategy, dense, o.optimizer);
+  if (!init_plan) return init_plan.error();
+  auto init = std::make_shared<const cps::TrainingPlan>(std::move(*init_plan));
+
+  std::unique_ptr<AutoDistJob> job(new AutoDistJob());
+  job->rank_ = o.rank;
+  job->replicas_ = count;
+  job->strategy_ = std::make_shared<pb::autodist::Strategy>(std::move(*strategy));
+  job->patience_ = o.patience;
+  job->served_ = mine;
+  job->parts_ = std::make_unique<Parts>();
+  Parts& p = *job->parts_;
+
+  auto start_runtime = [&](const core::PeerAddr& at, caf::actor_system* system) -> Result<std::unique_ptr<Runtime>> {
+    RuntimeOptions ro;
+    ro.listen = at.multiaddr();
+    ro.mode = o.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+    ro.system = system;
+    auto rt = Runtime::start(ro);
+    if (!rt) return make_error(rt.error().code, "replica {}: cannot listen at {}: {}", o.rank, ro.listen, rt.error().message);
+    return rt;
+  };
+  auto rt = start_runtime(members[static_cast<std::size_t>(o.rank)], nullptr);
+  if (!rt) return rt.error();
+  p.runtime = std::move(*rt);
+
+  std::map<std::string, std::vector<float>> values = std::move(o.initial);
+  if (o.rank != 0) {
+    auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, *init_addr, o);
+    if (!fetched) return fetched.error();
+    values = std::move(*fetched);
+  }
+  auto serve = [&](const std::string& device, const core::PeerAddr& at, std::shared_ptr<const cps::TrainingPlan> plan,
+                   bool with_states) -> Status {
+    auto srt = start_runtime(at, &p.runtime->system());
+    if (!srt) return srt.error();
+    ParameterServerOptions po;
+    po.device = device;
+    po.plan = std::move(plan);
+    po.initial = values;
+    if (with_states) po.states = o.states;
+    auto server = ParameterServer::start(**srt, std::move(po));
+    if (!server) return server.error();
+    p.served_rt.push_back(std::move(*srt));
+    p.servers.push_back(std::move(*server));
+    return ok_status();
+  };
+  for (const auto& device : mine) {
+    if (auto st = serve(device, servers.at(device), ps, true); !st) return st.error();
+  }
+  if (o.rank == 0) {
+    if (auto st = serve(init->servers.front(), *init_addr, init, false); !st) return st.error();
+  }
+
+  ReplicaOptions ro;
+  ro.roles.replica = o.rank;
+  ro.roles.ps = ps;
+  ro.roles.ar = ar;
+  ro.roles.servers = servers;
+  ro.roles.members = members;
+  ro.roles.job = o.job;
+  ro.roles.optimizer = o.optimizer;
+  ro.roles.call_timeout = o.timeout;
+  ro.roles.exchange_timeout = o.timeout;
+  ro.roles.meet = true;  // every PS device is served once every replica arrived
+  if (ar) {
+    for (const auto& v : ar->variables) ro.roles.initial[v.name] = values.at(v.name);
+    for (const auto& v : ar->sparse) ro.roles.initial[v.name] = values.at(v.name);
+  }
+  // A pull or push waits for the slowest replica, each call bounded by the timeout.
+  ro.patience = o.timeout + std::chrono::seconds(1);
+  if (ar) ro.patience += o.timeout * static_cast<std::int64_t>(4 + 2 * ar->groups.size());
+  auto replica = Replica::start(p.runtime->system(), p.runtime->gateway(), std::move(ro));
+  if (!replica) return replica.error();
+  p.replica = std::move(*replica);
+  if (ar && !o.states.empty()) {
+    if (auto st = p.replica->restore_optimizers(o.states); !st) return st.error();
+  }
+  if (auto joined = p.replica->join(o.patience); !joined) {
+    return make_error(joined.error().code, "replica {}: the other replicas did not all arrive: {}", o.rank,
+                      joined.error().message);
+  }
+  if (ps) job->summary_ += ps_summary(*ps);
+  if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
+  return job;
+}
+
+AutoDistJob::~AutoDistJob() = default;
+
+Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version) {
+  if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
+  return parts_->replica->pull_into(params, version);
+}
+
+Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples) {
+  if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
+  return parts_->replica->push_lent(gradients, samples);
+}
+
+Status AutoDistJob::leave() {
+  if (parts_->left) return ok_status();
+  parts_->left = true;
+  return parts_->replica->leave(patience_);
+}
+
+Result<std::map<std::string, core::ps::Optimizer::State>> AutoDistJob::optimizer_states() {
+  if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
+  return parts_->replica->optimizer_states();
+}
+
+}  // namespace apiary

@@ -1,0 +1,117 @@
+#pragma once
+/// apiary::AutoDistJob: this process's part of an AutoDist job for a trainer's own model
+/// (AutoDist's `AutoDist(resource_spec, strategy_builder)` + `distribute`, for models
+/// that are not the built-in logistic regression): the strategy built from the model's
+/// variables and the cluster, the PS devices this process serves, and its replica.
+///
+///   auto job = apiary::AutoDistJob::start(options);   // every process of the job, same options but rank
+///   job->pull_into(params);                           // the first step's parameters
+///   for (step...) {
+///     ... gradients of the whole model on this replica's batch ...
+///     job->push_lent(grads, samples);                 // PS pushes, all-reduce, optimizers
+///     job->pull_into(params);                         // the next step's parameters
+///   }
+///   job->leave();
+///
+/// Every process builds the same strategy from the same variables, resource spec and
+/// builder, so nothing is exchanged to agree on it. Addresses follow from the strategy
+/// (as AutoDist's fixed port range does): on the host of its device, replica r listens
+/// at `port + r`, the k-th PS device of the plan at `port + R + k` (R replicas), and
+/// replica 0's initial-value server at `port + R + K` (K PS devices). A PS device is
+/// served by the lowest-ranked replica process on its host.
+///
+/// The job starts from replica 0's values: every other process first pulls every
+/// variable from replica 0's initial-value server (a PS of its own, the whole model on
+/// it), so the PS devices and the all-reduced copies begin from one model even when the
+/// trainers initialised theirs differently.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/fwd.hpp"
+#include "core/ps/optimizer.hpp"
+#include "core/strategy/builders.hpp"
+#include "messages/result.hpp"
+#include "strategy.pb.h"
+
+namespace apiary {
+
+/// A variable of the trainer's model, in creation order.
+struct AutoDistVariable {
+  std::string name;                  ///< unique, e.g. "fc1.weight"
+  std::vector<std::int64_t> shape;   ///< every axis's extent
+  bool sparse = false;               ///< its gradient touches rows only (an embedding)
+};
+
+struct AutoDistOptions {
+  std::string resource_spec;  ///< path of AutoDist's resource_spec.yml
+  /// The strategy: built with `builder` (AutoDist's class name) and `builder_options`,
+  /// or, when `strategy_file` is set, read from that file (`apiary strategy build --out`).
+  std::string builder = "PSLoadBalancing";
+  core::strategy::BuilderOptions builder_options;
+  std::string strategy_file;
+  bool strategy_text = false;           ///< the strategy file is protobuf text format
+  std::vector<AutoDistVariable> variables;
+  core::ps::OptimizerConfig optimizer;  ///< the update rule of every variable (PS shards and replicas)
+  std::int32_t rank = 0;                ///< this process's replica
+  std::uint16_t port = 15000;           ///< the first port of the job's range (see above)
+  /// This process's values of every variable, whole; replica 0's start the job.
+  std::map<std::string, std::vector<float>> initial;
+  /// Optimizer states to continue from (a checkpoint's, every variable whole; the same on
+  /// every process); empty: the optimizers start afresh.
+  std::map<std::string, core::ps::Optimizer::State> states;
+  /// Each pull and push, each collective, and the initial-value pull.
+  std::chrono::milliseconds timeout{30000};
+  /// Waiting for every replica to arrive (start) or to finish (leave).
+  std::chrono::milliseconds patience{120000};
+  std::string job = "apiary.autodist";  ///< names the job's handles
+  std::string mode = "tcp";             ///< UCX same-host lanes: tcp or shm
+};
+
+class AutoDistJob {
+ public:
+  /// Builds the strategy and plans, serves this process's PS devices, starts its replica
+  /// and waits until every replica arrived. Errors: invalid_argument (bad options or
+  /// variables, a rank outside the strategy's replicas, missing initial values), the
+  /// strategy's and plans' errors, unavailable / deadline_exceeded (replica 0 or another
+  /// replica did not come within the patience), each naming the replica and address.
+  static Result<std::unique_ptr<AutoDistJob>> start(AutoDistOptions options);
+  ~AutoDistJob();
+  AutoDistJob(const AutoDistJob&) = delete;
+  AutoDistJob& operator=(const AutoDistJob&) = delete;
+
+  /// This step's parameters into `params` (its vectors reused where they fit).
+  Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
+  /// This step's gradients (every variable's, dense; a sparse one zero outside its rows)
+  /// from `samples` examples; the map comes back when the step is over (Replica::push_lent).
+  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples);
+  /// Ends the replica's part (after the last pull), waits for the others, stops serving.
+  Status leave();
+  /// Every variable's optimizer state (the PS ones read from their shards).
+  Result<std::map<std::string, core::ps::Optimizer::State>> optimizer_states();
+
+  [[nodiscard]] std::int32_t rank() const { return rank_; }
+  [[nodiscard]] std::size_t replicas() const { return replicas_; }
+  [[nodiscard]] const pb::autodist::Strategy& strategy() const { return *strategy_; }
+  /// How the strategy places the variables, as lines ("PS ...", "all-reduce ...").
+  [[nodiscard]] const std::string& summary() const { return summary_; }
+  /// The PS devices this process serves.
+  [[nodiscard]] const std::vector<std::string>& served() const { return served_; }
+
+ private:
+  AutoDistJob() = default;
+  struct Parts;
+
+  std::int32_t rank_ = 0;
+  std::size_t replicas_ = 0;
+  std::shared_ptr<pb::autodist::Strategy> strategy_;
+  std::string summary_;
+  std::vector<std::string> served_;
+  std::chrono::milliseconds patience_{};
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace apiary

@@ -1,0 +1,115 @@
+"""A trainer process of test_autodist.py: trains the small model of `make_model` with
+apiary.autodist for each builder given, one job after the other, and writes its final
+parameters (and the strategy's summary) per builder. Its rank comes from RANK (as
+torchrun sets it). Run as a script:
+
+    RANK=r WORLD_SIZE=n python3 autodist_peers.py --spec S --port P --builders PS,AllReduce --out DIR
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+import apiary
+import apiary.strategy as strategies
+
+FEATURES, IDS, EMBED, HIDDEN, CLASSES = 10, 40, 4, 8, 3
+
+
+class Net(torch.nn.Module):
+    """Features and an id looked up in an embedding (sparse gradients when `sparse`)."""
+
+    def __init__(self, sparse: bool):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(IDS, EMBED, sparse=sparse)
+        self.hidden = torch.nn.Linear(FEATURES + EMBED, HIDDEN)
+        self.out = torch.nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, x, ids):
+        h = torch.cat([x, self.embedding(ids)], dim=1)
+        return self.out(torch.relu(self.hidden(h)))
+
+
+def make_model(seed: int, sparse: bool) -> Net:
+    torch.manual_seed(seed)
+    return Net(sparse)
+
+
+def make_data(samples: int = 1024):
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(samples, FEATURES, generator=g)
+    ids = torch.randint(0, IDS, (samples,), generator=g)
+    y = (x[:, 0] + 0.5 * x[:, 1] + (ids % 3).float() > 0.5).long() + (x[:, 2] > 1.0).long()
+    return x, ids, y
+
+
+def batch(data, step: int, replicas: int, rank: int, size: int):
+    """Replica `rank`'s rows of step `step`: the step's replicas * size rows, in rank order."""
+    x, ids, y = data
+    start = (step * replicas + rank) * size % len(x)
+    return x[start:start + size], ids[start:start + size], y[start:start + size]
+
+
+def make_optimizer(kind: str, params):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=0.2)
+    if kind == "momentum":
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True)
+    return torch.optim.Adam(params, lr=0.01)
+
+
+def builder_of(name: str):
+    return getattr(strategies, name)()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--builders", required=True)
+    parser.add_argument("--optimizer", default="sgd")
+    parser.add_argument("--sparse", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--die-at-step", type=int, default=-1, help="this process exits at that step")
+    parser.add_argument("--timeout", type=float, default=20.0)
+    args = parser.parse_args()
+    rank = int(os.environ["RANK"])
+    data = make_data()
+    for i, name in enumerate(args.builders.split(",")):
+        # Each process starts from its own random model: the job starts from replica 0's.
+        model = make_model(seed=100 + rank, sparse=bool(args.sparse))
+        ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port + 40 * i, job=f"test.{name}",
+                                      timeout=args.timeout, patience=60.0)
+        opt = ad.distribute(model, make_optimizer(args.optimizer, model.parameters()))
+        losses = []
+        started = time.monotonic()
+        try:
+            for step in range(args.steps):
+                if step == args.die_at_step:
+                    os._exit(3)
+                x, ids, y = batch(data, step, opt.num_replicas, rank, args.batch)
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x, ids), y)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss))
+        except Exception as e:  # the error a failed job gives, for the test to read
+            with open(os.path.join(args.out, f"{name}.{rank}.error"), "w") as f:
+                f.write(f"{type(e).__name__}: {e}\nafter {time.monotonic() - started:.1f} s\n")
+            return 1
+        params = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+        np.savez(os.path.join(args.out, f"{name}.{rank}.npz"), **params)
+        with open(os.path.join(args.out, f"{name}.{rank}.json"), "w") as f:
+            json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses), f)
+        ad.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""apiary.autodist with real trainer processes (autodist_peers.py, one per replica, over
+UCX on loopback): every builder trains the same small torch model to the parameters
+single-process training computes on the concatenated batch; a killed replica and bad
+arguments give clear errors."""
+import glob
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import apiary
+import apiary.strategy as strategies
+from autodist_peers import batch, make_data, make_model, make_optimizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEERS = os.path.join(HERE, "autodist_peers.py")
+SPEC = os.path.join(HERE, "..", "..", "examples", "ps", "resource_spec.yml")  # localhost, 4 CPUs: 4 replicas
+REPLICAS, BATCH = 4, 16
+BUILDERS = ["PS", "PSLoadBalancing", "PartitionedPS", "UnevenPartitionedPS", "AllReduce", "PartitionedAR",
+            "RandomAxisPartitionAR", "Parallax"]
+
+
+def free_port_range(width: int = 400) -> int:
+    """The first of `width` ports, none listening now (a random start, checked)."""
+    for _ in range(50):
+        base = random.randrange(20000, 32768 - width)  # below the ephemeral ports (32768-60999)
+        try:
+            for port in (base, base + width // 2, base + width - 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free port range")
+
+
+def run_peers(out, builders, optimizer="sgd", sparse=True, steps=6, extra=(), deadline=300.0, replicas=REPLICAS):
+    port = free_port_range()
+    procs = []
+    for rank in range(replicas):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(replicas))
+        cmd = [sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders", ",".join(builders),
+               "--optimizer", optimizer, "--sparse", str(int(sparse)), "--steps", str(steps), "--batch", str(BATCH),
+               "--out", str(out)]
+        procs.append(subprocess.Popen(cmd + list(extra(rank) if callable(extra) else extra), env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    codes, logs = [], []
+    end = time.monotonic() + deadline
+    for p in procs:
+        try:
+            log, _ = p.communicate(timeout=max(1.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError("a trainer process hung")
+        codes.append(p.returncode)
+        logs.append(log.decode(errors="replace"))
+    return codes, logs
+
+
+class AdamEpsilonHat(torch.optim.Optimizer):
+    """Adam as apiary's optimizers run it (TensorFlow's form, as AutoDist's): epsilon
+    added to sqrt(v) and the bias corrections folded into the step size."""
+
+    def __init__(self, params, lr=0.01, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                state["t"] += 1
+                t = state["t"]
+                state["m"].mul_(b1).add_(p.grad, alpha=1 - b1)
+                state["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                lr_t = group["lr"] * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
+                p.sub_(lr_t * state["m"] / (state["v"].sqrt() + group["eps"]))
+
+
+def reference(optimizer: str, steps: int):
+    """Single-process training of replica 0's model on each step's concatenated batch
+    (dense embedding gradients: the same update for SGD)."""
+    model = make_model(seed=100, sparse=False)
+    if optimizer == "adam":
+        opt = AdamEpsilonHat(model.parameters(), lr=0.01, eps=1e-8)  # autodist_peers' Adam
+    else:
+        opt = make_optimizer(optimizer, model.parameters())
+    data = make_data()
+    for step in range(steps):
+        x, ids, y = batch(data, step, 1, 0, REPLICAS * BATCH)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x, ids), y).backward()
+        opt.step()
+    return {n: p.detach().numpy() for n, p in model.named_parameters()}
+
+
+def check_equal(out, builders, ref, atol):
+    for name in builders:
+        for rank in range(REPLICAS):
+            got = np.load(os.path.join(out, f"{name}.{rank}.npz"))
+            for var, want in ref.items():
+                np.testing.assert_allclose(got[var], want, rtol=0, atol=atol,
+                                           err_msg=f"{name}: replica {rank}'s {var}")
+
+
+def test_every_builder_equals_single_process_sgd(tmp_path):
+    codes, logs = run_peers(tmp_path, BUILDERS, "sgd", sparse=True)
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    # SGD on the mean of the replicas' mean gradients is SGD on the concatenated batch;
+    # sums in another order differ in the last bits only.
+    check_equal(tmp_path, BUILDERS, reference("sgd", 6), atol=1e-5)
+    summaries = {name: json.load(open(os.path.join(tmp_path, f"{name}.0.json")))["summary"] for name in BUILDERS}
+    assert "PS embedding.weight (sparse)" in summaries["PS"]
+    assert "all-reduce plan" in summaries["AllReduce"] and "PS " not in summaries["AllReduce"]
+    # Parallax: the sparse embedding on a PS, the dense layers all-reduced.
+    assert "PS embedding.weight (sparse)" in summaries["Parallax"] and "all-reduce plan" in summaries["Parallax"]
+    assert "hidden.weight" not in summaries["Parallax"].split("all-reduce plan")[0]
+    # PartitionedPS splits the embedding (40 rows) in 2 shards.
+    assert "embedding.weight (sparse) on" in summaries["PartitionedPS"] and "(2 shards)" in summaries["PartitionedPS"]
+    # Rank 0 serves the PS devices (the lowest rank on their host), the others none.
+    served = [json.load(open(os.path.join(tmp_path, f"PSLoadBalancing.{r}.json")))["served"] for r in range(REPLICAS)]
+    assert served[0] and not any(served[1:])
+
+
+@pytest.mark.parametrize("optimizer,atol", [("momentum", 1e-5), ("adam", 1e-5)])
+def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
+    builders = ["PSLoadBalancing", "PartitionedPS", "AllReduce", "Parallax"]
+    codes, logs = run_peers(tmp_path, builders, optimizer, sparse=False)
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    # Adam: against its epsilon-hat form, which apiary runs (apiary.autodist's docs).
+    check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
+
+
+@pytest.mark.parametrize("builder", ["PSLoadBalancing", "AllReduce"])
+def test_a_killed_replica_is_named_within_the_deadline(tmp_path, builder):
+    codes, logs = run_peers(tmp_path, [builder], "sgd", steps=6, deadline=120.0,
+                            extra=lambda rank: ["--timeout", "5"] + (["--die-at-step", "3"] if rank == 2 else []))
+    assert codes[2] == 3
+    for rank in (0, 1, 3):
+        assert codes[rank] == 1, logs[rank]
+        error = open(os.path.join(tmp_path, f"{builder}.{rank}.error")).read()
+        assert "replica 2" in error or "127.0.0.1" in error, error
+        seconds = float(error.split("after ")[1].split(" s")[0])
+        assert seconds < 60, error
+
+
+def test_bad_arguments(tmp_path):
+    model = make_model(seed=1, sparse=True)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(FileNotFoundError):
+        apiary.autodist.AutoDist(os.path.join(tmp_path, "missing.yml"))
+    with pytest.raises(TypeError):
+        apiary.autodist.AutoDist(SPEC, "PS")
+    port = free_port_range()
+    with pytest.raises(ValueError, match="rank 7 is not a replica of the strategy, which has 4"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), rank=7, port=port).distribute(model, sgd)
+    with pytest.raises(NotImplementedError, match="RMSprop"):
+        apiary.autodist.AutoDist(SPEC, rank=0, port=port).distribute(model, torch.optim.RMSprop(model.parameters()))
+    with pytest.raises(NotImplementedError, match="weight_decay"):
+        apiary.autodist.AutoDist(SPEC, rank=0, port=port).distribute(
+            model, torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.1))
+    with pytest.raises(ValueError, match="staleness"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(staleness=-1), rank=0, port=port).distribute(model, sgd)
+    with pytest.raises(ValueError, match="compressor"):
+        apiary.autodist.AutoDist(SPEC, strategies.AllReduce(compressor="zip"), rank=0, port=port).distribute(model, sgd)
+    # Replica 0 never answers: replica 1 gives up after its patience, naming where it looked.
+    ad = apiary.autodist.AutoDist(SPEC, strategies.AllReduce(), rank=1, port=port, timeout=1.0, patience=3.0)
+    started = time.monotonic()
+    with pytest.raises((ConnectionError, TimeoutError), match="initial values from replica 0"):
+        ad.distribute(model, sgd)
+    assert time.monotonic() - started < 30

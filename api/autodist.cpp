@@ -116,8 +116,10 @@ Result<std::map<std::string, std::vector<float>>> initial_from(caf::actor_system
       (void)(*replica)->leave(o.timeout);
       return values;
     }
-    const bool absent = pulled.error().code == errc::unavailable || pulled.error().code == errc::peer_down ||
-                        pulled.error().code == errc::deadline_exceeded;
+    // Replica 0 not started yet, or listening but not serving yet (unknown handle).
+    const auto code = pulled.error().code;
+    const bool absent = code == errc::unavailable || code == errc::peer_down || code == errc::deadline_exceeded ||
+                        code == errc::not_found;
     if (!absent || std::chrono::steady_clock::now() >= deadline) {
       return make_error(pulled.error().code, "replica {}: could not pull the initial values from replica 0 at {}: {}",
                         o.rank, from.key(), pulled.error().message);
@@ -306,9 +308,10 @@ Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params,
   return parts_->replica->pull_into(params, version);
 }
 
-Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples) {
+Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
+                             std::map<std::string, core::ps::SparseGradient> rows) {
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
-  return parts_->replica->push_lent(gradients, samples);
+  return parts_->replica->push_lent(gradients, samples, std::move(rows));
 }
 
 Status AutoDistJob::leave() {

@@ -87,7 +87,9 @@ class AutoDistJob {
   Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
   /// This step's gradients (every variable's, dense; a sparse one zero outside its rows)
   /// from `samples` examples; the map comes back when the step is over (Replica::push_lent).
-  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples);
+  /// A sparse variable's gradient may come in `rows` (the rows it touched) instead.
+  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
+                   std::map<std::string, core::ps::SparseGradient> rows = {});
   /// Ends the replica's part (after the last pull), waits for the others, stops serving.
   Status leave();
   /// Every variable's optimizer state (the PS ones read from their shards).

@@ -121,8 +121,9 @@ Status Replica::push(std::map<std::string, std::vector<float>> gradients, double
   return push_lent(gradients, samples);
 }
 
-Status Replica::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples) {
-  const auto args = core::Value::of(ct::ReplicaGradients{std::move(gradients), samples});
+Status Replica::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
+                          std::map<std::string, core::ps::SparseGradient> rows) {
+  const auto args = core::Value::of(ct::ReplicaGradients{std::move(gradients), samples, std::move(rows)});
   auto done = call("push", args, patience_);
   gradients.clear();
   if (!done) {

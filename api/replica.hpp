@@ -83,8 +83,10 @@ class Replica {
   /// push() with the gradients lent: the PS variables' dense gradients are sent from
   /// where they lie, and the map comes back through `gradients` when it returns, its
   /// storage unchanged (or a copy, where a frame may still be in flight after a
-  /// failure). Pass the same map every step to keep its memory.
-  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples);
+  /// failure). Pass the same map every step to keep its memory. A sparse variable's
+  /// gradient may come in `rows` instead (the rows it touched), not in `gradients`.
+  Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
+                   std::map<std::string, core::ps::SparseGradient> rows = {});
   /// Ends the PS sessions and waits until every replica got there (all-reduce jobs).
   Status leave(std::chrono::milliseconds patience);
   /// The all-reduced variables' optimizer states, by name (for a checkpoint).

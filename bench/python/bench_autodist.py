@@ -86,6 +86,8 @@ def trainer(args) -> None:
         torch.nn.functional.cross_entropy(net(x), y).backward()
         step_fn()
         times.append(time.perf_counter() - start)
+        if args.way != "ddp" and os.environ.get("BENCH_VERBOSE"):
+            print(rank, step, {k: round(v, 4) for k, v in opt.last_step_seconds.items()}, flush=True)
     if args.way == "ddp":
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

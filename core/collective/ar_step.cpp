@@ -56,7 +56,8 @@ std::optional<PeerAddr> ArStep::first_down(const std::set<PeerAddr>& down) const
   return std::nullopt;
 }
 
-Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients, double weight) {
+Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients, double weight,
+                      const std::map<std::string, ps::SparseGradient>* rows) {
   weight_ = weight;
   outcome_.reset();
   outputs_.clear();
@@ -68,7 +69,14 @@ Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<flo
     auto it = gradients.find(name);
     return it == gradients.end() ? none : it->second;
   };
-  for (const auto& sp : plan.sparse) sparse_[sp.name] = touched_rows(gradient_of(sp.name), sp.row_width);
+  for (const auto& sp : plan.sparse) {
+    const ps::SparseGradient* given = nullptr;
+    if (rows != nullptr) {
+      auto it = rows->find(sp.name);
+      if (it != rows->end()) given = &it->second;
+    }
+    sparse_[sp.name] = given != nullptr ? *given : touched_rows(gradient_of(sp.name), sp.row_width);
+  }
   std::map<std::string, std::vector<float>> dense;
   for (const auto& v : plan.variables) {
     if (sparse_.count(v.name) == 0 && gradients.count(v.name) != 0) dense.emplace(v.name, gradient_of(v.name));

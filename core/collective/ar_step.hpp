@@ -46,9 +46,10 @@ class ArStep {
 
   /// Begins a step: `gradients` holds this replica's whole gradient of every all-reduced
   /// variable (dense and sparse; others are ignored), `weight` its averaging weight (its
-  /// samples). A step with nothing to all-reduce is done at once.
+  /// samples); a sparse variable's gradient may come as its rows in `rows` instead. A
+  /// step with nothing to all-reduce is done at once.
   [[nodiscard]] Effects begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients,
-                              double weight);
+                              double weight, const std::map<std::string, ps::SparseGradient>* rows = nullptr);
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& body);
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);

@@ -113,7 +113,7 @@ Effects AllReduceRole::on_call(TimePoint now, LocalCall call) {
                            config_.rank, current_, step_.ops(), config_.job, step_.name_of(*peer)));
   }
   running_ = call.op;
-  return advance(step_.begin(now, args->gradients, args->weight));
+  return advance(step_.begin(now, args->gradients, args->weight, &args->sparse));
 }
 
 void AllReduceRole::ask_external(Effects& out) {

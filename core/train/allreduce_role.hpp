@@ -56,6 +56,8 @@ struct ArStepArgs {
   /// dense tensors; others are ignored).
   std::map<std::string, std::vector<float>> gradients;
   double weight = 1.0;  ///< its averaging weight (its samples)
+  /// A sparse variable's gradient given as its rows (instead of a dense tensor above).
+  std::map<std::string, ps::SparseGradient> sparse;
 };
 
 class AllReduceRole final : public Role {

@@ -54,6 +54,12 @@ ReplicaRole::ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::
       optimizers_(std::move(optimizers)) {
   if (config.ps) ps_variables_ = config.ps->variables;
   for (const auto& [name, optimizer] : optimizers_) params_[name] = config.initial.at(name);
+  for (const auto& v : ps_variables_) {
+    if (v.sparse) sparse_widths_[v.name] = ps::ShardLayout{v.shape}.row_width();
+  }
+  if (config.ar) {
+    for (const auto& sp : config.ar->sparse) sparse_widths_[sp.name] = sp.row_width;
+  }
 }
 
 Effects ReplicaRole::on(TimePoint /*now*/, Input input) {
@@ -207,6 +213,28 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
   // nothing up (the caller may retry), and a collective begun with a wrong gradient
   // would fail every replica's step.
   auto check = [&](const std::string& name, std::size_t want) -> Status {
+    auto rows = grads.sparse.find(name);
+    auto width = sparse_widths_.find(name);
+    if (rows != grads.sparse.end() && width != sparse_widths_.end()) {
+      const std::size_t w = width->second;
+      const auto& g = rows->second;
+      if (g.values.size() != g.rows.size() * w) {
+        return make_error(errc::invalid_argument,
+                          "replica {} at step {}: expected {} values for the {} rows of {}'s gradient ({} per row), got {}",
+                          replica_, step_, g.rows.size() * w, g.rows.size(), name, w, g.values.size());
+      }
+      for (auto row : g.rows) {
+        if (row < 0 || static_cast<std::size_t>(row) * w >= want) {
+          return make_error(errc::invalid_argument, "replica {} at step {}: row {} of {}'s gradient is outside its {} rows",
+                            replica_, step_, row, name, want / w);
+        }
+      }
+      return ok_status();
+    }
+    if (rows != grads.sparse.end()) {
+      return make_error(errc::invalid_argument, "replica {} at step {}: {} is dense; expected its gradient whole, got rows",
+                        replica_, step_, name);
+    }
     auto it = grads.gradients.find(name);
     if (it != grads.gradients.end() && it->second.size() == want) return ok_status();
     return make_error(errc::invalid_argument, "replica {} at step {}: expected a gradient of {} with {} values, got {}",
@@ -230,9 +258,14 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
   PsPushArgs pushed;
   pushed.samples = grads.samples;
   for (const auto& v : ps_variables_) {
-    auto it = grads.gradients.find(v.name);
     // A sparse variable's gradient goes as the rows it touched (its dense tensor stays
     // with the others); a dense one as it lies, lent to the push.
+    if (auto rows = grads.sparse.find(v.name); rows != grads.sparse.end()) {
+      pushed.gradients.emplace(v.name, std::move(rows->second));
+      grads.sparse.erase(rows);
+      continue;
+    }
+    auto it = grads.gradients.find(v.name);
     if (v.sparse) {
       pushed.gradients.emplace(v.name, collective::touched_rows(it->second, ps::ShardLayout{v.shape}.row_width()));
     } else {
@@ -241,6 +274,7 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
     }
   }
   lent_ = std::move(grads.gradients);
+  rows_ = std::move(grads.sparse);  // the all-reduced sparse variables' rows
   if (has_ps_) {
     phase_ = Phase::pushing;
     asked_ = next_ask_;
@@ -262,15 +296,16 @@ void ReplicaRole::reclaim(const Value& pushed) {
 
 Effects ReplicaRole::average(Effects out) {
   if (!has_ar_) {
+    rows_.clear();
     ++step_;
     phase_ = Phase::idle;
-    finish(out, Value::of(ReplicaGradients{std::exchange(lent_, {}), samples_}));
+    finish(out, Value::of(ReplicaGradients{std::exchange(lent_, {}), samples_, {}}));
     return out;
   }
   phase_ = Phase::averaging;
   asked_ = next_ask_;
   // The all-reduce reads the gradients when its step begins; they come back after.
-  ar_args_ = Value::of(ArStepArgs{step_, std::exchange(lent_, {}), samples_});
+  ar_args_ = Value::of(ArStepArgs{step_, std::exchange(lent_, {}), samples_, std::exchange(rows_, {})});
   out.push_back(Ask{next_ask_++, k_ar, "step", ar_args_});
   return out;
 }
@@ -305,7 +340,7 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       }
       ++step_;
       phase_ = Phase::idle;
-      ReplicaGradients back{{}, samples_};
+      ReplicaGradients back{{}, samples_, {}};
       if (auto* args = ar_args_.as<ArStepArgs>()) {
         back.gradients = ar_args_.shared() ? args->gradients : std::move(args->gradients);
       }

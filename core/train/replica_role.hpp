@@ -15,8 +15,8 @@
 ///              vectors where they fit, the caller's last parameters), beside a copy of
 ///              this replica's all-reduced ones
 ///   (the trainer computes the gradients of the whole model)
-///   "push" ReplicaGradients -> the same ReplicaGradients, storage and all, once the
-///              step is over: the PS variables' gradients pushed (dense ones sent from
+///   "push" ReplicaGradients -> the same ReplicaGradients (dense ones), storage and all, once the
+///              step is over (a sparse variable's gradient may come as rows instead): the PS variables' gradients pushed (dense ones sent from
 ///              where they lie; a sparse one as the rows it touched), then, once every
 ///              shard acknowledged, the all-reduced variables' gradients averaged with
 ///              the other replicas' (weighted by samples) and applied by this replica's
@@ -85,6 +85,9 @@ struct ReplicaGradients {
   /// is zero outside the rows it touched).
   std::map<std::string, std::vector<float>> gradients;
   double samples = 1.0;  ///< examples behind them (the PS aggregation and averaging weight)
+  /// A sparse variable's gradient as the rows it touched, instead of a dense tensor in
+  /// `gradients` (an embedding's gradient without its untouched rows).
+  std::map<std::string, ps::SparseGradient> sparse;
 };
 
 class ReplicaRole final : public Role {
@@ -133,6 +136,8 @@ class ReplicaRole final : public Role {
   std::map<std::string, ps::Optimizer> optimizers_;           ///< per all-reduced variable
   std::map<std::string, std::vector<float>> storage_;  ///< the caller's, lent to a pull
   std::map<std::string, std::vector<float>> lent_;     ///< the caller's gradients during a push
+  std::map<std::string, ps::SparseGradient> rows_;     ///< the caller's sparse gradients during a push
+  std::map<std::string, std::size_t> sparse_widths_;   ///< sparse variable -> values per row
   Value ar_args_;                                      ///< the all-reduce's, during its step
   Phase back_to_ = Phase::idle;                        ///< after an optimizer-state read
   double samples_ = 1.0;

@@ -30,6 +30,7 @@ form, as AutoDist did), which differs from torch's by epsilon * (1 - sqrt(1 - be
 The learning rate is the one the optimizer had when distributed.
 """
 import os
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -113,6 +114,9 @@ class DistributedOptimizer:
         # The parameters' memory, which each pull overwrites in place.
         self._views = {name: _flat(p.data) for name, p in named}
         self._zeros: Dict[str, np.ndarray] = {}
+        # Seconds the last step() spent gathering the gradients, pushing them (the
+        # strategy's reduction included) and pulling the next parameters.
+        self.last_step_seconds: Dict[str, float] = {}
 
     @property
     def rank(self) -> int:
@@ -137,8 +141,9 @@ class DistributedOptimizer:
                 p.grad.detach_()
                 p.grad.zero_()
 
-    def _gradients(self) -> Dict[str, np.ndarray]:
-        grads = {}
+    def _gradients(self) -> Tuple[Dict[str, np.ndarray], Dict[str, Tuple[np.ndarray, np.ndarray]]]:
+        """Dense gradients by name, and the sparse ones as (rows, values)."""
+        grads, rows = {}, {}
         for name, p in self._named:
             g = p.grad
             if g is None:
@@ -147,9 +152,12 @@ class DistributedOptimizer:
                 grads[name] = self._zeros[name]
                 continue
             if g.is_sparse:
-                g = g.coalesce().to_dense()
+                g = g.coalesce()
+                rows[name] = (np.ascontiguousarray(g.indices()[0].numpy(), dtype=np.int64),
+                              np.ascontiguousarray(_flat(g.values()), dtype=np.float32))
+                continue
             grads[name] = np.ascontiguousarray(_flat(g), dtype=np.float32)
-        return grads
+        return grads, rows
 
     def step(self, closure: Optional[Callable[[], Any]] = None, batch_size: Optional[float] = None) -> Any:
         """One synchronized step: this replica's gradients (from ``batch_size`` samples,
@@ -159,8 +167,14 @@ class DistributedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._job.push(self._gradients(), float(1.0 if batch_size is None else batch_size))
+        started = time.perf_counter()
+        grads, rows = self._gradients()
+        gathered = time.perf_counter()
+        self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows)
+        pushed = time.perf_counter()
         self._job.pull(self._views)
+        self.last_step_seconds = dict(gradients=gathered - started, push=pushed - gathered,
+                                      pull=time.perf_counter() - pushed)
         self.local_step += 1
         return loss
 

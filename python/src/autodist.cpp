@@ -132,18 +132,33 @@ struct PyAutoDistJob {
     return version;
   }
 
-  /// Pushes the gradients of `given` (name -> array, every variable) from `samples` examples.
-  void push(const py::dict& given, double samples) {
+  /// Pushes the gradients of `given` (name -> array) and the sparse ones of `rows` (name ->
+  /// (int64 row indices, float32 values, row after row)), every variable once, from
+  /// `samples` examples.
+  void push(const py::dict& given, double samples, const py::dict& rows) {
     std::vector<std::pair<std::vector<float>*, Buffer>> sources;
     for (const auto& [key, value] : given) {
       const auto name = key.cast<std::string>();
       sources.emplace_back(&grads[name], buffer_of(name, value, false));
     }
+    std::map<std::string, core::ps::SparseGradient> sparse;
+    for (const auto& [key, value] : rows) {
+      const auto name = key.cast<std::string>();
+      auto t = value.cast<py::tuple>();
+      if (t.size() != 2) throw py::value_error(name + ": expected (row indices, values)");
+      auto indices = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(t[0]);
+      if (!indices) throw py::type_error(name + ": expected int64 row indices");
+      Buffer v = buffer_of(name, t[1], false);
+      auto& g = sparse[name];
+      g.rows.assign(indices.data(), indices.data() + indices.size());
+      g.values.assign(v.data, v.data + v.size);
+      grads.erase(name);
+    }
     Status st = ok_status();
     {
       py::gil_scoped_release unlocked;
       for (auto& [to, from] : sources) to->assign(from.data, from.data + from.size);
-      st = get().push_lent(grads, samples);
+      st = get().push_lent(grads, samples, std::move(sparse));
     }
     if (!st) raise(st.error());
   }
@@ -201,8 +216,9 @@ void bind_autodist(py::module_& m) {
            py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict())
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
-      .def("push", &PyAutoDistJob::push, py::arg("gradients"), py::arg("samples"),
-           "Pushes every variable's gradient (name -> float32 array) from samples examples; returns once applied.")
+      .def("push", &PyAutoDistJob::push, py::arg("gradients"), py::arg("samples"), py::arg("rows") = py::dict(),
+           "Pushes every variable's gradient (name -> float32 array; a sparse one as rows: name -> (int64 rows, "
+           "float32 values)) from samples examples; returns once applied.")
       .def("leave",
            [](PyAutoDistJob& self) {
              Status st = ok_status();

@@ -33,7 +33,8 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
   }
   if (auto* t = std::get_if<core::TimerFired>(&input)) {
     if (t->id != k_compute_timer || error_) return {};
-    return ask("push", core::Value::of(ct::ReplicaGradients{std::move(gradients_), static_cast<double>(settings_.batch)}));
+    return ask("push",
+               core::Value::of(ct::ReplicaGradients{std::move(gradients_), static_cast<double>(settings_.batch), {}}));
   }
   auto* reply = std::get_if<core::LocalReply>(&input);
   if (reply == nullptr) return {};

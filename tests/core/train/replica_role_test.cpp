@@ -104,10 +104,10 @@ TEST_CASE("a PS replica's step: pull, push, acknowledged, then the next step", "
 
   auto [bad, none] = d.call("push", Value::of(std::string("not gradients")));
   CHECK(d.done.at(bad).error().code == errc::invalid_argument);
-  auto [missing, none2] = d.call("push", Value::of(ct::ReplicaGradients{{{"b", {1}}}, 1.0}));
+  auto [missing, none2] = d.call("push", Value::of(ct::ReplicaGradients{{{"b", {1}}}, 1.0, {}}));
   CHECK(d.done.at(missing).error().message.find("gradient of w") != std::string::npos);
 
-  auto [push, pushes] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {1, 1, 1, 1}}}, 8.0}));
+  auto [push, pushes] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {1, 1, 1, 1}}}, 8.0, {}}));
   auto push_calls = all_of<apiary::core::Call>(pushes);
   REQUIRE(push_calls.size() == 1);
   apiary::pb::PsPushRequest sent;
@@ -209,10 +209,10 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
     auto [pull, p] = d.call("pull");
     REQUIRE(d.done.at(pull).ok());
     CHECK(d.done.at(pull)->as<ct::ReplicaParams>()->params.at("w") == std::vector<float>{1, 1});
-    auto [wrong, none] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2}}}, 3.0}));
+    auto [wrong, none] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2}}}, 3.0, {}}));
     CHECK(d.done.at(wrong).error().code == errc::invalid_argument);
     CHECK(all_of<apiary::core::Call>(none).empty());
-    auto [push, fx] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2, 4}}}, 3.0}));
+    auto [push, fx] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {2, 4}}}, 3.0, {}}));
     REQUIRE(d.done.count(push) == 1);
     REQUIRE(d.done.at(push).ok());
     auto [pull2, p2] = d.call("pull");
@@ -222,4 +222,37 @@ TEST_CASE("an all-reduce replica of one member averages with itself and applies 
     auto [states, s] = d.call("optimizer_states");
     CHECK(d.done.at(states)->as<std::map<std::string, cps::Optimizer::State>>()->count("w") == 1);
   }
+}
+
+TEST_CASE("a sparse gradient may come as rows: they are checked and only they move", "[train]") {
+  cc::ArPlan plan;
+  plan.replicas = {"replica:0"};
+  plan.sparse.push_back(cc::ArSparse{"e", {3, 2}, 3, 2});
+  ct::ReplicaConfig config;
+  config.ar = std::make_shared<const cc::ArPlan>(plan);
+  config.members = {"/ip4/127.0.0.1/tcp/4100"_addr};
+  config.optimizer.kind = cps::OptimizerKind::sgd;
+  config.optimizer.learning_rate = 0.5F;
+  config.initial = {{"e", {1, 1, 1, 1, 1, 1}}};
+  Driver d;
+  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+  (void)d.feed(apiary::core::Start{});
+  auto [pull, p] = d.call("pull");
+  REQUIRE(d.done.at(pull).ok());
+  auto rows = [](std::vector<std::int64_t> r, std::vector<float> v) {
+    ct::ReplicaGradients g;
+    g.samples = 1.0;
+    g.sparse["e"] = cps::SparseGradient{std::move(r), std::move(v)};
+    return Value::of(std::move(g));
+  };
+  auto [outside, none] = d.call("push", rows({3}, {1, 1}));
+  CHECK(d.done.at(outside).error().message.find("row 3 of e's gradient is outside its 3 rows") != std::string::npos);
+  CHECK(all_of<apiary::core::Call>(none).empty());
+  auto [short_values, none2] = d.call("push", rows({0, 2}, {1, 1, 1}));
+  CHECK(d.done.at(short_values).error().code == errc::invalid_argument);
+  auto [push, fx] = d.call("push", rows({2}, {2, 4}));
+  REQUIRE(d.done.count(push) == 1);
+  REQUIRE(d.done.at(push).ok());
+  auto [pull2, p2] = d.call("pull");
+  CHECK(d.done.at(pull2)->as<ct::ReplicaParams>()->params.at("e") == std::vector<float>{1, 1, 1, 1, 0, -1});
 }

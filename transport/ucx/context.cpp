@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 namespace apiary::transport::ucx {
 
@@ -44,6 +45,12 @@ Result<std::string> interface_of(const std::string& host) {
 }
 
 Result<Context> Context::create(Mode mode, const std::string& net_device) {
+  // A listener may take its port again while the connections it accepted linger in
+  // TIME-WAIT (a job restarted on its fixed ports), unless the environment says
+  // otherwise. UCX 1.13 reads its connection manager's settings from the environment
+  // only (ucp_config_modify does not reach them); set once, before the first context.
+  static std::once_flag reuse_addr;
+  std::call_once(reuse_addr, [] { (void)setenv("UCX_TCP_CM_REUSEADDR", "y", 0); });
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return ucx_error(errc::internal, "ucp_config_read", st);

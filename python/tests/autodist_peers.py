@@ -78,6 +78,9 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--die-at-step", type=int, default=-1, help="this process exits at that step")
     parser.add_argument("--timeout", type=float, default=20.0)
+    parser.add_argument("--save", help="replica 0 writes the job's state_dict() here after the last step")
+    parser.add_argument("--load", help="every replica starts the job from this state_dict()")
+    parser.add_argument("--first-step", type=int, default=0, help="the data step of the first step")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     data = make_data()
@@ -86,6 +89,8 @@ def main() -> int:
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port + 40 * i, job=f"test.{name}",
                                       timeout=args.timeout, patience=60.0)
+        if args.load:
+            ad.load_state_dict(torch.load(args.load))
         opt = ad.distribute(model, make_optimizer(args.optimizer, model.parameters()))
         losses = []
         started = time.monotonic()
@@ -93,7 +98,7 @@ def main() -> int:
             for step in range(args.steps):
                 if step == args.die_at_step:
                     os._exit(3)
-                x, ids, y = batch(data, step, opt.num_replicas, rank, args.batch)
+                x, ids, y = batch(data, args.first_step + step, opt.num_replicas, rank, args.batch)
                 opt.zero_grad()
                 loss = torch.nn.functional.cross_entropy(model(x, ids), y)
                 loss.backward()
@@ -103,6 +108,8 @@ def main() -> int:
             with open(os.path.join(args.out, f"{name}.{rank}.error"), "w") as f:
                 f.write(f"{type(e).__name__}: {e}\nafter {time.monotonic() - started:.1f} s\n")
             return 1
+        if args.save and rank == 0:
+            torch.save(ad.state_dict(), args.save)
         params = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
         np.savez(os.path.join(args.out, f"{name}.{rank}.npz"), **params)
         with open(os.path.join(args.out, f"{name}.{rank}.json"), "w") as f:

@@ -142,6 +142,24 @@ def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
     check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
 
 
+def test_a_checkpoint_moves_the_job_between_strategies(tmp_path):
+    """Momentum for 3 steps with PSLoadBalancing (PS shards hold the slots), a checkpoint,
+    then 3 more steps with AllReduce (the replicas hold them): the same as 6 steps in one
+    process, so every variable's momentum crossed over."""
+    state = os.path.join(tmp_path, "state.pt")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    codes, logs = run_peers(first, ["PSLoadBalancing"], "momentum", sparse=False, steps=3, extra=["--save", state])
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    saved = torch.load(state)
+    assert saved["optimizer"]["hidden.weight"][0] == 3  # three updates, read from the shard
+    codes, logs = run_peers(second, ["AllReduce"], "momentum", sparse=False, steps=3,
+                            extra=["--load", state, "--first-step", "3"])
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    check_equal(second, ["AllReduce"], reference("momentum", 6), atol=1e-5)
+
+
 @pytest.mark.parametrize("builder", ["PSLoadBalancing", "AllReduce"])
 def test_a_killed_replica_is_named_within_the_deadline(tmp_path, builder):
     codes, logs = run_peers(tmp_path, [builder], "sgd", steps=6, deadline=120.0,

@@ -58,6 +58,7 @@ def trainer(args) -> None:
     """One trainer process (--rank) of one way; writes its step times as JSON."""
     import torch
 
+    torch.set_num_threads(1)  # four trainers share the machine's cores, as every way does
     rank = args.rank
     sparse = args.model == "sparse" and args.way != "ddp"
     model = make_model(args.model, sparse)

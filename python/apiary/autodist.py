@@ -111,6 +111,9 @@ class DistributedOptimizer:
         self.optimizer = optimizer
         self.param_groups = optimizer.param_groups
         self.local_step = 0
+        # The parameters' version the last pull gave (updates applied to the slowest PS
+        # piece): the step itself under BSP, at least step - staleness under SSP.
+        self.version = 0
         # The parameters' memory, which each pull overwrites in place.
         self._views = {name: _flat(p.data) for name, p in named}
         self._zeros: Dict[str, np.ndarray] = {}
@@ -172,7 +175,7 @@ class DistributedOptimizer:
         gathered = time.perf_counter()
         self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows)
         pushed = time.perf_counter()
-        self._job.pull(self._views)
+        self.version = self._job.pull(self._views)
         self.last_step_seconds = dict(gradients=gathered - started, push=pushed - gathered,
                                       pull=time.perf_counter() - pushed)
         self.local_step += 1

@@ -62,7 +62,9 @@ def make_optimizer(kind: str, params):
     return torch.optim.Adam(params, lr=0.01)
 
 
-def builder_of(name: str):
+def builder_of(name: str, staleness: int = 0, sync: bool = True):
+    if name.startswith("PS") or name in ("PartitionedPS", "UnevenPartitionedPS", "Parallax"):
+        return getattr(strategies, name)(staleness=staleness, sync=sync)
     return getattr(strategies, name)()
 
 
@@ -81,18 +83,21 @@ def main() -> int:
     parser.add_argument("--save", help="replica 0 writes the job's state_dict() here after the last step")
     parser.add_argument("--load", help="every replica starts the job from this state_dict()")
     parser.add_argument("--first-step", type=int, default=0, help="the data step of the first step")
+    parser.add_argument("--staleness", type=int, default=0)
+    parser.add_argument("--async", dest="asynchronous", action="store_true")
+    parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     data = make_data()
     for i, name in enumerate(args.builders.split(",")):
         # Each process starts from its own random model: the job starts from replica 0's.
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
-        ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port + 40 * i, job=f"test.{name}",
+        ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), port=args.port + 40 * i, job=f"test.{name}",
                                       timeout=args.timeout, patience=60.0)
         if args.load:
             ad.load_state_dict(torch.load(args.load))
         opt = ad.distribute(model, make_optimizer(args.optimizer, model.parameters()))
-        losses = []
+        losses, versions = [], []
         started = time.monotonic()
         try:
             for step in range(args.steps):
@@ -102,8 +107,11 @@ def main() -> int:
                 opt.zero_grad()
                 loss = torch.nn.functional.cross_entropy(model(x, ids), y)
                 loss.backward()
+                if args.step_sleep:
+                    time.sleep(args.step_sleep)
                 opt.step()
                 losses.append(float(loss))
+                versions.append(opt.version)
         except Exception as e:  # the error a failed job gives, for the test to read
             with open(os.path.join(args.out, f"{name}.{rank}.error"), "w") as f:
                 f.write(f"{type(e).__name__}: {e}\nafter {time.monotonic() - started:.1f} s\n")
@@ -113,7 +121,7 @@ def main() -> int:
         params = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
         np.savez(os.path.join(args.out, f"{name}.{rank}.npz"), **params)
         with open(os.path.join(args.out, f"{name}.{rank}.json"), "w") as f:
-            json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses), f)
+            json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses, versions=versions), f)
         ad.shutdown()
     return 0
 

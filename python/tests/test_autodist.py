@@ -160,6 +160,33 @@ def test_a_checkpoint_moves_the_job_between_strategies(tmp_path):
     check_equal(second, ["AllReduce"], reference("momentum", 6), atol=1e-5)
 
 
+def test_ssp_stays_within_its_bound_and_async_converges(tmp_path):
+    """Replica 3 sleeps 0.15 s a step. Under SSP with staleness 2 the others run ahead, but
+    the parameters they pull for step s carry at least s - 2 updates; asynchronous
+    updates (no bound) still bring the loss down."""
+    ssp, asynchronous = tmp_path / "ssp", tmp_path / "async"
+    ssp.mkdir()
+    asynchronous.mkdir()
+    slow = lambda rank: ["--step-sleep", "0.15"] if rank == 3 else []  # noqa: E731
+    codes, logs = run_peers(ssp, ["PSLoadBalancing"], "sgd", steps=12,
+                            extra=lambda rank: ["--staleness", "2"] + slow(rank))
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    ahead = 0
+    for rank in range(REPLICAS):
+        versions = json.load(open(os.path.join(ssp, f"PSLoadBalancing.{rank}.json")))["versions"]
+        # After step s (0-based) the pull is for step s + 1.
+        for s, v in enumerate(versions):
+            assert s + 1 - v <= 2, (rank, versions)
+            ahead = max(ahead, s + 1 - v)
+    assert ahead > 0  # the fast replicas did use the slack
+    codes, logs = run_peers(asynchronous, ["PSLoadBalancing"], "sgd", steps=30,
+                            extra=lambda rank: ["--async"] + slow(rank))
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    for rank in range(REPLICAS):
+        losses = json.load(open(os.path.join(asynchronous, f"PSLoadBalancing.{rank}.json")))["losses"]
+        assert np.mean(losses[-5:]) < np.mean(losses[:5]), (rank, losses)
+
+
 @pytest.mark.parametrize("builder", ["PSLoadBalancing", "AllReduce"])
 def test_a_killed_replica_is_named_within_the_deadline(tmp_path, builder):
     codes, logs = run_peers(tmp_path, [builder], "sgd", steps=6, deadline=120.0,

@@ -80,13 +80,8 @@ Result<pb::autodist::Strategy> strategy_of(const AutoDistOptions& o, const cs::G
 std::string ps_summary(const cps::TrainingPlan& plan) {
   std::string out;
   for (const auto& v : plan.variables) {
-    std::string devices;
-    for (auto shard : v.shards) {
-      const auto& d = plan.shards[shard].device;
-      if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : ",") + d;
-    }
-    out += fmt::format("PS {}{} on {} ({} shard{})\n", v.name, v.sparse ? " (sparse)" : "", devices, v.shards.size(),
-                       v.shards.size() == 1 ? "" : "s");
+    out += fmt::format("PS {}{} on {} ({} shard{})\n", v.name, v.sparse ? " (sparse)" : "",
+                       training_job::devices_of(plan, v), v.shards.size(), v.shards.size() == 1 ? "" : "s");
   }
   return out;
 }

@@ -168,15 +168,20 @@ std::string format_allreduce_plan(const cc::ArPlan& plan) {
   return out;
 }
 
+std::string devices_of(const cps::TrainingPlan& plan, const cps::VariablePlan& v) {
+  std::string devices;
+  for (auto shard : v.shards) {
+    const auto& d = plan.shards[shard].device;
+    if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : ",") + d;
+  }
+  return devices;
+}
+
 std::string format_mixed_plan(const cc::ArPlan& ar, const cps::TrainingPlan& ps) {
   std::string on_ps;
   for (const auto& v : ps.variables) {
-    std::string devices;
-    for (auto shard : v.shards) {
-      const auto& d = ps.shards[shard].device;
-      if (devices.find(d) == std::string::npos) devices += (devices.empty() ? "" : ",") + d;
-    }
-    on_ps += fmt::format("{}{}{} on {}", on_ps.empty() ? "" : ", ", v.name, v.sparse ? " (sparse)" : "", devices);
+    on_ps += fmt::format("{}{}{} on {}", on_ps.empty() ? "" : ", ", v.name, v.sparse ? " (sparse)" : "",
+                         devices_of(ps, v));
   }
   std::string reduced;
   for (const auto& v : ar.variables) reduced += (reduced.empty() ? "" : ", ") + v.name;

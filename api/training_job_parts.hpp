@@ -90,6 +90,8 @@ ParameterServerOptions ps_options(const Job& a, const core::ps::TrainingPlan& pl
                                                                   std::vector<std::string>& host_ports);
 /// The plan's collectives ("all-reduce plan: ...") and notes, as lines.
 [[nodiscard]] std::string format_allreduce_plan(const core::collective::ArPlan& plan);
+/// The PS devices holding `v`'s shards, comma-separated, in order of first use.
+[[nodiscard]] std::string devices_of(const core::ps::TrainingPlan& plan, const core::ps::VariablePlan& v);
 /// How a mixed job splits the model ("mixed plan: ...") and its all-reduce plan, as lines.
 [[nodiscard]] std::string format_mixed_plan(const core::collective::ArPlan& ar, const core::ps::TrainingPlan& ps);
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/gateway.hpp"
+#include "actors/rpc.hpp"
 #include "api/job_files.hpp"
 #include "api/parameter_server.hpp"
 #include "api/replica.hpp"
@@ -13,6 +15,7 @@
 #include "api/training_job_parts.hpp"
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/plan.hpp"
+#include "core/ps/wire.hpp"
 #include "core/strategy/graph_item.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/validate.hpp"
@@ -92,11 +95,12 @@ std::string ps_summary(const cps::TrainingPlan& plan) {
 Result<std::map<std::string, std::vector<float>>> initial_from(caf::actor_system& system,
                                                                const std::shared_ptr<actors::Gateway>& gateway,
                                                                const std::shared_ptr<const cps::TrainingPlan>& init,
-                                                               const core::PeerAddr& from, const AutoDistOptions& o) {
+                                                               const core::PeerAddr& from, const AutoDistOptions& o,
+                                                               std::int32_t session) {
   const auto deadline = std::chrono::steady_clock::now() + o.patience;
   for (;;) {
     ReplicaOptions ro;
-    ro.roles.replica = o.rank;
+    ro.roles.replica = session;
     ro.roles.ps = init;
     ro.roles.servers.emplace(init->servers.front(), from);
     ro.roles.job = o.job + ".initial";
@@ -124,19 +128,22 @@ Result<std::map<std::string, std::vector<float>>> initial_from(caf::actor_system
   }
 }
 
-}  // namespace
+/// What every process of a job derives from the same options: the strategy, its plans
+/// and every role's address.
+struct Layout {
+  std::shared_ptr<pb::autodist::Strategy> strategy;
+  std::shared_ptr<const cc::ArPlan> ar;         ///< null: no all-reduced variables
+  std::shared_ptr<const cps::TrainingPlan> ps;  ///< null: no PS variables
+  std::vector<std::string> hosts;               ///< each replica's host
+  std::vector<core::PeerAddr> members;          ///< each replica's address
+  std::vector<std::string> devices;             ///< the PS devices, plan order
+  std::map<std::string, core::PeerAddr> servers;
+  core::PeerAddr init_addr;                     ///< replica 0's initial values
+  std::shared_ptr<const cps::TrainingPlan> init;  ///< the whole model on one PS device
+};
 
-Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
+Result<Layout> layout_of(const AutoDistOptions& o) {
   if (o.variables.empty()) return make_error(errc::invalid_argument, "autodist: expected the model's variables, got none");
-  for (const auto& v : o.variables) {
-    std::int64_t n = 1;
-    for (auto d : v.shape) n *= d;
-    auto it = o.initial.find(v.name);
-    if (it == o.initial.end() || it->second.size() != static_cast<std::size_t>(n)) {
-      return make_error(errc::invalid_argument, "autodist: expected initial values of {} with {} values, got {}",
-                        v.name, n, it == o.initial.end() ? std::string("none") : std::to_string(it->second.size()));
-    }
-  }
   if (auto valid = cps::validate(o.optimizer); !valid) return valid.error();
   auto spec = load_resource_spec(o.resource_spec);
   if (!spec) return spec.error();
@@ -148,75 +155,150 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     return make_error(errc::invalid_argument, "autodist: the strategy does not fit the model: {}",
                       valid.error().message);
   }
-  const auto& replicas = strategy->graph_config().replicas();
-  const auto count = static_cast<std::size_t>(replicas.size());
-  if (o.rank < 0 || static_cast<std::size_t>(o.rank) >= count) {
-    return make_error(errc::invalid_argument,
-                      "autodist: rank {} is not a replica of the strategy, which has {} (its resource spec's devices); "
-                      "start one process per replica with ranks 0..{}",
-                      o.rank, count, count == 0 ? 0 : count - 1);
-  }
-
+  Layout l;
+  l.strategy = std::make_shared<pb::autodist::Strategy>(std::move(*strategy));
   // The plans: the all-reduced variables, and the PS ones (all of them, or a mixed
   // strategy's PS part).
-  std::shared_ptr<const cc::ArPlan> ar;
-  if (cc::uses_allreduce(*strategy)) {
+  if (cc::uses_allreduce(*l.strategy)) {
     cc::ArOptions ao;
     ao.allow_ps = true;
-    auto plan = cc::plan_allreduce(*strategy, item, ao);
+    auto plan = cc::plan_allreduce(*l.strategy, item, ao);
     if (!plan) return plan.error();
-    ar = std::make_shared<const cc::ArPlan>(std::move(*plan));
+    l.ar = std::make_shared<const cc::ArPlan>(std::move(*plan));
   }
-  std::shared_ptr<const cps::TrainingPlan> ps;
-  if (!ar || !ar->ps_variables.empty()) {
-    auto plan = cps::plan_training(ar ? cc::ps_part(*strategy) : *strategy, item, o.optimizer);
+  if (!l.ar || !l.ar->ps_variables.empty()) {
+    auto plan = cps::plan_training(l.ar ? cc::ps_part(*l.strategy) : *l.strategy, item, o.optimizer);
     if (!plan) return plan.error();
-    if (!plan->variables.empty()) ps = std::make_shared<const cps::TrainingPlan>(std::move(*plan));
+    if (!plan->variables.empty()) l.ps = std::make_shared<const cps::TrainingPlan>(std::move(*plan));
   }
-
   // Addresses, by the job's port range.
-  std::vector<std::string> hosts;
-  std::vector<core::PeerAddr> members;
+  const auto& replicas = l.strategy->graph_config().replicas();
+  const auto count = static_cast<std::size_t>(replicas.size());
   for (std::size_t r = 0; r < count; ++r) {
     auto host = host_of(replicas[static_cast<int>(r)]);
     if (!host) return host.error();
     auto addr = addr_of(*host, o.port + r, fmt::format("replica {}", r));
     if (!addr) return addr.error();
-    hosts.push_back(*host);
-    members.push_back(std::move(*addr));
+    l.hosts.push_back(*host);
+    l.members.push_back(std::move(*addr));
   }
-  const std::vector<std::string> devices = ps ? ps->servers : std::vector<std::string>{};
-  std::map<std::string, core::PeerAddr> servers;
-  std::vector<std::string> mine;  // the PS devices this process serves
-  for (std::size_t k = 0; k < devices.size(); ++k) {
-    auto host = host_of(devices[k]);
+  if (l.ps) l.devices = l.ps->servers;
+  for (std::size_t k = 0; k < l.devices.size(); ++k) {
+    auto host = host_of(l.devices[k]);
     if (!host) return host.error();
-    auto addr = addr_of(*host, o.port + count + k, "PS device " + devices[k]);
+    auto addr = addr_of(*host, o.port + count + k, "PS device " + l.devices[k]);
     if (!addr) return addr.error();
-    servers.emplace(devices[k], *addr);
-    auto first = std::find(hosts.begin(), hosts.end(), *host);
-    if (first == hosts.end()) {
-      return make_error(errc::unsupported,
-                        "autodist: PS device {} is on host {}, where no replica runs to serve it; give that host a "
-                        "replica in the resource spec",
-                        devices[k], *host);
-    }
-    if (first - hosts.begin() == o.rank) mine.push_back(devices[k]);
+    l.servers.emplace(l.devices[k], *addr);
   }
-  auto init_addr = addr_of(hosts.front(), o.port + count + devices.size(), "replica 0's initial values");
+  if (l.hosts.empty()) return make_error(errc::invalid_argument, "autodist: the strategy has no replicas");
+  auto init_addr = addr_of(l.hosts.front(), o.port + count + l.devices.size(), "replica 0's initial values");
   if (!init_addr) return init_addr.error();
-  // The initial-value server's plan: every variable whole and dense on one device.
+  l.init_addr = *init_addr;
+  // The initial-value server's plan: every variable whole and dense on one device; its
+  // sessions are the replicas', then one per PS process.
   const cs::GraphItem dense = item_of(o.variables, false);
   auto init_strategy = cs::build_strategy(cs::BuilderKind::ps, {}, dense, *spec, o.job + ".initial");
   if (!init_strategy) return init_strategy.error();
   auto init_plan = cps::plan_training(*init_strategy, dense, o.optimizer);
   if (!init_plan) return init_plan.error();
-  auto init = std::make_shared<const cps::TrainingPlan>(std::move(*init_plan));
+  for (const auto& device : l.devices) {
+    init_plan->replicas.push_back("ps:" + device);
+    for (auto& shard : init_plan->shards) shard.config.replica_hosts.push_back(0);  // pulls only: any host
+  }
+  l.init = std::make_shared<const cps::TrainingPlan>(std::move(*init_plan));
+  return l;
+}
+
+/// Waits until the PS device at `at` serves: its join handle refuses a malformed request
+/// (rather than being unknown or unreachable), or the patience runs out.
+Status wait_serving(Runtime& rt, const std::string& device, const core::PeerAddr& at, const AutoDistOptions& o) {
+  const auto deadline = std::chrono::steady_clock::now() + o.patience;
+  const std::string malformed("\x0a\xff\xff\xff\xff\x0f", 6);  // a length past the end: never parses
+  for (;;) {
+    auto pending = actors::unary_call(*rt.gateway(), at.key(), cps::k_ps_join_handle, Buffer::copy_of(malformed),
+                                      std::chrono::milliseconds(2000));
+    auto answer = pending.answer.get();
+    const auto code = answer ? errc::ok : answer.error().code;
+    const bool absent = code == errc::not_found || code == errc::unavailable || code == errc::peer_down ||
+                        code == errc::deadline_exceeded;
+    if (!absent) return ok_status();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return make_error(errc::unavailable,
+                        "replica {}: PS device {} at {} did not answer within the patience: start its PS process "
+                        "(serve_device {}) with the same job",
+                        o.rank, device, at.key(), device);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> AutoDistJob::ps_devices(const AutoDistOptions& options) {
+  auto l = layout_of(options);
+  if (!l) return l.error();
+  return l->devices;
+}
+
+Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
+  for (const auto& v : o.variables) {
+    std::int64_t n = 1;
+    for (auto d : v.shape) n *= d;
+    auto it = o.initial.find(v.name);
+    if (it == o.initial.end() || it->second.size() != static_cast<std::size_t>(n)) {
+      return make_error(errc::invalid_argument, "autodist: expected initial values of {} with {} values, got {}",
+                        v.name, n, it == o.initial.end() ? std::string("none") : std::to_string(it->second.size()));
+    }
+  }
+  auto laid = layout_of(o);
+  if (!laid) return laid.error();
+  Layout& l = *laid;
+  const std::size_t count = l.members.size();
+  const bool serving = !o.serve_device.empty();
+  std::size_t served_index = 0;
+  if (serving) {
+    auto it = std::find(l.devices.begin(), l.devices.end(), o.serve_device);
+    if (it == l.devices.end()) {
+      std::string known;
+      for (const auto& d : l.devices) known += (known.empty() ? "" : ", ") + d;
+      return make_error(errc::invalid_argument, "autodist: {} is not a PS device of the strategy; its PS devices: {}",
+                        o.serve_device, known.empty() ? std::string("none") : known);
+    }
+    served_index = static_cast<std::size_t>(it - l.devices.begin());
+  } else if (o.rank < 0 || static_cast<std::size_t>(o.rank) >= count) {
+    return make_error(errc::invalid_argument,
+                      "autodist: rank {} is not a replica of the strategy, which has {} (its resource spec's devices); "
+                      "start one process per replica with ranks 0..{}",
+                      o.rank, count, count == 0 ? 0 : count - 1);
+  }
+  std::vector<std::string> mine;  // the PS devices this process serves
+  if (serving) {
+    mine.push_back(o.serve_device);
+  } else if (!o.ps_processes) {
+    for (const auto& device : l.devices) {
+      auto host = host_of(device);
+      if (!host) return host.error();
+      auto first = std::find(l.hosts.begin(), l.hosts.end(), *host);
+      if (first == l.hosts.end()) {
+        return make_error(errc::unsupported,
+                          "autodist: PS device {} is on host {}, where no replica runs to serve it; give that host a "
+                          "replica in the resource spec, or the job PS processes",
+                          device, *host);
+      }
+      if (first - l.hosts.begin() == o.rank) mine.push_back(device);
+    }
+  }
+  const auto& ps = l.ps;
+  const auto& ar = l.ar;
+  const auto& servers = l.servers;
+  const auto& members = l.members;
+  const auto& init = l.init;
+  const auto* init_addr = &l.init_addr;
 
   std::unique_ptr<AutoDistJob> job(new AutoDistJob());
-  job->rank_ = o.rank;
+  job->rank_ = serving ? -1 : o.rank;
   job->replicas_ = count;
-  job->strategy_ = std::make_shared<pb::autodist::Strategy>(std::move(*strategy));
+  job->strategy_ = l.strategy;
   job->patience_ = o.patience;
   job->served_ = mine;
   job->parts_ = std::make_unique<Parts>();
@@ -228,39 +310,58 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     ro.mode = o.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
     ro.system = system;
     auto rt = Runtime::start(ro);
-    if (!rt) return make_error(rt.error().code, "replica {}: cannot listen at {}: {}", o.rank, ro.listen, rt.error().message);
+    if (!rt) {
+      return make_error(rt.error().code, "{}: cannot listen at {}: {}",
+                        serving ? "PS device " + o.serve_device : fmt::format("replica {}", o.rank), ro.listen,
+                        rt.error().message);
+    }
     return rt;
   };
-  auto rt = start_runtime(members[static_cast<std::size_t>(o.rank)], nullptr);
+  // A PS process listens at its device's address (its one server), a replica at its own.
+  auto rt = start_runtime(serving ? servers.at(o.serve_device) : members[static_cast<std::size_t>(o.rank)], nullptr);
   if (!rt) return rt.error();
   p.runtime = std::move(*rt);
 
   std::map<std::string, std::vector<float>> values = std::move(o.initial);
-  if (o.rank != 0) {
-    auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, *init_addr, o);
+  if (serving || o.rank != 0) {
+    // A PS process's session on replica 0's server comes after the replicas'.
+    const auto session = serving ? static_cast<std::int32_t>(count + served_index) : o.rank;
+    auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, *init_addr, o, session);
     if (!fetched) return fetched.error();
     values = std::move(*fetched);
   }
   auto serve = [&](const std::string& device, const core::PeerAddr& at, std::shared_ptr<const cps::TrainingPlan> plan,
                    bool with_states) -> Status {
-    auto srt = start_runtime(at, &p.runtime->system());
-    if (!srt) return srt.error();
+    Runtime* on = p.runtime.get();
+    if (!serving) {
+      auto srt = start_runtime(at, &p.runtime->system());
+      if (!srt) return srt.error();
+      p.served_rt.push_back(std::move(*srt));
+      on = p.served_rt.back().get();
+    }
     ParameterServerOptions po;
     po.device = device;
     po.plan = std::move(plan);
     po.initial = values;
     if (with_states) po.states = o.states;
-    auto server = ParameterServer::start(**srt, std::move(po));
+    auto server = ParameterServer::start(*on, std::move(po));
     if (!server) return server.error();
-    p.served_rt.push_back(std::move(*srt));
     p.servers.push_back(std::move(*server));
     return ok_status();
   };
   for (const auto& device : mine) {
     if (auto st = serve(device, servers.at(device), ps, true); !st) return st.error();
   }
+  if (ps) job->summary_ += ps_summary(*ps);
+  if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
+  if (serving) return job;  // serves until destroyed
   if (o.rank == 0) {
     if (auto st = serve(init->servers.front(), *init_addr, init, false); !st) return st.error();
+  }
+  if (o.ps_processes) {
+    for (const auto& device : l.devices) {
+      if (auto st = wait_serving(*p.runtime, device, servers.at(device), o); !st) return st.error();
+    }
   }
 
   ReplicaOptions ro;
@@ -291,31 +392,32 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     return make_error(joined.error().code, "replica {}: the other replicas did not all arrive: {}", o.rank,
                       joined.error().message);
   }
-  if (ps) job->summary_ += ps_summary(*ps);
-  if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
   return job;
 }
 
 AutoDistJob::~AutoDistJob() = default;
 
 Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version) {
+  if (!parts_->replica) return make_error(errc::protocol, "this process serves PS device {} only", served_.front());
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
   return parts_->replica->pull_into(params, version);
 }
 
 Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
                              std::map<std::string, core::ps::SparseGradient> rows) {
+  if (!parts_->replica) return make_error(errc::protocol, "this process serves PS device {} only", served_.front());
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
   return parts_->replica->push_lent(gradients, samples, std::move(rows));
 }
 
 Status AutoDistJob::leave() {
-  if (parts_->left) return ok_status();
+  if (parts_->left || !parts_->replica) return ok_status();
   parts_->left = true;
   return parts_->replica->leave(patience_);
 }
 
 Result<std::map<std::string, core::ps::Optimizer::State>> AutoDistJob::optimizer_states() {
+  if (!parts_->replica) return make_error(errc::protocol, "this process serves PS device {} only", served_.front());
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
   return parts_->replica->optimizer_states();
 }

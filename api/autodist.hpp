@@ -18,7 +18,9 @@
 /// (as AutoDist's fixed port range does): on the host of its device, replica r listens
 /// at `port + r`, the k-th PS device of the plan at `port + R + k` (R replicas), and
 /// replica 0's initial-value server at `port + R + K` (K PS devices). A PS device is
-/// served by the lowest-ranked replica process on its host.
+/// served by the lowest-ranked replica process on its host, or, when the job has PS
+/// processes (`ps_processes`), by a process of its own (`serve_device`): the replicas
+/// then wait until every PS device answers.
 ///
 /// The job starts from replica 0's values: every other process first pulls every
 /// variable from replica 0's initial-value server (a PS of its own, the whole model on
@@ -68,6 +70,11 @@ struct AutoDistOptions {
   /// Waiting for every replica to arrive (start) or to finish (leave).
   std::chrono::milliseconds patience{120000};
   std::string job = "apiary.autodist";  ///< names the job's handles
+  /// Non-empty: this process serves that PS device of the strategy only (no replica),
+  /// from replica 0's initial values, until destroyed. `rank` is not used.
+  std::string serve_device;
+  /// Every PS device has a process of its own (`serve_device`): replicas serve none.
+  bool ps_processes = false;
   std::string mode = "tcp";             ///< UCX same-host lanes: tcp or shm
 };
 
@@ -79,10 +86,14 @@ class AutoDistJob {
   /// strategy's and plans' errors, unavailable / deadline_exceeded (replica 0 or another
   /// replica did not come within the patience), each naming the replica and address.
   static Result<std::unique_ptr<AutoDistJob>> start(AutoDistOptions options);
+  /// The PS devices the strategy of `options` uses, in plan order (nothing is started).
+  static Result<std::vector<std::string>> ps_devices(const AutoDistOptions& options);
   ~AutoDistJob();
   AutoDistJob(const AutoDistJob&) = delete;
   AutoDistJob& operator=(const AutoDistJob&) = delete;
 
+  /// Whether this process only serves a PS device (no replica: the step calls fail).
+  [[nodiscard]] bool serves_only() const { return rank_ < 0; }
   /// This step's parameters into `params` (its vectors reused where they fit).
   Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
   /// This step's gradients (every variable's, dense; a sparse one zero outside its rows)

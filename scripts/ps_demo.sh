@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The second main job: a torch model (an MLP with a sparse embedding feature, on
 # scikit-learn's digits: python/examples/autodist_digits.py) trained by four trainer
-# processes with apiary.autodist, once per strategy builder: PSLoadBalancing (the PS
-# devices served by the chief), AllReduce and Parallax (the embedding on a PS, the dense
-# layers all-reduced). The chief prints loss, held-out accuracy and step time, then the
+# processes with apiary.autodist, once per strategy builder: PSLoadBalancing (one PS
+# process per PS device of the strategy), AllReduce and Parallax (the embedding on a PS,
+# served by the chief; the dense layers all-reduced). The chief prints loss, held-out accuracy and step time, then the
 # accuracy of single-process training on the same samples beside its own.
 # Usage: scripts/ps_demo.sh [STEPS=120] [BUILDER...]   (default: PSLoadBalancing AllReduce Parallax)
 set -euo pipefail
@@ -21,21 +21,34 @@ cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done;
 trap cleanup EXIT
 PORT=${PORT:-15000}
 for builder in "${BUILDERS[@]}"; do
-  echo "== $builder: 4 trainer processes"
-  pids=()
+  EXAMPLE=(/usr/bin/python3 python/examples/autodist_digits.py --builder "$builder" --steps "$STEPS" --port "$PORT")
+  servers=()
+  if [ "$builder" = PSLoadBalancing ]; then  # PS processes of their own
+    EXAMPLE+=(--ps-processes)
+    devices=$("${EXAMPLE[@]}" --print-ps-devices)
+    for dev in $devices; do
+      "${EXAMPLE[@]}" --serve "$dev" >"$OUT/$builder.ps.$dev.log" 2>&1 &
+      servers+=($!)
+      pids+=($!)
+    done
+    echo "== $builder: $(echo $devices | wc -w) PS processes ($(echo $devices | tr '\n' ' ')), 4 trainer processes"
+  else
+    echo "== $builder: 4 trainer processes"
+  fi
+  trainers=()
   for r in 1 2 3; do
-    RANK=$r WORLD_SIZE=4 /usr/bin/python3 python/examples/autodist_digits.py --builder "$builder" --steps "$STEPS" \
-      --port "$PORT" >"$OUT/$builder.$r.log" 2>&1 &
+    RANK=$r WORLD_SIZE=4 "${EXAMPLE[@]}" >"$OUT/$builder.$r.log" 2>&1 &
+    trainers+=($!)
     pids+=($!)
   done
   status=0
-  RANK=0 WORLD_SIZE=4 /usr/bin/python3 python/examples/autodist_digits.py --builder "$builder" --steps "$STEPS" \
-    --port "$PORT" || status=$?
-  for i in "${!pids[@]}"; do
-    if ! wait "${pids[$i]}"; then
+  RANK=0 WORLD_SIZE=4 "${EXAMPLE[@]}" || status=$?
+  for i in "${!trainers[@]}"; do
+    if ! wait "${trainers[$i]}"; then
       echo "trainer $((i + 1)) failed:"; tail -5 "$OUT/$builder.$((i + 1)).log"; status=1
     fi
   done
+  for s in "${servers[@]}"; do kill -TERM "$s" 2>/dev/null || true; wait "$s" 2>/dev/null || true; done
   pids=()
   [ "$status" = 0 ] || exit "$status"
   PORT=$((PORT + 100))

@@ -16,7 +16,9 @@ takes its rank from ``rank=`` or from its launcher's environment (``RANK`` of to
 ``OMPI_COMM_WORLD_RANK`` of mpirun, ``SLURM_PROCID``, ``PMI_RANK``). The roles listen on a
 port range starting at ``port=`` (default: ``APIARY_PORT``, else ``MASTER_PORT`` + 1, else
 15000): replica r at port + r on its host, the PS devices after the replicas; each PS
-device is served by the lowest-ranked trainer process on its host. Replica 0's model
+device is served by the lowest-ranked trainer process on its host, or, with
+``ps_processes=True``, by a process of its own (``ps_devices()`` lists them, ``serve()``
+serves one). Replica 0's model
 starts the job: the other processes take their initial parameters from it.
 
 ``step()`` synchronizes each parameter as its strategy says: PS variables pushed to and
@@ -192,7 +194,8 @@ class AutoDist:
 
     def __init__(self, resource_spec: str = "resource_spec.yml", strategy_builder: Optional[StrategyBuilder] = None,
                  *, strategy_file: Optional[str] = None, rank: Optional[int] = None, port: Optional[int] = None,
-                 job: str = "apiary.autodist", timeout: float = 30.0, patience: float = 120.0):
+                 job: str = "apiary.autodist", timeout: float = 30.0, patience: float = 120.0,
+                 ps_processes: bool = False):
         if not os.path.exists(resource_spec):
             raise FileNotFoundError(f"resource spec {resource_spec!r} not found")
         if strategy_builder is not None and not isinstance(strategy_builder, StrategyBuilder):
@@ -206,15 +209,13 @@ class AutoDist:
         self.job = job
         self.timeout = float(timeout)
         self.patience = float(patience)
+        self.ps_processes = bool(ps_processes)
         self._native: Any = None
         self._named: List[Tuple[str, torch.nn.Parameter]] = []
         self._restore: Optional[Dict[str, Any]] = None
         self.optimizer: Optional[DistributedOptimizer] = None
 
-    def distribute(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
-        if self._native is not None:
-            raise RuntimeError("this AutoDist already distributes a model; make one AutoDist per model")
-        config = _optimizer_config(optimizer)
+    def _variables(self, model: torch.nn.Module) -> Tuple[List[Tuple[str, torch.nn.Parameter]], List[Any]]:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("expected a model with trainable parameters")
@@ -223,7 +224,30 @@ class AutoDist:
                 raise ValueError(f"{name}: expected a contiguous float32 CPU parameter, got {p.dtype} on {p.device}")
         sparse = {f"{prefix}{'.' if prefix else ''}weight" for prefix, m in model.named_modules()
                   if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse}
-        variables = [(n, list(p.shape), n in sparse) for n, p in named]
+        return named, [(n, list(p.shape), n in sparse) for n, p in named]
+
+    def ps_devices(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> List[str]:
+        """The PS devices the strategy puts the model's variables on (starts nothing): one
+        ``serve`` process each when the job has PS processes."""
+        _, variables = self._variables(model)
+        builder = self.strategy_builder
+        return list(_apiary.autodist_ps_devices(self.resource_spec, variables, builder.name, dict(builder.options),
+                                                self.strategy_file, _optimizer_config(optimizer), self.job))
+
+    def serve(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: str) -> None:
+        """Serves PS device ``device`` of the strategy in this process (a PS process of a job
+        whose trainers pass ``ps_processes=True``), from replica 0's initial values, until
+        ``shutdown()``; returns once it serves."""
+        self._start(model, optimizer, serve_device=device)
+
+    def distribute(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
+        return self._start(model, optimizer)
+
+    def _start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, serve_device: str = ""):
+        if self._native is not None:
+            raise RuntimeError("this AutoDist already distributes a model; make one AutoDist per model")
+        config = _optimizer_config(optimizer)
+        named, variables = self._variables(model)
         states: Dict[str, Any] = {}
         if self._restore is not None:
             with torch.no_grad():
@@ -236,7 +260,10 @@ class AutoDist:
         builder = self.strategy_builder
         self._native = _apiary.AutoDistJob(self.resource_spec, variables, initial, self.rank, self.port, builder.name,
                                            dict(builder.options), self.strategy_file, config, self.timeout,
-                                           self.patience, self.job, states)
+                                           self.patience, self.job, states, serve_device, self.ps_processes)
+        self._named = named
+        if serve_device:
+            return None
         if self.world_size is not None and self.world_size != self._native.replicas:
             replicas = self._native.replicas
             self.shutdown()

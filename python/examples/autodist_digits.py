@@ -7,7 +7,9 @@ prints both accuracies.
 
     RANK=r python3 autodist_digits.py --builder PSLoadBalancing [--steps 120] [--port 15000]
 
-(scripts/ps_demo.sh starts the four replicas.)
+With `--ps-processes` the PS devices are served by processes of their own, each started
+with `--serve DEVICE` (`--print-ps-devices` lists the strategy's). scripts/ps_demo.sh
+starts them and the four replicas.
 """
 import argparse
 import os
@@ -81,17 +83,31 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.3)
     parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
+    parser.add_argument("--serve", metavar="DEVICE", help="serve this PS device until killed (no replica)")
+    parser.add_argument("--print-ps-devices", action="store_true", help="print the strategy's PS devices and exit")
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = load_digits()
     x, ids, y, xt, idt, yt = data
     torch.manual_seed(0)
     model = DigitsNet(sparse=True)
-    ad = apiary.autodist.AutoDist(args.resource_spec, getattr(strategies, args.builder)(), port=args.port)
-    opt = ad.distribute(model, torch.optim.SGD(model.parameters(), lr=args.lr))
+    ad = apiary.autodist.AutoDist(args.resource_spec, getattr(strategies, args.builder)(), port=args.port,
+                                  ps_processes=args.ps_processes or bool(args.serve))
+    sgd = torch.optim.SGD(model.parameters(), lr=args.lr)
+    if args.print_ps_devices:
+        print("\n".join(ad.ps_devices(model, sgd)))
+        return
+    if args.serve:
+        ad.serve(model, sgd, args.serve)
+        print(f"serving PS device {args.serve}", flush=True)
+        while True:  # until the demo stops it
+            time.sleep(1)
+    opt = ad.distribute(model, sgd)
     rank, replicas = opt.rank, opt.num_replicas
     if rank == 0:
-        print(f"{args.builder}: {replicas} replicas, rank 0 serves PS devices {list(ad._native.served) or 'none'}")
+        where = "PS processes" if args.ps_processes else f"rank 0 serves PS devices {list(ad._native.served) or 'none'}"
+        print(f"{args.builder}: {replicas} replicas, {where}")
         print(opt.summary, end="", flush=True)
     started = time.perf_counter()
     for step in range(args.steps):

@@ -167,11 +167,31 @@ struct PyAutoDistJob {
 }  // namespace
 
 void bind_autodist(py::module_& m) {
+  m.def(
+      "autodist_ps_devices",
+      [](const std::string& resource_spec,
+         const std::vector<std::tuple<std::string, std::vector<std::int64_t>, bool>>& variables,
+         const std::string& builder, const py::dict& options, const std::string& strategy_file,
+         const py::dict& optimizer, const std::string& job_name) {
+        AutoDistOptions o;
+        o.resource_spec = resource_spec;
+        for (const auto& [name, shape, sparse] : variables) o.variables.push_back({name, shape, sparse});
+        o.builder = builder;
+        o.builder_options = builder_options(options);
+        o.strategy_file = strategy_file;
+        o.optimizer = optimizer_of(optimizer);
+        o.job = job_name;
+        return value_or_raise(AutoDistJob::ps_devices(o));
+      },
+      py::arg("resource_spec"), py::arg("variables"), py::arg("builder"), py::arg("builder_options"),
+      py::arg("strategy_file"), py::arg("optimizer"), py::arg("job"),
+      "The PS devices of the strategy built for these variables, in plan order.");
   py::class_<PyAutoDistJob>(m, "AutoDistJob", "This trainer's part of an AutoDist job (apiary.autodist).")
       .def(py::init([](const std::string& resource_spec, const std::vector<std::tuple<std::string, std::vector<std::int64_t>, bool>>& variables,
                        const py::dict& initial, std::int32_t rank, std::uint16_t port, const std::string& builder,
                        const py::dict& options, const std::string& strategy_file, const py::dict& optimizer,
-                       double timeout, double patience, const std::string& job_name, const py::dict& states) {
+                       double timeout, double patience, const std::string& job_name, const py::dict& states,
+                       const std::string& serve_device, bool ps_processes) {
              AutoDistOptions o;
              o.resource_spec = resource_spec;
              for (const auto& [name, shape, sparse] : variables) o.variables.push_back({name, shape, sparse});
@@ -190,6 +210,8 @@ void bind_autodist(py::module_& m) {
              o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000));
              o.patience = std::chrono::milliseconds(static_cast<std::int64_t>(patience * 1000));
              o.job = job_name;
+             o.serve_device = serve_device;
+             o.ps_processes = ps_processes;
              for (const auto& [key, value] : states) {
                const auto name = key.cast<std::string>();
                auto t = value.cast<py::tuple>();
@@ -213,7 +235,8 @@ void bind_autodist(py::module_& m) {
            }),
            py::arg("resource_spec"), py::arg("variables"), py::arg("initial"), py::arg("rank"), py::arg("port"),
            py::arg("builder"), py::arg("builder_options"), py::arg("strategy_file"), py::arg("optimizer"),
-           py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict())
+           py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict(),
+           py::arg("serve_device") = "", py::arg("ps_processes") = false)
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
       .def("push", &PyAutoDistJob::push, py::arg("gradients"), py::arg("samples"), py::arg("rows") = py::dict(),

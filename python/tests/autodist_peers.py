@@ -86,14 +86,24 @@ def main() -> int:
     parser.add_argument("--staleness", type=int, default=0)
     parser.add_argument("--async", dest="asynchronous", action="store_true")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
+    parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
+    parser.add_argument("--serve", help="serve this PS device of the first builder's job until killed")
     args = parser.parse_args()
+    if args.serve:
+        model = make_model(seed=999, sparse=bool(args.sparse))  # its values come from replica 0
+        name = args.builders.split(",")[0]
+        ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port, job=f"test.{name}",
+                                      timeout=args.timeout, patience=60.0, ps_processes=True)
+        ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve)
+        while True:
+            time.sleep(1)
     rank = int(os.environ["RANK"])
     data = make_data()
     for i, name in enumerate(args.builders.split(",")):
         # Each process starts from its own random model: the job starts from replica 0's.
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), port=args.port + 40 * i, job=f"test.{name}",
-                                      timeout=args.timeout, patience=60.0)
+                                      timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes)
         if args.load:
             ad.load_state_dict(torch.load(args.load))
         opt = ad.distribute(model, make_optimizer(args.optimizer, model.parameters()))

@@ -41,8 +41,9 @@ def free_port_range(width: int = 400) -> int:
     raise RuntimeError("no free port range")
 
 
-def run_peers(out, builders, optimizer="sgd", sparse=True, steps=6, extra=(), deadline=300.0, replicas=REPLICAS):
-    port = free_port_range()
+def run_peers(out, builders, optimizer="sgd", sparse=True, steps=6, extra=(), deadline=300.0, replicas=REPLICAS,
+              port=None):
+    port = port or free_port_range()
     procs = []
     for rank in range(replicas):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(replicas))
@@ -142,6 +143,33 @@ def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
     check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
 
 
+def test_ps_devices_in_processes_of_their_own(tmp_path):
+    """PSLoadBalancing with one PS process per PS device (started with their own random
+    models: the job takes replica 0's values) equals single-process SGD too."""
+    model = make_model(seed=1, sparse=True)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    devices = apiary.autodist.AutoDist(SPEC, strategies.PSLoadBalancing(), job="test.PSLoadBalancing").ps_devices(
+        model, sgd)
+    assert len(devices) >= 2
+    port = free_port_range()
+    env = dict(os.environ)
+    servers = [subprocess.Popen([sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders",
+                                 "PSLoadBalancing", "--out", str(tmp_path), "--serve", d], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for d in devices]
+    try:
+        codes, logs = run_peers(tmp_path, ["PSLoadBalancing"], "sgd", sparse=True, port=port,
+                                extra=["--ps-processes"])
+        assert codes == [0] * REPLICAS, "\n".join(logs)
+        assert all(s.poll() is None for s in servers)  # they serve until stopped
+        served = json.load(open(os.path.join(tmp_path, "PSLoadBalancing.0.json")))["served"]
+        assert served == []  # no trainer served a PS device
+        check_equal(tmp_path, ["PSLoadBalancing"], reference("sgd", 6), atol=1e-5)
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+
+
 def test_a_checkpoint_moves_the_job_between_strategies(tmp_path):
     """Momentum for 3 steps with PSLoadBalancing (PS shards hold the slots), a checkpoint,
     then 3 more steps with AllReduce (the replicas hold them): the same as 6 steps in one
@@ -219,6 +247,9 @@ def test_bad_arguments(tmp_path):
         apiary.autodist.AutoDist(SPEC, strategies.PS(staleness=-1), rank=0, port=port).distribute(model, sgd)
     with pytest.raises(ValueError, match="compressor"):
         apiary.autodist.AutoDist(SPEC, strategies.AllReduce(compressor="zip"), rank=0, port=port).distribute(model, sgd)
+    with pytest.raises(ValueError, match="localhost:CPU:3 is not a PS device of the strategy; its PS devices: "
+                                         "localhost:CPU:0"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), port=port).serve(model, sgd, "localhost:CPU:3")
     # Replica 0 never answers: replica 1 gives up after its patience, naming where it looked.
     ad = apiary.autodist.AutoDist(SPEC, strategies.AllReduce(), rank=1, port=port, timeout=1.0, patience=3.0)
     started = time.monotonic()

@@ -293,7 +293,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   const auto& servers = l.servers;
   const auto& members = l.members;
   const auto& init = l.init;
-  const auto* init_addr = &l.init_addr;
+  const auto& init_addr = l.init_addr;
 
   std::unique_ptr<AutoDistJob> job(new AutoDistJob());
   job->rank_ = serving ? -1 : o.rank;
@@ -326,7 +326,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   if (serving || o.rank != 0) {
     // A PS process's session on replica 0's server comes after the replicas'.
     const auto session = serving ? static_cast<std::int32_t>(count + served_index) : o.rank;
-    auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, *init_addr, o, session);
+    auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, init_addr, o, session);
     if (!fetched) return fetched.error();
     values = std::move(*fetched);
   }
@@ -356,7 +356,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
   if (serving) return job;  // serves until destroyed
   if (o.rank == 0) {
-    if (auto st = serve(init->servers.front(), *init_addr, init, false); !st) return st.error();
+    if (auto st = serve(init->servers.front(), init_addr, init, false); !st) return st.error();
   }
   if (o.ps_processes) {
     for (const auto& device : l.devices) {

@@ -269,7 +269,6 @@ class AutoDist:
             self.shutdown()
             raise ValueError(f"the launcher started {self.world_size} processes, but the strategy has {replicas} "
                              f"replicas (the resource spec's devices)")
-        self._named = named
         self.optimizer = DistributedOptimizer(self, self._native, named, optimizer)
         # The first step's parameters: replica 0's, or the PS's.
         self._native.pull(self.optimizer._views)

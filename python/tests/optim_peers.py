@@ -208,9 +208,12 @@ def single_digits_trainer(steps, batch):
     return held_out_accuracy(model, x_test, y_test)
 
 
-def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_steps, batch, codec, streaming, start_at):
-    """A DiLoCo peer on its shard of the digits: Adam(3e-3) inner steps, outer Nesterov;
-    returns the held-out accuracy, the outer parameters after each round and the rounds."""
+def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_steps, batch, codec, streaming, start_at,
+                          group_size=None):
+    """A DiLoCo peer on its shard of the digits: Adam(3e-3) inner steps, outer Nesterov,
+    groups of `group_size` (default: all the peers); returns the held-out accuracy, the
+    outer parameters after each round (the round, its parameters), the bytes sent and the
+    rounds averaged without a majority."""
     import torch
 
     x, y, x_test, y_test = digits_data(rank, peers)
@@ -222,7 +225,8 @@ def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_step
         opt = apiary.optim.DiLoCo(dht=dht, run_id=run_id, params=model.parameters(),
                                   inner_optimizer=lambda p: torch.optim.Adam(p, lr=3e-3), inner_steps=inner_steps,
                                   compression=compression, streaming=streaming, matchmaking_time=5.0,
-                                  averaging_timeout=30.0, target_group_size=peers, averager_opts=dict(request_timeout=1.0))
+                                  averaging_timeout=30.0, target_group_size=group_size or peers,
+                                  averager_opts=dict(request_timeout=1.0))
         outer = []
         time.sleep(max(0.0, start_at - time.time()))  # the peers begin together (process start-up varies)
         # Until the last round (a peer that missed one goes on); at most twice the steps.
@@ -241,7 +245,7 @@ def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_step
         sent, _received = opt.averager._native.transport_bytes()
         wait_for_every_peer(dht, f"{run_id}_done", rank, peers, patience=120.0)
         opt.shutdown()
-        return accuracy, outer, sent
+        return accuracy, outer, sent, opt.deferred_rounds
 
 
 def wait_for_every_peer(dht, key, rank, peers, patience):

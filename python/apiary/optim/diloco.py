@@ -11,6 +11,13 @@ so the outer parameters move only together; rounds are rare, so give matchmaking
 (``matchmaking_time``) for every peer to arrive, and ``target_group_size`` the swarm's
 size to start as soon as all have.
 
+A group steps only while no peer declares a later round (to newcomers, through the DHT)
+and when it holds a strict majority of the peers at its round: when matchmaking splits a
+round into groups, at most one of them steps, and the others keep their local steps for
+the next round (``deferred_rounds`` counts them), find themselves behind and load the
+swarm's state, so one round has one outer state. Groups smaller than half the swarm (a
+``target_group_size`` below it) never step.
+
 ``streaming=True`` overlaps a round's averaging with the next H inner steps: the average
 is applied one round late, and the local progress made meanwhile is kept on top of it.
 
@@ -29,8 +36,19 @@ import torch
 from ..averaging import DecentralizedAverager, StepControl
 from ..compression import CompressionBase, CompressionInfo, NoCompression, TensorRole
 from ..dht import DHT
+from ..peer_id import PeerID
 
 logger = logging.getLogger(__name__)
+
+
+def _declared_peer(subkey: Any) -> Any:
+    """The PeerID of a state-sharing declaration (its subkey: the donor's address)."""
+    if isinstance(subkey, bytes):
+        try:
+            return PeerID.from_multiaddr(subkey.decode())
+        except (UnicodeDecodeError, ValueError, RuntimeError):
+            pass
+    return subkey
 
 
 class _OuterAverager(DecentralizedAverager):
@@ -111,6 +129,7 @@ class DiLoCo:
             self.outer.state[t]["momentum_buffer"] = torch.zeros_like(t)
         self.local_epoch = 0  # outer steps taken
         self.inner_step_count = 0
+        self.deferred_rounds = 0  # rounds averaged by a group without a majority of the swarm: no outer step
         self._pending: Optional[Tuple[StepControl, List[torch.Tensor]]] = None  # streaming: the round in flight
         self._lock = threading.Lock()
         self.averager = _OuterAverager(
@@ -156,6 +175,9 @@ class DiLoCo:
             return
         if self._behind(gathered) or not self._whole_round():
             return
+        if not self._majority(gathered):  # another group of this round may have stepped: its state then
+            self._catch_up_if_behind()
+            return
         with torch.no_grad():
             self._outer_step(self._averaged())
             for param, start in zip(self.params, self.outer_params):
@@ -179,10 +201,14 @@ class DiLoCo:
                 if gathered is not None and self._whole_round():
                     if self._behind(gathered):
                         return
-                    self._outer_step(self._averaged())
-                    # The local steps since the round began, on top of the new outer parameters.
-                    for param, start, began in zip(self.params, self.outer_params, at_start):
-                        param.add_(start.to(param.device) - began.to(param.device))
+                    if not self._majority(gathered):
+                        if self._catch_up_if_behind():
+                            return
+                    else:
+                        self._outer_step(self._averaged())
+                        # The local steps since the round began, on top of the new outer parameters.
+                        for param, start, began in zip(self.params, self.outer_params, at_start):
+                            param.add_(start.to(param.device) - began.to(param.device))
             self._load_pseudo_gradient()
             at_start = [p.detach().clone() for p in self.params]
             try:
@@ -240,6 +266,37 @@ class DiLoCo:
             logger.warning(f"{self.run_id}: DiLoCo round {self.local_epoch}: reducers {failed} failed this peer; "
                            "no outer step")
         return not failed
+
+    def _majority(self, gathered: Dict[Any, Any]) -> bool:
+        """This round is still open (no peer declares a later one: no group took it yet)
+        and the group holds a strict majority of the peers at it (its members and the
+        peers that declare it). Two disjoint groups of one round cannot both hold one, so a
+        split round steps at most once; a group that forms after another took the round
+        sees that group's later round and takes no step either. The peers of the other
+        groups keep their local steps for the next round and load the state that went on
+        (the declarations are DHT records: a group of this round that forms and finishes
+        before the stepping group's new round reaches the DHT could still step)."""
+        group = set(gathered)
+        try:
+            found = self.averager.dht.get(f"{self.averager.prefix}.all_averagers", latest=True)
+        except Exception as e:  # without the swarm's rounds, no step: it may be a minority
+            logger.warning(f"{self.run_id}: DiLoCo round {self.local_epoch}: could not read the swarm's rounds "
+                           f"({e!r}); no outer step")
+            self.deferred_rounds += 1
+            return False
+        entries = found.value if found is not None and isinstance(found.value, dict) else {}
+        declared = [(_declared_peer(subkey), entry.value) for subkey, entry in entries.items()
+                    if isinstance(entry.value, (int, float))]
+        later = [peer for peer, epoch in declared if epoch > self.local_epoch and peer not in group]
+        swarm = group | {peer for peer, epoch in declared if epoch == self.local_epoch}
+        if not later and 2 * len(group) > len(swarm):
+            return True
+        self.deferred_rounds += 1
+        why = (f"{len(later)} peers are past it" if later else
+               f"this group holds {len(group)} of the {len(swarm)} peers at it, not a majority")
+        logger.warning(f"{self.run_id}: DiLoCo round {self.local_epoch}: {why}; no outer step (the local steps go "
+                       "into the next round)")
+        return False
 
     def _behind(self, gathered: Dict[Any, Any]) -> bool:
         """A groupmate at a later round: this peer takes the swarm's outer state instead."""

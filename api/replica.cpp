@@ -62,6 +62,7 @@ Result<std::unique_ptr<Replica>> Replica::start(caf::actor_system& system, std::
   // others when the caller asks (their processes also serve the PS devices).
   roles.meet = roles.meet || roles.ar != nullptr;
   if (nccl_groups) roles.nccl_role = "nccl";
+  roles.stream_ring = true;
   auto mux = std::make_unique<core::Mux>();
   if (auto added = ct::add_replica_roles(*mux, roles); !added) return added.error();
   std::unique_ptr<Replica> replica(new Replica());

@@ -81,9 +81,11 @@ class Replica {
   /// without a pull), or the failure that ended the replica.
   Status push(std::map<std::string, std::vector<float>> gradients, double samples);
   /// push() with the gradients lent: the PS variables' dense gradients are sent from
-  /// where they lie, and the map comes back through `gradients` when it returns, its
-  /// storage unchanged (or a copy, where a frame may still be in flight after a
-  /// failure). Pass the same map every step to keep its memory. A sparse variable's
+  /// where they lie, the all-reduced ones' buffers go through the collectives, and the
+  /// map comes back through `gradients` when it returns, its storage kept (an
+  /// all-reduced variable's now holding the averaged gradient that was applied; a copy
+  /// where a frame may still be in flight after a failure). Pass the same map every
+  /// step to keep its memory. A sparse variable's
   /// gradient may come in `rows` instead (the rows it touched), not in `gradients`.
   Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
                    std::map<std::string, core::ps::SparseGradient> rows = {});

@@ -113,6 +113,8 @@ def run_way(model: str, way: str, steps: int, spec: str, folder: str) -> dict:
         bad = next(i for i, p in enumerate(procs) if p.returncode != 0)
         print(f"{model} {way}: trainer {bad} failed:\n{logs[bad][-2000:]}", file=sys.stderr)
         return dict(model=model, way=way, failed=True)
+    if os.environ.get("BENCH_VERBOSE"):  # each step's parts, as rank 0 timed them
+        print(logs[0][-4000:], file=sys.stderr)
     times = [json.load(open(o))["times"] for o in outs]
     warm = max(1, steps // 5)  # the first steps warm the caches and connections
     per_step = [max(t[s] for t in times) for s in range(warm, steps)]  # a step ends when the slowest replica's does

@@ -56,12 +56,13 @@ std::optional<PeerAddr> ArStep::first_down(const std::set<PeerAddr>& down) const
   return std::nullopt;
 }
 
-Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients, double weight,
+Effects ArStep::begin(TimePoint now, std::map<std::string, std::vector<float>> gradients, double weight,
                       const std::map<std::string, ps::SparseGradient>* rows) {
   weight_ = weight;
   outcome_.reset();
   outputs_.clear();
   sparse_.clear();
+  rest_.clear();
   const ArPlan& plan = sync_.plan();
   // Sparse variables: the rows they touched, gathered after the dense collectives.
   static const std::vector<float> none;
@@ -79,17 +80,19 @@ Effects ArStep::begin(TimePoint now, const std::map<std::string, std::vector<flo
   }
   std::map<std::string, std::vector<float>> dense;
   for (const auto& v : plan.variables) {
-    if (sparse_.count(v.name) == 0 && gradients.count(v.name) != 0) dense.emplace(v.name, gradient_of(v.name));
+    if (sparse_.count(v.name) != 0) continue;
+    if (auto it = gradients.find(v.name); it != gradients.end()) dense.insert(gradients.extract(it));
   }
+  rest_ = std::move(gradients);
   // One collective per fusion group, each tensor compressed as its synchronizer says.
-  auto inputs = sync_.prepare(dense);
+  auto inputs = sync_.prepare(std::move(dense));
   if (!inputs) {
     finish(inputs.error());
     return {};
   }
   inputs_ = std::move(*inputs);
   if (inputs_.empty() && plan.sparse.empty()) {
-    finish(ArAverages{});
+    finish(ArAverages{{}, {}, std::exchange(rest_, {})});
     return {};
   }
   return start_op(now);
@@ -107,8 +110,8 @@ Effects ArStep::start_op(TimePoint now) {
   }
   // Every replica gets the same bits: decode(encode(weighted average)), own share included.
   auto& in = inputs_[outputs_.size()];
-  if (external_nccl_ && in.transport == Transport::nccl) {
-    // The owner runs it (on its NCCL group) and hands the averages to on_external().
+  if ((external_nccl_ && in.transport == Transport::nccl) || (external_ring_ && in.transport == Transport::ring)) {
+    // The owner runs it (on its NCCL group, or streamed) and hands the averages to on_external().
     external_waiting_ = true;
     external_ = std::move(in);
     return {};
@@ -149,12 +152,12 @@ Effects ArStep::mean_done(TimePoint now, Effects out, std::vector<std::vector<fl
 }
 
 Effects ArStep::assemble(Effects out) {
-  auto averaged = sync_.assemble(outputs_);
+  auto averaged = sync_.assemble(std::exchange(outputs_, {}));
   if (!averaged) {
     finish(averaged.error());
     return out;
   }
-  finish(ArAverages{std::move(*averaged), std::move(sparse_)});
+  finish(ArAverages{std::move(*averaged), std::move(sparse_), std::exchange(rest_, {})});
   return out;
 }
 

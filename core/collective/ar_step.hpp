@@ -30,6 +30,9 @@ namespace apiary::core::collective {
 struct ArAverages {
   std::map<std::string, std::vector<float>> dense;       ///< averaged gradient per dense variable
   std::map<std::string, ps::SparseGradient> sparse;       ///< averaged rows per sparse variable
+  /// The gradients begin() was given that it did not average (a sparse variable's dense
+  /// one, variables outside the plan), handed back as they came.
+  std::map<std::string, std::vector<float>> rest;
 };
 
 /// Applies a step's averages: for every variable with an optimizer, its averaged dense
@@ -47,9 +50,11 @@ class ArStep {
   /// Begins a step: `gradients` holds this replica's whole gradient of every all-reduced
   /// variable (dense and sparse; others are ignored), `weight` its averaging weight (its
   /// samples); a sparse variable's gradient may come as its rows in `rows` instead. A
-  /// step with nothing to all-reduce is done at once.
-  [[nodiscard]] Effects begin(TimePoint now, const std::map<std::string, std::vector<float>>& gradients,
-                              double weight, const std::map<std::string, ps::SparseGradient>* rows = nullptr);
+  /// step with nothing to all-reduce is done at once. The dense gradients' buffers go
+  /// through the collectives and come back in ArAverages::dense holding the averages (a
+  /// caller may move the gradients in to spare a copy); the others in ArAverages::rest.
+  [[nodiscard]] Effects begin(TimePoint now, std::map<std::string, std::vector<float>> gradients, double weight,
+                              const std::map<std::string, ps::SparseGradient>* rows = nullptr);
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& body);
   [[nodiscard]] Effects on_response(TimePoint now, CallId call, const Result<std::string>& result);
   [[nodiscard]] Effects on_timer(TimePoint now, TimerId id);
@@ -61,7 +66,12 @@ class ArStep {
   /// owner averages it (weighted by the step's weight) on its NCCL group and hands the
   /// result to on_external(). Without it, every group goes through the exchange.
   void run_nccl_outside(bool on) { external_nccl_ = on; }
-  /// The NCCL group waiting to be run by the owner, once (nothing otherwise).
+  /// Hands the fusion groups whose transport is RING to the owner too, as NCCL ones
+  /// (take_external / on_external): the owner streams them through an all-reduce that
+  /// gives every member the same bits (GroupAllReduceRole with identical results) instead
+  /// of the exchange's one message per span. CollectiveInput::transport tells them apart.
+  void run_ring_outside(bool on) { external_ring_ = on; }
+  /// The group waiting to be run by the owner, once (nothing otherwise).
   [[nodiscard]] std::optional<CollectiveInput> take_external();
   /// The averages of the group take_external() gave, or why it failed.
   [[nodiscard]] Effects on_external(TimePoint now, Result<std::vector<std::vector<float>>> averages);
@@ -109,9 +119,11 @@ class ArStep {
   std::vector<CollectiveInput> inputs_;            ///< this step's collectives
   std::vector<std::vector<std::vector<float>>> outputs_;  ///< their averages so far
   std::map<std::string, ps::SparseGradient> sparse_;  ///< this step's rows, then their averages
+  std::map<std::string, std::vector<float>> rest_;    ///< the given gradients not averaged
   std::optional<Result<ArAverages>> outcome_;
   std::uint64_t done_ops_ = 0;
   bool external_nccl_ = false;                 ///< run_nccl_outside()
+  bool external_ring_ = false;                 ///< run_ring_outside()
   bool external_waiting_ = false;              ///< an NCCL group runs at the owner
   std::optional<CollectiveInput> external_;    ///< not taken yet
 };

@@ -150,6 +150,7 @@ Effects GroupAllReduceRole::start(TimePoint now, OpId op, GroupAllReduceArgs& ar
   c.averages_in_place = true;
   c.splice_parts = true;
   c.answer_averages = true;
+  c.identical_results = args.identical_results;
   auto runner = av::AllReduceRunner::create(std::move(c), std::move(args.tensors));
   if (!runner) return {Complete{op, runner.error()}};
   op_ = args.op;

@@ -75,6 +75,9 @@ struct GroupAllReduceArgs {
   std::vector<std::vector<float>> tensors;
   double weight = 1.0;
   std::vector<pb::CompressionType> codecs;
+  /// Every member ends with the same bits, compressed parts included
+  /// (AllReduceConfig::identical_results): data-parallel replicas.
+  bool identical_results = false;
 };
 
 class GroupAllReduceRole final : public Role {

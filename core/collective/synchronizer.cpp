@@ -64,7 +64,7 @@ Result<Synchronizer> Synchronizer::create(ArPlan plan) {
   return Synchronizer(std::move(plan), std::move(layouts));
 }
 
-Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, const std::vector<float>& values) {
+Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, std::vector<float> values) {
   if (t.compressor == CompressorKind::none) return values;
   auto input = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(values.size())},
                                          values.data(), values.size() * sizeof(float));
@@ -76,7 +76,7 @@ Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, const std::
   return floats_of(c, *wire);
 }
 
-Result<std::vector<CollectiveInput>> Synchronizer::prepare(const std::map<std::string, std::vector<float>>& gradients) {
+Result<std::vector<CollectiveInput>> Synchronizer::prepare(std::map<std::string, std::vector<float>> gradients) {
   // Cut every variable first, so that a bad gradient changes no residual.
   std::vector<std::vector<std::vector<float>>> pieces;
   for (std::size_t v = 0; v < plan_.variables.size(); ++v) {
@@ -84,6 +84,11 @@ Result<std::vector<CollectiveInput>> Synchronizer::prepare(const std::map<std::s
     auto it = gradients.find(var.name);
     if (it == gradients.end()) {
       return make_error(errc::invalid_argument, "all-reduce step: expected a gradient for {}, got none", var.name);
+    }
+    if (layouts_[v].size() == 1 && it->second.size() == layouts_[v].front().size()) {
+      pieces.push_back({});
+      pieces.back().push_back(std::move(it->second));  // one piece: the gradient itself
+      continue;
     }
     auto cut = ps::split_dense(it->second, var.shape, layouts_[v]);
     if (!cut)
@@ -97,7 +102,7 @@ Result<std::vector<CollectiveInput>> Synchronizer::prepare(const std::map<std::s
     in.transport = g.transport;
     for (const auto id : g.tensors) {
       const auto& t = plan_.tensors[id];
-      auto sent = compress(t, pieces[t.variable][t.piece]);
+      auto sent = compress(t, std::move(pieces[t.variable][t.piece]));
       if (!sent) return sent.error();
       in.tensors.push_back(std::move(*sent));
       in.codecs.push_back(t.compressor == CompressorKind::none ? pb::NONE : pb::FLOAT16);
@@ -108,7 +113,7 @@ Result<std::vector<CollectiveInput>> Synchronizer::prepare(const std::map<std::s
 }
 
 Result<std::map<std::string, std::vector<float>>> Synchronizer::assemble(
-    const std::vector<std::vector<std::vector<float>>>& outputs) const {
+    std::vector<std::vector<std::vector<float>>> outputs) const {
   if (outputs.size() != plan_.groups.size()) {
     return make_error(errc::invalid_argument, "all-reduce step: expected {} group outputs, got {}", plan_.groups.size(),
                       outputs.size());
@@ -123,12 +128,16 @@ Result<std::map<std::string, std::vector<float>>> Synchronizer::assemble(
     }
     for (std::size_t k = 0; k < ids.size(); ++k) {
       const auto& t = plan_.tensors[ids[k]];
-      pieces[t.variable][t.piece] = outputs[g][k];
+      pieces[t.variable][t.piece] = std::move(outputs[g][k]);
     }
   }
   std::map<std::string, std::vector<float>> out;
   for (std::size_t v = 0; v < pieces.size(); ++v) {
     const auto& var = plan_.variables[v];
+    if (layouts_[v].size() == 1 && pieces[v].front().size() == layouts_[v].front().size()) {
+      out[var.name] = std::move(pieces[v].front());  // one piece: the output itself
+      continue;
+    }
     auto whole = ps::reassemble(pieces[v], var.shape, layouts_[v]);
     if (!whole) return make_error(errc::invalid_argument, "all-reduce step: {}: {}", var.name, whole.error().message);
     out[var.name] = std::move(*whole);

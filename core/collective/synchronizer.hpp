@@ -56,15 +56,15 @@ class Synchronizer {
   /// This step's collective inputs, one per group in plan.groups order, from the
   /// whole-variable gradients (by name; every planned variable needs one, of its size).
   /// Updates the error-feedback residuals. Errors: invalid_argument on a missing or
-  /// mis-sized gradient (no residual changes then).
-  [[nodiscard]] Result<std::vector<CollectiveInput>> prepare(
-      const std::map<std::string, std::vector<float>>& gradients);
+  /// mis-sized gradient (no residual changes then). The gradient of a variable that is
+  /// one uncompressed piece moves into its input as it is (no copy).
+  [[nodiscard]] Result<std::vector<CollectiveInput>> prepare(std::map<std::string, std::vector<float>> gradients);
 
   /// The averaged whole-variable gradients from the collectives' outputs (per group in
-  /// plan.groups order, per tensor in the group's order). Errors: invalid_argument on a
-  /// wrong count or size.
+  /// plan.groups order, per tensor in the group's order); a variable of one piece takes
+  /// its output's buffer. Errors: invalid_argument on a wrong count or size.
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> assemble(
-      const std::vector<std::vector<std::vector<float>>>& outputs) const;
+      std::vector<std::vector<std::vector<float>>> outputs) const;
 
   /// This step's gather payload for the sparse variables (by name; every planned sparse
   /// variable needs one, rows inside its first axis, row_width values per row), with this
@@ -88,7 +88,7 @@ class Synchronizer {
   Synchronizer(ArPlan plan, std::vector<std::vector<ps::ShardLayout>> layouts)
       : plan_(std::move(plan)), layouts_(std::move(layouts)) {}
   /// `values` through the tensor's compressor, back as float32.
-  [[nodiscard]] Result<std::vector<float>> compress(const ArTensor& t, const std::vector<float>& values);
+  [[nodiscard]] Result<std::vector<float>> compress(const ArTensor& t, std::vector<float> values);
 
   ArPlan plan_;
   std::vector<std::vector<ps::ShardLayout>> layouts_;  ///< per variable

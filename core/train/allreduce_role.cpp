@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/collective/group_roles.hpp"
+
 namespace apiary::core::train {
 
 namespace {
@@ -30,6 +32,7 @@ Result<std::unique_ptr<AllReduceRole>> AllReduceRole::create(AllReduceConfig con
   auto step = collective::ArStep::create(plan, std::move(ec));
   if (!step) return step.error();
   step->run_nccl_outside(!config.nccl_role.empty());
+  step->run_ring_outside(!config.ring_role.empty());
   return std::unique_ptr<AllReduceRole>(new AllReduceRole(std::move(config), std::move(*step)));
 }
 
@@ -56,7 +59,7 @@ Effects AllReduceRole::on(TimePoint now, Input input) {
     } else if (auto* tensors = r->result->as<std::vector<std::vector<float>>>()) {
       averages = std::move(*tensors);
     } else {
-      averages = make_error(errc::internal, "{}: answered no tensors", config_.nccl_role);
+      averages = make_error(errc::internal, "{}: answered no tensors", external_role_);
     }
     return advance(step_.on_external(now, std::move(averages)));
   }
@@ -98,7 +101,7 @@ Effects AllReduceRole::on_call(TimePoint now, LocalCall call) {
     return {Complete{call.op, make_error(errc::protocol, "replica {}: a step while step {} still runs", config_.rank,
                                          current_)}};
   }
-  const auto* args = call.args.as<ArStepArgs>();
+  auto* args = call.args.as<ArStepArgs>();
   if (args == nullptr) {
     return {Complete{call.op, make_error(errc::invalid_argument, "step: expected ArStepArgs, got {}",
                                          call.args.type_name())}};
@@ -113,13 +116,23 @@ Effects AllReduceRole::on_call(TimePoint now, LocalCall call) {
                            config_.rank, current_, step_.ops(), config_.job, step_.name_of(*peer)));
   }
   running_ = call.op;
-  return advance(step_.begin(now, args->gradients, args->weight, &args->sparse));
+  // The gradients' buffers go through the collectives unless someone else holds them too.
+  auto gradients = call.args.shared() ? args->gradients : std::move(args->gradients);
+  return advance(step_.begin(now, std::move(gradients), args->weight, &args->sparse));
 }
 
 void AllReduceRole::ask_external(Effects& out) {
   auto group = step_.take_external();
   if (!group) return;
   external_ = next_ask_++;
+  if (group->transport == collective::Transport::ring) {
+    external_role_ = config_.ring_role;
+    out.push_back(Ask{*external_, config_.ring_role, "allreduce",
+                      Value::of(collective::GroupAllReduceArgs{ring_ops_++, std::move(group->tensors), step_.weight(),
+                                                               std::move(group->codecs), true})});
+    return;
+  }
+  external_role_ = config_.nccl_role;
   out.push_back(Ask{*external_, config_.nccl_role, "mean",
                     Value::of(NcclMeanArgs{group->group, std::move(group->tensors), std::move(group->codecs),
                                            step_.weight()})});

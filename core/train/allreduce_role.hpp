@@ -38,6 +38,10 @@ struct AllReduceConfig {
   /// process ("mean" with NcclMeanArgs, answering the averaged tensors); empty: every
   /// group goes through the exchange.
   std::string nccl_role;
+  /// Non-empty: the fusion groups whose transport is RING are Asked of this role of the
+  /// process ("allreduce" with collective::GroupAllReduceArgs, identical results: a
+  /// GroupAllReduceRole, its parts streamed); empty: they go through the exchange.
+  std::string ring_role;
 };
 
 /// What an NCCL role's "mean" takes: one fusion group's tensors, averaged with the other
@@ -78,7 +82,7 @@ class AllReduceRole final : public Role {
   /// Completes the running step once the ArStep has its averages (or its error).
   Effects advance(Effects out);
   Effects fail(Error error);
-  /// Asks the NCCL role to run the group the step hands out, if it hands one.
+  /// Asks the NCCL or ring role to run the group the step hands out, if it hands one.
   void ask_external(Effects& out);
 
   AllReduceConfig config_;
@@ -88,7 +92,9 @@ class AllReduceRole final : public Role {
   std::int64_t current_ = 0;   ///< the step being run, or the next one
   std::optional<OpId> running_;
   std::optional<OpId> watch_;
-  std::optional<OpId> external_;  ///< the Ask running an NCCL group
+  std::optional<OpId> external_;  ///< the Ask running an NCCL or ring group
+  std::string external_role_;     ///< the role it asked
+  std::uint64_t ring_ops_ = 0;    ///< ring groups asked so far (the ring role's op numbers)
   OpId next_ask_ = 1;
   std::optional<Error> failure_;
 };

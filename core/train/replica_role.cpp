@@ -5,6 +5,7 @@
 
 #include "core/collective/ar_step.hpp"
 #include "core/collective/barrier_role.hpp"
+#include "core/collective/group_roles.hpp"
 #include "core/collective/synchronizer.hpp"
 #include "core/ps/partition.hpp"
 #include "core/train/allreduce_role.hpp"
@@ -18,6 +19,7 @@ constexpr const char* k_name = "the replica";
 constexpr const char* k_ps = "ps";
 constexpr const char* k_ar = "allreduce";
 constexpr const char* k_barrier = "barrier";
+constexpr const char* k_ring = "ring";
 
 }  // namespace
 
@@ -304,9 +306,9 @@ Effects ReplicaRole::average(Effects out) {
   }
   phase_ = Phase::averaging;
   asked_ = next_ask_;
-  // The all-reduce reads the gradients when its step begins; they come back after.
-  ar_args_ = Value::of(ArStepArgs{step_, std::exchange(lent_, {}), samples_, std::exchange(rows_, {})});
-  out.push_back(Ask{next_ask_++, k_ar, "step", ar_args_});
+  // The gradients' buffers go through the all-reduce and come back with its averages.
+  out.push_back(Ask{next_ask_++, k_ar, "step",
+                    Value::of(ArStepArgs{step_, std::exchange(lent_, {}), samples_, std::exchange(rows_, {})})});
   return out;
 }
 
@@ -340,11 +342,11 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       }
       ++step_;
       phase_ = Phase::idle;
+      // The caller's buffers back: the averaged ones (applied above) and the others.
       ReplicaGradients back{{}, samples_, {}};
-      if (auto* args = ar_args_.as<ArStepArgs>()) {
-        back.gradients = ar_args_.shared() ? args->gradients : std::move(args->gradients);
-      }
-      ar_args_ = Value{};
+      const bool mine = !reply.result->shared();
+      back.gradients = mine ? std::move(averages->rest) : averages->rest;
+      for (auto& [name, values] : averages->dense) back.gradients[name] = mine ? std::move(values) : values;
       for (auto& [name, values] : lent_) back.gradients[name] = std::move(values);
       lent_.clear();
       finish(out, Value::of(std::move(back)));
@@ -425,9 +427,19 @@ Status add_replica_roles(Mux& mux, const ReplicaConfig& config) {
     }
     auto ar = AllReduceRole::create(AllReduceConfig{config.ar, config.members, static_cast<std::size_t>(config.replica),
                                                     config.job, config.exchange_timeout, config.label,
-                                                    config.nccl_role});
+                                                    config.nccl_role, config.stream_ring ? k_ring : ""});
     if (!ar) return ar.error();
     if (auto added = mux.add(k_ar, std::move(*ar)); !added) return added.error();
+    if (config.stream_ring) {
+      collective::GroupConfig gc;
+      gc.job = config.job + "/ring";
+      gc.rank = static_cast<std::size_t>(config.replica);
+      gc.members = config.members;
+      gc.timeout = config.exchange_timeout;
+      if (auto added = mux.add(k_ring, std::make_unique<collective::GroupAllReduceRole>(std::move(gc))); !added) {
+        return added.error();
+      }
+    }
   }
   if (config.meet) {
     if (config.replica < 0 || static_cast<std::size_t>(config.replica) >= config.members.size()) {

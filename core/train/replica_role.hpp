@@ -15,13 +15,16 @@
 ///              vectors where they fit, the caller's last parameters), beside a copy of
 ///              this replica's all-reduced ones
 ///   (the trainer computes the gradients of the whole model)
-///   "push" ReplicaGradients -> the same ReplicaGradients (dense ones), storage and all, once the
-///              step is over (a sparse variable's gradient may come as rows instead): the PS variables' gradients pushed (dense ones sent from
+///   "push" ReplicaGradients -> the same ReplicaGradients (dense ones), storage and all,
+///              once the step is over, an all-reduced variable's buffer holding its
+///              averaged gradient (a sparse variable's gradient may come as rows
+///              instead): the PS variables' gradients pushed (dense ones sent from
 ///              where they lie; a sparse one as the rows it touched), then, once every
 ///              shard acknowledged, the all-reduced variables' gradients averaged with
-///              the other replicas' (weighted by samples) and applied by this replica's
-///              optimizers to its copy. A missing or mis-sized gradient is refused
-///              before anything leaves (nothing changes; the caller may retry).
+///              the other replicas' (weighted by samples, in their own buffers) and
+///              applied by this replica's optimizers to its copy. A missing or
+///              mis-sized gradient is refused before anything leaves (nothing changes;
+///              the caller may retry).
 ///   "join" Duration (patience) -> with ReplicaConfig::meet, waits until every replica
 ///              joined; without, completes at once
 ///   "leave" Duration (patience) -> ends the PS sessions (after the last step, usually
@@ -65,6 +68,11 @@ struct ReplicaConfig {
   /// Non-empty: the all-reduce's NCCL groups are Asked of this role of the process
   /// (AllReduceConfig::nccl_role).
   std::string nccl_role;
+  /// The all-reduce's RING groups stream through a GroupAllReduceRole (role "ring",
+  /// part handles "<job>/ring/<0|1>::...", identical results, AllReduceConfig::ring_role)
+  /// instead of the exchange's one message per member and span: processes. The
+  /// simulator keeps the exchange.
+  bool stream_ring = false;
   /// The replicas meet at a barrier ("barrier" role, core/collective/barrier_role.hpp)
   /// on "join", before their first collective, and on "leave", after their last, so that
   /// none calls a replica that does not serve yet or has stopped. Processes need it; the
@@ -138,7 +146,6 @@ class ReplicaRole final : public Role {
   std::map<std::string, std::vector<float>> lent_;     ///< the caller's gradients during a push
   std::map<std::string, ps::SparseGradient> rows_;     ///< the caller's sparse gradients during a push
   std::map<std::string, std::size_t> sparse_widths_;   ///< sparse variable -> values per row
-  Value ar_args_;                                      ///< the all-reduce's, during its step
   Phase back_to_ = Phase::idle;                        ///< after an optimizer-state read
   double samples_ = 1.0;
   Phase phase_ = Phase::idle;

@@ -224,8 +224,8 @@ Status wait_serving(Runtime& rt, const std::string& device, const core::PeerAddr
     if (!absent) return ok_status();
     if (std::chrono::steady_clock::now() >= deadline) {
       return make_error(errc::unavailable,
-                        "replica {}: PS device {} at {} did not answer within the patience: start its PS process "
-                        "(serve_device {}) with the same job",
+                        "replica {}: PS device {} at {} did not answer within the patience: start a PS process "
+                        "serving it (serve_devices {}) with the same job",
                         o.rank, device, at.key(), device);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -254,18 +254,22 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   if (!laid) return laid.error();
   Layout& l = *laid;
   const std::size_t count = l.members.size();
-  const bool serving = !o.serve_device.empty();
-  std::size_t served_index = 0;
-  if (serving) {
-    auto it = std::find(l.devices.begin(), l.devices.end(), o.serve_device);
+  const bool serving = !o.serve_devices.empty();
+  std::size_t served_index = l.devices.size();  // the first served device's
+  for (const auto& device : o.serve_devices) {
+    auto it = std::find(l.devices.begin(), l.devices.end(), device);
     if (it == l.devices.end()) {
       std::string known;
       for (const auto& d : l.devices) known += (known.empty() ? "" : ", ") + d;
       return make_error(errc::invalid_argument, "autodist: {} is not a PS device of the strategy; its PS devices: {}",
-                        o.serve_device, known.empty() ? std::string("none") : known);
+                        device, known.empty() ? std::string("none") : known);
     }
-    served_index = static_cast<std::size_t>(it - l.devices.begin());
-  } else if (o.rank < 0 || static_cast<std::size_t>(o.rank) >= count) {
+    if (std::count(o.serve_devices.begin(), o.serve_devices.end(), device) != 1) {
+      return make_error(errc::invalid_argument, "autodist: PS device {} named twice in serve_devices", device);
+    }
+    served_index = std::min(served_index, static_cast<std::size_t>(it - l.devices.begin()));
+  }
+  if (!serving && (o.rank < 0 || static_cast<std::size_t>(o.rank) >= count)) {
     return make_error(errc::invalid_argument,
                       "autodist: rank {} is not a replica of the strategy, which has {} (its resource spec's devices); "
                       "start one process per replica with ranks 0..{}",
@@ -273,7 +277,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   }
   std::vector<std::string> mine;  // the PS devices this process serves
   if (serving) {
-    mine.push_back(o.serve_device);
+    mine = o.serve_devices;
   } else if (!o.ps_processes) {
     for (const auto& device : l.devices) {
       auto host = host_of(device);
@@ -312,19 +316,20 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     auto rt = Runtime::start(ro);
     if (!rt) {
       return make_error(rt.error().code, "{}: cannot listen at {}: {}",
-                        serving ? "PS device " + o.serve_device : fmt::format("replica {}", o.rank), ro.listen,
+                        serving ? "PS process of " + mine.front() : fmt::format("replica {}", o.rank), ro.listen,
                         rt.error().message);
     }
     return rt;
   };
-  // A PS process listens at its device's address (its one server), a replica at its own.
-  auto rt = start_runtime(serving ? servers.at(o.serve_device) : members[static_cast<std::size_t>(o.rank)], nullptr);
+  // A PS process listens at its first device's address, a replica at its own.
+  auto rt = start_runtime(serving ? servers.at(mine.front()) : members[static_cast<std::size_t>(o.rank)], nullptr);
   if (!rt) return rt.error();
   p.runtime = std::move(*rt);
 
   std::map<std::string, std::vector<float>> values = std::move(o.initial);
   if (serving || o.rank != 0) {
-    // A PS process's session on replica 0's server comes after the replicas'.
+    // A PS process's session on replica 0's server comes after the replicas' (its first
+    // device's: the devices' sessions are distinct).
     const auto session = serving ? static_cast<std::int32_t>(count + served_index) : o.rank;
     auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, init_addr, o, session);
     if (!fetched) return fetched.error();
@@ -333,7 +338,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   auto serve = [&](const std::string& device, const core::PeerAddr& at, std::shared_ptr<const cps::TrainingPlan> plan,
                    bool with_states) -> Status {
     Runtime* on = p.runtime.get();
-    if (!serving) {
+    if (!serving || device != mine.front()) {  // another address: a listener of its own
       auto srt = start_runtime(at, &p.runtime->system());
       if (!srt) return srt.error();
       p.served_rt.push_back(std::move(*srt));

@@ -19,8 +19,8 @@
 /// at `port + r`, the k-th PS device of the plan at `port + R + k` (R replicas), and
 /// replica 0's initial-value server at `port + R + K` (K PS devices). A PS device is
 /// served by the lowest-ranked replica process on its host, or, when the job has PS
-/// processes (`ps_processes`), by a process of its own (`serve_device`): the replicas
-/// then wait until every PS device answers.
+/// processes (`ps_processes`), by a PS process (`serve_devices`: one or several devices
+/// each): the replicas then wait until every PS device answers.
 ///
 /// The job starts from replica 0's values: every other process first pulls every
 /// variable from replica 0's initial-value server (a PS of its own, the whole model on
@@ -70,10 +70,11 @@ struct AutoDistOptions {
   /// Waiting for every replica to arrive (start) or to finish (leave).
   std::chrono::milliseconds patience{120000};
   std::string job = "apiary.autodist";  ///< names the job's handles
-  /// Non-empty: this process serves that PS device of the strategy only (no replica),
-  /// from replica 0's initial values, until destroyed. `rank` is not used.
-  std::string serve_device;
-  /// Every PS device has a process of its own (`serve_device`): replicas serve none.
+  /// Non-empty: this process serves these PS devices of the strategy only (no replica),
+  /// each at its own address, from replica 0's initial values, until destroyed. `rank`
+  /// is not used.
+  std::vector<std::string> serve_devices;
+  /// The PS devices are served by PS processes (`serve_devices`): replicas serve none.
   bool ps_processes = false;
   std::string mode = "tcp";             ///< UCX same-host lanes: tcp or shm
 };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The second main job: a torch model (an MLP with a sparse embedding feature, on
 # scikit-learn's digits: python/examples/autodist_digits.py) trained by four trainer
-# processes with apiary.autodist, once per strategy builder: PSLoadBalancing (one PS
-# process per PS device of the strategy), AllReduce and Parallax (the embedding on a PS,
+# processes with apiary.autodist, once per strategy builder: PSLoadBalancing (two PS
+# processes, the strategy's PS devices dealt out between them), AllReduce and Parallax (the embedding on a PS,
 # served by the chief; the dense layers all-reduced). The chief prints loss, held-out accuracy and step time, then the
 # accuracy of single-process training on the same samples beside its own.
 # Usage: scripts/ps_demo.sh [STEPS=120] [BUILDER...]   (default: PSLoadBalancing AllReduce Parallax)
@@ -25,13 +25,18 @@ for builder in "${BUILDERS[@]}"; do
   servers=()
   if [ "$builder" = PSLoadBalancing ]; then  # PS processes of their own
     EXAMPLE+=(--ps-processes)
-    devices=$("${EXAMPLE[@]}" --print-ps-devices)
-    for dev in $devices; do
-      "${EXAMPLE[@]}" --serve "$dev" >"$OUT/$builder.ps.$dev.log" 2>&1 &
+    mapfile -t devices < <("${EXAMPLE[@]}" --print-ps-devices)
+    groups=("" "")  # two PS processes: devices 0, 2, ... and 1, 3, ...
+    for i in "${!devices[@]}"; do
+      g=$((i % 2)); groups[$g]="${groups[$g]:+${groups[$g]},}${devices[$i]}"
+    done
+    for g in "${groups[@]}"; do
+      [ -n "$g" ] || continue
+      "${EXAMPLE[@]}" --serve "$g" >"$OUT/$builder.ps.${g//[:,]/_}.log" 2>&1 &
       servers+=($!)
       pids+=($!)
     done
-    echo "== $builder: $(echo $devices | wc -w) PS processes ($(echo $devices | tr '\n' ' ')), 4 trainer processes"
+    echo "== $builder: ${#servers[@]} PS processes serving ${#devices[@]} PS devices (${groups[*]}), 4 trainer processes"
   else
     echo "== $builder: 4 trainer processes"
   fi

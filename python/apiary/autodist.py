@@ -33,7 +33,7 @@ The learning rate is the one the optimizer had when distributed.
 """
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -234,16 +234,19 @@ class AutoDist:
         return list(_apiary.autodist_ps_devices(self.resource_spec, variables, builder.name, dict(builder.options),
                                                 self.strategy_file, _optimizer_config(optimizer), self.job))
 
-    def serve(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: str) -> None:
-        """Serves PS device ``device`` of the strategy in this process (a PS process of a job
-        whose trainers pass ``ps_processes=True``), from replica 0's initial values, until
-        ``shutdown()``; returns once it serves."""
-        self._start(model, optimizer, serve_device=device)
+    def serve(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: Union[str, Sequence[str]]) -> None:
+        """Serves PS device ``device`` of the strategy (or each of several) in this process (a
+        PS process of a job whose trainers pass ``ps_processes=True``), from replica 0's
+        initial values, until ``shutdown()``; returns once it serves."""
+        devices = [device] if isinstance(device, str) else list(device)
+        if not devices or not all(isinstance(d, str) and d for d in devices):
+            raise ValueError(f"expected a PS device or a list of them, got {device!r}")
+        self._start(model, optimizer, serve_devices=devices)
 
     def distribute(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
         return self._start(model, optimizer)
 
-    def _start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, serve_device: str = ""):
+    def _start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, serve_devices: Sequence[str] = ()):
         if self._native is not None:
             raise RuntimeError("this AutoDist already distributes a model; make one AutoDist per model")
         config = _optimizer_config(optimizer)
@@ -260,9 +263,9 @@ class AutoDist:
         builder = self.strategy_builder
         self._native = _apiary.AutoDistJob(self.resource_spec, variables, initial, self.rank, self.port, builder.name,
                                            dict(builder.options), self.strategy_file, config, self.timeout,
-                                           self.patience, self.job, states, serve_device, self.ps_processes)
+                                           self.patience, self.job, states, list(serve_devices), self.ps_processes)
         self._named = named
-        if serve_device:
+        if serve_devices:
             return None
         if self.world_size is not None and self.world_size != self._native.replicas:
             replicas = self._native.replicas

@@ -7,9 +7,9 @@ prints both accuracies.
 
     RANK=r python3 autodist_digits.py --builder PSLoadBalancing [--steps 120] [--port 15000]
 
-With `--ps-processes` the PS devices are served by processes of their own, each started
-with `--serve DEVICE` (`--print-ps-devices` lists the strategy's). scripts/ps_demo.sh
-starts them and the four replicas.
+With `--ps-processes` the PS devices are served by PS processes, each started with
+`--serve DEVICE[,DEVICE...]` (`--print-ps-devices` lists the strategy's). scripts/ps_demo.sh
+starts two, the devices dealt out between them, and the four replicas.
 """
 import argparse
 import os
@@ -84,7 +84,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.3)
     parser.add_argument("--port", type=int, default=None)
     parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
-    parser.add_argument("--serve", metavar="DEVICE", help="serve this PS device until killed (no replica)")
+    parser.add_argument("--serve", metavar="DEVICES", help="serve these PS devices (comma-separated) until killed "
+                                                            "(no replica)")
     parser.add_argument("--print-ps-devices", action="store_true", help="print the strategy's PS devices and exit")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -99,8 +100,8 @@ def main() -> None:
         print("\n".join(ad.ps_devices(model, sgd)))
         return
     if args.serve:
-        ad.serve(model, sgd, args.serve)
-        print(f"serving PS device {args.serve}", flush=True)
+        ad.serve(model, sgd, args.serve.split(","))
+        print(f"serving PS devices {args.serve}", flush=True)
         while True:  # until the demo stops it
             time.sleep(1)
     opt = ad.distribute(model, sgd)

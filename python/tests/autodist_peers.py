@@ -87,14 +87,15 @@ def main() -> int:
     parser.add_argument("--async", dest="asynchronous", action="store_true")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
     parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
-    parser.add_argument("--serve", help="serve this PS device of the first builder's job until killed")
+    parser.add_argument("--serve", help="serve these PS devices (comma-separated) of the first builder's job until "
+                                        "killed")
     args = parser.parse_args()
     if args.serve:
         model = make_model(seed=999, sparse=bool(args.sparse))  # its values come from replica 0
         name = args.builders.split(",")[0]
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port, job=f"test.{name}",
                                       timeout=args.timeout, patience=60.0, ps_processes=True)
-        ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve)
+        ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve.split(","))
         while True:
             time.sleep(1)
     rank = int(os.environ["RANK"])
@@ -120,6 +121,8 @@ def main() -> int:
                 if args.step_sleep:
                     time.sleep(args.step_sleep)
                 opt.step()
+                if step == 0:  # for a test that waits until every trainer trains
+                    open(os.path.join(args.out, f"{name}.{rank}.started"), "w").close()
                 losses.append(float(loss))
                 versions.append(opt.version)
         except Exception as e:  # the error a failed job gives, for the test to read

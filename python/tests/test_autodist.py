@@ -143,19 +143,28 @@ def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
     check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
 
 
-def test_ps_devices_in_processes_of_their_own(tmp_path):
-    """PSLoadBalancing with one PS process per PS device (started with their own random
-    models: the job takes replica 0's values) equals single-process SGD too."""
+def start_ps_processes(tmp_path, port, processes=2):
+    """PS processes for the PSLoadBalancing job of the peers (each started with its own
+    random model: the job takes replica 0's values), the strategy's PS devices dealt out
+    among them; the processes, the devices each serves, and the devices in plan order."""
     model = make_model(seed=1, sparse=True)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     devices = apiary.autodist.AutoDist(SPEC, strategies.PSLoadBalancing(), job="test.PSLoadBalancing").ps_devices(
         model, sgd)
-    assert len(devices) >= 2
-    port = free_port_range()
-    env = dict(os.environ)
+    assert len(devices) >= processes
+    dealt = [devices[i::processes] for i in range(processes)]
     servers = [subprocess.Popen([sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders",
-                                 "PSLoadBalancing", "--out", str(tmp_path), "--serve", d], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for d in devices]
+                                 "PSLoadBalancing", "--out", str(tmp_path), "--serve", ",".join(d)],
+                                env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+               for d in dealt]
+    return servers, dealt, devices
+
+
+def test_ps_devices_in_processes_of_their_own(tmp_path):
+    """PSLoadBalancing with its PS devices served by 2 PS processes (2 devices each) and
+    4 trainer processes equals single-process SGD too."""
+    port = free_port_range()
+    servers, _, _ = start_ps_processes(tmp_path, port)
     try:
         codes, logs = run_peers(tmp_path, ["PSLoadBalancing"], "sgd", sparse=True, port=port,
                                 extra=["--ps-processes"])
@@ -164,6 +173,42 @@ def test_ps_devices_in_processes_of_their_own(tmp_path):
         served = json.load(open(os.path.join(tmp_path, "PSLoadBalancing.0.json")))["served"]
         assert served == []  # no trainer served a PS device
         check_equal(tmp_path, ["PSLoadBalancing"], reference("sgd", 6), atol=1e-5)
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()
+
+
+def test_a_killed_ps_process_is_named_within_the_deadline(tmp_path):
+    """One of the 2 PS processes is killed while the 4 trainers train (0.3 s a step):
+    every trainer fails with an error naming a PS device that process served (or its
+    address), within the 5 s timeout of the calls it was in (well under a minute)."""
+    port = free_port_range()
+    servers, dealt, devices = start_ps_processes(tmp_path, port)
+    killed = dealt[1]
+    # The k-th PS device of the plan listens at port + replicas + k.
+    addresses = [f"127.0.0.1:{port + REPLICAS + devices.index(d)}" for d in killed]
+    try:
+        peers = [subprocess.Popen([sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders",
+                                   "PSLoadBalancing", "--optimizer", "sgd", "--steps", "200", "--step-sleep", "0.3",
+                                   "--sparse", "1", "--out", str(tmp_path), "--timeout", "5", "--ps-processes"],
+                                  env=dict(os.environ, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                 for r in range(REPLICAS)]
+        # Once every trainer took its first step, the second PS process dies.
+        started = [os.path.join(tmp_path, f"PSLoadBalancing.{r}.started") for r in range(REPLICAS)]
+        deadline = time.monotonic() + 120
+        while not all(map(os.path.exists, started)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in peers), "the trainers did not start"
+            time.sleep(0.2)
+        servers[1].kill()
+        servers[1].wait()
+        logs = [p.communicate(timeout=180)[0].decode(errors="replace") for p in peers]
+        for rank in range(REPLICAS):
+            assert peers[rank].returncode == 1, logs[rank]
+            error = open(os.path.join(tmp_path, f"PSLoadBalancing.{rank}.error")).read()
+            assert any(d in error for d in killed) or any(a in error for a in addresses), error
+            seconds = float(error.split("after ")[1].split(" s")[0])
+            assert seconds < 60, error
     finally:
         for s in servers:
             s.kill()

@@ -9,8 +9,11 @@ time and samples/s.
   embedding's rows gathered) with nn.Embedding(sparse=True), beside DDP, which
   all-reduces the whole embedding gradient.
 
+A way "<builder>/shm" runs that builder with transport="shm" (UCX's shared-memory lanes
+between the processes instead of TCP sockets; DDP's gloo has TCP only).
+
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/python/bench_autodist.py
-           [--models dense sparse] [--ways ddp AllReduce PSLoadBalancing Parallax] [--steps N]
+           [--models dense sparse] [--ways ddp AllReduce AllReduce/shm PSLoadBalancing Parallax] [--steps N]
 """
 import argparse
 import json
@@ -74,8 +77,9 @@ def trainer(args) -> None:
         import apiary
         import apiary.strategy as strategies
 
-        ad = apiary.autodist.AutoDist(args.spec, getattr(strategies, args.way)(), rank=rank, port=args.port,
-                                      timeout=120.0, patience=300.0)
+        builder, _, transport = args.way.partition("/")  # "AllReduce/shm": over shared memory
+        ad = apiary.autodist.AutoDist(args.spec, getattr(strategies, builder)(), rank=rank, port=args.port,
+                                      timeout=120.0, patience=300.0, transport=transport or "tcp")
         opt = ad.distribute(model, opt)
         net = model
         step_fn = opt.step
@@ -103,7 +107,7 @@ def run_way(model: str, way: str, steps: int, spec: str, folder: str) -> dict:
     procs = []
     outs = []
     for rank in range(REPLICAS):
-        out = os.path.join(folder, f"{model}.{way}.{rank}.json")
+        out = os.path.join(folder, f"{model}.{way.replace('/', '-')}.{rank}.json")
         outs.append(out)
         cmd = [sys.executable, os.path.abspath(__file__), "--trainer", "--rank", str(rank), "--model", model,
                "--way", way, "--steps", str(steps), "--port", str(port), "--spec", spec, "--out", out]
@@ -127,7 +131,8 @@ def run_way(model: str, way: str, steps: int, spec: str, folder: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", nargs="*", default=["dense", "sparse"])
-    parser.add_argument("--ways", nargs="*", default=["ddp", "AllReduce", "PSLoadBalancing", "Parallax"])
+    parser.add_argument("--ways", nargs="*",
+                        default=["ddp", "AllReduce", "AllReduce/shm", "PSLoadBalancing", "Parallax"])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--spec", default=os.path.join(HERE, "..", "..", "examples", "ps", "resource_spec.yml"))
     parser.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
@@ -146,7 +151,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models:
             for way in args.ways:
-                if model == "dense" and way == "Parallax":
+                if model == "dense" and way.startswith("Parallax"):
                     continue  # without sparse variables Parallax is AllReduce
                 r = run_way(model, way, args.steps, os.path.abspath(args.spec), folder)
                 results.append(r)

@@ -409,10 +409,10 @@ Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params,
 }
 
 Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
-                             std::map<std::string, core::ps::SparseGradient> rows) {
+                             std::map<std::string, core::ps::SparseGradient> rows, float learning_rate) {
   if (!parts_->replica) return make_error(errc::protocol, "this process serves PS device {} only", served_.front());
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
-  return parts_->replica->push_lent(gradients, samples, std::move(rows));
+  return parts_->replica->push_lent(gradients, samples, std::move(rows), learning_rate);
 }
 
 Status AutoDistJob::leave() {

@@ -100,8 +100,10 @@ class AutoDistJob {
   /// This step's gradients (every variable's, dense; a sparse one zero outside its rows)
   /// from `samples` examples; the map comes back when the step is over (Replica::push_lent).
   /// A sparse variable's gradient may come in `rows` (the rows it touched) instead.
+  /// `learning_rate` > 0: this step's rate (a schedule's), for every variable wherever it
+  /// is updated; 0: the options' optimizer rate.
   Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
-                   std::map<std::string, core::ps::SparseGradient> rows = {});
+                   std::map<std::string, core::ps::SparseGradient> rows = {}, float learning_rate = 0.0F);
   /// Ends the replica's part (after the last pull), waits for the others, stops serving.
   Status leave();
   /// Every variable's optimizer state (the PS ones read from their shards).

@@ -123,8 +123,9 @@ Status Replica::push(std::map<std::string, std::vector<float>> gradients, double
 }
 
 Status Replica::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
-                          std::map<std::string, core::ps::SparseGradient> rows) {
-  const auto args = core::Value::of(ct::ReplicaGradients{std::move(gradients), samples, std::move(rows)});
+                          std::map<std::string, core::ps::SparseGradient> rows, float learning_rate) {
+  const auto args =
+      core::Value::of(ct::ReplicaGradients{std::move(gradients), samples, std::move(rows), learning_rate});
   auto done = call("push", args, patience_);
   gradients.clear();
   if (!done) {

@@ -85,10 +85,12 @@ class Replica {
   /// map comes back through `gradients` when it returns, its storage kept (an
   /// all-reduced variable's now holding the averaged gradient that was applied; a copy
   /// where a frame may still be in flight after a failure). Pass the same map every
-  /// step to keep its memory. A sparse variable's
-  /// gradient may come in `rows` instead (the rows it touched), not in `gradients`.
+  /// step to keep its memory. A sparse variable's gradient may come in `rows` instead
+  /// (the rows it touched), not in `gradients`. `learning_rate` > 0 is this step's rate
+  /// (a schedule's): the PS shards and the replica's own optimizers update at it; 0
+  /// keeps the configured one.
   Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
-                   std::map<std::string, core::ps::SparseGradient> rows = {});
+                   std::map<std::string, core::ps::SparseGradient> rows = {}, float learning_rate = 0.0F);
   /// Ends the PS sessions and waits until every replica got there (all-reduce jobs).
   Status leave(std::chrono::milliseconds patience);
   /// The all-reduced variables' optimizer states, by name (for a checkpoint).

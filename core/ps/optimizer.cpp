@@ -122,6 +122,15 @@ float adam_rate(const OptimizerConfig& c, std::int64_t t) {
 }
 }  // namespace
 
+Status Optimizer::set_learning_rate(float learning_rate) {
+  if (!(learning_rate > 0.0F) || !std::isfinite(learning_rate)) {
+    return make_error(errc::invalid_argument, "optimizer learning_rate: expected a finite value > 0, got {}",
+                      learning_rate);
+  }
+  config_.learning_rate = learning_rate;
+  return ok_status();
+}
+
 Status Optimizer::apply_dense(std::vector<float>& params, const std::vector<float>& grad) {
   return apply_dense_scaled(params, grad, 1.0f);  // g * 1 is g, bit for bit
 }

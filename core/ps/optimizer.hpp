@@ -88,6 +88,10 @@ class Optimizer {
   /// bad row or size (nothing changes then).
   [[nodiscard]] Status apply_sparse(std::vector<float>& params, const SparseGradient& g);
 
+  /// The step size of the updates from now on (a learning-rate schedule's), leaving the
+  /// slots as they are. Errors: invalid_argument unless finite and > 0 (nothing changes).
+  [[nodiscard]] Status set_learning_rate(float learning_rate);
+
   /// Number of updates applied so far (Adam's t).
   [[nodiscard]] std::int64_t updates() const { return updates_; }
 

@@ -174,7 +174,7 @@ Effects ShardServer::push(RequestId id, std::string_view body, std::shared_ptr<c
   if (scan_dense_push(body, view)) {
     const std::string shard(view.shard);
     return admit_push(id, shard, view.replica, view.step, [&](Shard& s) {
-      return s.push_dense(view.replica, view.step, view.samples, view.gradient, keep);
+      return s.push_dense(view.replica, view.step, view.samples, view.gradient, keep, view.learning_rate);
     });
   }
   pb::PsPushRequest req;

@@ -1,6 +1,7 @@
 #include "core/ps/shard.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -86,8 +87,13 @@ std::int64_t Shard::slowest() const { return *std::min_element(clock_.begin(), c
 bool Shard::admitted(std::int64_t step) const { return !config_.sync || step <= slowest() + config_.staleness; }
 
 Status Shard::check_header(std::int32_t replica, std::int64_t step, double samples, bool sparse,
-                           std::size_t size) const {
+                           std::size_t size, float learning_rate) const {
   const std::string& name = config_.variable;
+  if (!(learning_rate >= 0.0F) || !std::isfinite(learning_rate)) {
+    return make_error(errc::invalid_argument,
+                      "shard {}: expected a learning rate > 0 in a push (or 0: the configured one), got {}", name,
+                      learning_rate);
+  }
   if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}), got {}", name,
                       clock_.size(), replica);
@@ -112,7 +118,11 @@ Status Shard::check_header(std::int32_t replica, std::int64_t step, double sampl
 
 Status Shard::check(const Push& p) const {
   const auto* dense = std::get_if<std::vector<float>>(&p.gradient);
-  if (auto s = check_header(p.replica, p.step, p.samples, dense == nullptr, dense ? dense->size() : 0); !s) return s;
+  if (auto s = check_header(p.replica, p.step, p.samples, dense == nullptr, dense ? dense->size() : 0,
+                            p.learning_rate);
+      !s) {
+    return s;
+  }
   if (dense != nullptr) return ok_status();
   auto merged = merge_rows(std::get<SparseGradient>(p.gradient), config_.layout.row_width(),
                            config_.layout.shape.front());
@@ -124,14 +134,15 @@ Status Shard::accept(Push p, Released& out) {
   if (config_.sync && !config_.sparse) {
     auto kept = std::make_shared<const std::vector<float>>(std::move(std::get<std::vector<float>>(p.gradient)));
     const DenseBytes g = bytes_of(*kept);
-    return accept_dense(p.replica, p.step, p.samples, g, std::move(kept), out);
+    return accept_dense(p.replica, p.step, p.samples, p.learning_rate, g, std::move(kept), out);
   }
   const auto r = static_cast<std::size_t>(p.replica);
   ++clock_[r];
   out.acks.push_back(PushAck{p.replica, p.step});
   if (!config_.sync) {
-    // Asynchronous: this gradient alone is one update.
+    // Asynchronous: this gradient alone is one update, at its own rate.
     ++version_;
+    set_rate(p.learning_rate);
     if (config_.sparse) return optimizer_.apply_sparse(writable_values(), std::get<SparseGradient>(p.gradient));
     return optimizer_.apply_dense(writable_values(), std::get<std::vector<float>>(p.gradient));
   }
@@ -139,6 +150,7 @@ Status Shard::accept(Push p, Released& out) {
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : p.samples;
   StepSum& sum = sums_[p.step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
+  sum.rates[p.replica] = p.learning_rate;
   auto merged = merge_rows(std::get<SparseGradient>(p.gradient), config_.layout.row_width(),
                            config_.layout.shape.front());
   if (!merged) return merged.error();
@@ -146,8 +158,8 @@ Status Shard::accept(Push p, Released& out) {
   return apply_ready();
 }
 
-Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
-                           std::shared_ptr<const void> keep, Released& out) {
+Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double samples, float learning_rate,
+                           DenseBytes g, std::shared_ptr<const void> keep, Released& out) {
   const auto r = static_cast<std::size_t>(replica);
   ++clock_[r];
   out.acks.push_back(PushAck{replica, step});
@@ -155,6 +167,7 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   const double w = config_.aggregation == Aggregation::host_mean ? host_weight_[r] : samples;
   StepSum& sum = sums_[step];
   sum.divisor += w;  // host_mean weights sum to 1 over a full step
+  sum.rates[replica] = learning_rate;
   sum.pending[replica] = PendingDense{w, g, std::move(keep)};
   sum.pending_bytes += g.count * sizeof(float);
   if (sum.pending_bytes > config_.max_unsummed_bytes) fold(sum);
@@ -210,6 +223,7 @@ Status Shard::apply_step(std::int64_t step) {
   StepSum sum = std::move(it->second);
   sums_.erase(it);
   const auto scale = static_cast<float>(1.0 / sum.divisor);
+  set_rate(sum.rates.empty() ? 0.0F : sum.rates.begin()->second);  // the lowest-numbered replica's
   if (!config_.sparse) {
     // Every replica has pushed: the rest of the run is summed block by block, and each
     // block of the sum updates the parameters (the mean taken inside the update) while
@@ -249,6 +263,11 @@ Status Shard::apply_step(std::int64_t step) {
     for (float x : v) g.values.push_back(x * scale);
   }
   return optimizer_.apply_sparse(writable_values(), g);
+}
+
+void Shard::set_rate(float learning_rate) {
+  // Checked when the push came in (finite, >= 0); the configured rate passed validation.
+  (void)optimizer_.set_learning_rate(learning_rate > 0.0F ? learning_rate : config_.optimizer.learning_rate);
 }
 
 PullReply Shard::reply(std::int32_t replica, std::int64_t step) const {
@@ -299,17 +318,17 @@ Result<Released> Shard::push(Push p) {
 }
 
 Result<Released> Shard::push_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes gradient,
-                                   std::shared_ptr<const void> keep) {
-  if (auto s = check_header(replica, step, samples, false, gradient.count); !s) return s.error();
+                                   std::shared_ptr<const void> keep, float learning_rate) {
+  if (auto s = check_header(replica, step, samples, false, gradient.count, learning_rate); !s) return s.error();
   if (!config_.sync || !admitted(step) || keep == nullptr) {
     // Held, applied alone, or in bytes that live only during this call: its own copy.
     std::vector<float> owned(gradient.count);
     if (gradient.count > 0) std::memcpy(owned.data(), gradient.bytes, gradient.count * sizeof(float));
-    return push(Push{replica, step, std::move(owned), samples});
+    return push(Push{replica, step, std::move(owned), samples, learning_rate});
   }
   Released out;
   ++next_[static_cast<std::size_t>(replica)];
-  if (auto s = accept_dense(replica, step, samples, gradient, std::move(keep), out); !s) return s.error();
+  if (auto s = accept_dense(replica, step, samples, learning_rate, gradient, std::move(keep), out); !s) return s.error();
   if (auto s = drain(out); !s) return s.error();
   return out;
 }

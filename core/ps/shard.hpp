@@ -73,6 +73,10 @@ struct Push {
   std::int64_t step = 0;     ///< the replica's step, 0, 1, 2, ... in order
   Gradient gradient;         ///< dense or sparse, matching ShardConfig::sparse
   double samples = 1.0;      ///< examples behind the gradient (sample_weighted), > 0
+  /// The step size of the update this push goes into (a learning-rate schedule's), or 0:
+  /// the configured one. A synchronous step's update takes the rate of its
+  /// lowest-numbered replica's push (every replica should send the same).
+  float learning_rate = 0.0F;
 };
 
 /// A push the shard has taken in.
@@ -115,7 +119,8 @@ class Shard {
   /// call), or when it must be kept otherwise (held by the staleness bound, or applied
   /// alone when async), the gradient is copied. Same checks and errors as push().
   [[nodiscard]] Result<Released> push_dense(std::int32_t replica, std::int64_t step, double samples,
-                                            DenseBytes gradient, std::shared_ptr<const void> keep = nullptr);
+                                            DenseBytes gradient, std::shared_ptr<const void> keep = nullptr,
+                                            float learning_rate = 0.0F);
 
   /// Whether each PullReply carries a copy of the parameters (the default). Without,
   /// PullReply::values stays empty and the owner reads values() right after the call:
@@ -169,6 +174,7 @@ class Shard {
     std::size_t pending_bytes = 0;                      ///< their size
     std::map<std::int32_t, std::pair<double, SparseGradient>> sparse;  ///< sparse: (w_r, merged g_r) by replica
     double divisor = 0.0;                               ///< sum of n_r (sample_weighted)
+    std::map<std::int32_t, float> rates;                ///< each push's learning rate, by replica
   };
 
   /// A pull waiting for the staleness bound.
@@ -181,12 +187,14 @@ class Shard {
   [[nodiscard]] Status check(const Push& p) const;
   /// The checks of a push but its gradient's contents (`size`: dense values, if dense).
   [[nodiscard]] Status check_header(std::int32_t replica, std::int64_t step, double samples, bool sparse,
-                                    std::size_t size) const;
+                                    std::size_t size, float learning_rate) const;
+  /// The optimizer at `learning_rate` (0: the configured rate) for the next update.
+  void set_rate(float learning_rate);
   [[nodiscard]] bool admitted(std::int64_t step) const;
   [[nodiscard]] Status accept(Push p, Released& out);
   /// accept() of a synchronous shard's dense gradient, read from `g`, kept alive by `keep`.
-  [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, DenseBytes g,
-                                    std::shared_ptr<const void> keep, Released& out);
+  [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, float learning_rate,
+                                    DenseBytes g, std::shared_ptr<const void> keep, Released& out);
   /// Takes out of `sum` the run of pending gradients next in replica order.
   static std::vector<PendingDense> take_run(StepSum& sum);
   /// Sums values [at, at + n) of `run`, in order, into `into` (`first`: it holds nothing yet).

@@ -33,6 +33,7 @@ To from_head(const Message& m) {
 pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
   auto m = headed<pb::PsPushRequest>(shard, push);
   m.set_samples(push.samples);
+  m.set_learning_rate(push.learning_rate);
   if (const auto* dense = std::get_if<std::vector<float>>(&push.gradient)) {
     m.mutable_dense()->Add(dense->begin(), dense->end());
   } else {
@@ -47,6 +48,7 @@ pb::PsPushRequest to_pb(const std::string& shard, const Push& push) {
 Push from_pb(const pb::PsPushRequest& request) {
   auto p = from_head<Push>(request);
   p.samples = request.samples();
+  p.learning_rate = request.learning_rate();
   if (request.has_sparse()) {
     SparseGradient g;
     g.rows.assign(request.sparse().rows().begin(), request.sparse().rows().end());
@@ -90,6 +92,7 @@ constexpr std::uint32_t k_field_step = 3;
 constexpr std::uint32_t k_field_version = 4;  // PsPullResponse
 constexpr std::uint32_t k_field_values = 5;   // PsPushRequest.dense, PsPullResponse.values
 constexpr std::uint32_t k_field_samples = 6;  // PsPushRequest
+constexpr std::uint32_t k_field_learning_rate = 7;  // PsPushRequest
 
 /// Appends protobuf fields to a caller-sized region.
 struct Writer {
@@ -153,41 +156,55 @@ bool as_floats(std::string_view bytes, DenseBytes& out) {
   return true;
 }
 
-/// A push's samples, after its values (left out at +0.0, as protobuf does).
-std::size_t samples_size(double samples) { return bits_of(samples) == 0 ? 0 : 1 + 8; }
-void put_samples(Writer& w, double samples) {
+/// A push's samples and learning rate, after its values (each left out at +0.0, as
+/// protobuf does).
+std::uint32_t bits_of(float f) {
+  std::uint32_t b = 0;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+std::size_t samples_size(double samples, float learning_rate) {
+  return (bits_of(samples) == 0 ? 0 : 1 + 8) + (bits_of(learning_rate) == 0 ? 0 : 1 + 4);
+}
+void put_samples(Writer& w, double samples, float learning_rate) {
   if (const auto bits = bits_of(samples); bits != 0) {
     w.tag(k_field_samples, k_wire_fixed64);
     w.bytes(&bits, 8);
+  }
+  if (const auto bits = bits_of(learning_rate); bits != 0) {
+    w.tag(k_field_learning_rate, k_wire_fixed32);
+    w.bytes(&bits, 4);
   }
 }
 
 }  // namespace
 
 std::size_t dense_push_size(const std::string& shard, std::int32_t replica, std::int64_t step, double samples,
-                            std::size_t count) {
-  return header_size(shard, replica, step, 0) + len_field_size(count * sizeof(float)) + samples_size(samples);
+                            std::size_t count, float learning_rate) {
+  return header_size(shard, replica, step, 0) + len_field_size(count * sizeof(float)) +
+         samples_size(samples, learning_rate);
 }
 
 std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t replica, std::int64_t step,
-                              double samples, const float* values, std::size_t count) {
+                              double samples, const float* values, std::size_t count, float learning_rate) {
   Writer w{out};
   put_header(w, shard, replica, step, 0);
   put_values(w, values, count);
-  put_samples(w, samples);
+  put_samples(w, samples, learning_rate);
   return static_cast<std::size_t>(w.p - out);
 }
 
 std::pair<std::string, std::string> dense_push_framing(const std::string& shard, std::int32_t replica,
-                                                       std::int64_t step, double samples, std::size_t count) {
+                                                       std::int64_t step, double samples, std::size_t count,
+                                                       float learning_rate) {
   std::string head(header_size(shard, replica, step, 0) + 1 + varint_size(count * sizeof(float)), '\0');
   Writer w{head.data()};
   put_header(w, shard, replica, step, 0);
   w.tag(k_field_values, k_wire_len);
   w.varint(count * sizeof(float));
-  std::string tail(samples_size(samples), '\0');
+  std::string tail(samples_size(samples, learning_rate), '\0');
   Writer t{tail.data()};
-  put_samples(t, samples);
+  put_samples(t, samples, learning_rate);
   return {std::move(head), std::move(tail)};
 }
 
@@ -199,7 +216,9 @@ bool scan_dense_push(std::string_view bytes, DensePushView& out) {
     std::uint32_t number = 0, wire = 0;
     std::string_view field;
     std::uint64_t value = 0;
-    if (!r.field(number, wire, field, value) || number > k_field_samples || (seen & (1U << number)) != 0) return false;
+    if (!r.field(number, wire, field, value) || number > k_field_learning_rate || (seen & (1U << number)) != 0) {
+      return false;
+    }
     seen |= 1U << number;
     if (number == k_field_shard && wire == k_wire_len) out.shard = field;
     else if (number == k_field_replica && wire == k_wire_varint) out.replica = static_cast<std::int32_t>(value);
@@ -207,7 +226,10 @@ bool scan_dense_push(std::string_view bytes, DensePushView& out) {
     else if (number == k_field_values && wire == k_wire_len) {
       if (!as_floats(field, out.gradient)) return false;
     } else if (number == k_field_samples && wire == k_wire_fixed64) std::memcpy(&out.samples, &value, 8);
-    else return false;  // a sparse gradient, unpacked floats, a wrong wire type
+    else if (number == k_field_learning_rate && wire == k_wire_fixed32) {
+      const auto bits = static_cast<std::uint32_t>(value);
+      std::memcpy(&out.learning_rate, &bits, 4);
+    } else return false;  // a sparse gradient, unpacked floats, a wrong wire type
   }
   return true;
 }

@@ -51,23 +51,24 @@ struct DensePushView {
   std::int32_t replica = 0;  ///< who pushes
   std::int64_t step = 0;     ///< the replica's step
   double samples = 0.0;      ///< examples behind the gradient
+  float learning_rate = 0.0F;  ///< the update's rate, or 0: the configured one
   DenseBytes gradient;       ///< the values (points into the bytes; empty when none)
 };
 
 /// Serialized size, in bytes, of a PsPushRequest with a dense gradient of `count` values.
 [[nodiscard]] std::size_t dense_push_size(const std::string& shard, std::int32_t replica, std::int64_t step,
-                                          double samples, std::size_t count);
+                                          double samples, std::size_t count, float learning_rate = 0.0F);
 /// Writes that PsPushRequest to `out` (exactly dense_push_size() bytes): the bytes of
 /// to_pb(shard, push).SerializeAsString() for the same push. Returns the bytes written.
 std::size_t encode_dense_push(char* out, const std::string& shard, std::int32_t replica, std::int64_t step,
-                              double samples, const float* values, std::size_t count);
+                              double samples, const float* values, std::size_t count, float learning_rate = 0.0F);
 
 /// The bytes of encode_dense_push() before and after its values, for a push sent in
 /// pieces with the values left where they lie: head + the values' raw float32 bytes +
 /// tail is encode_dense_push()'s message (count > 0).
 [[nodiscard]] std::pair<std::string, std::string> dense_push_framing(const std::string& shard, std::int32_t replica,
                                                                      std::int64_t step, double samples,
-                                                                     std::size_t count);
+                                                                     std::size_t count, float learning_rate = 0.0F);
 
 /// Reads a PsPushRequest whose gradient is dense (one packed run of floats, or none)
 /// without copying the values. False for anything else (a sparse gradient, unpacked

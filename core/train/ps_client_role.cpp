@@ -194,14 +194,16 @@ Status PsClientRole::push(Effects& out) {
     Call c = unary_call(0, {}, ps::k_ps_push_handle, {}, config_.call_timeout);
     if (!p.piece && p.dense != nullptr && p.count > 0) {
       // Sent from where the gradient lies: the body views the args, which it keeps alive.
-      auto [head, tail] = ps::dense_push_framing(shard, p.replica, p.step, p.samples, p.count);
+      auto [head, tail] = ps::dense_push_framing(shard, p.replica, p.step, p.samples, p.count, args.learning_rate);
       c.request = std::move(head);
       c.body = Buffer::view_of(args_.holder(), p.dense, p.count * sizeof(float));
       c.tail = std::move(tail);
     } else if (p.piece) {
-      c.request = ps::to_pb(shard, ps::Push{p.replica, p.step, *p.piece, p.samples}).SerializeAsString();
+      c.request =
+          ps::to_pb(shard, ps::Push{p.replica, p.step, *p.piece, p.samples, args.learning_rate}).SerializeAsString();
     } else {
-      c.request = ps::to_pb(shard, ps::Push{p.replica, p.step, std::vector<float>{}, p.samples}).SerializeAsString();
+      c.request = ps::to_pb(shard, ps::Push{p.replica, p.step, std::vector<float>{}, p.samples, args.learning_rate})
+                      .SerializeAsString();
     }
     if (auto s = call(out, p.shard, Kind::push, std::move(c)); !s) return s.error();
   }

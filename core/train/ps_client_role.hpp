@@ -68,6 +68,7 @@ struct PsPullArgs {
 struct PsPushArgs {
   std::map<std::string, ps::Gradient> gradients;  ///< every PS variable's whole gradient
   double samples = 1.0;                            ///< examples behind it (the aggregation weight)
+  float learning_rate = 0.0F;                      ///< the update's rate (0: the shards' configured one)
 };
 
 class PsClientRole final : public Role {

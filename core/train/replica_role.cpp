@@ -1,6 +1,7 @@
 #include "core/train/replica_role.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/collective/ar_step.hpp"
@@ -56,6 +57,7 @@ ReplicaRole::ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::
       optimizers_(std::move(optimizers)) {
   if (config.ps) ps_variables_ = config.ps->variables;
   for (const auto& [name, optimizer] : optimizers_) params_[name] = config.initial.at(name);
+  config_learning_rate_ = config.optimizer.learning_rate;
   for (const auto& v : ps_variables_) {
     if (v.sparse) sparse_widths_[v.name] = ps::ShardLayout{v.shape}.row_width();
   }
@@ -243,6 +245,13 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
                       replica_, step_, name, want,
                       it == grads.gradients.end() ? std::string("none") : std::to_string(it->second.size()));
   };
+  if (!(grads.learning_rate >= 0.0F) || !std::isfinite(grads.learning_rate)) {
+    out.push_back(Complete{op, make_error(errc::invalid_argument,
+                                          "replica {} at step {}: expected a learning rate > 0 (or 0: the configured "
+                                          "one), got {}",
+                                          replica_, step_, grads.learning_rate)});
+    return out;
+  }
   for (const auto& v : ps_variables_) {
     if (auto st = check(v.name, ps::ShardLayout{v.shape}.size()); !st) {
       out.push_back(Complete{op, st.error()});
@@ -257,8 +266,10 @@ Effects ReplicaRole::push(OpId op, ReplicaGradients& grads) {
   }
   running_ = op;
   samples_ = grads.samples;
+  learning_rate_ = grads.learning_rate;
   PsPushArgs pushed;
   pushed.samples = grads.samples;
+  pushed.learning_rate = grads.learning_rate;
   for (const auto& v : ps_variables_) {
     // A sparse variable's gradient goes as the rows it touched (its dense tensor stays
     // with the others); a dense one as it lies, lent to the push.
@@ -336,7 +347,10 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       auto* averages = reply.result->as<collective::ArAverages>();
       if (averages == nullptr) return fail(make_error(errc::internal, "replica {}: the all-reduce gave no averages", replica_));
       // Every replica applies the same averages to its own copy (sparse ones to the
-      // touched rows only).
+      // touched rows only), at the step's learning rate.
+      for (auto& [name, optimizer] : optimizers_) {
+        (void)optimizer.set_learning_rate(learning_rate_ > 0.0F ? learning_rate_ : config_learning_rate_);
+      }
       if (auto applied = collective::apply_averages(*averages, optimizers_, params_); !applied) {
         return fail(applied.error());
       }

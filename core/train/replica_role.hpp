@@ -96,6 +96,9 @@ struct ReplicaGradients {
   /// A sparse variable's gradient as the rows it touched, instead of a dense tensor in
   /// `gradients` (an embedding's gradient without its untouched rows).
   std::map<std::string, ps::SparseGradient> sparse;
+  /// The step's learning rate (a schedule's: the PS shards and this replica's own
+  /// optimizers update at it), or 0: the configured one.
+  float learning_rate = 0.0F;
 };
 
 class ReplicaRole final : public Role {
@@ -148,6 +151,8 @@ class ReplicaRole final : public Role {
   std::map<std::string, std::size_t> sparse_widths_;   ///< sparse variable -> values per row
   Phase back_to_ = Phase::idle;                        ///< after an optimizer-state read
   double samples_ = 1.0;
+  float learning_rate_ = 0.0F;         ///< the running step's (0: the configured one)
+  float config_learning_rate_ = 0.0F;  ///< ReplicaConfig::optimizer's
   Phase phase_ = Phase::idle;
   std::int64_t step_ = 0;
   std::int64_t version_ = 0;

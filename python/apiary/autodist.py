@@ -30,7 +30,9 @@ they touch. The update rule is the torch optimizer's, run by apiary where the va
 lives: ``torch.optim.SGD`` (momentum, Nesterov) and ``torch.optim.Adam`` without weight
 decay. Adam adds epsilon to sqrt(v) before the bias correction of v (TensorFlow's
 form, as AutoDist did), which differs from torch's by epsilon * (1 - sqrt(1 - beta2^t)).
-The learning rate is the one the optimizer had when distributed.
+Each step runs at the torch optimizer's learning rate of the moment, so its schedulers
+(``torch.optim.lr_scheduler.*`` built on the optimizer passed to ``distribute``) drive
+the PS shards and the replicas' updates alike.
 """
 import os
 import time
@@ -176,13 +178,24 @@ class DistributedOptimizer:
         started = time.perf_counter()
         grads, rows = self._gradients()
         gathered = time.perf_counter()
-        self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows)
+        self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows, self._learning_rate())
         pushed = time.perf_counter()
         self.version = self._job.pull(self._views)
         self.last_step_seconds = dict(gradients=gathered - started, push=pushed - gathered,
                                       pull=time.perf_counter() - pushed)
         self.local_step += 1
         return loss
+
+    def _learning_rate(self) -> float:
+        """This step's rate: the torch optimizer's now (a scheduler may have changed it),
+        the same in every parameter group."""
+        rates = {float(g["lr"]) for g in self.optimizer.param_groups}
+        if len(rates) != 1:
+            raise NotImplementedError(f"expected one learning rate for every parameter group, got {sorted(rates)}")
+        (rate,) = rates
+        if not (rate > 0) or rate == float("inf"):
+            raise ValueError(f"expected a learning rate > 0, got {rate}")
+        return rate
 
     def state_dict(self) -> Dict[str, Any]:
         return self._autodist.state_dict()

@@ -135,7 +135,7 @@ struct PyAutoDistJob {
   /// Pushes the gradients of `given` (name -> array) and the sparse ones of `rows` (name ->
   /// (int64 row indices, float32 values, row after row)), every variable once, from
   /// `samples` examples.
-  void push(const py::dict& given, double samples, const py::dict& rows) {
+  void push(const py::dict& given, double samples, const py::dict& rows, double learning_rate) {
     std::vector<std::pair<std::vector<float>*, Buffer>> sources;
     for (const auto& [key, value] : given) {
       const auto name = key.cast<std::string>();
@@ -158,7 +158,7 @@ struct PyAutoDistJob {
     {
       py::gil_scoped_release unlocked;
       for (auto& [to, from] : sources) to->assign(from.data, from.data + from.size);
-      st = get().push_lent(grads, samples, std::move(sparse));
+      st = get().push_lent(grads, samples, std::move(sparse), static_cast<float>(learning_rate));
     }
     if (!st) raise(st.error());
   }
@@ -242,8 +242,10 @@ void bind_autodist(py::module_& m) {
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
       .def("push", &PyAutoDistJob::push, py::arg("gradients"), py::arg("samples"), py::arg("rows") = py::dict(),
+           py::arg("learning_rate") = 0.0,
            "Pushes every variable's gradient (name -> float32 array; a sparse one as rows: name -> (int64 rows, "
-           "float32 values)) from samples examples; returns once applied.")
+           "float32 values)) from samples examples, updated at learning_rate (0: the configured one); returns once "
+           "applied.")
       .def("leave",
            [](PyAutoDistJob& self) {
              Status st = ok_status();

@@ -62,6 +62,11 @@ def make_optimizer(kind: str, params):
     return torch.optim.Adam(params, lr=0.01)
 
 
+def make_schedule(optimizer):
+    """The learning-rate schedule of the schedule tests: halved every 2 steps."""
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+
+
 def builder_of(name: str, staleness: int = 0, sync: bool = True):
     if name.startswith("PS") or name in ("PartitionedPS", "UnevenPartitionedPS", "Parallax"):
         return getattr(strategies, name)(staleness=staleness, sync=sync)
@@ -87,6 +92,7 @@ def main() -> int:
     parser.add_argument("--async", dest="asynchronous", action="store_true")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
     parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
+    parser.add_argument("--schedule", action="store_true", help="a StepLR schedule on the optimizer")
     parser.add_argument("--serve", help="serve these PS devices (comma-separated) of the first builder's job until "
                                         "killed")
     args = parser.parse_args()
@@ -107,7 +113,10 @@ def main() -> int:
                                       timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes)
         if args.load:
             ad.load_state_dict(torch.load(args.load))
-        opt = ad.distribute(model, make_optimizer(args.optimizer, model.parameters()))
+        torch_opt = make_optimizer(args.optimizer, model.parameters())
+        opt = ad.distribute(model, torch_opt)
+        # A schedule on the torch optimizer: each step runs at its rate of the moment.
+        schedule = make_schedule(torch_opt) if args.schedule else None
         losses, versions = [], []
         started = time.monotonic()
         try:
@@ -121,6 +130,8 @@ def main() -> int:
                 if args.step_sleep:
                     time.sleep(args.step_sleep)
                 opt.step()
+                if schedule is not None:
+                    schedule.step()
                 if step == 0:  # for a test that waits until every trainer trains
                     open(os.path.join(args.out, f"{name}.{rank}.started"), "w").close()
                 losses.append(float(loss))

@@ -145,3 +145,46 @@ TEST_CASE("shard refuses bad pushes with clear errors", "[ps][shard][errors]") {
   CHECK_FALSE(Shard::create(config({2}, {}), {0, 0}).ok());
   CHECK_FALSE(Shard::create(config({2}, {0}), {0}).ok());
 }
+
+TEST_CASE("a push's learning rate drives its update; 0 keeps the configured one", "[ps][shard][schedule]") {
+  SECTION("synchronous: the step's update at the lowest-numbered replica's rate, dense and direct") {
+    auto shard = Shard::create(config({}, {0, 1}), {1.0F});  // SGD at 0.01 configured
+    REQUIRE(shard.ok());
+    // Step 0 at 0.5 (replica 0's): 1 - 0.5 * mean(2, 4) = -0.5.
+    REQUIRE(shard->push(Push{1, 0, std::vector<float>{4.0F}, 1.0, 0.25F}).ok());
+    const std::vector<float> g{2.0F};
+    REQUIRE(shard->push_dense(0, 0, 1.0, DenseBytes{reinterpret_cast<const char*>(g.data()), 1}, nullptr, 0.5F).ok());
+    CHECK(shard->values()[0] == -0.5F);
+    // Step 1 without a rate: back to the configured 0.01.
+    REQUIRE(shard->push(Push{0, 1, std::vector<float>{100.0F}}).ok());
+    REQUIRE(shard->push(Push{1, 1, std::vector<float>{100.0F}}).ok());
+    CHECK(shard->values()[0] == Approx(-1.5F));  // -0.5 - 0.01 * 100
+  }
+  SECTION("sparse rows at the step's rate") {
+    auto c = config({3, 1}, {0});
+    c.sparse = true;
+    auto shard = Shard::create(c, {0.0F, 0.0F, 0.0F});
+    REQUIRE(shard.ok());
+    REQUIRE(shard->push(Push{0, 0, SparseGradient{{1}, {2.0F}}, 1.0, 2.0F}).ok());
+    CHECK(shard->values() == std::vector<float>{0.0F, -4.0F, 0.0F});
+  }
+  SECTION("asynchronous: each push at its own rate") {
+    auto shard = Shard::create(config({}, {0, 1}, false), {0.0F});
+    REQUIRE(shard.ok());
+    REQUIRE(shard->push(Push{0, 0, std::vector<float>{1.0F}, 1.0, 1.0F}).ok());
+    REQUIRE(shard->push(Push{1, 0, std::vector<float>{1.0F}, 1.0, 3.0F}).ok());
+    CHECK(shard->values()[0] == -4.0F);
+  }
+  SECTION("a negative or non-finite rate is refused and changes nothing") {
+    auto shard = Shard::create(config({}, {0}), {0.0F});
+    REQUIRE(shard.ok());
+    for (float bad : {-1.0F, std::nanf(""), INFINITY}) {
+      auto refused = shard->push(Push{0, 0, std::vector<float>{1.0F}, 1.0, bad});
+      REQUIRE_FALSE(refused.ok());
+      CHECK(refused.error().message.find("learning rate") != std::string::npos);
+    }
+    CHECK(shard->version() == 0);
+    REQUIRE(shard->push(Push{0, 0, std::vector<float>{1.0F}}).ok());
+    CHECK(shard->values()[0] == -0.01F);
+  }
+}

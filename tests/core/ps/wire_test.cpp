@@ -14,15 +14,15 @@ using namespace apiary::core::ps;
 namespace {
 
 std::string direct_push(const std::string& shard, std::int32_t replica, std::int64_t step, double samples,
-                        const std::vector<float>& g) {
-  std::string out(dense_push_size(shard, replica, step, samples, g.size()), '\0');
-  CHECK(encode_dense_push(out.data(), shard, replica, step, samples, g.data(), g.size()) == out.size());
+                        const std::vector<float>& g, float lr) {
+  std::string out(dense_push_size(shard, replica, step, samples, g.size(), lr), '\0');
+  CHECK(encode_dense_push(out.data(), shard, replica, step, samples, g.data(), g.size(), lr) == out.size());
   return out;
 }
 
 std::string protobuf_push(const std::string& shard, std::int32_t replica, std::int64_t step, double samples,
-                          const std::vector<float>& g) {
-  return to_pb(shard, Push{replica, step, g, samples}).SerializeAsString();
+                          const std::vector<float>& g, float lr) {
+  return to_pb(shard, Push{replica, step, g, samples, lr}).SerializeAsString();
 }
 
 std::vector<float> floats_of(DenseBytes d) {
@@ -40,16 +40,18 @@ TEST_CASE("a dense push written directly is byte for byte protobuf's, and reads 
     std::int64_t step;
     double samples;
     std::vector<float> g;
+    float lr;
   };
   const std::vector<Case> cases = {
-      {"emb/part_1:0", 3, 17, 2.5, {1.0F, -2.0F, 0.25F}},
-      {"w", 0, 0, 0.0, {}},                      // every field at its default: left out
-      {"", -1, -5, -0.0, {0.0F}},                // negative ints; -0.0 is not the default
-      {std::string(300, 'x'), 1, 1LL << 40, 1.0, std::vector<float>(70000, 0.5F)},  // multi-byte lengths
+      {"emb/part_1:0", 3, 17, 2.5, {1.0F, -2.0F, 0.25F}, 0.0F},
+      {"w", 0, 0, 0.0, {}, 0.0F},                      // every field at its default: left out
+      {"", -1, -5, -0.0, {0.0F}, -0.0F},               // negative ints; -0.0 is not the default
+      {std::string(300, 'x'), 1, 1LL << 40, 1.0, std::vector<float>(70000, 0.5F), 0.0F},  // multi-byte lengths
+      {"b", 2, 9, 4.0, {3.0F}, 0.125F},                // a schedule's learning rate
   };
   for (const auto& c : cases) {
-    const auto bytes = direct_push(c.shard, c.replica, c.step, c.samples, c.g);
-    CHECK(bytes == protobuf_push(c.shard, c.replica, c.step, c.samples, c.g));
+    const auto bytes = direct_push(c.shard, c.replica, c.step, c.samples, c.g, c.lr);
+    CHECK(bytes == protobuf_push(c.shard, c.replica, c.step, c.samples, c.g, c.lr));
     DensePushView v;
     REQUIRE(scan_dense_push(bytes, v));
     CHECK(v.shard == c.shard);
@@ -57,9 +59,10 @@ TEST_CASE("a dense push written directly is byte for byte protobuf's, and reads 
     CHECK(v.step == c.step);
     CHECK(std::memcmp(&v.samples, &c.samples, sizeof(double)) == 0);
     CHECK(floats_of(v.gradient) == c.g);
+    CHECK(std::memcmp(&v.learning_rate, &c.lr, sizeof(float)) == 0);
     if (c.g.empty()) continue;
     // Sent in pieces, the values left where they lie: head + values + tail, the same bytes.
-    const auto [head, tail] = dense_push_framing(c.shard, c.replica, c.step, c.samples, c.g.size());
+    const auto [head, tail] = dense_push_framing(c.shard, c.replica, c.step, c.samples, c.g.size(), c.lr);
     const std::string values(reinterpret_cast<const char*>(c.g.data()), c.g.size() * sizeof(float));
     CHECK(head + values + tail == bytes);
   }
@@ -69,7 +72,7 @@ TEST_CASE("the direct push reader leaves sparse, repeated and malformed pushes t
   DensePushView v;
   SparseGradient sparse{{1, 1}, {1.0F, 2.0F}};
   CHECK_FALSE(scan_dense_push(to_pb("e", Push{0, 0, sparse, 1.0}).SerializeAsString(), v));
-  const auto good = protobuf_push("w", 1, 2, 1.0, {1.0F, 2.0F});
+  const auto good = protobuf_push("w", 1, 2, 1.0, {1.0F, 2.0F}, 0.0F);
   CHECK_FALSE(scan_dense_push(good + good, v));                      // every field twice
   CHECK_FALSE(scan_dense_push(good.substr(0, good.size() - 3), v));  // cut short
   // A packed run of 5 bytes is not whole floats.
@@ -165,12 +168,12 @@ TEST_CASE("the server sums a direct push in place and refuses a wrong-sized one 
   shards.emplace("w:0", std::move(*shard));
   ShardServer server("localhost:CPU:0", std::move(shards));
   const core::TimePoint now{};
-  auto wrong = server.on_request(now, 1, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F}));
+  auto wrong = server.on_request(now, 1, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F}, 0.0F));
   REQUIRE(wrong.size() == 1);
   const auto& refused = std::get<core::Reply>(wrong[0]).response;
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(refused.error().message, Catch::Contains("expected a gradient of 3 values, got 2"));
-  auto fx = server.on_request(now, 2, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F, 4.0F}));
+  auto fx = server.on_request(now, 2, k_ps_push_handle, apiary::core::PeerAddr{}, direct_push("w:0", 0, 0, 1.0, {1.0F, 2.0F, 4.0F}, 0.0F));
   REQUIRE(fx.size() == 1);
   CHECK(std::get<core::Reply>(fx[0]).response.ok());
   CHECK(server.shard("w:0")->values() == std::vector<float>{-1.0F, -2.0F, -4.0F});

@@ -403,9 +403,14 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
 AutoDistJob::~AutoDistJob() = default;
 
 Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version) {
+  return pull_into(params, {}, version);
+}
+
+Status AutoDistJob::pull_into(std::map<std::string, std::vector<float>>& params,
+                              const std::map<std::string, core::train::DirectTarget>& direct, std::int64_t* version) {
   if (!parts_->replica) return make_error(errc::protocol, "this process serves PS device {} only", served_.front());
   if (parts_->left) return make_error(errc::protocol, "replica {}: the job was left", rank_);
-  return parts_->replica->pull_into(params, version);
+  return parts_->replica->pull_into(params, direct, version);
 }
 
 Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,

@@ -36,6 +36,7 @@
 #include "api/fwd.hpp"
 #include "core/ps/optimizer.hpp"
 #include "core/strategy/builders.hpp"
+#include "core/train/replica_role.hpp"
 #include "messages/result.hpp"
 #include "strategy.pb.h"
 
@@ -97,6 +98,10 @@ class AutoDistJob {
   [[nodiscard]] bool serves_only() const { return rank_ < 0; }
   /// This step's parameters into `params` (its vectors reused where they fit).
   Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
+  /// pull_into() writing the all-reduced variables named in `direct` straight into the
+  /// caller's memory (Replica::pull_into with targets).
+  Status pull_into(std::map<std::string, std::vector<float>>& params,
+                   const std::map<std::string, core::train::DirectTarget>& direct, std::int64_t* version = nullptr);
   /// This step's gradients (every variable's, dense; a sparse one zero outside its rows)
   /// from `samples` examples; the map comes back when the step is over (Replica::push_lent).
   /// A sparse variable's gradient may come in `rows` (the rows it touched) instead.

@@ -110,7 +110,13 @@ Status Replica::join(std::chrono::milliseconds patience) {
 Result<ReplicaParams> Replica::pull() { return value_as<ReplicaParams>(call("pull", {}, patience_), "a pull"); }
 
 Status Replica::pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version) {
-  auto pulled = value_as<ReplicaParams>(call("pull", core::Value::of(std::move(params)), patience_), "a pull");
+  return pull_into(params, {}, version);
+}
+
+Status Replica::pull_into(std::map<std::string, std::vector<float>>& params,
+                          const std::map<std::string, core::train::DirectTarget>& direct, std::int64_t* version) {
+  auto pulled = value_as<ReplicaParams>(
+      call("pull", core::Value::of(ct::ReplicaPullInto{std::move(params), direct}), patience_), "a pull");
   params.clear();
   if (!pulled) return pulled.error();
   params = std::move(pulled->params);

@@ -74,6 +74,11 @@ class Replica {
   /// On success `params` holds every variable and `version` (if given) the smallest
   /// pulled version; on an error its contents are unspecified.
   Status pull_into(std::map<std::string, std::vector<float>>& params, std::int64_t* version = nullptr);
+  /// pull_into() that writes the all-reduced variables named in `direct` straight into
+  /// the caller's memory (one copy, from this replica's copy; they are left out of
+  /// `params`). The memory must stay alive and untouched until the call returns.
+  Status pull_into(std::map<std::string, std::vector<float>>& params,
+                   const std::map<std::string, core::train::DirectTarget>& direct, std::int64_t* version = nullptr);
   /// This step's gradients (the whole model's, by variable name) from `samples`
   /// examples: returns once the PS took them and the all-reduced ones were averaged and
   /// applied. Errors: invalid_argument (a missing gradient, or a mis-sized one of an

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/collective/ar_step.hpp"
@@ -178,7 +179,12 @@ Effects ReplicaRole::on_call(LocalCall call) {
   // The caller's storage from the last pull, if it lends it: the PS variables' vectors
   // receive this pull, the others take this replica's copy.
   storage_.clear();
+  direct_.clear();
   if (auto* lent = call.args.as<std::map<std::string, std::vector<float>>>()) storage_ = std::move(*lent);
+  if (auto* into = call.args.as<ReplicaPullInto>()) {
+    storage_ = std::move(into->storage);
+    direct_ = std::move(into->direct);
+  }
   if (has_ps_) {
     PsPullArgs pull;
     for (const auto& v : ps_variables_) {
@@ -202,12 +208,18 @@ Effects ReplicaRole::on_call(LocalCall call) {
 ReplicaParams ReplicaRole::parameters(std::map<std::string, std::vector<float>> pulled) {
   ReplicaParams out{step_, version_, std::move(pulled)};
   for (const auto& [name, values] : params_) {
+    if (auto d = direct_.find(name); d != direct_.end() && d->second.data != nullptr && d->second.count == values.size()) {
+      if (!values.empty()) std::memcpy(d->second.data, values.data(), values.size() * sizeof(float));
+      storage_.erase(name);
+      continue;
+    }
     auto& mine = out.params[name];
     auto lent = storage_.find(name);
     if (lent != storage_.end()) mine = std::move(lent->second);
     mine.assign(values.begin(), values.end());
   }
   storage_.clear();
+  direct_.clear();
   return out;
 }
 

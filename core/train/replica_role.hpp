@@ -10,10 +10,12 @@
 /// It runs in a Mux beside the roles it asks (add_replica_roles adds the set), hosted
 /// by any host: the simulator's (a trainer role drives it), the actor host under
 /// apiary::Replica, a test. A step, bulk-synchronously:
-///   "pull" [std::map<std::string, std::vector<float>> storage] -> ReplicaParams: the PS
-///              variables' parameters for this step (received into the storage's
-///              vectors where they fit, the caller's last parameters), beside a copy of
-///              this replica's all-reduced ones
+///   "pull" [std::map<std::string, std::vector<float>> storage, or ReplicaPullInto] ->
+///              ReplicaParams: the PS variables' parameters for this step (received into
+///              the storage's vectors where they fit, the caller's last parameters),
+///              beside a copy of this replica's all-reduced ones (or, for those
+///              ReplicaPullInto::direct names, written straight into the caller's memory
+///              and left out)
 ///   (the trainer computes the gradients of the whole model)
 ///   "push" ReplicaGradients -> the same ReplicaGradients (dense ones), storage and all,
 ///              once the step is over, an all-reduced variable's buffer holding its
@@ -78,6 +80,21 @@ struct ReplicaConfig {
   /// none calls a replica that does not serve yet or has stopped. Processes need it; the
   /// simulator starts every replica at once.
   bool meet = false;
+};
+
+/// Memory of the caller's to write a variable's values into: `count` floats at `data`.
+struct DirectTarget {
+  float* data = nullptr;
+  std::size_t count = 0;
+};
+
+/// What "pull" may take: the storage to receive into, and where to write all-reduced
+/// variables straight into (the caller's model memory, which must stay alive and
+/// untouched until the pull completes; a target of another size is ignored and the
+/// variable comes in ReplicaParams as usual).
+struct ReplicaPullInto {
+  std::map<std::string, std::vector<float>> storage;
+  std::map<std::string, DirectTarget> direct;
 };
 
 /// What "pull" gives: every variable's values for the step.
@@ -146,6 +163,7 @@ class ReplicaRole final : public Role {
   std::map<std::string, std::vector<float>> params_;          ///< this replica's copy of the all-reduced variables
   std::map<std::string, ps::Optimizer> optimizers_;           ///< per all-reduced variable
   std::map<std::string, std::vector<float>> storage_;  ///< the caller's, lent to a pull
+  std::map<std::string, DirectTarget> direct_;         ///< the running pull's direct targets
   std::map<std::string, std::vector<float>> lent_;     ///< the caller's gradients during a push
   std::map<std::string, ps::SparseGradient> rows_;     ///< the caller's sparse gradients during a push
   std::map<std::string, std::size_t> sparse_widths_;   ///< sparse variable -> values per row

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <set>
 
 #include <google/protobuf/text_format.h>
 
@@ -96,6 +97,7 @@ struct PyAutoDistJob {
   std::unique_ptr<AutoDistJob> job;
   std::map<std::string, std::vector<float>> params;
   std::map<std::string, std::vector<float>> grads;
+  std::set<std::string> names;  ///< the job's variables
 
   ~PyAutoDistJob() {
     py::gil_scoped_release unlocked;
@@ -106,21 +108,30 @@ struct PyAutoDistJob {
     return *job;
   }
 
-  /// Pulls this step's parameters into the arrays of `out` (name -> array).
+  /// Pulls this step's parameters into the arrays of `out` (name -> array): the
+  /// all-reduced ones written straight into them by the replica, the PS ones received
+  /// into this job's vectors and copied.
   std::int64_t pull(const py::dict& out) {
     std::vector<std::pair<std::vector<float>*, Buffer>> targets;
+    std::map<std::string, core::train::DirectTarget> direct;
+    std::vector<std::pair<std::string, Buffer>> given;
+    for (const auto& [key, value] : out) {
+      const auto name = key.cast<std::string>();
+      if (names.count(name) == 0) throw py::key_error("the job has no variable " + name);
+      Buffer b = buffer_of(name, value, true);
+      direct[name] = core::train::DirectTarget{b.data, b.size};
+      given.emplace_back(name, b);
+    }
     std::int64_t version = 0;
     Status st = ok_status();
     {
       py::gil_scoped_release unlocked;
-      st = get().pull_into(params, &version);
+      st = get().pull_into(params, direct, &version);
     }
     if (!st) raise(st.error());
-    for (const auto& [key, value] : out) {
-      const auto name = key.cast<std::string>();
+    for (const auto& [name, b] : given) {
       auto it = params.find(name);
-      if (it == params.end()) throw py::key_error("the job has no variable " + name);
-      Buffer b = buffer_of(name, value, true);
+      if (it == params.end()) continue;  // written in place
       if (b.size != it->second.size()) {
         throw py::value_error(name + ": expected an array of " + std::to_string(it->second.size()) + " values, got " +
                               std::to_string(b.size));
@@ -232,6 +243,7 @@ void bind_autodist(py::module_& m) {
              }
              auto out = std::make_unique<PyAutoDistJob>();
              out->job = value_or_raise(std::move(started));
+             for (const auto& v : variables) out->names.insert(std::get<0>(v));
              return out;
            }),
            py::arg("resource_spec"), py::arg("variables"), py::arg("initial"), py::arg("rank"), py::arg("port"),

@@ -146,7 +146,7 @@ TEST_CASE("shard refuses bad pushes with clear errors", "[ps][shard][errors]") {
   CHECK_FALSE(Shard::create(config({2}, {0}), {0}).ok());
 }
 
-TEST_CASE("a push's learning rate drives its update; 0 keeps the configured one", "[ps][shard][schedule]") {
+TEST_CASE("a push's learning rate drives its update, and 0 keeps the configured one", "[ps][shard][schedule]") {
   SECTION("synchronous: the step's update at the lowest-numbered replica's rate, dense and direct") {
     auto shard = Shard::create(config({}, {0, 1}), {1.0F});  // SGD at 0.01 configured
     REQUIRE(shard.ok());

@@ -6,20 +6,29 @@ import pytest
 
 import apiary
 from optim_peers import diloco_digits_trainer, single_digits_trainer
-from peers import run_in_processes
+from peers import PeerDied, run_in_processes
 
 PEERS, ROUNDS, H, BATCH = 4, 6, 20, 32
 
 
 def run_swarm(run_id, codec, streaming=False, peers=PEERS, rounds=ROUNDS, group_size=None):
+    """The swarm's results. A peer that aborts (SIGABRT: UCX 1.13's tcp sockcm asserts now
+    and then while connections open and close, transport/README.md) gets the swarm one
+    more run, under another run id; anything else fails the test."""
     import time
 
-    with apiary.DHT() as root:
-        initial = root.get_visible_maddrs()
-        start_at = time.time() + 20  # every process has started by then
-        return run_in_processes(diloco_digits_trainer, [
-            (initial, run_id, rank, peers, rounds, H, BATCH, codec, streaming, start_at, group_size)
-            for rank in range(peers)], timeout=300)
+    for attempt in range(2):
+        with apiary.DHT() as root:
+            initial = root.get_visible_maddrs()
+            start_at = time.time() + 20  # every process has started by then
+            try:
+                return run_in_processes(diloco_digits_trainer, [
+                    (initial, f"{run_id}_{attempt}", rank, peers, rounds, H, BATCH, codec, streaming, start_at,
+                     group_size) for rank in range(peers)], timeout=300)
+            except PeerDied as e:
+                if e.exitcode != -6 or attempt == 1:
+                    raise
+                print(f"{run_id}: {e}; running the swarm again")
 
 
 def same_state_at_each_round(results):

@@ -159,12 +159,16 @@ void ProgressTracker::on_fetched(double dht_now, const std::vector<std::optional
     if (p) live.push_back(&*p);
   }
   if (peers.empty()) {
-    // Nobody reported: our own progress and speed, looked at again after the default period.
+    // Nobody reported (not even this peer: its first report may not have reached the DHT yet):
+    // our own progress and speed, looked at again after the default period, within the
+    // bounds the trainer set (a default of 3 s past a max_refresh_period of 1 s would leave
+    // this peer blind to a swarm that filled up meanwhile, and late for its first round).
     const double remaining = static_cast<double>(std::max<std::int64_t>(0, config_.target_batch_size - local_.samples_accumulated));
     g.epoch = local_.epoch;
     g.samples_accumulated = local_.samples_accumulated;
     g.eta_next_epoch = dht_now + remaining / ema_.samples_per_second();
-    g.next_fetch_time = dht_now + config_.default_refresh_period;
+    g.next_fetch_time =
+        dht_now + std::clamp(config_.default_refresh_period, config_.min_refresh_period, config_.max_refresh_period);
   } else {
     g.num_peers = live.size();
     g.epoch = local_.epoch;

@@ -78,7 +78,7 @@ struct ProgressConfig {
   bool client_mode = false;
   double min_refresh_period = 0.5;     ///< seconds between fetches, at least
   double max_refresh_period = 10;      ///< seconds between fetches, at most
-  double default_refresh_period = 3;   ///< seconds to the next fetch when nobody reported
+  double default_refresh_period = 3;   ///< seconds to the next fetch when nobody reported (within min..max)
   double expected_drift_peers = 3;     ///< peers that may join before the next fetch
   double expected_drift_rate = 0.2;    ///< the share of peers that may join meanwhile
   double performance_ema_alpha = 0.1;

@@ -131,6 +131,22 @@ TEST_CASE("with no record found the tracker goes by its own progress and speed",
   CHECK(g.next_fetch_time == Approx(1002.0 + 3.0));  // default_refresh_period
 }
 
+TEST_CASE("with no record found the next fetch still comes within max_refresh_period", "[optim]") {
+  // The first peer up may fetch before its own report is in the DHT: with a default period
+  // past the trainer's maximum it would not see the swarm fill up, and schedule its first
+  // gradient round after the others' group formed.
+  ProgressConfig c = config_of(100);
+  c.max_refresh_period = 1.0;
+  ProgressTracker tracker(c, "me", 0.0, 1000.0);
+  tracker.on_fetched(1000.5, {});
+  CHECK(tracker.global().next_fetch_time == Approx(1000.5 + 1.0));
+  c.max_refresh_period = 10.0;
+  c.min_refresh_period = 5.0;
+  ProgressTracker slow(c, "me", 0.0, 1000.0);
+  slow.on_fetched(1000.5, {});
+  CHECK(slow.global().next_fetch_time == Approx(1000.5 + 5.0));
+}
+
 TEST_CASE("reports move the global samples while the epochs agree, and a new epoch starts from zero", "[optim]") {
   ProgressTracker tracker(config_of(50), "me", 0.0, 1000.0);
   const double now = 1001.0;

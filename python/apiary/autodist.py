@@ -106,10 +106,17 @@ def _flat(t: torch.Tensor) -> np.ndarray:
 class DistributedOptimizer:
     """The wrapped optimizer ``AutoDist.distribute`` returns: ``step()`` is the strategy's
     synchronized step, ``zero_grad()`` clears the gradients; ``param_groups`` and
-    ``state_dict()`` are the distributed job's."""
+    ``state_dict()`` are the distributed job's.
+
+    A dense parameter's ``.grad`` is a tensor over the job's own gradient memory (as DDP's
+    bucket views): ``backward()`` adds into it and ``step()`` hands it to the strategy
+    without a copy. After ``step()`` it holds what the step left there (for an all-reduced
+    variable, the averaged gradient) until ``zero_grad()``. A ``.grad`` the trainer
+    replaces, or sets to None (``zero_grad(set_to_none=True)``), is copied at the next step
+    instead, and the parameter's ``.grad`` is the job's memory again after it."""
 
     def __init__(self, autodist: "AutoDist", job: Any, named: List[Tuple[str, torch.nn.Parameter]],
-                 optimizer: torch.optim.Optimizer):
+                 optimizer: torch.optim.Optimizer, sparse: Sequence[str] = ()):
         self._autodist = autodist
         self._job = job
         self._named = named
@@ -122,6 +129,14 @@ class DistributedOptimizer:
         # The parameters' memory, which each pull overwrites in place.
         self._views = {name: _flat(p.data) for name, p in named}
         self._zeros: Dict[str, np.ndarray] = {}
+        # The dense gradients live in the job's own memory (as DDP's live in its buckets):
+        # each dense parameter's .grad is a tensor over it, which backward() adds into and
+        # step() lends to the job without a copy. A .grad replaced by the trainer (or set to
+        # None) is copied instead.
+        self._dense = [(n, p) for n, p in named if n not in set(sparse)]
+        self._arrays: Dict[str, np.ndarray] = {}
+        self._bound: Dict[str, torch.Tensor] = {}
+        self._bind_gradients(keep_grads=True)
         # Seconds the last step() spent gathering the gradients, pushing them (the
         # strategy's reduction included) and pulling the next parameters.
         self.last_step_seconds: Dict[str, float] = {}
@@ -149,11 +164,37 @@ class DistributedOptimizer:
                 p.grad.detach_()
                 p.grad.zero_()
 
+    def _bind_gradients(self, keep_grads: bool) -> None:
+        """Points each dense parameter's .grad at the job's gradient memory, copying the
+        current .grad there when `keep_grads` (never after the memory moved: the old .grad
+        was over it)."""
+        self._arrays = self._job.gradient_arrays({n: p.numel() for n, p in self._dense})
+        self._bound = {}
+        with torch.no_grad():
+            for name, p in self._dense:
+                # A tensor of its own over the memory (not a torch view: zero_grad detaches it).
+                view = torch.from_numpy(self._arrays[name].reshape(tuple(p.shape)))
+                if keep_grads and p.grad is not None and not p.grad.is_sparse:
+                    view.copy_(p.grad)
+                p.grad = view
+                self._bound[name] = view
+
+    def _rebind_gradients(self) -> None:
+        """After a step: a dense .grad that was set to None or replaced (and so copied on
+        push) points at the job's memory again, which holds what the step left."""
+        for name, p in self._dense:
+            if p.grad is not self._bound[name]:
+                p.grad = self._bound[name]
+
     def _gradients(self) -> Tuple[Dict[str, np.ndarray], Dict[str, Tuple[np.ndarray, np.ndarray]]]:
-        """Dense gradients by name, and the sparse ones as (rows, values)."""
+        """Dense gradients by name (the job's own arrays where .grad is still bound to
+        them), and the sparse ones as (rows, values)."""
         grads, rows = {}, {}
         for name, p in self._named:
             g = p.grad
+            if g is not None and g is self._bound.get(name):
+                grads[name] = self._arrays[name]
+                continue
             if g is None:
                 if name not in self._zeros:
                     self._zeros[name] = np.zeros(p.numel(), dtype=np.float32)
@@ -178,7 +219,10 @@ class DistributedOptimizer:
         started = time.perf_counter()
         grads, rows = self._gradients()
         gathered = time.perf_counter()
-        self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows, self._learning_rate())
+        if self._job.push(grads, float(1.0 if batch_size is None else batch_size), rows, self._learning_rate()):
+            self._bind_gradients(keep_grads=False)  # the job's gradient memory moved
+        else:
+            self._rebind_gradients()
         pushed = time.perf_counter()
         self.version = self._job.pull(self._views)
         self.last_step_seconds = dict(gradients=gathered - started, push=pushed - gathered,
@@ -290,7 +334,8 @@ class AutoDist:
             self.shutdown()
             raise ValueError(f"the launcher started {self.world_size} processes, but the strategy has {replicas} "
                              f"replicas (the resource spec's devices)")
-        self.optimizer = DistributedOptimizer(self, self._native, named, optimizer)
+        self.optimizer = DistributedOptimizer(self, self._native, named, optimizer,
+                                              sparse=[n for n, _, is_sparse in variables if is_sparse])
         # The first step's parameters: replica 0's, or the PS's.
         self._native.pull(self.optimizer._views)
         return self.optimizer

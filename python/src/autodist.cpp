@@ -143,14 +143,38 @@ struct PyAutoDistJob {
     return version;
   }
 
+  /// Arrays over this job's own gradient vectors (name -> number of values, dense variables),
+  /// `owner` (this job's Python object) their base: a trainer that lets backward() write
+  /// its gradients there pushes them without a copy. A vector of another size is made
+  /// anew, zeroed; one of that size keeps its values.
+  py::dict gradient_arrays(const py::object& owner, const std::map<std::string, std::size_t>& sizes) {
+    py::dict out;
+    for (const auto& [name, size] : sizes) {
+      if (names.count(name) == 0) throw py::key_error("the job has no variable " + name);
+      auto& v = grads[name];
+      if (v.size() != size) v.assign(size, 0.0f);
+      out[py::str(name)] = py::array_t<float>({static_cast<py::ssize_t>(size)}, {sizeof(float)}, v.data(), owner);
+    }
+    return out;
+  }
+
   /// Pushes the gradients of `given` (name -> array) and the sparse ones of `rows` (name ->
   /// (int64 row indices, float32 values, row after row)), every variable once, from
-  /// `samples` examples.
-  void push(const py::dict& given, double samples, const py::dict& rows, double learning_rate) {
+  /// `samples` examples. An array over this job's own vector (gradient_arrays) is lent
+  /// as it is; any other is copied. Returns whether a lent vector's memory moved during
+  /// the step (the arrays over it are then stale and must be asked for again).
+  bool push(const py::dict& given, double samples, const py::dict& rows, double learning_rate) {
     std::vector<std::pair<std::vector<float>*, Buffer>> sources;
+    std::vector<std::pair<std::string, const float*>> lent;  // by name: the step may return other map nodes
     for (const auto& [key, value] : given) {
       const auto name = key.cast<std::string>();
-      sources.emplace_back(&grads[name], buffer_of(name, value, false));
+      auto& to = grads[name];
+      const Buffer from = buffer_of(name, value, false);
+      if (from.data == to.data() && from.size == to.size() && from.size > 0) {
+        lent.emplace_back(name, to.data());
+      } else {
+        sources.emplace_back(&to, from);
+      }
     }
     std::map<std::string, core::ps::SparseGradient> sparse;
     for (const auto& [key, value] : rows) {
@@ -172,6 +196,12 @@ struct PyAutoDistJob {
       st = get().push_lent(grads, samples, std::move(sparse), static_cast<float>(learning_rate));
     }
     if (!st) raise(st.error());
+    bool moved = false;
+    for (const auto& [name, data] : lent) {
+      const auto it = grads.find(name);
+      moved = moved || it == grads.end() || it->second.data() != data;
+    }
+    return moved;
   }
 };
 
@@ -253,11 +283,19 @@ void bind_autodist(py::module_& m) {
            py::arg("mode") = "tcp")
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
+      .def(
+          "gradient_arrays",
+          [](py::object self, const std::map<std::string, std::size_t>& sizes) {
+            return self.cast<PyAutoDistJob&>().gradient_arrays(self, sizes);
+          },
+          py::arg("sizes"),
+          "float32 arrays (zeros) over the job's own gradient memory, name -> array for sizes (name -> values); "
+          "push() lends an array of these without copying it.")
       .def("push", &PyAutoDistJob::push, py::arg("gradients"), py::arg("samples"), py::arg("rows") = py::dict(),
            py::arg("learning_rate") = 0.0,
            "Pushes every variable's gradient (name -> float32 array; a sparse one as rows: name -> (int64 rows, "
            "float32 values)) from samples examples, updated at learning_rate (0: the configured one); returns once "
-           "applied.")
+           "applied, with whether the memory of gradient_arrays() moved (ask for them again).")
       .def("leave",
            [](PyAutoDistJob& self) {
              Status st = ok_status();

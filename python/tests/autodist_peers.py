@@ -93,6 +93,9 @@ def main() -> int:
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
     parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
     parser.add_argument("--schedule", action="store_true", help="a StepLR schedule on the optimizer")
+    parser.add_argument("--grads", default="bound", choices=["bound", "mixed"],
+                        help="mixed: odd steps set the gradients to None before backward, steps 2, 6, ... "
+                             "replace each .grad by a copy after it (both copied on push)")
     parser.add_argument("--serve", help="serve these PS devices (comma-separated) of the first builder's job until "
                                         "killed")
     args = parser.parse_args()
@@ -117,16 +120,22 @@ def main() -> int:
         opt = ad.distribute(model, torch_opt)
         # A schedule on the torch optimizer: each step runs at its rate of the moment.
         schedule = make_schedule(torch_opt) if args.schedule else None
-        losses, versions = [], []
+        losses, versions, bound = [], [], []
         started = time.monotonic()
         try:
             for step in range(args.steps):
                 if step == args.die_at_step:
                     os._exit(3)
                 x, ids, y = batch(data, args.first_step + step, opt.num_replicas, rank, args.batch)
-                opt.zero_grad()
+                opt.zero_grad(set_to_none=args.grads == "mixed" and step % 2 == 1)
                 loss = torch.nn.functional.cross_entropy(model(x, ids), y)
                 loss.backward()
+                if args.grads == "mixed" and step % 4 == 2:
+                    for p in model.parameters():
+                        p.grad = p.grad.clone()
+                # Whether every dense gradient is the job's own memory (pushed without a copy).
+                bound.append(all(p.grad is not None and p.grad.data_ptr() == opt._arrays[n].ctypes.data
+                                 for n, p in model.named_parameters() if n in opt._arrays))
                 if args.step_sleep:
                     time.sleep(args.step_sleep)
                 opt.step()
@@ -145,7 +154,8 @@ def main() -> int:
         params = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
         np.savez(os.path.join(args.out, f"{name}.{rank}.npz"), **params)
         with open(os.path.join(args.out, f"{name}.{rank}.json"), "w") as f:
-            json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses, versions=versions), f)
+            json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses, versions=versions,
+                           bound=bound), f)
         ad.shutdown()
     return 0
 

@@ -125,6 +125,10 @@ def test_every_builder_equals_single_process_sgd(tmp_path):
     # sums in another order differ in the last bits only.
     check_equal(tmp_path, BUILDERS, reference("sgd", 6), atol=1e-5)
     summaries = {name: json.load(open(os.path.join(tmp_path, f"{name}.0.json")))["summary"] for name in BUILDERS}
+    # backward() wrote every dense gradient into the job's own memory, pushed without a copy.
+    for name in BUILDERS:
+        for rank in range(REPLICAS):
+            assert json.load(open(os.path.join(tmp_path, f"{name}.{rank}.json")))["bound"] == [True] * 6, name
     assert "PS embedding.weight (sparse)" in summaries["PS"]
     assert "all-reduce plan" in summaries["AllReduce"] and "PS " not in summaries["AllReduce"]
     # Parallax: the sparse embedding on a PS, the dense layers all-reduced.
@@ -135,6 +139,17 @@ def test_every_builder_equals_single_process_sgd(tmp_path):
     # Rank 0 serves the PS devices (the lowest rank on their host), the others none.
     served = [json.load(open(os.path.join(tmp_path, f"PSLoadBalancing.{r}.json")))["served"] for r in range(REPLICAS)]
     assert served[0] and not any(served[1:])
+
+
+def test_gradients_set_to_none_or_replaced_are_copied(tmp_path):
+    # Odd steps start from gradients set to None, steps 2 and 6 replace them after backward:
+    # those steps push copies, the others the job's own memory; the result is the same.
+    builders = ["PSLoadBalancing", "AllReduce", "Parallax"]
+    codes, logs = run_peers(tmp_path, builders, "sgd", sparse=True, steps=8, extra=["--grads", "mixed"])
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    check_equal(tmp_path, builders, reference("sgd", 8), atol=1e-5)
+    bound = json.load(open(os.path.join(tmp_path, "AllReduce.0.json")))["bound"]
+    assert bound == [True, False, False, False, True, False, False, False]
 
 
 @pytest.mark.parametrize("optimizer,atol", [("momentum", 1e-5), ("adam", 1e-5)])

@@ -174,6 +174,9 @@ inline void land_or_join(Handler& handler, const PeerKey& from, Frame& frame) {
 
 /// Serialized size limit of an envelope (well under UCX's max_am_header of 8140 B).
 inline constexpr std::size_t k_max_envelope_bytes = 4096;
+/// A received envelope of `size` bytes at `data`, decoded; refused (errc::malformed, saying
+/// why) when over k_max_envelope_bytes, not an apiary.pb.Envelope, or of an unknown kind.
+[[nodiscard]] Result<pb::Envelope> decode_envelope(const void* data, std::size_t size);
 /// Longest handle name accepted.
 inline constexpr std::size_t k_max_handle_bytes = 512;
 

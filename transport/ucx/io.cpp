@@ -250,22 +250,17 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   Endpoint& ep = *it->second;
   ep.last_rx = Clock::now();
   if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
-  Frame frame;
-  std::string bad;  // why the envelope is refused, if it is
-  if (header_length > k_max_envelope_bytes) {
-    bad = fmt::format("over the {} byte limit", k_max_envelope_bytes);
-  } else if (!frame.envelope.ParseFromArray(header, static_cast<int>(header_length))) {
-    bad = "not an apiary.pb.Envelope";
-  } else if (frame.envelope.kind() == pb::FRAME_UNSPECIFIED || !pb::FrameKind_IsValid(frame.envelope.kind())) {
-    bad = fmt::format("unknown frame kind {}", static_cast<int>(frame.envelope.kind()));
-  }
-  if (!bad.empty()) {
+  Result<pb::Envelope> decoded = decode_envelope(header, header_length);
+  if (!decoded.ok()) {
     ++self->counters_.malformed;
     // Answer on the same connection; the frame itself is dropped.
     self->replies_.emplace_back(ep.key, error_frame(0, false,
-        make_error(errc::malformed, "malformed envelope of {} bytes from {}: {}", header_length, ep.key, bad)));
+        make_error(errc::malformed, "malformed envelope of {} bytes from {}: {}", header_length, ep.key,
+                   decoded.error().message)));
     return UCS_OK;
   }
+  Frame frame;
+  frame.envelope = std::move(*decoded);
   ++self->counters_.received;
   self->counters_.bytes_received += header_length + length;
   const auto kind = frame.envelope.kind();

@@ -20,9 +20,13 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DAPIARY_FUZZ=ON -DAPIARY_BUILD_TESTS=OFF -DAPIARY_PYTHON=OFF \
   -DAPIARY_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-fuzz -j "${APIARY_JOBS:-2}" --target fuzz_all
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=($(ls fuzz/*.cpp | xargs -n1 basename | sed 's/\.cpp$//'))
+if [ ${#TARGETS[@]} -gt 0 ]; then   # only the targets asked for are built
+  cmake --build build-fuzz -j "${APIARY_JOBS:-2}" --target "${TARGETS[@]}"
+else
+  cmake --build build-fuzz -j "${APIARY_JOBS:-2}" --target fuzz_all
+  TARGETS=($(ls fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//'))
+fi
 mkdir -p build-fuzz/crashes
 failed=0
 for t in "${TARGETS[@]}"; do

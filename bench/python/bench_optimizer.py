@@ -1,7 +1,7 @@
 """The collaborative Optimizer through one implementation's API, after hivemind's
 benchmark_optimizer.py scaled to a small machine: --peers peers in processes of their
 own (the last --clients of them in client mode) train one MLP on scikit-learn's digits
-(75/25 split, random_state=0; every peer starts from the same seed-0 model and samples
+(75/25 split, random_state=0; every peer starts from the same model, torch seed --seed, and samples
 batches from its own shard of the training three quarters) with SGD(momentum 0.9), an
 epoch per --target-batch-size samples of the swarm, reuse_grad_buffers and
 average_state_every=1 as in hivemind's benchmark. Peers have batch sizes spread over
@@ -57,11 +57,11 @@ LOOPBACK = "/ip4/127.0.0.1/tcp/0"
 RUN_ID = "bench_optimizer"
 
 
-def mlp(hidden: int):
-    """The model every peer starts from: 64 -> hidden -> 10, seed 0."""
+def mlp(hidden: int, seed: int = 0):
+    """The model every peer starts from: 64 -> hidden -> 10, from torch seed `seed`."""
     import torch
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
 
@@ -95,11 +95,11 @@ def train(impl: str, index: int, cfg: dict, initial_peers, first_up, all_up):
         mp.set_start_method("fork", force=True)
     hm = load(impl)
     x, y, x_test, y_test = digits(index, cfg["peers"])
-    model = mlp(cfg["hidden"])
+    model = mlp(cfg["hidden"], cfg["seed"])
     batch_size, batch_time = peer_shape(index, cfg["peers"], cfg["batch_time_min"], cfg["batch_time_max"])
     client = index >= cfg["peers"] - cfg["clients"]
-    rng = random.Random(index)
-    batches = torch.Generator().manual_seed(index + 1)
+    rng = random.Random(index + 1000 * cfg["seed"])
+    batches = torch.Generator().manual_seed(index + 1 + 1000 * cfg["seed"])
     if index > 0 and not first_up.wait(cfg["warmup_seconds"]):
         print(f"[peer {index}] {impl}: peer 0 not up after {cfg['warmup_seconds']} s; joining anyway", file=sys.stderr)
 
@@ -261,6 +261,8 @@ def main():
     parser.add_argument("--max-seconds", type=float, default=240.0, help="wall-clock cap on the training")
     parser.add_argument("--warmup-seconds", type=float, default=120.0, help="cap on the peers' start")
     parser.add_argument("--accuracy", type=float, default=0.9, help="the held-out accuracy to time")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the initial model's torch seed; each peer's batch order and compute times too")
     parser.add_argument("--lr", type=float, default=0.5)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--matchmaking-time", type=float, default=1.0)
@@ -276,7 +278,7 @@ def main():
         parser.error("expected 0 <= --clients < --peers: peer 0 must serve (the others load its state)")
     warnings.simplefilter("ignore")
     hm = load(args.impl)
-    cfg = dict(peers=args.peers, clients=args.clients, target_batch_size=args.target_batch_size, epochs=args.epochs,
+    cfg = dict(seed=args.seed, peers=args.peers, clients=args.clients, target_batch_size=args.target_batch_size, epochs=args.epochs,
                max_seconds=args.max_seconds, warmup_seconds=args.warmup_seconds, accuracy=args.accuracy, lr=args.lr,
                hidden=args.hidden, matchmaking_time=args.matchmaking_time, averaging_timeout=args.averaging_timeout,
                batch_time_min=args.batch_time_min, batch_time_max=args.batch_time_max,
@@ -324,7 +326,7 @@ def main():
             print(f"peer {index} shutdown: {shutdowns.get(index, 'did not finish in time (killed)')}", file=sys.stderr)
     succeeded = sum(1 for index in done if shutdowns.get(index) == "ok")
     base = {"bench": "optimizer", "peers": args.peers}
-    shape = dict(clients=args.clients, target_batch_size=args.target_batch_size, max_epochs=args.epochs,
+    shape = dict(seed=args.seed, clients=args.clients, target_batch_size=args.target_batch_size, max_epochs=args.epochs,
                  delayed_updates=args.delayed_updates)
     lead = done.get(0)
     if lead is None:

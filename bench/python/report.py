@@ -5,6 +5,7 @@ collaborative Optimizer's figures (bench_optimizer.py) get a table of their own.
 import glob
 import json
 import os
+import statistics
 import sys
 
 LOWER_IS_BETTER = ("_ms", "_s", "bytes", "mse")
@@ -66,39 +67,63 @@ OPTIMIZER_ROWS = [
 
 
 def optimizer_table(folder):
-    """The collaborative Optimizer (optimizer.apiary, optimizer.hivemind): its figures by
-    family, apiary beside hivemind, with the ratio; a figure one side lacks shows '-'."""
-    runs = {}
-    for impl in ("apiary", "hivemind"):
-        path = os.path.join(folder, "optimizer." + impl)
-        runs[impl] = {r.get("workload"): r for r in records(path) if r.get("bench") == "optimizer"} if os.path.exists(
-            path) else {}
+    """The collaborative Optimizer (optimizer_s<SEED>.apiary / .hivemind, one run per seed;
+    optimizer.<impl> counts as seed 0): each figure's median over the seeds, apiary beside
+    hivemind with the ratio, then the time to the target accuracy of each seed. A seed
+    that never reached the target counts as the slowest. A figure one side lacks shows '-'."""
+    runs = {"apiary": {}, "hivemind": {}}  # impl -> seed -> workload -> record
+    for impl in runs:
+        for path in sorted(glob.glob(os.path.join(folder, f"optimizer*.{impl}"))):
+            name = os.path.basename(path).rsplit(".", 1)[0]
+            seed = int(name[len("optimizer_s"):]) if name.startswith("optimizer_s") else 0
+            runs[impl][seed] = {r.get("workload"): r for r in records(path) if r.get("bench") == "optimizer"}
     if not any(runs.values()):
         return
-    shape = runs["apiary"].get("epochs") or runs["hivemind"].get("epochs") or {}
-    target = (runs["apiary"].get("accuracy") or runs["hivemind"].get("accuracy") or {}).get("target", "?")
+    first = [by_workload for impl in runs for by_workload in runs[impl].values()]
+    shape = next((r["epochs"] for r in first if "epochs" in r), {})
+    target = next((r["accuracy"].get("target") for r in first if "accuracy" in r), "?")
+    seeds = sorted(set(runs["apiary"]) | set(runs["hivemind"]))
     print()
     print(f"optimizer: {shape.get('peers', '?')} peers ({shape.get('clients', '?')} in client mode), "
           f"target_batch_size {shape.get('target_batch_size', '?')}, up to {shape.get('max_epochs', '?')} epochs"
-          f"{', delayed updates' if shape.get('delayed_updates') else ''}")
+          f"{', delayed updates' if shape.get('delayed_updates') else ''}; median over seeds "
+          f"{', '.join(map(str, seeds))}")
     print(f"{'figure':34} {'apiary':>12} {'hivemind':>12} {'hivemind/apiary':>16}")
-    for impl in ("apiary", "hivemind"):
+    for impl in runs:
         if not runs[impl]:
             print(f"{'(no result: ' + impl + ')':34}")
-        for family, record in sorted(runs[impl].items(), key=lambda item: str(item[0])):
-            for note in ("error", "bytes_note"):
-                if note in record:
-                    print(f"{impl + ' ' + family + ' ' + note:34} {record[note]}")
-    for family, field, label in OPTIMIZER_ROWS:
-        va, vh = (runs[impl].get(family, {}).get(field) for impl in ("apiary", "hivemind"))
-        label = label.format(target=target)
+        for seed, by_workload in sorted(runs[impl].items()):
+            for family, record in sorted(by_workload.items(), key=lambda item: str(item[0])):
+                for note in ("error", "bytes_note"):
+                    if note in record:
+                        print(f"{impl + ' seed ' + str(seed) + ' ' + family + ' ' + note:34} {record[note]}")
+
+    def median_of(impl, family, field):
+        values = [by_workload.get(family, {}).get(field) for by_workload in runs[impl].values()]
+        if field in ("time_to_target_s", "epoch_at_target"):  # not reached: the slowest
+            values = [float("inf") if v is None and family in by_workload else v
+                      for v, by_workload in zip(values, runs[impl].values())]
+        numbers = sorted(v for v in values if isinstance(v, (int, float)))
+        if not numbers:
+            return next((v for v in values if isinstance(v, str)), None)
+        return statistics.median(numbers)
+
+    def row(label, va, vh):
         if isinstance(va, str) or isinstance(vh, str):
             print(f"{label:34} {str(va)[:12]:>12} {str(vh)[:12]:>12}")
-            continue
-        ratio = f"{vh / va:.2f}x" if isinstance(va, (int, float)) and isinstance(vh, (int, float)) and va else ""
-        fa = "-" if va is None else f"{va:.4g}"
-        fh = "-" if vh is None else f"{vh:.4g}"
+            return
+        finite = [isinstance(v, (int, float)) and v != float("inf") for v in (va, vh)]
+        ratio = f"{vh / va:.2f}x" if all(finite) and va else ""
+        fa = "-" if not finite[0] else f"{va:.4g}"
+        fh = "-" if not finite[1] else f"{vh:.4g}"
         print(f"{label:34} {fa:>12} {fh:>12} {ratio:>16}")
+
+    for family, field, label in OPTIMIZER_ROWS:
+        row(label.format(target=target), median_of("apiary", family, field), median_of("hivemind", family, field))
+    if len(seeds) > 1:
+        for seed in seeds:
+            va, vh = (runs[impl].get(seed, {}).get("accuracy", {}).get("time_to_target_s") for impl in runs)
+            row(f"seconds to accuracy {target}, seed {seed}", va, vh)
 
 
 def python_overhead(folder):

@@ -40,7 +40,8 @@ for w in "${WORKLOADS[@]}"; do
             echo "== step${p}x${m}: apiary C++" >&2  # the same swarm through api::Averager, no Python
             timeout 900 build/bin/apiary_averager_step_bench --peers $p --mib $m --rounds 10 >"$OUT/step${p}x${m}.cpp" 2>&1 || true
           done; done ;;
-    optimizer) both optimizer bench_optimizer.py ;;  # 8 peer processes, up to 240 s of training each
+    optimizer) for s in 0 1 2 3 4; do  # 8 peer processes, up to 240 s of training each; a run per seed (time to
+                 both "optimizer_s$s" bench_optimizer.py --seed "$s"; done ;;  # a target depends on the batches drawn)
     moe) for p in minimalistic ffn_small_batch default; do  # the same torch module served and called through
            both "moe_$p" bench_moe.py --preset $p; done ;;      # apiary.moe and hivemind.moe (Python both)
     experts) echo "== experts: apiary and hivemind (apiary bench experts)" >&2  # ~8 min, 3 presets

@@ -17,11 +17,15 @@ bool Barrier::owns_timer(TimerId id) const {
   return id >= config_.id_base && id <= config_.id_base + config_.peers.size();
 }
 
-Call Barrier::ask(std::size_t peer) {
+Call Barrier::ask(TimePoint now, std::size_t peer) {
   const CallId id = next_call_++;
   calls_[id] = peer;
+  // The ask lives until the round's deadline: a member behind holds it, and its answer is
+  // the only word this member gets from it (having been asked, it does not ask back, and
+  // may leave once everyone answered it). An ask that timed out earlier would leave this
+  // member re-asking one that is gone.
   return unary_call(id, config_.peers[peer], config_.handle, fmt::format("{} {}", round_level_, config_.self),
-                    config_.call_timeout);
+                    std::max(config_.call_timeout, deadline_ - now));
 }
 
 Effects Barrier::start(TimePoint now, std::uint64_t level, TimePoint deadline) {
@@ -38,11 +42,10 @@ Effects Barrier::start(TimePoint now, std::uint64_t level, TimePoint deadline) {
   for (std::size_t p = 0; p < answered_.size(); ++p) answered_[p] = p == config_.self || peer_level_[p] > level;
   // Ask every other member; the round ends when all answered or at the deadline.
   for (std::size_t p = 0; p < config_.peers.size(); ++p) {
-    if (!answered_[p]) fx.push_back(ask(p));
+    if (!answered_[p]) fx.push_back(ask(now, p));
   }
   fx.push_back(SetTimer{config_.id_base + config_.peers.size(), deadline});
   maybe_finish(fx);
-  (void)now;
   return fx;
 }
 
@@ -118,7 +121,7 @@ Effects Barrier::on_timer(TimePoint now, TimerId id) {
   if (finished_ || !owns_timer(id)) return fx;
   const std::size_t which = static_cast<std::size_t>(id - config_.id_base);
   if (which < config_.peers.size()) {
-    if (!answered_[which]) fx.push_back(ask(which));
+    if (!answered_[which]) fx.push_back(ask(now, which));
     return fx;
   }
   // The deadline: name every member that never answered.

@@ -12,7 +12,8 @@
 /// that asked is not asked back (it may have left once everyone answered it). A call
 /// that fails (peer not listening yet, broken connection) is retried after `retry`
 /// until the round's deadline; the round then fails with errc::deadline_exceeded naming
-/// the members that never answered.
+/// the members that never answered. An ask waits until the round's deadline (at least
+/// `call_timeout`): a member behind holds it, and answers it once it gets there.
 ///
 /// Pure: time comes in as `now`; calls, replies and timers go out as effects. Call ids
 /// are config.id_base + 2 + peer count + a counter; timer ids are config.id_base + peer
@@ -36,7 +37,7 @@ struct BarrierConfig {
   std::string handle;                               ///< the service handle every member serves
   std::uint64_t id_base = 0;                        ///< added to every call and timer id
   Duration retry = std::chrono::milliseconds(50);   ///< pause before re-asking a member
-  Duration call_timeout = std::chrono::seconds(2);  ///< deadline of one ask
+  Duration call_timeout = std::chrono::seconds(2);  ///< shortest deadline of one ask (else: the round's)
 };
 
 /// One member's side of a sequence of barrier rounds.
@@ -68,7 +69,7 @@ class Barrier {
   [[nodiscard]] const Status& status() const { return status_; }
 
  private:
-  [[nodiscard]] Call ask(std::size_t peer);
+  [[nodiscard]] Call ask(TimePoint now, std::size_t peer);
   void maybe_finish(Effects& fx);
   void finish(Effects& fx, Status status);
 

@@ -99,3 +99,41 @@ TEST_CASE("a member that asked at the level is not asked back, even after it lef
   CHECK(b.on_response(t0 + 2ms, calls[0].id, make_error(errc::peer_down, "gone")).empty());
   CHECK(b.status().ok());
 }
+
+TEST_CASE("an ask waits for a member behind until the round's deadline, not a call timeout", "[collective][unit]") {
+  // Member 0 asks member 2, which is behind and holds the ask. When member 2 gets there, its
+  // answer to that ask is all member 0 will hear from it: member 2 does not ask back a
+  // member that asked, and may leave at once. An ask that had timed out after
+  // call_timeout would leave member 0 re-asking a member that is gone.
+  auto a = member(0);
+  auto c = member(2);
+  const core::TimePoint t0{};
+  CHECK(a.reach(6).empty());
+  auto asks = all_of<core::Call>(a.start(t0, 6, t0 + 60s));
+  REQUIRE(asks.size() == 2);
+  CHECK(asks[1].peer == "/ip4/127.0.0.1/tcp/3"_addr);
+  CHECK(asks[1].timeout == 60s);
+  CHECK(c.on_request(t0 + 1ms, 9, asks[1].request).empty());  // held: member 2 is at level 5
+  // 10 s later (past call_timeout) member 2 gets there: it answers the held ask and needs
+  // no ask back from member 0, which asked; it meets member 1 and is done.
+  auto held = all_of<core::Reply>(c.reach(6));
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].request == 9);
+  auto c_asks = all_of<core::Call>(c.start(t0 + 10s, 6, t0 + 70s));
+  REQUIRE(c_asks.size() == 1);
+  CHECK(c_asks[0].peer == "/ip4/127.0.0.1/tcp/2"_addr);
+  // The answer reaches member 0 on the ask it made 10 s before.
+  (void)a.on_response(t0 + 10s, asks[0].id, std::string("6"));
+  (void)a.on_response(t0 + 10s, asks[1].id, std::string("6"));
+  REQUIRE(a.finished());
+  CHECK(a.status().ok());
+  // A retry after a failed ask gets the time left.
+  auto b = member(1);
+  auto b_asks = all_of<core::Call>(b.start(t0, 1, t0 + 30s));
+  REQUIRE(b_asks.size() == 2);
+  auto timers = all_of<core::SetTimer>(b.on_response(t0 + 5s, b_asks[0].id, make_error(errc::unavailable, "refused")));
+  REQUIRE(timers.size() == 1);
+  auto again = all_of<core::Call>(b.on_timer(timers[0].at, timers[0].id));
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].timeout == 30s - (timers[0].at - t0));
+}

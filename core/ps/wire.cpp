@@ -329,8 +329,8 @@ Status decode_landed_pull_response(std::string_view head, std::size_t landed, Pu
     // The values' tag and length end the head; their bytes are the landed ones.
     const char* at = r.p;
     std::uint64_t tag = 0, size = 0;
-    if (r.varint(tag) && tag == (std::uint64_t{k_field_values} << 3 | k_wire_len)) {
-      if (r.varint(size) && r.p == r.end && size == landed && landed % sizeof(float) == 0) return ok_status();
+    if (r.varint(tag, 5) && (tag & 0xffffffffU) == (std::uint64_t{k_field_values} << 3 | k_wire_len)) {
+      if (r.varint(size, 5) && r.p == r.end && size == landed && landed % sizeof(float) == 0) return ok_status();
       break;
     }
     r.p = at;

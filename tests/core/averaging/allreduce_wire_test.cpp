@@ -77,6 +77,41 @@ TEST_CASE("NONE parts: codecs, code-only answers and bad bytes go to the general
   CHECK_FALSE(av::decode_none_part(std::string("\xff\xff\xff", 3), bad));
 }
 
+TEST_CASE("NONE parts: a tag padded past 5 bytes is malformed, as protobuf has it", "[unit][averaging]") {
+  const std::vector<float> values{1.0f, 2.0f};
+  const std::string good = av::encode_none_part(pb::PART_FOR_AVERAGING, "g", "", values.data(), 2, 1.0);
+  REQUIRE(good[0] == '\x08');  // field 1 (code), varint
+  // The same message with the code's tag written in 6 bytes.
+  const std::string padded = std::string("\x88\x80\x80\x80\x80\x00", 6) + good.substr(1);
+  pb::AveragingData data;
+  CHECK_FALSE(data.ParseFromString(padded));
+  av::PartMessage read;
+  CHECK_FALSE(av::decode_none_part(padded, read));
+  CHECK_FALSE(av::decode_part_message(padded).ok());
+  // Padded to 5 bytes it is valid.
+  const std::string five = std::string("\x88\x80\x80\x80\x00", 5) + good.substr(1);
+  REQUIRE(data.ParseFromString(five));
+  REQUIRE(av::decode_none_part(five, read));
+  CHECK(read.values == values);
+}
+
+TEST_CASE("a part's group id is read as protobuf reads it, past a 5-byte tag with bits beyond 32",
+          "[unit][averaging]") {
+  const std::vector<float> values{1.0f, 2.0f};
+  // An unknown varint field whose 5-byte tag carries bits past 32 (protobuf drops them:
+  // field 291339643), after the group id.
+  const std::string message = av::encode_none_part(pb::PART_FOR_AVERAGING, "group-7", "", values.data(), 2, 1.0) +
+                              std::string("\xd8\xd7\xd7\xd7\x28\x01", 6);
+  pb::AveragingData data;
+  REQUIRE(data.ParseFromString(message));
+  CHECK(data.group_id() == "group-7");
+  CHECK(av::part_group_id(message) == "group-7");
+  auto decoded = av::decode_part_message(message);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->group_id == "group-7");
+  CHECK(decoded->values == values);
+}
+
 TEST_CASE("NONE parts decode straight into their destination, and only when the size matches",
           "[unit][averaging]") {
   const std::vector<float> values{1.5f, -2.0f, 0.25f, 8.0f};

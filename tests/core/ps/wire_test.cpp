@@ -188,3 +188,27 @@ TEST_CASE("the server sums a direct push in place and refuses a wrong-sized one 
   CHECK(reply->version == 1);
   CHECK(reply->values == std::vector<float>{-1.0F, -2.0F, -4.0F});
 }
+
+TEST_CASE("a tag or length varint padded past 5 bytes is malformed on the direct paths, as protobuf has it") {
+  // Field 1 (shard "w"): its tag 0x0a, then its length 1, one of them padded to 6 bytes.
+  const std::string padded_tag("\x8a\x80\x80\x80\x80\x00\x01w", 8);
+  const std::string padded_length("\x0a\x81\x80\x80\x80\x80\x00w", 8);
+  pb::PsPushRequest m;
+  DensePushView v;
+  for (const auto& bad : {padded_tag, padded_length}) {
+    CHECK_FALSE(m.ParseFromString(bad));
+    CHECK_FALSE(scan_dense_push(bad, v));
+    auto reply = decode_pull_response(bad);
+    REQUIRE_FALSE(reply.ok());
+    CHECK(reply.error().code == errc::malformed);
+  }
+  // Padded to 5 bytes each, the most a 32-bit varint takes: valid, and read directly.
+  const std::string five("\x8a\x80\x80\x80\x00\x81\x80\x80\x80\x00w", 11);
+  REQUIRE(m.ParseFromString(five));
+  REQUIRE(scan_dense_push(five, v));
+  CHECK(v.shard == "w");
+  // A landed pull response's head whose values tag is padded past 5 bytes.
+  PullReply out;
+  CHECK_FALSE(decode_landed_pull_response(std::string("\xaa\x80\x80\x80\x80\x00\x04", 7), 4, out).ok());
+  CHECK(decode_landed_pull_response(std::string("\x2a\x04", 2), 4, out).ok());
+}

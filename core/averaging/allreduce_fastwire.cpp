@@ -130,7 +130,9 @@ bool scan_none_part(std::string_view bytes, PartMessage& out, std::string_view& 
     if (number == 1 && wire == k_wire_varint) out.code = static_cast<pb::MessageCode>(value);
     else if (number == 2 && wire == k_wire_len) out.group_id.assign(field);
     else if (number == 3 && wire == k_wire_len) out.peer_id.assign(field);
-    else if (number == 4 && wire == k_wire_len) tensor = field, has_tensor = true;
+    // A second tensor_part is merged into the first by protobuf (or refused, with the
+    // first malformed): the general path decides.
+    else if (number == 4 && wire == k_wire_len && !has_tensor) tensor = field, has_tensor = true;
     else if (number == 5 && wire == k_wire_fixed64) std::memcpy(&out.weight, &value, 8);
     else return false;  // anything else: the general path decides
   }

@@ -112,6 +112,21 @@ TEST_CASE("a part's group id is read as protobuf reads it, past a 5-byte tag wit
   CHECK(decoded->values == values);
 }
 
+TEST_CASE("NONE parts: a second tensor part goes to the general path, which reads it as protobuf does",
+          "[unit][averaging]") {
+  const std::vector<float> values{1.0f, 2.0f};
+  const std::string good = av::encode_none_part(pb::PART_FOR_AVERAGING, "g", "", values.data(), 2, 1.0);
+  // A malformed tensor part (its buffer's length cut short) before the good message's own.
+  const std::string twice = std::string("\x22\x02\x0a\xff", 4) + good;
+  pb::AveragingData data;
+  CHECK_FALSE(data.ParseFromString(twice));
+  av::PartMessage read;
+  CHECK_FALSE(av::decode_none_part(twice, read));
+  auto decoded = av::decode_part_message(twice);
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(decoded.error().code == apiary::errc::malformed);
+}
+
 TEST_CASE("NONE parts decode straight into their destination, and only when the size matches",
           "[unit][averaging]") {
   const std::vector<float> values{1.5f, -2.0f, 0.25f, 8.0f};

@@ -21,6 +21,7 @@
 #include "core/averaging/group_key.hpp"
 #include "core/collective/exchange_wire.hpp"
 #include "core/optim/progress.hpp"
+#include "core/proto_scan.hpp"
 #include "core/ps/wire.hpp"
 #include "fuzz/fuzz_input.hpp"
 #include "fuzz/service_roles.hpp"
@@ -155,6 +156,22 @@ void fuzz_ps_push(std::string_view bytes) {
   }
 }
 
+/// Whether every shard name (field 1) in a message's top-level fields is UTF-8.
+bool shard_names_utf8(std::string_view bytes) {
+  apiary::core::ProtoReader r{bytes.data(), bytes.data() + bytes.size()};
+  while (r.p < r.end) {
+    std::uint32_t number = 0, wire = 0;
+    std::string_view field;
+    std::uint64_t value = 0;
+    if (!r.field(number, wire, field, value)) return true;
+    if (number == 1 && wire == apiary::core::k_wire_len &&
+        !google::protobuf::internal::IsStructurallyValidUTF8(field.data(), static_cast<int>(field.size()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// A pull response two ways, and encoded again.
 void fuzz_ps_pull(FuzzInput& in) {
   const std::size_t landed = in.pick(4) * 4;
@@ -164,9 +181,10 @@ void fuzz_ps_pull(FuzzInput& in) {
   auto reply = cps::decode_pull_response(bytes);
   apiary::pb::PsPullResponse message;
   const bool parsed = message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
-  // Every encoding protobuf reads is read (the decoder may take a shard name that is not
-  // UTF-8, which protobuf refuses).
+  // Every encoding protobuf reads is read, and nothing else (but a shard name that is not
+  // UTF-8, which protobuf refuses and the decoder does not look at).
   if (parsed && !reply.ok()) __builtin_trap();
+  if (!parsed && reply.ok() && shard_names_utf8(bytes)) __builtin_trap();
   if (!parsed || !reply.ok()) return;
   const cps::PullReply from_protobuf = cps::from_pb(message);
   if (from_protobuf.replica != reply->replica || from_protobuf.step != reply->step ||

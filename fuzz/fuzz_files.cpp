@@ -1,9 +1,9 @@
 // libFuzzer target: the readers of apiary's files and of the small text forms they hold,
 // by the input's first byte: strategies (binary and text protobuf), graph items (JSON),
-// resource specs (YAML), the JSON and YAML readers themselves, identity key files, PS
-// checkpoints, and names read from files and flags (device names, expert uids and
-// patterns, shapes, dtypes, log levels). A strategy, key or checkpoint that reads must
-// write and read again to the same thing.
+// resource specs (YAML), the JSON and YAML readers themselves, identity key files and
+// RSA private keys (DER), PS checkpoints, and names read from files and flags (device
+// names, expert uids and patterns, shapes, dtypes, log levels). A strategy, key or
+// checkpoint that reads must write and read again to the same thing.
 #include <unistd.h>
 
 #include <cstddef>
@@ -23,6 +23,7 @@
 #include "core/strategy/yaml_reader.hpp"
 #include "fuzz/fuzz_input.hpp"
 #include "messages/identity/key_file.hpp"
+#include "messages/identity/rsa.hpp"
 #include "messages/log/log.hpp"
 #include "messages/tensor/dtype.hpp"
 #include "messages/tensor/tensor.hpp"
@@ -74,6 +75,16 @@ const std::string& key_path() {
   static const bool cleanup = std::atexit([] { std::remove(key_path().c_str()); }) == 0;
   (void)cleanup;
   return path;
+}
+
+/// An RSA private key's DER bytes (the keys of hivemind-style record owners).
+void fuzz_rsa_der(std::string_view der) {
+  auto key = apiary::messages::RsaPrivateKey::from_der(der);
+  if (!key.ok()) return;
+  auto again = key->to_der();
+  if (!again.ok()) __builtin_trap();
+  auto back = apiary::messages::RsaPrivateKey::from_der(*again);
+  if (!back.ok() || back->public_key().openssh() != key->public_key().openssh()) __builtin_trap();
 }
 
 void fuzz_key_file(std::string_view bytes) {
@@ -173,7 +184,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (in.pick(5)) {
     case 0: fuzz_strategy(in); break;
     case 1: fuzz_documents(in); break;
-    case 2: fuzz_key_file(in.rest()); break;
+    case 2:
+      if (in.flag()) {
+        fuzz_rsa_der(in.rest());
+      } else {
+        fuzz_key_file(in.rest());
+      }
+      break;
     case 3: fuzz_checkpoint(in.rest()); break;
     default: fuzz_names(in); break;
   }

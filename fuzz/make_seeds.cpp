@@ -31,6 +31,7 @@
 #include "fuzz/role_driver.hpp"
 #include "fuzz/service_roles.hpp"
 #include "messages/identity/key_file.hpp"
+#include "messages/identity/rsa.hpp"
 #include "ping.pb.h"
 
 namespace dht = apiary::core::dht;
@@ -515,11 +516,13 @@ void file_seeds(const std::string& repo) {
   {
     const std::string path = "/tmp/apiary-make-seeds-key";
     if (apiary::messages::save_key_file(path, key_of('\x09'))) {
-      write(t, "key_file", FuzzOutput().byte(2).raw(read_file(path)).str());
+      write(t, "key_file", FuzzOutput().byte(2).flag(false).raw(read_file(path)).str());
     } else {
       ++g_failures;
     }
     std::filesystem::remove(path);
+    const auto rsa = must(apiary::messages::RsaPrivateKey::generate(1024), "RSA key");
+    write(t, "rsa_der", FuzzOutput().byte(2).flag(true).raw(must(rsa.to_der(), "RSA DER")).str());
   }
   {
     std::vector<cps::VariablePlan> variables(2);

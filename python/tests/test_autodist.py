@@ -314,6 +314,8 @@ def test_bad_arguments(tmp_path):
         apiary.autodist.AutoDist(os.path.join(tmp_path, "missing.yml"))
     with pytest.raises(TypeError):
         apiary.autodist.AutoDist(SPEC, "PS")
+    with pytest.raises(ValueError, match="expected transport 'tcp' or 'shm', got 'rdma'"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), transport="rdma")
     port = free_port_range()
     with pytest.raises(ValueError, match="rank 7 is not a replica of the strategy, which has 4"):
         apiary.autodist.AutoDist(SPEC, strategies.PS(), rank=7, port=port).distribute(model, sgd)

@@ -15,6 +15,17 @@ namespace {
 
 constexpr DhtTime k_infinity = std::numeric_limits<DhtTime>::infinity();
 
+/// When a timer for DHT time `t` fires, on a clock whose DHT time is `epoch` at its zero:
+/// saturated to what a TimePoint holds (about 292 years), since `t` comes from a peer's
+/// expiration and may be any double (from_seconds of one beyond it is undefined).
+TimePoint timer_at(DhtTime t, double epoch) {
+  constexpr double k_limit = 9.2e9;  // seconds; TimePoint::max() is 9.22e9 s
+  const double s = t - epoch;
+  if (!(s < k_limit)) return TimePoint::max();  // NaN too: never
+  if (s <= -k_limit) return TimePoint::min();
+  return from_seconds(s);
+}
+
 /// Folds `incoming` into `best` (hivemind's _SearchState.add_candidate): two dictionaries
 /// merge subkey by subkey (newest wins per subkey); otherwise the later expiration wins.
 void fold(DhtTime now, std::optional<Candidate>& best, Candidate incoming) {
@@ -233,7 +244,7 @@ void Node::schedule_refresh(TimePoint now, const NodeId& key, DhtTime expiration
   (void)it;
   DhtTime first = k_infinity;
   for (auto& [k, when] : refresh_queue_) first = std::min(first, when);
-  fx_.push_back(SetTimer{k_cache_refresh_timer, std::max(now, from_seconds(first - dht_epoch_))});
+  fx_.push_back(SetTimer{k_cache_refresh_timer, std::max(now, timer_at(first, dht_epoch_))});
 }
 
 void Node::run_refresh(TimePoint now) {
@@ -257,7 +268,7 @@ void Node::run_refresh(TimePoint now) {
   if (!refresh_queue_.empty()) {
     DhtTime first = k_infinity;
     for (auto& [k, when] : refresh_queue_) first = std::min(first, when);
-    fx_.push_back(SetTimer{k_cache_refresh_timer, std::max(now, from_seconds(first - dht_epoch_))});
+    fx_.push_back(SetTimer{k_cache_refresh_timer, std::max(now, timer_at(first, dht_epoch_))});
   }
 }
 

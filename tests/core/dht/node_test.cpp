@@ -318,6 +318,40 @@ TEST_CASE("a get caches the value locally and on the nearest node that lacked it
   CHECK(reader->stats().cache_refreshes == 1);
 }
 
+TEST_CASE("a cached value expiring past the clock's range is refreshed at the end of time, not at once") {
+  std::mt19937_64 rng(47);
+  NodeNetwork net;
+  NodeConfig config;
+  config.protocol.num_replicas = 1;
+  auto nodes = swarm(net, 6, rng, config);
+  const NodeId key = NodeId::of_str_key("far");
+  // Any expiration may come from a peer; 1e12 s is past what a TimePoint holds (9.2e9 s).
+  REQUIRE(net.store(*nodes[0], {regular("far", pack_str("v"), 1e12)}, true).stored[0]);
+  Node* reader = nullptr;
+  for (Node* n : nodes) {
+    if (!n->protocol().storage().contains(net.dht_now(), key)) reader = n;
+  }
+  REQUIRE(reader != nullptr);
+  CHECK(regular_value(net.get(*reader, {key}).found[0]) == pack_str("v"));  // now cached
+  // Served from the cache, the get arms the refresh timer: not due now (a timer due at
+  // once found nothing to refresh and re-armed itself at once, forever).
+  const apiary::core::OpId op = 1000;
+  auto fx = reader->get(net.now(), op, {key});
+  bool armed = false;
+  for (const auto& effect : fx) {
+    if (const auto* t = std::get_if<apiary::core::SetTimer>(&effect)) {
+      armed = true;
+      CHECK(t->at > net.now() + std::chrono::hours(24 * 365));
+    }
+  }
+  CHECK(armed);
+  CHECK(regular_value(net.finish(*reader, op, std::move(fx)).found[0]) == pack_str("v"));
+  CHECK(reader->refresh_queue_size() == 1);
+  net.advance(std::chrono::seconds(60));
+  CHECK(reader->refresh_queue_size() == 1);
+  CHECK(reader->stats().cache_refreshes == 0);
+}
+
 TEST_CASE("a newly joined node nearer to a stored key receives it") {
   std::mt19937_64 rng(43);
   NodeNetwork net;

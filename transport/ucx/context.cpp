@@ -61,6 +61,17 @@ Result<Context> Context::create(Mode mode, const std::string& net_device) {
     st = ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
     if (st != UCS_OK) return ucx_error(errc::internal, "setting NET_DEVICES", st);
   }
+  // Endpoints are named on the wire by indirect ids, whatever the error mode. With direct
+  // ids (UCX's choice for error mode NONE, i.e. shared-memory lanes) an active message
+  // that arrives for an endpoint this process already closed (a peer's keepalive while the
+  // transport shuts down) names freed memory, and UCX 1.13 asserts when that memory is
+  // now another worker's endpoint (`(*ep_p)->worker == worker`, in a process that runs
+  // several transports, such as a replica that serves PS devices). An indirect id that is
+  // gone only drops the message.
+  if (std::getenv("UCX_PROTO_INDIRECT_ID") == nullptr) {
+    st = ucp_config_modify(config, "PROTO_INDIRECT_ID", "on");
+    if (st != UCS_OK) return ucx_error(errc::internal, "setting PROTO_INDIRECT_ID", st);
+  }
   // tcp: tcp lanes only (PEER error mode). shm: shared memory for same-host peers;
   // the sockaddr connection manager still needs tcp in the list.
   const char* tls = mode == Mode::tcp ? "tcp" : "tcp,sm,self";

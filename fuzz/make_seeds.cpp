@@ -384,8 +384,7 @@ void service_seeds() {
     auto role = fz::make_service(Service::averager);
     const std::size_t join = handle_index(*role.role, av::k_join_handle);
     const std::size_t part = handle_index(*role.role, av::k_aggregate_part_handle);
-    FuzzOutput out;
-    out.byte(kind(Service::averager));
+    FuzzOutput out;  // the steps, after the kind byte
     fz::write_local_call(out).byte(0).bytes(av::wrap_gather(std::nullopt, av::AveragingMode::node, "g"))
         .byte(1).byte(0).raw(std::string(6, '\x08')).byte(0).byte(0);
     fz::write_local_reply(out, 0);
@@ -408,7 +407,8 @@ void service_seeds() {
                            "part"));
     fz::write_advance(out, 500);
     fz::write_timer(out, 0);
-    write(t, "averager", out.str());
+    write(t, "averager", FuzzOutput().byte(kind(Service::averager)).raw(out.str()).str());
+    write(t, "averager_powersgd", FuzzOutput().byte(kind(Service::averager_powersgd)).raw(out.str()).str());
   }
   {  // state: a peer downloads this one's state; this one downloads a donor's
     FuzzOutput out;

@@ -32,7 +32,9 @@ namespace apiary::fuzz {
 inline constexpr double k_services_dht_now = 1764517126.5;
 
 /// The roles, in the order of the input's choice byte.
-enum class Service : std::uint8_t { ping, ps_server, ps_proxy, ps_client, collective, averager, state, progress, count };
+enum class Service : std::uint8_t {
+  ping, ps_server, ps_proxy, ps_client, collective, averager, state, progress, averager_powersgd, count
+};
 
 /// A role with its Ask answers and local calls.
 struct DrivenRole {
@@ -261,10 +263,13 @@ inline std::optional<core::LocalCall> averager_call(FuzzInput& in, core::OpId op
   }
 }
 
-inline DrivenRole make_averager() {
+/// An averager; `powersgd`: averaging by PowerSGD, its first tensor (4 values) a 2 x 2
+/// matrix of rank 1.
+inline DrivenRole make_averager(bool powersgd = false) {
   core::averaging::AveragerRoleConfig config;
   config.peer_id = self_addr().multiaddr();
   config.dht_epoch = k_services_dht_now - 1000;
+  if (powersgd) config.powersgd = core::averaging::PowerSgdConfig{1, {{2, 2}, {0, 0}}, 5};
   std::uint64_t state = 7;
   return {std::make_unique<core::averaging::AveragerRole>(config, [state]() mutable { return state += 0x9e3779b97f4a7c15ULL; }),
           dht_answer, averager_call};
@@ -344,6 +349,7 @@ inline DrivenRole make_service(Service service) {
     case Service::collective: return make_collective();
     case Service::averager: return make_averager();
     case Service::state: return make_state();
+    case Service::averager_powersgd: return make_averager(true);
     default: return make_progress();
   }
 }

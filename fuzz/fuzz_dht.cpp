@@ -25,7 +25,7 @@
 #include "fuzz/fuzz_input.hpp"
 #include "fuzz/role_driver.hpp"
 #include "messages/identity/rsa.hpp"
-#include <google/protobuf/stubs/logging.h>
+#include "fuzz/quiet_protobuf.hpp"
 
 namespace dht = apiary::core::dht;
 using apiary::fuzz::FuzzInput;
@@ -229,11 +229,6 @@ void fuzz_node(FuzzInput& in) {
 
 }  // namespace
 
-// protobuf logs every string field that is not UTF-8; the fuzzer makes many.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);

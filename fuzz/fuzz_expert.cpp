@@ -15,7 +15,7 @@
 #include "core/moe/stream_chunks.hpp"
 #include "messages/tensor/codec.hpp"
 #include "runtime.pb.h"
-#include <google/protobuf/stubs/logging.h>
+#include "fuzz/quiet_protobuf.hpp"
 
 namespace moe = apiary::core::moe;
 using apiary::Buffer;
@@ -38,11 +38,6 @@ std::vector<Buffer> messages_of(std::string_view input) {
 
 }  // namespace
 
-// protobuf logs every string field that is not UTF-8; the fuzzer makes many.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -27,8 +27,8 @@
 #include "messages/log/log.hpp"
 #include "messages/tensor/dtype.hpp"
 #include "messages/tensor/tensor.hpp"
-#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/message_differencer.h>
+#include "fuzz/quiet_protobuf.hpp"
 
 namespace cs = apiary::core::strategy;
 namespace cps = apiary::core::ps;
@@ -173,11 +173,6 @@ void fuzz_names(FuzzInput& in) {
 
 }  // namespace
 
-// protobuf logs every string field that is not UTF-8 and every text-format error.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);

@@ -26,7 +26,7 @@
 #include "fuzz/fuzz_input.hpp"
 #include "fuzz/service_roles.hpp"
 #include <google/protobuf/stubs/common.h>
-#include <google/protobuf/stubs/logging.h>
+#include "fuzz/quiet_protobuf.hpp"
 
 namespace av = apiary::core::averaging;
 namespace col = apiary::core::collective;
@@ -276,11 +276,6 @@ void fuzz_decoders(FuzzInput& in) {
 
 }  // namespace
 
-// protobuf logs every string field that is not UTF-8; the fuzzer makes many.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);

@@ -8,15 +8,10 @@
 
 #include "messages/tensor/codec.hpp"
 #include "runtime.pb.h"
-#include <google/protobuf/stubs/logging.h>
+#include "fuzz/quiet_protobuf.hpp"
 
 namespace m = apiary::messages;
 
-// protobuf logs every string field that is not UTF-8; the fuzzer makes many.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   apiary::pb::Tensor message;

@@ -133,12 +133,4 @@ std::size_t NodeId::common_prefix_length(const NodeId& other) const {
   return k_id_bits;
 }
 
-std::size_t NodeIdHash::operator()(const NodeId& id) const {
-  std::size_t h = 0;
-  for (std::size_t i = 0; i < sizeof(std::size_t) && i < k_id_bytes; ++i) {
-    h = (h << 8) | id.bytes()[i];
-  }
-  return h;
-}
-
 }  // namespace apiary::core::dht

@@ -132,8 +132,12 @@ class NodeId {
 
 /// Hash of an id, for unordered containers (ids are uniform, so the first 8 bytes do).
 struct NodeIdHash {
-  /// The first 8 bytes of `id` as a number.
-  std::size_t operator()(const NodeId& id) const;
+  /// The first 8 bytes of `id` as a big-endian number (ids are uniform: no mixing needed).
+  std::size_t operator()(const NodeId& id) const {
+    std::size_t h = 0;
+    for (std::size_t i = 0; i < sizeof h && i < k_id_bytes; ++i) h = (h << 8) | id.bytes()[i];
+    return h;
+  }
 };
 
 }  // namespace apiary::core::dht

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -64,8 +65,8 @@ struct Node::Search {
   OpId op = 0;                       ///< the owning op (unused for get: see GetKey::waiters)
   bool latest = false;
   Traverse traverse;
-  std::map<NodeId, PeerAddr> book;   ///< how to reach every node the search met
-  std::map<NodeId, std::size_t> depth;  ///< request chain length that revealed a node
+  std::unordered_map<NodeId, PeerAddr, NodeIdHash> book;     ///< how to reach every node the search met
+  std::unordered_map<NodeId, std::size_t, NodeIdHash> depth;  ///< request chain length that revealed a node
   std::map<NodeId, GetKey> keys;     ///< get searches: per key
 
   Search(const std::vector<NodeId>& queries, const std::vector<NodeId>& initial,

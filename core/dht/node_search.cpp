@@ -16,7 +16,7 @@ std::size_t queries_per_call_for(std::size_t queries, std::size_t cap) {
 std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queries, std::size_t beam,
                                  std::size_t queries_per_call, OpId op, int purpose) {
   const DhtTime t = dht_time(now);
-  std::map<NodeId, PeerAddr> book;
+  std::unordered_map<NodeId, PeerAddr, NodeIdHash> book;
   std::vector<NodeId> initial;
   for (const NodeId& q : queries) {
     for (const Contact& c : routing_table().nearest(q, beam)) {
@@ -104,6 +104,9 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
     for (int j = 0; j < n; ++j) {
       auto nid = NodeId::from_bytes(fr.nearest_node_ids(j));
       if (!nid || *nid == id_self()) continue;
+      // A node the traverse would drop needs neither a place in the book nor a depth: once
+      // a query's beam is full, most answers are farther than all of it.
+      if (!s.traverse.may_accept(q, *nid)) continue;
       // A node the search met before keeps the address it was met at (most answers
       // repeat nodes already in the book): only a new one's address text is looked up.
       auto met = s.book.find(*nid);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dht/node_id.hpp"
@@ -149,8 +150,8 @@ class RoutingTable {
   NodeId self_;
   RoutingConfig config_;
   std::vector<Bucket> buckets_;
-  std::map<NodeId, PeerId> peers_;
-  std::map<PeerId, NodeId> nodes_;
+  std::unordered_map<NodeId, PeerId, NodeIdHash> peers_;
+  std::unordered_map<PeerId, NodeId> nodes_;
 };
 
 }  // namespace apiary::core::dht

@@ -39,14 +39,14 @@ Traverse::Traverse(const std::vector<NodeId>& queries, const std::vector<NodeId>
 
 void Traverse::offer(const NodeId& query, QueryState& state, const NodeId& node,
                      bool responded) {
+  const Entry entry{query ^ node, node};
+  // Keep only nodes that would enter the beam: nearer than its farthest, or it is not full
+  // (tested first: it is the cheapest, and drops most answers once the beam is full).
+  if (!within_beam(state, entry.first)) return;
   if (state.known.count(node) != 0 || failed_.count(node) != 0) return;
   // A visited node enters only as the peer that just answered (a packed query may visit
   // a peer it never knew); the caller's own id never does.
   if (!responded && state.visited.count(node) != 0) return;
-  const Entry entry{query ^ node, node};
-  // Keep only nodes that would enter the beam: nearer than its farthest, or it is not full.
-  const bool beam_full = state.beam.size() >= config_.beam_size;
-  if (beam_full && !(entry.first < state.beam.rbegin()->first)) return;
   state.known.insert(node);
   if (!responded) state.candidates.insert(entry);
   state.beam.insert(entry);
@@ -56,6 +56,15 @@ void Traverse::offer(const NodeId& query, QueryState& state, const NodeId& node,
     state.spill.insert(*farthest);
     state.beam.erase(farthest);
   }
+}
+
+bool Traverse::within_beam(const QueryState& state, const NodeId& distance) const {
+  return state.beam.size() < config_.beam_size || distance < state.beam.rbegin()->first;
+}
+
+bool Traverse::may_accept(const NodeId& query, const NodeId& node) const {
+  auto it = queries_.find(query);
+  return it != queries_.end() && !it->second.finished && within_beam(it->second, query ^ node);
 }
 
 void Traverse::settle() {

@@ -87,6 +87,11 @@ class Traverse {
   /// already answered ids are ignored.
   void on_response(TraverseRequestId id, const NeighborAnswers& answers);
 
+  /// False when `node`, answered for `query`, could not enter the query's beam now: the
+  /// query is unknown or ended, or its beam is full of nodes nearer to it. A cheap test
+  /// (no lookup of `node`) that lets a caller skip what on_response would drop anyway.
+  [[nodiscard]] bool may_accept(const NodeId& query, const NodeId& node) const;
+
   /// Request `id` failed (timeout, peer down): its peer is dropped from every query's
   /// candidates and beam and is never asked again. Unknown ids are ignored.
   void on_failure(TraverseRequestId id);
@@ -142,6 +147,8 @@ class Traverse {
   void offer(const NodeId& query, QueryState& state, const NodeId& node, bool responded);
   /// True if `state`'s nearest candidate lies within its bound (the beam's farthest).
   [[nodiscard]] bool has_candidate(const QueryState& state) const;
+  /// True when a node at `distance` from the query would be among its beam_size nearest.
+  [[nodiscard]] bool within_beam(const QueryState& state, const NodeId& distance) const;
   /// Drops visited and failed candidates of every unfinished query and ends those with
   /// none left within the bound and no request in flight carrying them.
   void settle();

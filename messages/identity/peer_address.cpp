@@ -30,6 +30,7 @@ PeerAddress::PeerAddress(Multiaddr addr, std::string_view id_text) {
     rep->multiaddr = addr.to_string();
   }
   rep->parts = std::move(addr);
+  rep->hash = std::hash<std::string>{}(rep->multiaddr);
   rep_ = std::move(rep);
 }
 
@@ -88,12 +89,16 @@ std::vector<std::string> multiaddrs_of(const std::vector<PeerAddress>& addrs) {
 const PeerAddress& AddressBook::parse(std::string_view text) {
   static const PeerAddress none;
   auto known = known_.find(text);
-  if (known != known_.end()) return *known;
+  if (known != known_.end()) return known->second;
   auto parsed = PeerAddress::parse(text);
   if (!parsed) return none;
-  if (known_.size() >= capacity_) known_.clear();
-  // Text that is not canonical is found again by parsing (it names a known address).
-  return *known_.insert(std::move(*parsed)).first;
+  if (known_.size() >= capacity_) {
+    known_.clear();
+    aliases_.clear();
+  }
+  std::string_view key = parsed->multiaddr();
+  if (key != text) key = aliases_.emplace_back(text);
+  return known_.emplace(key, std::move(*parsed)).first->second;
 }
 
 std::ostream& operator<<(std::ostream& os, const PeerAddress& addr) { return os << addr.multiaddr(); }

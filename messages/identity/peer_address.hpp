@@ -12,7 +12,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <set>
+#include <deque>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,6 +54,9 @@ class PeerAddress {
   /// address names no peer (a role alone on its transport serves the plain handle).
   [[nodiscard]] std::string addressed(std::string_view handle) const;
 
+  /// std::hash of the multiaddr text, computed once (0 when empty).
+  [[nodiscard]] std::size_t hash() const { return rep_ ? rep_->hash : 0; }
+
   /// The parts: host, port, the optional PeerID (an empty Multiaddr when empty).
   [[nodiscard]] const Multiaddr& parts() const;
   [[nodiscard]] const std::string& host() const { return parts().host; }
@@ -84,6 +88,7 @@ class PeerAddress {
     std::string multiaddr;
     std::string key;
     std::size_t id_at = std::string::npos;  ///< where the PeerID's text starts in `multiaddr`
+    std::size_t hash = 0;                   ///< std::hash of `multiaddr`
   };
   /// `addr` with its canonical text; `id_text`, when given, is the PeerID's base58 text
   /// as parsed (canonical already: spares encoding it again).
@@ -105,15 +110,11 @@ class AddressBook {
   const PeerAddress& parse(std::string_view text);
 
  private:
-  /// Orders addresses by their text, and finds one by text without building it.
-  struct ByText {
-    using is_transparent = void;
-    bool operator()(const PeerAddress& a, const PeerAddress& b) const { return a.multiaddr() < b.multiaddr(); }
-    bool operator()(const PeerAddress& a, std::string_view b) const { return a.multiaddr() < b; }
-    bool operator()(std::string_view a, const PeerAddress& b) const { return a < b.multiaddr(); }
-  };
   std::size_t capacity_;
-  std::set<PeerAddress, ByText> known_;
+  /// By the text they were met as (a view into the address's own text when canonical,
+  /// else into `aliases_`), found without building a string.
+  std::unordered_map<std::string_view, PeerAddress> known_;
+  std::deque<std::string> aliases_;  ///< texts met that are not canonical
 };
 
 /// Prints the multiaddr text (tests, logs).
@@ -124,7 +125,7 @@ std::ostream& operator<<(std::ostream& os, const PeerAddress& addr);
 template <>
 struct std::hash<apiary::messages::PeerAddress> {
   std::size_t operator()(const apiary::messages::PeerAddress& a) const noexcept {
-    return std::hash<std::string>{}(a.multiaddr());
+    return a.hash();
   }
 };
 

@@ -47,11 +47,4 @@ struct Event {
   std::function<void(World&)> action;          ///< action: what to run
 };
 
-/// Heap order: true when `a` is due after `b` (std::push_heap then keeps the earliest
-/// event at the front).
-inline bool later(const Event& a, const Event& b) {
-  if (a.at != b.at) return a.at > b.at;
-  return a.seq > b.seq;
-}
-
 }  // namespace apiary::sim

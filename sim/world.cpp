@@ -119,15 +119,26 @@ void World::schedule(TimePoint at, std::function<void(World&)> action) {
 void World::push(Event event) {
   event.at = std::max(event.at, now_);
   event.seq = next_seq_++;
-  queue_.push_back(std::move(event));
-  std::push_heap(queue_.begin(), queue_.end(), later);
+  std::size_t slot = slots_.size();
+  if (free_slots_.empty()) {
+    slots_.push_back(std::move(event));
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = std::move(event);
+  }
+  const Event& parked = slots_[slot];
+  queue_.push_back(Due{parked.at, parked.seq, slot});
+  std::push_heap(queue_.begin(), queue_.end());
 }
 
 bool World::step() {
   if (queue_.empty()) return false;
-  std::pop_heap(queue_.begin(), queue_.end(), later);
-  Event event = std::move(queue_.back());
+  std::pop_heap(queue_.begin(), queue_.end());
+  const std::size_t slot = queue_.back().slot;
   queue_.pop_back();
+  Event event = std::move(slots_[slot]);
+  free_slots_.push_back(slot);
   now_ = event.at;
   stats_.events += 1;
   hash(event);

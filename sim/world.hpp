@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/effects.hpp"
@@ -179,9 +180,20 @@ class World {
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_serial_ = 0;
   core::RequestId next_request_ = 1;
-  std::vector<Event> queue_;  ///< a min-heap on (at, seq)
+  /// The queue: a min-heap of (at, seq, slot) over events parked in `slots_`, so that
+  /// ordering moves 24 bytes, not whole events.
+  struct Due {
+    TimePoint at{};
+    std::uint64_t seq = 0;
+    std::size_t slot = 0;
+    /// Heap order: true when `a` is due after `b` (the earliest stays in front).
+    friend bool operator<(const Due& a, const Due& b) { return a.at != b.at ? a.at > b.at : a.seq > b.seq; }
+  };
+  std::vector<Due> queue_;
+  std::vector<Event> slots_;
+  std::vector<std::size_t> free_slots_;
   std::vector<Node> nodes_;
-  std::map<PeerAddr, std::size_t> by_addr_;
+  std::unordered_map<PeerAddr, std::size_t> by_addr_;
   std::optional<Duration> peer_down_after_;
 };
 

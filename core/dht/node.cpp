@@ -38,7 +38,8 @@ Node::Node(NodeId id, PeerAddr self_addr, NodeConfig config, std::shared_ptr<Rec
       dht_epoch_(dht_epoch),
       protocol_(id, config_.protocol.client_mode ? PeerAddr{} : std::move(self_addr), config_.protocol),
       blacklist_(config_.blacklist_time, config_.backoff_rate),
-      rng_state_(config_.seed) {}
+      rng_state_(config_.seed),
+      address_book_(config_.address_book ? config_.address_book : std::make_shared<messages::AddressBook>()) {}
 
 Node::~Node() = default;
 

@@ -70,6 +70,10 @@ struct NodeConfig {
   bool ensure_bootstrap_success = true;
   /// Seeds the node's own generator (random bucket-refresh ids).
   std::uint64_t seed = 1;
+  /// Where the address texts of find results are parsed. Nodes run by one thread (the
+  /// simulator's) may share one, so that each distinct address is parsed and held once;
+  /// not thread-safe. Empty: the node keeps its own.
+  std::shared_ptr<messages::AddressBook> address_book;
 };
 
 /// Checks a NodeConfig; the error names the bad field, its value and the accepted range.
@@ -268,7 +272,7 @@ class Node {
   std::vector<std::pair<CallId, Error>> failed_now_;  ///< calls that could not even be sent
   TimePoint last_now_{};                      ///< `now` of the input being handled
   std::map<RequestId, std::pair<PeerAddr, std::string>> held_pings_;  ///< caller, request bytes
-  messages::AddressBook address_book_;  ///< peer addresses met in find results
+  std::shared_ptr<messages::AddressBook> address_book_;  ///< peer addresses met in find results
   CallId next_call_ = 1;
   std::uint64_t next_search_ = 1;
   OpId next_internal_op_ = OpId{1} << 63;     ///< ops the node starts itself (refreshes)

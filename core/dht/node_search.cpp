@@ -111,7 +111,7 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
       // repeat nodes already in the book): only a new one's address text is looked up.
       auto met = s.book.find(*nid);
       if (met == s.book.end()) {
-        const PeerAddr& peer = address_book_.parse(fr.nearest_peer_ids(j));
+        const PeerAddr& peer = address_book_->parse(fr.nearest_peer_ids(j));
         if (peer.empty() || blacklist_.is_banned(t, peer)) continue;
         met = s.book.emplace(*nid, peer).first;
       } else if (blacklist_.is_banned(t, met->second)) {

@@ -236,9 +236,9 @@ pb::FindResult Protocol::find_one(double now, const NodeId& key,
     result.set_value(pack_dictionary(now, dictionary));
     result.set_expiration_time(dictionary.latest_expiration_time());
   }
-  for (const Contact& c : routing_table_.nearest(key, config_.bucket_size, requester)) {
-    result.add_nearest_node_ids(c.id.to_bytes());
-    result.add_nearest_peer_ids(c.peer.multiaddr());
+  for (const Contact* c : routing_table_.nearest_refs(key, config_.bucket_size, requester)) {
+    result.add_nearest_node_ids(c->id.bytes().data(), c->id.bytes().size());
+    result.add_nearest_peer_ids(c->peer.multiaddr());
   }
   return result;
 }

@@ -109,6 +109,15 @@ std::optional<NodeId> RoutingTable::node_of(const PeerId& peer) const {
 
 std::vector<Contact> RoutingTable::nearest(const NodeId& query, std::size_t k,
                                            const std::optional<NodeId>& exclude) const {
+  const std::vector<const Contact*> refs = nearest_refs(query, k, exclude);
+  std::vector<Contact> out;
+  out.reserve(refs.size());
+  for (const Contact* c : refs) out.push_back(*c);
+  return out;
+}
+
+std::vector<const Contact*> RoutingTable::nearest_refs(const NodeId& query, std::size_t k,
+                                                       const std::optional<NodeId>& exclude) const {
   // XOR maps each bucket onto one prefix range of distances, and those ranges partition
   // the distance space, so visiting buckets by the prefix of their distance visits
   // nodes in non-decreasing distance, one bucket at a time.
@@ -128,12 +137,14 @@ std::vector<Contact> RoutingTable::nearest(const NodeId& query, std::size_t k,
       found.emplace_back(c.id ^ query, &c);
     }
   }
-  std::sort(found.begin(), found.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (found.size() > k) found.resize(k);
-  std::vector<Contact> out;
+  // Distances are distinct (ids are): the k nearest sorted, the rest dropped.
+  const auto kth = found.begin() + static_cast<std::ptrdiff_t>(std::min(k, found.size()));
+  std::partial_sort(found.begin(), kth, found.end(),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  found.erase(kth, found.end());
+  std::vector<const Contact*> out;
   out.reserve(found.size());
-  for (const auto& [distance, contact] : found) out.push_back(*contact);
+  for (const auto& [distance, contact] : found) out.push_back(contact);
   return out;
 }
 

@@ -122,6 +122,10 @@ class RoutingTable {
   [[nodiscard]] std::vector<Contact> nearest(const NodeId& query, std::size_t k,
                                              const std::optional<NodeId>& exclude =
                                                  std::nullopt) const;
+  /// nearest() without copying: pointers into the table, valid until it next changes.
+  [[nodiscard]] std::vector<const Contact*> nearest_refs(const NodeId& query, std::size_t k,
+                                                         const std::optional<NodeId>& exclude =
+                                                             std::nullopt) const;
 
   /// Index in `buckets()` of the bucket whose range holds `id`.
   [[nodiscard]] std::size_t bucket_index(const NodeId& id) const;

@@ -101,6 +101,15 @@ const PeerAddress& AddressBook::parse(std::string_view text) {
   return known_.emplace(key, std::move(*parsed)).first->second;
 }
 
+void AddressBook::add(const PeerAddress& address) {
+  if (address.empty()) return;
+  if (known_.size() >= capacity_) {
+    known_.clear();
+    aliases_.clear();
+  }
+  known_.emplace(address.multiaddr(), address);
+}
+
 std::ostream& operator<<(std::ostream& os, const PeerAddress& addr) { return os << addr.multiaddr(); }
 
 }  // namespace apiary::messages

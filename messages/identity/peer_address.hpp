@@ -108,6 +108,9 @@ class AddressBook {
   /// The address `text` names; the empty address when it does not parse. The reference
   /// holds until the next call.
   const PeerAddress& parse(std::string_view text);
+  /// Knows `address` by its text from now on (one already parsed is not parsed again,
+  /// and the address found is this very one).
+  void add(const PeerAddress& address);
 
  private:
   std::size_t capacity_;

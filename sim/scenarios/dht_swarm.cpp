@@ -96,6 +96,10 @@ Result<DhtSwarm> DhtSwarm::create(World& world, const DhtSwarmOptions& options, 
 
   DhtSwarm swarm;
   swarm.options_ = options;
+  // One thread runs every node: they share one address book, each address parsed once.
+  if (!swarm.options_.node.address_book) {
+    swarm.options_.node.address_book = std::make_shared<messages::AddressBook>(std::size_t{1} << 24);
+  }
   swarm.sink_ = std::move(sink);
   swarm.addrs_.reserve(options.nodes);
   swarm.hosts_.reserve(options.nodes);
@@ -123,6 +127,7 @@ Result<std::size_t> DhtSwarm::add(World& world, std::vector<core::PeerAddr> boot
   core::dht::NodeConfig config = options_.node;
   config.seed = world.rng().next_u64();
   core::PeerAddr addr = dht_addr(index, id);
+  options_.node.address_book->add(addr);
   core::dht::NodeRoleConfig role;
   role.addressed = false;  // every simulated address is one node
   auto host = std::make_unique<DhtHost>(

@@ -158,7 +158,8 @@ void Node::offer_found(TimePoint now, Search& s, const NodeId& key, const pb::Fi
   // Records that fail validation are not believed (treated as not found); of a
   // dictionary, only the entries that fail are dropped (a forged entry does not hide the
   // owners' ones).
-  const std::size_t hops = s.depth.count(from.id) ? s.depth.at(from.id) : 1;
+  const auto met = s.book.find(from.id);
+  const std::size_t hops = met != s.book.end() ? met->second.depth : 1;
   if (regular) {
     if (validator_ && !validator_->validate(DhtRecord{key.to_bytes(), k_subkey_regular, r.value(), r.expiration_time()})) {
       return;
@@ -213,7 +214,7 @@ void Node::on_get_found(TimePoint now, Search& s, const FinishedQuery& q) {
     for (const NodeId& n : q.nearest) {
       if (pushed >= config_.cache_nearest) break;
       if (n == *best.source || n == id_self()) continue;
-      call(s.book[n], k_store_handle, push.SerializeAsString(), 0, static_cast<int>(CallKind::push));
+      call(s.book[n].peer, k_store_handle, push.SerializeAsString(), 0, static_cast<int>(CallKind::push));
       ++pushed;
     }
   }

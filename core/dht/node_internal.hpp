@@ -65,8 +65,13 @@ struct Node::Search {
   OpId op = 0;                       ///< the owning op (unused for get: see GetKey::waiters)
   bool latest = false;
   Traverse traverse;
-  std::unordered_map<NodeId, PeerAddr, NodeIdHash> book;     ///< how to reach every node the search met
-  std::unordered_map<NodeId, std::size_t, NodeIdHash> depth;  ///< request chain length that revealed a node
+  /// Every node the search met: how to reach it, and the length of the shortest request
+  /// chain that revealed it (1: known before the search).
+  struct Met {
+    PeerAddr peer;
+    std::size_t depth = 1;
+  };
+  std::unordered_map<NodeId, Met, NodeIdHash> book;
   std::map<NodeId, GetKey> keys;     ///< get searches: per key
 
   Search(const std::vector<NodeId>& queries, const std::vector<NodeId>& initial,

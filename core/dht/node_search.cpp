@@ -16,11 +16,11 @@ std::size_t queries_per_call_for(std::size_t queries, std::size_t cap) {
 std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queries, std::size_t beam,
                                  std::size_t queries_per_call, OpId op, int purpose) {
   const DhtTime t = dht_time(now);
-  std::unordered_map<NodeId, PeerAddr, NodeIdHash> book;
+  std::unordered_map<NodeId, Search::Met, NodeIdHash> book;
   std::vector<NodeId> initial;
   for (const NodeId& q : queries) {
     for (const Contact& c : routing_table().nearest(q, beam)) {
-      if (blacklist_.is_banned(t, c.peer) || !book.emplace(c.id, c.peer).second) continue;
+      if (blacklist_.is_banned(t, c.peer) || !book.emplace(c.id, Search::Met{c.peer, 1}).second) continue;
       initial.push_back(c.id);
     }
   }
@@ -35,7 +35,6 @@ std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queri
   s->purpose = static_cast<Purpose>(purpose);
   s->op = op;
   s->book = std::move(book);
-  for (const NodeId& n : initial) s->depth[n] = 1;
   const std::uint64_t id = s->id;
   searches_by_id_[id] = std::move(s);
   return id;
@@ -51,7 +50,7 @@ void Node::pump(TimePoint now, std::uint64_t search) {
     *req.mutable_peer() = own_info();
     for (const NodeId& q : r.queries) req.add_keys(q.to_bytes());
     const OpId op = s.purpose == Purpose::get ? 0 : s.op;
-    const CallId c = call(s.book[r.peer], k_find_handle, req.SerializeAsString(), op, static_cast<int>(CallKind::find));
+    const CallId c = call(s.book[r.peer].peer, k_find_handle, req.SerializeAsString(), op, static_cast<int>(CallKind::find));
     PendingCall& pc = *calls_[c];
     pc.node = r.peer;
     pc.search = s.id;
@@ -92,7 +91,8 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
     return;
   }
   note_sender(now, r.peer(), pc.peer);
-  const std::size_t depth = s.depth.count(*pc.node) ? s.depth[*pc.node] : 1;
+  const auto asked = s.book.find(*pc.node);
+  const std::size_t depth = asked != s.book.end() ? asked->second.depth : 1;
   // FindResponse.results are aligned with the keys the request carried.
   NeighborAnswers answers;
   const std::vector<NodeId> queries = s.traverse.queries_of(pc.traverse_request);
@@ -113,12 +113,12 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
       if (met == s.book.end()) {
         const PeerAddr& peer = address_book_->parse(fr.nearest_peer_ids(j));
         if (peer.empty() || blacklist_.is_banned(t, peer)) continue;
-        met = s.book.emplace(*nid, peer).first;
-      } else if (blacklist_.is_banned(t, met->second)) {
+        met = s.book.emplace(*nid, Search::Met{peer, depth + 1}).first;
+      } else if (blacklist_.is_banned(t, met->second.peer)) {
         continue;
+      } else {
+        met->second.depth = std::min(met->second.depth, depth + 1);
       }
-      auto d = s.depth.emplace(*nid, depth + 1);
-      if (!d.second) d.first->second = std::min(d.first->second, depth + 1);
       a.neighbors.push_back(*nid);
     }
     if (s.purpose == Purpose::get) {
@@ -137,7 +137,7 @@ std::vector<Contact> Node::contacts_of(const Search& s, const std::vector<NodeId
   std::vector<Contact> out;
   for (const NodeId& id : ids) {
     auto it = s.book.find(id);
-    if (it != s.book.end()) out.push_back(Contact{id, it->second});
+    if (it != s.book.end()) out.push_back(Contact{id, it->second.peer});
   }
   return out;
 }

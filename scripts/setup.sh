@@ -9,7 +9,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
   libcaf-dev libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils
-  libfmt-dev libspdlog-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev libgoogle-perftools-dev
+  libfmt-dev libspdlog-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev libgoogle-perftools-dev libabsl-dev
   libopendht-dev
   libgloo-dev openmpi-bin libopenmpi-dev
   python3-dev python3-pybind11 python3-numpy python3-torch python3-msgpack python3-pytest

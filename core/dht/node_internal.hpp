@@ -4,11 +4,11 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/dht/node.hpp"
 
 namespace apiary::core::dht {
@@ -71,7 +71,7 @@ struct Node::Search {
     PeerAddr peer;
     std::size_t depth = 1;
   };
-  std::unordered_map<NodeId, Met, NodeIdHash> book;
+  absl::flat_hash_map<NodeId, Met, NodeIdHash> book;
   std::map<NodeId, GetKey> keys;     ///< get searches: per key
 
   Search(const std::vector<NodeId>& queries, const std::vector<NodeId>& initial,

@@ -16,7 +16,7 @@ std::size_t queries_per_call_for(std::size_t queries, std::size_t cap) {
 std::uint64_t Node::start_search(TimePoint now, const std::vector<NodeId>& queries, std::size_t beam,
                                  std::size_t queries_per_call, OpId op, int purpose) {
   const DhtTime t = dht_time(now);
-  std::unordered_map<NodeId, Search::Met, NodeIdHash> book;
+  absl::flat_hash_map<NodeId, Search::Met, NodeIdHash> book;
   std::vector<NodeId> initial;
   for (const NodeId& q : queries) {
     for (const Contact& c : routing_table().nearest(q, beam)) {

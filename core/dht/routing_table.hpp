@@ -8,9 +8,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/dht/node_id.hpp"
 #include "core/time.hpp"
 #include "messages/identity/peer_address.hpp"
@@ -154,8 +154,8 @@ class RoutingTable {
   NodeId self_;
   RoutingConfig config_;
   std::vector<Bucket> buckets_;
-  std::unordered_map<NodeId, PeerId, NodeIdHash> peers_;
-  std::unordered_map<PeerId, NodeId> nodes_;
+  absl::flat_hash_map<NodeId, PeerId, NodeIdHash> peers_;
+  absl::flat_hash_map<PeerId, NodeId, std::hash<PeerId>> nodes_;
 };
 
 }  // namespace apiary::core::dht

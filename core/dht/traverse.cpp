@@ -98,7 +98,7 @@ void Traverse::finish(const NodeId& query, QueryState& state, bool stopped) {
   report.stopped = stopped;
   report.nearest.reserve(state.beam.size());
   for (const Entry& entry : state.beam) report.nearest.push_back(entry.second);
-  report.visited = state.visited;
+  report.visited.insert(state.visited.begin(), state.visited.end());
   finished_.push_back(std::move(report));
   state.candidates.clear();
   state.spill.clear();

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <set>
-#include <unordered_set>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/dht/node_id.hpp"
 #include "messages/result.hpp"
 
@@ -129,8 +129,8 @@ class Traverse {
     std::set<Entry> candidates;           ///< unvisited nodes worth asking, nearest first
     std::set<Entry> beam;                 ///< the beam_size nearest known nodes
     std::set<Entry> spill;                ///< known nodes pushed out of the beam
-    std::unordered_set<NodeId, NodeIdHash> known;  ///< every node ever put in the beam
-    std::set<NodeId> visited;             ///< nodes asked about this query
+    absl::flat_hash_set<NodeId, NodeIdHash> known;  ///< every node ever put in the beam
+    absl::flat_hash_set<NodeId, NodeIdHash> visited;  ///< nodes asked about this query
     std::size_t primary_in_flight = 0;    ///< requests in flight chosen for this query
     std::size_t carried_in_flight = 0;    ///< requests in flight carrying this query
     bool finished = false;
@@ -159,7 +159,7 @@ class Traverse {
 
   TraverseConfig config_;
   std::map<NodeId, QueryState> queries_;
-  std::set<NodeId> failed_;
+  absl::flat_hash_set<NodeId, NodeIdHash> failed_;
   std::map<TraverseRequestId, Pending> in_flight_;
   std::vector<FinishedQuery> finished_;
   std::size_t unfinished_ = 0;

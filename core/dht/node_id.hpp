@@ -90,8 +90,12 @@ class NodeId {
     return NodeId(out);
   }
 
-  friend bool operator==(const NodeId& a, const NodeId& b) { return a.bytes_ == b.bytes_; }
-  friend bool operator!=(const NodeId& a, const NodeId& b) { return a.bytes_ != b.bytes_; }
+  /// Compared as two 8-byte words and a 4-byte tail, inline (not a memcmp call): hash
+  /// sets of ids compare on every lookup.
+  friend bool operator==(const NodeId& a, const NodeId& b) {
+    return a.raw_word(0) == b.raw_word(0) && a.raw_word(8) == b.raw_word(8) && a.raw_tail() == b.raw_tail();
+  }
+  friend bool operator!=(const NodeId& a, const NodeId& b) { return !(a == b); }
   /// Big-endian order of the bytes, compared a word at a time: the routing table sorts by
   /// distance on every lookup, and a byte-wise compare (a memcmp call per comparison)
   /// was a twelfth of a DHT node's CPU.
@@ -108,6 +112,17 @@ class NodeId {
 
  private:
   static_assert(k_id_bytes == 20, "operator< compares two 8-byte words and a 4-byte tail");
+  /// Bytes at..at+7 / 16..19 in memory order (for equality).
+  [[nodiscard]] std::uint64_t raw_word(std::size_t at) const {
+    std::uint64_t w;
+    std::memcpy(&w, bytes_.data() + at, sizeof w);
+    return w;
+  }
+  [[nodiscard]] std::uint32_t raw_tail() const {
+    std::uint32_t w;
+    std::memcpy(&w, bytes_.data() + 16, sizeof w);
+    return w;
+  }
   /// Bytes at..at+7 as a big-endian number.
   [[nodiscard]] std::uint64_t word(std::size_t at) const {
     std::uint64_t w;

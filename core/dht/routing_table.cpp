@@ -121,27 +121,34 @@ std::vector<const Contact*> RoutingTable::nearest_refs(const NodeId& query, std:
   // XOR maps each bucket onto one prefix range of distances, and those ranges partition
   // the distance space, so visiting buckets by the prefix of their distance visits
   // nodes in non-decreasing distance, one bucket at a time.
-  std::vector<std::pair<NodeId, std::size_t>> order;
+  // Buckets come off a min-heap of their distance prefixes: a query usually needs the
+  // nearest two or three of them, so the rest are never sorted.
+  using Ranked = std::pair<NodeId, std::size_t>;
+  std::vector<Ranked> order;
   order.reserve(buckets_.size());
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
     order.emplace_back((b.lower_ ^ query).prefix(b.depth_), i);
   }
-  std::sort(order.begin(), order.end());
+  const auto farther = [](const Ranked& a, const Ranked& b) { return b < a; };
+  std::make_heap(order.begin(), order.end(), farther);
   std::vector<std::pair<NodeId, const Contact*>> found;
-  for (const auto& [bucket_distance, index] : order) {
-    // Every node of a later bucket is farther than every node found so far.
-    if (found.size() >= k) break;
-    for (const Contact& c : buckets_[index].nodes_) {
+  // Every node of a later bucket is farther than every node found so far.
+  for (auto end = order.end(); found.size() < k && end != order.begin(); --end) {
+    std::pop_heap(order.begin(), end, farther);
+    for (const Contact& c : buckets_[std::prev(end)->second].nodes_) {
       if (exclude && c.id == *exclude) continue;
       found.emplace_back(c.id ^ query, &c);
     }
   }
   // Distances are distinct (ids are): the k nearest sorted, the rest dropped.
-  const auto kth = found.begin() + static_cast<std::ptrdiff_t>(std::min(k, found.size()));
-  std::partial_sort(found.begin(), kth, found.end(),
-                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  found.erase(kth, found.end());
+  const auto by_distance = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (found.size() > k) {
+    const auto kth = found.begin() + static_cast<std::ptrdiff_t>(k);
+    std::nth_element(found.begin(), kth, found.end(), by_distance);
+    found.erase(kth, found.end());
+  }
+  std::sort(found.begin(), found.end(), by_distance);
   std::vector<const Contact*> out;
   out.reserve(found.size());
   for (const auto& [distance, contact] : found) out.push_back(contact);

@@ -1,6 +1,7 @@
 #include "core/dht/traverse.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -52,14 +53,25 @@ void Traverse::offer(const NodeId& query, QueryState& state, const NodeId& node,
   state.beam.insert(entry);
   if (state.beam.size() > config_.beam_size) {
     // The farthest leaves the beam but is kept aside in case a failed peer frees a place.
-    auto farthest = std::prev(state.beam.end());
-    state.spill.insert(*farthest);
-    state.beam.erase(farthest);
+    state.spill.insert(state.beam.farthest());
+    state.beam.pop_farthest();
   }
 }
 
+void Traverse::Ranked::insert(const Entry& e) {
+  auto it = std::lower_bound(v_.begin(), v_.end(), e, std::greater<>());
+  if (it == v_.end() || *it != e) v_.insert(it, e);
+}
+
+bool Traverse::Ranked::erase(const Entry& e) {
+  auto it = std::lower_bound(v_.begin(), v_.end(), e, std::greater<>());
+  if (it == v_.end() || *it != e) return false;
+  v_.erase(it);
+  return true;
+}
+
 bool Traverse::within_beam(const QueryState& state, const NodeId& distance) const {
-  return state.beam.size() < config_.beam_size || distance < state.beam.rbegin()->first;
+  return state.beam.size() < config_.beam_size || distance < state.beam.farthest().first;
 }
 
 bool Traverse::may_accept(const NodeId& query, const NodeId& node) const {
@@ -71,9 +83,9 @@ void Traverse::settle() {
   for (auto& [query, state] : queries_) {
     if (state.finished) continue;
     while (!state.candidates.empty()) {
-      const Entry& front = *state.candidates.begin();
+      const Entry& front = state.candidates.nearest();
       if (state.visited.count(front.second) != 0 || failed_.count(front.second) != 0) {
-        state.candidates.erase(state.candidates.begin());
+        state.candidates.pop_nearest();
         continue;
       }
       break;
@@ -87,7 +99,7 @@ bool Traverse::has_candidate(const QueryState& state) const {
   if (state.candidates.empty()) return false;
   // Farther candidates stay: a failed peer leaving the beam can bring them back in bound.
   return state.beam.size() < config_.beam_size ||
-         !(state.beam.rbegin()->first < state.candidates.begin()->first);
+         !(state.beam.farthest().first < state.candidates.nearest().first);
 }
 
 void Traverse::finish(const NodeId& query, QueryState& state, bool stopped) {
@@ -97,7 +109,8 @@ void Traverse::finish(const NodeId& query, QueryState& state, bool stopped) {
   report.query = query;
   report.stopped = stopped;
   report.nearest.reserve(state.beam.size());
-  for (const Entry& entry : state.beam) report.nearest.push_back(entry.second);
+  const std::vector<Entry>& beam = state.beam.entries();
+  for (auto it = beam.rbegin(); it != beam.rend(); ++it) report.nearest.push_back(it->second);
   report.visited.insert(state.visited.begin(), state.visited.end());
   finished_.push_back(std::move(report));
   state.candidates.clear();
@@ -117,7 +130,7 @@ std::vector<NeighborRequest> Traverse::next_requests() {
       const QueryState& state = it->second;
       if (state.finished || !has_candidate(state)) continue;
       std::tuple<std::size_t, NodeId, NodeId> key{state.primary_in_flight,
-                                                  state.candidates.begin()->first, it->first};
+                                                  state.candidates.nearest().first, it->first};
       if (chosen == queries_.end() || key < chosen_key) {
         chosen = it;
         chosen_key = key;
@@ -125,7 +138,7 @@ std::vector<NeighborRequest> Traverse::next_requests() {
     }
     if (chosen == queries_.end()) break;
     // Its nearest candidate (settle() left only unvisited ones in front).
-    const NodeId peer = chosen->second.candidates.begin()->second;
+    const NodeId peer = chosen->second.candidates.nearest().second;
 
     // Pack the unfinished queries nearest to the peer that have not visited it yet.
     std::vector<std::pair<NodeId, NodeId>> others;  // (distance to peer, query)
@@ -201,10 +214,10 @@ void Traverse::on_failure(TraverseRequestId id) {
     const Entry entry{query ^ pending.peer, pending.peer};
     state.candidates.erase(entry);
     state.spill.erase(entry);
-    if (state.beam.erase(entry) != 0 && !state.spill.empty()) {
+    if (state.beam.erase(entry) && !state.spill.empty()) {
       // The nearest node pushed out earlier takes the freed place in the beam.
-      state.beam.insert(*state.spill.begin());
-      state.spill.erase(state.spill.begin());
+      state.beam.insert(state.spill.nearest());
+      state.spill.pop_nearest();
     }
   }
   settle();

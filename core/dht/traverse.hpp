@@ -124,11 +124,33 @@ class Traverse {
   /// unique, so the node never decides.
   using Entry = std::pair<NodeId, NodeId>;
 
+  /// A set of entries in one sorted vector, nearest last: small (a beam, the candidates
+  /// of one query), so contiguous beats a tree, and the nearest leaves at no cost.
+  class Ranked {
+   public:
+    [[nodiscard]] bool empty() const { return v_.empty(); }
+    [[nodiscard]] std::size_t size() const { return v_.size(); }
+    [[nodiscard]] const Entry& nearest() const { return v_.back(); }
+    [[nodiscard]] const Entry& farthest() const { return v_.front(); }
+    /// Adds `e` unless present.
+    void insert(const Entry& e);
+    /// Removes `e`; false if absent.
+    bool erase(const Entry& e);
+    void pop_nearest() { v_.pop_back(); }
+    void pop_farthest() { v_.erase(v_.begin()); }
+    void clear() { v_.clear(); }
+    /// Farthest first.
+    [[nodiscard]] const std::vector<Entry>& entries() const { return v_; }
+
+   private:
+    std::vector<Entry> v_;  ///< farthest first
+  };
+
   /// Everything known about one query.
   struct QueryState {
-    std::set<Entry> candidates;           ///< unvisited nodes worth asking, nearest first
-    std::set<Entry> beam;                 ///< the beam_size nearest known nodes
-    std::set<Entry> spill;                ///< known nodes pushed out of the beam
+    Ranked candidates;                    ///< unvisited nodes worth asking
+    Ranked beam;                          ///< the beam_size nearest known nodes
+    Ranked spill;                         ///< known nodes pushed out of the beam
     absl::flat_hash_set<NodeId, NodeIdHash> known;  ///< every node ever put in the beam
     absl::flat_hash_set<NodeId, NodeIdHash> visited;  ///< nodes asked about this query
     std::size_t primary_in_flight = 0;    ///< requests in flight chosen for this query

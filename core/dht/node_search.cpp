@@ -82,7 +82,9 @@ void Node::on_find_response(TimePoint now, PendingCall& pc, const Result<std::st
   if (it == searches_by_id_.end()) return;
   Search& s = *it->second;
   const DhtTime t = dht_time(now);
-  pb::FindResponse r;
+  // Reused by every answer this thread parses: its strings keep their capacity. Nothing
+  // called from here parses another answer, so it is never in use twice.
+  static thread_local pb::FindResponse r;
   if (!response || !r.ParseFromString(*response)) {
     ++stats_.bans;
     blacklist_.ban(t, pc.peer);

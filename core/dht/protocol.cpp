@@ -27,16 +27,19 @@ RoutingConfig routing_config(const ProtocolConfig& config) {
   return out;
 }
 
+/// The error of `bytes` that do not parse as a `type` sent to `handle`.
+Error unparsed(const std::string& bytes, const char* handle, const char* type) {
+  return make_error(errc::malformed,
+                    "{}: expected a serialized {}, got {} bytes that do not parse; send a "
+                    "{} encoded by protobuf",
+                    handle, type, bytes.size(), type);
+}
+
 /// Parses `bytes` as a `Message`, or a malformed error naming it and the handle.
 template <class Message>
 Result<Message> parse(const std::string& bytes, const char* handle, const char* type) {
   Message message;
-  if (!message.ParseFromString(bytes)) {
-    return make_error(errc::malformed,
-                      "{}: expected a serialized {}, got {} bytes that do not parse; send a "
-                      "{} encoded by protobuf",
-                      handle, type, bytes.size(), type);
-  }
+  if (!message.ParseFromString(bytes)) return unparsed(bytes, handle, type);
   return message;
 }
 
@@ -126,9 +129,15 @@ Result<std::string> Protocol::handle(double now, const std::string& handle,
     return serialize(store(now, from_peer, *parsed));
   }
   if (handle == k_find_handle) {
-    auto parsed = parse<pb::FindRequest>(request, k_find_handle, "FindRequest");
-    if (!parsed) return parsed.error();
-    return serialize(find(now, from_peer, *parsed));
+    // The busiest RPC: its messages are reused by every find this thread serves, so their
+    // strings keep their capacity and an answer allocates nothing. Nothing called from
+    // here comes back to handle(), so they are never in use twice.
+    static thread_local pb::FindRequest parsed;
+    static thread_local pb::FindResponse response;
+    if (!parsed.ParseFromString(request)) return unparsed(request, k_find_handle, "FindRequest");
+    response.Clear();
+    if (auto st = find_into(now, from_peer, parsed, response); !st) return st.error();
+    return response.SerializeAsString();
   }
   return make_error(errc::not_found,
                     "DHTProtocol: expected one of the handles {}, {}, {}, got \"{}\"; call "
@@ -197,6 +206,13 @@ Result<pb::StoreResponse> Protocol::store(double now, const PeerId& from_peer,
 
 Result<pb::FindResponse> Protocol::find(double now, const PeerId& from_peer,
                                         const pb::FindRequest& request) {
+  pb::FindResponse response;
+  if (auto st = find_into(now, from_peer, request, response); !st) return st.error();
+  return response;
+}
+
+Status Protocol::find_into(double now, const PeerId& from_peer, const pb::FindRequest& request,
+                           pb::FindResponse& response) {
   auto sender = sender_id(request.peer(), "FindRequest");
   if (!sender) return sender.error();
   std::vector<NodeId> keys;
@@ -209,16 +225,14 @@ Result<pb::FindResponse> Protocol::find(double now, const PeerId& from_peer,
   // The requester is known by the id it sent, else by the peer it called from.
   std::optional<NodeId> requester = *sender;
   if (!requester && !from_peer.empty()) requester = routing_table_.node_of(from_peer);
-  pb::FindResponse response;
-  for (const NodeId& key : keys) *response.add_results() = find_one(now, key, requester);
+  for (const NodeId& key : keys) find_one(now, key, requester, *response.add_results());
   *response.mutable_peer() = node_info_;
   register_sender(now, *sender, from_peer);
-  return response;
+  return ok_status();
 }
 
-pb::FindResult Protocol::find_one(double now, const NodeId& key,
-                                  const std::optional<NodeId>& requester) {
-  pb::FindResult result;
+void Protocol::find_one(double now, const NodeId& key, const std::optional<NodeId>& requester,
+                        pb::FindResult& result) {
   // Storage and cache: the later expiration wins (storage on a tie). Read where they lie:
   // a dictionary of many subkeys is packed, not copied first.
   auto* item = storage_.find(now, key);
@@ -240,7 +254,6 @@ pb::FindResult Protocol::find_one(double now, const NodeId& key,
     result.add_nearest_node_ids(c->id.bytes().data(), c->id.bytes().size());
     result.add_nearest_peer_ids(c->peer.multiaddr());
   }
-  return result;
 }
 
 RoutingEvents Protocol::take_routing_events() { return std::exchange(events_, RoutingEvents{}); }

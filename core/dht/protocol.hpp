@@ -120,8 +120,11 @@ class Protocol {
                        const PeerId& from_peer);
   /// The FindResult of one key: its value (storage or cache, later expiration wins) and
   /// the nearest nodes, leaving out `requester`.
-  [[nodiscard]] pb::FindResult find_one(double now, const NodeId& key,
-                                        const std::optional<NodeId>& requester);
+  void find_one(double now, const NodeId& key, const std::optional<NodeId>& requester,
+                pb::FindResult& result);
+  /// find() into `response` (empty, or cleared: its storage is reused).
+  [[nodiscard]] Status find_into(double now, const PeerId& from_peer, const pb::FindRequest& request,
+                                 pb::FindResponse& response);
 
   NodeId self_;
   PeerId self_peer_id_;

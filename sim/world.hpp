@@ -15,9 +15,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/effects.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
@@ -193,7 +193,7 @@ class World {
   std::vector<Event> slots_;
   std::vector<std::size_t> free_slots_;
   std::vector<Node> nodes_;
-  std::unordered_map<PeerAddr, std::size_t> by_addr_;
+  absl::flat_hash_map<PeerAddr, std::size_t, std::hash<PeerAddr>> by_addr_;
   std::optional<Duration> peer_down_after_;
 };
 

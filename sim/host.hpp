@@ -36,9 +36,10 @@ class Host {
   }
 
   /// The outcome of this node's call `call`: the reply, the callee's error, or
-  /// errc::deadline_exceeded when nothing came back before the call's timeout.
+  /// errc::deadline_exceeded when nothing came back before the call's timeout. Handed
+  /// over (answers of hundreds of kilobytes are common): keep it by moving it.
   [[nodiscard]] virtual core::Effects on_response(core::TimePoint now, core::CallId call,
-                                                  const Result<std::string>& response) = 0;
+                                                  Result<std::string> response) = 0;
 
   /// Timer `id` fired.
   [[nodiscard]] virtual core::Effects on_timer(core::TimePoint now, core::TimerId id) = 0;

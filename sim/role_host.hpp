@@ -69,8 +69,8 @@ class RoleHost : public Host {
     }
     return feed(now, core::Request{id, handle, from, Buffer::copy_of(request)});
   }
-  core::Effects on_response(core::TimePoint now, core::CallId call, const Result<std::string>& response) override {
-    return feed(now, core::Response{call, response});
+  core::Effects on_response(core::TimePoint now, core::CallId call, Result<std::string> response) override {
+    return feed(now, core::Response{call, std::move(response)});
   }
   core::Effects on_timer(core::TimePoint now, core::TimerId id) override { return feed(now, core::TimerFired{id}); }
   core::Effects on_message(core::TimePoint now, core::CallId call, const std::string& message) override {

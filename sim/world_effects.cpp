@@ -198,7 +198,7 @@ void World::deliver_response(Event& event) {
   }
   caller.calls.erase(it);
   stats_.responses += 1;
-  execute(event.node, caller.host->on_response(now_, event.call, event.payload));
+  execute(event.node, caller.host->on_response(now_, event.call, std::move(event.payload)));
 }
 
 }  // namespace apiary::sim

@@ -158,7 +158,7 @@ void World::deliver_reply_message(Event& event) {
   if (!event.payload.ok()) {  // the callee's error ends the call
     caller.calls.erase(it);
     stats_.responses += 1;
-    execute(event.node, caller.host->on_response(now_, event.call, event.payload));
+    execute(event.node, caller.host->on_response(now_, event.call, std::move(event.payload)));
     return;
   }
   // An empty last reply ends the call without a message.

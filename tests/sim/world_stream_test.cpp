@@ -67,7 +67,7 @@ class StreamHost : public Host {
     note(now, "msg " + std::to_string(call) + " " + message);
     return on_msg ? on_msg(now, call, message) : Effects{};
   }
-  Effects on_response(TimePoint now, CallId call, const Result<std::string>& r) override {
+  Effects on_response(TimePoint now, CallId call, Result<std::string> r) override {
     note(now, "resp " + std::to_string(call) + " " + text(r));
     return {};
   }

@@ -44,7 +44,7 @@ class ScriptHost : public Host {
     if (!answer) return {};
     return {Reply{id, "echo:" + req}};
   }
-  Effects on_response(TimePoint now, CallId call, const Result<std::string>& r) override {
+  Effects on_response(TimePoint now, CallId call, Result<std::string> r) override {
     outcomes.push_back({now, call, r});
     return {};
   }

@@ -132,13 +132,77 @@ void World::push(Event event) {
   std::push_heap(queue_.begin(), queue_.end());
 }
 
+void World::push_deadline(Duration timeout, std::size_t node, std::size_t peer, core::CallId call,
+                          std::uint64_t serial) {
+  auto fifo = deadlines_.find(timeout);
+  if (fifo == deadlines_.end() && deadlines_.size() < k_deadline_fifos) {
+    fifo = deadlines_.emplace(timeout, std::deque<Deadline>{}).first;
+  }
+  if (fifo != deadlines_.end()) {
+    fifo->second.push_back(Deadline{now_ + timeout, next_seq_++, node, peer, call, serial});
+    return;
+  }
+  // A timeout of its own (a caller that computes one per call): the heap keeps it.
+  Event deadline;
+  deadline.at = now_ + timeout;
+  deadline.kind = EventKind::deadline;
+  deadline.node = node;
+  deadline.peer = peer;
+  deadline.call = call;
+  deadline.serial = serial;
+  push(std::move(deadline));
+}
+
+std::deque<World::Deadline>* World::next_deadlines() {
+  std::deque<Deadline>* next = nullptr;
+  for (auto& [timeout, fifo] : deadlines_) {
+    if (fifo.empty()) continue;
+    const Deadline& d = fifo.front();
+    if (next == nullptr || d.at < next->front().at || (d.at == next->front().at && d.seq < next->front().seq)) {
+      next = &fifo;
+    }
+  }
+  return next;
+}
+
+std::size_t World::queued() const {
+  std::size_t n = queue_.size();
+  for (const auto& [timeout, fifo] : deadlines_) n += fifo.size();
+  return n;
+}
+
 bool World::step() {
-  if (queue_.empty()) return false;
-  std::pop_heap(queue_.begin(), queue_.end());
-  const std::size_t slot = queue_.back().slot;
-  queue_.pop_back();
-  Event event = std::move(slots_[slot]);
-  free_slots_.push_back(slot);
+  std::deque<Deadline>* deadlines = next_deadlines();
+  if (queue_.empty() && deadlines == nullptr) return false;
+  Event event;
+  if (deadlines != nullptr &&
+      (queue_.empty() || deadlines->front().at < queue_.front().at ||
+       (deadlines->front().at == queue_.front().at && deadlines->front().seq < queue_.front().seq))) {
+    const Deadline d = deadlines->front();
+    deadlines->pop_front();
+    if (deadlines->empty()) {
+      // An emptied FIFO frees its place for another timeout.
+      for (auto it = deadlines_.begin(); it != deadlines_.end(); ++it) {
+        if (&it->second == deadlines) {
+          deadlines_.erase(it);
+          break;
+        }
+      }
+    }
+    event.at = d.at;
+    event.seq = d.seq;
+    event.kind = EventKind::deadline;
+    event.node = d.node;
+    event.peer = d.peer;
+    event.call = d.call;
+    event.serial = d.serial;
+  } else {
+    std::pop_heap(queue_.begin(), queue_.end());
+    const std::size_t slot = queue_.back().slot;
+    queue_.pop_back();
+    event = std::move(slots_[slot]);
+    free_slots_.push_back(slot);
+  }
   now_ = event.at;
   stats_.events += 1;
   hash(event);
@@ -147,7 +211,13 @@ bool World::step() {
 }
 
 void World::run_until(TimePoint t) {
-  while (!queue_.empty() && queue_.front().at <= t) step();
+  for (;;) {
+    const std::deque<Deadline>* deadlines = next_deadlines();
+    const bool due = (!queue_.empty() && queue_.front().at <= t) ||
+                     (deadlines != nullptr && deadlines->front().at <= t);
+    if (!due) break;
+    step();
+  }
   now_ = std::max(now_, t);
 }
 

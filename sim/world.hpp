@@ -9,6 +9,7 @@
 /// clock, so a seed replays exactly, and trace_hash() proves it.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -109,7 +110,7 @@ class World {
   /// run_until(now() + d).
   void run_for(Duration d);
   /// Events waiting in the queue (stale ones included).
-  [[nodiscard]] std::size_t queued() const { return queue_.size(); }
+  [[nodiscard]] std::size_t queued() const;
 
  private:
   enum class NodeState { added, running, dead };
@@ -190,6 +191,27 @@ class World {
     friend bool operator<(const Due& a, const Due& b) { return a.at != b.at ? a.at > b.at : a.seq > b.seq; }
   };
   std::vector<Due> queue_;
+  /// Call deadlines, kept apart from the heap: a call's deadline outlives its answer by
+  /// most of the timeout, so they would be most of the heap. Per timeout a FIFO, which
+  /// (at = now + timeout, seq growing) is already in (at, seq) order; step() takes
+  /// whichever of the heap's front and the FIFOs' fronts is due first, so events run in
+  /// exactly the order one queue would give. A timeout met while k_deadline_fifos others
+  /// have deadlines queued goes to the heap.
+  struct Deadline {
+    TimePoint at{};
+    std::uint64_t seq = 0;
+    std::size_t node = 0;
+    std::size_t peer = 0;
+    core::CallId call = 0;
+    std::uint64_t serial = 0;
+  };
+  std::map<Duration, std::deque<Deadline>> deadlines_;
+  /// Most FIFOs at once; deadlines of other timeouts go to the heap (same order).
+  static constexpr std::size_t k_deadline_fifos = 4;
+  /// Queues the deadline of `node`'s call `call` (serial `serial`, to `peer`) `timeout` from now.
+  void push_deadline(Duration timeout, std::size_t node, std::size_t peer, core::CallId call, std::uint64_t serial);
+  /// The FIFO whose front is due first, or nullptr when every FIFO is empty.
+  [[nodiscard]] std::deque<Deadline>* next_deadlines();
   std::vector<Event> slots_;
   std::vector<std::size_t> free_slots_;
   std::vector<Node> nodes_;

@@ -79,14 +79,7 @@ void World::execute_call(std::size_t node, core::Call call) {
   pending.fifo = now_;
 
   // The deadline fires unless an outcome arrives first.
-  Event deadline;
-  deadline.at = now_ + std::max(call.timeout, Duration::zero());
-  deadline.kind = EventKind::deadline;
-  deadline.node = node;
-  deadline.peer = callee_idx;
-  deadline.call = call.id;
-  deadline.serial = serial;
-  push(std::move(deadline));
+  push_deadline(std::max(call.timeout, Duration::zero()), node, callee_idx, call.id, serial);
 
   // The request crosses the link (or is lost and the deadline will fire).
   auto delay = network_.transit(caller.addr, call.peer, call.request.size(), now_, rng_);  // joined above

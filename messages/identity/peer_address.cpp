@@ -6,6 +6,14 @@ namespace apiary::messages {
 
 namespace {
 
+/// An AddressBook's bound: everything is forgotten once `capacity` addresses are known.
+template <class Known>
+void forget_when_full(Known& known, std::deque<std::string>& aliases, std::size_t capacity) {
+  if (known.size() < capacity) return;
+  known.clear();
+  aliases.clear();
+}
+
 const std::string& no_text() {
   static const std::string empty;
   return empty;
@@ -92,10 +100,7 @@ const PeerAddress& AddressBook::parse(std::string_view text) {
   if (known != known_.end()) return known->second;
   auto parsed = PeerAddress::parse(text);
   if (!parsed) return none;
-  if (known_.size() >= capacity_) {
-    known_.clear();
-    aliases_.clear();
-  }
+  forget_when_full(known_, aliases_, capacity_);
   std::string_view key = parsed->multiaddr();
   if (key != text) key = aliases_.emplace_back(text);
   return known_.emplace(key, std::move(*parsed)).first->second;
@@ -103,10 +108,7 @@ const PeerAddress& AddressBook::parse(std::string_view text) {
 
 void AddressBook::add(const PeerAddress& address) {
   if (address.empty()) return;
-  if (known_.size() >= capacity_) {
-    known_.clear();
-    aliases_.clear();
-  }
+  forget_when_full(known_, aliases_, capacity_);
   known_.emplace(address.multiaddr(), address);
 }
 

@@ -1,0 +1,426 @@
+#include "messages/identity/noise.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <climits>
+#include <cstring>
+
+#include "messages/identity/key_proto.hpp"
+#include "noise.pb.h"
+
+namespace apiary::messages::noise {
+namespace {
+
+using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)>;
+
+constexpr std::size_t k_hash_bytes = 32;
+constexpr std::size_t k_key_bytes = 32;
+
+const unsigned char* u8(const void* p) { return static_cast<const unsigned char*>(p); }
+unsigned char* u8(void* p) { return static_cast<unsigned char*>(p); }
+
+std::string sha256(std::string_view a, std::string_view b = {}) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  const bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+                  EVP_DigestUpdate(ctx, a.data(), a.size()) == 1 && EVP_DigestUpdate(ctx, b.data(), b.size()) == 1 &&
+                  EVP_DigestFinal_ex(ctx, out, &len) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok ? std::string(reinterpret_cast<char*>(out), len) : std::string(k_hash_bytes, '\0');
+}
+
+std::string hmac(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), u8(data.data()), data.size(), out, &len) ==
+      nullptr) {
+    return std::string(k_hash_bytes, '\0');
+  }
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+/// Noise's HKDF with two outputs.
+std::pair<std::string, std::string> hkdf2(std::string_view ck, std::string_view ikm) {
+  const std::string temp = hmac(ck, ikm);
+  std::string out1 = hmac(temp, std::string_view("\x01", 1));
+  std::string out2 = hmac(temp, out1 + '\x02');
+  return {std::move(out1), std::move(out2)};
+}
+
+Error openssl_error(const char* what) { return make_error(errc::crypto, "noise: {} failed in OpenSSL", what); }
+
+Result<PkeyPtr> x25519_generate() {
+  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_X25519, nullptr), &EVP_PKEY_CTX_free);
+  EVP_PKEY* key = nullptr;
+  if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &key) != 1) {
+    return openssl_error("X25519 key generation");
+  }
+  return PkeyPtr(key, &EVP_PKEY_free);
+}
+
+Result<PkeyPtr> x25519_from_private(std::string_view raw) {
+  if (raw.size() != k_dh_bytes) {
+    return make_error(errc::invalid_argument, "noise: an X25519 private key is {} bytes, got {}", k_dh_bytes, raw.size());
+  }
+  EVP_PKEY* key = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, u8(raw.data()), raw.size());
+  if (key == nullptr) return openssl_error("loading an X25519 private key");
+  return PkeyPtr(key, &EVP_PKEY_free);
+}
+
+std::string x25519_public(EVP_PKEY* key) {
+  std::string out(k_dh_bytes, '\0');
+  std::size_t len = out.size();
+  if (EVP_PKEY_get_raw_public_key(key, u8(out.data()), &len) != 1 || len != k_dh_bytes) return {};
+  return out;
+}
+
+Result<std::string> x25519_dh(EVP_PKEY* mine, std::string_view theirs) {
+  PkeyPtr peer(EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, u8(theirs.data()), theirs.size()),
+               &EVP_PKEY_free);
+  if (!peer) return make_error(errc::crypto, "noise: the peer's X25519 key is not a valid key");
+  PkeyCtxPtr ctx(EVP_PKEY_CTX_new(mine, nullptr), &EVP_PKEY_CTX_free);
+  std::string out(k_dh_bytes, '\0');
+  std::size_t len = out.size();
+  // OpenSSL refuses a shared secret of all zeros (a low-order point from the peer).
+  if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 || EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) != 1 ||
+      EVP_PKEY_derive(ctx.get(), u8(out.data()), &len) != 1 || len != k_dh_bytes) {
+    return make_error(errc::crypto, "noise: X25519 with the peer's key failed (a low-order or invalid key)");
+  }
+  return out;
+}
+
+/// The 12-byte AES-GCM nonce of counter n: 4 zero bytes, then n big-endian.
+void gcm_nonce(std::uint64_t n, unsigned char iv[12]) {
+  std::memset(iv, 0, 4);
+  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<unsigned char>(n >> (56 - 8 * i));
+}
+
+}  // namespace
+
+// ---- CipherState ---------------------------------------------------------------------
+
+struct CipherState::Ctx {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  unsigned char key[k_key_bytes] = {};
+  int mode = 0;  ///< 0: none, 1: encrypting, 2: decrypting (the context's current key schedule)
+  ~Ctx() {
+    OPENSSL_cleanse(key, sizeof key);
+    EVP_CIPHER_CTX_free(ctx);
+  }
+};
+
+CipherState::CipherState() : ctx_(std::make_unique<Ctx>()) {}
+CipherState::~CipherState() = default;
+CipherState::CipherState(CipherState&&) noexcept = default;
+CipherState& CipherState::operator=(CipherState&&) noexcept = default;
+
+void CipherState::initialize_key(std::string_view key) {
+  std::memcpy(ctx_->key, key.data(), std::min(key.size(), k_key_bytes));
+  ctx_->mode = 0;
+  has_key_ = true;
+  n_ = 0;
+}
+
+Status CipherState::seal(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out, std::byte* tag) {
+  if (n_ == UINT64_MAX) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+  EVP_CIPHER_CTX* c = ctx_->ctx;
+  unsigned char iv[12];
+  gcm_nonce(n_, iv);
+  const bool init = ctx_->mode == 1 ? EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
+                                    : EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
+  if (!init) return openssl_error("AES-256-GCM setup");
+  ctx_->mode = 1;
+  int len = 0;
+  if (!ad.empty() && EVP_EncryptUpdate(c, nullptr, &len, u8(ad.data()), static_cast<int>(ad.size())) != 1) {
+    return openssl_error("AES-256-GCM");
+  }
+  for (std::size_t at = 0; at < size;) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(size - at, std::size_t{1} << 30));
+    if (EVP_EncryptUpdate(c, u8(out + at), &len, u8(in + at), chunk) != 1) return openssl_error("AES-256-GCM");
+    at += static_cast<std::size_t>(chunk);
+  }
+  if (EVP_EncryptFinal_ex(c, u8(out + size), &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(k_tag_bytes), tag) != 1) {
+    return openssl_error("AES-256-GCM");
+  }
+  ++n_;
+  return ok_status();
+}
+
+Status CipherState::open(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
+                         const std::byte* tag) {
+  if (n_ == UINT64_MAX) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+  EVP_CIPHER_CTX* c = ctx_->ctx;
+  unsigned char iv[12];
+  gcm_nonce(n_, iv);
+  const bool init = ctx_->mode == 2 ? EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
+                                    : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
+  if (!init) return openssl_error("AES-256-GCM setup");
+  ctx_->mode = 2;
+  int len = 0;
+  if (!ad.empty() && EVP_DecryptUpdate(c, nullptr, &len, u8(ad.data()), static_cast<int>(ad.size())) != 1) {
+    return openssl_error("AES-256-GCM");
+  }
+  for (std::size_t at = 0; at < size;) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(size - at, std::size_t{1} << 30));
+    if (EVP_DecryptUpdate(c, u8(out + at), &len, u8(in + at), chunk) != 1) return openssl_error("AES-256-GCM");
+    at += static_cast<std::size_t>(chunk);
+  }
+  unsigned char t[k_tag_bytes];
+  std::memcpy(t, tag, k_tag_bytes);
+  if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(k_tag_bytes), t) != 1) {
+    return openssl_error("AES-256-GCM");
+  }
+  if (EVP_DecryptFinal_ex(c, u8(out + size), &len) != 1) {
+    return make_error(errc::crypto, "message {} failed authentication: forged, replayed, reordered or truncated", n_);
+  }
+  ++n_;
+  return ok_status();
+}
+
+Result<std::string> CipherState::encrypt_with_ad(std::string_view ad, std::string_view plaintext) {
+  if (!has_key_) return std::string(plaintext);
+  std::string out(plaintext.size() + k_tag_bytes, '\0');
+  auto* o = reinterpret_cast<std::byte*>(out.data());
+  if (auto st = seal(ad, reinterpret_cast<const std::byte*>(plaintext.data()), plaintext.size(), o,
+                     o + plaintext.size());
+      !st) {
+    return st.error();
+  }
+  return out;
+}
+
+Result<std::string> CipherState::decrypt_with_ad(std::string_view ad, std::string_view ciphertext) {
+  if (!has_key_) return std::string(ciphertext);
+  if (ciphertext.size() < k_tag_bytes) {
+    return make_error(errc::malformed, "noise: a ciphertext of {} bytes is shorter than its tag", ciphertext.size());
+  }
+  const std::size_t size = ciphertext.size() - k_tag_bytes;
+  std::string out(size, '\0');
+  const auto* in = reinterpret_cast<const std::byte*>(ciphertext.data());
+  if (auto st = open(ad, in, size, reinterpret_cast<std::byte*>(out.data()), in + size); !st) return st.error();
+  return out;
+}
+
+// ---- Handshake ----------------------------------------------------------------------
+
+struct Handshake::State {
+  State(bool init, Ed25519PrivateKey id) : initiator(init), identity(std::move(id)) {}
+  bool initiator;
+  int step = 0;  ///< messages written or read so far (0..3)
+  Ed25519PrivateKey identity;
+  std::string listen_addr;
+  PkeyPtr s{nullptr, &EVP_PKEY_free};
+  PkeyPtr e{nullptr, &EVP_PKEY_free};
+  std::string s_pub, e_pub, rs, re;
+  std::string signed_static;  ///< when set, what the identity signs instead of s_pub (tests)
+  std::string ck, h;
+  CipherState cs;
+  std::optional<PeerId> remote;
+  std::string remote_listen;
+
+  void mix_hash(std::string_view data) { h = sha256(h, data); }
+  void mix_key(std::string_view ikm) {
+    auto [ck2, k] = hkdf2(ck, ikm);
+    ck = std::move(ck2);
+    cs.initialize_key(k);
+  }
+  Status mix_dh(EVP_PKEY* mine, std::string_view theirs) {
+    auto shared = x25519_dh(mine, theirs);
+    if (!shared) return shared.error();
+    mix_key(*shared);
+    OPENSSL_cleanse(shared->data(), shared->size());
+    return ok_status();
+  }
+  Result<std::string> encrypt_and_hash(std::string_view p) {
+    auto c = cs.encrypt_with_ad(h, p);
+    if (c) mix_hash(*c);
+    return c;
+  }
+  Result<std::string> decrypt_and_hash(std::string_view c) {
+    auto p = cs.decrypt_with_ad(h, c);
+    if (p) mix_hash(c);
+    return p;
+  }
+  Result<std::string> payload() const {
+    pb::NoiseHandshakePayload msg;
+    msg.set_identity_key(encode_public_key_proto(identity.public_key()));
+    auto sig = identity.sign(std::string(k_static_key_prefix) + (signed_static.empty() ? s_pub : signed_static));
+    if (!sig) return sig.error();
+    msg.set_identity_sig(*sig);
+    msg.set_listen_addr(listen_addr);
+    return msg.SerializeAsString();
+  }
+  Status verify(std::string_view bytes) {
+    pb::NoiseHandshakePayload msg;
+    if (!msg.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return make_error(errc::malformed, "noise: the peer's handshake payload is not a NoiseHandshakePayload");
+    }
+    auto key = decode_public_key_proto(msg.identity_key());
+    if (!key) return make_error(key.error().code, "noise: the peer's identity key: {}", key.error().message);
+    if (!key->verify(std::string(k_static_key_prefix) + rs, msg.identity_sig())) {
+      return make_error(errc::crypto,
+                        "noise: the peer's signature does not bind its static key to identity {}; "
+                        "it does not hold that identity's private key",
+                        PeerId::from_public_key(*key).to_string());
+    }
+    remote = PeerId::from_public_key(*key);
+    remote_listen = msg.listen_addr().substr(0, 256);
+    return ok_status();
+  }
+};
+
+Handshake::Handshake(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Handshake::~Handshake() = default;
+Handshake::Handshake(Handshake&&) noexcept = default;
+Handshake& Handshake::operator=(Handshake&&) noexcept = default;
+
+Result<Handshake> Handshake::create(bool initiator, const Ed25519PrivateKey& identity, std::string listen_addr) {
+  auto s = x25519_generate();
+  if (!s) return s.error();
+  auto e = x25519_generate();
+  if (!e) return e.error();
+  auto st = std::make_unique<State>(initiator, identity);
+  st->s = std::move(*s);
+  st->e = std::move(*e);
+  st->listen_addr = std::move(listen_addr);
+  st->s_pub = x25519_public(st->s.get());
+  st->e_pub = x25519_public(st->e.get());
+  if (st->s_pub.empty() || st->e_pub.empty()) return openssl_error("reading an X25519 public key");
+  // The name fits in HASHLEN: h is the name padded with zeros; the prologue is empty.
+  st->h = std::string(k_protocol);
+  st->h.resize(k_hash_bytes, '\0');
+  st->ck = st->h;
+  st->mix_hash({});
+  return Handshake(std::move(st));
+}
+
+Result<Handshake> Handshake::create_with_keys(bool initiator, const Ed25519PrivateKey& identity,
+                                              std::string listen_addr, std::string_view static_private,
+                                              std::string_view ephemeral_private, std::string_view signed_static) {
+  auto hs = create(initiator, identity, std::move(listen_addr));
+  if (!hs) return hs.error();
+  auto s = x25519_from_private(static_private);
+  if (!s) return s.error();
+  auto e = x25519_from_private(ephemeral_private);
+  if (!e) return e.error();
+  State& st = *hs->s_;
+  st.s = std::move(*s);
+  st.e = std::move(*e);
+  st.s_pub = x25519_public(st.s.get());
+  st.e_pub = x25519_public(st.e.get());
+  st.signed_static = std::string(signed_static);
+  return hs;
+}
+
+bool Handshake::done() const { return s_->step == 3; }
+
+bool Handshake::my_turn() const { return s_->step < 3 && ((s_->step % 2 == 0) == s_->initiator); }
+
+std::string Handshake::handshake_hash() const { return s_->h; }
+
+Result<std::string> Handshake::write_message() {
+  State& st = *s_;
+  if (!my_turn()) {
+    return make_error(errc::protocol, "noise: handshake message {} is the peer's to send, not ours", st.step + 1);
+  }
+  std::string out;
+  if (st.step == 0) {  // -> e
+    out = st.e_pub;
+    st.mix_hash(st.e_pub);
+    auto p = st.encrypt_and_hash({});
+    if (!p) return p.error();
+    out += *p;
+  } else if (st.step == 1) {  // <- e, ee, s, es
+    out = st.e_pub;
+    st.mix_hash(st.e_pub);
+    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
+    auto s = st.encrypt_and_hash(st.s_pub);
+    if (!s) return s.error();
+    out += *s;
+    if (auto r = st.mix_dh(st.s.get(), st.re); !r) return r.error();
+    auto payload = st.payload();
+    if (!payload) return payload.error();
+    auto p = st.encrypt_and_hash(*payload);
+    if (!p) return p.error();
+    out += *p;
+  } else {  // -> s, se
+    auto s = st.encrypt_and_hash(st.s_pub);
+    if (!s) return s.error();
+    out = *s;
+    if (auto r = st.mix_dh(st.s.get(), st.re); !r) return r.error();
+    auto payload = st.payload();
+    if (!payload) return payload.error();
+    auto p = st.encrypt_and_hash(*payload);
+    if (!p) return p.error();
+    out += *p;
+  }
+  ++st.step;
+  return out;
+}
+
+Status Handshake::read_message(std::string_view m) {
+  State& st = *s_;
+  if (st.step >= 3 || my_turn()) {
+    return make_error(errc::protocol, "noise: got a handshake message where message {} was ours to send",
+                      st.step + 1);
+  }
+  if (m.size() > k_max_message_bytes) {
+    return make_error(errc::malformed, "noise: a handshake message of {} bytes exceeds {}", m.size(),
+                      k_max_message_bytes);
+  }
+  const std::size_t sealed_key = k_dh_bytes + k_tag_bytes;
+  if (st.step == 0) {  // -> e
+    if (m.size() != k_dh_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 1 is {} bytes, expected {}", m.size(), k_dh_bytes);
+    }
+    st.re = std::string(m);
+    st.mix_hash(st.re);
+    if (auto p = st.decrypt_and_hash({}); !p) return p.error();
+  } else if (st.step == 1) {  // <- e, ee, s, es
+    if (m.size() < k_dh_bytes + sealed_key + k_tag_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 2 is {} bytes, shorter than its keys", m.size());
+    }
+    st.re = std::string(m.substr(0, k_dh_bytes));
+    st.mix_hash(st.re);
+    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
+    auto rs = st.decrypt_and_hash(m.substr(k_dh_bytes, sealed_key));
+    if (!rs) return make_error(errc::crypto, "noise: handshake message 2: {}", rs.error().message);
+    st.rs = std::move(*rs);
+    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
+    auto p = st.decrypt_and_hash(m.substr(k_dh_bytes + sealed_key));
+    if (!p) return make_error(errc::crypto, "noise: handshake message 2: {}", p.error().message);
+    if (auto v = st.verify(*p); !v) return v.error();
+  } else {  // -> s, se
+    if (m.size() < sealed_key + k_tag_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 3 is {} bytes, shorter than its key", m.size());
+    }
+    auto rs = st.decrypt_and_hash(m.substr(0, sealed_key));
+    if (!rs) return make_error(errc::crypto, "noise: handshake message 3: {}", rs.error().message);
+    st.rs = std::move(*rs);
+    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
+    auto p = st.decrypt_and_hash(m.substr(sealed_key));
+    if (!p) return make_error(errc::crypto, "noise: handshake message 3: {}", p.error().message);
+    if (auto v = st.verify(*p); !v) return v.error();
+  }
+  ++st.step;
+  return ok_status();
+}
+
+Result<Session> Handshake::finish() {
+  State& st = *s_;
+  if (!done() || !st.remote) return make_error(errc::protocol, "noise: the handshake is not finished");
+  auto [k1, k2] = hkdf2(st.ck, {});
+  Session out{CipherState{}, CipherState{}, *st.remote, st.remote_listen};
+  // k1 carries initiator → responder, k2 the other way.
+  out.send.initialize_key(st.initiator ? k1 : k2);
+  out.recv.initialize_key(st.initiator ? k2 : k1);
+  OPENSSL_cleanse(k1.data(), k1.size());
+  OPENSSL_cleanse(k2.data(), k2.size());
+  return out;
+}
+
+}  // namespace apiary::messages::noise

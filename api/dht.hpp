@@ -36,6 +36,9 @@ struct DhtOptions {
   bool client_mode = false;
   /// UCX lanes between same-host peers.
   transport::Mode mode = transport::Mode::tcp;
+  /// Plaintext connections (`--insecure`), which every peer must choose too; encrypted
+  /// and authenticated by default.
+  bool insecure = false;
   /// Which host runs the node: its own actor, or the transport thread (no thread
   /// hand-off per request; the node's work per message is short).
   core::HostKind host = core::HostKind::actor;

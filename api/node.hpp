@@ -32,6 +32,9 @@ struct NodeOptions {
   std::vector<std::string> bootstrap;
   /// UCX lanes between same-host peers.
   transport::Mode mode = transport::Mode::tcp;
+  /// Plaintext connections (`--insecure`), which every peer must choose too; encrypted
+  /// and authenticated by default.
+  bool insecure = false;
   /// Time between ping rounds.
   std::chrono::milliseconds ping_interval{1000};
   /// Which host runs the ping role: its own actor, or the transport thread (no thread

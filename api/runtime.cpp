@@ -45,6 +45,8 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
   gc.transport.mode = options.mode;
   gc.transport.busy_poll = options.busy_poll;
   gc.transport.peer_id = rt->peer_id_.bytes();
+  gc.transport.identity = *key;
+  gc.transport.insecure = options.insecure;
   gc.host = listen->host;
   gc.port = listen->port;
   auto gw = actors::Gateway::start(*rt->system_, gc);

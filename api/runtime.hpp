@@ -29,6 +29,9 @@ struct RuntimeOptions {
   std::string identity_file;
   /// UCX transport mode (tcp, or shared memory between processes of one host).
   transport::Mode mode = transport::Mode::tcp;
+  /// Plaintext connections (a trusted cluster, shared memory on one host); every peer must
+  /// say so too. By default connections are encrypted and PeerIDs proven (Noise XX).
+  bool insecure = false;
   /// Busy-poll the transport this long before sleeping (0: sleep at once).
   std::chrono::microseconds busy_poll{0};
   /// Most scheduler threads of the actor system (0: CAF's default).

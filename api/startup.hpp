@@ -31,6 +31,7 @@ RuntimeOptions runtime_options_of(const FacadeOptions& options) {
   ro.listen = options.listen;
   ro.identity_file = options.identity_file;
   ro.mode = options.mode;
+  ro.insecure = options.insecure;
   ro.threads = options.threads;
   return ro;
 }

@@ -12,6 +12,7 @@
 
 #include "envelope.pb.h"
 #include "messages/buffer.hpp"
+#include "messages/identity/ed25519.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/result.hpp"
 
@@ -54,8 +55,18 @@ struct Config {
   /// Spin on the network for this long before sleeping (0 = sleep at once); trades a
   /// core for latency.
   std::chrono::microseconds busy_poll{0};
-  /// This node's PeerID bytes, sent in HELLO.
+  /// This node's PeerID bytes. On encrypted connections the handshake proves it with
+  /// `identity`, and it must be that key's PeerID (or empty: then it is).
   std::string peer_id;
+  /// The identity key that signs this node's handshakes; a fresh one when unset (the
+  /// node's PeerID is then new on every start).
+  std::optional<messages::Ed25519PrivateKey> identity;
+  /// Plaintext connections (`--insecure`: a trusted cluster, or shared memory on one host).
+  /// Both sides must choose it: a connection between a secure and an insecure node fails
+  /// at once, saying so. By default every connection opens with a Noise XX handshake
+  /// (PeerIDs proven by their keys) and every frame, envelope and payload, is encrypted and
+  /// authenticated (AES-256-GCM). Only the UCX backend encrypts; local/ is in-process.
+  bool insecure = false;
 };
 
 /// Receives what a transport produces. Every call runs on the transport's own thread.
@@ -95,6 +106,8 @@ struct Stats {
   std::uint64_t stray_messages = 0;     ///< active messages to ids apiary does not use
   std::uint64_t peers_down = 0;
   std::uint64_t frames_landed = 0;  ///< spliced frames whose body went into a posted Landing
+  std::uint64_t handshakes = 0;     ///< encrypted connections established (both directions)
+  std::uint64_t refused_connections = 0;  ///< handshakes failed, mode mismatches, unauthentic frames
 };
 
 /// A transport backend. Lifecycle: start → (post/send)* → stop.

@@ -124,11 +124,33 @@ void CipherState::initialize_key(std::string_view key) {
   n_ = 0;
 }
 
+Result<std::uint64_t> CipherState::reserve(std::uint64_t count) {
+  if (UINT64_MAX - n_ <= count) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+  const std::uint64_t first = n_;
+  n_ += count;
+  return first;
+}
+
 Status CipherState::seal(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out, std::byte* tag) {
   if (n_ == UINT64_MAX) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+  auto st = seal_at(n_, ad, in, size, out, tag);
+  if (st) ++n_;
+  return st;
+}
+
+Status CipherState::open(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
+                         const std::byte* tag) {
+  if (n_ == UINT64_MAX) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+  auto st = open_at(n_, ad, in, size, out, tag);
+  if (st) ++n_;
+  return st;
+}
+
+Status CipherState::seal_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
+                            std::byte* out, std::byte* tag) {
   EVP_CIPHER_CTX* c = ctx_->ctx;
   unsigned char iv[12];
-  gcm_nonce(n_, iv);
+  gcm_nonce(n, iv);
   const bool init = ctx_->mode == 1 ? EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
                                     : EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
   if (!init) return openssl_error("AES-256-GCM setup");
@@ -146,16 +168,14 @@ Status CipherState::seal(std::string_view ad, const std::byte* in, std::size_t s
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(k_tag_bytes), tag) != 1) {
     return openssl_error("AES-256-GCM");
   }
-  ++n_;
   return ok_status();
 }
 
-Status CipherState::open(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
-                         const std::byte* tag) {
-  if (n_ == UINT64_MAX) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
+Status CipherState::open_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
+                            std::byte* out, const std::byte* tag) {
   EVP_CIPHER_CTX* c = ctx_->ctx;
   unsigned char iv[12];
-  gcm_nonce(n_, iv);
+  gcm_nonce(n, iv);
   const bool init = ctx_->mode == 2 ? EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
                                     : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
   if (!init) return openssl_error("AES-256-GCM setup");
@@ -175,9 +195,8 @@ Status CipherState::open(std::string_view ad, const std::byte* in, std::size_t s
     return openssl_error("AES-256-GCM");
   }
   if (EVP_DecryptFinal_ex(c, u8(out + size), &len) != 1) {
-    return make_error(errc::crypto, "message {} failed authentication: forged, replayed, reordered or truncated", n_);
+    return make_error(errc::crypto, "message {} failed authentication: forged, replayed, reordered or truncated", n);
   }
-  ++n_;
   return ok_status();
 }
 

@@ -60,6 +60,17 @@ class CipherState {
   /// replayed, reordered or truncated); the nonce then does not advance.
   Status open(std::string_view ad, const std::byte* in, std::size_t size, std::byte* out, const std::byte* tag);
 
+  /// The next `count` nonces, taken now for messages sealed or opened later, or out of
+  /// order, with seal_at / open_at (a frame's payload, whose tag its envelope carries).
+  /// Errors: errc::crypto when the nonces are exhausted.
+  Result<std::uint64_t> reserve(std::uint64_t count);
+  /// seal() under nonce `n`, which reserve() handed out; the counter does not move.
+  Status seal_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
+                 std::byte* tag);
+  /// open() under nonce `n`, which reserve() handed out; the counter does not move.
+  Status open_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
+                 const std::byte* tag);
+
   /// Noise's EncryptWithAd: ciphertext ‖ tag, or the plaintext itself when no key is set.
   Result<std::string> encrypt_with_ad(std::string_view ad, std::string_view plaintext);
   /// Noise's DecryptWithAd (the inverse).

@@ -241,7 +241,9 @@ TEST_CASE("many Dht share one gateway: each is reached by its own PeerID, also f
   testing::TestSystem t;
   auto& sys = t.sys;
   actors::GatewayConfig gc;
-  gc.transport.peer_id = messages::PeerId::from_public_key(new_key().public_key()).bytes();
+  const auto gateway_key = new_key();
+  gc.transport.identity = gateway_key;  // proves the gateway's PeerID; the nodes behind it name their own
+  gc.transport.peer_id = messages::PeerId::from_public_key(gateway_key.public_key()).bytes();
   auto gw = actors::Gateway::start(sys, gc);
   REQUIRE(gw.ok());
   DhtOptions shared;

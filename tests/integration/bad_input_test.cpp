@@ -22,9 +22,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
+/// A client gateway config in --insecure mode (the raw client below speaks plaintext).
+actors::GatewayConfig plaintext() {
+  actors::GatewayConfig gc;
+  gc.transport.insecure = true;
+  return gc;
+}
+
 /// A test server process plus a client gateway in this process.
 struct Fixture : testing::ServerFixture {
-  explicit Fixture(const std::vector<std::string>& server_args = {}) : ServerFixture(server_args) {}
+  explicit Fixture(const std::vector<std::string>& server_args = {}, actors::GatewayConfig client = {})
+      : ServerFixture(server_args, std::move(client)) {}
 
   /// rpc_square(n) answers n*n: the server is alive and serving this gateway.
   void check_serving(int n) {
@@ -65,7 +73,7 @@ void connect(testing::RawUcxClient& raw) {
 }  // namespace
 
 TEST_CASE("garbage envelopes are answered with ERROR frames on the same connection", "[integration]") {
-  Fixture f;
+  Fixture f({}, plaintext());
   testing::RawUcxClient raw(f.peer);
   connect(raw);
   struct Case {
@@ -114,7 +122,7 @@ TEST_CASE("garbage envelopes are answered with ERROR frames on the same connecti
 }
 
 TEST_CASE("messages to unused active-message ids are dropped without harm", "[integration]") {
-  Fixture f;
+  Fixture f({}, plaintext());
   testing::RawUcxClient raw(f.peer);
   connect(raw);
   // Including the ids that crash an unprotected UCX 1.13 receiver (stack.md,

@@ -136,13 +136,13 @@ bool RawUcxClient::send(unsigned am_id, const std::string& header, const std::st
 std::optional<pb::Envelope> RawUcxClient::next_frame(pb::FrameKind kind, std::chrono::milliseconds timeout) {
   const auto give_up = Clock::now() + timeout;
   while (ok() && Clock::now() < give_up) {
-    if (headers_.empty()) {
+    if (messages_.empty()) {
       ucp_worker_progress(worker_);
       continue;
     }
     pb::Envelope env;
-    const bool parsed = env.ParseFromString(headers_.front());
-    headers_.pop_front();
+    const bool parsed = env.ParseFromString(messages_.front().first);
+    messages_.pop_front();
     if (!parsed) {
       fail("the server sent a header that is not an apiary.pb.Envelope");
       return std::nullopt;
@@ -157,10 +157,28 @@ std::optional<pb::Envelope> RawUcxClient::next_frame(pb::FrameKind kind, std::ch
   return std::nullopt;
 }
 
-ucs_status_t RawUcxClient::on_frame(void* arg, const void* header, size_t header_length, void*, size_t,
-                                    const ucp_am_recv_param_t*) {
-  // Payloads are not needed; returning UCS_OK releases rendezvous data unread.
-  static_cast<RawUcxClient*>(arg)->headers_.emplace_back(static_cast<const char*>(header), header_length);
+std::optional<std::pair<std::string, std::string>> RawUcxClient::next_message(std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (ok() && messages_.empty() && Clock::now() < give_up) ucp_worker_progress(worker_);
+  if (messages_.empty()) return std::nullopt;
+  auto m = std::move(messages_.front());
+  messages_.pop_front();
+  return m;
+}
+
+bool RawUcxClient::linger(std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (ok() && Clock::now() < give_up) ucp_worker_progress(worker_);
+  return ok();
+}
+
+ucs_status_t RawUcxClient::on_frame(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                    const ucp_am_recv_param_t* param) {
+  // Eager data is kept; returning UCS_OK releases rendezvous data unread.
+  const bool eager = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0;
+  static_cast<RawUcxClient*>(arg)->messages_.emplace_back(
+      std::string(static_cast<const char*>(header), header_length),
+      eager && length > 0 ? std::string(static_cast<const char*>(data), length) : std::string{});
   return UCS_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,14 @@ class RawUcxClient {
   /// when none came within `timeout` or a header was not an Envelope.
   std::optional<pb::Envelope> next_frame(pb::FrameKind kind, std::chrono::milliseconds timeout);
 
+  /// The next message the server sent on active-message id 0, as raw header and data
+  /// bytes (data only when it came eagerly), whatever it holds (a sealed frame). nullopt
+  /// when none came within `timeout`.
+  std::optional<std::pair<std::string, std::string>> next_message(std::chrono::milliseconds timeout);
+
+  /// Progresses for `timeout` or until the connection fails; returns ok().
+  bool linger(std::chrono::milliseconds timeout);
+
   /// Messages received on ids other than 0 (the server never sends any).
   std::uint64_t stray_received() const { return stray_; }
 
@@ -52,7 +61,7 @@ class RawUcxClient {
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
   std::string error_;
-  std::deque<std::string> headers_;  ///< headers received on id 0, oldest first
+  std::deque<std::pair<std::string, std::string>> messages_;  ///< header and eager data received on id 0, oldest first
   std::uint64_t stray_ = 0;
 };
 

@@ -1,3 +1,4 @@
+// Options come in pairs: --mode tcp|shm, --insecure 1, --max-frame N, --keepalive-ms N.
 // A process serving the test services: prints "listening HOST:PORT", then serves
 // until its stdin closes (the test that started it exited or killed it) or SIGTERM.
 //
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--mode") cfg.transport.mode = v == "shm" ? apiary::transport::Mode::shm : apiary::transport::Mode::tcp;
+    else if (k == "--insecure") cfg.transport.insecure = v == "1";
     else if (k == "--max-frame") cfg.transport.max_frame_bytes = std::stoull(v);
     else if (k == "--keepalive-ms") {
       cfg.transport.keepalive_interval = std::chrono::milliseconds(std::stoi(v));

@@ -9,6 +9,10 @@ ServerFixture::ServerFixture(std::vector<std::string> server_args, actors::Gatew
   sys = std::make_unique<caf::actor_system>(cfg);
   server_args.push_back("--mode");
   server_args.push_back(client.transport.mode == transport::Mode::shm ? "shm" : "tcp");
+  if (client.transport.insecure) {
+    server_args.push_back("--insecure");
+    server_args.push_back("1");
+  }
   auto started = start_test_server(server_args);
   server = std::move(started.first);
   peer = started.second;

@@ -19,7 +19,7 @@ struct ServerFixture {
   std::unique_ptr<Process> server;
   std::string peer;  ///< the server's "host:port"
 
-  /// Starts the server with `server_args` (its --mode is taken from `client`), then the
+  /// Starts the server with `server_args` (its --mode and --insecure are taken from `client`), then the
   /// client gateway with `client`.
   explicit ServerFixture(std::vector<std::string> server_args = {}, actors::GatewayConfig client = {});
   ~ServerFixture();

@@ -9,6 +9,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "messages/identity/noise.hpp"
 #include "messages/result.hpp"
 #include "transport/transport.hpp"
 
@@ -28,15 +29,21 @@ struct Endpoint {
   ucp_ep_h ep = nullptr;
   PeerKey key;                       ///< "host:port" when we dialled, "inbound:N" when accepted
   std::string listen_addr;           ///< the peer's listen "host:port", from its HELLO
-  std::string peer_id;               ///< the peer's PeerID bytes, from its HELLO
+  std::string peer_id;               ///< the peer's PeerID bytes: proven by the handshake, or from its HELLO (--insecure)
   bool outbound = false;             ///< we dialled it
   bool failed = false;               ///< UCX reported an error; awaiting cleanup
+  bool flush_on_close = false;       ///< a refusal is on its way to the peer: close gently
+  bool heard = false;                ///< a frame arrived on it
   /// Dialled connections hold frames back until the peer's first frame (its HELLO)
   /// shows the connection is wired up: UCX 1.13 can assert on rendezvous sends queued
   /// before wireup completes (shared-memory lanes), and an unreachable peer then
   /// fails cleanly instead of swallowing frames.
   bool ready = true;
   std::vector<Frame> backlog;
+  /// Encrypted connections: the Noise handshake while it runs, then the session (shared
+  /// with rendezvous receives, which decrypt when their data is in).
+  std::unique_ptr<messages::noise::Handshake> handshake;
+  std::shared_ptr<messages::noise::Session> session;
   Error failure;                     ///< why it failed
   Clock::time_point last_rx{};       ///< last frame received
   Clock::time_point last_probe{};    ///< last KEEPALIVE sent

@@ -41,7 +41,106 @@ void Transport::accept_pending() {
     auto ep = accept_endpoint(worker_->get(), req, config_.mode, &on_ep_error, this);
     if (!ep) continue;  // the client sees its connection fail
     Endpoint* e = adopt(*ep, fmt::format("inbound:{}", ++inbound_counter_), false);
-    send_on(*e, hello_frame());  // lets the dialler start sending
+    if (config_.insecure) {
+      send_on(*e, hello_frame());  // lets the dialler start sending
+      continue;
+    }
+    // Encrypted: the dialler speaks first (Noise XX); nothing else goes out before the
+    // handshake ends.
+    e->ready = false;
+    if (auto st = begin_handshake(*e); !st) refuse(*e, st.error(), false);
+  }
+}
+
+namespace {
+
+/// A HANDSHAKE frame carrying Noise message `m`.
+Frame handshake_frame(const std::string& m) {
+  Frame f;
+  f.envelope.set_kind(pb::HANDSHAKE);
+  f.payload = Buffer::copy_of(m);
+  return f;
+}
+
+}  // namespace
+
+Status Transport::begin_handshake(Endpoint& ep) {
+  auto hs = messages::noise::Handshake::create(ep.outbound, *identity_, bound_);
+  if (!hs) return hs.error();
+  ep.handshake = std::make_unique<messages::noise::Handshake>(std::move(*hs));
+  if (!ep.outbound) return ok_status();
+  auto m1 = ep.handshake->write_message();
+  if (!m1) return m1.error();
+  transmit(ep, handshake_frame(*m1), true);
+  return ok_status();
+}
+
+void Transport::refuse(Endpoint& ep, const Error& why, bool tell_peer) {
+  if (ep.failed) return;
+  ++counters_.refused;
+  if (tell_peer) {
+    ep.flush_on_close = true;  // the ERROR leaves before the connection closes
+    control_out_.push_back({&ep, error_frame(0, false, why), true});
+  }
+  mark_failed(ep, why);
+}
+
+void Transport::on_handshake_frame(Endpoint& ep, const pb::Envelope& env, const void* data, std::size_t length) {
+  const auto kind = env.kind();
+  if (config_.insecure) {  // only a HANDSHAKE frame comes here
+    refuse(ep, make_error(errc::protocol,
+                          "{} opened an encrypted connection, but this node runs --insecure (plaintext): "
+                          "start both with --insecure, or neither",
+                          ep.key),
+           true);
+    return;
+  }
+  if (kind == pb::ERROR) {
+    refuse(ep, make_error(errc::protocol, "{} refused the connection: {}", ep.key, env.error_message()), false);
+    return;
+  }
+  if (kind == pb::HELLO) {
+    refuse(ep, make_error(errc::protocol,
+                          "{} connects without encryption (--insecure), but this node requires encrypted "
+                          "connections: start both with --insecure, or neither",
+                          ep.key),
+           true);
+    return;
+  }
+  if (kind != pb::HANDSHAKE || env.payload_size() != length) {
+    refuse(ep, make_error(errc::protocol, "{} sent a frame of kind {} ({} bytes) before the handshake finished", ep.key,
+                          pb::FrameKind_Name(kind), length),
+           true);
+    return;
+  }
+  auto& hs = *ep.handshake;
+  if (auto st = hs.read_message(std::string_view(static_cast<const char*>(data), length)); !st) {
+    refuse(ep, make_error(st.error().code, "handshake with {} failed: {}", ep.key, st.error().message), true);
+    return;
+  }
+  if (hs.my_turn()) {
+    auto m = hs.write_message();
+    if (!m) {
+      refuse(ep, make_error(m.error().code, "handshake with {} failed: {}", ep.key, m.error().message), true);
+      return;
+    }
+    control_out_.push_back({&ep, handshake_frame(*m), true});
+  }
+  if (!hs.done()) return;
+  auto session = hs.finish();
+  if (!session) {
+    refuse(ep, session.error(), true);
+    return;
+  }
+  ep.session = std::make_shared<messages::noise::Session>(std::move(*session));
+  ep.handshake.reset();
+  ep.peer_id = ep.session->remote.bytes();
+  ep.listen_addr = ep.session->remote_listen_addr;
+  ++counters_.handshakes;
+  if (!ep.outbound) {
+    // The responder is done: its first encrypted frame tells the dialler to start.
+    control_out_.push_back({&ep, hello_frame(), false});
+    unblocked_.push_back(&ep);
   }
 }
 
@@ -78,15 +177,23 @@ Endpoint* Transport::find_or_connect(const PeerKey& key) {
     return nullptr;
   }
   Endpoint* e = adopt(*ep, key, true);
-  send_on(*e, hello_frame());
-  e->ready = false;  // everything after the HELLO waits for the peer's first frame
+  if (config_.insecure) {
+    send_on(*e, hello_frame());
+  } else if (auto st = begin_handshake(*e); !st) {
+    refuse(*e, st.error(), false);
+  }
+  // Everything after the HELLO (or the handshake) waits for the peer's first frame (its
+  // first encrypted one).
+  e->ready = false;
   return e;
 }
 
 void Transport::on_hello(Endpoint& ep, const pb::Envelope& env) {
   // Recorded, not used as the key: UCX 1.13 may deliver frames sent before wireup
   // completed ahead of the HELLO sent first, so an inbound connection keeps the name
-  // it got on accept and answers go back on it.
+  // it got on accept and answers go back on it. An encrypted connection knows both from
+  // its handshake, the PeerID proven.
+  if (ep.session) return;
   ep.listen_addr = env.listen_addr().substr(0, 256);
   ep.peer_id = env.peer_id().substr(0, 256);
 }
@@ -124,7 +231,7 @@ void Transport::reap_failed() {
       by_key_.erase(it);
       was_primary = true;
     }
-    if (void* r = close_endpoint(h, true)) closing_.push_back(r);
+    if (void* r = close_endpoint(h, !e.flush_on_close)) closing_.push_back(r);
     ++counters_.down;
     // Another live connection to the same peer keeps it up.
     bool other = false;
@@ -148,7 +255,15 @@ void Transport::disconnect(const PeerKey& peer) {
 
 std::string Transport::describe(const PeerKey& peer) {
   auto it = by_key_.find(peer);
-  return it == by_key_.end() ? std::string{} : describe_endpoint(it->second->ep);
+  if (it == by_key_.end()) return {};
+  std::string out = describe_endpoint(it->second->ep);
+  const Endpoint& e = *it->second;
+  if (e.session) {
+    out += fmt::format("\nencrypted: {} with {}\n", messages::noise::k_protocol, e.session->remote.to_string());
+  } else {
+    out += config_.insecure ? "\nplaintext (--insecure)\n" : "\nhandshake not finished\n";
+  }
+  return out;
 }
 
 // ---- sending ----------------------------------------------------------------------
@@ -164,9 +279,64 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
     ep.backlog.push_back(std::move(frame));
     return;
   }
+  transmit(ep, std::move(frame), false);
+}
+
+Result<std::string> Transport::seal_frame(messages::noise::Session& session, Frame& frame) {
+  using messages::noise::k_tag_bytes;
+  const bool has_payload = !frame.payload.empty();
+  // The envelope's nonce, then the payload's: the receiver opens the envelope first and
+  // finds the payload's tag in it.
+  auto first = session.send.reserve(has_payload ? 2 : 1);
+  if (!first) return first.error();
+  if (has_payload) {
+    // Sealed into a pooled buffer: the encryption is the one copy (the payload may be a
+    // view of a caller's tensor, which stays as it is).
+    const std::size_t size = frame.payload.size();
+    Buffer out = Buffer::allocate(size);
+    std::byte tag[k_tag_bytes];
+    if (auto st = session.send.seal_at(*first + 1, {}, frame.payload.data(), size, out.data(), tag); !st) {
+      return st.error();
+    }
+    frame.envelope.set_payload_mac(tag, k_tag_bytes);
+    frame.payload = std::move(out);
+  }
+  std::string header = frame.envelope.SerializeAsString();
+  const std::size_t plain = header.size();
+  header.resize(plain + k_tag_bytes);
+  auto* h = reinterpret_cast<std::byte*>(header.data());
+  if (auto st = session.send.seal_at(*first, {}, h, plain, h, h + plain); !st) return st.error();
+  return header;
+}
+
+void Transport::transmit(Endpoint& ep, Frame frame, bool plain) {
+  if (ep.failed && !plain) return;
   frame.envelope.set_payload_size(frame.payload.size());
+  const bool sealed = ep.session != nullptr && !plain;
+  // Checked before sealing: a frame dropped after it took its nonces would fail every
+  // frame after it at the receiver.
+  const std::size_t header_bytes =
+      frame.envelope.ByteSizeLong() +
+      (sealed ? messages::noise::k_tag_bytes + (frame.payload.empty() ? 0 : messages::noise::k_tag_bytes + 2) : 0);
+  if (header_bytes > max_header_) {
+    // Never hand UCX 1.13 an oversized header: it would crash the sender.
+    handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),
+                                           make_error(errc::too_large,
+                                                      "envelope of {} bytes exceeds the {} byte limit",
+                                                      header_bytes, max_header_)));
+    return;
+  }
   auto op = std::make_unique<SendOp>();
-  op->header = frame.envelope.SerializeAsString();
+  if (sealed) {
+    auto header = seal_frame(*ep.session, frame);
+    if (!header) {
+      mark_failed(ep, make_error(errc::crypto, "sealing a frame to {} failed: {}", ep.key, header.error().message));
+      return;
+    }
+    op->header = std::move(*header);
+  } else {
+    op->header = frame.envelope.SerializeAsString();
+  }
   op->payload = std::move(frame.payload);
   // Over shared memory the receiver fetches a large payload with cma, which pins the
   // sender's pages one by one: a view of 4 KiB pages (a caller's tensor) costs more to
@@ -174,18 +344,11 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   // though: the copy runs before the send starts, and a large one delays it by more than
   // the pinning costs (see worker.hpp). Over tcp the socket copies either way, so a view
   // leaves as it is.
+  // (A sealed payload is already in a pooled buffer.)
   const std::size_t size = op->payload.size();
-  if (config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
+  if (!sealed && config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
       !op->payload.huge_backed()) {
     op->payload = Buffer::copy_of(op->payload.data(), size);
-  }
-  if (op->header.size() > max_header_) {
-    // Never hand UCX 1.13 an oversized header: it would crash the sender.
-    handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),
-                                           make_error(errc::too_large,
-                                                      "envelope of {} bytes exceeds the {} byte limit",
-                                                      op->header.size(), max_header_)));
-    return;
   }
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -249,8 +412,37 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   }
   Endpoint& ep = *it->second;
   ep.last_rx = Clock::now();
-  if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
-  Result<pb::Envelope> decoded = decode_envelope(header, header_length);
+  const bool first = !ep.heard;
+  ep.heard = true;
+  const bool secure = !self->config_.insecure;
+  if (secure && !ep.session) {
+    // Before the handshake ends only its messages (in clear, eager) are accepted.
+    Result<pb::Envelope> env = decode_envelope(header, header_length);
+    if (!env.ok()) {
+      ++self->counters_.malformed;
+      self->refuse(ep, make_error(errc::malformed, "malformed handshake frame of {} bytes from {}: {}", header_length,
+                                  ep.key, env.error().message),
+                   true);
+    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+      self->refuse(ep, make_error(errc::protocol, "{} sent {} bytes by rendezvous before the handshake finished",
+                                  ep.key, length),
+                   true);
+    } else {
+      self->on_handshake_frame(ep, *env, data, length);
+    }
+    return UCS_OK;
+  }
+  const void* plain_header = header;
+  std::size_t plain_length = header_length;
+  std::string opened;
+  if (secure) {
+    auto o = self->open_header(ep, header, header_length);
+    if (!o) return UCS_OK;  // the connection is failed, saying why
+    opened = std::move(*o);
+    plain_header = opened.data();
+    plain_length = opened.size();
+  }
+  Result<pb::Envelope> decoded = decode_envelope(plain_header, plain_length);
   if (!decoded.ok()) {
     ++self->counters_.malformed;
     // Answer on the same connection; the frame itself is dropped.
@@ -259,11 +451,40 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
                    decoded.error().message)));
     return UCS_OK;
   }
+  if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
   Frame frame;
   frame.envelope = std::move(*decoded);
   ++self->counters_.received;
   self->counters_.bytes_received += header_length + length;
   const auto kind = frame.envelope.kind();
+  if (kind == pb::HANDSHAKE) {
+    if (secure) {
+      self->refuse(ep, make_error(errc::protocol, "{} sent a handshake message after the handshake", ep.key), false);
+    } else {
+      self->on_handshake_frame(ep, frame.envelope, data, length);
+    }
+    return UCS_OK;
+  }
+  if (!secure && first && ep.outbound && kind == pb::ERROR && frame.envelope.call_id() == 0) {
+    // The peer refused the connection as its first word (it requires encryption).
+    self->refuse(ep, make_error(errc::protocol, "{} refused the connection: {}", ep.key,
+                                frame.envelope.error_message()),
+                 false);
+    return UCS_OK;
+  }
+  // An encrypted payload's nonce is taken now, in arrival order, whenever it is opened.
+  std::uint64_t payload_nonce = 0;
+  std::string payload_tag;
+  if (secure && frame.envelope.payload_size() > 0) {
+    auto n = ep.session->recv.reserve(1);
+    if (!n || frame.envelope.payload_mac().size() != messages::noise::k_tag_bytes) {
+      self->refuse(ep, make_error(errc::protocol, "{} sent an encrypted payload without its tag", ep.key), false);
+      return UCS_OK;
+    }
+    payload_nonce = *n;
+    payload_tag = std::move(*frame.envelope.mutable_payload_mac());
+    frame.envelope.clear_payload_mac();
+  }
   if (kind == pb::HELLO) {
     self->on_hello(ep, frame.envelope);
     return UCS_OK;
@@ -322,15 +543,53 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     pending->offset = body_at;
     pending->length = length;
     pending->zone = std::move(zone);
+    if (secure) {
+      pending->session = ep.session;
+      pending->nonce = payload_nonce;
+      pending->tag = std::move(payload_tag);
+    }
     ep.rx_order.push_back(pending->slot);  // later frames of this peer wait behind it
     self->rndv_pending_.push_back(std::move(pending));
     ++ep.transfers;
     return UCS_INPROGRESS;  // fetched after progress returns
   }
-  if (length > 0) std::memcpy(dest, data, length);
+  if (length > 0 && secure) {
+    // Decrypting is the copy out of UCX's buffer.
+    auto st = ep.session->recv.open_at(payload_nonce, {}, static_cast<const std::byte*>(data), length, dest,
+                                       reinterpret_cast<const std::byte*>(payload_tag.data()));
+    if (!st) {
+      Error why = make_error(errc::crypto, "a frame's payload from {} failed authentication ({}); the connection is "
+                             "closed", ep.key, st.error().message);
+      self->refuse(ep, why, false);
+      frame.landed = 0;
+      frame.payload_error = std::move(why);
+      self->receive(ep, std::move(frame));
+      return UCS_OK;
+    }
+  } else if (length > 0) {
+    std::memcpy(dest, data, length);
+  }
   frame.payload = std::move(payload);
   self->receive(ep, std::move(frame));
   return UCS_OK;
+}
+
+Result<std::string> Transport::open_header(Endpoint& ep, const void* header, std::size_t size) {
+  using messages::noise::k_tag_bytes;
+  Status st = ok_status();
+  std::string plain;
+  if (size < k_tag_bytes) {
+    st = make_error(errc::crypto, "an envelope of {} bytes is shorter than its tag", size);
+  } else {
+    plain.resize(size - k_tag_bytes);
+    const auto* in = static_cast<const std::byte*>(header);
+    st = ep.session->recv.open({}, in, plain.size(), reinterpret_cast<std::byte*>(plain.data()), in + plain.size());
+  }
+  if (st) return plain;
+  Error why = make_error(errc::crypto, "a frame from {} ({}) failed authentication: {}; the connection is closed",
+                         ep.key, ep.session->remote.to_string(), st.error().message);
+  refuse(ep, why, false);
+  return why;
 }
 
 void Transport::receive(Endpoint& ep, Frame frame) {
@@ -371,17 +630,9 @@ void Transport::start_rndv_receives() {
     std::byte* dest = rp->zone.empty() ? frame.payload.data() + rp->offset : rp->zone.data();
     void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, dest, rp->length, &p);
     if (req == nullptr) {
-      transfer_done(rp->from);
-      rp->zone = Buffer{};  // the handler's memory is released before its frame is delivered
-      flush_in_order(rp->from, rp->slot);
+      rndv_complete(*rp, UCS_OK);
     } else if (UCS_PTR_IS_ERR(req)) {
-      transfer_done(rp->from);
-      rp->zone = Buffer{};
-      frame.payload = Buffer{};
-      frame.landed = 0;
-      frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
-                                       rp->from, ucs_status_string(UCS_PTR_STATUS(req)));
-      flush_in_order(rp->from, rp->slot);
+      rndv_complete(*rp, UCS_PTR_STATUS(req));
     } else {
       rp.release();  // on_rndv_done owns it
     }
@@ -390,20 +641,42 @@ void Transport::start_rndv_receives() {
 
 void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
   std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
-  rp->self->transfer_done(rp->from);
-  rp->zone = Buffer{};  // the handler's memory is released before its frame is delivered
-  if (status != UCS_OK) {
-    rp->slot->frame.landed = 0;
-    rp->slot->frame.payload = Buffer{};
-    rp->slot->frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}",
-                                               rp->from, ucs_status_string(status));
-  }
-  rp->self->flush_in_order(rp->from, rp->slot);
+  rp->self->rndv_complete(*rp, status);
   ucp_request_free(request);
 }
 
+void Transport::rndv_complete(PendingRndv& rp, ucs_status_t status) {
+  transfer_done(rp.from);
+  Frame& frame = rp.slot->frame;
+  if (status != UCS_OK) {
+    frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}", rp.from,
+                                     ucs_status_string(status));
+  } else if (rp.session) {
+    // Fetched sealed; opened where it landed.
+    std::byte* at = rp.zone.empty() ? frame.payload.data() + rp.offset : rp.zone.data();
+    auto st = rp.session->recv.open_at(rp.nonce, {}, at, rp.length, at, reinterpret_cast<const std::byte*>(rp.tag.data()));
+    if (!st) {
+      frame.payload_error = make_error(errc::crypto, "a frame's payload from {} failed authentication ({}); the "
+                                       "connection is closed", rp.from, st.error().message);
+      for (auto& [h, e] : endpoints_) {
+        if (e->session == rp.session) refuse(*e, *frame.payload_error, false);
+      }
+    }
+  }
+  if (frame.payload_error) {
+    frame.landed = 0;
+    frame.payload = Buffer{};
+  }
+  rp.zone = Buffer{};  // the handler's memory is released before its frame is delivered
+  flush_in_order(rp.from, rp.slot);
+}
+
 void Transport::dispatch_inbox() {
-  // Sends are made here, outside UCX callbacks.
+  // Sends are made here, outside UCX callbacks: first each connection's own (handshake
+  // messages, refusals, a responder's first encrypted frame), then held-back frames.
+  auto control = std::move(control_out_);
+  control_out_.clear();
+  for (auto& c : control) transmit(*c.ep, std::move(c.frame), c.plain);
   for (Endpoint* ep : unblocked_) {
     if (ep->ready || ep->failed) continue;
     ep->ready = true;

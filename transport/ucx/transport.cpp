@@ -42,6 +42,22 @@ void Transport::run(std::string host, std::uint16_t port, std::promise<Result<st
 }
 
 Status Transport::setup(const std::string& host, std::uint16_t port) {
+  if (!config_.insecure) {
+    if (config_.identity) {
+      identity_ = config_.identity;
+    } else {
+      auto key = messages::Ed25519PrivateKey::generate();
+      if (!key) return key.error();
+      identity_ = *key;
+    }
+    const std::string proven = messages::PeerId::from_public_key(identity_->public_key()).bytes();
+    if (!config_.peer_id.empty() && config_.peer_id != proven) {
+      return make_error(errc::invalid_argument,
+                        "the transport's PeerID is not that of its identity key, so no handshake could prove "
+                        "it: pass the node's key as Config::identity (or run --insecure)");
+    }
+    config_.peer_id = proven;
+  }
   auto dev = interface_of(host);
   if (!dev) return dev.error();
   auto ctx = Context::create(config_.mode, *dev);
@@ -93,6 +109,8 @@ Stats Transport::stats() const {
   s.stray_messages = counters_.stray;
   s.peers_down = counters_.down;
   s.frames_landed = counters_.landed;
+  s.handshakes = counters_.handshakes;
+  s.refused_connections = counters_.refused;
   return s;
 }
 
@@ -203,6 +221,7 @@ void Transport::shutdown() {
   }
   wake_target_ = nullptr;
   rndv_pending_.clear();
+  control_out_.clear();
   listener_.reset();
   worker_.reset();
   context_.reset();

@@ -43,6 +43,19 @@ class Transport final : public transport::Transport {
     std::size_t offset = 0;  ///< where the data lands in the payload (after a spliced head)
     std::size_t length = 0;  ///< bytes of data
     Buffer zone;             ///< or: the posted Landing the data goes to (the payload is head + tail)
+    /// Encrypted connections: the session, the payload's nonce and tag (it is decrypted in
+    /// place once fetched).
+    std::shared_ptr<messages::noise::Session> session;
+    std::uint64_t nonce = 0;
+    std::string tag;
+  };
+
+  /// A frame that goes out on a given connection after progress returns: handshake
+  /// messages and refusals (in clear), the first encrypted frame of a connection.
+  struct ControlOut {
+    Endpoint* ep = nullptr;
+    Frame frame;
+    bool plain = false;
   };
 
   /// Hands `frame` from `ep` to the handler in arrival order (behind pending rendezvous).
@@ -50,6 +63,8 @@ class Transport final : public transport::Transport {
   /// A rendezvous frame of `from` completed: delivers the ready frames at the head of its
   /// connection's order.
   void flush_in_order(const PeerKey& from, const std::shared_ptr<RxSlot>& slot);
+  /// A rendezvous receive ended with `status`: opens a sealed payload, then delivers.
+  void rndv_complete(PendingRndv& rp, ucs_status_t status);
   void run(std::string host, std::uint16_t port, std::promise<Result<std::string>>* started);
   Status setup(const std::string& host, std::uint16_t port);
   void loop();
@@ -66,6 +81,20 @@ class Transport final : public transport::Transport {
   Endpoint* find_or_connect(const PeerKey& key);
   Endpoint* adopt(ucp_ep_h ep, PeerKey key, bool outbound);
   void send_on(Endpoint& ep, Frame frame);
+  /// Sends `frame` on `ep` now: sealed when the connection has a session and not `plain`.
+  void transmit(Endpoint& ep, Frame frame, bool plain);
+  /// Seals a frame for `session`: the payload into a new buffer, its tag into the envelope,
+  /// and the envelope (returned) with its own tag appended.
+  Result<std::string> seal_frame(messages::noise::Session& session, Frame& frame);
+  /// Opens a sealed envelope from `ep` (its bytes); a failure fails the connection.
+  Result<std::string> open_header(Endpoint& ep, const void* header, std::size_t size);
+  /// A frame on a connection whose handshake has not finished (encrypted mode), or the
+  /// first frames of a connection in --insecure mode that say the peer is not.
+  void on_handshake_frame(Endpoint& ep, const pb::Envelope& env, const void* data, std::size_t length);
+  /// Fails `ep` for `why`; with `tell_peer`, an ERROR frame (call 0) says why first.
+  void refuse(Endpoint& ep, const Error& why, bool tell_peer);
+  /// Starts the handshake on a new connection (encrypted mode).
+  Status begin_handshake(Endpoint& ep);
   void send_control(Endpoint& ep, pb::FrameKind kind);
   void mark_failed(Endpoint& ep, Error why);
   void on_hello(Endpoint& ep, const pb::Envelope& env);
@@ -104,6 +133,8 @@ class Transport final : public transport::Transport {
   std::vector<std::pair<PeerKey, Frame>> inbox_;    ///< received, to hand to the handler
   std::vector<std::pair<PeerKey, Frame>> replies_;  ///< transport-level answers to send
   std::vector<Endpoint*> unblocked_;                ///< dialled endpoints that just heard back
+  std::vector<ControlOut> control_out_;              ///< per-connection frames to send
+  std::optional<messages::Ed25519PrivateKey> identity_;  ///< signs handshakes (encrypted mode)
   std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;
@@ -111,7 +142,7 @@ class Transport final : public transport::Transport {
 
   struct Counters {
     std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0},
-        landed{0};
+        landed{0}, handshakes{0}, refused{0};
   } counters_;
 };
 

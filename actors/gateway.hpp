@@ -91,6 +91,8 @@ class Gateway final : private transport::Handler {
   void detach(const std::shared_ptr<DirectSink>& sink);
   /// Transport counters.
   transport::Stats transport_stats() const { return transport_->stats(); }
+  /// Whether the transport runs plaintext (Config::insecure).
+  bool insecure() const { return insecure_; }
   /// Stops the transport; calls in flight end with errors. Idempotent.
   void stop();
 
@@ -111,6 +113,7 @@ class Gateway final : private transport::Handler {
   static core::TimePoint now() { return now_of(transport::Clock::now()); }
 
   std::unique_ptr<transport::Transport> transport_;
+  bool insecure_ = false;
   std::string address_;
   std::mutex stop_mu_;
   std::atomic<bool> stopped_{false};

@@ -59,7 +59,8 @@ void Node::stop() {
   if (runtime_) runtime_->stop();
 }
 
-Result<std::unique_ptr<Pinger>> Pinger::start(const messages::Multiaddr& target, transport::Mode mode) {
+Result<std::unique_ptr<Pinger>> Pinger::start(const messages::Multiaddr& target, transport::Mode mode,
+                                               bool insecure) {
   const api::CafThreadRelease released;
   std::unique_ptr<Pinger> pinger(new Pinger());
   pinger->target_ = target.host_port();
@@ -68,6 +69,7 @@ Result<std::unique_ptr<Pinger>> Pinger::start(const messages::Multiaddr& target,
   actors::GatewayConfig gc;
   gc.host = target.host;  // listen (ephemerally) on the same interface as the target
   gc.transport.mode = mode;
+  gc.transport.insecure = insecure;
   auto gw = actors::Gateway::start(*pinger->system_, gc);
   if (!gw) return gw.error();
   pinger->gateway_ = *gw;

@@ -89,7 +89,9 @@ class Pinger {
  public:
   /// Starts the gateway to probe `target`, over `mode` (which must match the node's).
   /// Errors: the gateway's.
-  static Result<std::unique_ptr<Pinger>> start(const messages::Multiaddr& target, transport::Mode mode);
+  /// `insecure`: plaintext, as the node must run too.
+  static Result<std::unique_ptr<Pinger>> start(const messages::Multiaddr& target, transport::Mode mode,
+                                               bool insecure = false);
   /// Stops the gateway.
   ~Pinger();
   Pinger(const Pinger&) = delete;

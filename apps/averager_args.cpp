@@ -55,6 +55,7 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
   cmd.add_option("--transport", a.transport, "UCX lanes to same-host peers: tcp, or shm (shared memory + CMA)")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
+  add_insecure_flag(cmd, a.insecure);
   cmd.add_option("--busy-poll-us", a.busy_poll_us,
                  "The transport thread spins this long after each event before sleeping (lower latency, a busy core)")
       ->check(CLI::Range(0, 100000))
@@ -95,6 +96,7 @@ Result<AveragerNode> start_averager_node(const AveragerArgs& args, AveragerOptio
   options.codecs = {codec};
   DhtOptions dht_options = args.dht;
   dht_options.mode = transport_mode(args.transport);
+  dht_options.insecure = args.insecure;
   dht_options.busy_poll = std::chrono::microseconds(args.busy_poll_us);
   auto dht = Dht::start(dht_options);
   if (!dht) return fail(dht.error());

@@ -28,6 +28,7 @@ struct AveragerArgs {
   bool load_state = false;  ///< download the state from peers before the first step
   std::string reduce_on = "auto";  ///< auto, cpu, gpu or role (ReduceOn)
   std::string transport = "tcp";   ///< UCX lanes to same-host peers: tcp or shm
+  bool insecure = false;           ///< plaintext connections (every peer must say so)
   int busy_poll_us = 0;            ///< DhtOptions::busy_poll, µs
 };
 

@@ -148,6 +148,11 @@ Command add_bench_commands(CLI::App& app) {
   server->add_flag("--busy", *server_busy);
   auto server_direct = std::make_shared<bool>(false);
   server->add_flag("--direct", *server_direct, "serve the echo from a role on the transport thread");
+  auto server_secure = std::make_shared<bool>(false);
+  server->add_flag("--secure", *server_secure, "encrypted connections (else --insecure)");
+  auto secure = std::make_shared<bool>(false);
+  transport->add_flag("--secure", *secure,
+                      "Also measure encrypted connections beside plaintext (--insecure) ones: RTT added, bandwidth ratio");
   server->group("");  // internal: hidden from --help
   auto* codecs = cmd->add_subcommand("codecs", "Tensor codec encode/decode GB/s on randn float32, one core, vs memcpy");
   auto codecs_options = std::make_shared<std::pair<std::size_t, std::size_t>>(64, 3);
@@ -267,10 +272,12 @@ Command add_bench_commands(CLI::App& app) {
 #endif
     }
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
-    if (server->parsed()) return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct);
+    if (server->parsed())
+      return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct, *server_secure);
     bench::TransportBenchOptions o;
     o.modes = *modes;
     o.busy_poll = *busy;
+    o.secure = *secure;
     o.quick = *quick;
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -57,6 +57,13 @@ inline void add_host_option(CLI::App& cmd, core::HostKind& kind) {
       ->check(CLI::IsMember({"actor", "transport"}));
 }
 
+/// Adds --insecure: plaintext connections, for a trusted cluster or shared memory on one host.
+inline void add_insecure_flag(CLI::App& cmd, bool& insecure) {
+  cmd.add_flag("--insecure", insecure,
+               "Plaintext connections (a trusted cluster, or shared memory on one host); every peer must say so "
+               "too. Default: encrypted, PeerIDs proven (Noise XX)");
+}
+
 /// The UCX lanes to same-host peers named by a --mode or --transport flag ("tcp" or "shm").
 inline transport::Mode transport_mode(const std::string& name) {
   return name == "shm" ? transport::Mode::shm : transport::Mode::tcp;

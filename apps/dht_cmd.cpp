@@ -25,6 +25,7 @@ struct ClientArgs {
   std::string peer;
   std::string mode = "tcp";
   std::string authority;
+  bool insecure = false;
 };
 
 /// Starts a client-mode node bootstrapped from `args.peer`; prints the error and sets
@@ -33,6 +34,7 @@ std::unique_ptr<Dht> start_client(const char* what, const ClientArgs& args, int&
   DhtOptions o;
   o.client_mode = true;
   o.mode = transport_mode(args.mode);
+  o.insecure = args.insecure;
   o.initial_peers = {args.peer};
   if (!args.authority.empty()) {
     auto authorizer = authority_authorizer(args.authority, "");
@@ -129,6 +131,7 @@ Command add_dht_commands(CLI::App& app) {
   cmd->add_option("--identity", opts->identity_file,
                   "Ed25519 key file (see `apiary identity create`); default: a fresh key for this run");
   cmd->add_option("--mode", *mode, "Same-host lanes: tcp or shm")->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();
+  add_insecure_flag(*cmd, opts->insecure);
   add_host_option(*cmd, opts->host);
   auto authority = std::make_shared<std::string>();
   const char* authority_help =
@@ -150,12 +153,14 @@ Command add_dht_commands(CLI::App& app) {
   store->add_option("--ttl", *ttl, "Seconds the value lives")->check(CLI::Range(0.001, 1e9))->capture_default_str();
   store->add_option("--mode", client->mode, "tcp or shm (must match the node's)")->check(CLI::IsMember({"tcp", "shm"}));
   store->add_option("--authority", client->authority, authority_help);
+  add_insecure_flag(*store, client->insecure);
   auto* get = cmd->add_subcommand("get", "Print the value of a string KEY found through the node at --peer");
   get->add_option("--peer", client->peer, "Multiaddr of a DHT node")->required();
   get->add_option("key", *key, "The key (a string)")->required();
   get->add_flag("--latest", *latest, "Ask every replica and merge dictionary subkeys");
   get->add_option("--mode", client->mode, "tcp or shm (must match the node's)")->check(CLI::IsMember({"tcp", "shm"}));
   get->add_option("--authority", client->authority, authority_help);
+  add_insecure_flag(*get, client->insecure);
 
   return [=]() {
     if (store->parsed()) {

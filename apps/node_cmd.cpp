@@ -45,6 +45,7 @@ Command add_node_command(CLI::App& app) {
   cmd->add_option("--mode", *mode, "Same-host lanes: tcp (UCX detects dead peers) or shm (shared memory)")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
+  add_insecure_flag(*cmd, opts->insecure);
   add_host_option(*cmd, opts->host);
   cmd->add_option("--ping-interval", *interval_ms, "Milliseconds between ping rounds")
       ->check(CLI::Range(10, 3600000))

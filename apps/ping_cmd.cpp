@@ -23,13 +23,15 @@ Command add_ping_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--interval", *interval_ms, "Milliseconds between probes")->check(CLI::Range(0, 60000))->capture_default_str();
   cmd->add_option("--mode", *mode, "tcp or shm (must match the node's)")->check(CLI::IsMember({"tcp", "shm"}));
+  auto insecure = std::make_shared<bool>(false);
+  add_insecure_flag(*cmd, *insecure);
   return [=]() {
     auto addr = messages::Multiaddr::parse(*target);
     if (!addr) {
       std::fprintf(stderr, "apiary ping: %s\n", addr.error().what().c_str());
       return 2;
     }
-    auto pinger = Pinger::start(*addr, transport_mode(*mode));
+    auto pinger = Pinger::start(*addr, transport_mode(*mode), *insecure);
     if (!pinger) {
       std::fprintf(stderr, "apiary ping: %s\n", pinger.error().what().c_str());
       return 1;

@@ -25,6 +25,7 @@ namespace ps = core::ps;
 struct TrainArgs {
   DhtOptions dht;  ///< --listen, --initial-peers, --client-mode
   std::string transport = "tcp";
+  bool insecure = false;
   std::size_t peers = 4;
   std::size_t rank = 0;
   std::size_t features = 64;
@@ -57,6 +58,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--initial-peers", t->dht.initial_peers, "Multiaddrs of peers to bootstrap from");
   cmd->add_option("--transport", t->transport, "UCX lanes to same-host peers: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}));
+  add_insecure_flag(*cmd, t->insecure);
   cmd->add_option("--peers", t->peers, "Shares of the data set (each peer trains on share --rank)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   cmd->add_option("--rank", t->rank, "This peer's share in [0, --peers)");
@@ -94,6 +96,7 @@ Command add_train_command(CLI::App& app) {
     const ps::LogisticData data = ps::make_logistic_data(t->samples, t->features, t->data_seed);
     DhtOptions dht_options = t->dht;
     dht_options.mode = transport_mode(t->transport);
+    dht_options.insecure = t->insecure;
     auto dht = Dht::start(dht_options);
     if (!dht) {
       std::fprintf(stderr, "apiary train: %s\n", dht.error().what().c_str());

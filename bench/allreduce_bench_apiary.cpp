@@ -334,6 +334,9 @@ Result<Figures> run_rank(const AllReduceRankOptions& o) {
   caf::actor_system sys{cfg};
   actors::GatewayConfig gc;
   gc.transport.mode = o.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  // Plaintext, as the peers it is measured beside run (`apiary bench transport --secure`
+  // measures what encryption costs).
+  gc.transport.insecure = true;
   gc.port = static_cast<std::uint16_t>(o.ports[o.rank]);
   gc.transport.busy_poll = std::chrono::microseconds(o.busy_poll_us);
   auto gw = actors::Gateway::start(sys, gc);

@@ -167,6 +167,7 @@ Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector
   const std::size_t count = a.nodes;
   DhtOptions base;
   base.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+  base.insecure = true;  // as the gateways below: plaintext, like OpenDHT
   base.listen = "/ip4/127.0.0.1/tcp/0";
   base.system = &system;
   base.host = a.host == "actor" ? core::HostKind::actor : core::HostKind::transport_thread;
@@ -175,6 +176,9 @@ Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector
     for (std::size_t g = 0; g * a.per_gateway < count; ++g) {
       actors::GatewayConfig gc;
       gc.transport.mode = base.mode;
+      // Plaintext, as the peers it is measured beside run (`apiary bench transport --secure`
+      // measures what encryption costs).
+      gc.transport.insecure = true;
       auto key = messages::Ed25519PrivateKey::generate();
       if (!key) return key.error();
       gc.transport.peer_id = messages::PeerId::from_public_key(key->public_key()).bytes();

@@ -138,6 +138,13 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   direct_plan.direct = true;
   direct_plan.rate_calls = direct_plan.bw_iters = 0;
   const tb::SessionFigures efd_direct = tb::run_session(direct_plan);
+  std::optional<tb::SessionFigures> sealed;
+  if (o.secure) {
+    tb::SessionPlan secure_plan = plan;  // the same session, encrypted
+    secure_plan.secure = true;
+    secure_plan.rate_calls = 0;
+    sealed = tb::run_session(secure_plan);
+  }
   const auto bare_efd = run_bare_pingpong(mode, false, n.rtt, peer_cfg);
   const auto perf_lat = run_perftest("tag_lat", mode, 64, n.perftest_lat, peer_cfg);
   const auto perf_bw = run_perftest("ucp_am_bw", mode, n.bw_size, n.bw, peer_cfg);
@@ -191,6 +198,14 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
                }),
         t.cell(bare_efd, [](const PingpongFigure& f) { return fmt::format("{:.0f}", pingpong_rate(f)); }),
         ratio_of(efd.calls_per_s, bare_efd, plain, pingpong_rate), 0, false);
+  if (sealed) {
+    // Encrypted beside plaintext, both apiary's (the peers run plaintext).
+    t.add("RTT 64 B (efd), encrypted vs plaintext apiary", t.cell(sealed->rtt, rtt_fmt), t.cell(efd.rtt, rtt_fmt),
+          ratio_of(sealed->rtt, efd.rtt, rtt_median, rtt_median), 0, true);
+    t.add(fmt::format("bandwidth {}, encrypted vs plaintext apiary", size_text(n.bw_size)),
+          t.cell(sealed->mib_per_s, bw_fmt), t.cell(efd.mib_per_s, bw_fmt),
+          ratio_of(sealed->mib_per_s, efd.mib_per_s, plain, plain), 0.7, false);
+  }
   t.print(fmt::format("{} (UCX tls {}): {} round trips, {} calls, {} x {}", mode,
                       mode == "tcp" ? "tcp, err mode PEER" : "tcp,sm,self, err mode NONE", n.rtt, n.rate, n.bw,
                       size_text(n.bw_size)));
@@ -201,6 +216,9 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   if (busy) fmt::print("; busy: {}; busy, transport-thread host: {}", switches_text(busy->rtt),
                        switches_text(busy_direct->rtt));
   fmt::print("\n");
+  if (sealed && sealed->rtt && efd.rtt)
+    fmt::print("encryption adds {:.1f} us to the median 64 B round trip (target: at most 10 us)\n",
+               sealed->rtt->median_us - efd.rtt->median_us);
   if (efd.mib_per_s)
     fmt::print("minor page faults per {} payload (bandwidth run; {} = every page touched fresh): client {:.0f}, "
                "server {}\n", size_text(n.bw_size), n.bw_size / 4096, efd.client_faults_per_payload,
@@ -210,7 +228,8 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
     fmt::print("note: on shm lanes the bare event-fd pingpong seldom sleeps (a few us median, under one "
                "context switch per round trip for both processes), so the efd ratio here mostly counts apiary's thread wake-ups\n");
   std::fflush(stdout);
-  return efd.rtt && efd_direct.rtt && efd.calls_per_s && efd.mib_per_s && (!busy || (busy->rtt && busy_direct->rtt));
+  return efd.rtt && efd_direct.rtt && efd.calls_per_s && efd.mib_per_s && (!busy || (busy->rtt && busy_direct->rtt)) &&
+         (!sealed || (sealed->rtt && sealed->mib_per_s));
 }
 
 }  // namespace

@@ -19,6 +19,9 @@ struct TransportBenchOptions {
   std::size_t bw_size = 16u << 20;     ///< bytes per payload for the bandwidth figure
   std::size_t bw_iters = 64;           ///< payloads timed for the bandwidth figure
   bool busy_poll = false;              ///< also measure with transport busy-poll (50 µs) on both sides
+  /// Also measure encrypted connections (the default outside benchmarks) beside the
+  /// plaintext (--insecure) ones the peers are compared with: RTT added, bandwidth ratio.
+  bool secure = false;
   std::string self_exe;                ///< the executable that runs the server side
                                        ///< (`<self_exe> bench transport-server ...`); empty: this one
   bool quick = false;                  ///< small counts, for a smoke test (figures are rough)
@@ -31,8 +34,9 @@ struct TransportBenchOptions {
 int run_transport_bench(const TransportBenchOptions& options);
 
 /// The server side, run in its own process: serves the benchmark handles over a
-/// gateway in `mode` ("tcp" or "shm"; busy: busy-poll 50 µs), prints
+/// gateway in `mode` ("tcp" or "shm"; busy: busy-poll 50 µs; secure: encrypted, else
+/// --insecure), prints
 /// "listening HOST:PORT", and serves until its stdin closes. Returns 0, or 1 on error.
-int run_transport_bench_server(const std::string& mode, bool busy, bool direct);
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure);
 
 }  // namespace apiary::bench

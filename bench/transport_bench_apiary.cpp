@@ -264,7 +264,7 @@ SessionFigures run_session(const SessionPlan& plan) {
   CPU_ZERO(&original);
   const bool have_original = ::sched_getaffinity(0, sizeof original, &original) == 0;
   if (plan.cpus) pin_calling_thread(plan.cpus->first);
-  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, plan.direct, 30s);
+  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, plan.direct, plan.secure, 30s);
   if (plan.cpus) pin_calling_thread(plan.cpus->second);
   if (server) {
     // The actor system and the gateway start their threads here, on the client's CPU.
@@ -275,6 +275,7 @@ SessionFigures run_session(const SessionPlan& plan) {
     actors::GatewayConfig gc;
     gc.transport.mode = plan.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
     if (plan.busy) gc.transport.busy_poll = k_busy_poll;
+    gc.transport.insecure = !plan.secure;
     auto gw = actors::Gateway::start(sys, gc);
     if (gw) {
       measure(sys, *gw, server->address(), plan, out);

@@ -53,8 +53,9 @@ class ServerProcess {
   /// Starts the server (on the CPUs the calling thread may use) and waits up to
   /// `patience` for its "listening HOST:PORT" line.
   /// `direct`: the server's echo is a role on its transport thread (`--direct`).
+  /// `secure`: encrypted connections (`--secure`); else both sides run --insecure.
   static Result<ServerProcess> start(const std::string& exe, const std::string& mode, bool busy, bool direct,
-                                     std::chrono::seconds patience);
+                                     bool secure, std::chrono::seconds patience);
   ServerProcess(ServerProcess&& other) noexcept;
   ServerProcess& operator=(ServerProcess&&) = delete;
   ServerProcess(const ServerProcess&) = delete;
@@ -126,6 +127,8 @@ struct SessionPlan {
   /// The echo and the round-trip driver are roles on the transport-thread host of each
   /// side (actors/direct_host.hpp), not actors; only the round trip is measured then.
   bool direct = false;
+  /// Encrypted connections (Noise XX, AES-256-GCM) on both sides; else both --insecure.
+  bool secure = false;
   std::optional<std::pair<int, int>> cpus;  ///< pin server to .first, client to .second
   std::size_t rtt_iters = 5000;
   std::size_t rate_calls = 0;      ///< 0: skip the calls/s figure

@@ -1,7 +1,7 @@
 // apiary_transport_bench: `apiary bench transport` as a standalone tool (same code, same
 // output). It is also its own server side:
 //   apiary_transport_bench [--modes tcp,shm] [--busy] [--quick] [--rtt-iters N] ...
-//   apiary_transport_bench bench transport-server --mode tcp|shm [--busy] [--direct]
+//   apiary_transport_bench bench transport-server --mode tcp|shm [--busy] [--direct] [--secure]
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -18,12 +18,14 @@ int main(int argc, char** argv) {
     server.add_flag("--busy", busy, "busy-poll 50 us before sleeping");
     bool direct = false;
     server.add_flag("--direct", direct, "serve the echo from a role on the transport thread");
+    bool secure = false;
+    server.add_flag("--secure", secure, "encrypted connections (else --insecure)");
     try {
       server.parse(argc - 2, argv + 2);
     } catch (const CLI::ParseError& e) {
       return server.exit(e);
     }
-    return apiary::bench::run_transport_bench_server(mode, busy, direct);
+    return apiary::bench::run_transport_bench_server(mode, busy, direct, secure);
   }
 
   CLI::App app{"apiary's RPC figures between two processes on 127.0.0.1, beside bare UCX and ucx_perftest "
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_option("--bw-iters", o.bw_iters, "bandwidth payloads");
   app.add_flag("--busy", o.busy_poll, "also measure with 50 us busy-poll on both sides");
   app.add_flag("--quick", o.quick, "small counts (smoke test)");
+  app.add_flag("--secure", o.secure, "also measure encrypted connections beside plaintext ones");
   app.add_option("--self-exe", o.self_exe, "executable running the server side (default: this one)");
   CLI11_PARSE(app, argc, argv);
   o.modes.clear();

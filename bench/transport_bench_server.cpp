@@ -52,7 +52,7 @@ std::string last_lines(const std::string& out, std::size_t n = 3) {
 }  // namespace
 
 Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::string& mode, bool busy,
-                                           bool direct, std::chrono::seconds patience) {
+                                           bool direct, bool secure, std::chrono::seconds patience) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return make_error(errc::io, "pipe failed: {}", std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -72,6 +72,7 @@ Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::st
   std::vector<std::string> args = {exe, "bench", "transport-server", "--mode", mode};
   if (busy) args.emplace_back("--busy");
   if (direct) args.emplace_back("--direct");
+  if (secure) args.emplace_back("--secure");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -102,8 +103,8 @@ Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::st
   }
   const bool late = Clock::now() >= give_up;
   return make_error(late ? errc::deadline_exceeded : errc::unavailable,
-                    "the benchmark server `{} bench transport-server --mode {}{}{}` {}: {}", exe, mode,
-                    busy ? " --busy" : "", direct ? " --direct" : "", late ? "did not print 'listening HOST:PORT' in time" : "exited early",
+                    "the benchmark server `{} bench transport-server --mode {}{}{}{}` {}: {}", exe, mode,
+                    busy ? " --busy" : "", direct ? " --direct" : "", secure ? " --secure" : "", late ? "did not print 'listening HOST:PORT' in time" : "exited early",
                     last_lines(p.output_));
 }
 
@@ -168,7 +169,7 @@ Status ServerProcess::stop(std::chrono::seconds patience) {
 
 }  // namespace transport_bench
 
-int run_transport_bench_server(const std::string& mode, bool busy, bool direct) {
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure) {
   namespace tb = transport_bench;
   if (mode != "tcp" && mode != "shm") {
     fmt::print("error: expected --mode tcp or shm, got '{}'\n", mode);
@@ -181,6 +182,7 @@ int run_transport_bench_server(const std::string& mode, bool busy, bool direct) 
   actors::GatewayConfig gc;
   gc.transport.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   if (busy) gc.transport.busy_poll = tb::k_busy_poll;
+  gc.transport.insecure = !secure;
   auto gw = actors::Gateway::start(sys, gc);
   if (!gw) {
     fmt::print("error: the benchmark server could not start its gateway: {}\n", gw.error().what());

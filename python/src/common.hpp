@@ -94,7 +94,8 @@ struct PyValidator {
 /// alive by the nodes that use it).
 struct PyDht {
   PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
-        const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators);
+        const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators,
+        bool insecure);
   ~PyDht() { stop(); }
   PyDht(const PyDht&) = delete;
   PyDht& operator=(const PyDht&) = delete;

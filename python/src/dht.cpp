@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "actors/gateway.hpp"
 #include "api/dht.hpp"
 #include "messages/identity/key_file.hpp"
 #include "python/src/common.hpp"
@@ -54,15 +55,24 @@ DhtKey key_of(const py::bytes& packed) {
 /// The runtimes DHT nodes of this process attach to, by listen multiaddr: one transport
 /// (one UCX context) for all of them, as UCX wants one per process. A runtime lives while
 /// a node uses it.
-std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads) {
+std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads, bool insecure) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<Runtime>> hosts;
   std::lock_guard<std::mutex> lock(mutex);
   std::weak_ptr<Runtime>& slot = hosts[listen];
-  if (auto running = slot.lock()) return running;
+  if (auto running = slot.lock()) {
+    if (running->gateway()->insecure() != insecure) {
+      throw std::invalid_argument(fmt::format(
+          "a DHT of this process already listens at {} with{} encryption; nodes sharing a listen address share "
+          "its transport, so pass the same insecure= to both",
+          listen, insecure ? "" : "out"));
+    }
+    return running;
+  }
   RuntimeOptions options;
   options.listen = listen;
   options.threads = threads;
+  options.insecure = insecure;
   std::shared_ptr<Runtime> runtime(value_or_raise(Runtime::start(options)));
   slot = runtime;
   return runtime;
@@ -71,10 +81,11 @@ std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads
 }  // namespace
 
 PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
-             const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators) {
+             const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators,
+             bool insecure) {
   // As hivemind: a missing identity file is created with a new key.
   if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
-  host = host_for(listen, threads);
+  host = host_for(listen, threads, insecure);
   DhtOptions options;
   options.system = &host->system();
   options.gateway = host->gateway();
@@ -103,9 +114,9 @@ void PyDht::stop() {
 void bind_dht(py::module_& m) {
   py::class_<PyDht>(m, "Dht", "One DHT node, attached to the process's runtime (actor system, transport).")
       .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t,
-                    const std::vector<PyValidator>&>(),
+                    const std::vector<PyValidator>&, bool>(),
            py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
-           py::arg("threads"), py::arg("validators"))
+           py::arg("threads"), py::arg("validators"), py::arg("insecure") = false)
       .def(
           "store",
           [](PyDht& node, const py::bytes& key, const py::bytes& value, double expiration,

@@ -46,3 +46,16 @@ def store_owned_and_forged(initial_peers, root_marker, expiration, with_validato
         if found is not None:
             out["counts"] = {bytes(k): v.value for k, v in found.value.items()}
         return out
+
+
+def join_with(initial_peers, insecure, expiration):
+    """Joins through `initial_peers` with or without encryption; returns what happened:
+    ("joined", value of "root" seen) or ("refused", the error's text)."""
+    try:
+        dht = apiary.DHT(initial_peers=initial_peers, insecure=insecure)
+    except (ConnectionError, TimeoutError) as e:
+        return "refused", str(e)
+    with dht:
+        assert dht.store("joined", insecure, expiration)
+        got = dht.get("root", latest=True)
+        return "joined", None if got is None else got.value

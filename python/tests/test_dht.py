@@ -8,7 +8,7 @@ import pytest
 
 import apiary
 from apiary import MSGPackSerializer
-from dht_peers import store_and_report
+from dht_peers import join_with, store_and_report
 from peers import run_in_processes
 
 
@@ -53,6 +53,23 @@ def test_store_get_across_processes():
             assert pending.cancelled()
             with pytest.raises(concurrent.futures.CancelledError):
                 pending.result()
+
+
+def test_encrypted_by_default_and_insecure_only_with_insecure_peers():
+    expiration = apiary.get_dht_time() + 60
+    for insecure in (False, True):
+        with apiary.DHT(insecure=insecure) as root:
+            assert root.store("root", f"insecure={insecure}", expiration)
+            peers = root.get_visible_maddrs()
+            same, other = run_in_processes(join_with, [(peers, insecure, expiration), (peers, not insecure, expiration)])
+            assert same == ("joined", f"insecure={insecure}")
+            assert root.get("joined", latest=True).value == insecure
+            # A peer of the other kind is refused at once, saying why.
+            assert other[0] == "refused"
+            assert "--insecure" in other[1]
+    with apiary.DHT(insecure=True):
+        with pytest.raises(ValueError, match="insecure="):
+            apiary.DHT()  # same listen address, same transport: it cannot be both
 
 
 def test_keys_of_every_kind_and_their_bytes():

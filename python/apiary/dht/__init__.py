@@ -64,6 +64,9 @@ class DHT(NativeRunner):
       crypto.Ed25519SignatureValidator, schema.SchemaValidator): the node checks, signs and
       strips records with them, in C++
     :param num_workers: threads of the node's runtime (0: as many as the machine's cores, at most 4)
+    :param insecure: plaintext connections (a trusted cluster, or shared memory on one host),
+      which every peer must choose too; by default connections are encrypted and PeerIDs
+      proven (Noise XX), as libp2p's are in hivemind
     """
 
     _what = "DHT"
@@ -81,6 +84,7 @@ class DHT(NativeRunner):
         client_mode: bool = False,
         host_maddrs: Optional[Sequence[str]] = None,
         identity_path: Optional[str] = None,
+        insecure: bool = False,
         **kwargs: Any,
     ):
         if isinstance(initial_peers, str):
@@ -95,6 +99,7 @@ class DHT(NativeRunner):
             warnings.warn(f"apiary.DHT listens on one multiaddr; using {maddrs[0]}, ignoring {maddrs[1:]}")
         self._listen = maddrs[0]
         self._identity_path = "" if identity_path is None else str(identity_path)
+        self.insecure = bool(insecure)
         if kwargs:
             warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
         self._native: Optional[Any] = None
@@ -111,7 +116,7 @@ class DHT(NativeRunner):
         if self._shut_down:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
         self._native = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
-                                 self.num_workers, self._validators)
+                                 self.num_workers, self._validators, self.insecure)
         _RUNNING.add(self)
 
     def add_validators(self, record_validators: Iterable[RecordValidatorBase]) -> None:

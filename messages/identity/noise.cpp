@@ -124,6 +124,14 @@ void CipherState::initialize_key(std::string_view key) {
   n_ = 0;
 }
 
+CipherState CipherState::fork() const {
+  CipherState c;
+  std::memcpy(c.ctx_->key, ctx_->key, k_key_bytes);
+  c.has_key_ = has_key_;
+  c.n_ = n_;
+  return c;
+}
+
 Result<std::uint64_t> CipherState::reserve(std::uint64_t count) {
   if (UINT64_MAX - n_ <= count) return make_error(errc::crypto, "noise: the connection's nonces are exhausted");
   const std::uint64_t first = n_;

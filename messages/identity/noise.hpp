@@ -71,6 +71,10 @@ class CipherState {
   Status open_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
                  const std::byte* tag);
 
+  /// A CipherState with the same key and counter but its own OpenSSL context: for
+  /// seal_at / open_at of reserved nonces on another thread (one state is one thread's).
+  [[nodiscard]] CipherState fork() const;
+
   /// Noise's EncryptWithAd: ciphertext ‖ tag, or the plaintext itself when no key is set.
   Result<std::string> encrypt_with_ad(std::string_view ad, std::string_view plaintext);
   /// Noise's DecryptWithAd (the inverse).

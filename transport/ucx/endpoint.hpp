@@ -1,7 +1,9 @@
 #pragma once
 /// One connection to a peer: its UCP endpoint plus what apiary tracks about it
 /// (key, liveness for keepalives).
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <deque>
 #include <memory>
 #include <string>
@@ -21,6 +23,15 @@ namespace apiary::transport::ucx {
 struct RxSlot {
   Frame frame;
   bool ready = false;  ///< the payload is in (or failed)
+};
+
+/// A sealed frame on its way out, in its connection's nonce order. A large payload is
+/// sealed on a crypto worker (`done` once it is), and the frames behind it wait for it.
+struct TxJob {
+  std::string header;  ///< the sealed envelope
+  Buffer payload;      ///< the sealed payload
+  std::optional<Error> failed;
+  std::atomic<bool> done{false};
 };
 
 /// A live or failing connection. Owned by the transport; the endpoint is closed by
@@ -44,6 +55,8 @@ struct Endpoint {
   /// with rendezvous receives, which decrypt when their data is in).
   std::unique_ptr<messages::noise::Handshake> handshake;
   std::shared_ptr<messages::noise::Session> session;
+  /// Sealed frames waiting for a payload ahead of them to be sealed (empty: none).
+  std::deque<std::shared_ptr<TxJob>> tx_queue;
   Error failure;                     ///< why it failed
   Clock::time_point last_rx{};       ///< last frame received
   Clock::time_point last_probe{};    ///< last KEEPALIVE sent

@@ -282,22 +282,17 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
   transmit(ep, std::move(frame), false);
 }
 
-Result<std::string> Transport::seal_frame(messages::noise::Session& session, Frame& frame) {
+Result<std::string> Transport::seal_frame(messages::noise::CipherState& cipher, Frame& frame, std::uint64_t first) {
   using messages::noise::k_tag_bytes;
-  const bool has_payload = !frame.payload.empty();
   // The envelope's nonce, then the payload's: the receiver opens the envelope first and
   // finds the payload's tag in it.
-  auto first = session.send.reserve(has_payload ? 2 : 1);
-  if (!first) return first.error();
-  if (has_payload) {
+  if (!frame.payload.empty()) {
     // Sealed into a pooled buffer: the encryption is the one copy (the payload may be a
     // view of a caller's tensor, which stays as it is).
     const std::size_t size = frame.payload.size();
     Buffer out = Buffer::allocate(size);
     std::byte tag[k_tag_bytes];
-    if (auto st = session.send.seal_at(*first + 1, {}, frame.payload.data(), size, out.data(), tag); !st) {
-      return st.error();
-    }
+    if (auto st = cipher.seal_at(first + 1, {}, frame.payload.data(), size, out.data(), tag); !st) return st.error();
     frame.envelope.set_payload_mac(tag, k_tag_bytes);
     frame.payload = std::move(out);
   }
@@ -305,7 +300,7 @@ Result<std::string> Transport::seal_frame(messages::noise::Session& session, Fra
   const std::size_t plain = header.size();
   header.resize(plain + k_tag_bytes);
   auto* h = reinterpret_cast<std::byte*>(header.data());
-  if (auto st = session.send.seal_at(*first, {}, h, plain, h, h + plain); !st) return st.error();
+  if (auto st = cipher.seal_at(first, {}, h, plain, h, h + plain); !st) return st.error();
   return header;
 }
 
@@ -326,30 +321,80 @@ void Transport::transmit(Endpoint& ep, Frame frame, bool plain) {
                                                       header_bytes, max_header_)));
     return;
   }
-  auto op = std::make_unique<SendOp>();
-  if (sealed) {
-    auto header = seal_frame(*ep.session, frame);
-    if (!header) {
-      mark_failed(ep, make_error(errc::crypto, "sealing a frame to {} failed: {}", ep.key, header.error().message));
-      return;
+  if (!sealed) {
+    // Over shared memory the receiver fetches a large payload with cma, which pins the
+    // sender's pages one by one: a view of 4 KiB pages (a caller's tensor) costs more to
+    // pin than to copy into a pooled huge-page block first. Only up to k_stage_max_bytes,
+    // though: the copy runs before the send starts, and a large one delays it by more than
+    // the pinning costs (see worker.hpp). Over tcp the socket copies either way, so a view
+    // leaves as it is. (A sealed payload is already in a pooled buffer.)
+    const std::size_t size = frame.payload.size();
+    if (config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
+        !frame.payload.huge_backed()) {
+      frame.payload = Buffer::copy_of(frame.payload.data(), size);
     }
-    op->header = std::move(*header);
-  } else {
-    op->header = frame.envelope.SerializeAsString();
+    send_now(ep, frame.envelope.SerializeAsString(), std::move(frame.payload));
+    return;
   }
-  op->payload = std::move(frame.payload);
-  // Over shared memory the receiver fetches a large payload with cma, which pins the
-  // sender's pages one by one: a view of 4 KiB pages (a caller's tensor) costs more to
-  // pin than to copy into a pooled huge-page block first. Only up to k_stage_max_bytes,
-  // though: the copy runs before the send starts, and a large one delays it by more than
-  // the pinning costs (see worker.hpp). Over tcp the socket copies either way, so a view
-  // leaves as it is.
-  // (A sealed payload is already in a pooled buffer.)
-  const std::size_t size = op->payload.size();
-  if (!sealed && config_.mode == Mode::shm && size >= k_stage_min_bytes && size <= k_stage_max_bytes &&
-      !op->payload.huge_backed()) {
-    op->payload = Buffer::copy_of(op->payload.data(), size);
+  auto first = ep.session->send.reserve(frame.payload.empty() ? 1 : 2);
+  if (!first) {
+    mark_failed(ep, make_error(errc::crypto, "sealing a frame to {} failed: {}", ep.key, first.error().message));
+    return;
   }
+  auto job = std::make_shared<TxJob>();
+  if (crypto_ && frame.payload.size() >= k_offload_crypto_bytes) {
+    // Sealed on a worker while this thread drives UCX; frames behind it wait in order.
+    ep.tx_queue.push_back(job);
+    auto cipher = std::make_shared<messages::noise::CipherState>(ep.session->send.fork());
+    auto pending = std::make_shared<Frame>(std::move(frame));
+    crypto_->submit([this, job, cipher, pending, n = *first] {
+      auto header = seal_frame(*cipher, *pending, n);
+      if (header) {
+        job->header = std::move(*header);
+        job->payload = std::move(pending->payload);
+      } else {
+        job->failed = header.error();
+      }
+      job->done.store(true, std::memory_order_release);
+      post([this] { drain_tx(); });
+    });
+    return;
+  }
+  auto header = seal_frame(ep.session->send, frame, *first);
+  if (!header) {
+    mark_failed(ep, make_error(errc::crypto, "sealing a frame to {} failed: {}", ep.key, header.error().message));
+    return;
+  }
+  if (ep.tx_queue.empty()) {
+    send_now(ep, std::move(*header), std::move(frame.payload));
+    return;
+  }
+  job->header = std::move(*header);
+  job->payload = std::move(frame.payload);
+  job->done.store(true, std::memory_order_release);
+  ep.tx_queue.push_back(std::move(job));
+}
+
+void Transport::drain_tx() {
+  for (auto& [h, e] : endpoints_) {
+    auto& q = e->tx_queue;
+    while (!q.empty() && q.front()->done.load(std::memory_order_acquire)) {
+      std::shared_ptr<TxJob> job = std::move(q.front());
+      q.pop_front();
+      if (job->failed) {
+        mark_failed(*e, make_error(errc::crypto, "sealing a frame to {} failed: {}", e->key, job->failed->message));
+        q.clear();
+        break;
+      }
+      if (!e->failed) send_now(*e, std::move(job->header), std::move(job->payload));
+    }
+  }
+}
+
+void Transport::send_now(Endpoint& ep, std::string header, Buffer payload) {
+  auto op = std::make_unique<SendOp>();
+  op->header = std::move(header);
+  op->payload = std::move(payload);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_REPLY;  // lets the receiver know (and answer) who sent it
@@ -630,9 +675,9 @@ void Transport::start_rndv_receives() {
     std::byte* dest = rp->zone.empty() ? frame.payload.data() + rp->offset : rp->zone.data();
     void* req = ucp_am_recv_data_nbx(worker_->get(), rp->desc, dest, rp->length, &p);
     if (req == nullptr) {
-      rndv_complete(*rp, UCS_OK);
+      rndv_complete(std::move(rp), UCS_OK);
     } else if (UCS_PTR_IS_ERR(req)) {
-      rndv_complete(*rp, UCS_PTR_STATUS(req));
+      rndv_complete(std::move(rp), UCS_PTR_STATUS(req));
     } else {
       rp.release();  // on_rndv_done owns it
     }
@@ -641,29 +686,56 @@ void Transport::start_rndv_receives() {
 
 void Transport::on_rndv_done(void* request, ucs_status_t status, size_t, void* user_data) {
   std::unique_ptr<PendingRndv> rp(static_cast<PendingRndv*>(user_data));
-  rp->self->rndv_complete(*rp, status);
+  Transport* self = rp->self;
+  self->rndv_complete(std::move(rp), status);
   ucp_request_free(request);
 }
 
-void Transport::rndv_complete(PendingRndv& rp, ucs_status_t status) {
-  transfer_done(rp.from);
-  Frame& frame = rp.slot->frame;
+void Transport::rndv_complete(std::unique_ptr<PendingRndv> rp, ucs_status_t status) {
+  transfer_done(rp->from);
+  Frame& frame = rp->slot->frame;
   if (status != UCS_OK) {
-    frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}", rp.from,
+    frame.payload_error = make_error(errc::peer_down, "receiving a payload from {} failed: {}", rp->from,
                                      ucs_status_string(status));
-  } else if (rp.session) {
-    // Fetched sealed; opened where it landed.
-    std::byte* at = rp.zone.empty() ? frame.payload.data() + rp.offset : rp.zone.data();
-    auto st = rp.session->recv.open_at(rp.nonce, {}, at, rp.length, at, reinterpret_cast<const std::byte*>(rp.tag.data()));
+    rndv_deliver(*rp);
+    return;
+  }
+  if (!rp->session) {
+    rndv_deliver(*rp);
+    return;
+  }
+  // Fetched sealed; opened where it landed (a large payload on a crypto worker, while this
+  // thread goes on receiving; the frames behind it wait in rx_order).
+  auto open = [](PendingRndv& r, messages::noise::CipherState& cipher) {
+    Frame& f = r.slot->frame;
+    std::byte* at = r.zone.empty() ? f.payload.data() + r.offset : r.zone.data();
+    auto st = cipher.open_at(r.nonce, {}, at, r.length, at, reinterpret_cast<const std::byte*>(r.tag.data()));
     if (!st) {
-      frame.payload_error = make_error(errc::crypto, "a frame's payload from {} failed authentication ({}); the "
-                                       "connection is closed", rp.from, st.error().message);
+      f.payload_error = make_error(errc::crypto, "a frame's payload from {} failed authentication ({}); the "
+                                   "connection is closed", r.from, st.error().message);
+    }
+  };
+  if (crypto_ && rp->length >= k_offload_crypto_bytes) {
+    auto job = std::shared_ptr<PendingRndv>(std::move(rp));
+    auto cipher = std::make_shared<messages::noise::CipherState>(job->session->recv.fork());
+    crypto_->submit([this, job, cipher, open] {
+      open(*job, *cipher);
+      post([this, job] { rndv_deliver(*job); });
+    });
+    return;
+  }
+  open(*rp, rp->session->recv);
+  rndv_deliver(*rp);
+}
+
+void Transport::rndv_deliver(PendingRndv& rp) {
+  Frame& frame = rp.slot->frame;
+  if (frame.payload_error) {
+    if (rp.session && frame.payload_error->code == errc::crypto) {
       for (auto& [h, e] : endpoints_) {
         if (e->session == rp.session) refuse(*e, *frame.payload_error, false);
       }
     }
-  }
-  if (frame.payload_error) {
     frame.landed = 0;
     frame.payload = Buffer{};
   }

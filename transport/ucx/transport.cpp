@@ -57,6 +57,7 @@ Status Transport::setup(const std::string& host, std::uint16_t port) {
                         "it: pass the node's key as Config::identity (or run --insecure)");
     }
     config_.peer_id = proven;
+    crypto_ = std::make_unique<CryptoPool>(CryptoPool::default_threads());
   }
   auto dev = interface_of(host);
   if (!dev) return dev.error();
@@ -219,6 +220,7 @@ void Transport::shutdown() {
     if (now - last >= quiet || now >= bound) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  crypto_.reset();  // its jobs finish first; what they post is never run
   wake_target_ = nullptr;
   rndv_pending_.clear();
   control_out_.clear();

@@ -15,6 +15,7 @@
 
 #include "transport/transport.hpp"
 #include "transport/ucx/context.hpp"
+#include "transport/ucx/crypto_pool.hpp"
 #include "transport/ucx/endpoint.hpp"
 #include "transport/ucx/worker.hpp"
 
@@ -63,8 +64,11 @@ class Transport final : public transport::Transport {
   /// A rendezvous frame of `from` completed: delivers the ready frames at the head of its
   /// connection's order.
   void flush_in_order(const PeerKey& from, const std::shared_ptr<RxSlot>& slot);
-  /// A rendezvous receive ended with `status`: opens a sealed payload, then delivers.
-  void rndv_complete(PendingRndv& rp, ucs_status_t status);
+  /// A rendezvous receive ended with `status`: opens a sealed payload (a large one on a
+  /// crypto worker), then delivers.
+  void rndv_complete(std::unique_ptr<PendingRndv> rp, ucs_status_t status);
+  /// Delivers a finished rendezvous frame in its connection's order.
+  void rndv_deliver(PendingRndv& rp);
   void run(std::string host, std::uint16_t port, std::promise<Result<std::string>>* started);
   Status setup(const std::string& host, std::uint16_t port);
   void loop();
@@ -83,9 +87,14 @@ class Transport final : public transport::Transport {
   void send_on(Endpoint& ep, Frame frame);
   /// Sends `frame` on `ep` now: sealed when the connection has a session and not `plain`.
   void transmit(Endpoint& ep, Frame frame, bool plain);
-  /// Seals a frame for `session`: the payload into a new buffer, its tag into the envelope,
+  /// Seals `frame` with `cipher` under reserved nonces `first` (the envelope) and
+  /// `first + 1` (the payload): the payload into a new buffer, its tag into the envelope,
   /// and the envelope (returned) with its own tag appended.
-  Result<std::string> seal_frame(messages::noise::Session& session, Frame& frame);
+  static Result<std::string> seal_frame(messages::noise::CipherState& cipher, Frame& frame, std::uint64_t first);
+  /// Hands a frame to UCX now.
+  void send_now(Endpoint& ep, std::string header, Buffer payload);
+  /// Sends the sealed frames at the front of each connection's tx_queue that are ready.
+  void drain_tx();
   /// Opens a sealed envelope from `ep` (its bytes); a failure fails the connection.
   Result<std::string> open_header(Endpoint& ep, const void* header, std::size_t size);
   /// A frame on a connection whose handshake has not finished (encrypted mode), or the
@@ -135,6 +144,7 @@ class Transport final : public transport::Transport {
   std::vector<Endpoint*> unblocked_;                ///< dialled endpoints that just heard back
   std::vector<ControlOut> control_out_;              ///< per-connection frames to send
   std::optional<messages::Ed25519PrivateKey> identity_;  ///< signs handshakes (encrypted mode)
+  std::unique_ptr<CryptoPool> crypto_;  ///< seals and opens large payloads (encrypted mode)
   std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;

@@ -21,6 +21,9 @@ inline constexpr std::size_t k_rndv_threshold_bytes = 64 * 1024;
 /// payloads leave as they are: staging a PS's variables of up to 32 MiB made its steps
 /// about 12 % slower, the copy delaying each send by milliseconds.
 inline constexpr std::size_t k_stage_min_bytes = 256 * 1024;
+/// On an encrypted connection, payloads of at least this many bytes are sealed and
+/// opened on a crypto worker (CryptoPool) rather than on the transport's thread.
+inline constexpr std::size_t k_offload_crypto_bytes = 512 * 1024;
 inline constexpr std::size_t k_stage_max_bytes = 2 * 1024 * 1024;
 /// UCX 1.13 reads its handler table before range-checking an incoming id, and leaves
 /// new slots uninitialised when the table grows: one message to an unused id can crash

@@ -30,6 +30,7 @@
 #include "fuzz/fuzz_input.hpp"
 #include "fuzz/role_driver.hpp"
 #include "fuzz/service_roles.hpp"
+#include "fuzz/noise_fixture.hpp"
 #include "messages/identity/key_file.hpp"
 #include "messages/identity/rsa.hpp"
 #include "ping.pb.h"
@@ -149,6 +150,31 @@ std::string find_response() {
   result->add_nearest_node_ids(dht::NodeId::of_str_key("other").to_bytes());
   result->add_nearest_peer_ids(apiary::fuzz::fuzz_peers()[0].multiaddr());
   return r.SerializeAsString();
+}
+
+/// fuzz_noise: the fixed handshake's messages, as each side reads them, with sealed
+/// frames after (valid ones at the session's first nonces, and one forged).
+void noise_seeds() {
+  const auto t = apiary::fuzz::fixed_transcript();
+  auto a = apiary::fuzz::fixed_side(true);
+  auto b = apiary::fuzz::fixed_side(false);
+  (void)must(a.write_message(), "noise m1");
+  (void)b.read_message(t.m1);
+  (void)must(b.write_message(), "noise m2");
+  (void)a.read_message(t.m2);
+  (void)must(a.write_message(), "noise m3");
+  (void)b.read_message(t.m3);
+  auto sa = must(a.finish(), "noise session a");
+  auto sb = must(b.finish(), "noise session b");
+  const std::string to_b0 = must(sa.send.encrypt_with_ad({}, "a frame"), "seal");
+  const std::string to_b1 = must(sa.send.encrypt_with_ad({}, std::string(300, 'x')), "seal");
+  const std::string to_a0 = must(sb.send.encrypt_with_ad({}, "an answer"), "seal");
+  std::string forged = to_b0;
+  forged[0] ^= 1;
+  write("fuzz_noise", "responder", FuzzOutput().byte(0).bytes(t.m1).bytes(t.m3).bytes(to_b0).bytes(to_b1).str());
+  write("fuzz_noise", "responder_forged", FuzzOutput().byte(0).bytes(t.m1).bytes(t.m3).bytes(forged).bytes(to_b0).str());
+  write("fuzz_noise", "initiator", FuzzOutput().byte(1).bytes(t.m2).bytes(to_a0).str());
+  write("fuzz_noise", "message1_only", FuzzOutput().byte(0).bytes(t.m1).str());
 }
 
 void dht_seeds() {
@@ -559,6 +585,7 @@ int main(int argc, char** argv) {
   g_root = argv[1];
   const std::string repo = std::filesystem::current_path().string();
   dht_seeds();
+  noise_seeds();
   service_seeds();
   file_seeds(repo);
   if (g_failures > 0) {

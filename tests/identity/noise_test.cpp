@@ -165,6 +165,15 @@ TEST_CASE("noise XX: a tampered handshake message fails, naming why", "[identity
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == errc::crypto);
   }
+  SECTION("message 1 with a low-order key: message 2 is refused, not written") {
+    auto b2 = noise::Handshake::create(false, kb, "");
+    REQUIRE(b2.ok());
+    REQUIRE(b2->read_message(std::string(32, '\0')).ok());  // the point 0: X25519 gives all zeros
+    auto m2 = b2->write_message();
+    REQUIRE_FALSE(m2.ok());
+    CHECK(m2.error().code == errc::crypto);
+    CHECK(m2.error().message.find("low-order") != std::string::npos);
+  }
   SECTION("messages out of turn") {
     auto again = a->write_message();
     REQUIRE_FALSE(again.ok());

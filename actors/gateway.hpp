@@ -91,6 +91,11 @@ class Gateway final : private transport::Handler {
   void detach(const std::shared_ptr<DirectSink>& sink);
   /// Transport counters.
   transport::Stats transport_stats() const { return transport_->stats(); }
+  /// Proves `key`'s PeerID on every encrypted connection (a node that shares this
+  /// gateway and names itself as its calls' caller; transport::Transport::prove_identity).
+  void prove_identity(const messages::Ed25519PrivateKey& key) {
+    run_on_thread([this, key] { transport_->prove_identity(key); });
+  }
   /// Whether the transport runs plaintext (Config::insecure).
   bool insecure() const { return insecure_; }
   /// Stops the transport; calls in flight end with errors. Idempotent.

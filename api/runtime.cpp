@@ -70,6 +70,9 @@ Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std:
   rt->system_ = &system;
   rt->gateway_ = std::move(gateway);
   rt->own_gateway_ = false;
+  // This runtime's nodes name their own PeerID as their calls' caller: the gateway's
+  // connections prove it.
+  rt->gateway_->prove_identity(*key);
   auto bound = bound_address(*rt->gateway_, rt->peer_id_);
   if (!bound) return bound.error();
   rt->address_ = *bound;

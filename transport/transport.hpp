@@ -125,6 +125,11 @@ class Transport {
   virtual void send(const PeerKey& to, Frame frame) = 0;
   /// Forgets `peer`'s connection (e.g. after a protocol violation). Transport thread only.
   virtual void disconnect(const PeerKey& peer) = 0;
+  /// Proves one more PeerID on every encrypted connection, now and later: a node that
+  /// shares this transport's gateway and names itself as the caller of its calls. A
+  /// callee refuses an OPEN whose caller names a PeerID its connection did not prove.
+  /// Transport thread only; nothing to do in --insecure mode or in-process.
+  virtual void prove_identity(const messages::Ed25519PrivateKey& key) { (void)key; }
   /// Closes connections and joins the thread. Idempotent.
   virtual void stop() = 0;
   /// Snapshot of the counters (thread-safe).

@@ -441,7 +441,7 @@ Result<Session> Handshake::finish() {
   State& st = *s_;
   if (!done() || !st.remote) return make_error(errc::protocol, "noise: the handshake is not finished");
   auto [k1, k2] = hkdf2(st.ck, {});
-  Session out{CipherState{}, CipherState{}, *st.remote, st.remote_listen};
+  Session out{CipherState{}, CipherState{}, *st.remote, st.remote_listen, st.s_pub, st.rs};
   // k1 carries initiator → responder, k2 the other way.
   out.send.initialize_key(st.initiator ? k1 : k2);
   out.recv.initialize_key(st.initiator ? k2 : k1);

@@ -93,6 +93,8 @@ struct Session {
   CipherState recv;
   PeerId remote;                  ///< the other side's proven PeerID
   std::string remote_listen_addr; ///< what it says it listens on (not proven)
+  std::string local_static;       ///< this side's static X25519 public key (what identity proofs sign)
+  std::string remote_static;      ///< the other side's
 };
 
 /// One side of an XX handshake. Call write/read in the pattern's order: an initiator

@@ -135,7 +135,8 @@ bool RawUcxClient::send(unsigned am_id, const std::string& header, const std::st
 
 std::optional<pb::Envelope> RawUcxClient::next_frame(pb::FrameKind kind, std::chrono::milliseconds timeout) {
   const auto give_up = Clock::now() + timeout;
-  while (ok() && Clock::now() < give_up) {
+  // What arrived before the connection failed is still read (a refusal, then the close).
+  while ((ok() || !messages_.empty()) && Clock::now() < give_up) {
     if (messages_.empty()) {
       ucp_worker_progress(worker_);
       continue;
@@ -159,7 +160,7 @@ std::optional<pb::Envelope> RawUcxClient::next_frame(pb::FrameKind kind, std::ch
 
 std::optional<std::pair<std::string, std::string>> RawUcxClient::next_message(std::chrono::milliseconds timeout) {
   const auto give_up = Clock::now() + timeout;
-  while (ok() && messages_.empty() && Clock::now() < give_up) ucp_worker_progress(worker_);
+  while (ok() && messages_.empty() && Clock::now() < give_up) ucp_worker_progress(worker_);  // then what arrived
   if (messages_.empty()) return std::nullopt;
   auto m = std::move(messages_.front());
   messages_.pop_front();

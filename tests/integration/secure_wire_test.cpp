@@ -9,7 +9,9 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "messages/identity/key_proto.hpp"
 #include "messages/identity/noise.hpp"
+#include "noise.pb.h"
 #include "messages/identity/peer_id.hpp"
 #include "tests/integration/raw_ucx_client.hpp"
 #include "transport/ucx/transport.hpp"
@@ -334,5 +336,60 @@ TEST_CASE("transports prove their PeerIDs, and secure and --insecure nodes refus
     REQUIRE_FALSE(bound.ok());
     CHECK(bound.error().code == errc::invalid_argument);
     CHECK_THAT(bound.error().message, Catch::Contains("identity key"));
+  }
+}
+
+TEST_CASE("a caller naming a PeerID its connection has not proven is refused; an IDENTITY proof admits it",
+          "[integration][secure]") {
+  Server s;
+  SecureRaw c(s.address);
+  c.connect();
+  const auto other = new_key();  // a node behind the client's gateway
+  const std::string other_id = messages::PeerId::from_public_key(other.public_key()).bytes();
+  auto claim = [&](std::uint64_t id) {
+    pb::Envelope env = open_call(id);
+    env.set_peer_id(other_id);
+    return c.seal(env, "claimed");
+  };
+  auto proof_of = [&](const messages::Ed25519PrivateKey& key, const std::string& signed_static) {
+    pb::NoiseHandshakePayload p;
+    p.set_identity_key(messages::encode_public_key_proto(key.public_key()));
+    auto sig = key.sign(std::string(noise::k_static_key_prefix) + signed_static);
+    REQUIRE(sig.ok());
+    p.set_identity_sig(*sig);
+    pb::Envelope env;
+    env.set_kind(pb::IDENTITY);
+    return c.seal(env, p.SerializeAsString());
+  };
+  SECTION("unproven: the call is refused, the connection stays") {
+    REQUIRE(c.send(claim(1)));
+    std::optional<pb::Envelope> err;
+    for (int i = 0; i < 10 && !(err && err->kind() == pb::ERROR); ++i) {
+      auto m = c.raw.next_message(20s);
+      REQUIRE(m.has_value());
+      err = c.open(m->first);
+      REQUIRE(err.has_value());
+    }
+    REQUIRE(err->kind() == pb::ERROR);
+    CHECK(err->call_id() == 1);
+    CHECK_THAT(err->error_message(), Catch::Contains("has not proven"));
+    CHECK_THAT(err->error_message(), Catch::Contains(messages::PeerId::from_public_key(other.public_key()).to_string()));
+    CHECK(s.rec.frame_count() == 0);
+    REQUIRE(c.send(c.seal(open_call(2), "own name")));  // calls in its own name still pass
+    REQUIRE(s.rec.wait_frames(1));
+  }
+  SECTION("proven: the call passes, carrying that PeerID") {
+    REQUIRE(c.send(proof_of(other, c.session->local_static)));
+    REQUIRE(c.send(claim(3)));
+    REQUIRE(s.rec.wait_frames(1));
+    std::lock_guard<std::mutex> lock(s.rec.mu);
+    CHECK(s.rec.frames[0].second.envelope.peer_id() == other_id);
+    CHECK(s.rec.downs.empty());
+  }
+  SECTION("a proof that signs another static key closes the connection") {
+    REQUIRE(c.send(proof_of(other, std::string(32, '\x05'))));
+    auto why = s.rec.wait_down();
+    REQUIRE(why.has_value());
+    CHECK_THAT(why->message, Catch::Contains("signature does not bear out"));
   }
 }

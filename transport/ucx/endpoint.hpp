@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -55,6 +56,8 @@ struct Endpoint {
   /// with rendezvous receives, which decrypt when their data is in).
   std::unique_ptr<messages::noise::Handshake> handshake;
   std::shared_ptr<messages::noise::Session> session;
+  /// PeerIDs of nodes behind the peer's gateway, proven by IDENTITY frames.
+  std::unordered_set<std::string> proven;
   /// Sealed frames waiting for a payload ahead of them to be sealed (empty: none).
   std::deque<std::shared_ptr<TxJob>> tx_queue;
   Error failure;                     ///< why it failed

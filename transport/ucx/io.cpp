@@ -2,6 +2,9 @@
 // (eager and rendezvous), HELLO naming, keepalives and failure handling.
 #include "transport/ucx/transport.hpp"
 
+#include "messages/identity/key_proto.hpp"
+#include "noise.pb.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -140,8 +143,65 @@ void Transport::on_handshake_frame(Endpoint& ep, const pb::Envelope& env, const 
   if (!ep.outbound) {
     // The responder is done: its first encrypted frame tells the dialler to start.
     control_out_.push_back({&ep, hello_frame(), false});
+    for (const auto& key : extra_identities_) {
+      auto proof = identity_frame(ep, key);
+      if (proof) control_out_.push_back({&ep, std::move(*proof), false});
+    }
     unblocked_.push_back(&ep);
   }
+}
+
+Result<Frame> Transport::identity_frame(const Endpoint& ep, const messages::Ed25519PrivateKey& key) const {
+  pb::NoiseHandshakePayload proof;
+  proof.set_identity_key(messages::encode_public_key_proto(key.public_key()));
+  auto sig = key.sign(std::string(messages::noise::k_static_key_prefix) + ep.session->local_static);
+  if (!sig) return sig.error();
+  proof.set_identity_sig(*sig);
+  Frame f;
+  f.envelope.set_kind(pb::IDENTITY);
+  f.payload = Buffer::copy_of(proof.SerializeAsString());
+  return f;
+}
+
+void Transport::prove_identity(const messages::Ed25519PrivateKey& key) {
+  if (config_.insecure) return;
+  for (const auto& k : extra_identities_) {
+    if (k.public_key() == key.public_key()) return;
+  }
+  extra_identities_.push_back(key);
+  for (auto& [h, e] : endpoints_) {
+    if (!e->session || e->failed) continue;  // a handshake still running sends every proof when it ends
+    auto proof = identity_frame(*e, key);
+    if (proof) send_on(*e, std::move(*proof));
+  }
+}
+
+void Transport::send_proofs(Endpoint& ep) {
+  for (const auto& key : extra_identities_) {
+    auto proof = identity_frame(ep, key);
+    if (proof) transmit(ep, std::move(*proof), false);
+  }
+}
+
+void Transport::on_identity(Endpoint& ep, const Buffer& payload) {
+  constexpr std::size_t k_max_proven = 1 << 16;
+  pb::NoiseHandshakePayload proof;
+  Error why;
+  if (!proof.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    why = make_error(errc::malformed, "{} sent an identity proof that is not a NoiseHandshakePayload", ep.key);
+  } else if (auto key = messages::decode_public_key_proto(proof.identity_key()); !key) {
+    why = make_error(key.error().code, "{} sent an identity proof with a bad key: {}", ep.key, key.error().message);
+  } else if (!key->verify(std::string(messages::noise::k_static_key_prefix) + ep.session->remote_static,
+                          proof.identity_sig())) {
+    why = make_error(errc::crypto, "{} sent a proof of PeerID {} that its signature does not bear out", ep.key,
+                     messages::PeerId::from_public_key(*key).to_string());
+  } else if (ep.proven.size() >= k_max_proven) {
+    why = make_error(errc::too_large, "{} proved more than {} PeerIDs on one connection", ep.key, k_max_proven);
+  } else {
+    ep.proven.insert(messages::PeerId::from_public_key(*key).bytes());
+    return;
+  }
+  refuse(ep, why, false);
 }
 
 Frame Transport::hello_frame() const {
@@ -544,8 +604,44 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
   if (kind == pb::OPEN) {
     // The callee learns who calls from the connection, never from what the caller claims.
     frame.envelope.set_listen_addr(ep.outbound ? ep.key : ep.listen_addr);
-    // A caller naming itself is one of several nodes behind the connection's gateway.
-    if (frame.envelope.peer_id().empty()) frame.envelope.set_peer_id(ep.peer_id);
+    // A caller naming itself is one of several nodes behind the connection's gateway; on
+    // an encrypted connection it must have proven that PeerID (an IDENTITY frame).
+    const std::string& claimed = frame.envelope.peer_id();
+    if (claimed.empty()) {
+      frame.envelope.set_peer_id(ep.peer_id);
+    } else if (secure && claimed != ep.peer_id && ep.proven.count(claimed) == 0) {
+      auto id = messages::PeerId::from_bytes(claimed);
+      self->replies_.emplace_back(
+          ep.key, error_frame(frame.envelope.call_id(), false,
+                              make_error(errc::crypto,
+                                         "call to '{}' refused: its caller names PeerID {}, which the connection "
+                                         "from {} ({}) has not proven",
+                                         frame.envelope.handle(), id ? id->to_string() : std::string("(malformed)"),
+                                         ep.key, ep.session->remote.to_string())));
+      return UCS_OK;  // releases rendezvous data unread
+    }
+  }
+  if (kind == pb::IDENTITY) {
+    if (!secure || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || length > 4096 ||
+        length != frame.envelope.payload_size()) {
+      self->refuse(ep, make_error(errc::protocol, "{} sent an identity proof {}", ep.key,
+                                  secure ? "of a wrong or more than 4096 bytes" : "on a plaintext connection"),
+                   false);
+      return UCS_OK;
+    }
+    Buffer proof = Buffer::allocate(length);
+    if (length > 0) {
+      auto st = ep.session->recv.open_at(payload_nonce, {}, static_cast<const std::byte*>(data), length, proof.data(),
+                                         reinterpret_cast<const std::byte*>(payload_tag.data()));
+      if (!st) {
+        self->refuse(ep, make_error(errc::crypto, "an identity proof from {} failed authentication ({}); the "
+                                    "connection is closed", ep.key, st.error().message),
+                     false);
+        return UCS_OK;
+      }
+    }
+    self->on_identity(ep, proof);
+    return UCS_OK;
   }
   if (frame.envelope.payload_size() != length) {
     ++self->counters_.malformed;
@@ -752,6 +848,7 @@ void Transport::dispatch_inbox() {
   for (Endpoint* ep : unblocked_) {
     if (ep->ready || ep->failed) continue;
     ep->ready = true;
+    if (ep->session && ep->outbound) send_proofs(*ep);  // before any call that names a proven PeerID
     auto backlog = std::move(ep->backlog);
     for (auto& f : backlog) send_on(*ep, std::move(f));
   }

@@ -30,6 +30,7 @@ class Transport final : public transport::Transport {
   void post(std::function<void()> fn) override;
   void send(const PeerKey& to, Frame frame) override;
   void disconnect(const PeerKey& peer) override;
+  void prove_identity(const messages::Ed25519PrivateKey& key) override;
   void stop() override;
   Stats stats() const override;
   std::string describe(const PeerKey& peer) override;
@@ -104,6 +105,13 @@ class Transport final : public transport::Transport {
   void refuse(Endpoint& ep, const Error& why, bool tell_peer);
   /// Starts the handshake on a new connection (encrypted mode).
   Status begin_handshake(Endpoint& ep);
+  /// The IDENTITY frame proving `key`'s PeerID on `ep` (its identity signs this side's
+  /// static key of that connection).
+  Result<Frame> identity_frame(const Endpoint& ep, const messages::Ed25519PrivateKey& key) const;
+  /// Sends every extra identity's proof on `ep` now (a connection just established).
+  void send_proofs(Endpoint& ep);
+  /// An IDENTITY frame from `ep` (its payload): the PeerID is proven for the connection.
+  void on_identity(Endpoint& ep, const Buffer& payload);
   void send_control(Endpoint& ep, pb::FrameKind kind);
   void mark_failed(Endpoint& ep, Error why);
   void on_hello(Endpoint& ep, const pb::Envelope& env);
@@ -145,6 +153,7 @@ class Transport final : public transport::Transport {
   std::vector<ControlOut> control_out_;              ///< per-connection frames to send
   std::optional<messages::Ed25519PrivateKey> identity_;  ///< signs handshakes (encrypted mode)
   std::unique_ptr<CryptoPool> crypto_;  ///< seals and opens large payloads (encrypted mode)
+  std::vector<messages::Ed25519PrivateKey> extra_identities_;  ///< prove_identity's keys
   std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;

@@ -111,6 +111,7 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
+  add_insecure_flag(*cmd, a->insecure);
   cmd->add_option("--sparse", a->sparse,
                   "All-reduce and mixed strategies: a variable whose gradient is sparse (the rows it touches: "
                   "all-gathered and averaged under all-reduce, pushed as rows to a PS), e.g. logreg/w:0; repeatable");

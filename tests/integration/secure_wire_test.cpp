@@ -339,7 +339,7 @@ TEST_CASE("transports prove their PeerIDs, and secure and --insecure nodes refus
   }
 }
 
-TEST_CASE("a caller naming a PeerID its connection has not proven is refused; an IDENTITY proof admits it",
+TEST_CASE("a caller naming a PeerID its connection has not proven is refused, and an IDENTITY proof admits it",
           "[integration][secure]") {
   Server s;
   SecureRaw c(s.address);

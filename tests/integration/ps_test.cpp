@@ -69,6 +69,31 @@ TEST_CASE("BSP over 4 replica processes equals single-process SGD on the concate
   }
 }
 
+TEST_CASE("an --insecure job trains as an encrypted one, and replicas that did not choose it are refused",
+          "[ps][integration]") {
+  const std::int64_t steps = 6;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "insecure", true);
+  Servers servers;
+  start_servers(job, servers, "--insecure");
+  SECTION("every process plaintext: the same SGD") {
+    const auto runs = finish_all(start_replicas(job, servers.peers, "--insecure --steps " + std::to_string(steps)));
+    const auto expected = reference_sgd(steps);
+    for (int r = 0; r < k_replicas; ++r) {
+      INFO("replica " << r << " printed:\n" << runs[r].text);
+      REQUIRE(runs[r].rc == 0);
+      check_close(runs[r], expected);
+    }
+  }
+  SECTION("encrypted replicas and plaintext PS processes: each replica fails, saying why") {
+    const auto runs = finish_all(start_replicas(job, servers.peers, "--steps " + std::to_string(steps)));
+    for (int r = 0; r < k_replicas; ++r) {
+      INFO("replica " << r << " printed:\n" << runs[r].text);
+      CHECK(runs[r].rc != 0);
+      CHECK_THAT(runs[r].text, Catch::Contains("start both with --insecure, or neither"));
+    }
+  }
+}
+
 TEST_CASE("SSP keeps every replica within its staleness bound behind a straggler", "[ps][integration]") {
   const std::int32_t staleness = 2;
   const std::int64_t steps = 12;

@@ -154,26 +154,36 @@ Status CipherState::open(std::string_view ad, const std::byte* in, std::size_t s
   return st;
 }
 
-Status CipherState::seal_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
-                            std::byte* out, std::byte* tag) {
+Status CipherState::crypt(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
+                          std::byte* out, bool encrypt) {
   EVP_CIPHER_CTX* c = ctx_->ctx;
   unsigned char iv[12];
   gcm_nonce(n, iv);
-  const bool init = ctx_->mode == 1 ? EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
-                                    : EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
+  const int enc = encrypt ? 1 : 0;
+  const int mode = encrypt ? 1 : 2;
+  // The key schedule is kept while the direction stays; only the nonce changes.
+  const bool init = ctx_->mode == mode ? EVP_CipherInit_ex(c, nullptr, nullptr, nullptr, iv, enc) == 1
+                                       : EVP_CipherInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv, enc) == 1;
   if (!init) return openssl_error("AES-256-GCM setup");
-  ctx_->mode = 1;
+  ctx_->mode = mode;
   int len = 0;
-  if (!ad.empty() && EVP_EncryptUpdate(c, nullptr, &len, u8(ad.data()), static_cast<int>(ad.size())) != 1) {
+  if (!ad.empty() && EVP_CipherUpdate(c, nullptr, &len, u8(ad.data()), static_cast<int>(ad.size())) != 1) {
     return openssl_error("AES-256-GCM");
   }
   for (std::size_t at = 0; at < size;) {
     const int chunk = static_cast<int>(std::min<std::size_t>(size - at, std::size_t{1} << 30));
-    if (EVP_EncryptUpdate(c, u8(out + at), &len, u8(in + at), chunk) != 1) return openssl_error("AES-256-GCM");
+    if (EVP_CipherUpdate(c, u8(out + at), &len, u8(in + at), chunk) != 1) return openssl_error("AES-256-GCM");
     at += static_cast<std::size_t>(chunk);
   }
-  if (EVP_EncryptFinal_ex(c, u8(out + size), &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, static_cast<int>(k_tag_bytes), tag) != 1) {
+  return ok_status();
+}
+
+Status CipherState::seal_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
+                            std::byte* out, std::byte* tag) {
+  if (auto st = crypt(n, ad, in, size, out, true); !st) return st;
+  int len = 0;
+  if (EVP_EncryptFinal_ex(ctx_->ctx, u8(out + size), &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx_->ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(k_tag_bytes), tag) != 1) {
     return openssl_error("AES-256-GCM");
   }
   return ok_status();
@@ -181,22 +191,9 @@ Status CipherState::seal_at(std::uint64_t n, std::string_view ad, const std::byt
 
 Status CipherState::open_at(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size,
                             std::byte* out, const std::byte* tag) {
+  if (auto st = crypt(n, ad, in, size, out, false); !st) return st;
   EVP_CIPHER_CTX* c = ctx_->ctx;
-  unsigned char iv[12];
-  gcm_nonce(n, iv);
-  const bool init = ctx_->mode == 2 ? EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1
-                                    : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, ctx_->key, iv) == 1;
-  if (!init) return openssl_error("AES-256-GCM setup");
-  ctx_->mode = 2;
   int len = 0;
-  if (!ad.empty() && EVP_DecryptUpdate(c, nullptr, &len, u8(ad.data()), static_cast<int>(ad.size())) != 1) {
-    return openssl_error("AES-256-GCM");
-  }
-  for (std::size_t at = 0; at < size;) {
-    const int chunk = static_cast<int>(std::min<std::size_t>(size - at, std::size_t{1} << 30));
-    if (EVP_DecryptUpdate(c, u8(out + at), &len, u8(in + at), chunk) != 1) return openssl_error("AES-256-GCM");
-    at += static_cast<std::size_t>(chunk);
-  }
   unsigned char t[k_tag_bytes];
   std::memcpy(t, tag, k_tag_bytes);
   if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, static_cast<int>(k_tag_bytes), t) != 1) {
@@ -271,6 +268,20 @@ struct Handshake::State {
     auto p = cs.decrypt_with_ad(h, c);
     if (p) mix_hash(c);
     return p;
+  }
+  /// The static key sealed, DH(s, re) mixed in (es for the responder, se for the
+  /// initiator), then the sealed identity payload: the tail of messages 2 and 3.
+  Status write_static(std::string& out) {
+    auto sealed_s = encrypt_and_hash(s_pub);
+    if (!sealed_s) return sealed_s.error();
+    out += *sealed_s;
+    if (auto r = mix_dh(s.get(), re); !r) return r.error();
+    auto plain = payload();
+    if (!plain) return plain.error();
+    auto sealed_p = encrypt_and_hash(*plain);
+    if (!sealed_p) return sealed_p.error();
+    out += *sealed_p;
+    return ok_status();
   }
   Result<std::string> payload() const {
     pb::NoiseHandshakePayload msg;
@@ -365,25 +376,9 @@ Result<std::string> Handshake::write_message() {
     out = st.e_pub;
     st.mix_hash(st.e_pub);
     if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
-    auto s = st.encrypt_and_hash(st.s_pub);
-    if (!s) return s.error();
-    out += *s;
-    if (auto r = st.mix_dh(st.s.get(), st.re); !r) return r.error();
-    auto payload = st.payload();
-    if (!payload) return payload.error();
-    auto p = st.encrypt_and_hash(*payload);
-    if (!p) return p.error();
-    out += *p;
-  } else {  // -> s, se
-    auto s = st.encrypt_and_hash(st.s_pub);
-    if (!s) return s.error();
-    out = *s;
-    if (auto r = st.mix_dh(st.s.get(), st.re); !r) return r.error();
-    auto payload = st.payload();
-    if (!payload) return payload.error();
-    auto p = st.encrypt_and_hash(*payload);
-    if (!p) return p.error();
-    out += *p;
+    if (auto r = st.write_static(out); !r) return r.error();  // s, es, payload
+  } else if (auto r = st.write_static(out); !r) {  // -> s, se, payload
+    return r.error();
   }
   ++st.step;
   return out;

@@ -81,6 +81,10 @@ class CipherState {
   Result<std::string> decrypt_with_ad(std::string_view ad, std::string_view ciphertext);
 
  private:
+  /// AES-256-GCM over `in` under nonce `n` with `ad`, up to (not including) the tag.
+  Status crypt(std::uint64_t n, std::string_view ad, const std::byte* in, std::size_t size, std::byte* out,
+               bool encrypt);
+
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;
   bool has_key_ = false;

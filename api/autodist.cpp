@@ -312,6 +312,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     RuntimeOptions ro;
     ro.listen = at.multiaddr();
     ro.mode = o.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
+    ro.insecure = o.insecure;
     ro.system = system;
     auto rt = Runtime::start(ro);
     if (!rt) {

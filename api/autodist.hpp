@@ -78,6 +78,7 @@ struct AutoDistOptions {
   /// The PS devices are served by PS processes (`serve_devices`): replicas serve none.
   bool ps_processes = false;
   std::string mode = "tcp";             ///< UCX same-host lanes: tcp or shm
+  bool insecure = false;                ///< plaintext connections (every process of the job must choose it)
 };
 
 class AutoDistJob {

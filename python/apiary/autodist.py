@@ -20,7 +20,8 @@ device is served by the lowest-ranked trainer process on its host, or, with
 ``ps_processes=True``, by PS processes (``ps_devices()`` lists them, ``serve()`` serves
 one or several). Replica 0's model starts the job: the other processes take their
 initial parameters from it. ``transport="shm"`` moves the bytes between processes of one
-host over UCX's shared-memory lanes (cma) instead of TCP sockets.
+host over UCX's shared-memory lanes (cma) instead of TCP sockets. Connections are encrypted, PeerIDs
+proven, unless ``insecure=True`` (plaintext), which every process of the job must choose.
 
 ``step()`` synchronizes each parameter as its strategy says: PS variables pushed to and
 pulled from their shards (partitioned, with proxies, BSP / SSP / async), all-reduced ones
@@ -253,7 +254,7 @@ class AutoDist:
     def __init__(self, resource_spec: str = "resource_spec.yml", strategy_builder: Optional[StrategyBuilder] = None,
                  *, strategy_file: Optional[str] = None, rank: Optional[int] = None, port: Optional[int] = None,
                  job: str = "apiary.autodist", timeout: float = 30.0, patience: float = 120.0,
-                 ps_processes: bool = False, transport: str = "tcp"):
+                 ps_processes: bool = False, transport: str = "tcp", insecure: bool = False):
         if not os.path.exists(resource_spec):
             raise FileNotFoundError(f"resource spec {resource_spec!r} not found")
         if strategy_builder is not None and not isinstance(strategy_builder, StrategyBuilder):
@@ -271,6 +272,7 @@ class AutoDist:
         if transport not in ("tcp", "shm"):
             raise ValueError(f"expected transport 'tcp' or 'shm', got {transport!r}")
         self.transport = transport
+        self.insecure = bool(insecure)  # plaintext; every process of the job must choose it
         self._native: Any = None
         self._named: List[Tuple[str, torch.nn.Parameter]] = []
         self._restore: Optional[Dict[str, Any]] = None
@@ -325,7 +327,7 @@ class AutoDist:
         self._native = _apiary.AutoDistJob(self.resource_spec, variables, initial, self.rank, self.port, builder.name,
                                            dict(builder.options), self.strategy_file, config, self.timeout,
                                            self.patience, self.job, states, list(serve_devices), self.ps_processes,
-                                           self.transport)
+                                           self.transport, self.insecure)
         self._named = named
         if serve_devices:
             return None

@@ -232,7 +232,8 @@ void bind_autodist(py::module_& m) {
                        const py::dict& initial, std::int32_t rank, std::uint16_t port, const std::string& builder,
                        const py::dict& options, const std::string& strategy_file, const py::dict& optimizer,
                        double timeout, double patience, const std::string& job_name, const py::dict& states,
-                       const std::vector<std::string>& serve_devices, bool ps_processes, const std::string& mode) {
+                       const std::vector<std::string>& serve_devices, bool ps_processes, const std::string& mode,
+                       bool insecure) {
              AutoDistOptions o;
              o.resource_spec = resource_spec;
              for (const auto& [name, shape, sparse] : variables) o.variables.push_back({name, shape, sparse});
@@ -254,6 +255,7 @@ void bind_autodist(py::module_& m) {
              o.serve_devices = serve_devices;
              o.ps_processes = ps_processes;
              o.mode = mode;
+             o.insecure = insecure;
              for (const auto& [key, value] : states) {
                const auto name = key.cast<std::string>();
                auto t = value.cast<py::tuple>();
@@ -280,7 +282,7 @@ void bind_autodist(py::module_& m) {
            py::arg("builder"), py::arg("builder_options"), py::arg("strategy_file"), py::arg("optimizer"),
            py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict(),
            py::arg("serve_devices") = std::vector<std::string>{}, py::arg("ps_processes") = false,
-           py::arg("mode") = "tcp")
+           py::arg("mode") = "tcp", py::arg("insecure") = false)
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
       .def(

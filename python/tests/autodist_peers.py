@@ -92,6 +92,7 @@ def main() -> int:
     parser.add_argument("--async", dest="asynchronous", action="store_true")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds this replica sleeps per step")
     parser.add_argument("--ps-processes", action="store_true", help="the PS devices have processes of their own")
+    parser.add_argument("--insecure", action="store_true", help="plaintext connections (every process says so)")
     parser.add_argument("--schedule", action="store_true", help="a StepLR schedule on the optimizer")
     parser.add_argument("--grads", default="bound", choices=["bound", "mixed"],
                         help="mixed: odd steps set the gradients to None before backward, steps 2, 6, ... "
@@ -102,7 +103,7 @@ def main() -> int:
     if args.serve:
         model = make_model(seed=999, sparse=bool(args.sparse))  # its values come from replica 0
         name = args.builders.split(",")[0]
-        ad = apiary.autodist.AutoDist(args.spec, builder_of(name), port=args.port, job=f"test.{name}",
+        ad = apiary.autodist.AutoDist(args.spec, builder_of(name), insecure=args.insecure, port=args.port, job=f"test.{name}",
                                       timeout=args.timeout, patience=60.0, ps_processes=True)
         ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve.split(","))
         while True:
@@ -112,7 +113,7 @@ def main() -> int:
     for i, name in enumerate(args.builders.split(",")):
         # Each process starts from its own random model: the job starts from replica 0's.
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
-        ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), port=args.port + 40 * i, job=f"test.{name}",
+        ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), insecure=args.insecure, port=args.port + 40 * i, job=f"test.{name}",
                                       timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes)
         if args.load:
             ad.load_state_dict(torch.load(args.load))

@@ -141,6 +141,18 @@ def test_every_builder_equals_single_process_sgd(tmp_path):
     assert served[0] and not any(served[1:])
 
 
+def test_an_insecure_job_equals_single_process_sgd(tmp_path):
+    # Every process of the job plaintext (insecure=True): the same SGD as an encrypted job.
+    codes, logs = run_peers(tmp_path, ["Parallax"], "sgd", sparse=True, extra=["--insecure"])
+    assert codes == [0] * REPLICAS, "\n".join(logs)
+    check_equal(tmp_path, ["Parallax"], reference("sgd", 6), atol=1e-5)
+    # Replica 0 plaintext, the others encrypted: the job fails, saying why.
+    codes, logs = run_peers(tmp_path, ["Parallax"], "sgd", sparse=True,
+                            extra=lambda rank: ["--insecure"] if rank == 0 else [])
+    assert any(code != 0 for code in codes)
+    assert "start both with --insecure, or neither" in "\n".join(logs)
+
+
 def test_gradients_set_to_none_or_replaced_are_copied(tmp_path):
     # Odd steps start from gradients set to None, steps 2 and 6 replace them after backward:
     # those steps push copies, the others the job's own memory; the result is the same.

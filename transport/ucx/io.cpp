@@ -186,11 +186,18 @@ void Transport::transmit(Endpoint& ep, Frame frame, bool plain) {
   if (ep.failed && !plain) return;
   frame.envelope.set_payload_size(frame.payload.size());
   const bool sealed = ep.session != nullptr && !plain;
-  // Checked before sealing: a frame dropped after it took its nonces would fail every
-  // frame after it at the receiver.
-  const std::size_t header_bytes =
-      frame.envelope.ByteSizeLong() +
-      (sealed ? messages::noise::k_tag_bytes + (frame.payload.empty() ? 0 : messages::noise::k_tag_bytes + 2) : 0);
+  // A plaintext envelope is serialized once, here. A sealed one is measured before sealing:
+  // a frame dropped after it took its nonces would fail every frame after it at the
+  // receiver (the size adds the envelope's tag and the payload's tag field).
+  std::string plain_header;
+  std::size_t header_bytes = 0;
+  if (sealed) {
+    header_bytes = frame.envelope.ByteSizeLong() + messages::noise::k_tag_bytes +
+                   (frame.payload.empty() ? 0 : messages::noise::k_tag_bytes + 2);
+  } else {
+    plain_header = frame.envelope.SerializeAsString();
+    header_bytes = plain_header.size();
+  }
   if (header_bytes > max_header_) {
     // Never hand UCX 1.13 an oversized header: it would crash the sender.
     handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),
@@ -211,7 +218,7 @@ void Transport::transmit(Endpoint& ep, Frame frame, bool plain) {
         !frame.payload.huge_backed()) {
       frame.payload = Buffer::copy_of(frame.payload.data(), size);
     }
-    send_now(ep, frame.envelope.SerializeAsString(), std::move(frame.payload));
+    send_now(ep, std::move(plain_header), std::move(frame.payload));
     return;
   }
   auto first = ep.session->send.reserve(frame.payload.empty() ? 1 : 2);

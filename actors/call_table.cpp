@@ -98,10 +98,14 @@ void CallTable::call(core::Call& call, std::vector<CoreResponse>& failed) {
   const PeerKey& key = call.peer.key();
   const bool view = !call.stream && call.view_response;
   auto first = payload_of(std::move(call.request), std::move(call.body), std::move(call.tail));
+  // The PeerID the caller dialled, for the transport to check against the one proven.
+  std::string callee = call.peer.peer() ? call.peer.peer()->bytes() : std::string{};
   const CallId id = call.stream || view
                         ? gw_->open(me_, key, call.handle, call.stream ? pb::BIDI_STREAM : pb::UNARY, call.timeout,
-                                    std::move(first), call.last || view, call.caller, std::move(call.landings))
-                        : gw_->unary(me_, key, call.handle, std::move(first), call.timeout, call.caller);
+                                    std::move(first), call.last || view, call.caller, std::move(call.landings),
+                                    std::move(callee))
+                        : gw_->unary(me_, key, call.handle, std::move(first), call.timeout, call.caller,
+                                     std::move(callee));
   calls_[id] = OutCall{call.id, call.stream, !call.stream || call.last, view};
   by_core_[call.id] = id;
 }

@@ -53,7 +53,7 @@ void Gateway::stop() {
 
 CallId Gateway::open(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle,
                      pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first,
-                     bool end, std::string caller, std::vector<Landing> landings) {
+                     bool end, std::string caller, std::vector<Landing> landings, std::string callee) {
   const CallId id = next_call_++;
   if (stopped_.load()) {  // nothing would ever answer: say so at once
     Delivery d;
@@ -69,14 +69,15 @@ CallId Gateway::open(const DeliveryTarget& reply_to, const PeerKey& peer, const 
     return id;
   }
   run_on_thread([this, id, reply_to, peer, handle, kind, timeout, first = std::move(first), end,
-                     caller = std::move(caller), landings = std::move(landings)]() mutable {
+                     caller = std::move(caller), landings = std::move(landings),
+                     callee = std::move(callee)]() mutable {
     sinks_.insert_or_assign(id, reply_to);  // caller-side sinks are the call ids themselves
     // Posted before the call leaves, so before any answer can arrive.
     if (!landings.empty()) {
       landings_[id] = Posted{peer, std::deque<Landing>(std::make_move_iterator(landings.begin()),
                                                        std::make_move_iterator(landings.end()))};
     }
-    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller));
+    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller, callee));
   });
   return id;
 }

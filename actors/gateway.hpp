@@ -59,14 +59,18 @@ class Gateway final : private transport::Handler {
   /// per message: a spliced message that matches its Landing has its body received
   /// straight into the zone and is delivered as head + tail with Delivery::landed. The
   /// gateway drops a call's landings when the call is over; until then it holds the zones.
+  /// `callee`: the PeerID bytes the caller dialled (its address's /p2p/), if any: on an
+  /// encrypted connection the call leaves only if the peer at `peer` proved that PeerID,
+  /// else it fails at once with an error naming both (a stale address or an impostor).
   CallId open(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle,
               pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first, bool end,
-              std::string caller = {}, std::vector<Landing> landings = {});
+              std::string caller = {}, std::vector<Landing> landings = {}, std::string callee = {});
   /// A unary call: open with the request and end of stream. `caller` names the calling
   /// node (PeerID bytes) when several nodes share this gateway; empty: the gateway's own.
   CallId unary(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle, Payload request,
-               std::chrono::nanoseconds timeout, std::string caller = {}) {
-    return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller));
+               std::chrono::nanoseconds timeout, std::string caller = {}, std::string callee = {}) {
+    return open(reply_to, peer, handle, pb::UNARY, timeout, std::move(request), true, std::move(caller), {},
+                std::move(callee));
   }
   /// Sends a message on a call (either role); `end` closes our direction.
   void send(CallId call, Payload message, bool end);

@@ -87,7 +87,11 @@ void Gateway::execute(core::rpc::Effects fx) {
     auto& out = frames[i];
     const bool to_self = !self_key_.empty() && out.peer == self_key_;
     if (!to_self && out.peer != k_loop_key) {
-      transport_->send(out.peer, transport::Frame{std::move(out.envelope), std::move(out.payload), std::nullopt});
+      transport::Frame frame;
+      frame.envelope = std::move(out.envelope);
+      frame.payload = std::move(out.payload);
+      frame.expect_peer = std::move(out.callee);
+      transport_->send(out.peer, std::move(frame));
       continue;
     }
     pb::Envelope& env = out.envelope;

@@ -14,6 +14,7 @@
 
 #include "actors/gateway.hpp"
 #include "actors/type_ids.hpp"
+#include "messages/identity/peer_address.hpp"
 
 namespace apiary::actors {
 
@@ -34,6 +35,18 @@ std::map<CallId, CallOutcome> await_calls(caf::scoped_actor& self, Gateway& gw, 
 Result<Buffer> call_unary(caf::scoped_actor& self, Gateway& gw, const PeerKey& peer, const std::string& handle,
                           Buffer request, std::chrono::milliseconds timeout);
 
+/// Where a call from non-actor code goes: the peer's key ("host:port") and, when its
+/// address named one (/p2p/...), the PeerID dialled, which an encrypted connection must
+/// have proven for the call to leave (Gateway::open's `callee`).
+struct CallTo {
+  CallTo(PeerKey peer) : key(std::move(peer)) {}  // NOLINT(google-explicit-constructor): a bare key names no PeerID
+  CallTo(const char* peer) : key(peer) {}         // NOLINT(google-explicit-constructor)
+  CallTo(const messages::PeerAddress& addr)       // NOLINT(google-explicit-constructor)
+      : key(addr.key()), callee(addr.peer() ? addr.peer()->bytes() : std::string{}) {}
+  PeerKey key;
+  std::string callee;  ///< PeerID bytes, or "" when none was named
+};
+
 /// A unary call in flight from non-actor code (unary_call): its id, to cancel it, and
 /// the future of its answer.
 struct PendingUnary {
@@ -46,7 +59,7 @@ struct PendingUnary {
 /// errc::cancelled when the gateway stops first) comes as a future, set on the transport
 /// thread. The engine enforces `timeout`; the future is always set. `caller` as
 /// Gateway::unary's.
-PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+PendingUnary unary_call(Gateway& gw, const CallTo& peer, const std::string& handle, Payload request,
                         std::chrono::milliseconds timeout, std::string caller = {});
 
 /// A streaming call in flight from non-actor code (stream_call): its id, to cancel it,
@@ -62,7 +75,7 @@ struct PendingStream {
 /// stream, or with the call's error (the callee's, the deadline's, the peer's going down,
 /// errc::cancelled when the gateway stops first). The engine enforces `timeout` on the
 /// whole call. `caller` as Gateway::unary's.
-PendingStream stream_call(Gateway& gw, const PeerKey& peer, const std::string& handle, std::vector<Payload> messages,
+PendingStream stream_call(Gateway& gw, const CallTo& peer, const std::string& handle, std::vector<Payload> messages,
                           std::chrono::milliseconds timeout, std::string caller = {});
 
 /// What unary_call_then hands a call's answer to: called once, on the transport thread
@@ -73,7 +86,7 @@ using UnaryDone = std::function<void(Result<Buffer>)>;
 /// unary_call with a callback instead of a future: no thread waits on the answer, so
 /// many calls can be in flight from one caller. The answer (or error) reaches `done`
 /// exactly once. Returns the call's id (to cancel it).
-CallId unary_call_then(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+CallId unary_call_then(Gateway& gw, const CallTo& peer, const std::string& handle, Payload request,
                        std::chrono::milliseconds timeout, std::string caller, UnaryDone done);
 
 /// A unary handler: the request (its caller in `request.peer`) → a response or error.

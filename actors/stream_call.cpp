@@ -49,16 +49,16 @@ class StreamAnswer final : public DirectSink {
 
 }  // namespace
 
-PendingStream stream_call(Gateway& gw, const PeerKey& peer, const std::string& handle, std::vector<Payload> messages,
+PendingStream stream_call(Gateway& gw, const CallTo& peer, const std::string& handle, std::vector<Payload> messages,
                           std::chrono::milliseconds timeout, std::string caller) {
-  auto answer = std::make_shared<StreamAnswer>(handle, peer);
+  auto answer = std::make_shared<StreamAnswer>(handle, peer.key);
   PendingStream out;
   out.answer = answer->future();
   if (messages.empty()) messages.emplace_back();  // a stream opens with a message, even an empty one
   const std::size_t n = messages.size();
   // The gateway runs these in order on its thread: the call opens before its later messages.
-  out.id = gw.open(std::shared_ptr<DirectSink>(std::move(answer)), peer, handle, pb::BIDI_STREAM, timeout,
-                   std::move(messages.front()), n == 1, std::move(caller));
+  out.id = gw.open(std::shared_ptr<DirectSink>(std::move(answer)), peer.key, handle, pb::BIDI_STREAM, timeout,
+                   std::move(messages.front()), n == 1, std::move(caller), {}, peer.callee);
   for (std::size_t i = 1; i < n; ++i) gw.send(out.id, std::move(messages[i]), i + 1 == n);
   return out;
 }

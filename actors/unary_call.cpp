@@ -50,7 +50,7 @@ class UnaryAnswer final : public DirectSink {
 
 }  // namespace
 
-PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+PendingUnary unary_call(Gateway& gw, const CallTo& peer, const std::string& handle, Payload request,
                         std::chrono::milliseconds timeout, std::string caller) {
   auto promise = std::make_shared<std::promise<Result<Buffer>>>();
   PendingUnary out;
@@ -60,11 +60,11 @@ PendingUnary unary_call(Gateway& gw, const PeerKey& peer, const std::string& han
   return out;
 }
 
-CallId unary_call_then(Gateway& gw, const PeerKey& peer, const std::string& handle, Payload request,
+CallId unary_call_then(Gateway& gw, const CallTo& peer, const std::string& handle, Payload request,
                        std::chrono::milliseconds timeout, std::string caller, UnaryDone done) {
-  auto answer = std::make_shared<UnaryAnswer>(handle, peer, std::move(done));
-  return gw.unary(std::shared_ptr<DirectSink>(std::move(answer)), peer, handle, std::move(request), timeout,
-                  std::move(caller));
+  auto answer = std::make_shared<UnaryAnswer>(handle, peer.key, std::move(done));
+  return gw.unary(std::shared_ptr<DirectSink>(std::move(answer)), peer.key, handle, std::move(request), timeout,
+                  std::move(caller), peer.callee);
 }
 
 }  // namespace apiary::actors

@@ -42,7 +42,7 @@ RemoteExpert::RemoteExpert(Runtime& runtime, std::string uid, core::PeerAddr ser
 
 Result<Buffer> RemoteExpert::call(const char* handle, Buffer request) {
   actors::Gateway& gw = *runtime_->gateway();
-  auto pending = actors::unary_call(gw, server_.key(), server_.addressed(handle), std::move(request), timeout_,
+  auto pending = actors::unary_call(gw, server_, server_.addressed(handle), std::move(request), timeout_,
                                     runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
   return await_answer(gw, pending, timeout_);
 }
@@ -56,7 +56,7 @@ Result<std::vector<pb::Tensor>> RemoteExpert::call_stream(const char* handle, pb
     messages.emplace_back(Buffer::adopt(std::move(m)));
   }
   actors::Gateway& gw = *runtime_->gateway();
-  auto pending = actors::stream_call(gw, server_.key(), server_.addressed(handle), std::move(messages), timeout_,
+  auto pending = actors::stream_call(gw, server_, server_.addressed(handle), std::move(messages), timeout_,
                                      runtime_->shares_gateway() ? runtime_->peer_id().bytes() : "");
   auto answer = await_answer(gw, pending, timeout_);
   if (!answer) return answer.error();

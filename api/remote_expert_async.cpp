@@ -67,7 +67,7 @@ void send_call(const std::shared_ptr<State>& s, const moe::ExpertSchema& schema,
     done(expert_error(*s, what, request.error()));
     return;
   }
-  actors::unary_call_then(*s->runtime->gateway(), s->server.key(), s->server.addressed(handle), std::move(*request),
+  actors::unary_call_then(*s->runtime->gateway(), s->server, s->server.addressed(handle), std::move(*request),
                           s->timeout, caller_of(*s->runtime),
                           [s, what, done = std::move(done)](Result<Buffer> answer) {
                             if (!answer) return done(expert_error(*s, what, answer.error()));
@@ -119,7 +119,7 @@ void RemoteExpert::start_async(const char* handle, const char* what, std::vector
   request.set_uid(uid_);
   auto held = std::make_shared<std::vector<ExpertTensor>>(std::move(tensors));
   actors::unary_call_then(
-      *runtime_->gateway(), server_.key(), server_.addressed(moe::k_info_handle), actors::to_buffer(request),
+      *runtime_->gateway(), server_, server_.addressed(moe::k_info_handle), actors::to_buffer(request),
       timeout_, caller_of(*runtime_), [s, handle, what, held, done = std::move(done)](Result<Buffer> answer) {
         if (!answer) return done(expert_error(*s, "info", answer.error()));
         auto info = actors::from_buffer<pb::ExpertInfo>(*answer, "rpc_info's answer");

@@ -35,6 +35,12 @@ struct Frame {
   /// Set on receipt when the spliced message's body (this many bytes) was written into a
   /// Landing the handler posted (Handler::landing_for): the payload is then head + tail.
   std::size_t landed = 0;
+  /// Sending an OPEN: the callee's PeerID bytes the caller dialled (its multiaddr's /p2p/),
+  /// or "" when none was named. On an encrypted connection the frame leaves only if the
+  /// peer proved that PeerID (its handshake, or an IDENTITY frame of a node behind its
+  /// gateway); otherwise the call is answered at once with an ERROR naming both PeerIDs,
+  /// and the call's later frames are dropped. Never on the wire.
+  std::string expect_peer;
 };
 
 /// How peers on the same host are connected.
@@ -108,6 +114,7 @@ struct Stats {
   std::uint64_t frames_landed = 0;  ///< spliced frames whose body went into a posted Landing
   std::uint64_t handshakes = 0;     ///< encrypted connections established (both directions)
   std::uint64_t refused_connections = 0;  ///< handshakes failed, mode mismatches, unauthentic frames
+  std::uint64_t refused_calls = 0;  ///< calls not sent: the peer did not prove the PeerID dialled
 };
 
 /// A transport backend. Lifecycle: start → (post/send)* → stop.

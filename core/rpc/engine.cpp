@@ -42,7 +42,7 @@ Outgoing outgoing(const PeerKey& peer, pb::Envelope env, Payload message) {
 
 Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, const std::string& handle,
                      pb::RpcKind kind, Duration timeout, std::optional<Payload> first, bool end,
-                     const std::string& caller) {
+                     const std::string& caller, const std::string& callee) {
   Effects fx;
   Call c;
   c.caller = true;
@@ -80,6 +80,7 @@ Effects Engine::open(TimePoint now, CallId id, Sink sink, const PeerKey& peer, c
     env.set_timeout_us(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count()));
   }
   fx.frames.push_back(first ? outgoing(peer, std::move(env), std::move(*first)) : Outgoing{peer, std::move(env), Buffer{}});
+  fx.frames.back().callee = callee;
   auto& stored = calls_[id] = std::move(c);
   if (timeout.count() > 0) set_deadline(id, stored, deadline_after(now, timeout));
   ++stats_.calls_opened;

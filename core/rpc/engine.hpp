@@ -66,6 +66,10 @@ struct Outgoing {
   PeerKey peer;
   pb::Envelope envelope;
   Buffer payload;
+  /// OPEN: the callee's PeerID bytes the caller dialled (its multiaddr's /p2p/), for the
+  /// transport to check against the PeerIDs the connection proved; "" when none was named.
+  /// Never on the wire.
+  std::string callee = {};
 };
 
 /// What one input produced, to execute in order: frames first, then deliveries.
@@ -88,10 +92,13 @@ class Engine {
   // ---- local commands ----
   /// Opens call `id` (unique among this engine's open calls) to `handle` at `peer`.
   /// `first` is sent with the open (unary and server-stream calls always pass it);
-  /// `end` says the caller sends nothing after it. Deliveries go to `sink`.
+  /// `end` says the caller sends nothing after it. Deliveries go to `sink`. `caller`: the
+  /// calling node's PeerID bytes when several share a gateway; `callee`: the PeerID the
+  /// caller dialled, if its address named one (Outgoing::callee).
   [[nodiscard]] Effects open(TimePoint now, CallId id, Sink sink, const PeerKey& peer,
                              const std::string& handle, pb::RpcKind kind, Duration timeout,
-                             std::optional<Payload> first, bool end, const std::string& caller = {});
+                             std::optional<Payload> first, bool end, const std::string& caller = {},
+                             const std::string& callee = {});
   /// Sends a message on call `id` (either role); `end` closes our direction. A spliced
   /// message's head and tail go in the frame's envelope, its body as the payload.
   [[nodiscard]] Effects send(TimePoint now, CallId id, Payload message, bool end);

@@ -10,6 +10,7 @@
 
 #include "api/dht.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "messages/identity/peer_id.hpp"
 #include "tests/support/apiary_command.hpp"
 
 using namespace apiary;
@@ -232,4 +233,23 @@ TEST_CASE("with --authority, members store and get while clients without a token
     n.proc->kill(SIGTERM);
     CHECK(n.proc->wait(30s) == 0);
   }
+}
+
+TEST_CASE("a dialled PeerID that the node at that address does not prove is refused, naming both", "[integration]") {
+  auto node = spawn_node("--listen /ip4/127.0.0.1/tcp/0");
+  await_listening(node);
+  const auto at = node.addr.find("/p2p/");
+  const std::string real = node.addr.substr(at + 5);
+  auto key = messages::Ed25519PrivateKey::generate();
+  REQUIRE(key.ok());
+  const std::string stale = messages::PeerId::from_public_key(key->public_key()).to_string();
+  auto refused = run_apiary("dht get --peer " + node.addr.substr(0, at) + "/p2p/" + stale + " key");
+  INFO(refused.out);
+  CHECK(refused.rc == 1);
+  CHECK_THAT(refused.out, Catch::Contains("dialled as PeerID " + stale) && Catch::Contains("proved PeerID " + real) &&
+                              Catch::Contains("stale"));
+  auto right = run_apiary("dht get --peer " + node.addr + " key");
+  INFO(right.out);
+  CHECK(right.rc == 1);  // reached, and the key has no value
+  CHECK_THAT(right.out, Catch::Contains("key: not found"));
 }

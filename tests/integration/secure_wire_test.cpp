@@ -393,3 +393,107 @@ TEST_CASE("a caller naming a PeerID its connection has not proven is refused, an
     CHECK_THAT(why->message, Catch::Contains("signature does not bear out"));
   }
 }
+
+TEST_CASE("a call to a PeerID the peer did not prove is not sent, and its error names both", "[integration][secure]") {
+  const auto key = new_key();
+  const auto behind = new_key();  // a node sharing the server's gateway
+  const std::string proven = messages::PeerId::from_public_key(key.public_key()).bytes();
+  const std::string other = messages::PeerId::from_public_key(new_key().public_key()).bytes();
+  transport::Config sc;
+  sc.identity = key;
+  Server s(sc);
+  s.t.post([&] { s.t.prove_identity(behind); });
+  Server c;
+  auto call = [](std::uint64_t id, const std::string& expect) {
+    transport::Frame f;
+    f.envelope = open_call(id);
+    f.envelope.set_end_of_stream(false);
+    f.payload = Buffer::copy_of("ping");
+    f.expect_peer = expect;
+    return f;
+  };
+  auto more = [](std::uint64_t id) {
+    transport::Frame f;
+    f.envelope.set_kind(pb::MESSAGE);
+    f.envelope.set_call_id(id);
+    f.envelope.set_from_caller(true);
+    f.envelope.set_has_message(true);
+    f.envelope.set_end_of_stream(true);
+    f.payload = Buffer::copy_of("secret");
+    return f;
+  };
+  auto check_refusal = [&](std::uint64_t id) {
+    REQUIRE(c.rec.wait_frames(1));
+    std::lock_guard<std::mutex> lock(c.rec.mu);
+    const auto& [from, f] = c.rec.frames.front();
+    CHECK(from == s.address);
+    CHECK(f.envelope.kind() == pb::ERROR);
+    CHECK(f.envelope.call_id() == id);
+    CHECK_FALSE(f.envelope.from_caller());
+    CHECK(f.envelope.error_code() == static_cast<std::uint32_t>(errc::crypto));
+    const std::string& msg = f.envelope.error_message();
+    CHECK_THAT(msg, Catch::Contains("was dialled as PeerID " + messages::PeerId::from_bytes(other)->to_string()));
+    CHECK_THAT(msg, Catch::Contains("proved PeerID " + messages::PeerId::from_bytes(proven)->to_string()));
+    CHECK_THAT(msg, Catch::Contains(messages::PeerId::from_public_key(behind.public_key()).to_string()));
+    CHECK_THAT(msg, Catch::Contains("stale"));
+  };
+  auto server_calls = [&] {
+    std::lock_guard<std::mutex> lock(s.rec.mu);
+    std::vector<std::pair<std::uint64_t, std::string>> seen;
+    for (const auto& [from, f] : s.rec.frames) seen.emplace_back(f.envelope.call_id(), text_of(f.payload));
+    return seen;
+  };
+  using Seen = std::vector<std::pair<std::uint64_t, std::string>>;
+
+  SECTION("refused while the handshake runs: the call and its later frames stay here, other calls go") {
+    c.t.post([&] {
+      c.t.send(s.address, call(1, other));
+      c.t.send(s.address, more(1));
+      c.t.send(s.address, call(2, proven));
+      c.t.send(s.address, more(2));
+    });
+    check_refusal(1);
+    REQUIRE(s.rec.wait_frames(2));
+    CHECK(server_calls() == Seen{{2, "ping"}, {2, "secret"}});
+    CHECK(c.t.stats().refused_calls == 1);
+    std::lock_guard<std::mutex> lock(c.rec.mu);
+    CHECK(c.rec.downs.empty());
+  }
+  SECTION("refused on an established connection, which goes on") {
+    c.t.post([&] { c.t.send(s.address, call(1, proven)); });
+    REQUIRE(s.rec.wait_frames(1));
+    c.t.post([&] {
+      c.t.send(s.address, call(2, other));
+      c.t.send(s.address, more(2));
+      c.t.send(s.address, more(1));
+    });
+    check_refusal(2);
+    REQUIRE(s.rec.wait_frames(2));
+    CHECK(server_calls() == Seen{{1, "ping"}, {1, "secret"}});
+    CHECK(c.t.stats().refused_calls == 1);
+  }
+  SECTION("a PeerID proven by a node behind the peer's gateway passes, and so does a call naming none") {
+    c.t.post([&] {
+      c.t.send(s.address, call(1, messages::PeerId::from_public_key(behind.public_key()).bytes()));
+      c.t.send(s.address, call(2, ""));
+    });
+    REQUIRE(s.rec.wait_frames(2));
+    CHECK(server_calls() == Seen{{1, "ping"}, {2, "ping"}});
+    CHECK(c.rec.frame_count() == 0);
+    CHECK(c.t.stats().refused_calls == 0);
+  }
+}
+
+TEST_CASE("plaintext connections (--insecure) cannot prove a dialled PeerID, so it is not checked", "[integration][secure]") {
+  transport::Config plain;
+  plain.insecure = true;
+  Server s(plain);
+  Server c(plain);
+  transport::Frame f;
+  f.envelope = open_call(1);
+  f.payload = Buffer::copy_of("ping");
+  f.expect_peer = messages::PeerId::from_public_key(new_key().public_key()).bytes();
+  c.t.post([&] { c.t.send(s.address, std::move(f)); });
+  REQUIRE(s.rec.wait_frames(1));
+  CHECK(c.t.stats().refused_calls == 0);
+}

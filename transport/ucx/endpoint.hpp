@@ -58,6 +58,10 @@ struct Endpoint {
   std::shared_ptr<messages::noise::Session> session;
   /// PeerIDs of nodes behind the peer's gateway, proven by IDENTITY frames.
   std::unordered_set<std::string> proven;
+  /// Our calls refused on it because the peer did not prove the PeerID dialled (wire
+  /// ids): their later frames stay here. Forgotten all at once when it grows large (the
+  /// caller ends a refused call as soon as it hears, so old ones send nothing more).
+  std::unordered_set<std::uint64_t> refused_calls;
   /// Sealed frames waiting for a payload ahead of them to be sealed (empty: none).
   std::deque<std::shared_ptr<TxJob>> tx_queue;
   Error failure;                     ///< why it failed

@@ -131,7 +131,11 @@ void Transport::reap_failed() {
       by_key_.erase(it);
       was_primary = true;
     }
-    if (void* r = close_endpoint(h, !e.flush_on_close)) closing_.push_back(r);
+    if (e.flush_on_close) {
+      lingering_.emplace_back(h, Clock::now() + k_refusal_linger);
+    } else if (void* r = close_endpoint(h, true)) {
+      closing_.push_back(r);
+    }
     ++counters_.down;
     // Another live connection to the same peer keeps it up.
     bool other = false;
@@ -145,6 +149,15 @@ void Transport::reap_failed() {
     if (!other) handler_->on_peer_down(e.key, e.failure);
   }
   release_completed(closing_);
+}
+
+void Transport::close_lingering(Clock::time_point now, bool all) {
+  auto over = std::stable_partition(lingering_.begin(), lingering_.end(),
+                                    [&](const auto& l) { return !all && l.second > now; });
+  for (auto it = over; it != lingering_.end(); ++it) {
+    if (void* r = close_endpoint(it->first, false)) closing_.push_back(r);
+  }
+  lingering_.erase(over, lingering_.end());
 }
 
 void Transport::disconnect(const PeerKey& peer) {
@@ -179,6 +192,7 @@ void Transport::send_on(Endpoint& ep, Frame frame) {
     ep.backlog.push_back(std::move(frame));
     return;
   }
+  if (ep.session && !admit_call(ep, frame)) return;
   transmit(ep, std::move(frame), false);
 }
 
@@ -381,12 +395,14 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
                    decoded.error().message)));
     return UCS_OK;
   }
-  if (!ep.ready) self->unblocked_.push_back(&ep);  // flushed after progress returns
   Frame frame;
   frame.envelope = std::move(*decoded);
   ++self->counters_.received;
   self->counters_.bytes_received += header_length + length;
   const auto kind = frame.envelope.kind();
+  // Flushed after progress returns. An encrypted responder sends its identity proofs
+  // first, then its HELLO: calls leave once every PeerID behind it is known.
+  if (!ep.ready && (!secure || kind == pb::HELLO)) self->unblocked_.push_back(&ep);
   if (kind == pb::HANDSHAKE) {
     if (secure) {
       self->refuse(ep, make_error(errc::protocol, "{} sent a handshake message after the handshake", ep.key), false);

@@ -82,12 +82,13 @@ void Transport::on_handshake_frame(Endpoint& ep, const pb::Envelope& env, const 
   ep.listen_addr = ep.session->remote_listen_addr;
   ++counters_.handshakes;
   if (!ep.outbound) {
-    // The responder is done: its first encrypted frame tells the dialler to start.
-    control_out_.push_back({&ep, hello_frame(), false});
+    // The responder is done: it proves the PeerIDs of the nodes behind its gateway, then
+    // its HELLO tells the dialler to start (a dialled PeerID is checked against them all).
     for (const auto& key : extra_identities_) {
       auto proof = identity_frame(ep, key);
       if (proof) control_out_.push_back({&ep, std::move(*proof), false});
     }
+    control_out_.push_back({&ep, hello_frame(), false});
     unblocked_.push_back(&ep);
   }
 }
@@ -143,6 +144,32 @@ void Transport::on_identity(Endpoint& ep, const Buffer& payload) {
     return;
   }
   refuse(ep, why, false);
+}
+
+bool Transport::admit_call(Endpoint& ep, const Frame& frame) {
+  constexpr std::size_t k_max_refused_calls = 4096;
+  const pb::Envelope& env = frame.envelope;
+  if (!env.from_caller()) return true;
+  if (!ep.refused_calls.empty() && ep.refused_calls.count(env.call_id()) != 0) return false;  // a refused call's
+  if (env.kind() != pb::OPEN || frame.expect_peer.empty()) return true;
+  if (ep.peer_id == frame.expect_peer || ep.proven.count(frame.expect_peer) != 0) return true;
+  ++counters_.refused_calls;
+  if (ep.refused_calls.size() >= k_max_refused_calls) ep.refused_calls.clear();
+  ep.refused_calls.insert(env.call_id());
+  auto named = [](const std::string& bytes) {
+    auto id = messages::PeerId::from_bytes(bytes);
+    return id ? id->to_string() : fmt::format("(malformed PeerID of {} bytes)", bytes.size());
+  };
+  std::string others;
+  for (const auto& p : ep.proven) others += (others.empty() ? "" : ", ") + named(p);
+  const Error why = make_error(
+      errc::crypto,
+      "call to '{}' not sent: {} was dialled as PeerID {}, but the peer there proved PeerID {}{}{}; the address is "
+      "stale (another node listens there now) or an impostor's",
+      env.handle(), ep.key, named(frame.expect_peer), named(ep.peer_id),
+      others.empty() ? "" : " and the nodes behind its gateway ", others);
+  handler_->on_frame(ep.key, error_frame(env.call_id(), false, why));
+  return false;
 }
 
 Result<std::string> Transport::seal_frame(messages::noise::CipherState& cipher, Frame& frame, std::uint64_t first) {

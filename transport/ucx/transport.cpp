@@ -112,6 +112,7 @@ Stats Transport::stats() const {
   s.frames_landed = counters_.landed;
   s.handshakes = counters_.handshakes;
   s.refused_connections = counters_.refused;
+  s.refused_calls = counters_.refused_calls;
   return s;
 }
 
@@ -126,6 +127,7 @@ void Transport::loop() {
     dispatch_inbox();
     reap_failed();
     const auto now = Clock::now();
+    if (!lingering_.empty()) close_lingering(now, false);
     check_keepalives(now);
     handler_->on_tick(now);
     {
@@ -171,6 +173,7 @@ int Transport::sleep_budget_ms(Clock::time_point now) {
   if (!endpoints_.empty()) wake = now + config_.keepalive_interval / 4;
   if (auto w = handler_->next_wakeup()) wake = std::min(wake, *w);
   if (!closing_.empty()) wake = std::min(wake, now + milliseconds(10));
+  for (const auto& l : lingering_) wake = std::min(wake, l.second);
   if (wake <= now) return 0;
   return static_cast<int>(duration_cast<milliseconds>(wake - now).count()) + 1;
 }
@@ -192,6 +195,7 @@ void Transport::shutdown() {
   }
   endpoints_.clear();
   by_key_.clear();
+  close_lingering(Clock::now(), true);
   reqs.insert(reqs.end(), closing_.begin(), closing_.end());
   closing_.clear();
   // Flush closes for a bounded time; a frozen peer must not hold up shutdown.

@@ -79,6 +79,8 @@ class Transport final : public transport::Transport {
   void start_rndv_receives();
   void dispatch_inbox();
   void reap_failed();
+  /// Closes the refused connections whose linger ended (all of them with `all`).
+  void close_lingering(Clock::time_point now, bool all);
   void check_keepalives(Clock::time_point now);
   void transfer_done(const PeerKey& key);
   int sleep_budget_ms(Clock::time_point now);
@@ -112,6 +114,10 @@ class Transport final : public transport::Transport {
   void send_proofs(Endpoint& ep);
   /// An IDENTITY frame from `ep` (its payload): the PeerID is proven for the connection.
   void on_identity(Endpoint& ep, const Buffer& payload);
+  /// Whether a caller's frame may leave on encrypted connection `ep`: an OPEN whose
+  /// dialled PeerID (Frame::expect_peer) the peer did not prove is answered at once with
+  /// an ERROR naming both, and its call's later frames are dropped with it.
+  bool admit_call(Endpoint& ep, const Frame& frame);
   void send_control(Endpoint& ep, pb::FrameKind kind);
   void mark_failed(Endpoint& ep, Error why);
   void on_hello(Endpoint& ep, const pb::Envelope& env);
@@ -157,11 +163,16 @@ class Transport final : public transport::Transport {
   std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;
+  /// Connections refused with an ERROR to the peer (flush_on_close), kept open until this
+  /// time so the ERROR arrives before the peer hears of a closed connection (over tcp,
+  /// UCX reports the close on another socket than the data, and a dialler could see only
+  /// "rejected"); the peer hangs up first, saying why.
+  std::vector<std::pair<ucp_ep_h, Clock::time_point>> lingering_;
   std::uint64_t inbound_counter_ = 0;
 
   struct Counters {
     std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0},
-        landed{0}, handshakes{0}, refused{0};
+        landed{0}, handshakes{0}, refused{0}, refused_calls{0};
   } counters_;
 };
 

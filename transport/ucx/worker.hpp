@@ -1,6 +1,7 @@
 #pragma once
 /// RAII ownership of a UCP worker (single-threaded: only the transport's thread
 /// touches it) with its event fd in an epoll set, and of the sockaddr listener.
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -25,6 +26,8 @@ inline constexpr std::size_t k_stage_min_bytes = 256 * 1024;
 /// opened on a crypto worker (CryptoPool) rather than on the transport's thread.
 inline constexpr std::size_t k_offload_crypto_bytes = 512 * 1024;
 inline constexpr std::size_t k_stage_max_bytes = 2 * 1024 * 1024;
+/// How long a connection refused with an ERROR to its peer stays open (Transport::lingering_).
+inline constexpr std::chrono::milliseconds k_refusal_linger{2000};
 /// UCX 1.13 reads its handler table before range-checking an incoming id, and leaves
 /// new slots uninitialised when the table grows: one message to an unused id can crash
 /// the receiver. Every 16-bit id therefore gets a handler (ids wrap to 16 bits).

@@ -30,6 +30,12 @@ enum class errc : std::uint32_t {
   unsupported = 15,       ///< the operation does not apply (e.g. codec for a dtype)
 };
 
+/// Whether `code` says a peer is there but refused the connection (a mode mismatch, a
+/// failed handshake, an unauthentic frame): asking it again will not help.
+inline bool is_refusal(errc code) {
+  return code == errc::protocol || code == errc::crypto || code == errc::malformed;
+}
+
 /// Printable name of an error code ("peer_down").
 const char* to_string(errc code);
 

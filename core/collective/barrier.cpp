@@ -111,6 +111,11 @@ Effects Barrier::on_response(TimePoint now, CallId call, const Result<std::strin
     maybe_finish(fx);
     return fx;
   }
+  if (is_refusal(result.error().code)) {  // there, but it refused us: asking again will not help
+    finish(fx, make_error(result.error().code, "collective barrier at level {}: rank {} ({}) refused the connection: {}",
+                          round_level_, peer, config_.peers[peer].multiaddr(), result.error().message));
+    return fx;
+  }
   // Not listening yet, or the ask timed out while the member was still behind: ask again.
   if (now + config_.retry < deadline_) fx.push_back(SetTimer{config_.id_base + peer, now + config_.retry});
   return fx;

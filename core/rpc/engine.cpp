@@ -282,7 +282,7 @@ Effects Engine::on_peer_down(TimePoint /*now*/, const PeerKey& peer, const Error
   std::sort(ids.begin(), ids.end());  // deterministic order
   for (CallId id : ids) {
     Error e = why;
-    e.code = errc::peer_down;
+    if (!is_refusal(why.code)) e.code = errc::peer_down;
     fail_locally(fx, id, calls_.at(id), std::move(e));
   }
   return fx;

@@ -118,7 +118,9 @@ class Engine {
   /// the payload (e.g. too large).
   [[nodiscard]] Effects on_frame(TimePoint now, const PeerKey& peer, const pb::Envelope& envelope,
                                  Buffer payload, const std::optional<Error>& payload_error);
-  /// `peer` is gone: every call with it ends with `why`.
+  /// `peer` is gone: every call with it ends with `why`, as errc::peer_down, unless the
+  /// connection was refused (errc::protocol, crypto or malformed: a mode mismatch, a
+  /// failed handshake, a forged frame), which keeps its code: calling again will not help.
   [[nodiscard]] Effects on_peer_down(TimePoint now, const PeerKey& peer, const Error& why);
   /// Expires calls whose deadline is at or before `now`.
   [[nodiscard]] Effects on_tick(TimePoint now);

@@ -137,3 +137,19 @@ TEST_CASE("an ask waits for a member behind until the round's deadline, not a ca
   REQUIRE(again.size() == 1);
   CHECK(again[0].timeout == 30s - (timers[0].at - t0));
 }
+
+TEST_CASE("a member that refuses the connection fails the round at once, saying why", "[collective][unit]") {
+  auto b = member(0);
+  const core::TimePoint t0{};
+  auto calls = all_of<core::Call>(b.start(t0, 0, t0 + 60s));
+  REQUIRE(calls.size() == 2);
+  auto fx = b.on_response(t0 + 1ms, calls[1].id,
+                          make_error(errc::protocol, "start both with --insecure, or neither"));
+  REQUIRE(b.finished());
+  REQUIRE_FALSE(b.status().ok());
+  CHECK(b.status().error().code == errc::protocol);
+  CHECK_THAT(b.status().error().message, Catch::Contains("rank 2 (/ip4/127.0.0.1/tcp/3) refused the connection") &&
+                                             Catch::Contains("start both with --insecure, or neither"));
+  CHECK(all_of<core::SetTimer>(fx).empty());
+  CHECK(all_of<core::Cancel>(fx).size() == 1);  // the ask still out to rank 1
+}

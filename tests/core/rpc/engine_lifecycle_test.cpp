@@ -166,6 +166,21 @@ TEST_CASE("a peer going down fails its calls in both roles and no others", "[rpc
   CHECK(l.client.engine.stats().late_frames == 1);
 }
 
+TEST_CASE("a refused connection fails its calls keeping the refusal's code, which is not worth retrying",
+          "[rpc][engine]") {
+  for (errc code : {errc::protocol, errc::crypto, errc::malformed, errc::peer_down, errc::unavailable}) {
+    INFO(to_string(code));
+    Link l;
+    l.client.take(l.client.engine.open(l.now, 1, k_caller, k_server, k_echo, pb::UNARY, 5s, bytes("ping"), true));
+    l.client.take(l.client.engine.on_peer_down(l.now, k_server, make_error(code, "refused, saying why")));
+    REQUIRE(l.client.inbox.size() == 1);
+    const Delivery& d = l.client.inbox.front();
+    const bool refusal = code == errc::protocol || code == errc::crypto || code == errc::malformed;
+    CHECK(d.error.code == (refusal ? code : errc::peer_down));
+    CHECK(d.error.message == "refused, saying why");
+  }
+}
+
 TEST_CASE("frames for a call the caller cancelled are dropped and counted", "[rpc][engine]") {
   Link l;
   const CallId served = l.open(1, pb::SERVER_STREAM, bytes("go"), true);

@@ -72,6 +72,23 @@ def test_encrypted_by_default_and_insecure_only_with_insecure_peers():
             apiary.DHT()  # same listen address, same transport: it cannot be both
 
 
+def test_an_initial_peer_dialled_under_another_peer_id_is_refused_naming_both():
+    # A stale address (another node listens there now) or an impostor: the connection
+    # proves the PeerID of the node that is there, and a call for another one never leaves.
+    expiration = apiary.get_dht_time() + 60
+    stale = apiary.PeerID(bytes([0x00, 0x24, 0x08, 0x01, 0x12, 0x20]) + os.urandom(32))
+    with apiary.DHT() as root:
+        root.store("root", "here", expiration)
+        real = root.get_visible_maddrs()[0]
+        dialled = real.replace(str(root.peer_id), str(stale))
+        (refused, right) = run_in_processes(join_with, [([dialled], False, expiration), ([real], False, expiration)])
+        assert refused[0] == "refused", refused
+        # The root is one of the nodes behind its process's gateway: proven beside it.
+        assert f"dialled as PeerID {stale}, but the peer there proved PeerID" in refused[1]
+        assert str(root.peer_id) in refused[1] and "stale" in refused[1]
+        assert right == ("joined", "here")
+
+
 def test_keys_of_every_kind_and_their_bytes():
     # tuples are ext 0x40 around the list of their items, as hivemind writes them
     assert MSGPackSerializer.dumps((1, 2)) == b"\xc7\x03\x40\x92\x01\x02"

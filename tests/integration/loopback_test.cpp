@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <cctype>
+#include <optional>
+#include <utility>
 #include <set>
 #include <sstream>
 
@@ -136,20 +138,50 @@ std::set<std::string> other_interfaces() {
 
 /// Checks UCX's description of a connection: lanes named, tcp lanes on lo only.
 /// A lane line reads e.g. "lane[0]:  1:tcp/lo.0 md[0]  -> md[0]/tcp/sysdev[255] am".
+/// The transport and device of a lane line ("tcp" and "lo" above), if `line` is one.
+std::optional<std::pair<std::string, std::string>> lane_of(const std::string& line) {
+  const auto npos = std::string::npos;
+  std::size_t p = line.find("lane[");
+  if (p == npos) return std::nullopt;
+  p += 5;
+  auto skip = [&](auto&& in_class) {
+    const std::size_t from = p;
+    while (p < line.size() && in_class(static_cast<unsigned char>(line[p]))) ++p;
+    return p > from;
+  };
+  auto digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  auto name = [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; };
+  if (!skip(digit) || line.compare(p, 2, "]:") != 0) return std::nullopt;
+  p += 2;
+  if (!skip(space) || !skip(digit) || p >= line.size() || line[p] != ':') return std::nullopt;
+  const std::size_t tl = ++p;
+  if (!skip(name) || p >= line.size() || line[p] != '/') return std::nullopt;
+  const std::string transport = line.substr(tl, p - tl);
+  const std::size_t dev = ++p;
+  const std::size_t end = line.find_first_of(" \t", p);  // "lo.0" ends before whitespace
+  if (end == npos) return std::nullopt;
+  const std::size_t dot = line.rfind('.', end);
+  if (dot == npos || dot <= dev || dot + 1 == end) return std::nullopt;
+  for (std::size_t i = dot + 1; i < end; ++i) {
+    if (!digit(static_cast<unsigned char>(line[i]))) return std::nullopt;
+  }
+  return std::make_pair(transport, line.substr(dev, dot - dev));
+}
+
 void check_lanes(const std::string& text, const std::string& mode) {
-  static const std::regex lane_re(R"(lane\[\d+\]:\s+\d+:([A-Za-z0-9_]+)/(\S+)\.\d+\s)");
   const auto others = other_interfaces();
   int lanes = 0, tcp_lanes = 0;
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
-    std::smatch m;
-    if (!std::regex_search(line, m, lane_re)) continue;
+    const auto lane = lane_of(line);
+    if (!lane) continue;
     INFO("lane: " << line);
     ++lanes;
-    if (m[1] == "tcp") {
+    if (lane->first == "tcp") {
       ++tcp_lanes;
-      CHECK(m[2] == "lo");
+      CHECK(lane->second == "lo");
     }
     for (const auto& name : others) CHECK(line.find("/" + name + ".") == std::string::npos);
   }

@@ -132,6 +132,7 @@ class RoleDriver {
         if (timers_.empty()) break;
         const auto it = std::next(timers_.begin(), static_cast<std::ptrdiff_t>(in_.pick(timers_.size())));
         const core::TimerId id = it->first;
+        if (it->second == core::TimePoint::max()) break;  // "never" (a saturated time): it does not fire
         if (it->second > now_) now_ = it->second;  // a timer fires at its time, not before
         timers_.erase(it);
         feed(core::TimerFired{id});
@@ -156,9 +157,11 @@ class RoleDriver {
         break;
       }
       case Action::advance:
-      case Action::count:
-        now_ += std::chrono::milliseconds(10 * in_.number(2));
+      case Action::count: {
+        const core::Duration step = std::chrono::milliseconds(10 * in_.number(2));
+        now_ = now_ > core::TimePoint::max() - step ? core::TimePoint::max() : now_ + step;  // saturated
         break;
+      }
     }
   }
 

@@ -59,9 +59,7 @@ class Gateway final : private transport::Handler {
   /// per message: a spliced message that matches its Landing has its body received
   /// straight into the zone and is delivered as head + tail with Delivery::landed. The
   /// gateway drops a call's landings when the call is over; until then it holds the zones.
-  /// `callee`: the PeerID bytes the caller dialled (its address's /p2p/), if any: on an
-  /// encrypted connection the call leaves only if the peer at `peer` proved that PeerID,
-  /// else it fails at once with an error naming both (a stale address or an impostor).
+  /// `callee`: the PeerID dialled (/p2p/), if any; the call leaves only if `peer` proved it.
   CallId open(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle,
               pb::RpcKind kind, std::chrono::nanoseconds timeout, std::optional<Payload> first, bool end,
               std::string caller = {}, std::vector<Landing> landings = {}, std::string callee = {});
@@ -93,10 +91,8 @@ class Gateway final : private transport::Handler {
   /// Gives `sink` the transport thread's ticks (its timers) until detach().
   void attach(std::shared_ptr<DirectSink> sink);
   void detach(const std::shared_ptr<DirectSink>& sink);
-  /// Transport counters.
-  transport::Stats transport_stats() const { return transport_->stats(); }
-  /// Proves `key`'s PeerID on every encrypted connection (a node that shares this
-  /// gateway and names itself as its calls' caller; transport::Transport::prove_identity).
+  transport::Stats transport_stats() const { return transport_->stats(); }  ///< transport counters
+  /// Proves `key`'s PeerID on every encrypted connection (a node sharing this gateway).
   void prove_identity(const messages::Ed25519PrivateKey& key) {
     run_on_thread([this, key] { transport_->prove_identity(key); });
   }

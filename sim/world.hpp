@@ -54,7 +54,7 @@ class World {
 
   /// The seed this world was made with.
   [[nodiscard]] std::uint64_t seed() const { return seed_; }
-  /// FNV-1a 64 over every event processed so far; same seed and setup, same hash.
+  /// A 64-bit hash over every event processed so far; same seed and setup, same hash.
   [[nodiscard]] std::uint64_t trace_hash() const { return trace_.value(); }
   /// Virtual time now (ns since the start of the run).
   [[nodiscard]] TimePoint now() const { return now_; }

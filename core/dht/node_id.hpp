@@ -78,6 +78,9 @@ class NodeId {
   /// This id with every bit from `index` on (0 = most significant) cleared; the
   /// smallest id sharing this id's first `index` bits.
   [[nodiscard]] NodeId prefix(std::size_t index) const;
+  /// The first 64 bits as a number (most significant first): ids whose tops differ
+  /// order as their tops do.
+  [[nodiscard]] std::uint64_t top64() const { return word(0); }
   /// Leading bits this id shares with `other` (160 when equal).
   [[nodiscard]] std::size_t common_prefix_length(const NodeId& other) const;
 

@@ -122,36 +122,55 @@ std::vector<const Contact*> RoutingTable::nearest_refs(const NodeId& query, std:
   // the distance space, so visiting buckets by the prefix of their distance visits
   // nodes in non-decreasing distance, one bucket at a time.
   // Buckets come off a min-heap of their distance prefixes: a query usually needs the
-  // nearest two or three of them, so the rest are never sorted.
-  using Ranked = std::pair<NodeId, std::size_t>;
+  // nearest two or three of them, so the rest are never sorted. Distances compare by
+  // their first 64 bits, and in full only when those are equal (buckets deeper than 64
+  // bits, or nodes sharing 64 bits of distance: not met in a swarm of random ids).
+  const std::uint64_t query_top = query.top64();
+  struct Ranked {
+    std::uint64_t top;  ///< the distance prefix's first 64 bits
+    std::size_t index;  ///< the bucket
+  };
   std::vector<Ranked> order;
   order.reserve(buckets_.size());
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
-    order.emplace_back((b.lower_ ^ query).prefix(b.depth_), i);
+    const std::uint64_t mask = b.depth_ == 0 ? 0 : b.depth_ >= 64 ? ~std::uint64_t{0} : ~std::uint64_t{0} << (64 - b.depth_);
+    order.push_back({(b.lower_.top64() ^ query_top) & mask, i});
   }
-  const auto farther = [](const Ranked& a, const Ranked& b) { return b < a; };
+  const auto farther = [&](const Ranked& a, const Ranked& b) {
+    if (a.top != b.top) return a.top > b.top;
+    const Bucket& x = buckets_[a.index];
+    const Bucket& y = buckets_[b.index];
+    return (y.lower_ ^ query).prefix(y.depth_) < (x.lower_ ^ query).prefix(x.depth_);
+  };
   std::make_heap(order.begin(), order.end(), farther);
-  std::vector<std::pair<NodeId, const Contact*>> found;
+  struct Found {
+    std::uint64_t top;  ///< the distance's first 64 bits
+    const Contact* contact;
+  };
+  std::vector<Found> found;
   // Every node of a later bucket is farther than every node found so far.
   for (auto end = order.end(); found.size() < k && end != order.begin(); --end) {
     std::pop_heap(order.begin(), end, farther);
-    for (const Contact& c : buckets_[std::prev(end)->second].nodes_) {
+    for (const Contact& c : buckets_[std::prev(end)->index].nodes_) {
       if (exclude && c.id == *exclude) continue;
-      found.emplace_back(c.id ^ query, &c);
+      found.push_back({c.id.top64() ^ query_top, &c});
     }
   }
   // Distances are distinct (ids are): the k nearest sorted, the rest dropped.
-  const auto by_distance = [](const auto& a, const auto& b) { return a.first < b.first; };
+  const auto nearer = [&](const Found& a, const Found& b) {
+    if (a.top != b.top) return a.top < b.top;
+    return (a.contact->id ^ query) < (b.contact->id ^ query);
+  };
   if (found.size() > k) {
     const auto kth = found.begin() + static_cast<std::ptrdiff_t>(k);
-    std::nth_element(found.begin(), kth, found.end(), by_distance);
+    std::nth_element(found.begin(), kth, found.end(), nearer);
     found.erase(kth, found.end());
   }
-  std::sort(found.begin(), found.end(), by_distance);
+  std::sort(found.begin(), found.end(), nearer);
   std::vector<const Contact*> out;
   out.reserve(found.size());
-  for (const auto& [distance, contact] : found) out.push_back(contact);
+  for (const Found& f : found) out.push_back(f.contact);
   return out;
 }
 

@@ -161,6 +161,40 @@ TEST_CASE("k-nearest equals brute force on small and large tables", "[dht][routi
   }
 }
 
+TEST_CASE("k-nearest equals brute force when ids share more than 64 leading bits",
+          "[dht][routing]") {
+  // Chosen ids (a DHT cannot stop a peer from choosing one) can crowd next to ours, so
+  // buckets get deeper than 64 bits and distances tie in their first 64 bits: the
+  // ordering must then look at every bit.
+  std::mt19937_64 gen(64);
+  const NodeId self = NodeId::random(gen);
+  RoutingTable table(self, RoutingConfig{});
+  const auto near_self = [&](std::size_t shared_bits) {
+    const NodeId r = NodeId::random(gen);
+    return self.prefix(shared_bits) ^ (r ^ r.prefix(shared_bits));
+  };
+  for (int i = 0; i < 3000; ++i) {
+    const std::size_t shared = i % 3 == 0 ? static_cast<std::size_t>(gen() % 64) : 64 + gen() % 40;
+    const NodeId id = near_self(shared);
+    // Named by the whole id: peer_name's first 48 bits are shared here.
+    (void)table.add_or_update(TimePoint{}, id, test_peer("peer-" + id.to_hex()));
+  }
+  std::size_t deepest = 0;
+  std::vector<Contact> active;
+  for (const auto& b : table.buckets()) {
+    deepest = std::max(deepest, b.depth());
+    active.insert(active.end(), b.nodes().begin(), b.nodes().end());
+  }
+  INFO("buckets " << table.buckets().size() << ", deepest " << deepest << ", active " << active.size());
+  REQUIRE(deepest > 64);
+  for (int i = 0; i < 1000; ++i) {
+    const NodeId q = i % 2 == 0 ? near_self(64 + gen() % 40) : active[gen() % active.size()].id;
+    const std::size_t k = 1 + gen() % 60;
+    REQUIRE(table.nearest(q, k, q) == brute_force(active, q, k, &q));
+    REQUIRE(table.nearest(q, k) == brute_force(active, q, k, nullptr));
+  }
+}
+
 TEST_CASE("full unsplittable bucket: replacement cache and least-recently-seen ping",
           "[dht][routing]") {
   std::mt19937_64 gen(11);

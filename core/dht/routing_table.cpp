@@ -34,6 +34,7 @@ NodeId Bucket::upper() const {
 RoutingTable::RoutingTable(NodeId self, RoutingConfig config)
     : self_(self), config_(config) {
   buckets_.emplace_back(NodeId::min(), 0, TimePoint{});
+  keys_.push_back(key_of(buckets_.back()));
 }
 
 std::optional<Contact> RoutingTable::add_or_update(TimePoint now, const NodeId& id,
@@ -132,10 +133,10 @@ std::vector<const Contact*> RoutingTable::nearest_refs(const NodeId& query, std:
   };
   std::vector<Ranked> order;
   order.reserve(buckets_.size());
-  for (std::size_t i = 0; i < buckets_.size(); ++i) {
-    const Bucket& b = buckets_[i];
-    const std::uint64_t mask = b.depth_ == 0 ? 0 : b.depth_ >= 64 ? ~std::uint64_t{0} : ~std::uint64_t{0} << (64 - b.depth_);
-    order.push_back({(b.lower_.top64() ^ query_top) & mask, i});
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    const BucketKey& b = keys_[i];
+    const std::uint64_t mask = b.depth == 0 ? 0 : b.depth >= 64 ? ~std::uint64_t{0} : ~std::uint64_t{0} << (64 - b.depth);
+    order.push_back({(b.lower_top ^ query_top) & mask, i});
   }
   const auto farther = [&](const Ranked& a, const Ranked& b) {
     if (a.top != b.top) return a.top > b.top;
@@ -176,9 +177,13 @@ std::vector<const Contact*> RoutingTable::nearest_refs(const NodeId& query, std:
 
 std::size_t RoutingTable::bucket_index(const NodeId& id) const {
   // Buckets are sorted by lower bound and cover the space: take the last lower <= id.
-  auto it = std::upper_bound(buckets_.begin(), buckets_.end(), id,
-                             [](const NodeId& x, const Bucket& b) { return x < b.lower_; });
-  return static_cast<std::size_t>(it - buckets_.begin()) - 1;
+  // Compared by their first 64 bits, in full only on a tie.
+  const std::uint64_t top = id.top64();
+  auto it = std::upper_bound(keys_.begin(), keys_.end(), id, [&](const NodeId& x, const BucketKey& b) {
+    if (top != b.lower_top) return top < b.lower_top;
+    return x < buckets_[static_cast<std::size_t>(&b - keys_.data())].lower_;
+  });
+  return static_cast<std::size_t>(it - keys_.begin()) - 1;
 }
 
 std::vector<std::size_t> RoutingTable::buckets_updated_before(TimePoint t) const {
@@ -218,6 +223,8 @@ void RoutingTable::split(std::size_t index) {
   }
   buckets_[index] = std::move(left);
   buckets_.insert(buckets_.begin() + static_cast<std::ptrdiff_t>(index) + 1, std::move(right));
+  keys_[index] = key_of(buckets_[index]);
+  keys_.insert(keys_.begin() + static_cast<std::ptrdiff_t>(index) + 1, key_of(buckets_[index + 1]));
 }
 
 void RoutingTable::place(Bucket& b, const Contact& c, std::size_t bucket_size,

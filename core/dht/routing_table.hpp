@@ -4,6 +4,7 @@
 /// a replacement cache. Buckets split by the rule of Kademlia §4.2 with hivemind's
 /// `depth_modulo` relaxation. Pure: time comes in as `now`, pings go out as values.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -151,9 +152,19 @@ class RoutingTable {
   /// Drops `id` from the replacement cache of `b`; true if it was there.
   static bool drop_replacement(Bucket& b, const NodeId& id);
 
+  /// What finding a bucket reads, packed apart from the buckets (a query reads every
+  /// bucket's, and few buckets' nodes): the lower bound's first 64 bits and the depth.
+  struct BucketKey {
+    std::uint64_t lower_top;
+    std::size_t depth;
+  };
+  /// Keys of buckets_, same order.
+  [[nodiscard]] static BucketKey key_of(const Bucket& b) { return {b.lower_.top64(), b.depth_}; }
+
   NodeId self_;
   RoutingConfig config_;
   std::vector<Bucket> buckets_;
+  std::vector<BucketKey> keys_;
   absl::flat_hash_map<NodeId, PeerId, NodeIdHash> peers_;
   absl::flat_hash_map<PeerId, NodeId, std::hash<PeerId>> nodes_;
 };

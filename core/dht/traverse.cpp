@@ -53,7 +53,7 @@ void Traverse::offer(const NodeId& query, QueryState& state, const NodeId& node,
   state.beam.insert(entry);
   if (state.beam.size() > config_.beam_size) {
     // The farthest leaves the beam but is kept aside in case a failed peer frees a place.
-    state.spill.insert(state.beam.farthest());
+    state.spill.push_back(state.beam.farthest());
     state.beam.pop_farthest();
   }
 }
@@ -80,19 +80,29 @@ bool Traverse::may_accept(const NodeId& query, const NodeId& node) const {
 }
 
 void Traverse::settle() {
-  for (auto& [query, state] : queries_) {
-    if (state.finished) continue;
-    while (!state.candidates.empty()) {
-      const Entry& front = state.candidates.nearest();
-      if (state.visited.count(front.second) != 0 || failed_.count(front.second) != 0) {
-        state.candidates.pop_nearest();
-        continue;
-      }
-      break;
-    }
-    // Candidates exhausted within the bound and no answer pending for it: the query ends.
-    if (!has_candidate(state) && state.carried_in_flight == 0) finish(query, state, false);
+  for (auto& [query, state] : queries_) settle(query, state);
+}
+
+void Traverse::settle(std::vector<NodeId> queries) {
+  std::sort(queries.begin(), queries.end());  // queries_'s order
+  for (const NodeId& query : queries) {
+    auto it = queries_.find(query);
+    if (it != queries_.end()) settle(query, it->second);
   }
+}
+
+void Traverse::settle(const NodeId& query, QueryState& state) {
+  if (state.finished) return;
+  while (!state.candidates.empty()) {
+    const Entry& front = state.candidates.nearest();
+    if (state.visited.count(front.second) != 0 || failed_.count(front.second) != 0) {
+      state.candidates.pop_nearest();
+      continue;
+    }
+    break;
+  }
+  // Candidates exhausted within the bound and no answer pending for it: the query ends.
+  if (!has_candidate(state) && state.carried_in_flight == 0) finish(query, state, false);
 }
 
 bool Traverse::has_candidate(const QueryState& state) const {
@@ -120,7 +130,7 @@ void Traverse::finish(const NodeId& query, QueryState& state, bool stopped) {
 
 std::vector<NeighborRequest> Traverse::next_requests() {
   std::vector<NeighborRequest> out;
-  settle();
+  // Every change settled the queries it touched, so all are settled here.
   while (in_flight_.size() < config_.num_workers) {
     // Least-explored query first: fewest requests in flight for it, then the nearest
     // best candidate, then the smallest id.
@@ -164,8 +174,8 @@ std::vector<NeighborRequest> Traverse::next_requests() {
     }
     ++chosen->second.primary_in_flight;
     in_flight_.emplace(request.id, Pending{peer, request.queries});
+    settle(request.queries);
     out.push_back(std::move(request));
-    settle();
   }
   return out;
 }
@@ -201,7 +211,7 @@ void Traverse::on_response(TraverseRequestId id, const NeighborAnswers& answers)
     QueryState& state = queries_[query];
     if (!state.finished) offer(query, state, pending.peer, true);
   }
-  settle();
+  settle(std::move(pending.queries));
 }
 
 void Traverse::on_failure(TraverseRequestId id) {
@@ -213,11 +223,18 @@ void Traverse::on_failure(TraverseRequestId id) {
     if (state.finished) continue;
     const Entry entry{query ^ pending.peer, pending.peer};
     state.candidates.erase(entry);
-    state.spill.erase(entry);
-    if (state.beam.erase(entry) && !state.spill.empty()) {
+    std::vector<Entry>& spill = state.spill;
+    if (auto at = std::find(spill.begin(), spill.end(), entry); at != spill.end()) {
+      *at = spill.back();
+      spill.pop_back();
+    }
+    if (state.beam.erase(entry) && !spill.empty()) {
       // The nearest node pushed out earlier takes the freed place in the beam.
-      state.beam.insert(state.spill.nearest());
-      state.spill.pop_nearest();
+      auto nearest = std::min_element(spill.begin(), spill.end(),
+                                      [](const Entry& a, const Entry& b) { return a.first < b.first; });
+      state.beam.insert(*nearest);
+      *nearest = spill.back();
+      spill.pop_back();
     }
   }
   settle();

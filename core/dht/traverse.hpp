@@ -150,7 +150,8 @@ class Traverse {
   struct QueryState {
     Ranked candidates;                    ///< unvisited nodes worth asking
     Ranked beam;                          ///< the beam_size nearest known nodes
-    Ranked spill;                         ///< known nodes pushed out of the beam
+    std::vector<Entry> spill;             ///< known nodes pushed out of the beam, unordered
+                                          ///< (read only when a failed peer frees a place)
     absl::flat_hash_set<NodeId, NodeIdHash> known;  ///< every node ever put in the beam
     absl::flat_hash_set<NodeId, NodeIdHash> visited;  ///< nodes asked about this query
     std::size_t primary_in_flight = 0;    ///< requests in flight chosen for this query
@@ -174,6 +175,11 @@ class Traverse {
   /// Drops visited and failed candidates of every unfinished query and ends those with
   /// none left within the bound and no request in flight carrying them.
   void settle();
+  /// The same for `queries` only (those a request or its answer changed; the others
+  /// stay settled), in the order settle() visits them.
+  void settle(std::vector<NodeId> queries);
+  /// settle() for one query.
+  void settle(const NodeId& query, QueryState& state);
   /// Ends `query` and queues its report.
   void finish(const NodeId& query, QueryState& state, bool stopped);
   /// Releases request `id`'s worker; false if `id` is not in flight.

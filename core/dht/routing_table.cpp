@@ -51,7 +51,6 @@ std::optional<Contact> RoutingTable::add_or_update(TimePoint now, const NodeId& 
       b.nodes_.erase(it);
       b.nodes_.push_back(Contact{id, peer});
       b.requested_for_ping_.erase(id);
-      peers_[id] = peer;
       nodes_[peer] = id;
       return std::nullopt;
     }
@@ -59,7 +58,7 @@ std::optional<Contact> RoutingTable::add_or_update(TimePoint now, const NodeId& 
     if (b.nodes_.size() < config_.bucket_size) {
       drop_replacement(b, id);
       b.nodes_.push_back(Contact{id, peer});
-      peers_[id] = peer;
+      ++active_;
       nodes_[peer] = id;
       return std::nullopt;
     }
@@ -82,24 +81,30 @@ bool RoutingTable::remove(const NodeId& id) {
   auto it = find_in(b.nodes_, id);
   if (it == b.nodes_.end()) return drop_replacement(b, id);
   nodes_.erase(it->peer);
-  peers_.erase(id);
+  --active_;
   b.requested_for_ping_.erase(id);
   b.nodes_.erase(it);
   // Promote the most recently added replacement: the freshest evidence of a live node.
   if (!b.replacements_.empty()) {
     Contact promoted = b.replacements_.back();
     b.replacements_.pop_back();
-    peers_[promoted.id] = promoted.peer;
+    ++active_;
     nodes_[promoted.peer] = promoted.id;
     b.nodes_.push_back(std::move(promoted));
   }
   return true;
 }
 
+const Contact* RoutingTable::active(const NodeId& id) const {
+  const std::vector<Contact>& list = buckets_[bucket_index(id)].nodes_;
+  auto it = std::find_if(list.begin(), list.end(), [&](const Contact& c) { return c.id == id; });
+  return it == list.end() ? nullptr : &*it;
+}
+
 std::optional<PeerId> RoutingTable::peer_of(const NodeId& id) const {
-  auto it = peers_.find(id);
-  if (it == peers_.end()) return std::nullopt;
-  return it->second;
+  const Contact* c = active(id);
+  if (c == nullptr) return std::nullopt;
+  return c->peer;
 }
 
 std::optional<NodeId> RoutingTable::node_of(const PeerId& peer) const {
@@ -205,15 +210,16 @@ void RoutingTable::split(std::size_t index) {
   Bucket left(parent.lower_, depth, parent.last_updated_);
   Bucket right(parent.lower_.with_bit(parent.depth_, true), depth, parent.last_updated_);
   // Active nodes first, then replacements, each in its order: the halves keep LRU order
-  // and refill their main lists from the replacements.
+  // and refill their main lists from the replacements (the active ones all stay active:
+  // each half has room for them).
   for (const auto* list : {&parent.nodes_, &parent.replacements_}) {
+    const bool was_active = list == &parent.nodes_;
     for (const Contact& c : *list) {
       Bucket& half = c.id.bit(parent.depth_) ? right : left;
-      const bool was_active = peers_.count(c.id) != 0;
       place(half, c, config_.bucket_size, config_.replacement_size);
       const bool active = find_in(half.nodes_, c.id) != half.nodes_.end();
       if (active && !was_active) {
-        peers_[c.id] = c.peer;
+        ++active_;
         nodes_[c.peer] = c.id;
       }
       if (active && parent.requested_for_ping_.count(c.id) != 0) {

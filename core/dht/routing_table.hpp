@@ -114,9 +114,9 @@ class RoutingTable {
   /// The id of the active node reached through `peer`, if known.
   [[nodiscard]] std::optional<NodeId> node_of(const PeerId& peer) const;
   /// True when `id` is an active node.
-  [[nodiscard]] bool contains(const NodeId& id) const { return peers_.count(id) != 0; }
+  [[nodiscard]] bool contains(const NodeId& id) const { return active(id) != nullptr; }
   /// Number of active nodes.
-  [[nodiscard]] std::size_t size() const { return peers_.size(); }
+  [[nodiscard]] std::size_t size() const { return active_; }
 
   /// The up-to-`k` active nodes nearest to `query` by XOR distance, nearest first,
   /// leaving out `exclude` if given. Exact, not approximate.
@@ -158,6 +158,8 @@ class RoutingTable {
     std::uint64_t lower_top;
     std::size_t depth;
   };
+  /// The active contact of node `id` (in its bucket's main list), or null.
+  [[nodiscard]] const Contact* active(const NodeId& id) const;
   /// Keys of buckets_, same order.
   [[nodiscard]] static BucketKey key_of(const Bucket& b) { return {b.lower_.top64(), b.depth_}; }
 
@@ -165,7 +167,7 @@ class RoutingTable {
   RoutingConfig config_;
   std::vector<Bucket> buckets_;
   std::vector<BucketKey> keys_;
-  absl::flat_hash_map<NodeId, PeerId, NodeIdHash> peers_;
+  std::size_t active_ = 0;  ///< nodes in the buckets' main lists
   absl::flat_hash_map<PeerId, NodeId, std::hash<PeerId>> nodes_;
 };
 

@@ -338,6 +338,8 @@ Command add_sim_commands(CLI::App& app) {
   auto moe = add_moe_sim_command(*cmd);
   auto progress = add_progress_command(*cmd);
   return [=]() {
+    // A simulated swarm is hundreds of megabytes of small blocks read at random.
+    heap_on_huge_pages();
     if (const int rc = averaging(); rc >= 0) return rc;
     if (const int rc = progress(); rc >= 0) return rc;
     if (const int rc = ps(); rc >= 0) return rc;

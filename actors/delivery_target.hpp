@@ -26,6 +26,10 @@ class DirectSink {
   virtual std::optional<core::TimePoint> next_wakeup() = 0;
   /// The transport thread's tick: fires its timers due by `now` (attached sinks only).
   virtual void on_tick(core::TimePoint now) = 0;
+  /// The gateway stopped and its transport thread is gone (attached sinks only; called
+  /// on the thread that stopped it): nothing will run on that thread any more, so work
+  /// posted there (its own stop included) never will either. Drop what holds the gateway.
+  virtual void on_gateway_stopped() {}
 };
 
 /// Where a call's deliveries go: an actor (one message each) or a DirectSink.

@@ -103,4 +103,11 @@ void DirectHost::on_tick(core::TimePoint now) {
   if (runner_) runner_->fire(now);
 }
 
+void DirectHost::on_gateway_stopped() {
+  // The transport thread is gone, so this thread may touch the runner. Its call table
+  // holds this host and the gateway: reset, it lets both go; waiting callers hear
+  // errc::cancelled.
+  runner_.reset();
+}
+
 }  // namespace apiary::actors

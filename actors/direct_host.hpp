@@ -36,6 +36,7 @@ class DirectHost final : public DirectSink, public std::enable_shared_from_this<
   void deliver(Delivery d) override;
   std::optional<core::TimePoint> next_wakeup() override;
   void on_tick(core::TimePoint now) override;
+  void on_gateway_stopped() override;
 
   std::shared_ptr<Gateway> gw_;
   std::unique_ptr<Runner> runner_;  ///< transport thread only; null once stopped

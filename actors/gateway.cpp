@@ -48,7 +48,11 @@ void Gateway::stop() {
   service_sinks_.clear();
   landings_.clear();
   direct_queue_.clear();
+  // Hosts on the transport thread stop with it: a host's own stop, posted there, may
+  // never have run, and a running host holds the gateway.
+  const auto attached = std::move(attached_);
   attached_.clear();
+  for (const auto& sink : attached) sink->on_gateway_stopped();
 }
 
 CallId Gateway::open(const DeliveryTarget& reply_to, const PeerKey& peer, const std::string& handle,

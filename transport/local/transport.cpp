@@ -52,6 +52,8 @@ Result<std::string> Transport::start(Handler* handler, const std::string& host, 
 void Transport::post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Stopped: it would never run. Dropped on return (unlocked), with what it holds.
+    if (stopping_) return;
     posted_.push_back(std::move(fn));
   }
   cv_.notify_one();
@@ -140,6 +142,15 @@ void Transport::stop() {
   }
   cv_.notify_one();
   thread_.join();
+  // What was posted and never ran is dropped now: it may hold the handler's owners (a
+  // host holding its gateway, which holds this transport), which would keep each other
+  // alive. Destroyed unlocked: a destructor may post (dropped at once).
+  std::vector<std::function<void()>> never_run;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    never_run.swap(posted_);
+  }
+  never_run.clear();
 }
 
 Stats Transport::stats() const {

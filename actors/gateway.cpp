@@ -6,6 +6,24 @@
 #include "transport/ucx/transport.hpp"
 
 namespace apiary::actors {
+namespace {
+
+/// The one delivery of call `id` that never leaves: its error.
+Delivery unsent(CallId id, const std::string& handle, const PeerKey& peer, pb::RpcKind kind, Error why) {
+  Delivery d;
+  d.sink = id;
+  d.call = id;
+  d.kind = DeliveryKind::error;
+  d.final = true;
+  d.handle = handle;
+  d.peer = peer;
+  d.rpc_kind = kind;
+  d.error = std::move(why);
+  return d;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, GatewayConfig config) {
   std::unique_ptr<transport::Transport> t;
   if (config.backend == Backend::ucx) {
@@ -48,6 +66,9 @@ void Gateway::stop() {
   service_sinks_.clear();
   landings_.clear();
   direct_queue_.clear();
+  answers_to_sign_.clear();
+  answers_to_check_.clear();
+  authorizers_.clear();
   // Hosts on the transport thread stop with it: a host's own stop, posted there, may
   // never have run, and a running host holds the gateway.
   const auto attached = std::move(attached_);
@@ -60,14 +81,8 @@ CallId Gateway::open(const DeliveryTarget& reply_to, const PeerKey& peer, const 
                      bool end, std::string caller, std::vector<Landing> landings, std::string callee) {
   const CallId id = next_call_++;
   if (stopped_.load()) {  // nothing would ever answer: say so at once
-    Delivery d;
-    d.call = id;
-    d.kind = DeliveryKind::error;
-    d.final = true;
-    d.handle = handle;
-    d.peer = peer;
-    d.rpc_kind = kind;
-    d.error = make_error(errc::unavailable, "the gateway is stopped; call to '{}' at {} not sent", handle, peer);
+    Delivery d = unsent(id, handle, peer, kind,
+                        make_error(errc::unavailable, "the gateway is stopped; call to '{}' at {} not sent", handle, peer));
     if (reply_to.direct) reply_to.direct->deliver(std::move(d));  // its thread is gone: here
     else caf::anon_send(reply_to.actor, std::move(d));
     return id;
@@ -81,14 +96,31 @@ CallId Gateway::open(const DeliveryTarget& reply_to, const PeerKey& peer, const 
       landings_[id] = Posted{peer, std::deque<Landing>(std::make_move_iterator(landings.begin()),
                                                        std::make_move_iterator(landings.end()))};
     }
-    execute(engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller, callee));
+    std::string auth;
+    if (!authorizers_.empty()) {
+      auto signed_open = sign_open(id, handle, caller, callee);
+      if (!signed_open) {  // the call cannot leave: its caller hears why at once
+        execute(core::rpc::Effects{{}, {unsent(id, handle, peer, kind, signed_open.error())}});
+        return;
+      }
+      auth = std::move(*signed_open);
+    }
+    auto fx = engine_.open(now(), id, id, peer, handle, kind, timeout, std::move(first), end, caller, callee);
+    if (!auth.empty()) {
+      for (auto& f : fx.frames) {
+        if (f.envelope.kind() == pb::OPEN) f.envelope.set_auth(std::move(auth));
+      }
+    }
+    execute(std::move(fx));
   });
   return id;
 }
 
 void Gateway::send(CallId call, Payload message, bool end) {
   run_on_thread([this, call, message = std::move(message), end]() mutable {
-    execute(engine_.send(now(), call, std::move(message), end));
+    auto fx = engine_.send(now(), call, std::move(message), end);
+    if (!answers_to_sign_.empty()) sign_answer(call, fx);
+    execute(std::move(fx));
     forget_if_over(call);
   });
 }
@@ -103,14 +135,22 @@ void Gateway::end(CallId call) {
 void Gateway::forget_if_over(CallId call) {
   // A call can end without a final delivery (cancelled, or ended by us after the callee
   // had): its caller-side sink would otherwise hold the actor until the gateway stops.
-  if (call < core::rpc::k_first_served_call && !engine_.has_call(call)) {
+  if (engine_.has_call(call)) return;
+  if (call < core::rpc::k_first_served_call) {
     sinks_.erase(call);
     landings_.erase(call);
+  }
+  if (!authorizers_.empty()) {
+    answers_to_sign_.erase(call);
+    answers_to_check_.erase(call);
   }
 }
 
 void Gateway::fail(CallId call, Error error) {
-  run_on_thread([this, call, error = std::move(error)] { execute(engine_.fail(now(), call, error)); });
+  run_on_thread([this, call, error = std::move(error)] {
+    execute(engine_.fail(now(), call, error));
+    forget_if_over(call);
+  });
 }
 
 void Gateway::cancel(CallId call, std::string reason) {

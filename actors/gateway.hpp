@@ -21,6 +21,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/delivery_target.hpp"
+#include "core/rpc/auth.hpp"
 #include "core/rpc/engine.hpp"
 #include "transport/transport.hpp"
 
@@ -96,6 +97,14 @@ class Gateway final : private transport::Handler {
   void prove_identity(const messages::Ed25519PrivateKey& key) {
     run_on_thread([this, key] { transport_->prove_identity(key); });
   }
+  /// Authorizes the calls of `authorizer->peer_id()` (core/rpc/auth.hpp): each call it
+  /// opens carries a signed request, and a call to one of its handles (a plain handle when
+  /// it is the gateway's own identity, `handle@PeerID` for a node sharing the gateway) is
+  /// served only when its request is authorized; the answer is signed, and the caller
+  /// takes it only when that signature is a member's. Refusals are errc::unauthorized
+  /// errors naming the call and why, and the connection goes on. Replaces an earlier
+  /// authorizer of the same identity; null `authorizer` does nothing.
+  void authorize(std::shared_ptr<core::rpc::Authorizer> authorizer);
   /// Whether the transport runs plaintext (Config::insecure).
   bool insecure() const { return insecure_; }
   /// Stops the transport; calls in flight end with errors. Idempotent.
@@ -114,6 +123,20 @@ class Gateway final : private transport::Handler {
   void drain();
   /// Drops the caller-side sink of `call` once the engine no longer has it.
   void forget_if_over(CallId call);
+  /// The authorizer of the identity with PeerID bytes `peer_id`, or null.
+  core::rpc::Authorizer* authorizer_of(const std::string& peer_id) const;
+  /// Caller: the signed authorization of a call `caller` (PeerID bytes, "" for the
+  /// gateway's own) opens, or "" when that identity has no authorizer.
+  Result<std::string> sign_open(CallId id, const std::string& handle, const std::string& caller,
+                                const std::string& callee);
+  /// Callee: OK when the OPEN delivered as `d` may reach its service.
+  Status check_open(const Delivery& d);
+  /// The answer's authorization carried by the first frame in `fx` of served call `id`.
+  void sign_answer(CallId id, core::rpc::Effects& fx);
+  /// Caller: an error when `d`, the first answer of an authorized call, is not a member's.
+  std::optional<Error> check_answer(const Delivery& d);
+  /// Unix seconds now: the time authorization works in.
+  static double wall_seconds();
   static core::TimePoint now_of(transport::Clock::time_point t) { return t.time_since_epoch(); }
   static core::TimePoint now() { return now_of(transport::Clock::now()); }
 
@@ -145,6 +168,17 @@ class Gateway final : private transport::Handler {
     std::deque<Landing> next;
   };
   std::unordered_map<CallId, Posted> landings_;
+  /// Authorization (authorize()): the authorizer of each identity, by PeerID bytes, and
+  /// the calls whose answer is still to be signed (served) or checked (opened).
+  struct CallAuth {
+    std::shared_ptr<core::rpc::Authorizer> by;
+    pb::RequestAuthInfo request;
+    std::string handle;
+    std::string caller;
+  };
+  std::unordered_map<std::string, std::shared_ptr<core::rpc::Authorizer>> authorizers_;
+  std::unordered_map<CallId, CallAuth> answers_to_sign_;
+  std::unordered_map<CallId, CallAuth> answers_to_check_;
 };
 
 }  // namespace apiary::actors

@@ -105,7 +105,31 @@ void Gateway::execute(core::rpc::Effects fx) {
     for (auto& f : more.frames) frames.push_back(std::move(f));
     for (auto& d : more.deliveries) fx.deliveries.push_back(std::move(d));
   }
+  // Authorization: served calls refused, and opened calls whose answer was refused.
+  std::vector<std::pair<CallId, Error>> refused;
+  std::vector<CallId> answer_refused;
   for (auto& d : fx.deliveries) {
+    if (!authorizers_.empty()) {
+      if (d.kind == DeliveryKind::open) {
+        if (auto ok = check_open(d); !ok) {
+          refused.emplace_back(d.call, ok.error());
+          continue;
+        }
+      } else if (d.kind == DeliveryKind::message && !answers_to_check_.empty()) {
+        if (auto why = check_answer(d)) {  // the caller hears of a refusal, not the answer
+          if (!d.final) answer_refused.push_back(d.call);
+          d.kind = DeliveryKind::error;
+          d.error = std::move(*why);
+          d.data = Buffer{};
+          d.has_message = false;
+          d.final = true;
+        }
+      }
+      if (d.final) {
+        answers_to_sign_.erase(d.call);
+        answers_to_check_.erase(d.call);
+      }
+    }
     auto it = sinks_.find(d.sink);
     if (it == sinks_.end()) continue;  // the service was unregistered meanwhile
     DeliveryTarget target = it->second;
@@ -119,6 +143,11 @@ void Gateway::execute(core::rpc::Effects fx) {
     } else {
       caf::anon_send(target.actor, std::move(d));
     }
+  }
+  for (auto& [call, why] : refused) execute(engine_.fail(now(), call, why));
+  for (CallId call : answer_refused) {
+    execute(engine_.cancel(now(), call, "its answer was refused by authorization"));
+    forget_if_over(call);
   }
   drain();
 }

@@ -11,7 +11,6 @@
 #include "actors/gateway.hpp"
 #include "actors/type_ids.hpp"
 #include "api/startup.hpp"
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "messages/identity/key_file.hpp"
 
@@ -103,7 +102,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
     if (options.system == nullptr) {
       return make_error(errc::invalid_argument, "DhtOptions::gateway needs DhtOptions::system, its actor system");
     }
-    auto rt = Runtime::attach(*options.system, options.gateway, options.identity_file);
+    auto rt = Runtime::attach(*options.system, options.gateway, options.identity_file, options.authorization);
     if (!rt) return rt.error();
     runtime = std::move(*rt);
   } else {
@@ -148,7 +147,6 @@ Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& opti
   ac.self_addr = dht->client_ ? core::PeerAddr{} : core::PeerAddr(runtime.address());
   ac.node = node_config;
   ac.validator = options.validator;
-  ac.authorizer = options.authorizer;
   ac.peer_id = runtime.peer_id();
   ac.shared_gateway = runtime.shares_gateway();
   ac.dht_epoch = runtime.dht_epoch();
@@ -305,25 +303,6 @@ void Dht::stop() {
   }
   if (node) actors::stop_dht_actor(*runtime_->gateway(), node, runtime_->peer_id(), runtime_->shares_gateway());
   if (own_runtime_) own_runtime_->stop();
-}
-
-Result<std::shared_ptr<core::dht::Authorizer>> authority_authorizer(const std::string& authority_file,
-                                                                    const std::string& identity_file) {
-  auto authority = messages::load_key_file(authority_file);
-  if (!authority) return authority.error();
-  auto local = identity_file.empty() ? messages::Ed25519PrivateKey::generate() : messages::load_key_file(identity_file);
-  if (!local) return local.error();
-  auto issuer = core::dht::AuthorityTokenIssuer::create(*authority, "apiary-dht", local->public_key());
-  if (!issuer) return issuer.error();
-  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
-  core::dht::NonceSource nonces = [rng] {
-    std::string nonce(8, '\0');
-    const std::uint64_t bits = (*rng)();
-    for (std::size_t i = 0; i < 8; ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
-    return nonce;
-  };
-  return std::shared_ptr<core::dht::Authorizer>(std::make_shared<core::dht::TokenAuthorizer>(
-      *local, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), std::move(nonces)));
 }
 
 }  // namespace apiary

@@ -49,9 +49,11 @@ struct DhtOptions {
   core::dht::NodeConfig node;
   /// Record validator, e.g. core::dht::OwnershipValidator (null: every record is valid).
   std::shared_ptr<core::dht::RecordValidator> validator;
-  /// Request/response authorization, e.g. core::dht::TokenAuthorizer (null: off). A node
-  /// with one rejects requests that carry no valid token and signature.
-  std::shared_ptr<core::dht::Authorizer> authorizer;
+  /// Authorization of every call of the runtime this Dht brings up (its own, or attached
+  /// to `gateway`): requests without a valid token and signature are refused, and answers
+  /// from non-members are not believed. With Dht::start(Runtime&, ...) the runtime's own
+  /// authorization applies and this is ignored.
+  Authorization authorization;
   /// CAF scheduler threads of an own actor system (0 = CAF's default, one per core).
   std::size_t threads = 0;
   /// An actor system to share among many Dht in one process (it must outlive them);
@@ -191,12 +193,5 @@ class Dht {
   core::dht::NodeId node_id_;
   bool client_ = false;
 };
-
-/// Request authorization for a swarm whose members share the authority key in
-/// `authority_file` (DhtOptions::authorizer): this node mints its own token for
-/// `identity_file`'s key (a fresh key when empty). Errors: the key files' (not_found,
-/// malformed).
-[[nodiscard]] Result<std::shared_ptr<core::dht::Authorizer>> authority_authorizer(const std::string& authority_file,
-                                                                                  const std::string& identity_file = {});
 
 }  // namespace apiary

@@ -34,6 +34,7 @@ const std::map<std::string, std::string>& flags() {
       {"--initial-peers", "MULTIADDR...: DHT peers to join from (default: a new swarm)"},
       {"--listen", "MULTIADDR: where to serve (default /ip4/127.0.0.1/tcp/0)"},
       {"--identity", "FILE: the Ed25519 key (default: a fresh key)"},
+      {"--authority", "FILE: authorize every call with this swarm authority key (default: off)"},
       {"--host", "actor|transport: which role host runs the server (default actor)"},
       {"--update-period", "S: seconds between declarations in the DHT (default 30)"},
       {"--expiration", "S: seconds a declaration lives (default max(2 * update-period, 3))"},
@@ -77,6 +78,7 @@ Status apply(ExpertServerCommand& c, const std::string& flag, const std::vector<
   else if (flag == "--checkpoint-dir") s.checkpoint_dir = v;
   else if (flag == "--checkpoint-period") return set(s.checkpoint_period.emplace());
   else if (flag == "--identity") c.runtime.identity_file = v;
+  else if (flag == "--authority") c.runtime.authorization.authority_file = v;
   else if (flag == "--num-experts") return set(s.num_experts);
   else if (flag == "--hidden-dim") return set(s.hidden_dim);
   else if (flag == "--max-batch-size") return set(s.max_batch_size);

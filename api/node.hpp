@@ -35,6 +35,8 @@ struct NodeOptions {
   /// Plaintext connections (`--insecure`), which every peer must choose too; encrypted
   /// and authenticated by default.
   bool insecure = false;
+  /// Authorization of every call (Authorization; off by default).
+  Authorization authorization;
   /// Time between ping rounds.
   std::chrono::milliseconds ping_interval{1000};
   /// Which host runs the ping role: its own actor, or the transport thread (no thread

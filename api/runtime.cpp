@@ -1,11 +1,15 @@
 #include "api/runtime.hpp"
 
+#include <random>
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
 #include "actors/effects_executor.hpp"
 #include "actors/gateway.hpp"
 #include "api/startup.hpp"
+#include "core/rpc/auth.hpp"
+#include "messages/identity/key_file.hpp"
 
 namespace apiary {
 namespace {
@@ -19,6 +23,33 @@ Result<messages::Multiaddr> bound_address(const actors::Gateway& gw, const messa
 double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
          core::to_seconds(actors::core_now());
+}
+
+/// Turns on `authorization` for `key`'s calls and handles on `gw` (nothing when off).
+Status authorize(actors::Gateway& gw, const messages::Ed25519PrivateKey& key, const Authorization& authorization) {
+  if (!authorization.on()) return ok_status();
+  auto rng = std::make_shared<std::mt19937_64>((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
+  core::rpc::NonceSource nonces = [rng] {
+    std::string nonce(core::rpc::k_auth_nonce_size, '\0');
+    const std::uint64_t bits = (*rng)();
+    for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
+    return nonce;
+  };
+  std::shared_ptr<core::rpc::Authorizer> authorizer;
+  if (authorization.issuer) {
+    authorizer = std::make_shared<core::rpc::TokenAuthorizer>(key, authorization.issuer, std::move(nonces));
+  } else {
+    auto authority = messages::load_key_file(authorization.authority_file);
+    if (!authority) {
+      return make_error(authority.error().code, "authority key file '{}': {}", authorization.authority_file,
+                        authority.error().message);
+    }
+    auto shared = core::rpc::shared_authority_authorizer(*authority, key, "apiary", std::move(nonces));
+    if (!shared) return shared.error();
+    authorizer = std::move(*shared);
+  }
+  gw.authorize(std::move(authorizer));
+  return ok_status();
 }
 
 }  // namespace
@@ -52,6 +83,10 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
   auto gw = actors::Gateway::start(*rt->system_, gc);
   if (!gw) return gw.error();
   rt->gateway_ = *gw;
+  if (auto ok = authorize(*rt->gateway_, *key, options.authorization); !ok) {
+    rt->gateway_->stop();
+    return ok.error();
+  }
   auto bound = bound_address(*rt->gateway_, rt->peer_id_);
   if (!bound) return bound.error();
   rt->address_ = *bound;
@@ -60,7 +95,8 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
 }
 
 Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std::shared_ptr<actors::Gateway> gateway,
-                                                 const std::string& identity_file) {
+                                                 const std::string& identity_file,
+                                                 const Authorization& authorization) {
   if (!gateway) return make_error(errc::invalid_argument, "Runtime::attach needs a running gateway, got none");
   auto key = api::load_identity(identity_file);
   if (!key) return key.error();
@@ -73,6 +109,7 @@ Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std:
   // This runtime's nodes name their own PeerID as their calls' caller: the gateway's
   // connections prove it.
   rt->gateway_->prove_identity(*key);
+  if (auto ok = authorize(*rt->gateway_, *key, authorization); !ok) return ok.error();
   auto bound = bound_address(*rt->gateway_, rt->peer_id_);
   if (!bound) return bound.error();
   rt->address_ = *bound;

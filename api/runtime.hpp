@@ -21,6 +21,24 @@
 
 namespace apiary {
 
+namespace core::rpc {
+class Authorizer;
+class TokenIssuer;
+}  // namespace core::rpc
+
+/// Who may call a runtime's services, and whose answers it believes: every call of every
+/// facade on the runtime (DHT, averaging and state download, PS, all-reduce, ping,
+/// experts) is then signed and checked (core/rpc/auth.hpp). Off when both are empty.
+struct Authorization {
+  /// A swarm's shared authority key file (`apiary identity create`): the runtime mints
+  /// its own tokens with it, and serves and believes only holders of tokens it signed.
+  std::string authority_file;
+  /// Or the issuer of this identity's tokens, which also judges peers' (plug your own for
+  /// a moderated swarm, hivemind issue #253); it must mint tokens for the runtime's key.
+  std::shared_ptr<core::rpc::TokenIssuer> issuer;
+  [[nodiscard]] bool on() const { return !authority_file.empty() || issuer != nullptr; }
+};
+
 /// How to bring a runtime up.
 struct RuntimeOptions {
   /// Listen multiaddr (/ip4/HOST/tcp/PORT or /ip6/...; port 0 picks a free one).
@@ -32,6 +50,8 @@ struct RuntimeOptions {
   /// Plaintext connections (a trusted cluster, shared memory on one host); every peer must
   /// say so too. By default connections are encrypted and PeerIDs proven (Noise XX).
   bool insecure = false;
+  /// Authorization of every call (off by default).
+  Authorization authorization;
   /// Busy-poll the transport this long before sleeping (0: sleep at once).
   std::chrono::microseconds busy_poll{0};
   /// Most scheduler threads of the actor system (0: CAF's default).
@@ -48,9 +68,11 @@ class Runtime {
 
   /// A runtime on an actor system and gateway another runtime owns (several identities
   /// behind one gateway, each addressed by its PeerID), with its own identity; the
-  /// owner must outlive it. Errors: the identity file.
+  /// owner must outlive it. `authorization` covers this identity's calls and handles.
+  /// Errors: the identity file, the authority file.
   static Result<std::unique_ptr<Runtime>> attach(caf::actor_system& system, std::shared_ptr<actors::Gateway> gateway,
-                                                 const std::string& identity_file = {});
+                                                 const std::string& identity_file = {},
+                                                 const Authorization& authorization = {});
 
   ~Runtime();
   Runtime(const Runtime&) = delete;

@@ -32,6 +32,7 @@ RuntimeOptions runtime_options_of(const FacadeOptions& options) {
   ro.identity_file = options.identity_file;
   ro.mode = options.mode;
   ro.insecure = options.insecure;
+  ro.authorization = options.authorization;
   ro.threads = options.threads;
   return ro;
 }

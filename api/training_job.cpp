@@ -22,7 +22,7 @@ namespace cps = core::ps;
 namespace cs = core::strategy;
 
 Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, const std::string& mode,
-                                               bool insecure) {
+                                               bool insecure, const std::string& authority) {
   auto hp = split_host_port(host_port, "--listen");
   if (!hp) return hp.error();
   auto listen = messages::Multiaddr::from_ip(hp->first, hp->second);
@@ -31,6 +31,7 @@ Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, con
   ro.listen = listen->to_string();
   ro.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   ro.insecure = insecure;
+  ro.authorization.authority_file = authority;
   return Runtime::start(ro);
 }
 
@@ -70,7 +71,7 @@ Result<std::map<std::string, actors::PeerKey>> parse_peers(const std::vector<std
 /// A PS process: serves the shards the plan puts on --device, publishing its address in
 /// the job's DHT (the first PS process bootstraps it), until `wait_for_stop` returns.
 Status run_ps(const Job& a, const cps::TrainingPlan& plan, const std::function<std::string()>& wait_for_stop) {
-  auto started_rt = start_runtime(a.listen, a.mode, a.insecure);
+  auto started_rt = start_runtime(a.listen, a.mode, a.insecure, a.authority);
   if (!started_rt) return a.out.fail(started_rt.error());
   Runtime& rt = **started_rt;
   auto ps = ParameterServer::start(rt, ps_options(a, plan, a.device));
@@ -114,7 +115,7 @@ Status run_replica(const Job& a, cps::TrainingPlan plan, const AllReducePart& ar
   std::map<std::string, std::string> proxies;
   auto wanted = split_peers(a, plan, *servers, proxies);
   if (!wanted) return a.out.fail(wanted.error());
-  auto started_rt = start_runtime(a.listen, a.mode, a.insecure);
+  auto started_rt = start_runtime(a.listen, a.mode, a.insecure, a.authority);
   if (!started_rt) return a.out.fail(started_rt.error());
   Runtime& rt = **started_rt;
   // The job's DHT node, when there is one to join: finds the PS devices not in --peers.
@@ -183,7 +184,7 @@ Status run_allreduce_replica(const Job& a, const cc::ArPlan& plan) {
   if (!members) return a.out.fail(members.error());
   const std::string listen =
       a.listen == "127.0.0.1:0" || a.listen.empty() ? host_ports[static_cast<std::size_t>(id)] : a.listen;
-  auto rt = start_runtime(listen, a.mode, a.insecure);
+  auto rt = start_runtime(listen, a.mode, a.insecure, a.authority);
   if (!rt) return a.out.fail(rt.error());
   a.out.print(format_allreduce_plan(plan) +
               fmt::format("replica {} of {} ({}) listening {}: {} steps of {} samples, all-reduce\n", id,

@@ -63,6 +63,7 @@ struct TrainingJobOptions {
   std::int64_t step_delay_ms = 0;          ///< extra time per step (ms), to make a straggler
   std::string mode = "tcp";                ///< UCX same-host lanes: tcp or shm
   bool insecure = false;                   ///< plaintext connections (every process of the job must say so)
+  std::string authority;                   ///< a swarm authority key file: every call authorized (Authorization)
   std::string save;             ///< the chief writes a checkpoint here after the last step ({step}: its number)
   std::int64_t save_every = 0;  ///< also at the start of every step that is a multiple of it
   std::string restore;          ///< the checkpoint the job starts from

@@ -57,9 +57,10 @@ std::vector<core::ps::VariablePlan> model_variables(std::size_t features);
 /// Splits "host:port" ("[v6]:port" too). Errors: invalid_argument.
 Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text, const char* what);
 /// The process's runtime listening on `host_port` ("host:port", as --listen), over
-/// UCX `mode` ("tcp" or "shm"), plaintext when `insecure`.
+/// UCX `mode` ("tcp" or "shm"), plaintext when `insecure`, every call authorized by the
+/// swarm authority key file `authority` when it is not empty.
 Result<std::unique_ptr<Runtime>> start_runtime(const std::string& host_port, const std::string& mode,
-                                               bool insecure);
+                                               bool insecure, const std::string& authority);
 /// The options of PS device `device` of the job: its shards at their initial values (or
 /// the --restore checkpoint's, with its optimizer state when the optimizer is the same).
 ParameterServerOptions ps_options(const Job& a, const core::ps::TrainingPlan& plan, const std::string& device);

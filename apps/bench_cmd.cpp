@@ -150,6 +150,8 @@ Command add_bench_commands(CLI::App& app) {
   server->add_flag("--direct", *server_direct, "serve the echo from a role on the transport thread");
   auto server_secure = std::make_shared<bool>(false);
   server->add_flag("--secure", *server_secure, "encrypted connections (else --insecure)");
+  auto server_authority = std::make_shared<std::string>();
+  server->add_option("--authority", *server_authority, "authorize every call with this swarm authority key file");
   auto secure = std::make_shared<bool>(false);
   transport->add_flag("--secure", *secure,
                       "Also measure encrypted connections beside plaintext (--insecure) ones: RTT added, bandwidth ratio");
@@ -273,7 +275,8 @@ Command add_bench_commands(CLI::App& app) {
     }
 #ifdef APIARY_HAVE_TRANSPORT_BENCH
     if (server->parsed())
-      return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct, *server_secure);
+      return bench::run_transport_bench_server(*server_mode, *server_busy, *server_direct, *server_secure,
+                                               *server_authority);
     bench::TransportBenchOptions o;
     o.modes = *modes;
     o.busy_poll = *busy;

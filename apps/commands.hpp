@@ -71,6 +71,14 @@ inline void add_insecure_flag(CLI::App& cmd, bool& insecure) {
                "too. Default: encrypted, PeerIDs proven (Noise XX)");
 }
 
+/// Adds --authority: authorization of every call with a swarm's shared authority key file.
+inline void add_authority_option(CLI::App& cmd, std::string& authority_file) {
+  cmd.add_option("--authority", authority_file,
+                 "Authorize every call: an Ed25519 key file (see `apiary identity create`) shared by the swarm's "
+                 "members, which each mint their own tokens with it; calls from others are refused, and their "
+                 "answers not believed");
+}
+
 /// The UCX lanes to same-host peers named by a --mode or --transport flag ("tcp" or "shm").
 inline transport::Mode transport_mode(const std::string& name) {
   return name == "shm" ? transport::Mode::shm : transport::Mode::tcp;

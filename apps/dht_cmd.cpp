@@ -36,16 +36,7 @@ std::unique_ptr<Dht> start_client(const char* what, const ClientArgs& args, int&
   o.mode = transport_mode(args.mode);
   o.insecure = args.insecure;
   o.initial_peers = {args.peer};
-  if (!args.authority.empty()) {
-    auto authorizer = authority_authorizer(args.authority, "");
-    if (!authorizer) {
-      std::fprintf(stderr, "apiary dht %s: --authority %s: %s\n", what, args.authority.c_str(),
-                   authorizer.error().what().c_str());
-      rc = 1;
-      return nullptr;
-    }
-    o.authorizer = *authorizer;
-  }
+  o.authorization.authority_file = args.authority;
   if (auto peer = messages::Multiaddr::parse(args.peer)) {
     // Listen (ephemerally) on the interface the peer is reached through.
     o.listen = messages::Multiaddr::from_ip(peer->host, 0)->to_string();
@@ -170,14 +161,7 @@ Command add_dht_commands(CLI::App& app) {
     if (get->parsed()) return run_get(*client, *key, *latest);
     block_shutdown_signals();
     opts->mode = transport_mode(*mode);
-    if (!authority->empty()) {
-      auto authorizer = authority_authorizer(*authority, opts->identity_file);
-      if (!authorizer) {
-        std::fprintf(stderr, "apiary dht: --authority %s: %s\n", authority->c_str(), authorizer.error().what().c_str());
-        return 1;
-      }
-      opts->authorizer = *authorizer;
-    }
+    opts->authorization.authority_file = *authority;
     auto dht = Dht::start(*opts);
     if (!dht) return fail("dht", dht.error());
     std::printf("listening %s\n", (*dht)->address().to_string().c_str());

@@ -46,6 +46,7 @@ Command add_node_command(CLI::App& app) {
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
   add_insecure_flag(*cmd, opts->insecure);
+  add_authority_option(*cmd, opts->authorization.authority_file);
   add_host_option(*cmd, opts->host);
   cmd->add_option("--ping-interval", *interval_ms, "Milliseconds between ping rounds")
       ->check(CLI::Range(10, 3600000))

@@ -112,6 +112,7 @@ Command add_ps_command(CLI::App& app) {
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
   add_insecure_flag(*cmd, a->insecure);
+  add_authority_option(*cmd, a->authority);
   cmd->add_option("--sparse", a->sparse,
                   "All-reduce and mixed strategies: a variable whose gradient is sparse (the rows it touches: "
                   "all-gathered and averaged under all-reduce, pushed as rows to a PS), e.g. logreg/w:0; repeatable");
@@ -123,6 +124,11 @@ Command add_ps_command(CLI::App& app) {
     if (*embedded != a->role.empty()) {
       return fail("ps", make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
                              *embedded ? "both" : "neither"));
+    }
+    if (*embedded && !a->authority.empty()) {
+      return fail("ps", make_error(errc::invalid_argument,
+                                   "--authority: the embedded job runs in one process, where no call needs "
+                                   "authorizing; use it with --role"));
     }
     if (*stdin_stops) watch_stdin();
     a->stop = &g_stdin_closed;

@@ -2,9 +2,12 @@
 // figures in the same run, and prints them side by side with ratios and targets.
 #include "bench/transport_bench.hpp"
 
+#include <unistd.h>
+
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,11 +18,37 @@
 #include "bench/child_process.hpp"
 #include "bench/peers.hpp"
 #include "bench/transport_bench_apiary.hpp"
+#include "messages/identity/ed25519.hpp"
+#include "messages/identity/key_file.hpp"
 
 namespace apiary::bench {
 namespace {
 
 namespace tb = transport_bench;
+
+/// A swarm authority key in a file of its own, for the authorized session; removed after.
+class TempAuthority {
+ public:
+  TempAuthority() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "apiary-bench-authority-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) return;
+    dir_ = pattern;
+    auto key = messages::Ed25519PrivateKey::generate();
+    if (key && messages::save_key_file(dir_ + "/authority.key", *key)) path_ = dir_ + "/authority.key";
+  }
+  ~TempAuthority() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  TempAuthority(const TempAuthority&) = delete;
+  TempAuthority& operator=(const TempAuthority&) = delete;
+  /// The key file, or "" when it could not be written.
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
 
 /// Iteration counts after --quick.
 struct Counts {
@@ -138,12 +167,20 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   direct_plan.direct = true;
   direct_plan.rate_calls = direct_plan.bw_iters = 0;
   const tb::SessionFigures efd_direct = tb::run_session(direct_plan);
-  std::optional<tb::SessionFigures> sealed;
+  std::optional<tb::SessionFigures> sealed, authorized;
   if (o.secure) {
     tb::SessionPlan secure_plan = plan;  // the same session, encrypted
     secure_plan.secure = true;
     secure_plan.rate_calls = 0;
     sealed = tb::run_session(secure_plan);
+    const TempAuthority authority;  // and encrypted with every call authorized
+    if (!authority.path().empty()) {
+      secure_plan.authority = authority.path();
+      authorized = tb::run_session(secure_plan);
+    } else {
+      authorized.emplace();
+      authorized->fail(make_error(errc::io, "could not write a temporary authority key file"));
+    }
   }
   const auto bare_efd = run_bare_pingpong(mode, false, n.rtt, peer_cfg);
   const auto perf_lat = run_perftest("tag_lat", mode, 64, n.perftest_lat, peer_cfg);
@@ -206,6 +243,14 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
           t.cell(sealed->mib_per_s, bw_fmt), t.cell(efd.mib_per_s, bw_fmt),
           ratio_of(sealed->mib_per_s, efd.mib_per_s, plain, plain), 0.7, false);
   }
+  if (authorized) {
+    // Every call signed and checked (core/rpc/auth.hpp) beside encryption alone.
+    t.add("RTT 64 B (efd), encrypted + authorized vs encrypted apiary", t.cell(authorized->rtt, rtt_fmt),
+          t.cell(sealed->rtt, rtt_fmt), ratio_of(authorized->rtt, sealed->rtt, rtt_median, rtt_median), 0, true);
+    t.add(fmt::format("bandwidth {}, encrypted + authorized vs encrypted apiary", size_text(n.bw_size)),
+          t.cell(authorized->mib_per_s, bw_fmt), t.cell(sealed->mib_per_s, bw_fmt),
+          ratio_of(authorized->mib_per_s, sealed->mib_per_s, plain, plain), 0, false);
+  }
   t.print(fmt::format("{} (UCX tls {}): {} round trips, {} calls, {} x {}", mode,
                       mode == "tcp" ? "tcp, err mode PEER" : "tcp,sm,self, err mode NONE", n.rtt, n.rate, n.bw,
                       size_text(n.bw_size)));
@@ -219,6 +264,10 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   if (sealed && sealed->rtt && efd.rtt)
     fmt::print("encryption adds {:.1f} us to the median 64 B round trip (target: at most 10 us)\n",
                sealed->rtt->median_us - efd.rtt->median_us);
+  if (authorized && authorized->rtt && sealed->rtt)
+    fmt::print("authorization adds {:.1f} us to the median encrypted 64 B round trip (a token and a signature "
+               "checked and made on each side)\n",
+               authorized->rtt->median_us - sealed->rtt->median_us);
   if (efd.mib_per_s)
     fmt::print("minor page faults per {} payload (bandwidth run; {} = every page touched fresh): client {:.0f}, "
                "server {}\n", size_text(n.bw_size), n.bw_size / 4096, efd.client_faults_per_payload,
@@ -229,7 +278,7 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
                "context switch per round trip for both processes), so the efd ratio here mostly counts apiary's thread wake-ups\n");
   std::fflush(stdout);
   return efd.rtt && efd_direct.rtt && efd.calls_per_s && efd.mib_per_s && (!busy || (busy->rtt && busy_direct->rtt)) &&
-         (!sealed || (sealed->rtt && sealed->mib_per_s));
+         (!sealed || (sealed->rtt && sealed->mib_per_s)) && (!authorized || (authorized->rtt && authorized->mib_per_s));
 }
 
 }  // namespace

@@ -35,8 +35,9 @@ int run_transport_bench(const TransportBenchOptions& options);
 
 /// The server side, run in its own process: serves the benchmark handles over a
 /// gateway in `mode` ("tcp" or "shm"; busy: busy-poll 50 µs; secure: encrypted, else
-/// --insecure), prints
+/// --insecure; authority: every call authorized with that swarm authority key file), prints
 /// "listening HOST:PORT", and serves until its stdin closes. Returns 0, or 1 on error.
-int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure);
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure,
+                               const std::string& authority = {});
 
 }  // namespace apiary::bench

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <random>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -15,7 +16,10 @@
 #include "actors/rpc.hpp"
 #include "actors/type_ids.hpp"
 #include "bench/transport_bench_roles.hpp"
+#include "core/rpc/auth.hpp"
+#include "messages/identity/key_file.hpp"
 #include "messages/identity/multiaddr.hpp"
+#include "messages/identity/peer_id.hpp"
 
 namespace apiary::bench::transport_bench {
 namespace {
@@ -258,13 +262,34 @@ Result<CallRun> drive_on_transport_thread(caf::actor_system& sys, const std::sha
   return run;
 }
 
+void use_identity(actors::GatewayConfig& gc, const messages::Ed25519PrivateKey& identity) {
+  gc.transport.identity = identity;
+  gc.transport.peer_id = messages::PeerId::from_public_key(identity.public_key()).bytes();
+}
+
+Status authorize_gateway(actors::Gateway& gw, const messages::Ed25519PrivateKey& identity,
+                         const std::string& authority_file) {
+  auto authority = messages::load_key_file(authority_file);
+  if (!authority) return authority.error();
+  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+  auto authorizer = core::rpc::shared_authority_authorizer(*authority, identity, "bench", [rng] {
+    std::string nonce(core::rpc::k_auth_nonce_size, '\0');
+    const std::uint64_t bits = (*rng)();
+    for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<char>((bits >> (8 * i)) & 0xff);
+    return nonce;
+  });
+  if (!authorizer) return authorizer.error();
+  gw.authorize(std::move(*authorizer));
+  return ok_status();
+}
+
 SessionFigures run_session(const SessionPlan& plan) {
   SessionFigures out;
   cpu_set_t original;
   CPU_ZERO(&original);
   const bool have_original = ::sched_getaffinity(0, sizeof original, &original) == 0;
   if (plan.cpus) pin_calling_thread(plan.cpus->first);
-  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, plan.direct, plan.secure, 30s);
+  auto server = ServerProcess::start(plan.exe, plan.mode, plan.busy, plan.direct, plan.secure, 30s, plan.authority);
   if (plan.cpus) pin_calling_thread(plan.cpus->second);
   if (server) {
     // The actor system and the gateway start their threads here, on the client's CPU.
@@ -276,7 +301,15 @@ SessionFigures run_session(const SessionPlan& plan) {
     gc.transport.mode = plan.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
     if (plan.busy) gc.transport.busy_poll = k_busy_poll;
     gc.transport.insecure = !plan.secure;
-    auto gw = actors::Gateway::start(sys, gc);
+    auto identity = messages::Ed25519PrivateKey::generate();
+    if (identity) use_identity(gc, *identity);
+    auto gw = identity ? actors::Gateway::start(sys, gc) : Result<std::shared_ptr<actors::Gateway>>(identity.error());
+    if (gw && !plan.authority.empty()) {
+      if (auto ok = authorize_gateway(**gw, *identity, plan.authority); !ok) {
+        (*gw)->stop();
+        gw = ok.error();
+      }
+    }
     if (gw) {
       measure(sys, *gw, server->address(), plan, out);
       (*gw)->stop();

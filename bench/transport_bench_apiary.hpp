@@ -54,8 +54,9 @@ class ServerProcess {
   /// `patience` for its "listening HOST:PORT" line.
   /// `direct`: the server's echo is a role on its transport thread (`--direct`).
   /// `secure`: encrypted connections (`--secure`); else both sides run --insecure.
+  /// `authority`: every call authorized with that swarm authority key file (`--authority`).
   static Result<ServerProcess> start(const std::string& exe, const std::string& mode, bool busy, bool direct,
-                                     bool secure, std::chrono::seconds patience);
+                                     bool secure, std::chrono::seconds patience, const std::string& authority = {});
   ServerProcess(ServerProcess&& other) noexcept;
   ServerProcess& operator=(ServerProcess&&) = delete;
   ServerProcess(const ServerProcess&) = delete;
@@ -129,6 +130,9 @@ struct SessionPlan {
   bool direct = false;
   /// Encrypted connections (Noise XX, AES-256-GCM) on both sides; else both --insecure.
   bool secure = false;
+  /// A swarm authority key file: every call is authorized on both sides (signed, checked;
+  /// core/rpc/auth.hpp); empty: no authorization.
+  std::string authority;
   std::optional<std::pair<int, int>> cpus;  ///< pin server to .first, client to .second
   std::size_t rtt_iters = 5000;
   std::size_t rate_calls = 0;      ///< 0: skip the calls/s figure
@@ -155,6 +159,12 @@ struct SessionFigures {
     mib_per_s = why;
   }
 };
+
+/// A gateway config whose transport signs with `identity` (its PeerID the key's).
+void use_identity(actors::GatewayConfig& gc, const messages::Ed25519PrivateKey& identity);
+/// Authorizes `identity`'s calls on `gw` with the swarm authority key in `authority_file`.
+Status authorize_gateway(actors::Gateway& gw, const messages::Ed25519PrivateKey& identity,
+                         const std::string& authority_file);
 
 /// Starts a server, a client actor system and gateway (pinned as planned; the calling
 /// thread's CPU set is restored afterwards), warms the connection up and measures.

@@ -20,12 +20,14 @@ int main(int argc, char** argv) {
     server.add_flag("--direct", direct, "serve the echo from a role on the transport thread");
     bool secure = false;
     server.add_flag("--secure", secure, "encrypted connections (else --insecure)");
+    std::string authority;
+    server.add_option("--authority", authority, "authorize every call with this swarm authority key file");
     try {
       server.parse(argc - 2, argv + 2);
     } catch (const CLI::ParseError& e) {
       return server.exit(e);
     }
-    return apiary::bench::run_transport_bench_server(mode, busy, direct, secure);
+    return apiary::bench::run_transport_bench_server(mode, busy, direct, secure, authority);
   }
 
   CLI::App app{"apiary's RPC figures between two processes on 127.0.0.1, beside bare UCX and ucx_perftest "

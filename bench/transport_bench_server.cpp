@@ -52,7 +52,8 @@ std::string last_lines(const std::string& out, std::size_t n = 3) {
 }  // namespace
 
 Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::string& mode, bool busy,
-                                           bool direct, bool secure, std::chrono::seconds patience) {
+                                           bool direct, bool secure, std::chrono::seconds patience,
+                                           const std::string& authority) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return make_error(errc::io, "pipe failed: {}", std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -73,6 +74,10 @@ Result<ServerProcess> ServerProcess::start(const std::string& exe, const std::st
   if (busy) args.emplace_back("--busy");
   if (direct) args.emplace_back("--direct");
   if (secure) args.emplace_back("--secure");
+  if (!authority.empty()) {
+    args.emplace_back("--authority");
+    args.push_back(authority);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -169,7 +174,8 @@ Status ServerProcess::stop(std::chrono::seconds patience) {
 
 }  // namespace transport_bench
 
-int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure) {
+int run_transport_bench_server(const std::string& mode, bool busy, bool direct, bool secure,
+                               const std::string& authority) {
   namespace tb = transport_bench;
   if (mode != "tcp" && mode != "shm") {
     fmt::print("error: expected --mode tcp or shm, got '{}'\n", mode);
@@ -183,11 +189,25 @@ int run_transport_bench_server(const std::string& mode, bool busy, bool direct, 
   gc.transport.mode = mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   if (busy) gc.transport.busy_poll = tb::k_busy_poll;
   gc.transport.insecure = !secure;
+  auto identity = messages::Ed25519PrivateKey::generate();
+  if (!identity) {
+    fmt::print("error: the benchmark server could not make its key: {}\n", identity.error().what());
+    return 1;
+  }
+  tb::use_identity(gc, *identity);
   auto gw = actors::Gateway::start(sys, gc);
   if (!gw) {
     fmt::print("error: the benchmark server could not start its gateway: {}\n", gw.error().what());
     std::fflush(stdout);
     return 1;
+  }
+  if (!authority.empty()) {
+    if (auto ok = tb::authorize_gateway(**gw, *identity, authority); !ok) {
+      fmt::print("error: --authority {}: {}\n", authority, ok.error().what());
+      std::fflush(stdout);
+      (*gw)->stop();
+      return 1;
+    }
   }
   // The echo: an actor's handler, or (--direct) a role on the transport thread.
   actors::RoleHost echo;

@@ -3,9 +3,9 @@
 // dictionary must encode and decode again to the same entries), the DHTProtocol servicer's
 // requests (rpc_ping / rpc_store / rpc_find bodies), a node role driven through the role
 // contract (requests on its handles, fuzzed answers to the pings and finds of its
-// bootstrap, gets and stores; with and without request authorization), records checked by
-// the schema and ownership validators (base64 and OpenSSH RSA keys included), and the
-// auth layer (signed requests and responses, access tokens, ISO times).
+// bootstrap, gets and stores), records checked by the schema and ownership validators
+// (base64 and OpenSSH RSA keys included), and the RPC layer's authorization of calls
+// (core/rpc/auth.hpp: requests and answers checked, access tokens, ISO times).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -15,19 +15,21 @@
 #include <string>
 #include <vector>
 
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/node_role.hpp"
 #include "core/dht/ownership_validator.hpp"
 #include "core/dht/protocol.hpp"
 #include "core/dht/schema_validator.hpp"
 #include "core/optim/progress.hpp"
+#include "core/rpc/auth.hpp"
 #include "fuzz/fuzz_input.hpp"
 #include "fuzz/role_driver.hpp"
 #include "messages/identity/rsa.hpp"
 #include "fuzz/quiet_protobuf.hpp"
+#include "messages/identity/peer_id.hpp"
 
 namespace dht = apiary::core::dht;
+namespace rpc = apiary::core::rpc;
 using apiary::fuzz::FuzzInput;
 
 namespace {
@@ -124,47 +126,55 @@ void fuzz_validators(FuzzInput& in) {
 }
 
 /// An authorizer of a member of authority '\x01', its nonces counted.
-std::shared_ptr<dht::TokenAuthorizer> make_authorizer(char tag) {
+std::shared_ptr<rpc::TokenAuthorizer> make_authorizer(char tag) {
   auto holder = key_of(tag);
-  auto issuer = dht::AuthorityTokenIssuer::create(key_of('\x01'), std::string("user-") + tag, holder.public_key());
+  auto issuer = rpc::AuthorityTokenIssuer::create(key_of('\x01'), std::string("user-") + tag, holder.public_key());
   if (!issuer) __builtin_trap();
   auto counter = std::make_shared<std::uint64_t>(0);
-  return std::make_shared<dht::TokenAuthorizer>(
-      holder, std::make_shared<dht::AuthorityTokenIssuer>(std::move(*issuer)),
+  return std::make_shared<rpc::TokenAuthorizer>(
+      holder, std::make_shared<rpc::AuthorityTokenIssuer>(std::move(*issuer)),
       [tag, counter] { return std::string(1, tag) + std::to_string(1000000 + ++*counter); });
 }
 
 void fuzz_auth(FuzzInput& in) {
   const std::string handle = k_handles[in.pick(3)];
   const double now = k_dht_now + static_cast<double>(in.number(1));
+  const std::string caller = apiary::messages::PeerId::from_public_key(key_of('c').public_key()).bytes();
+  const std::string service_id = apiary::messages::PeerId::from_public_key(key_of('s').public_key()).bytes();
+  const rpc::CallParties call{handle, caller, service_id};
   switch (in.pick(4)) {
-    case 0: {  // a request a service checks before serving it
+    case 0: {  // a request's authorization, which a service checks before serving it
       auto service = make_authorizer('s');
-      (void)dht::authorize_inbound(service.get(), now, handle, std::string(in.rest()));
+      apiary::pb::RequestAuthInfo auth;
+      const std::string_view bytes = in.rest();
+      if (!auth.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) break;
+      (void)service->check_request(now, call, auth);
       break;
     }
-    case 1: {  // a response a client checks against the request it signed
+    case 1: {  // an answer's authorization, which a caller checks against its request's
       auto client = make_authorizer('c');
-      auto request = dht::sign_outbound_request(client.get(), now, handle, std::string(),
-                                                key_of('s').public_key().bytes());
+      auto request = client->sign_request(now, call);
       if (!request) __builtin_trap();
-      (void)dht::validate_inbound_response(client.get(), now, handle, *request, std::string(in.rest()));
+      apiary::pb::ResponseAuthInfo auth;
+      const std::string_view bytes = in.rest();
+      if (!auth.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) break;
+      (void)client->check_response(now, call, *request, auth);
       break;
     }
     case 2: {
       apiary::pb::AccessToken token;
       const std::string_view bytes = in.rest();
       if (!token.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) break;
-      (void)dht::verify_access_token(key_of('\x01').public_key(), now, token);
+      (void)rpc::verify_access_token(key_of('\x01').public_key(), now, token);
       break;
     }
     default: {
       const std::string_view text = in.rest();
-      auto t = dht::parse_iso_time(text);
+      auto t = rpc::parse_iso_time(text);
       if (!t) break;
-      auto formatted = dht::format_iso_time(*t);
+      auto formatted = rpc::format_iso_time(*t);
       if (!formatted) break;  // a time parse_iso_time takes that format_iso_time does not write
-      auto again = dht::parse_iso_time(*formatted);
+      auto again = rpc::parse_iso_time(*formatted);
       if (!again || std::fabs(*again - *t) > 1e-4) __builtin_trap();
       break;
     }
@@ -207,7 +217,6 @@ std::optional<apiary::core::LocalCall> node_call(FuzzInput& in, apiary::core::Op
 }
 
 void fuzz_node(FuzzInput& in) {
-  const bool authorized = in.flag();
   dht::NodeConfig config;
   config.protocol.bucket_size = 4;
   config.protocol.num_replicas = 2;
@@ -220,7 +229,6 @@ void fuzz_node(FuzzInput& in) {
   // The node's clock starts at DHT time k_dht_now - 1000 s (the driver's now is 1000 s).
   auto node = std::make_unique<dht::Node>(dht::NodeId::of_str_key("self"), self_addr->with_peer(self_id), config,
                                           make_validator(), k_dht_now - 1000);
-  if (authorized) node->set_authorizer(make_authorizer('n'));
   dht::NodeRole role(std::move(node), dht::NodeRoleConfig{self_id, false, true});
   apiary::fuzz::RoleDriver driver(role, in);
   driver.make_call = node_call;

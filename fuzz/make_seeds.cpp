@@ -15,11 +15,11 @@
 #include "core/averaging/averager_role.hpp"
 #include "core/averaging/state_sharing.hpp"
 #include "core/collective/exchange_wire.hpp"
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
 #include "core/dht/schema_validator.hpp"
 #include "core/optim/progress.hpp"
+#include "core/rpc/auth.hpp"
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/wire.hpp"
 #include "core/strategy/builders.hpp"
@@ -32,10 +32,12 @@
 #include "fuzz/service_roles.hpp"
 #include "fuzz/noise_fixture.hpp"
 #include "messages/identity/key_file.hpp"
+#include "messages/identity/peer_id.hpp"
 #include "messages/identity/rsa.hpp"
 #include "ping.pb.h"
 
 namespace dht = apiary::core::dht;
+namespace rpc = apiary::core::rpc;
 namespace av = apiary::core::averaging;
 namespace cps = apiary::core::ps;
 namespace cs = apiary::core::strategy;
@@ -84,13 +86,13 @@ apiary::messages::Ed25519PrivateKey key_of(char fill) {
 }
 
 /// As fuzz_dht.cpp's make_authorizer: a member of authority '\x01', nonces counted from 1.
-std::shared_ptr<dht::TokenAuthorizer> make_authorizer(char tag) {
+std::shared_ptr<rpc::TokenAuthorizer> make_authorizer(char tag) {
   auto holder = key_of(tag);
-  auto issuer = must(dht::AuthorityTokenIssuer::create(key_of('\x01'), std::string("user-") + tag, holder.public_key()),
+  auto issuer = must(rpc::AuthorityTokenIssuer::create(key_of('\x01'), std::string("user-") + tag, holder.public_key()),
                      "issuer");
   auto counter = std::make_shared<std::uint64_t>(0);
-  return std::make_shared<dht::TokenAuthorizer>(
-      holder, std::make_shared<dht::AuthorityTokenIssuer>(std::move(issuer)),
+  return std::make_shared<rpc::TokenAuthorizer>(
+      holder, std::make_shared<rpc::AuthorityTokenIssuer>(std::move(issuer)),
       [tag, counter] { return std::string(1, tag) + std::to_string(1000000 + ++*counter); });
 }
 
@@ -217,31 +219,29 @@ void dht_seeds() {
     write(t, "record_progress", FuzzOutput().byte(2).byte(4).bytes(dht::pack_bin("[owner:x]")).real(k_dht_now + 10)
                                     .raw(apiary::core::optim::pack_progress(progress)).str());
   }
-  // auth (3): handle, now, kind, rest
+  // auth (3): handle, now, kind, rest (fuzz_dht.cpp's fuzz_auth: caller 'c', service 's')
   {
+    const std::string caller = apiary::messages::PeerId::from_public_key(key_of('c').public_key()).bytes();
+    const std::string service_id = apiary::messages::PeerId::from_public_key(key_of('s').public_key()).bytes();
+    const rpc::CallParties call{dht::k_ping_handle, caller, service_id};
     auto client = make_authorizer('c');
-    const std::string request =
-        must(dht::sign_outbound_request(client.get(), k_dht_now, dht::k_ping_handle, ping_request()), "sign request");
-    write(t, "auth_request", FuzzOutput().byte(3).byte(0).byte(0).byte(0).raw(request).str());
-    auto client_again = make_authorizer('c');  // the target's own client: the same request bytes
-    const std::string empty_request = must(dht::sign_outbound_request(client_again.get(), k_dht_now, dht::k_ping_handle,
-                                                                      std::string(), key_of('s').public_key().bytes()),
-                                           "sign empty request");
+    const auto request = must(client->sign_request(k_dht_now, call), "sign request");
+    write(t, "auth_request", FuzzOutput().byte(3).byte(0).byte(0).byte(0).raw(request.SerializeAsString()).str());
+    auto client_again = make_authorizer('c');  // the target's own client: the same request
+    const auto own_request = must(client_again->sign_request(k_dht_now, call), "sign request again");
     auto service = make_authorizer('s');
-    const std::string response = must(
-        dht::sign_outbound_response(service.get(), k_dht_now, dht::k_ping_handle, empty_request, ping_response()),
-        "sign response");
-    write(t, "auth_response", FuzzOutput().byte(3).byte(0).byte(0).byte(1).raw(response).str());
-    const auto token = must(dht::issue_access_token(key_of('\x01'), "user", key_of('u').public_key(), k_dht_now + 600),
+    const auto response = must(service->sign_response(k_dht_now, call, own_request), "sign response");
+    write(t, "auth_response", FuzzOutput().byte(3).byte(0).byte(0).byte(1).raw(response.SerializeAsString()).str());
+    const auto token = must(rpc::issue_access_token(key_of('\x01'), "user", key_of('u').public_key(), k_dht_now + 600),
                             "token");
     write(t, "auth_token", FuzzOutput().byte(3).byte(0).byte(0).byte(2).raw(token.SerializeAsString()).str());
     write(t, "auth_time", FuzzOutput().byte(3).byte(0).byte(0).byte(3).raw("2026-11-30T15:38:46.123456").str());
   }
-  // a node (4): not authorized; requests on its plain handles (the last three), then a
+  // a node (4): requests on its plain handles (the last three), then a
   // bootstrap answered (the pings, then the finds), a store and a get.
   {
     FuzzOutput node;
-    node.byte(4).byte(0);
+    node.byte(4);
     apiary::fuzz::write_request(node, 3, 0, ping_request());
     apiary::fuzz::write_request(node, 4, 1, store_request());
     apiary::fuzz::write_request(node, 5, 2, find_request());

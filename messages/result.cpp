@@ -20,6 +20,7 @@ const char* to_string(errc code) {
     case errc::crypto: return "crypto";
     case errc::truncated: return "truncated";
     case errc::unsupported: return "unsupported";
+    case errc::unauthorized: return "unauthorized";
   }
   return "unknown";
 }

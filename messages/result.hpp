@@ -28,6 +28,8 @@ enum class errc : std::uint32_t {
   crypto = 13,            ///< key generation, signing or verification failed
   truncated = 14,         ///< a stream ended before all announced chunks arrived
   unsupported = 15,       ///< the operation does not apply (e.g. codec for a dtype)
+  unauthorized = 16,      ///< refused by authorization: no, an invalid, expired or replayed token or signature
+  // A new code goes last; core/rpc/engine.cpp's code_from_wire must accept it.
 };
 
 /// Whether `code` says a peer is there but refused the connection (a mode mismatch, a

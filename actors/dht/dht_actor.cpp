@@ -8,7 +8,6 @@ namespace apiary::actors {
 RoleHost spawn_dht_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, DhtActorConfig config) {
   auto node = std::make_unique<core::dht::Node>(config.id, config.self_addr, config.node, std::move(config.validator),
                                                 config.dht_epoch);
-  if (config.authorizer) node->set_authorizer(std::move(config.authorizer));
   return spawn_role(sys, std::move(gw),
                     std::make_unique<core::dht::NodeRole>(
                         std::move(node), core::dht::NodeRoleConfig{config.peer_id, config.shared_gateway}),

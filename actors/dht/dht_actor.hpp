@@ -30,8 +30,6 @@ struct DhtActorConfig {
   core::dht::NodeConfig node;
   /// Record validator (null: every record is valid).
   std::shared_ptr<core::dht::RecordValidator> validator;
-  /// Signs outbound and checks inbound requests and responses (null: off).
-  std::shared_ptr<core::dht::Authorizer> authorizer;
   /// The node's PeerID.
   messages::PeerId peer_id;
   /// The gateway hosts other DHT nodes too: calls name this node as their caller, and

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/node_internal.hpp"
 
@@ -92,20 +91,8 @@ CallId Node::call(const PeerAddr& peer, const char* handle, const std::string& r
   pc->peer = peer;
   pc->op = op;
   pc->handle = handle;
-  std::string body = request;
-  if (authorizer_) {
-    // A request that cannot be signed goes nowhere; it fails like an unanswered one.
-    auto signed_request = sign_outbound_request(authorizer_.get(), dht_time(last_now_), handle, request);
-    if (!signed_request) {
-      failed_now_.emplace_back(id, signed_request.error());
-      calls_[id] = std::move(pc);
-      return id;
-    }
-    body = std::move(*signed_request);
-    pc->request = body;
-  }
   calls_[id] = std::move(pc);
-  fx_.push_back(unary_call(id, peer, handle, std::move(body), config_.wait_timeout));
+  fx_.push_back(unary_call(id, peer, handle, request, config_.wait_timeout));
   ++stats_.calls;
   if (auto it = ops_.find(op); it != ops_.end()) ++it->second->result.requests;
   return id;
@@ -192,12 +179,6 @@ Effects Node::on_request(TimePoint now, RequestId id, const std::string& handle,
   last_now_ = now;
   const DhtTime t = dht_time(now);
   ++stats_.requests_served;
-  if (authorizer_) {
-    if (auto ok = authorize_inbound(authorizer_.get(), t, handle, body); !ok) {
-      fx_.push_back(Reply{id, ok.error()});
-      return flush();
-    }
-  }
   pb::PingRequest ping;
   if (handle == k_ping_handle && !from.empty() && !config_.protocol.client_mode && ping.ParseFromString(body) &&
       ping.validate()) {
@@ -212,7 +193,7 @@ Effects Node::on_request(TimePoint now, RequestId id, const std::string& handle,
       return finish_input(now);
     }
   }
-  reply(t, id, handle, body, serve(t, handle, from, body));
+  fx_.push_back(Reply{id, serve(t, handle, from, body)});
   return finish_input(now);
 }
 
@@ -221,21 +202,8 @@ Result<std::string> Node::serve(DhtTime t, const std::string& handle, const Peer
   return protocol_.handle(t, handle, from, body);
 }
 
-void Node::reply(DhtTime t, RequestId id, const std::string& handle, const std::string& body,
-                 Result<std::string> response) {
-  if (response && authorizer_) response = sign_outbound_response(authorizer_.get(), t, handle, body, *response);
-  fx_.push_back(Reply{id, std::move(response)});
-}
-
 Effects Node::finish_input(TimePoint now) {
   handle_routing_events(now);
-  // Calls that failed before leaving (unsigned) are answered as failures right away.
-  while (!failed_now_.empty()) {
-    auto [id, error] = std::move(failed_now_.back());
-    failed_now_.pop_back();
-    Effects more = on_response(now, id, Result<std::string>(std::move(error)));
-    fx_.insert(fx_.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-  }
   return flush();
 }
 
@@ -295,13 +263,7 @@ Effects Node::on_response(TimePoint now, CallId id, const Result<std::string>& r
   if (it == calls_.end()) return flush();
   std::unique_ptr<PendingCall> pc = std::move(it->second);
   calls_.erase(it);
-  Result<std::string> response = raw;
-  if (response && authorizer_) {
-    // A response that fails authorization counts as no response.
-    if (auto ok = validate_inbound_response(authorizer_.get(), dht_time(now), pc->handle, pc->request, *response); !ok) {
-      response = ok.error();
-    }
-  }
+  const Result<std::string>& response = raw;
   if (!response) {
     ++stats_.failed_calls;
     // A peer that does not answer leaves the routing table (hivemind does the same).
@@ -343,10 +305,10 @@ void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::st
     ping.ParseFromString(body);
     auto answer = protocol_.ping(dht_time(now), from, ping);
     if (!answer) {
-      reply(dht_time(now), pc.held_request, k_ping_handle, body, answer.error());
+      fx_.push_back(Reply{pc.held_request, answer.error()});
     } else {
       answer->set_available(parsed && r.peer().node_id() == pc.sender.to_bytes());
-      reply(dht_time(now), pc.held_request, k_ping_handle, body, answer->SerializeAsString());
+      fx_.push_back(Reply{pc.held_request, answer->SerializeAsString()});
     }
     return;
   }

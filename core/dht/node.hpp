@@ -31,7 +31,6 @@
 
 namespace apiary::core::dht {
 
-class Authorizer;
 struct Candidate;
 
 /// Tuning of a node; the defaults are hivemind's (reference §2.7).
@@ -195,8 +194,6 @@ class Node {
   [[nodiscard]] std::size_t refresh_queue_size() const { return refresh_queue_.size(); }
   /// Searches in flight that gets of one key share.
   [[nodiscard]] std::size_t shared_searches() const { return searches_.size(); }
-  /// Authorizes outbound requests and inbound requests (null: off).
-  void set_authorizer(std::shared_ptr<Authorizer> authorizer) { authorizer_ = std::move(authorizer); }
 
  private:
   struct Search;
@@ -220,8 +217,6 @@ class Node {
   Result<std::string> serve_store(DhtTime t, const PeerAddr& from, const std::string& body);
   Result<std::string> serve(DhtTime t, const std::string& handle, const PeerAddr& from, const std::string& body);
   Effects finish_input(TimePoint now);
-  void reply(DhtTime t, RequestId id, const std::string& handle, const std::string& body,
-             Result<std::string> response);
   void on_ping_response(TimePoint now, PendingCall& pc, const Result<std::string>& response);
   void bootstrap_pinged(TimePoint now, Op& op);
   void refresh_buckets(TimePoint now);
@@ -255,7 +250,6 @@ class Node {
 
   NodeConfig config_;
   std::shared_ptr<RecordValidator> validator_;
-  std::shared_ptr<Authorizer> authorizer_;
   double dht_epoch_;
   Protocol protocol_;
   Blacklist blacklist_;
@@ -269,7 +263,6 @@ class Node {
   std::map<NodeId, std::uint64_t> searches_;  ///< key -> the search a get of it can join
   std::map<CallId, std::unique_ptr<PendingCall>> calls_;
   std::map<NodeId, DhtTime> refresh_queue_;   ///< cached key -> DHT time to refresh it
-  std::vector<std::pair<CallId, Error>> failed_now_;  ///< calls that could not even be sent
   TimePoint last_now_{};                      ///< `now` of the input being handled
   std::map<RequestId, std::pair<PeerAddr, std::string>> held_pings_;  ///< caller, request bytes
   std::shared_ptr<messages::AddressBook> address_book_;  ///< peer addresses met in find results

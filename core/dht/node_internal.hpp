@@ -41,7 +41,6 @@ struct Node::PendingCall {
   NodeId sender;                     ///< validate_ping: the id the caller claimed
   DhtTime sent_at = 0;               ///< bootstrap_ping: DHT time the ping left
   const char* handle = "";           ///< the RPC called
-  std::string request;               ///< the request as sent, kept only with an authorizer
 };
 
 /// The best value a get has seen for one key.

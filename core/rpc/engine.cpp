@@ -24,7 +24,7 @@ Duration timeout_from_wire(std::uint64_t us) {
 }
 
 errc code_from_wire(std::uint32_t code) {
-  return code > 0 && code <= static_cast<std::uint32_t>(errc::unsupported) ? static_cast<errc>(code)
+  return code > 0 && code <= static_cast<std::uint32_t>(errc::unauthorized) ? static_cast<errc>(code)
                                                                            : errc::handler_error;
 }
 
@@ -237,6 +237,7 @@ void Engine::on_open(TimePoint now, Effects& fx, const PeerKey& peer, const pb::
   d.has_message = env.has_message();
   d.peer_listen_addr = env.listen_addr();
   d.peer_id = env.peer_id();
+  d.auth = env.auth();
   d.data = std::move(payload);
   d.end_of_stream = env.end_of_stream();
   auto& stored = calls_[id] = std::move(c);
@@ -263,6 +264,7 @@ void Engine::on_message(Effects& fx, CallId id, Call& c, const pb::Envelope& env
   }
   Delivery d = delivery_for(id, c, env.has_message() ? DeliveryKind::message : DeliveryKind::end);
   d.has_message = env.has_message();
+  if (!env.auth().empty()) d.auth = env.auth();
   d.data = std::move(payload);
   d.end_of_stream = env.end_of_stream();
   if (env.end_of_stream()) c.remote_end = true;

@@ -56,6 +56,8 @@ struct Delivery {
   std::string peer_listen_addr;  ///< open: the caller's listen "host:port" ("" for a client)
   std::string peer_id;           ///< open: the caller's PeerID bytes, from its HELLO ("" if unknown)
   pb::RpcKind rpc_kind = pb::UNARY;
+  /// open, message: the frame's authorization (Envelope::auth; checked by the gateway).
+  std::string auth;
   /// message: its body was written into a Landing the caller posted with the call, and
   /// `data` holds the message's head + tail only (set by the gateway).
   bool landed = false;

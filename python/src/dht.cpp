@@ -82,7 +82,7 @@ std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads
 
 PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
              const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators,
-             bool insecure) {
+             bool insecure, const std::string& authority_path) {
   // As hivemind: a missing identity file is created with a new key.
   if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
   host = host_for(listen, threads, insecure);
@@ -92,6 +92,7 @@ PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_
   options.initial_peers = initial_peers;
   options.client_mode = client_mode;
   options.identity_file = identity_path;
+  options.authorization.authority_file = authority_path;
   // Always a composite, so validators added later merge with these (add_validators).
   auto composite = std::make_shared<core::dht::CompositeValidator>();
   for (const auto& v : validators) composite->extend(v.clone());
@@ -114,9 +115,9 @@ void PyDht::stop() {
 void bind_dht(py::module_& m) {
   py::class_<PyDht>(m, "Dht", "One DHT node, attached to the process's runtime (actor system, transport).")
       .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t,
-                    const std::vector<PyValidator>&, bool>(),
+                    const std::vector<PyValidator>&, bool, const std::string&>(),
            py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
-           py::arg("threads"), py::arg("validators"), py::arg("insecure") = false)
+           py::arg("threads"), py::arg("validators"), py::arg("insecure") = false, py::arg("authority_path") = "")
       .def(
           "store",
           [](PyDht& node, const py::bytes& key, const py::bytes& value, double expiration,

@@ -18,7 +18,7 @@ void raise(const Error& error) {
       {errc::too_large, PyExc_ValueError},            {errc::not_found, PyExc_LookupError},
       {errc::unavailable, PyExc_ConnectionError},     {errc::peer_down, PyExc_ConnectionError},
       {errc::deadline_exceeded, PyExc_TimeoutError},  {errc::io, PyExc_OSError},
-      {errc::unsupported, PyExc_NotImplementedError},
+      {errc::unsupported, PyExc_NotImplementedError}, {errc::unauthorized, PyExc_PermissionError},
   };
   PyObject* kind = PyExc_RuntimeError;
   py::object holder;

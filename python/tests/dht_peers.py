@@ -48,6 +48,19 @@ def store_owned_and_forged(initial_peers, root_marker, expiration, with_validato
         return out
 
 
+def join_with_authority(initial_peers, authority_path, expiration):
+    """Joins through `initial_peers` as a member of `authority_path`'s swarm (None: as a
+    stranger); returns ("joined", value of "members" seen) or ("refused", the error)."""
+    try:
+        dht = apiary.DHT(initial_peers=initial_peers, authority_path=authority_path)
+    except (ConnectionError, TimeoutError, PermissionError) as e:
+        return "refused", f"{type(e).__name__}: {e}"
+    with dht:
+        assert dht.store("joined", True, expiration)
+        got = dht.get("members", latest=True)
+        return "joined", None if got is None else got.value
+
+
 def join_with(initial_peers, insecure, expiration):
     """Joins through `initial_peers` with or without encryption; returns what happened:
     ("joined", value of "root" seen) or ("refused", the error's text)."""

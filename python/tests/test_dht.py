@@ -8,7 +8,7 @@ import pytest
 
 import apiary
 from apiary import MSGPackSerializer
-from dht_peers import join_with, store_and_report
+from dht_peers import join_with, join_with_authority, store_and_report
 from peers import run_in_processes
 
 
@@ -70,6 +70,27 @@ def test_encrypted_by_default_and_insecure_only_with_insecure_peers():
     with apiary.DHT(insecure=True):
         with pytest.raises(ValueError, match="insecure="):
             apiary.DHT()  # same listen address, same transport: it cannot be both
+
+
+def test_an_authority_admits_its_members_only():
+    # hivemind's authorizer=, on every call: members of one authority store and get
+    # together; a node without its tokens is refused by every peer, saying why.
+    expiration = apiary.get_dht_time() + 60
+    with tempfile.TemporaryDirectory() as tmp:
+        authority = os.path.join(tmp, "authority.key")
+        with apiary.DHT(identity_path=authority):  # a missing identity file gets a fresh key
+            pass
+        with apiary.DHT(authority_path=authority) as root:
+            assert root.store("members", "only", expiration)
+            peers = root.get_visible_maddrs()
+            member, stranger = run_in_processes(join_with_authority,
+                                                [(peers, authority, expiration), (peers, None, expiration)])
+            assert member == ("joined", "only")
+            assert root.get("joined", latest=True).value is True
+            assert stranger[0] == "refused", stranger
+            assert "access token" in stranger[1]
+        with pytest.raises(LookupError):
+            apiary.DHT(authority_path=os.path.join(tmp, "missing.key"))
 
 
 def test_an_initial_peer_dialled_under_another_peer_id_is_refused_naming_both():

@@ -10,11 +10,11 @@
 #include "actors/dht/dht_actor.hpp"
 #include "actors/type_ids.hpp"
 #include "api/dht.hpp"
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
 #include "tests/support/test_system.hpp"
 #include "tests/support/peer_addr.hpp"
+#include "tests/support/authority_file.hpp"
 
 using apiary::test::operator""_addr;
 using namespace apiary;
@@ -336,29 +336,17 @@ TEST_CASE("an owner's subkey cannot be overwritten by another key's holder", "[a
 TEST_CASE("with authorization on, nodes holding the authority's tokens talk and others are refused", "[actor]") {
   testing::TestSystem t;
   auto& sys = t.sys;
-  auto authorizer = [&](const messages::Ed25519PrivateKey& authority, const std::string& user) {
-    const auto holder = new_key();
-    auto issuer = core::dht::AuthorityTokenIssuer::create(authority, user, holder.public_key());
-    REQUIRE(issuer.ok());
-    auto counter = std::make_shared<std::uint64_t>(0);
-    core::dht::NonceSource nonces = [user, counter] {
-      std::string n(core::dht::k_auth_nonce_size, user.empty() ? '?' : user[0]);
-      n.replace(1, 7, fmt::format("{:07}", ++*counter % 10000000));
-      return n;
-    };
-    return std::make_shared<core::dht::TokenAuthorizer>(
-        holder, std::make_shared<core::dht::AuthorityTokenIssuer>(std::move(*issuer)), nonces);
-  };
-  const auto authority = new_key();
+  const testing::AuthorityFile authority;
+  const testing::AuthorityFile other_authority;
   DhtOptions base;
   base.system = &sys;
   base.node.wait_timeout = 1s;
   DhtOptions o1 = base;
-  o1.authorizer = authorizer(authority, "alice");
+  o1.authorization = authority.member();
   auto alice = Dht::start(o1);
   REQUIRE(alice.ok());
   DhtOptions o2 = base;
-  o2.authorizer = authorizer(authority, "bob");
+  o2.authorization = authority.member();
   o2.initial_peers = (*alice)->visible_addrs();
   auto bob = Dht::start(o2);
   REQUIRE(bob.ok());
@@ -374,7 +362,7 @@ TEST_CASE("with authorization on, nodes holding the authority's tokens talk and 
   CHECK_THAT(a.error().message, Catch::Contains((*alice)->visible_addrs()[0]));
   CHECK_THAT(a.error().message, Catch::Contains("auth"));
   DhtOptions stranger = anonymous;
-  stranger.authorizer = authorizer(new_key(), "carol");
+  stranger.authorization = other_authority.member();
   auto c = Dht::start(stranger);
   REQUIRE_FALSE(c.ok());
   INFO(c.error().what());

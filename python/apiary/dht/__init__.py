@@ -67,6 +67,11 @@ class DHT(NativeRunner):
     :param insecure: plaintext connections (a trusted cluster, or shared memory on one host),
       which every peer must choose too; by default connections are encrypted and PeerIDs
       proven (Noise XX), as libp2p's are in hivemind
+    :param authority_path: a swarm authority's Ed25519 key file (``apiary identity create``)
+      that the swarm's members share: every call of this node, and of averagers and
+      optimizers over it, is then authorized (each member mints its own access tokens with
+      it); calls from others are refused, and their answers not believed (hivemind's
+      ``authorizer=``, on every service rather than only the DHT's)
     """
 
     _what = "DHT"
@@ -85,6 +90,7 @@ class DHT(NativeRunner):
         host_maddrs: Optional[Sequence[str]] = None,
         identity_path: Optional[str] = None,
         insecure: bool = False,
+        authority_path: Optional[str] = None,
         **kwargs: Any,
     ):
         if isinstance(initial_peers, str):
@@ -100,6 +106,7 @@ class DHT(NativeRunner):
         self._listen = maddrs[0]
         self._identity_path = "" if identity_path is None else str(identity_path)
         self.insecure = bool(insecure)
+        self._authority_path = "" if authority_path is None else str(authority_path)
         if kwargs:
             warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
         self._native: Optional[Any] = None
@@ -116,7 +123,7 @@ class DHT(NativeRunner):
         if self._shut_down:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
         self._native = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
-                                 self.num_workers, self._validators, self.insecure)
+                                 self.num_workers, self._validators, self.insecure, self._authority_path)
         _RUNNING.add(self)
 
     def add_validators(self, record_validators: Iterable[RecordValidatorBase]) -> None:

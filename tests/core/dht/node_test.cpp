@@ -3,7 +3,6 @@
 
 #include <random>
 
-#include "core/dht/auth.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "core/dht/ownership_validator.hpp"
 #include "core/dht/schema_validator.hpp"
@@ -393,35 +392,6 @@ TEST_CASE("ownership: mallory cannot overwrite bob's subkey, bob can update it")
   auto got = net.get(*nodes[3], {key}, true);
   REQUIRE(got.found[0]);
   CHECK(std::get<FoundValue::Dictionary>(got.found[0]->value).at(subkey).value == pack_str("updated"));
-}
-
-TEST_CASE("with authorization on, members of one authority work together and outsiders are refused") {
-  std::mt19937_64 rng(53);
-  auto member = [&](const messages::Ed25519PrivateKey& authority, char tag) {
-    const auto key = new_key();
-    auto issuer = AuthorityTokenIssuer::create(authority, std::string("user-") + tag, key.public_key());
-    REQUIRE(issuer);
-    auto counter = std::make_shared<std::uint64_t>(0);
-    return std::make_shared<TokenAuthorizer>(key, std::make_shared<AuthorityTokenIssuer>(std::move(*issuer)),
-                                             [tag, counter] { return std::string(1, tag) + fmt::format("{:07}", ++*counter); });
-  };
-  const auto authority = new_key();
-  const auto stranger_authority = new_key();
-  NodeNetwork net;
-  std::vector<Node*> nodes;
-  for (char tag : std::string("abcdef")) {
-    Node& n = net.add(random_id(rng));
-    n.set_authorizer(member(authority, tag));
-    join_first(net, n, nodes);
-  }
-  CHECK(net.store(*nodes[1], {regular("authorized", pack_str("yes"), net.dht_now() + 60)}).stored[0]);
-  CHECK(regular_value(net.get(*nodes[4], {NodeId::of_str_key("authorized")}).found[0]) == pack_str("yes"));
-  Node& outsider = net.add(random_id(rng));
-  outsider.set_authorizer(member(stranger_authority, 'z'));
-  auto r = net.start(outsider, {net.addr(*nodes[0])});
-  CHECK_FALSE(r.status);
-  Node& unsigned_node = net.add(random_id(rng));
-  CHECK_FALSE(net.start(unsigned_node, {net.addr(*nodes[0])}).status);
 }
 
 TEST_CASE("with refresh_timeout, buckets not updated for that long are looked up again") {

@@ -1,16 +1,14 @@
-#include "core/dht/auth.hpp"
+#include "core/rpc/auth.hpp"
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include "messages/identity/peer_id.hpp"
 
-#include "core/dht/protocol.hpp"
-#include "dht.pb.h"
+namespace apiary::core::rpc {
 
-namespace apiary::core::dht {
 namespace {
 
 using messages::Ed25519PrivateKey;
@@ -72,22 +70,6 @@ Result<Ed25519PublicKey> token_key(const pb::AccessToken& token) {
 
 }  // namespace
 
-Result<std::string> serialize_deterministic(const google::protobuf::MessageLite& message) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    if (!message.SerializeToCodedStream(&coded)) {
-      return make_error(errc::internal,
-                        "serializing {} for signing: expected protobuf to encode it, it "
-                        "refused; check the message is fully initialized",
-                        message.GetTypeName());
-    }
-  }
-  return out;
-}
-
 Result<std::string> format_iso_time(double seconds) {
   // Whole seconds and microseconds, rounded; 0001-01-01 .. 9999-12-31T23:59:59.999999.
   constexpr std::int64_t k_first = -62135596800;
@@ -103,7 +85,7 @@ Result<std::string> format_iso_time(double seconds) {
   }
   if (total > k_last) {
     return make_error(errc::invalid_argument,
-                      "expected a DHT time between years 1 and 9999, got {}; pass Unix seconds",
+                      "expected a time between years 1 and 9999, got {}; pass Unix seconds",
                       seconds);
   }
   // Split into days and seconds of the day (floor division for times before 1970).
@@ -212,7 +194,7 @@ Status verify_access_token(const Ed25519PublicKey& authority, double now,
   if (!(now <= *expiration)) {  // also rejects a NaN now
     return make_error(errc::protocol,
                       "access token of \"{}\": expected it unexpired, but it expired at {} "
-                      "(DHT time {:.3f}, now {:.3f}); refresh the token",
+                      "(Unix time {:.3f}, now {:.3f}); refresh the token",
                       token.username(), token.expiration_time(), *expiration, now);
   }
   return ok_status();
@@ -264,14 +246,14 @@ std::size_t NonceWindow::size(double now) { return nonces_.size(now); }
 TokenAuthorizer::TokenAuthorizer(Ed25519PrivateKey local_key, std::shared_ptr<TokenIssuer> issuer,
                                  NonceSource next_nonce)
     : local_key_(std::move(local_key)),
+      peer_id_(messages::PeerId::from_public_key(local_key_.public_key()).bytes()),
       issuer_(std::move(issuer)),
       next_nonce_(std::move(next_nonce)) {}
 
 Result<pb::AccessToken> TokenAuthorizer::token(double now) {
   if (!issuer_) {
     return make_error(errc::invalid_argument,
-                      "TokenAuthorizer: expected a token issuer, got none; construct it with "
-                      "one");
+                      "TokenAuthorizer: expected a token issuer, got none; construct it with one");
   }
   if (!token_ || issuer_->does_token_need_refreshing(now, *token_)) {
     auto fresh = issuer_->get_token(now);
@@ -279,8 +261,7 @@ Result<pb::AccessToken> TokenAuthorizer::token(double now) {
     if (fresh->public_key() != public_key().bytes()) {
       return make_error(errc::invalid_argument,
                         "TokenAuthorizer: expected a token for this node's key, got one for "
-                        "another {}-byte key (user \"{}\"); give the issuer this node's public "
-                        "key",
+                        "another {}-byte key (user \"{}\"); give the issuer this node's public key",
                         fresh->public_key().size(), fresh->username());
     }
     token_ = std::move(*fresh);
@@ -288,9 +269,64 @@ Result<pb::AccessToken> TokenAuthorizer::token(double now) {
   return *token_;
 }
 
-Status TokenAuthorizer::sign_request_auth(double now, pb::RequestAuthInfo& auth,
-                                          std::string_view service_public_key,
-                                          const SerializeUnsigned& serialize_unsigned) {
+namespace {
+
+/// Appends `field` to `out` behind its length (4 bytes, little-endian).
+void put_field(std::string& out, std::string_view field) {
+  const auto n = static_cast<std::uint32_t>(field.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out.append(field.data(), field.size());
+}
+
+/// The 8 bytes of `value`'s IEEE-754 representation, little-endian.
+std::string double_bytes(double value) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((bits >> (8 * i)) & 0xff);
+  return out;
+}
+
+/// The raw Ed25519 key of the PeerID bytes `peer_id`, or "" when it inlines none.
+std::string key_of_peer(std::string_view peer_id) {
+  if (peer_id.empty()) return {};
+  auto id = messages::PeerId::from_bytes(peer_id);
+  if (!id) return {};
+  auto key = id->public_key();
+  return key ? key->bytes() : std::string();
+}
+
+/// "request to 'h' from <PeerID>" for error messages.
+std::string describe(const char* what, const CallParties& call) {
+  auto id = messages::PeerId::from_bytes(call.caller);
+  return fmt::format("{} '{}' from {}", what, call.handle, id ? id->to_string() : std::string("an unnamed caller"));
+}
+
+}  // namespace
+
+std::string request_statement(const CallParties& call, const pb::RequestAuthInfo& auth) {
+  std::string out;
+  put_field(out, "apiary.rpc.request/1");
+  put_field(out, call.handle);
+  put_field(out, call.caller);
+  put_field(out, auth.service_public_key());
+  put_field(out, double_bytes(auth.time()));
+  put_field(out, auth.nonce());
+  put_field(out, auth.client_access_token().public_key());
+  return out;
+}
+
+std::string response_statement(const CallParties& call, const pb::ResponseAuthInfo& auth) {
+  std::string out;
+  put_field(out, "apiary.rpc.response/1");
+  put_field(out, call.handle);
+  put_field(out, call.caller);
+  put_field(out, auth.nonce());
+  put_field(out, auth.service_access_token().public_key());
+  return out;
+}
+
+Result<pb::RequestAuthInfo> TokenAuthorizer::sign_request(double now, const CallParties& call) {
   auto current = token(now);
   if (!current) return current.error();
   std::string nonce = next_nonce_ ? next_nonce_() : std::string();
@@ -300,201 +336,144 @@ Status TokenAuthorizer::sign_request_auth(double now, pb::RequestAuthInfo& auth,
                       "fix the NonceSource given to TokenAuthorizer",
                       k_auth_nonce_size, nonce.size());
   }
+  pb::RequestAuthInfo auth;
   *auth.mutable_client_access_token() = std::move(*current);
-  auth.set_service_public_key(std::string(service_public_key));
+  auth.set_service_public_key(key_of_peer(call.callee));
   auth.set_time(now);
   auth.set_nonce(std::move(nonce));
-  return sign_into(auth, serialize_unsigned);
+  auto signature = local_key_.sign(request_statement(call, auth));
+  if (!signature) return signature.error();
+  auth.set_signature(std::move(*signature));
+  return auth;
 }
 
-Status TokenAuthorizer::check_signed(double now, const pb::AccessToken& token,
-                                     std::string_view message, std::string_view signature,
-                                     const char* what) const {
+Status TokenAuthorizer::check_signed(double now, const pb::AccessToken& token, std::string_view statement,
+                                     std::string_view signature, const std::string& what) const {
   if (signature.empty()) {
     return make_error(errc::malformed,
-                      "{}: expected an auth signature, got none; the sender must sign with an "
-                      "authorizer",
-                      what);
+                      "{}: expected an auth signature, got none; the sender must sign with an authorizer", what);
   }
   if (!issuer_) {
     return make_error(errc::invalid_argument,
-                      "TokenAuthorizer: expected a token issuer, got none; construct it with "
-                      "one");
+                      "TokenAuthorizer: expected a token issuer, got none; construct it with one");
   }
   auto valid = issuer_->is_token_valid(now, token);
-  if (!valid) {
-    return Error{valid.error().code, fmt::format("{}: {}", what, valid.error().message)};
-  }
+  if (!valid) return Error{valid.error().code, fmt::format("{}: {}", what, valid.error().message)};
   auto holder = token_key(token);
-  if (!holder) return holder.error();
-  if (!holder->verify(message, signature)) {
+  if (!holder) return Error{holder.error().code, fmt::format("{}: {}", what, holder.error().message)};
+  if (!holder->verify(statement, signature)) {
     return make_error(errc::crypto,
-                      "{}: expected a signature by the key in the access token of \"{}\", got "
-                      "one that does not verify (tampered or signed by another key); drop it",
+                      "{}: expected a signature by the key in the access token of \"{}\", got one "
+                      "that does not verify (tampered or signed by another key); drop it",
                       what, token.username());
   }
   return ok_status();
 }
 
-Status TokenAuthorizer::validate_request_auth(double now, const pb::RequestAuthInfo& auth,
-                                              std::string_view unsigned_request) {
-  // The token is valid and its holder signed the whole request.
-  auto signed_ok = check_signed(now, auth.client_access_token(), unsigned_request,
-                                auth.signature(), "request");
-  if (!signed_ok) return signed_ok;
-  // The client meant this service (or any).
-  if (!auth.service_public_key().empty() &&
-      auth.service_public_key() != public_key().bytes()) {
+Status TokenAuthorizer::check_request(double now, const CallParties& call, const pb::RequestAuthInfo& auth) {
+  const std::string what = describe("request to", call);
+  if (!auth.has_client_access_token()) {
     return make_error(errc::protocol,
-                      "request: expected service_public_key empty or this service's key, got "
-                      "another {}-byte key; the client addressed another service",
-                      auth.service_public_key().size());
+                      "{}: expected an access token, got none; this service admits only members of its "
+                      "swarm (start the caller with the swarm's authority)",
+                      what);
+  }
+  // The token is valid and its holder signed this call's statement.
+  if (auto ok = check_signed(now, auth.client_access_token(), request_statement(call, auth), auth.signature(),
+                             what);
+      !ok) {
+    return ok;
+  }
+  // The token holder is the caller the connection named (proved, when encrypted).
+  const auto holder_key = Ed25519PublicKey::from_bytes(auth.client_access_token().public_key());
+  if (!holder_key || messages::PeerId::from_public_key(*holder_key).bytes() != call.caller) {
+    return make_error(errc::protocol,
+                      "{}: expected the token of the calling peer, got the token of \"{}\", another peer; a "
+                      "request is valid only from its signer",
+                      what, auth.client_access_token().username());
+  }
+  // The caller meant this service (or any).
+  if (!auth.service_public_key().empty() && auth.service_public_key() != public_key().bytes()) {
+    return make_error(errc::protocol,
+                      "{}: expected service_public_key empty or this service's key, got another {}-byte key; "
+                      "the caller addressed another service",
+                      what, auth.service_public_key().size());
   }
   // It was signed recently by the service's clock.
   if (!(std::fabs(auth.time() - now) <= k_auth_max_clock_skew)) {  // false for NaN
     return make_error(errc::protocol,
-                      "request: expected auth.time within {} s of now {:.3f}, got {}; sync the "
-                      "client's clock",
-                      k_auth_max_clock_skew, now, auth.time());
+                      "{}: expected auth.time within {} s of now {:.3f}, got {}; sync the caller's clock",
+                      what, k_auth_max_clock_skew, now, auth.time());
   }
   // The nonce is fresh: not seen within the nonce lifetime.
-  if (auth.nonce().size() < k_auth_min_nonce_size ||
-      auth.nonce().size() > k_auth_max_nonce_size) {
+  if (auth.nonce().size() < k_auth_min_nonce_size || auth.nonce().size() > k_auth_max_nonce_size) {
     return make_error(errc::malformed,
-                      "request: expected a nonce of {} to {} bytes, got {}; draw {} random "
-                      "bytes per request",
-                      k_auth_min_nonce_size, k_auth_max_nonce_size, auth.nonce().size(),
-                      k_auth_nonce_size);
+                      "{}: expected a nonce of {} to {} bytes, got {}; draw {} random bytes per request", what,
+                      k_auth_min_nonce_size, k_auth_max_nonce_size, auth.nonce().size(), k_auth_nonce_size);
   }
   if (!recent_nonces_.remember(now, auth.nonce())) {
     return make_error(errc::protocol,
-                      "request: expected a nonce not used in the last {} s, got a repeated "
-                      "one (a replayed request); sign each request afresh",
-                      k_auth_nonce_lifetime);
+                      "{}: expected a nonce not used in the last {} s, got a repeated one (a replayed "
+                      "request); sign each request afresh",
+                      what, k_auth_nonce_lifetime);
   }
   return ok_status();
 }
 
-Status TokenAuthorizer::sign_response_auth(double now, pb::ResponseAuthInfo& auth,
-                                           const pb::RequestAuthInfo& request_auth,
-                                           const SerializeUnsigned& serialize_unsigned) {
+Result<pb::ResponseAuthInfo> TokenAuthorizer::sign_response(double now, const CallParties& call,
+                                                           const pb::RequestAuthInfo& request) {
   auto current = token(now);
   if (!current) return current.error();
+  pb::ResponseAuthInfo auth;
   *auth.mutable_service_access_token() = std::move(*current);
-  auth.set_nonce(request_auth.nonce());
-  return sign_into(auth, serialize_unsigned);
+  auth.set_nonce(request.nonce());
+  auto signature = local_key_.sign(response_statement(call, auth));
+  if (!signature) return signature.error();
+  auth.set_signature(std::move(*signature));
+  return auth;
 }
 
-Status TokenAuthorizer::validate_response_auth(double now, const pb::ResponseAuthInfo& auth,
-                                               const pb::RequestAuthInfo& request_auth,
-                                               std::string_view unsigned_response) {
-  // The token is valid and its holder signed the whole response.
-  auto signed_ok = check_signed(now, auth.service_access_token(), unsigned_response,
-                                auth.signature(), "response");
-  if (!signed_ok) return signed_ok;
-  // It answers our request: the nonce is echoed.
-  if (auth.nonce() != request_auth.nonce()) {
+Status TokenAuthorizer::check_response(double now, const CallParties& call, const pb::RequestAuthInfo& request,
+                                       const pb::ResponseAuthInfo& auth) {
+  const std::string what = fmt::format("response of '{}'", call.handle);
+  if (!auth.has_service_access_token()) {
     return make_error(errc::protocol,
-                      "response: expected the request's {}-byte nonce echoed, got another {}-byte "
-                      "nonce; it answers a different request",
-                      request_auth.nonce().size(), auth.nonce().size());
+                      "{}: expected the service's access token, got none; the service is not a member of "
+                      "this swarm (or runs without authorization)",
+                      what);
+  }
+  // The token is valid and its holder signed the answer.
+  if (auto ok = check_signed(now, auth.service_access_token(), response_statement(call, auth), auth.signature(),
+                             what);
+      !ok) {
+    return ok;
+  }
+  // It answers our request: the nonce is echoed.
+  if (auth.nonce() != request.nonce()) {
+    return make_error(errc::protocol,
+                      "{}: expected the request's {}-byte nonce echoed, got another {}-byte nonce; it "
+                      "answers a different request",
+                      what, request.nonce().size(), auth.nonce().size());
   }
   // It comes from the service the request named, if it named one.
-  if (!request_auth.service_public_key().empty() &&
-      auth.service_access_token().public_key() != request_auth.service_public_key()) {
+  if (!request.service_public_key().empty() &&
+      auth.service_access_token().public_key() != request.service_public_key()) {
     return make_error(errc::protocol,
-                      "response: expected a token for the service_public_key the request "
-                      "named, got a token of \"{}\" for another key; ignore this response",
-                      auth.service_access_token().username());
+                      "{}: expected a token for the service the request named, got the token of \"{}\" for "
+                      "another key; ignore this response",
+                      what, auth.service_access_token().username());
   }
   return ok_status();
 }
 
-namespace {
-
-/// Runs `action` with the message types of `handle`: action(Request{}, Response{}, name).
-template <class Action>
-Result<std::string> for_handle(const std::string& handle, Action&& action) {
-  if (handle == k_ping_handle) return action(pb::PingRequest{}, pb::PingResponse{}, "Ping");
-  if (handle == k_store_handle) return action(pb::StoreRequest{}, pb::StoreResponse{}, "Store");
-  if (handle == k_find_handle) return action(pb::FindRequest{}, pb::FindResponse{}, "Find");
-  return make_error(errc::not_found,
-                    "authorization: expected one of the handles {}, {}, {}, got \"{}\"; only "
-                    "DHTProtocol RPCs carry auth",
-                    k_ping_handle, k_store_handle, k_find_handle, handle);
+Result<std::shared_ptr<TokenAuthorizer>> shared_authority_authorizer(const Ed25519PrivateKey& authority,
+                                                                     const Ed25519PrivateKey& local_key,
+                                                                     const std::string& username,
+                                                                     NonceSource next_nonce) {
+  auto issuer = AuthorityTokenIssuer::create(authority, username, local_key.public_key());
+  if (!issuer) return issuer.error();
+  return std::make_shared<TokenAuthorizer>(local_key, std::make_shared<AuthorityTokenIssuer>(std::move(*issuer)),
+                                           std::move(next_nonce));
 }
 
-/// Parses `bytes` into `message`, or a malformed error naming the type.
-Status parse_into(google::protobuf::MessageLite& message, const std::string& bytes,
-                  const char* name, const char* kind) {
-  if (message.ParseFromString(bytes)) return ok_status();
-  return make_error(errc::malformed,
-                    "authorization: expected a serialized {}{}, got {} bytes that do not "
-                    "parse; pass the bytes of that message",
-                    name, kind, bytes.size());
-}
-
-/// Signing or validating a response: the response bytes as they are when there is no
-/// authorizer; else `handle`'s request and response parsed, step(request, response) (a
-/// Status), and the response bytes, re-serialized when `reserialize` (step changed it).
-template <class Step>
-Result<std::string> on_response(Authorizer* authorizer, const std::string& handle,
-                                const std::string& request_bytes,
-                                const std::string& response_bytes, bool reserialize, Step&& step) {
-  if (authorizer == nullptr) return response_bytes;
-  return for_handle(handle, [&](auto request, auto response,
-                                const char* name) -> Result<std::string> {
-    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
-    if (auto s = parse_into(response, response_bytes, name, "Response"); !s) return s.error();
-    if (auto s = step(request, response); !s) return s.error();
-    if (reserialize) return serialize_deterministic(response);
-    return response_bytes;
-  });
-}
-
-}  // namespace
-
-Result<std::string> sign_outbound_request(Authorizer* authorizer, double now,
-                                          const std::string& handle,
-                                          const std::string& request_bytes,
-                                          std::string_view service_public_key) {
-  if (authorizer == nullptr) return request_bytes;
-  return for_handle(handle, [&](auto request, auto, const char* name) -> Result<std::string> {
-    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
-    if (auto s = authorizer->sign_request(now, request, service_public_key); !s) return s.error();
-    return serialize_deterministic(request);
-  });
-}
-
-Result<std::string> authorize_inbound(Authorizer* authorizer, double now,
-                                      const std::string& handle,
-                                      const std::string& request_bytes) {
-  if (authorizer == nullptr) return request_bytes;
-  return for_handle(handle, [&](auto request, auto, const char* name) -> Result<std::string> {
-    if (auto s = parse_into(request, request_bytes, name, "Request"); !s) return s.error();
-    if (auto s = authorizer->validate_request(now, request); !s) return s.error();
-    return request_bytes;
-  });
-}
-
-Result<std::string> sign_outbound_response(Authorizer* authorizer, double now,
-                                           const std::string& handle,
-                                           const std::string& request_bytes,
-                                           const std::string& response_bytes) {
-  return on_response(authorizer, handle, request_bytes, response_bytes, /*reserialize=*/true,
-                     [&](const auto& request, auto& response) {
-                       return authorizer->sign_response(now, response, request);
-                     });
-}
-
-Result<std::string> validate_inbound_response(Authorizer* authorizer, double now,
-                                              const std::string& handle,
-                                              const std::string& request_bytes,
-                                              const std::string& response_bytes) {
-  return on_response(authorizer, handle, request_bytes, response_bytes, /*reserialize=*/false,
-                     [&](const auto& request, const auto& response) {
-                       return authorizer->validate_response(now, response, request);
-                     });
-}
-
-}  // namespace apiary::core::dht
+}  // namespace apiary::core::rpc

@@ -40,6 +40,7 @@
 ///   response is accepted only from a token holding that key (upstream does not check).
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,12 @@ inline constexpr std::size_t k_auth_max_nonce_size = 64;
 inline constexpr double k_token_refresh_margin = 60.0;
 /// Lifetime of the tokens AuthorityTokenIssuer mints by default, seconds.
 inline constexpr double k_default_token_lifetime = 600.0;
+/// How long a TokenAuthorizer believes a peer's token it found valid without asking its
+/// issuer again, seconds (never past the token's expiration): a token its issuer stops
+/// accepting is refused at most this long after.
+inline constexpr double k_token_belief = 60.0;
+/// Most peers' tokens a TokenAuthorizer remembers as valid.
+inline constexpr std::size_t k_max_believed_tokens = 4096;
 
 /// Unix seconds as naive ISO-8601 UTC with microseconds, "2026-11-30T15:38:46.123456",
 /// the AccessToken.expiration_time form. Errors: errc::invalid_argument outside years
@@ -196,7 +203,9 @@ using NonceSource = std::function<std::string()>;
 [[nodiscard]] std::string response_statement(const CallParties& call, const pb::ResponseAuthInfo& auth);
 
 /// hivemind's TokenAuthorizerBase: signs with the local Ed25519 key under a token from a
-/// TokenIssuer, checks peers' tokens with the same issuer, and rejects replays.
+/// TokenIssuer, checks peers' tokens with the same issuer, and rejects replays. A peer's
+/// token found valid is believed for k_token_belief seconds (or until it expires), so a
+/// call costs one signature check on each side, not two.
 class TokenAuthorizer final : public Authorizer {
  public:
   /// An authorizer signing with `local_key`, holding tokens from `issuer` (non-null),
@@ -226,7 +235,10 @@ class TokenAuthorizer final : public Authorizer {
   /// OK iff `token` is valid at `now` and `signature` is its holder's over `statement`;
   /// errors name `what` ("request to 'h'", "response of 'h'").
   Status check_signed(double now, const pb::AccessToken& token, std::string_view statement,
-                      std::string_view signature, const std::string& what) const;
+                      std::string_view signature, const std::string& what);
+  /// OK iff the issuer finds `token` valid at `now`, or did so within k_token_belief
+  /// seconds and it has not expired.
+  Status check_token(double now, const pb::AccessToken& token);
 
   messages::Ed25519PrivateKey local_key_;
   std::string peer_id_;
@@ -234,6 +246,8 @@ class TokenAuthorizer final : public Authorizer {
   NonceSource next_nonce_;
   std::optional<pb::AccessToken> token_;
   NonceWindow recent_nonces_;
+  /// Peers' tokens found valid (serialized) -> the time until which they are believed.
+  std::map<std::string, double> believed_;
 };
 
 /// A TokenAuthorizer for `local_key` in a swarm whose members share the authority key

@@ -71,12 +71,14 @@ class CountingIssuer final : public TokenIssuer {
     return inner_->get_token(now);
   }
   Status is_token_valid(double now, const pb::AccessToken& token) const override {
+    ++checks;
     return inner_->is_token_valid(now, token);
   }
   bool does_token_need_refreshing(double now, const pb::AccessToken& token) const override {
     return inner_->does_token_need_refreshing(now, token);
   }
   int calls = 0;
+  mutable int checks = 0;
 
  private:
   std::shared_ptr<TokenIssuer> inner_;
@@ -363,4 +365,33 @@ TEST_CASE("a token is refreshed only when it nears expiry", "[auth]") {
   // An issuer whose tokens name another key is a configuration error, caught at signing.
   TokenAuthorizer mismatched{s.mallory_key, issuer_for(s.authority, "alice", s.alice_key), counter_nonces('x')};
   require_error(mismatched.sign_request(k_t0, call).error(), errc::invalid_argument, "key");
+}
+
+TEST_CASE("a peer's token found valid is believed for a while, never past its expiration", "[auth]") {
+  Swarm s;
+  auto counting = std::make_shared<CountingIssuer>(issuer_for(s.authority, "bob", s.bob_key));
+  TokenAuthorizer bob{s.bob_key, counting, counter_nonces('b')};
+  const rpc::CallParties call{"apiary.Ping.rpc_ping", peer_of(s.alice_key), {}};
+  for (int i = 0; i < 3; ++i) {
+    auto request = s.alice.sign_request(k_t0 + i, call);
+    REQUIRE(request.ok());
+    CHECK(bob.check_request(k_t0 + i, call, *request).ok());
+  }
+  CHECK(counting->checks == 1);  // the token was checked once, each signature every time
+  auto later = s.alice.sign_request(k_t0 + rpc::k_token_belief + 1, call);
+  REQUIRE(later.ok());
+  CHECK(bob.check_request(k_t0 + rpc::k_token_belief + 1, call, *later).ok());
+  CHECK(counting->checks == 2);  // believed no longer than k_token_belief
+
+  // A token that expires is refused from then on, believed or not.
+  auto short_lived = rpc::issue_access_token(s.authority, "alice", s.alice_key.public_key(), k_t0 + 10);
+  REQUIRE(short_lived.ok());
+  TokenAuthorizer alice{s.alice_key, std::make_shared<FixedTokenIssuer>(*short_lived, s.authority.public_key()),
+                        counter_nonces('t')};
+  auto before = alice.sign_request(k_t0, call);
+  REQUIRE(before.ok());
+  CHECK(bob.check_request(k_t0, call, *before).ok());
+  auto after = alice.sign_request(k_t0 + 10.5, call);
+  REQUIRE(after.ok());
+  require_error(bob.check_request(k_t0 + 10.5, call, *after), errc::protocol, "expired");
 }

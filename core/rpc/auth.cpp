@@ -349,93 +349,92 @@ Result<pb::RequestAuthInfo> TokenAuthorizer::sign_request(double now, const Call
   return auth;
 }
 
-Status TokenAuthorizer::check_token(double now, const pb::AccessToken& token) {
+Result<Ed25519PublicKey> TokenAuthorizer::believe(double now, const pb::AccessToken& token) {
   std::string key = token.SerializeAsString();
   if (auto it = believed_.find(key); it != believed_.end()) {
-    if (now <= it->second) return ok_status();
+    if (now <= it->second.until) return it->second.holder;
     believed_.erase(it);
   }
   auto valid = issuer_->is_token_valid(now, token);
-  if (!valid) return valid;
+  if (!valid) return valid.error();
+  auto holder = token_key(token);
+  if (!holder) return holder.error();
   auto expiration = parse_iso_time(token.expiration_time());
-  if (!expiration) return ok_status();  // valid by its issuer's rules, but not for long
+  if (!expiration) return holder;  // valid by its issuer's rules, but not to be remembered
   if (believed_.size() >= k_max_believed_tokens) {
-    for (auto it = believed_.begin(); it != believed_.end();) it = it->second < now ? believed_.erase(it) : std::next(it);
+    for (auto it = believed_.begin(); it != believed_.end();) {
+      it = it->second.until < now ? believed_.erase(it) : std::next(it);
+    }
     if (believed_.size() >= k_max_believed_tokens) believed_.clear();
   }
-  believed_.emplace(std::move(key), std::min(*expiration, now + k_token_belief));
-  return ok_status();
+  believed_.emplace(std::move(key), Believed{std::min(*expiration, now + k_token_belief), *holder});
+  return holder;
 }
 
-Status TokenAuthorizer::check_signed(double now, const pb::AccessToken& token, std::string_view statement,
-                                     std::string_view signature, const std::string& what) {
+Result<Ed25519PublicKey> TokenAuthorizer::check_signed(double now, const pb::AccessToken& token,
+                                                       std::string_view statement, std::string_view signature,
+                                                       const std::function<std::string()>& what) {
   if (signature.empty()) {
     return make_error(errc::malformed,
-                      "{}: expected an auth signature, got none; the sender must sign with an authorizer", what);
+                      "{}: expected an auth signature, got none; the sender must sign with an authorizer", what());
   }
   if (!issuer_) {
     return make_error(errc::invalid_argument,
                       "TokenAuthorizer: expected a token issuer, got none; construct it with one");
   }
-  auto valid = check_token(now, token);
-  if (!valid) return Error{valid.error().code, fmt::format("{}: {}", what, valid.error().message)};
-  auto holder = token_key(token);
-  if (!holder) return Error{holder.error().code, fmt::format("{}: {}", what, holder.error().message)};
+  auto holder = believe(now, token);
+  if (!holder) return Error{holder.error().code, fmt::format("{}: {}", what(), holder.error().message)};
   if (!holder->verify(statement, signature)) {
     return make_error(errc::crypto,
                       "{}: expected a signature by the key in the access token of \"{}\", got one "
                       "that does not verify (tampered or signed by another key); drop it",
-                      what, token.username());
+                      what(), token.username());
   }
-  return ok_status();
+  return holder;
 }
 
 Status TokenAuthorizer::check_request(double now, const CallParties& call, const pb::RequestAuthInfo& auth) {
-  const std::string what = describe("request to", call);
+  const auto what = [&call] { return describe("request to", call); };
   if (!auth.has_client_access_token()) {
     return make_error(errc::protocol,
                       "{}: expected an access token, got none; this service admits only members of its "
                       "swarm (start the caller with the swarm's authority)",
-                      what);
+                      what());
   }
   // The token is valid and its holder signed this call's statement.
-  if (auto ok = check_signed(now, auth.client_access_token(), request_statement(call, auth), auth.signature(),
-                             what);
-      !ok) {
-    return ok;
-  }
+  auto holder = check_signed(now, auth.client_access_token(), request_statement(call, auth), auth.signature(), what);
+  if (!holder) return holder.error();
   // The token holder is the caller the connection named (proved, when encrypted).
-  const auto holder_key = Ed25519PublicKey::from_bytes(auth.client_access_token().public_key());
-  if (!holder_key || messages::PeerId::from_public_key(*holder_key).bytes() != call.caller) {
+  if (messages::PeerId::from_public_key(*holder).bytes() != call.caller) {
     return make_error(errc::protocol,
                       "{}: expected the token of the calling peer, got the token of \"{}\", another peer; a "
                       "request is valid only from its signer",
-                      what, auth.client_access_token().username());
+                      what(), auth.client_access_token().username());
   }
   // The caller meant this service (or any).
   if (!auth.service_public_key().empty() && auth.service_public_key() != public_key().bytes()) {
     return make_error(errc::protocol,
                       "{}: expected service_public_key empty or this service's key, got another {}-byte key; "
                       "the caller addressed another service",
-                      what, auth.service_public_key().size());
+                      what(), auth.service_public_key().size());
   }
   // It was signed recently by the service's clock.
   if (!(std::fabs(auth.time() - now) <= k_auth_max_clock_skew)) {  // false for NaN
     return make_error(errc::protocol,
                       "{}: expected auth.time within {} s of now {:.3f}, got {}; sync the caller's clock",
-                      what, k_auth_max_clock_skew, now, auth.time());
+                      what(), k_auth_max_clock_skew, now, auth.time());
   }
   // The nonce is fresh: not seen within the nonce lifetime.
   if (auth.nonce().size() < k_auth_min_nonce_size || auth.nonce().size() > k_auth_max_nonce_size) {
     return make_error(errc::malformed,
-                      "{}: expected a nonce of {} to {} bytes, got {}; draw {} random bytes per request", what,
+                      "{}: expected a nonce of {} to {} bytes, got {}; draw {} random bytes per request", what(),
                       k_auth_min_nonce_size, k_auth_max_nonce_size, auth.nonce().size(), k_auth_nonce_size);
   }
   if (!recent_nonces_.remember(now, auth.nonce())) {
     return make_error(errc::protocol,
                       "{}: expected a nonce not used in the last {} s, got a repeated one (a replayed "
                       "request); sign each request afresh",
-                      what, k_auth_nonce_lifetime);
+                      what(), k_auth_nonce_lifetime);
   }
   return ok_status();
 }
@@ -455,25 +454,25 @@ Result<pb::ResponseAuthInfo> TokenAuthorizer::sign_response(double now, const Ca
 
 Status TokenAuthorizer::check_response(double now, const CallParties& call, const pb::RequestAuthInfo& request,
                                        const pb::ResponseAuthInfo& auth) {
-  const std::string what = fmt::format("response of '{}'", call.handle);
+  const auto what = [&call] { return fmt::format("response of '{}'", call.handle); };
   if (!auth.has_service_access_token()) {
     return make_error(errc::protocol,
                       "{}: expected the service's access token, got none; the service is not a member of "
                       "this swarm (or runs without authorization)",
-                      what);
+                      what());
   }
   // The token is valid and its holder signed the answer.
-  if (auto ok = check_signed(now, auth.service_access_token(), response_statement(call, auth), auth.signature(),
-                             what);
-      !ok) {
-    return ok;
+  if (auto holder = check_signed(now, auth.service_access_token(), response_statement(call, auth), auth.signature(),
+                                 what);
+      !holder) {
+    return holder.error();
   }
   // It answers our request: the nonce is echoed.
   if (auth.nonce() != request.nonce()) {
     return make_error(errc::protocol,
                       "{}: expected the request's {}-byte nonce echoed, got another {}-byte nonce; it "
                       "answers a different request",
-                      what, request.nonce().size(), auth.nonce().size());
+                      what(), request.nonce().size(), auth.nonce().size());
   }
   // It comes from the service the request named, if it named one.
   if (!request.service_public_key().empty() &&
@@ -481,7 +480,7 @@ Status TokenAuthorizer::check_response(double now, const CallParties& call, cons
     return make_error(errc::protocol,
                       "{}: expected a token for the service the request named, got the token of \"{}\" for "
                       "another key; ignore this response",
-                      what, auth.service_access_token().username());
+                      what(), auth.service_access_token().username());
   }
   return ok_status();
 }

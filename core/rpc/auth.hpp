@@ -232,13 +232,14 @@ class TokenAuthorizer final : public Authorizer {
                         const pb::ResponseAuthInfo& auth) override;
 
  private:
-  /// OK iff `token` is valid at `now` and `signature` is its holder's over `statement`;
-  /// errors name `what` ("request to 'h'", "response of 'h'").
-  Status check_signed(double now, const pb::AccessToken& token, std::string_view statement,
-                      std::string_view signature, const std::string& what);
-  /// OK iff the issuer finds `token` valid at `now`, or did so within k_token_belief
-  /// seconds and it has not expired.
-  Status check_token(double now, const pb::AccessToken& token);
+  /// The holder key of `token` if it is valid at `now` and `signature` is its holder's
+  /// over `statement`; errors begin with what(), the call named ("request to 'h' from X").
+  Result<messages::Ed25519PublicKey> check_signed(double now, const pb::AccessToken& token,
+                                                  std::string_view statement, std::string_view signature,
+                                                  const std::function<std::string()>& what);
+  /// The holder key of `token` if the issuer finds it valid at `now`, or did so within
+  /// k_token_belief seconds and it has not expired.
+  Result<messages::Ed25519PublicKey> believe(double now, const pb::AccessToken& token);
 
   messages::Ed25519PrivateKey local_key_;
   std::string peer_id_;
@@ -246,8 +247,13 @@ class TokenAuthorizer final : public Authorizer {
   NonceSource next_nonce_;
   std::optional<pb::AccessToken> token_;
   NonceWindow recent_nonces_;
-  /// Peers' tokens found valid (serialized) -> the time until which they are believed.
-  std::map<std::string, double> believed_;
+  /// A peer's token found valid: until when it is believed, and its holder's key.
+  struct Believed {
+    double until = 0;
+    messages::Ed25519PublicKey holder;
+  };
+  /// Peers' tokens found valid, by their serialization.
+  std::map<std::string, Believed> believed_;
 };
 
 /// A TokenAuthorizer for `local_key` in a swarm whose members share the authority key

@@ -105,6 +105,9 @@ class Gateway final : private transport::Handler {
   /// errors naming the call and why, and the connection goes on. Replaces an earlier
   /// authorizer of the same identity; null `authorizer` does nothing.
   void authorize(std::shared_ptr<core::rpc::Authorizer> authorizer);
+  /// Stops authorizing the identity with PeerID bytes `peer_id` (a node leaving a shared
+  /// gateway): its calls leave unsigned and its handles check nothing.
+  void deauthorize(const std::string& peer_id);
   /// Whether the transport runs plaintext (Config::insecure).
   bool insecure() const { return insecure_; }
   /// Stops the transport; calls in flight end with errors. Idempotent.

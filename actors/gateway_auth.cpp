@@ -17,6 +17,10 @@ void Gateway::authorize(std::shared_ptr<core::rpc::Authorizer> authorizer) {
   });
 }
 
+void Gateway::deauthorize(const std::string& peer_id) {
+  run_on_thread([this, peer_id] { authorizers_.erase(peer_id); });
+}
+
 double Gateway::wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

@@ -110,6 +110,7 @@ Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std:
   // connections prove it.
   rt->gateway_->prove_identity(*key);
   if (auto ok = authorize(*rt->gateway_, *key, authorization); !ok) return ok.error();
+  rt->authorized_ = authorization.on();
   auto bound = bound_address(*rt->gateway_, rt->peer_id_);
   if (!bound) return bound.error();
   rt->address_ = *bound;
@@ -123,6 +124,11 @@ core::TimePoint Runtime::now() const { return actors::core_now(); }
 
 void Runtime::stop() {
   if (gateway_ && own_gateway_) gateway_->stop();
+  // An attached identity leaves the shared gateway: its authorizer goes with it.
+  if (gateway_ && !own_gateway_ && authorized_) {
+    gateway_->deauthorize(peer_id_.bytes());
+    authorized_ = false;
+  }
 }
 
 }  // namespace apiary

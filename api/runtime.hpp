@@ -106,6 +106,7 @@ class Runtime {
   caf::actor_system* system_ = nullptr;
   std::shared_ptr<actors::Gateway> gateway_;
   bool own_gateway_ = true;
+  bool authorized_ = false;  ///< an authorizer of this identity is on the gateway
   std::optional<messages::Ed25519PrivateKey> key_;
   messages::PeerId peer_id_;
   messages::Multiaddr address_;

@@ -452,3 +452,25 @@ TEST_CASE("the all-reduce's barrier and exchange serve members only, and member 
   CHECK(replicas[1]->leave(10s).ok());
   CHECK(left0.get().ok());
 }
+
+TEST_CASE("an identity attached to a shared gateway is authorized until it leaves", "[actor][auth]") {
+  Swarm s;
+  const std::string handle = "apiary.Test.rpc_echo";
+  auto served = actors::serve_unary(s.t.sys, s.server->gateway(), handle,
+                                    [](const core::rpc::Delivery& d) -> Result<Buffer> { return d.data; });
+  // A member's identity on the stranger's gateway (as the DHTs of a Python process share one).
+  auto attached = Runtime::attach(s.t.sys, s.stranger->gateway(), {}, s.authority.member());
+  REQUIRE(attached.ok());
+  const std::string as = (*attached)->peer_id().bytes();
+  const Buffer hello = Buffer::copy_of("hello");
+  auto call_as = [&](const std::string& caller) {
+    auto pending = actors::unary_call(*s.stranger->gateway(), s.server_addr(), handle, Payload(hello), 5000ms, caller);
+    auto answer = pending.answer.get();
+    return answer ? ok_status() : Status(answer.error());
+  };
+  CHECK(call_as(as).ok());
+  require_refused(call_as({}), "expected an access token");  // the gateway's own identity is no member
+  (*attached)->stop();
+  require_refused(call_as(as), "expected an access token");
+  caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
+}

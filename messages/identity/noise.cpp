@@ -229,22 +229,17 @@ Result<std::string> CipherState::decrypt_with_ad(std::string_view ad, std::strin
   return out;
 }
 
-// ---- Handshake ----------------------------------------------------------------------
+// ---- XX --------------------------------------------------------------------------
 
-struct Handshake::State {
-  State(bool init, Ed25519PrivateKey id) : initiator(init), identity(std::move(id)) {}
+struct XxHandshake::State {
+  explicit State(bool init) : initiator(init) {}
   bool initiator;
   int step = 0;  ///< messages written or read so far (0..3)
-  Ed25519PrivateKey identity;
-  std::string listen_addr;
   PkeyPtr s{nullptr, &EVP_PKEY_free};
   PkeyPtr e{nullptr, &EVP_PKEY_free};
   std::string s_pub, e_pub, rs, re;
-  std::string signed_static;  ///< when set, what the identity signs instead of s_pub (tests)
   std::string ck, h;
   CipherState cs;
-  std::optional<PeerId> remote;
-  std::string remote_listen;
 
   void mix_hash(std::string_view data) { h = sha256(h, data); }
   void mix_key(std::string_view ikm) {
@@ -269,24 +264,156 @@ struct Handshake::State {
     if (p) mix_hash(c);
     return p;
   }
-  /// The static key sealed, DH(s, re) mixed in (es for the responder, se for the
-  /// initiator), then the sealed identity payload: the tail of messages 2 and 3.
-  Status write_static(std::string& out) {
+  /// Our static key sealed, DH(s, re) mixed in (es for the responder, se for the
+  /// initiator), then the sealed payload: the tail of messages 2 and 3.
+  Status write_static(std::string& out, std::string_view payload) {
     auto sealed_s = encrypt_and_hash(s_pub);
     if (!sealed_s) return sealed_s.error();
     out += *sealed_s;
     if (auto r = mix_dh(s.get(), re); !r) return r.error();
-    auto plain = payload();
-    if (!plain) return plain.error();
-    auto sealed_p = encrypt_and_hash(*plain);
+    auto sealed_p = encrypt_and_hash(payload);
     if (!sealed_p) return sealed_p.error();
     out += *sealed_p;
     return ok_status();
   }
+};
+
+XxHandshake::XxHandshake(std::unique_ptr<State> s) : s_(std::move(s)) {}
+XxHandshake::~XxHandshake() = default;
+XxHandshake::XxHandshake(XxHandshake&&) noexcept = default;
+XxHandshake& XxHandshake::operator=(XxHandshake&&) noexcept = default;
+
+Result<XxHandshake> XxHandshake::create(bool initiator, std::string_view prologue, std::string_view static_private,
+                                        std::string_view ephemeral_private) {
+  auto s = static_private.empty() ? x25519_generate() : x25519_from_private(static_private);
+  if (!s) return s.error();
+  auto e = ephemeral_private.empty() ? x25519_generate() : x25519_from_private(ephemeral_private);
+  if (!e) return e.error();
+  auto st = std::make_unique<State>(initiator);
+  st->s = std::move(*s);
+  st->e = std::move(*e);
+  st->s_pub = x25519_public(st->s.get());
+  st->e_pub = x25519_public(st->e.get());
+  if (st->s_pub.empty() || st->e_pub.empty()) return openssl_error("reading an X25519 public key");
+  // The name fits in HASHLEN: h is the name padded with zeros.
+  st->h = std::string(k_protocol);
+  st->h.resize(k_hash_bytes, '\0');
+  st->ck = st->h;
+  st->mix_hash(prologue);
+  return XxHandshake(std::move(st));
+}
+
+bool XxHandshake::done() const { return s_->step == 3; }
+bool XxHandshake::my_turn() const { return s_->step < 3 && ((s_->step % 2 == 0) == s_->initiator); }
+int XxHandshake::step() const { return s_->step; }
+const std::string& XxHandshake::handshake_hash() const { return s_->h; }
+const std::string& XxHandshake::local_static() const { return s_->s_pub; }
+const std::string& XxHandshake::remote_static() const { return s_->rs; }
+
+Result<std::string> XxHandshake::write_message(std::string_view payload) {
+  State& st = *s_;
+  if (!my_turn()) {
+    return make_error(errc::protocol, "noise: handshake message {} is the peer's to send, not ours", st.step + 1);
+  }
+  std::string out;
+  if (st.step == 0) {  // -> e
+    out = st.e_pub;
+    st.mix_hash(st.e_pub);
+    auto p = st.encrypt_and_hash(payload);
+    if (!p) return p.error();
+    out += *p;
+  } else if (st.step == 1) {  // <- e, ee, s, es
+    out = st.e_pub;
+    st.mix_hash(st.e_pub);
+    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
+    if (auto r = st.write_static(out, payload); !r) return r.error();
+  } else if (auto r = st.write_static(out, payload); !r) {  // -> s, se
+    return r.error();
+  }
+  if (out.size() > k_max_message_bytes) {
+    return make_error(errc::invalid_argument, "noise: handshake message {} would be {} bytes, over {}", st.step + 1,
+                      out.size(), k_max_message_bytes);
+  }
+  ++st.step;
+  return out;
+}
+
+Result<std::string> XxHandshake::read_message(std::string_view m) {
+  State& st = *s_;
+  if (st.step >= 3 || my_turn()) {
+    return make_error(errc::protocol, "noise: got a handshake message where message {} was ours to send",
+                      st.step + 1);
+  }
+  if (m.size() > k_max_message_bytes) {
+    return make_error(errc::malformed, "noise: a handshake message of {} bytes exceeds {}", m.size(),
+                      k_max_message_bytes);
+  }
+  const std::size_t sealed_key = k_dh_bytes + k_tag_bytes;
+  Result<std::string> payload = std::string();
+  if (st.step == 0) {  // -> e
+    if (m.size() < k_dh_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 1 is {} bytes, shorter than its key", m.size());
+    }
+    st.re = std::string(m.substr(0, k_dh_bytes));
+    st.mix_hash(st.re);
+    payload = st.decrypt_and_hash(m.substr(k_dh_bytes));
+  } else if (st.step == 1) {  // <- e, ee, s, es
+    if (m.size() < k_dh_bytes + sealed_key + k_tag_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 2 is {} bytes, shorter than its keys", m.size());
+    }
+    st.re = std::string(m.substr(0, k_dh_bytes));
+    st.mix_hash(st.re);
+    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
+    auto rs = st.decrypt_and_hash(m.substr(k_dh_bytes, sealed_key));
+    if (!rs) return make_error(errc::crypto, "noise: handshake message 2: {}", rs.error().message);
+    st.rs = std::move(*rs);
+    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
+    payload = st.decrypt_and_hash(m.substr(k_dh_bytes + sealed_key));
+  } else {  // -> s, se
+    if (m.size() < sealed_key + k_tag_bytes) {
+      return make_error(errc::malformed, "noise: handshake message 3 is {} bytes, shorter than its key", m.size());
+    }
+    auto rs = st.decrypt_and_hash(m.substr(0, sealed_key));
+    if (!rs) return make_error(errc::crypto, "noise: handshake message 3: {}", rs.error().message);
+    st.rs = std::move(*rs);
+    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
+    payload = st.decrypt_and_hash(m.substr(sealed_key));
+  }
+  if (!payload) return make_error(errc::crypto, "noise: handshake message {}: {}", st.step + 1, payload.error().message);
+  ++st.step;
+  return payload;
+}
+
+Result<std::pair<CipherState, CipherState>> XxHandshake::split() {
+  State& st = *s_;
+  if (!done()) return make_error(errc::protocol, "noise: the handshake is not finished");
+  auto [k1, k2] = hkdf2(st.ck, {});
+  std::pair<CipherState, CipherState> out;
+  // k1 carries initiator → responder, k2 the other way.
+  out.first.initialize_key(st.initiator ? k1 : k2);
+  out.second.initialize_key(st.initiator ? k2 : k1);
+  OPENSSL_cleanse(k1.data(), k1.size());
+  OPENSSL_cleanse(k2.data(), k2.size());
+  return out;
+}
+
+// ---- Handshake (libp2p's) -------------------------------------------------------------
+
+struct Handshake::State {
+  State(XxHandshake x, Ed25519PrivateKey id) : xx(std::move(x)), identity(std::move(id)) {}
+  XxHandshake xx;
+  Ed25519PrivateKey identity;
+  std::string listen_addr;
+  std::string signed_static;  ///< when set, what the identity signs instead of our static key (tests)
+  std::optional<PeerId> remote;
+  std::string remote_listen;
+
+  /// Our identity payload: the identity key and its signature of our static key.
   Result<std::string> payload() const {
     pb::NoiseHandshakePayload msg;
     msg.set_identity_key(encode_public_key_proto(identity.public_key()));
-    auto sig = identity.sign(std::string(k_static_key_prefix) + (signed_static.empty() ? s_pub : signed_static));
+    auto sig = identity.sign(std::string(k_static_key_prefix) +
+                             (signed_static.empty() ? xx.local_static() : signed_static));
     if (!sig) return sig.error();
     msg.set_identity_sig(*sig);
     msg.set_listen_addr(listen_addr);
@@ -299,7 +426,7 @@ struct Handshake::State {
     }
     auto key = decode_public_key_proto(msg.identity_key());
     if (!key) return make_error(key.error().code, "noise: the peer's identity key: {}", key.error().message);
-    if (!key->verify(std::string(k_static_key_prefix) + rs, msg.identity_sig())) {
+    if (!key->verify(std::string(k_static_key_prefix) + xx.remote_static(), msg.identity_sig())) {
       return make_error(errc::crypto,
                         "noise: the peer's signature does not bind its static key to identity {}; "
                         "it does not hold that identity's private key",
@@ -317,132 +444,54 @@ Handshake::Handshake(Handshake&&) noexcept = default;
 Handshake& Handshake::operator=(Handshake&&) noexcept = default;
 
 Result<Handshake> Handshake::create(bool initiator, const Ed25519PrivateKey& identity, std::string listen_addr) {
-  auto s = x25519_generate();
-  if (!s) return s.error();
-  auto e = x25519_generate();
-  if (!e) return e.error();
-  auto st = std::make_unique<State>(initiator, identity);
-  st->s = std::move(*s);
-  st->e = std::move(*e);
-  st->listen_addr = std::move(listen_addr);
-  st->s_pub = x25519_public(st->s.get());
-  st->e_pub = x25519_public(st->e.get());
-  if (st->s_pub.empty() || st->e_pub.empty()) return openssl_error("reading an X25519 public key");
-  // The name fits in HASHLEN: h is the name padded with zeros; the prologue is empty.
-  st->h = std::string(k_protocol);
-  st->h.resize(k_hash_bytes, '\0');
-  st->ck = st->h;
-  st->mix_hash({});
-  return Handshake(std::move(st));
+  return create_with_keys(initiator, identity, std::move(listen_addr), {}, {});
 }
 
 Result<Handshake> Handshake::create_with_keys(bool initiator, const Ed25519PrivateKey& identity,
                                               std::string listen_addr, std::string_view static_private,
                                               std::string_view ephemeral_private, std::string_view signed_static) {
-  auto hs = create(initiator, identity, std::move(listen_addr));
-  if (!hs) return hs.error();
-  auto s = x25519_from_private(static_private);
-  if (!s) return s.error();
-  auto e = x25519_from_private(ephemeral_private);
-  if (!e) return e.error();
-  State& st = *hs->s_;
-  st.s = std::move(*s);
-  st.e = std::move(*e);
-  st.s_pub = x25519_public(st.s.get());
-  st.e_pub = x25519_public(st.e.get());
-  st.signed_static = std::string(signed_static);
-  return hs;
+  // libp2p's prologue is empty.
+  auto xx = XxHandshake::create(initiator, {}, static_private, ephemeral_private);
+  if (!xx) return xx.error();
+  auto st = std::make_unique<State>(std::move(*xx), identity);
+  st->listen_addr = std::move(listen_addr);
+  st->signed_static = std::string(signed_static);
+  return Handshake(std::move(st));
 }
 
-bool Handshake::done() const { return s_->step == 3; }
+bool Handshake::done() const { return s_->xx.done(); }
 
-bool Handshake::my_turn() const { return s_->step < 3 && ((s_->step % 2 == 0) == s_->initiator); }
+bool Handshake::my_turn() const { return s_->xx.my_turn(); }
 
-std::string Handshake::handshake_hash() const { return s_->h; }
+std::string Handshake::handshake_hash() const { return s_->xx.handshake_hash(); }
 
 Result<std::string> Handshake::write_message() {
   State& st = *s_;
-  if (!my_turn()) {
-    return make_error(errc::protocol, "noise: handshake message {} is the peer's to send, not ours", st.step + 1);
-  }
-  std::string out;
-  if (st.step == 0) {  // -> e
-    out = st.e_pub;
-    st.mix_hash(st.e_pub);
-    auto p = st.encrypt_and_hash({});
-    if (!p) return p.error();
-    out += *p;
-  } else if (st.step == 1) {  // <- e, ee, s, es
-    out = st.e_pub;
-    st.mix_hash(st.e_pub);
-    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
-    if (auto r = st.write_static(out); !r) return r.error();  // s, es, payload
-  } else if (auto r = st.write_static(out); !r) {  // -> s, se, payload
-    return r.error();
-  }
-  ++st.step;
-  return out;
+  if (st.xx.step() == 0 || !st.xx.my_turn()) return st.xx.write_message({});  // -> e: no payload
+  auto payload = st.payload();
+  if (!payload) return payload.error();
+  return st.xx.write_message(*payload);
 }
 
 Status Handshake::read_message(std::string_view m) {
   State& st = *s_;
-  if (st.step >= 3 || my_turn()) {
-    return make_error(errc::protocol, "noise: got a handshake message where message {} was ours to send",
-                      st.step + 1);
+  const int step = st.xx.step();
+  if (step == 0 && !st.xx.my_turn() && m.size() != k_dh_bytes) {
+    return make_error(errc::malformed, "noise: handshake message 1 is {} bytes, expected {}", m.size(), k_dh_bytes);
   }
-  if (m.size() > k_max_message_bytes) {
-    return make_error(errc::malformed, "noise: a handshake message of {} bytes exceeds {}", m.size(),
-                      k_max_message_bytes);
-  }
-  const std::size_t sealed_key = k_dh_bytes + k_tag_bytes;
-  if (st.step == 0) {  // -> e
-    if (m.size() != k_dh_bytes) {
-      return make_error(errc::malformed, "noise: handshake message 1 is {} bytes, expected {}", m.size(), k_dh_bytes);
-    }
-    st.re = std::string(m);
-    st.mix_hash(st.re);
-    if (auto p = st.decrypt_and_hash({}); !p) return p.error();
-  } else if (st.step == 1) {  // <- e, ee, s, es
-    if (m.size() < k_dh_bytes + sealed_key + k_tag_bytes) {
-      return make_error(errc::malformed, "noise: handshake message 2 is {} bytes, shorter than its keys", m.size());
-    }
-    st.re = std::string(m.substr(0, k_dh_bytes));
-    st.mix_hash(st.re);
-    if (auto r = st.mix_dh(st.e.get(), st.re); !r) return r.error();
-    auto rs = st.decrypt_and_hash(m.substr(k_dh_bytes, sealed_key));
-    if (!rs) return make_error(errc::crypto, "noise: handshake message 2: {}", rs.error().message);
-    st.rs = std::move(*rs);
-    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
-    auto p = st.decrypt_and_hash(m.substr(k_dh_bytes + sealed_key));
-    if (!p) return make_error(errc::crypto, "noise: handshake message 2: {}", p.error().message);
-    if (auto v = st.verify(*p); !v) return v.error();
-  } else {  // -> s, se
-    if (m.size() < sealed_key + k_tag_bytes) {
-      return make_error(errc::malformed, "noise: handshake message 3 is {} bytes, shorter than its key", m.size());
-    }
-    auto rs = st.decrypt_and_hash(m.substr(0, sealed_key));
-    if (!rs) return make_error(errc::crypto, "noise: handshake message 3: {}", rs.error().message);
-    st.rs = std::move(*rs);
-    if (auto r = st.mix_dh(st.e.get(), st.rs); !r) return r.error();
-    auto p = st.decrypt_and_hash(m.substr(sealed_key));
-    if (!p) return make_error(errc::crypto, "noise: handshake message 3: {}", p.error().message);
-    if (auto v = st.verify(*p); !v) return v.error();
-  }
-  ++st.step;
-  return ok_status();
+  auto payload = st.xx.read_message(m);
+  if (!payload) return payload.error();
+  if (step == 0) return ok_status();
+  return st.verify(*payload);
 }
 
 Result<Session> Handshake::finish() {
   State& st = *s_;
   if (!done() || !st.remote) return make_error(errc::protocol, "noise: the handshake is not finished");
-  auto [k1, k2] = hkdf2(st.ck, {});
-  Session out{CipherState{}, CipherState{}, *st.remote, st.remote_listen, st.s_pub, st.rs};
-  // k1 carries initiator → responder, k2 the other way.
-  out.send.initialize_key(st.initiator ? k1 : k2);
-  out.recv.initialize_key(st.initiator ? k2 : k1);
-  OPENSSL_cleanse(k1.data(), k1.size());
-  OPENSSL_cleanse(k2.data(), k2.size());
-  return out;
+  auto ciphers = st.xx.split();
+  if (!ciphers) return ciphers.error();
+  return Session{std::move(ciphers->first), std::move(ciphers->second), *st.remote, st.remote_listen,
+                 st.xx.local_static(), st.xx.remote_static()};
 }
 
 }  // namespace apiary::messages::noise

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "messages/identity/ed25519.hpp"
 #include "messages/identity/peer_id.hpp"
@@ -89,6 +90,48 @@ class CipherState {
   std::unique_ptr<Ctx> ctx_;
   bool has_key_ = false;
   std::uint64_t n_ = 0;
+};
+
+/// Noise's XX pattern alone (HandshakeState for XX, revision 34 §5): any prologue and
+/// payloads, given or fresh X25519 keys. Handshake below is it with libp2p's identity
+/// payloads and an empty prologue; tests check it against the Noise test vectors.
+class XxHandshake {
+ public:
+  /// One side of an XX handshake; `static_private` and `ephemeral_private` are 32-byte
+  /// X25519 private keys, or empty for fresh ones. Errors: errc::crypto.
+  static Result<XxHandshake> create(bool initiator, std::string_view prologue, std::string_view static_private = {},
+                                    std::string_view ephemeral_private = {});
+  ~XxHandshake();
+  XxHandshake(XxHandshake&&) noexcept;
+  XxHandshake& operator=(XxHandshake&&) noexcept;
+
+  /// The next message this side sends, carrying `payload` (in clear in the first message,
+  /// as Noise has no key yet). Errors: errc::protocol when it is not this side's turn,
+  /// errc::crypto.
+  Result<std::string> write_message(std::string_view payload);
+  /// The payload of the other side's next message. Errors: errc::protocol (not its turn),
+  /// errc::malformed (shorter than its keys, or over 65535 bytes), errc::crypto (failed
+  /// authentication, a bad key); each names the message.
+  Result<std::string> read_message(std::string_view message);
+  /// True once all three messages were written or read.
+  [[nodiscard]] bool done() const;
+  /// Whether it is this side's turn to write.
+  [[nodiscard]] bool my_turn() const;
+  /// Messages written or read so far (0 to 3).
+  [[nodiscard]] int step() const;
+  /// The handshake hash h (channel binding).
+  [[nodiscard]] const std::string& handshake_hash() const;
+  /// This side's static public key, and the other side's once it came (32 bytes).
+  [[nodiscard]] const std::string& local_static() const;
+  [[nodiscard]] const std::string& remote_static() const;
+  /// The transport ciphers, (send, receive), from Split(). Errors: errc::protocol before
+  /// done().
+  Result<std::pair<CipherState, CipherState>> split();
+
+ private:
+  struct State;
+  explicit XxHandshake(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
 };
 
 /// The two directions of a finished handshake.

@@ -80,9 +80,16 @@ Shard::Shard(ShardConfig config, std::vector<float> initial, std::vector<double>
       optimizer_(config_.optimizer, values_->size(), config_.layout.row_width()),
       host_weight_(std::move(host_weight)),
       clock_(config_.replica_hosts.size(), 0),
-      next_(config_.replica_hosts.size(), 0) {}
+      next_(config_.replica_hosts.size(), 0),
+      dropped_(config_.replica_hosts.size(), false) {}
 
-std::int64_t Shard::slowest() const { return *std::min_element(clock_.begin(), clock_.end()); }
+std::int64_t Shard::slowest() const {
+  std::int64_t out = -1;
+  for (std::size_t r = 0; r < clock_.size(); ++r) {
+    if (!dropped_[r] && (out < 0 || clock_[r] < out)) out = clock_[r];
+  }
+  return out < 0 ? applied_steps_ : out;  // every replica dropped: nothing more completes
+}
 
 bool Shard::admitted(std::int64_t step) const { return !config_.sync || step <= slowest() + config_.staleness; }
 
@@ -97,6 +104,10 @@ Status Shard::check_header(std::int32_t replica, std::int64_t step, double sampl
   if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}), got {}", name,
                       clock_.size(), replica);
+  }
+  if (dropped_[static_cast<std::size_t>(replica)]) {
+    return make_error(errc::protocol, "shard {}: replica {} was dropped after it went down; it takes no part any more",
+                      name, replica);
   }
   if (step != next_[static_cast<std::size_t>(replica)]) {
     return make_error(errc::protocol, "shard {}: expected replica {} to push step {} next, got step {}", name,
@@ -174,12 +185,20 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   return apply_ready();
 }
 
-std::vector<Shard::PendingDense> Shard::take_run(StepSum& sum) {
+std::vector<Shard::PendingDense> Shard::take_run(StepSum& sum) const {
   std::vector<PendingDense> run;
-  for (auto it = sum.pending.find(sum.folded); it != sum.pending.end() && it->first == sum.folded;
-       it = sum.pending.erase(it), ++sum.folded) {
+  while (static_cast<std::size_t>(sum.folded) < dropped_.size()) {
+    auto it = sum.pending.find(sum.folded);
+    if (it == sum.pending.end()) {
+      // A dropped replica that never pushed this step has no place in its order.
+      if (!dropped_[static_cast<std::size_t>(sum.folded)]) break;
+      ++sum.folded;
+      continue;
+    }
     sum.pending_bytes -= it->second.g.count * sizeof(float);
     run.push_back(std::move(it->second));
+    sum.pending.erase(it);
+    ++sum.folded;
   }
   return run;
 }
@@ -194,9 +213,9 @@ void Shard::sum_block(const std::vector<PendingDense>& run, bool first, std::siz
 }
 
 void Shard::fold(StepSum& sum) {
-  const bool first = sum.folded == 0;  // nothing summed before
   const auto run = take_run(sum);
   if (run.empty()) return;
+  const bool first = sum.dense.empty();  // nothing summed before
   if (first) {
     if (spare_.size() == values_->size()) sum.dense = std::move(spare_);
     sum.dense.resize(values_->size());
@@ -228,7 +247,7 @@ Status Shard::apply_step(std::int64_t step) {
     // Every replica has pushed: the rest of the run is summed block by block, and each
     // block of the sum updates the parameters (the mean taken inside the update) while
     // it is in cache. Gradients summed early lie in sum.dense; the rest are added there.
-    const bool partial = sum.folded > 0;
+    const bool partial = !sum.dense.empty();
     const auto run = take_run(sum);
     if (!sum.pending.empty() || static_cast<std::size_t>(sum.folded) != clock_.size() ||
         (partial && sum.dense.size() != values_->size())) {
@@ -333,10 +352,45 @@ Result<Released> Shard::push_dense(std::int32_t replica, std::int64_t step, doub
   return out;
 }
 
+Result<Released> Shard::drop_replica(std::int32_t replica) {
+  if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
+    return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}) to drop, got {}",
+                      config_.variable, clock_.size(), replica);
+  }
+  Released out;
+  const auto r = static_cast<std::size_t>(replica);
+  if (!config_.sync || dropped_[r]) return out;
+  dropped_[r] = true;
+  held_pushes_.erase(std::remove_if(held_pushes_.begin(), held_pushes_.end(),
+                                    [replica](const Push& p) { return p.replica == replica; }),
+                     held_pushes_.end());
+  held_pulls_.erase(std::remove_if(held_pulls_.begin(), held_pulls_.end(),
+                                   [replica](const HeldPull& p) { return p.replica == replica; }),
+                    held_pulls_.end());
+  // host_mean: each host's weight shared by the replicas it has left (pushes already
+  // taken in keep theirs; a step's mean divides by the weights it summed).
+  std::map<std::int32_t, std::size_t> per_host;
+  for (std::size_t i = 0; i < dropped_.size(); ++i) {
+    if (!dropped_[i]) ++per_host[config_.replica_hosts[i]];
+  }
+  for (std::size_t i = 0; i < dropped_.size(); ++i) {
+    if (dropped_[i]) continue;
+    host_weight_[i] = 1.0 / (static_cast<double>(per_host.size()) *
+                             static_cast<double>(per_host[config_.replica_hosts[i]]));
+  }
+  if (auto s = apply_ready(); !s) return s.error();
+  if (auto s = drain(out); !s) return s.error();
+  return out;
+}
+
 Result<Released> Shard::pull(std::int32_t replica, std::int64_t step) {
   if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size() || step < 0) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica in [0, {}) and a step >= 0, got {} and {}",
                       config_.variable, clock_.size(), replica, step);
+  }
+  if (dropped_[static_cast<std::size_t>(replica)]) {
+    return make_error(errc::protocol, "shard {}: replica {} was dropped after it went down; it takes no part any more",
+                      config_.variable, replica);
   }
   Released out;
   if (admitted(step)) {

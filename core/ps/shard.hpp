@@ -131,6 +131,20 @@ class Shard {
   /// unknown replica or a negative step.
   [[nodiscard]] Result<Released> pull(std::int32_t replica, std::int64_t step);
 
+  /// A synchronous shard goes on without replica `replica` (it died and is not coming
+  /// back): steps complete with the pushes of the others (and whatever it had pushed
+  /// before), the mean taken over the replicas that pushed, as AutoDist's aggregation
+  /// would for that count (host_mean: each host's weight over its remaining replicas).
+  /// Its held requests are dropped, and later pushes and pulls of it refused. Returns what
+  /// its absence admits. An asynchronous shard needs nothing of it: no change. Errors:
+  /// invalid_argument on an unknown replica.
+  [[nodiscard]] Result<Released> drop_replica(std::int32_t replica);
+  /// Whether `replica` was dropped.
+  [[nodiscard]] bool dropped(std::int32_t replica) const {
+    return replica >= 0 && static_cast<std::size_t>(replica) < dropped_.size() &&
+           dropped_[static_cast<std::size_t>(replica)];
+  }
+
   /// Current parameters.
   [[nodiscard]] const std::vector<float>& values() const { return *values_; }
   /// The current parameters' storage, for messages that send them without a copy
@@ -141,7 +155,7 @@ class Shard {
   [[nodiscard]] std::int64_t version() const { return version_; }
   /// Steps replica `r` has had admitted (its clock).
   [[nodiscard]] std::int64_t clock(std::int32_t r) const { return clock_.at(static_cast<std::size_t>(r)); }
-  /// The smallest clock (the slowest replica's).
+  /// The smallest clock of the replicas not dropped (the slowest one's).
   [[nodiscard]] std::int64_t slowest() const;
   /// Requests held back by the staleness bound.
   [[nodiscard]] std::size_t held() const { return held_pushes_.size() + held_pulls_.size(); }
@@ -196,7 +210,7 @@ class Shard {
   [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, float learning_rate,
                                     DenseBytes g, std::shared_ptr<const void> keep, Released& out);
   /// Takes out of `sum` the run of pending gradients next in replica order.
-  static std::vector<PendingDense> take_run(StepSum& sum);
+  std::vector<PendingDense> take_run(StepSum& sum) const;
   /// Sums values [at, at + n) of `run`, in order, into `into` (`first`: it holds nothing yet).
   static void sum_block(const std::vector<PendingDense>& run, bool first, std::size_t at, std::size_t n,
                         float* into);
@@ -220,6 +234,7 @@ class Shard {
   std::vector<double> host_weight_;    ///< host_mean: 1 / (H * N_h) per replica
   std::vector<std::int64_t> clock_;    ///< admitted pushes per replica
   std::vector<std::int64_t> next_;     ///< next step each replica may push (held included)
+  std::vector<bool> dropped_;          ///< replicas the shard goes on without (drop_replica)
   std::int64_t version_ = 0;
   std::int64_t applied_steps_ = 0;     ///< sync: steps 0..applied_steps_-1 are applied
   std::map<std::int64_t, StepSum> sums_;

@@ -56,8 +56,15 @@ Effects ShardServer::on(TimePoint now, Input input) {
     }
     return out;
   }
+  if (auto* t = std::get_if<TimerFired>(&input)) {
+    auto it = drop_timers_.find(t->id);
+    if (it == drop_timers_.end()) return {};
+    const std::int32_t replica = it->second;
+    drop_timers_.erase(it);
+    return drop(replica);
+  }
   if (auto* c = std::get_if<LocalCall>(&input)) return {unknown_method(*c, "the PS shard server")};
-  return {};  // it makes no calls and arms no timers
+  return {};  // it makes no calls; its only timers drop lost replicas
 }
 
 Effects ShardServer::on_request(TimePoint now, RequestId id, const std::string& handle, const PeerAddr& from,
@@ -114,7 +121,7 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
   return {};  // the session stays open: nothing to answer
 }
 
-Effects ShardServer::on_request_message(TimePoint /*now*/, RequestId id, const Result<std::string>& message,
+Effects ShardServer::on_request_message(TimePoint now, RequestId id, const Result<std::string>& message,
                                         bool last) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return {};
@@ -127,6 +134,12 @@ Effects ShardServer::on_request_message(TimePoint /*now*/, RequestId id, const R
   sessions_.erase(it);
   lost_.emplace(replica, fmt::format("replica {}{} went down ({})", replica, from.empty() ? "" : " at " + from.key(),
                                      message.error().what()));
+  if (drop_after_) {
+    // The job goes on without it, after the wait.
+    const TimerId timer = next_timer_++;
+    drop_timers_[timer] = replica;
+    return {SetTimer{timer, now + *drop_after_}};
+  }
   // Fail every request held on a synchronous shard: its step needs the lost replica.
   Effects out;
   for (auto w = waiting_.begin(); w != waiting_.end();) {
@@ -140,6 +153,21 @@ Effects ShardServer::on_request_message(TimePoint /*now*/, RequestId id, const R
       out.push_back(Reply{held, lost_error(shard), true});
     }
     w = waiting_.erase(w);
+  }
+  return out;
+}
+
+Effects ShardServer::drop(std::int32_t replica) {
+  if (!dropped_.insert(replica).second) return {};
+  Effects out;
+  // Its own held requests have no one to answer.
+  for (auto w = waiting_.begin(); w != waiting_.end();) {
+    w = std::get<2>(w->first) == replica ? waiting_.erase(w) : std::next(w);
+  }
+  for (auto& [name, shard] : shards_) {
+    auto released = shard.drop_replica(replica);
+    if (!released) continue;  // not a replica id: join() let none such in
+    out = answer(name, *released, std::move(out));
   }
   return out;
 }
@@ -190,7 +218,7 @@ Effects ShardServer::admit_push(RequestId id, const std::string& shard, std::int
   Effects out;
   Shard* s = find(shard, id, out);
   if (s == nullptr) return out;
-  if (!lost_.empty() && s->config().sync) return refuse(id, lost_error(shard));
+  if (!lost_.empty() && !drop_after_ && s->config().sync) return refuse(id, lost_error(shard));
   const Key key{shard, false, replica, step};
   waiting_[key].push_back(id);
   Result<Released> released = take(*s);
@@ -208,7 +236,7 @@ Effects ShardServer::pull(RequestId id, std::string_view body) {
   Effects out;
   Shard* s = requested(id, body, req, out);
   if (s == nullptr) return out;
-  if (!lost_.empty() && s->config().sync) return refuse(id, lost_error(req.shard()));
+  if (!lost_.empty() && !drop_after_ && s->config().sync) return refuse(id, lost_error(req.shard()));
   const Key key{req.shard(), true, req.replica(), req.step()};
   waiting_[key].push_back(id);
   auto released = s->pull(req.replica(), req.step());

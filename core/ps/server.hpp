@@ -10,9 +10,14 @@
 /// the server then fails every request held on a synchronous shard, and refuses new
 /// ones, with an error naming the lost replica, rather than letting the others wait for
 /// their deadlines. A session ended normally (the replica finished) changes nothing.
+/// With set_drop_lost_after(wait), the job goes on instead: the others' requests wait,
+/// and `wait` after the loss every synchronous shard drops the replica
+/// (Shard::drop_replica): its steps complete with the replicas left.
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -71,6 +76,11 @@ class ShardServer final : public Role {
   /// Shard::shared_values) instead of a copy of the values in the message. For shells
   /// whose transport sends the pieces as they are (the shard actor); off by default.
   void set_splice_pulls(bool splice) { splice_pulls_ = splice; }
+  /// A replica whose session fails is dropped from every synchronous shard `wait` later
+  /// (nullopt, the default: the synchronous shards fail, as the file comment says).
+  void set_drop_lost_after(std::optional<Duration> wait) { drop_after_ = wait; }
+  /// The replicas dropped so far.
+  [[nodiscard]] const std::set<std::int32_t>& dropped() const { return dropped_; }
 
   /// The replicas whose session failed, with why.
   [[nodiscard]] const std::map<std::int32_t, std::string>& lost() const { return lost_; }
@@ -94,6 +104,8 @@ class ShardServer final : public Role {
   Effects join(RequestId id, std::string_view body, const PeerAddr& from);
   /// A shard's optimizer state, answered at once (k_ps_optimizer_state_handle).
   Effects optimizer_state(RequestId id, std::string_view body);
+  /// Every synchronous shard drops `replica`; the Replies of what that releases.
+  Effects drop(std::int32_t replica);
   /// The error for a request to a synchronous shard once a replica is lost.
   [[nodiscard]] Error lost_error(const std::string& shard) const;
   /// Replies to the held requests `released` answers (and the caller's own, `id`).
@@ -109,6 +121,10 @@ class ShardServer final : public Role {
   std::map<Key, std::deque<RequestId>> waiting_;
   std::map<RequestId, std::pair<std::int32_t, PeerAddr>> sessions_;  ///< session -> (replica, its address)
   std::map<std::int32_t, std::string> lost_;                         ///< replica -> why it was lost
+  std::optional<Duration> drop_after_;                               ///< set_drop_lost_after
+  std::map<TimerId, std::int32_t> drop_timers_;                      ///< armed: replica to drop when it fires
+  TimerId next_timer_ = 1;
+  std::set<std::int32_t> dropped_;                                   ///< replicas dropped
   ServerStats stats_;
   bool splice_pulls_ = false;
 };

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "core/ps/wire.hpp"
 #include "tests/support/peer_addr.hpp"
 
@@ -168,4 +170,44 @@ TEST_CASE("spliced pull answers view the parameters, and an update while a view 
   REQUIRE(m.ParseFromString(core::whole_message(second)));
   CHECK(m.version() == 1);
   CHECK(m.values(0) == Approx(-2.0F));
+}
+
+TEST_CASE("with drop_lost_after, a lost replica is dropped after the wait and the others go on") {
+  using namespace std::chrono_literals;
+  auto server = two_replica_server();
+  server.set_drop_lost_after(core::Duration(5s));
+  const core::TimePoint now{};
+  pb::PsJoinRequest join;
+  join.set_replica(1);
+  CHECK(server.on_request(now, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"), join.SerializeAsString()).empty());
+  (void)server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0));
+  (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
+  CHECK(server.on_request(now, 3, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)).empty());  // waits for replica 1
+  // Replica 1's session fails: nothing fails; the wait starts.
+  auto lost = server.on_request_message(now, 10, make_error(errc::peer_down, "gone"), true);
+  REQUIRE(lost.size() == 1);
+  REQUIRE(std::holds_alternative<core::SetTimer>(lost[0]));
+  const auto timer = std::get<core::SetTimer>(lost[0]);
+  CHECK(timer.at == now + core::Duration(5s));
+  CHECK(server.held() == 1);
+  CHECK(server.lost().count(1) == 1);
+  // A request meanwhile is taken, not refused (it waits for the step too).
+  CHECK(server.on_request(now, 4, k_ps_push_handle, PeerAddr{}, push_body(0, 1, {1.0F, 1.0F})).empty());
+  // The wait is over: replica 1 is dropped; step 0 applies replica 0's gradient alone,
+  // then step 1 (replica 0 is the only one left), and the held requests are answered.
+  auto fx = server.on(timer.at, core::TimerFired{timer.id});
+  std::set<core::RequestId> answered;
+  for (const auto& e : fx) {
+    REQUIRE(std::holds_alternative<Reply>(e));
+    const auto& r = std::get<Reply>(e);
+    CHECK(r.response.ok());
+    answered.insert(r.request);
+  }
+  CHECK(answered == std::set<core::RequestId>{3, 4});
+  CHECK(server.dropped() == std::set<std::int32_t>{1});
+  CHECK(server.shard("w:0")->values() == std::vector<float>{-2.0F, -2.0F});  // two SGD steps of lr 1
+  // The dropped replica is refused if it comes back, saying why.
+  const auto& back = only_reply(server.on_request(now, 5, k_ps_pull_handle, PeerAddr{}, pull_body(1, 2)));
+  REQUIRE_FALSE(back.response.ok());
+  CHECK(back.response.error().message.find("replica 1 was dropped") != std::string::npos);
 }

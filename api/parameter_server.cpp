@@ -76,8 +76,9 @@ Result<std::unique_ptr<ParameterServer>> ParameterServer::start(caf::actor_syste
     shards.emplace(plan.shards[id].config.variable, std::move(*shard));
   }
   ps->gateway_ = gateway;
-  ps->actor_ = std::make_shared<caf::actor>(
-      actors::spawn_ps_actor(system, std::move(gateway), cps::ShardServer(options.device, std::move(shards))));
+  cps::ShardServer server(options.device, std::move(shards));
+  if (options.drop_lost_replicas_after) server.set_drop_lost_after(core::Duration(*options.drop_lost_replicas_after));
+  ps->actor_ = std::make_shared<caf::actor>(actors::spawn_ps_actor(system, std::move(gateway), std::move(server)));
   (void)ps->gateway_->describe("").get();  // the transport thread has taken the serve() calls
   return ps;
 }

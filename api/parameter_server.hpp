@@ -8,8 +8,10 @@
 ///
 ///   auto ps = apiary::ParameterServer::start(runtime, {device, plan, initial});
 ///   ... until the job ends; destroying it stops serving.
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,10 @@ struct ParameterServerOptions {
   /// Every variable's optimizer state, whole, to continue from (a restored job); empty:
   /// the optimizers start afresh.
   std::map<std::string, core::ps::Optimizer::State> states;
+  /// A replica whose session fails is dropped this long after by every synchronous shard
+  /// here, and the job goes on with the replicas left (the mean over them); unset: the
+  /// synchronous shards fail every request from then on (core/ps/server.hpp).
+  std::optional<std::chrono::milliseconds> drop_lost_replicas_after;
 };
 
 class ParameterServer {

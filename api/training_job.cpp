@@ -41,6 +41,7 @@ ParameterServerOptions ps_options(const Job& a, const cps::TrainingPlan& plan, c
   o.plan = std::make_shared<const cps::TrainingPlan>(plan);
   o.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
   if (a.restored && restores_optimizer(*a.restored, optimizer_of(a).kind)) o.states = a.restored->states;
+  if (a.drop_lost_after_ms >= 0) o.drop_lost_replicas_after = std::chrono::milliseconds(a.drop_lost_after_ms);
   return o;
 }
 

@@ -64,6 +64,9 @@ struct TrainingJobOptions {
   std::string mode = "tcp";                ///< UCX same-host lanes: tcp or shm
   bool insecure = false;                   ///< plaintext connections (every process of the job must say so)
   std::string authority;                   ///< a swarm authority key file: every call authorized (Authorization)
+  /// PS processes: drop a replica whose session failed this many ms later and go on
+  /// without it (-1: a lost replica ends the synchronous shards, as before).
+  std::int64_t drop_lost_after_ms = -1;
   std::string save;             ///< the chief writes a checkpoint here after the last step ({step}: its number)
   std::int64_t save_every = 0;  ///< also at the start of every step that is a multiple of it
   std::string restore;          ///< the checkpoint the job starts from

@@ -92,6 +92,10 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--timeout-ms", a->timeout_ms, "Replicas: deadline of each pull and push (ms)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{86400000}))
       ->capture_default_str();
+  cmd->add_option("--drop-lost-after-ms", a->drop_lost_after_ms,
+                  "PS: a replica that went down is dropped this many ms later and the job goes on with the "
+                  "replicas left (the mean over them); default: a lost replica ends the synchronous job")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86400000}));
   cmd->add_option("--step-delay-ms", a->step_delay_ms, "Replicas: extra time per step (ms), to make a straggler")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{3600000}))
       ->capture_default_str();

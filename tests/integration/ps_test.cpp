@@ -157,6 +157,31 @@ TEST_CASE("a killed replica ends the others with an error naming it, before any 
   });
 }
 
+TEST_CASE("with --drop-lost-after-ms, BSP goes on without a killed replica: the others finish alike",
+          "[ps][integration]") {
+  const std::int64_t steps = 30;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "dropreplica", true);
+  Servers servers;
+  start_servers(job, servers, "--drop-lost-after-ms 300");
+  auto procs = start_replicas(job, servers.peers, "--steps " + std::to_string(steps) + " --step-delay-ms 20");
+  std::string seen;
+  REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
+  const auto runs = kill_then_finish(*procs[k_replicas - 1], procs, k_replicas - 1);
+  std::vector<float> first;
+  for (int r = 0; r < k_replicas - 1; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    // Every step computed on exactly the steps before it, after the drop too.
+    const auto sv = step_versions(runs[r]);
+    REQUIRE(sv.size() == static_cast<std::size_t>(steps));
+    for (const auto& [step, version] : sv) CHECK(version == step);
+    const auto w = final_values(runs[r], "logreg/w:0");
+    REQUIRE_FALSE(w.empty());
+    if (first.empty()) first = w;
+    CHECK(w == first);  // synchronous: the replicas left hold the same bits
+  }
+}
+
 TEST_CASE("an embedded job (every PS device and replica in one process) equals single-process SGD",
           "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);

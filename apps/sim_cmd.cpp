@@ -194,6 +194,14 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   ps->add_option("--kill-replica-at", config->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
+  ps->add_option_function<double>(
+        "--drop-lost-after-ms",
+        [config](double ms) {
+          config->drop_lost_after = std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
+        },
+        "The PS devices drop a replica that went down this many ms later and the job goes on without it "
+        "(default: a lost replica ends the synchronous job)")
+      ->check(CLI::Range(0.0, 1e7));
   add_model_options(*ps, config->batch, config->samples, config->features);
   ps->add_option("--learning-rate", config->optimizer.learning_rate, "SGD step size")->capture_default_str();
   ps->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();

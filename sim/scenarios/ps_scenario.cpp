@@ -188,7 +188,7 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   World& world = run.world;
   std::map<std::string, core::PeerAddr> servers;
   if (plans.ps) {
-    auto added = add_ps_servers(world, *plans.ps, c.features, run.server_addrs, run.servers);
+    auto added = add_ps_servers(world, *plans.ps, c.features, run.server_addrs, run.servers, c.drop_lost_after);
     if (!added) return added.error();
     servers = std::move(*added);
   }
@@ -418,7 +418,8 @@ std::string format_report(const PsScenarioReport& report) {
 
 Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world, const cps::TrainingPlan& plan,
                                                            std::size_t features, std::vector<core::PeerAddr>& addrs,
-                                                           std::vector<PsServerHost*>& hosts) {
+                                                           std::vector<PsServerHost*>& hosts,
+                                                           core::Duration drop_lost_after) {
   auto initial = cps::initial_pieces(plan, cps::logistic_initial(features));
   if (!initial) return initial.error();
   std::map<std::string, core::PeerAddr> by_device;
@@ -430,7 +431,9 @@ Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world, const
       shards.emplace(plan.shards[id].config.variable, std::move(*shard));
     }
     core::PeerAddr addr = swarm_address(addrs.size(), k_ps_port);
-    auto host = std::make_unique<PsServerHost>(cps::ShardServer(device, std::move(shards)));
+    cps::ShardServer server(device, std::move(shards));
+    if (drop_lost_after >= core::Duration::zero()) server.set_drop_lost_after(drop_lost_after);
+    auto host = std::make_unique<PsServerHost>(std::move(server));
     hosts.push_back(host.get());
     if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
     if (auto st = world.start_node(addr, core::TimePoint{}); !st) return st.error();

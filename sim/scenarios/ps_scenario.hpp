@@ -57,6 +57,10 @@ struct PsScenarioConfig {
   /// After a kill, the time until its peers see their connections to it break (a
   /// transport's failure detection).
   core::Duration failure_detection = std::chrono::milliseconds(100);
+  /// >= 0: the PS devices drop a replica whose session failed this long after and the
+  /// job goes on without it (core::ps::ShardServer::set_drop_lost_after); negative: a
+  /// lost replica ends the synchronous shards.
+  core::Duration drop_lost_after = core::Duration(-1);
   core::Duration call_timeout = std::chrono::seconds(30);  ///< deadline of each pull and push
   /// Honour the strategy's local_replication: the replicas of a node (a host of the
   /// resource spec) pull its proxied dense shards through one PsProxyHost per node;
@@ -156,12 +160,11 @@ inline constexpr std::uint16_t k_replica_port = 7000;
 
 /// Adds and starts one PsServerHost per PS device of `plan` at swarm_address(i, k_ps_port), holding its
 /// shards at the model's initial values (`features` of the logistic regression); appends
-/// each address and host, and returns the address by device. Shared by the PS and mixed
-/// scenarios. Errors: the shards' and the World's.
-[[nodiscard]] Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world,
-                                                                         const core::ps::TrainingPlan& plan,
-                                                                         std::size_t features,
-                                                                         std::vector<core::PeerAddr>& addrs,
-                                                                         std::vector<PsServerHost*>& hosts);
+/// each address and host, and returns the address by device; `drop_lost_after` >= 0:
+/// the servers drop a lost replica that long after (PsScenarioConfig::drop_lost_after).
+/// Shared by the PS and mixed scenarios. Errors: the shards' and the World's.
+[[nodiscard]] Result<std::map<std::string, core::PeerAddr>> add_ps_servers(
+    World& world, const core::ps::TrainingPlan& plan, std::size_t features, std::vector<core::PeerAddr>& addrs,
+    std::vector<PsServerHost*>& hosts, core::Duration drop_lost_after = core::Duration(-1));
 
 }  // namespace apiary::sim::scenarios

@@ -114,6 +114,25 @@ TEST_CASE("a simulated replica killed mid-training ends the others with an error
   }
 }
 
+TEST_CASE("with drop_lost_after, simulated BSP goes on without a killed replica", "[sim][ps]") {
+  auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  c.steps = 20;
+  c.kill_replica_at = 3;
+  c.drop_lost_after = std::chrono::milliseconds(200);
+  const auto report = run_checked(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK(report.replicas.back().killed);
+  CHECK_FALSE(report.hung);
+  for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+    const auto& o = report.replicas[r];
+    INFO("replica " << r << ": " << o.error);
+    CHECK(o.finished);
+    CHECK(o.steps == c.steps);
+    CHECK(o.final_version == c.steps);  // every step applied once, with or without the lost one
+    CHECK(o.final_parameters == report.replicas.front().final_parameters);
+  }
+}
+
 TEST_CASE("the PS scenario replays its trace hash from its seed", "[sim][ps]") {
   cs::BuilderOptions options;
   options.staleness = 1;

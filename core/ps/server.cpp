@@ -117,6 +117,11 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
                                  static_cast<std::int64_t>(replicas) - 1, req.replica()));
   }
   ++stats_.sessions;
+  if (lost_.count(req.replica()) != 0) {
+    // A replica started again after it went down: the asynchronous shards take it back
+    // from its first step (the synchronous ones went on without it, or failed).
+    for (auto& [name, shard] : shards_) (void)shard.rejoin(req.replica());
+  }
   sessions_[id] = {req.replica(), from};
   return {};  // the session stays open: nothing to answer
 }

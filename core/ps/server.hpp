@@ -12,7 +12,9 @@
 /// their deadlines. A session ended normally (the replica finished) changes nothing.
 /// With set_drop_lost_after(wait), the job goes on instead: the others' requests wait,
 /// and `wait` after the loss every synchronous shard drops the replica
-/// (Shard::drop_replica): its steps complete with the replicas left.
+/// (Shard::drop_replica): its steps complete with the replicas left. A lost replica that
+/// joins again (a process started anew) is taken back by the asynchronous shards from its
+/// first step (Shard::rejoin).
 #include <cstdint>
 #include <deque>
 #include <map>

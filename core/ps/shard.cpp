@@ -383,6 +383,17 @@ Result<Released> Shard::drop_replica(std::int32_t replica) {
   return out;
 }
 
+Status Shard::rejoin(std::int32_t replica) {
+  if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
+    return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}) to rejoin, got {}",
+                      config_.variable, clock_.size(), replica);
+  }
+  if (config_.sync) return ok_status();
+  next_[static_cast<std::size_t>(replica)] = 0;
+  clock_[static_cast<std::size_t>(replica)] = 0;
+  return ok_status();
+}
+
 Result<Released> Shard::pull(std::int32_t replica, std::int64_t step) {
   if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size() || step < 0) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica in [0, {}) and a step >= 0, got {} and {}",

@@ -139,6 +139,11 @@ class Shard {
   /// its absence admits. An asynchronous shard needs nothing of it: no change. Errors:
   /// invalid_argument on an unknown replica.
   [[nodiscard]] Result<Released> drop_replica(std::int32_t replica);
+  /// An asynchronous shard takes replica `replica` back from its first step (a replica
+  /// process started again after it went down: it pulls the current parameters, and its
+  /// pushes count from step 0 again). A synchronous shard keeps its steps: no change.
+  /// Errors: invalid_argument on an unknown replica.
+  [[nodiscard]] Status rejoin(std::int32_t replica);
   /// Whether `replica` was dropped.
   [[nodiscard]] bool dropped(std::int32_t replica) const {
     return replica >= 0 && static_cast<std::size_t>(replica) < dropped_.size() &&

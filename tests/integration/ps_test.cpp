@@ -182,6 +182,31 @@ TEST_CASE("with --drop-lost-after-ms, BSP goes on without a killed replica: the 
   }
 }
 
+TEST_CASE("async: a killed replica leaves the others going, and started again it joins and finishes",
+          "[ps][integration]") {
+  const std::int64_t steps = 30;
+  cs::BuilderOptions options;
+  options.sync = false;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, options, "asyncrejoin", true);
+  Servers servers;
+  start_servers(job, servers);
+  const std::string args = "--steps " + std::to_string(steps) + " --step-delay-ms 20";
+  auto procs = start_replicas(job, servers.peers, args);
+  std::string seen;
+  REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
+  procs[k_replicas - 1]->kill(SIGKILL);
+  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  // Started again, the same replica joins the running job and trains its steps.
+  procs[k_replicas - 1] = spawn_ps(replica_role(k_replicas - 1) + " --stop-on-stdin-eof " + common_args(job) +
+                                   " --peers" + servers.peers + " " + args);
+  const auto runs = finish_all(procs);
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    CHECK(runs[r].rc == 0);
+    CHECK_FALSE(final_values(runs[r], "logreg/w:0").empty());
+  }
+}
+
 TEST_CASE("an embedded job (every PS device and replica in one process) equals single-process SGD",
           "[ps][integration]") {
   auto builder = GENERATE(cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps);

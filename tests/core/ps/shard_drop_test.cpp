@@ -143,5 +143,16 @@ TEST_CASE("an asynchronous shard needs nothing of a dropped replica", "[ps][shar
   REQUIRE(dropped.ok());
   CHECK(dropped->acks.empty());
   CHECK_FALSE(s->dropped(1));
-  CHECK(s->push(push(1, 0, 0.5F)).ok());  // a replica started again goes on
+  CHECK(s->push(push(1, 0, 0.5F)).ok());
+  CHECK(s->push(push(1, 1, 0.5F)).ok());
+  // A replica started again counts its steps from 0 once it rejoined, and reads the
+  // current parameters.
+  CHECK(s->push(push(1, 0, 0.5F)).error().code == errc::protocol);
+  REQUIRE(s->rejoin(1).ok());
+  CHECK(s->push(push(1, 0, 0.5F)).ok());
+  auto current = s->pull(1, 0);
+  REQUIRE(current.ok());
+  REQUIRE(current->pulls.size() == 1);
+  CHECK(current->pulls[0].values == std::vector<float>{-0.5F, -0.5F});
+  CHECK(s->rejoin(2).error().code == errc::invalid_argument);
 }

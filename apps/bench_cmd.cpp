@@ -43,6 +43,7 @@ struct DhtFlags {
   std::vector<std::size_t> concs{1, 16};
   std::size_t reps = 1;
   bool latest = false;
+  bool authorized = false;
   std::vector<std::string> systems{"apiary", "opendht"};
   std::string mode = "tcp";
   std::size_t per_gateway = 64;
@@ -171,6 +172,8 @@ Command add_bench_commands(CLI::App& app) {
   dht->add_option("--reps", df->reps, "Child runs per system and count (medians shown)")
       ->check(CLI::Range(1, 100))->capture_default_str();
   dht->add_flag("--latest", df->latest, "apiary gets ask every replica (get(key, latest=true))");
+  dht->add_flag("--authorized", df->authorized,
+                "apiary nodes authorize every call (members of one swarm authority: tokens and signatures)");
   dht->add_option("--systems", df->systems, "Systems to run")
       ->delimiter(',')->check(CLI::IsMember({"apiary", "opendht"}))->capture_default_str();
   dht->add_option("--mode", df->mode, "apiary's UCX lanes between the in-process nodes")
@@ -255,6 +258,7 @@ Command add_bench_commands(CLI::App& app) {
       o.concs = df->concs;
       o.reps = df->reps;
       o.latest = df->latest;
+      o.authorized = df->authorized;
       o.systems = df->systems;
       o.mode = df->mode;
       o.per_gateway = df->per_gateway;

@@ -35,6 +35,7 @@ ChildRun run_child(const std::string& system, std::size_t nodes, std::size_t rep
                            "--value-bytes", std::to_string(o.value_bytes), "--seed", std::to_string(o.seed + rep),
                            "--timeout-s", std::to_string(o.op_timeout_s)});
   if (o.latest && system == "apiary") argv.emplace_back("--latest");
+  if (o.authorized && system == "apiary") argv.emplace_back("--authorized");
   if (system == "apiary") argv.insert(argv.end(), {"--mode", o.mode, "--per-gateway", std::to_string(o.per_gateway),
                                                        "--host", o.host});
   // The apiary child talks UCX over loopback only; the caller's choice wins when set.
@@ -174,9 +175,10 @@ int run_dht_bench(const DhtBenchOptions& o) {
                                     {dir, dir + "/../bench"});
   fmt::print("apiary bench dht: N nodes in one process per system, 127.0.0.1, {} puts then {} gets of {} B values "
              "per concurrency level ({}), {} rep(s), apiary gets with latest={}, apiary UCX mode {}, "
-             "{} apiary nodes per gateway, on its {} host\n",
+             "{} apiary nodes per gateway, on its {} host{}\n",
              o.ops, o.ops, o.value_bytes, joined(o.concs), o.reps, o.latest, o.mode, o.per_gateway,
-             o.host == "actor" ? "actor" : "transport-thread");
+             o.host == "actor" ? "actor" : "transport-thread",
+             o.authorized ? ", every apiary call authorized (tokens and signatures; OpenDHT has none)" : "");
   fmt::print("OpenDHT peer: {}\n", peer ? *peer : "n/a (" + peer.error().message + ")");
   fmt::print("load before: {}\n", load_averages());
   std::fflush(stdout);

@@ -27,6 +27,7 @@ struct DhtBenchOptions {
   std::uint64_t seed = 1;                        ///< seeds keys, values, node picks (rep r: seed + r)
   int op_timeout_s = 90;                         ///< per phase inside a child
   bool latest = false;                           ///< apiary gets with latest=true (ask every replica)
+  bool authorized = false;                       ///< apiary nodes authorize every call (a swarm authority)
   std::string mode = "tcp";                      ///< apiary's UCX lanes: "tcp" or "shm"
   std::size_t per_gateway = 64;                  ///< apiary nodes sharing one gateway (transport)
   std::string host = "transport";                ///< apiary nodes' role host: "actor" or "transport" (thread)

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "bench/dht_bench_report.hpp"
 #include "core/dht/msgpack_value.hpp"
 #include "messages/identity/ed25519.hpp"
+#include "messages/identity/key_file.hpp"
 #include "messages/identity/peer_id.hpp"
 
 namespace apiary::bench {
@@ -163,9 +165,10 @@ void print_phase(const char* name, std::size_t nodes, std::size_t conc, const Ph
 
 /// Starts node 0, then the others bootstrapping from it; fills `nodes`. Error: the first failure.
 Status start_nodes(caf::actor_system& system, const r::ChildArgs& a, std::vector<std::unique_ptr<Dht>>& nodes,
-                   std::vector<std::shared_ptr<actors::Gateway>>& gateways) {
+                   std::vector<std::shared_ptr<actors::Gateway>>& gateways, const std::string& authority) {
   const std::size_t count = a.nodes;
   DhtOptions base;
+  base.authorization.authority_file = authority;  // "": no authorization
   base.mode = a.mode == "shm" ? transport::Mode::shm : transport::Mode::tcp;
   base.insecure = true;  // as the gateways below: plaintext, like OpenDHT
   base.listen = "/ip4/127.0.0.1/tcp/0";
@@ -243,7 +246,27 @@ int run_dht_bench_apiary_child(int argc, char** argv) {
   const auto start = r::Clock::now();
   std::vector<std::unique_ptr<Dht>> nodes;
   std::vector<std::shared_ptr<actors::Gateway>> gateways;
-  if (auto st = start_nodes(system, a, nodes, gateways); !st) {
+  // --authorized: the nodes are members of a swarm authority made for this run.
+  std::string authority_dir, authority;
+  if (a.authorized) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "apiary-dht-bench-XXXXXX").string();
+    auto key = messages::Ed25519PrivateKey::generate();
+    if (::mkdtemp(pattern.data()) == nullptr || !key ||
+        !messages::save_key_file(pattern + "/authority.key", *key)) {
+      std::printf("error: apiary bench dht-child: could not write a temporary authority key\n");
+      return 1;
+    }
+    authority_dir = pattern;
+    authority = pattern + "/authority.key";
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_authority{authority_dir};
+  if (auto st = start_nodes(system, a, nodes, gateways, authority); !st) {
     std::printf("error: apiary bench dht-child: %s\n", st.error().message.c_str());
     std::fflush(stdout);
     std::_Exit(1);  // nodes and futures may still be busy; the figures are lost anyway

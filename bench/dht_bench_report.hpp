@@ -94,6 +94,7 @@ struct ChildArgs {
   std::uint64_t seed = 1;                 ///< seeds keys, values and node picks
   int timeout_s = 90;                     ///< per phase: give up waiting after this many seconds
   bool latest = false;                    ///< apiary only: get(key, latest=true)
+  bool authorized = false;                ///< apiary only: every call authorized (a swarm authority of the child's)
   std::string mode = "tcp";               ///< apiary only: UCX lanes, "tcp" or "shm"
   std::size_t per_gateway = 64;           ///< apiary only: nodes sharing one gateway (transport)
   std::string host = "transport";         ///< apiary only: the nodes' role host, "actor" or "transport"
@@ -105,6 +106,10 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
     const std::string flag = argv[i];
     if (flag == "--latest") {
       out.latest = true;
+      continue;
+    }
+    if (flag == "--authorized") {
+      out.authorized = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -153,7 +158,8 @@ inline bool parse_child_args(int argc, char** argv, ChildArgs& out, std::string&
     else if (flag == "--per-gateway") out.per_gateway = n;
     else {
       error = "unknown flag '" + flag +
-              "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --mode --per-gateway --host";
+              "'; expected --nodes --ops --conc --value-bytes --seed --timeout-s --latest --authorized --mode --per-gateway "
+              "--host";
       return false;
     }
   }

@@ -29,7 +29,6 @@
 #include "core/averaging/matchmaking_types.hpp"
 #include "core/averaging/state_sharing.hpp"
 #include "core/averaging/allreduce.hpp"
-#include "core/collective/ar_plan.hpp"
 #include "core/collective/group_roles.hpp"
 #include "core/dht/protocol.hpp"
 #include "core/ping/pinger.hpp"
@@ -43,6 +42,7 @@
 #include "runtime.pb.h"
 #include "tests/actors/expert_pair.hpp"
 #include "tests/support/authority_file.hpp"
+#include "tests/support/one_variable_plan.hpp"
 #include "tests/support/test_system.hpp"
 
 using namespace apiary;
@@ -399,21 +399,7 @@ TEST_CASE("experts serve members only, and a member's RemoteExpert gets answers"
 
 TEST_CASE("the all-reduce's barrier and exchange serve members only, and member replicas train alike", "[actor][auth]") {
   Swarm s;
-  cc::ArPlan plan;
-  core::ps::VariablePlan v;
-  v.name = "w";
-  v.shape = {2};
-  v.shards = {0};
-  plan.variables.push_back(v);
-  plan.replicas = {"localhost:CPU:0", "localhost:CPU:1"};
-  cc::ArTensor tensor;
-  tensor.name = "w";
-  tensor.size = 2;
-  plan.tensors.push_back(tensor);
-  cc::ArGroup group;
-  group.tensors = {0};
-  plan.groups.push_back(group);
-  auto ar = std::make_shared<const cc::ArPlan>(std::move(plan));
+  const auto ar = testing::one_variable_plan(2);
   const std::vector<core::PeerAddr> members{s.server_addr(), core::PeerAddr(s.member->address())};
   std::vector<std::unique_ptr<Replica>> replicas;
   for (Runtime* rt : {s.server.get(), s.member.get()}) {

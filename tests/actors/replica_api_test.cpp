@@ -16,6 +16,7 @@
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/partition.hpp"
 #include "messages/identity/multiaddr.hpp"
+#include "tests/support/one_variable_plan.hpp"
 #include "tests/support/test_system.hpp"
 
 using namespace apiary;
@@ -23,26 +24,9 @@ using namespace std::chrono_literals;
 namespace cc = apiary::core::collective;
 namespace cps = apiary::core::ps;
 
-namespace {
+using testing::one_variable_plan;
 
-/// One dense variable "w" [2] in one fusion group, among `replicas` replicas.
-std::shared_ptr<const cc::ArPlan> one_variable_plan(std::size_t replicas) {
-  cc::ArPlan plan;
-  core::ps::VariablePlan v;
-  v.name = "w";
-  v.shape = {2};
-  v.shards = {0};
-  plan.variables.push_back(v);
-  for (std::size_t r = 0; r < replicas; ++r) plan.replicas.push_back("localhost:CPU:" + std::to_string(r));
-  cc::ArTensor t;
-  t.name = "w";
-  t.size = 2;
-  plan.tensors.push_back(t);
-  cc::ArGroup g;
-  g.tensors = {0};
-  plan.groups.push_back(g);
-  return std::make_shared<const cc::ArPlan>(std::move(plan));
-}
+namespace {
 
 /// Two replicas, each on its own runtime and gateway.
 struct Job {

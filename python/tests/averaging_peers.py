@@ -21,6 +21,21 @@ def average_once(initial_peers, index, values, mode, weight, group_size, timeout
         return str(dht.peer_id), {str(k): v for k, v in gathered.items()}, out
 
 
+def average_as_member(initial_peers, authority_path, values):
+    """An averager over a DHT of `authority_path`'s swarm: one step with a group of two;
+    returns its averaged tensor."""
+    with apiary.DHT(initial_peers=initial_peers, authority_path=authority_path) as dht:
+        averager = apiary.DecentralizedAverager(
+            [torch.tensor(values, dtype=torch.float32)], dht, start=True, prefix="members", target_group_size=2,
+            min_matchmaking_time=2.0, request_timeout=1.0,
+        )
+        averager.step(timeout=60)
+        with averager.get_tensors() as averaged:
+            out = averaged[0].tolist()
+        averager.shutdown()
+        return out
+
+
 def triggered_step(initial_peers, index, values, cancel):
     """A require_trigger step: cancelled when `cancel`, else triggered after a while."""
     with apiary.DHT(initial_peers=initial_peers) as dht:

@@ -3,6 +3,8 @@ on loopback (hivemind's test_averaging.py: all-reduce with client and aux peers,
 step control, load_state_from_peers), and bad input."""
 import concurrent.futures
 import contextlib
+import os
+import tempfile
 import threading
 import time
 
@@ -11,7 +13,8 @@ import pytest
 import torch
 
 import apiary
-from averaging_peers import average_once, share_custom_state, share_state, triggered_step, two_averagers
+from averaging_peers import (average_as_member, average_once, share_custom_state, share_state, triggered_step,
+                             two_averagers)
 from peers import run_in_processes
 
 
@@ -31,6 +34,18 @@ def test_allreduce_once(modes):
     for _, gathered, _ in reports:
         assert sorted(gathered) == sorted(ids)  # every member's PeerID
         assert sorted(g["index"] for g in gathered.values()) == [0, 1, 2, 3]
+
+
+def test_members_of_one_authority_average_together():
+    # Every call of the averagers (matchmaking, parts) is authorized as their DHT node's.
+    with tempfile.TemporaryDirectory() as tmp:
+        authority = os.path.join(tmp, "authority.key")
+        with apiary.DHT(identity_path=authority):  # a missing identity file gets a fresh key
+            pass
+        with apiary.DHT(authority_path=authority) as root:
+            peers = root.get_visible_maddrs()
+            a, b = run_in_processes(average_as_member, [(peers, authority, [1.0, 2.0]), (peers, authority, [3.0, 6.0])])
+    assert a == [2.0, 4.0] and b == [2.0, 4.0]
 
 
 def test_two_averagers_of_one_node_average_apart():

@@ -34,6 +34,7 @@ Result<std::shared_ptr<Gateway>> Gateway::start(caf::actor_system& /*sys*/, Gate
   }
   std::shared_ptr<Gateway> gw(new Gateway(std::move(t)));
   gw->insecure_ = config.transport.insecure;
+  gw->channel_proves_ = config.backend == Backend::ucx && !config.transport.insecure;
   auto bound = gw->transport_->start(gw.get(), config.host, config.port);
   if (!bound) {
     log::process_logger().log(log::Level::error, "gateway.start_failed", "host", config.host, "port", config.port,

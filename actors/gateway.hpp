@@ -145,6 +145,9 @@ class Gateway final : private transport::Handler {
 
   std::unique_ptr<transport::Transport> transport_;
   bool insecure_ = false;
+  /// Every connection is encrypted and proves its PeerIDs (UCX, not --insecure): a
+  /// request's signature need not be verified (core::rpc::CallParties::channel_proves_caller).
+  bool channel_proves_ = false;
   std::string address_;
   std::mutex stop_mu_;
   std::atomic<bool> stopped_{false};

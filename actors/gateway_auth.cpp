@@ -59,8 +59,8 @@ Status Gateway::check_open(const Delivery& d) {
   if (!request.ParseFromString(d.auth)) {
     verdict = make_error(errc::unauthorized, "call to '{}' from {}: its authorization ({} bytes) does not parse",
                          d.handle, d.peer, d.auth.size());
-  } else if (auto ok = it->second->check_request(wall_seconds(), core::rpc::CallParties{d.handle, d.peer_id, {}},
-                                                 request);
+  } else if (auto ok = it->second->check_request(
+                 wall_seconds(), core::rpc::CallParties{d.handle, d.peer_id, {}, channel_proves_}, request);
              !ok) {
     verdict = Error{errc::unauthorized, ok.error().message};
   }

@@ -16,7 +16,8 @@
 /// caller meant (empty: any), the time and the nonce; the response's statement names the
 /// handle, the caller and the request's nonce. The messages themselves are protected by
 /// the connection (Noise XX: their integrity, and the caller's PeerID proven by its key),
-/// so a 100 MiB push costs one signature, not a hash of 100 MiB; over `--insecure`
+/// so a 100 MiB push costs one signature, not a hash of 100 MiB (and over an encrypted
+/// connection the callee need not verify it: CallParties::channel_proves_caller); over `--insecure`
 /// connections an on-path attacker could change messages, authorized or not (see
 /// transport/README.md, "Threat model").
 ///
@@ -167,6 +168,11 @@ struct CallParties {
   std::string handle;  ///< the handle called, as on the wire ("rpc_x@<PeerID>" included)
   std::string caller;  ///< the caller's PeerID bytes (the OPEN's, proven on encrypted connections)
   std::string callee;  ///< the callee's PeerID bytes when the caller named it, else empty
+  /// Callee: the connection proved `caller` and protects what it carries (an encrypted
+  /// connection: Noise binds every frame to the proven PeerID and stops replays and
+  /// changes), so the request's signature adds nothing and is not verified; the token,
+  /// its holder being the caller, the service, the time and the nonce still are.
+  bool channel_proves_caller = false;
 };
 
 /// Signs and checks the authorization of calls, for one local identity. A gateway holds
@@ -234,9 +240,11 @@ class TokenAuthorizer final : public Authorizer {
  private:
   /// The holder key of `token` if it is valid at `now` and `signature` is its holder's
   /// over `statement`; errors begin with what(), the call named ("request to 'h' from X").
+  /// With `verify` false the signature is only required to be there, not checked (the
+  /// channel vouches for the sender: CallParties::channel_proves_caller).
   Result<messages::Ed25519PublicKey> check_signed(double now, const pb::AccessToken& token,
                                                   std::string_view statement, std::string_view signature,
-                                                  const std::function<std::string()>& what);
+                                                  const std::function<std::string()>& what, bool verify = true);
   /// The holder key of `token` if the issuer finds it valid at `now`, or did so within
   /// k_token_belief seconds and it has not expired.
   Result<messages::Ed25519PublicKey> believe(double now, const pb::AccessToken& token);

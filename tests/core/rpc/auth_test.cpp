@@ -395,3 +395,35 @@ TEST_CASE("a peer's token found valid is believed for a while, never past its ex
   REQUIRE(after.ok());
   require_error(bob.check_request(k_t0 + 10.5, call, *after), errc::protocol, "expired");
 }
+
+TEST_CASE("over a channel that proves the caller, the request's signature is not verified, the rest is",
+          "[auth]") {
+  Swarm s;
+  rpc::CallParties call{"apiary.Ping.rpc_ping", peer_of(s.alice_key), {}};
+  call.channel_proves_caller = true;
+  auto request = s.alice.sign_request(k_t0, call);
+  REQUIRE(request.ok());
+  auto garbled = *request;
+  garbled.set_signature(std::string(64, 'x'));
+  CHECK(s.bob.check_request(k_t0, call, garbled).ok());  // the channel vouches for alice
+  require_error(s.bob.check_request(k_t0, call, garbled), errc::protocol, "repeated");  // the nonce still counts
+  // A copy of alice's token presented by mallory's proven connection is still refused.
+  rpc::CallParties from_mallory{call.handle, peer_of(s.mallory_key), {}};
+  from_mallory.channel_proves_caller = true;
+  auto copied = s.alice.sign_request(k_t0, call);
+  REQUIRE(copied.ok());
+  require_error(s.bob.check_request(k_t0, from_mallory, *copied), errc::protocol, "token of the calling peer");
+  // An expired token, a missing one and a missing signature are refused as before.
+  auto old = rpc::issue_access_token(s.authority, "alice", s.alice_key.public_key(), k_t0 - 1);
+  REQUIRE(old.ok());
+  TokenAuthorizer stale{s.alice_key, std::make_shared<FixedTokenIssuer>(*old, s.authority.public_key()),
+                        counter_nonces('s')};
+  auto stale_request = stale.sign_request(k_t0, call);
+  REQUIRE(stale_request.ok());
+  require_error(s.bob.check_request(k_t0, call, *stale_request), errc::protocol, "expired");
+  require_error(s.bob.check_request(k_t0, call, pb::RequestAuthInfo{}), errc::protocol, "access token");
+  auto unsigned_request = s.alice.sign_request(k_t0, call);
+  REQUIRE(unsigned_request.ok());
+  unsigned_request->clear_signature();
+  require_error(s.bob.check_request(k_t0, call, *unsigned_request), errc::malformed, "got none");
+}

@@ -8,7 +8,9 @@
 
 #include "actors/gateway.hpp"
 #include "actors/rpc.hpp"
+#include "api/job_directory.hpp"
 #include "api/job_files.hpp"
+#include "api/job_places.hpp"
 #include "api/parameter_server.hpp"
 #include "api/replica.hpp"
 #include "api/runtime.hpp"
@@ -42,14 +44,6 @@ struct AutoDistJob::Parts {
 };
 
 namespace {
-
-/// Where a device's host listens: loopback names as 127.0.0.1, others as written.
-Result<std::string> host_of(const std::string& device) {
-  auto name = cs::parse_device_name(device);
-  if (!name) return name.error();
-  if (cs::is_loopback_address(name->host)) return std::string("127.0.0.1");
-  return name->host;
-}
 
 Result<core::PeerAddr> addr_of(const std::string& host, std::uint32_t port, const std::string& what) {
   if (port > 65535) {
@@ -175,7 +169,7 @@ Result<Layout> layout_of(const AutoDistOptions& o) {
   const auto& replicas = l.strategy->graph_config().replicas();
   const auto count = static_cast<std::size_t>(replicas.size());
   for (std::size_t r = 0; r < count; ++r) {
-    auto host = host_of(replicas[static_cast<int>(r)]);
+    auto host = listen_host_of(replicas[static_cast<int>(r)]);
     if (!host) return host.error();
     auto addr = addr_of(*host, o.port + r, fmt::format("replica {}", r));
     if (!addr) return addr.error();
@@ -184,7 +178,7 @@ Result<Layout> layout_of(const AutoDistOptions& o) {
   }
   if (l.ps) l.devices = l.ps->servers;
   for (std::size_t k = 0; k < l.devices.size(); ++k) {
-    auto host = host_of(l.devices[k]);
+    auto host = listen_host_of(l.devices[k]);
     if (!host) return host.error();
     auto addr = addr_of(*host, o.port + count + k, "PS device " + l.devices[k]);
     if (!addr) return addr.error();
@@ -207,29 +201,6 @@ Result<Layout> layout_of(const AutoDistOptions& o) {
   }
   l.init = std::make_shared<const cps::TrainingPlan>(std::move(*init_plan));
   return l;
-}
-
-/// Waits until the PS device at `at` serves: its join handle refuses a malformed request
-/// (rather than being unknown or unreachable), or the patience runs out.
-Status wait_serving(Runtime& rt, const std::string& device, const core::PeerAddr& at, const AutoDistOptions& o) {
-  const auto deadline = std::chrono::steady_clock::now() + o.patience;
-  const std::string malformed("\x0a\xff\xff\xff\xff\x0f", 6);  // a length past the end: never parses
-  for (;;) {
-    auto pending = actors::unary_call(*rt.gateway(), at.key(), cps::k_ps_join_handle, Buffer::copy_of(malformed),
-                                      std::chrono::milliseconds(2000));
-    auto answer = pending.answer.get();
-    const auto code = answer ? errc::ok : answer.error().code;
-    const bool absent = code == errc::not_found || code == errc::unavailable || code == errc::peer_down ||
-                        code == errc::deadline_exceeded;
-    if (!absent) return ok_status();
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return make_error(errc::unavailable,
-                        "replica {}: PS device {} at {} did not answer within the patience: start a PS process "
-                        "serving it (serve_devices {}) with the same job",
-                        o.rank, device, at.key(), device);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
 }
 
 }  // namespace
@@ -280,7 +251,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     mine = o.serve_devices;
   } else if (!o.ps_processes) {
     for (const auto& device : l.devices) {
-      auto host = host_of(device);
+      auto host = listen_host_of(device);
       if (!host) return host.error();
       auto first = std::find(l.hosts.begin(), l.hosts.end(), *host);
       if (first == l.hosts.end()) {
@@ -366,7 +337,13 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   }
   if (o.ps_processes) {
     for (const auto& device : l.devices) {
-      if (auto st = wait_serving(*p.runtime, device, servers.at(device), o); !st) return st.error();
+      if (auto st = wait_until_serving(*p.runtime->gateway(), device, servers.at(device).key(), o.patience,
+                                       fmt::format("replica {}", o.rank),
+                                       fmt::format("start a PS process serving it (serve_devices {}) with the same job",
+                                                   device));
+          !st) {
+        return st.error();
+      }
     }
   }
 

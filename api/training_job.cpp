@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "api/job_directory.hpp"
 #include "api/job_files.hpp"
 #include "api/training_job_parts.hpp"
 #include "core/ps/logistic_regression.hpp"
@@ -147,6 +148,16 @@ Status run_replica(const Job& a, cps::TrainingPlan plan, const AllReducePart& ar
       return a.out.fail(found.error());
     }
     servers->insert(found->begin(), found->end());
+  }
+  // The processes of a job may start in any order: wait for each PS device to serve.
+  for (const auto& device : plan.servers) {
+    auto serving = wait_until_serving(*rt.gateway(), device, servers->at(device), std::chrono::milliseconds(a.timeout_ms),
+                                      fmt::format("replica {}", id),
+                                      fmt::format("start `apiary ps --role ps --device {}` of the same job", device));
+    if (!serving) {
+      stop_all();
+      return a.out.fail(serving.error());
+    }
   }
   auto proxy =
       setup_node_proxy(a, plan, id, *servers, proxies, rt.system(), rt.gateway(), dht.get(), publisher.get());

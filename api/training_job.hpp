@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "api/job_places.hpp"
 #include "messages/result.hpp"
 
 namespace apiary {
@@ -100,5 +101,15 @@ struct JobOutput {
 /// returned decides the process's outcome (invalid_argument: bad usage).
 [[nodiscard]] Status run_training_job(const TrainingJobOptions& options, const JobOutput& output,
                                       const std::function<std::string()>& wait_for_stop);
+
+/// Takes this process's place in the job from its launcher's environment
+/// (api/job_places.hpp: the rank from `RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID` or
+/// `PMI_RANK`, the first port from `APIARY_PORT` or `MASTER_PORT`): the ranks are the
+/// strategy's replicas, then one PS process per PS device. Sets `role`, `device`,
+/// `replica`, `listen`, and adds to `peers` every other process's address (entries
+/// already there win). Returns a line saying the place. Errors: invalid_argument when
+/// no launcher set a rank, when its world size is not the job's process count, or on a
+/// bad variable, strategy or port.
+[[nodiscard]] Result<std::string> take_place_from_environment(TrainingJobOptions& options, const EnvLookup& env);
 
 }  // namespace apiary

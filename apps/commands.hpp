@@ -34,6 +34,8 @@ Command add_train_command(CLI::App& app);
 Command add_ps_command(CLI::App& app);
 /// `apiary experts`: an expert server (hivemind-server's flags).
 Command add_experts_command(CLI::App& app);
+/// `apiary launch`: every process of a job on the hosts of its resource spec.
+Command add_launch_command(CLI::App& app);
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later),
 /// so that wait_for_shutdown_signal can take them synchronously.

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
       {"average", apiary::apps::add_average_command(app)},
       {"train", apiary::apps::add_train_command(app)},
       {"experts", apiary::apps::add_experts_command(app)},
+      {"launch", apiary::apps::add_launch_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -20,19 +21,28 @@
 namespace apiary::apps {
 namespace {
 
-/// Set when stdin closed under --stop-on-stdin-eof.
-std::atomic<bool> g_stdin_closed{false};
+/// Set when the process is asked to stop: stdin closed under --stop-on-stdin-eof, or
+/// SIGINT / SIGTERM to a replica process.
+std::atomic<bool> g_stop{false};
 
-/// Watches stdin: at its end, sets g_stdin_closed and raises SIGTERM (which a PS process
-/// waits for; replicas check the flag between steps). A parent holding the pipe stops
-/// the process by closing it, or by dying.
+/// Watches stdin: at its end, sets g_stop and raises SIGTERM (which a PS process waits
+/// for; replicas check the flag between steps). A parent holding the pipe stops the
+/// process by closing it, or by dying.
 void watch_stdin() {
   std::thread([] {
     char buf[256];
     while (std::fread(buf, 1, sizeof buf, stdin) > 0) {
     }
-    g_stdin_closed = true;
+    g_stop = true;
     ::kill(::getpid(), SIGTERM);
+  }).detach();
+}
+
+/// Replicas: SIGINT or SIGTERM sets g_stop (a PS process waits for them instead).
+void stop_on_signals() {
+  std::thread([] {
+    (void)wait_for_shutdown_signal();
+    g_stop = true;
   }).detach();
 }
 
@@ -54,7 +64,9 @@ Command add_ps_command(CLI::App& app) {
   auto embedded = std::make_shared<bool>(false);
   auto stdin_stops = std::make_shared<bool>(false);
   cmd->add_option("--role", a->role,
-                  "ps (serve a PS device's shards), chief (replica 0) or worker; required unless --embedded")
+                  "ps (serve a PS device's shards), chief (replica 0) or worker; without --role or --embedded, "
+                  "the role, --listen and --peers come from a launcher's RANK (apiary launch --ps-processes, "
+                  "torchrun, mpirun, srun) and the job's ports from APIARY_PORT or MASTER_PORT + 1")
       ->check(CLI::IsMember({"ps", "chief", "worker"}));
   cmd->add_option("--strategy", a->strategy, "Strategy file (see `apiary strategy build`; binary unless --text)")
       ->required();
@@ -125,9 +137,15 @@ Command add_ps_command(CLI::App& app) {
     if (a->save_every > 0 && a->save.empty()) {
       return fail("ps", make_error(errc::invalid_argument, "--save-every {}: expected --save PATH too", a->save_every));
     }
-    if (*embedded != a->role.empty()) {
-      return fail("ps", make_error(errc::invalid_argument, "expected exactly one of --role and --embedded, got {}",
-                             *embedded ? "both" : "neither"));
+    if (*embedded && !a->role.empty()) {
+      return fail("ps", make_error(errc::invalid_argument, "expected one of --role and --embedded, got both"));
+    }
+    if (!*embedded && a->role.empty()) {
+      // Started by a launcher (apiary launch, torchrun, mpirun, srun): the rank says the role.
+      auto place = take_place_from_environment(*a, [](const char* name) { return std::getenv(name); });
+      if (!place) return fail("ps", place.error());
+      std::fputs(place->c_str(), stdout);
+      std::fflush(stdout);
     }
     if (*embedded && !a->authority.empty()) {
       return fail("ps", make_error(errc::invalid_argument,
@@ -135,8 +153,9 @@ Command add_ps_command(CLI::App& app) {
                                    "authorizing; use it with --role"));
     }
     if (*stdin_stops) watch_stdin();
-    a->stop = &g_stdin_closed;
-    a->stop_reason = "stdin closed";
+    if (a->role != "ps") stop_on_signals();
+    a->stop = &g_stop;
+    a->stop_reason = *stdin_stops ? "stdin closed, SIGINT or SIGTERM" : "SIGINT or SIGTERM";
     JobOutput output;
     output.print = [](const std::string& lines) { std::fputs(lines.c_str(), stdout); std::fflush(stdout); };
     output.error = [](const Error& e) { (void)fail("ps", e); };

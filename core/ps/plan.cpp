@@ -55,6 +55,23 @@ Status apply_synchronizer(const Strategy::Node& node, const std::string& where, 
 
 }  // namespace
 
+std::vector<std::string> ps_devices(const Strategy& strategy) {
+  std::vector<std::string> out;
+  const auto add = [&out](const Strategy::Node& part) {
+    if (part.synchronizer_case() != Strategy::Node::kPSSynchronizer) return;
+    const auto& device = part.pssynchronizer().reduction_destination();
+    if (!device.empty() && std::find(out.begin(), out.end(), device) == out.end()) out.push_back(device);
+  };
+  for (const auto& node : strategy.node_config()) {
+    if (node.partitioner().empty()) {
+      add(node);
+    } else {
+      for (const auto& part : node.part_config()) add(part);
+    }
+  }
+  return out;
+}
+
 std::vector<std::size_t> TrainingPlan::shards_on(const std::string& device) const {
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < shards.size(); ++i) {

@@ -65,6 +65,12 @@ struct ResolvedNode {
                                                  const strategy::GraphItem& item, const OptimizerConfig& optimizer,
                                                  Aggregation aggregation = Aggregation::sample_weighted);
 
+/// The distinct PS devices of `strategy` (reduction destinations of its PSSynchronizers,
+/// partitions included; all-reduced nodes have none), in order of first use: the
+/// `servers` of the plan plan_training makes of it (or of a mixed strategy's PS part),
+/// found without the model, as a launcher needs them.
+[[nodiscard]] std::vector<std::string> ps_devices(const pb::autodist::Strategy& strategy);
+
 /// Cuts whole-variable initial values (by variable name) into each shard's piece, by
 /// shard id. Errors: invalid_argument on a missing or mis-sized variable.
 [[nodiscard]] Result<std::vector<std::vector<float>>> initial_pieces(

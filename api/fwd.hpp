@@ -14,6 +14,7 @@ namespace actors {
 class Gateway;
 class NcclGroup;
 class RoleHost;
+struct PsCounters;
 }  // namespace actors
 
 class Runtime;

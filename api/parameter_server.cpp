@@ -78,10 +78,15 @@ Result<std::unique_ptr<ParameterServer>> ParameterServer::start(caf::actor_syste
   ps->gateway_ = gateway;
   cps::ShardServer server(options.device, std::move(shards));
   if (options.drop_lost_replicas_after) server.set_drop_lost_after(core::Duration(*options.drop_lost_replicas_after));
-  ps->actor_ = std::make_shared<caf::actor>(actors::spawn_ps_actor(system, std::move(gateway), std::move(server)));
+  ps->counters_ = std::make_shared<actors::PsCounters>();
+  ps->replicas_ = plan.replicas.size();
+  ps->actor_ = std::make_shared<caf::actor>(
+      actors::spawn_ps_actor(system, std::move(gateway), std::move(server), ps->counters_));
   (void)ps->gateway_->describe("").get();  // the transport thread has taken the serve() calls
   return ps;
 }
+
+bool ParameterServer::replicas_done() const { return counters_->replicas_done.load() >= replicas_; }
 
 ParameterServer::~ParameterServer() {
   if (actor_) actors::stop_ps_actor(*gateway_, *actor_);

@@ -53,12 +53,17 @@ class ParameterServer {
 
   /// The names of the shards served, comma-separated.
   [[nodiscard]] const std::string& shard_names() const { return names_; }
+  /// Whether every replica of the job is done with this device: finished (its session
+  /// ended normally after its last pull) or dropped.
+  [[nodiscard]] bool replicas_done() const;
 
  private:
   ParameterServer() = default;
 
   std::shared_ptr<actors::Gateway> gateway_;
   std::shared_ptr<caf::actor> actor_;
+  std::shared_ptr<actors::PsCounters> counters_;
+  std::size_t replicas_ = 0;
   std::string names_;
 };
 

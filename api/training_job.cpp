@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -91,7 +92,20 @@ Status run_ps(const Job& a, const cps::TrainingPlan& plan, const std::function<s
   publisher->add(ps_key(a.job, a.device), rt.gateway()->address());
   a.out.print(fmt::format("ps {} listening {} shards {}\nps {} dht {} key {}\n", a.device, rt.gateway()->address(),
                           (*ps)->shard_names(), a.device, (*dht)->address().to_string(), ps_key(a.job, a.device)));
-  const std::string reason = wait_for_stop();
+  std::string reason;
+  if (a.until_replicas_finish) {
+    while (reason.empty()) {
+      if ((*ps)->replicas_done()) {
+        reason = "every replica finished";
+      } else if (a.stop != nullptr && *a.stop) {
+        reason = a.stop_reason;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  } else {
+    reason = wait_for_stop();
+  }
   a.out.print(fmt::format("ps {} stopping on {}\n", a.device, reason));
   publisher.reset();
   (*dht)->stop();

@@ -68,6 +68,9 @@ struct TrainingJobOptions {
   /// PS processes: drop a replica whose session failed this many ms later and go on
   /// without it (-1: a lost replica ends the synchronous shards, as before).
   std::int64_t drop_lost_after_ms = -1;
+  /// Role "ps": stop once every replica of the job is done with this device (finished, or
+  /// dropped), instead of waiting for `wait_for_stop` (a launcher's PS processes).
+  bool until_replicas_finish = false;
   std::string save;             ///< the chief writes a checkpoint here after the last step ({step}: its number)
   std::int64_t save_every = 0;  ///< also at the start of every step that is a multiple of it
   std::string restore;          ///< the checkpoint the job starts from
@@ -106,8 +109,8 @@ struct JobOutput {
 /// (api/job_places.hpp: the rank from `RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID` or
 /// `PMI_RANK`, the first port from `APIARY_PORT` or `MASTER_PORT`): the ranks are the
 /// strategy's replicas, then one PS process per PS device. Sets `role`, `device`,
-/// `replica`, `listen`, and adds to `peers` every other process's address (entries
-/// already there win). Returns a line saying the place. Errors: invalid_argument when
+/// `replica`, `listen`, `until_replicas_finish` (a PS process ends with the job), and
+/// adds to `peers` every other process's address (entries already there win). Returns a line saying the place. Errors: invalid_argument when
 /// no launcher set a rank, when its world size is not the job's process count, or on a
 /// bad variable, strategy or port.
 [[nodiscard]] Result<std::string> take_place_from_environment(TrainingJobOptions& options, const EnvLookup& env);

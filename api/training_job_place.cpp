@@ -39,6 +39,7 @@ Result<std::string> take_place_from_environment(TrainingJobOptions& a, const Env
   a.device = me.role == "ps" ? me.device : std::string{};
   a.replica = me.replica;
   a.listen = me.listen();
+  a.until_replicas_finish = me.role == "ps";
   std::optional<std::string> replica_prefix;
   if (core::collective::uses_allreduce(*strategy)) replica_prefix = places->ps_devices.empty() ? "" : "replica:";
   const auto key = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };

@@ -114,6 +114,9 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_flag("--embedded", *embedded,
                 "Run the whole job in this process: every PS device and every replica (no --role, --peers)");
   cmd->add_flag("--stop-on-stdin-eof", *stdin_stops, "Stop when stdin closes (for a parent that holds the pipe)");
+  cmd->add_flag("--until-replicas-finish", a->until_replicas_finish,
+                "PS role: stop once every replica finished (or was dropped); a PS process placed by a launcher's "
+                "RANK always does");
   cmd->add_option("--save", a->save,
                   "The chief writes a checkpoint here after the last step (every variable whole, however the "
                   "strategy partitions it); other roles ignore it");
@@ -153,7 +156,7 @@ Command add_ps_command(CLI::App& app) {
                                    "authorizing; use it with --role"));
     }
     if (*stdin_stops) watch_stdin();
-    if (a->role != "ps") stop_on_signals();
+    if (a->role != "ps" || a->until_replicas_finish) stop_on_signals();
     a->stop = &g_stop;
     a->stop_reason = *stdin_stops ? "stdin closed, SIGINT or SIGTERM" : "SIGINT or SIGTERM";
     JobOutput output;

@@ -134,6 +134,7 @@ Effects ShardServer::on_request_message(TimePoint now, RequestId id, const Resul
   if (message.ok()) {
     if (!last) return {};  // a session carries nothing after its first message
     sessions_.erase(it);
+    finished_.insert(replica);
     return {Reply{id, std::string{}, true}};  // the replica is done: end our side too
   }
   sessions_.erase(it);

@@ -83,6 +83,8 @@ class ShardServer final : public Role {
   void set_drop_lost_after(std::optional<Duration> wait) { drop_after_ = wait; }
   /// The replicas dropped so far.
   [[nodiscard]] const std::set<std::int32_t>& dropped() const { return dropped_; }
+  /// The replicas whose session ended normally (they finished their part of the job).
+  [[nodiscard]] const std::set<std::int32_t>& finished() const { return finished_; }
 
   /// The replicas whose session failed, with why.
   [[nodiscard]] const std::map<std::int32_t, std::string>& lost() const { return lost_; }
@@ -127,6 +129,7 @@ class ShardServer final : public Role {
   std::map<TimerId, std::int32_t> drop_timers_;                      ///< armed: replica to drop when it fires
   TimerId next_timer_ = 1;
   std::set<std::int32_t> dropped_;                                   ///< replicas dropped
+  std::set<std::int32_t> finished_;                                  ///< replicas whose session ended normally
   ServerStats stats_;
   bool splice_pulls_ = false;
 };

@@ -108,9 +108,10 @@ TEST_CASE("apiary launch runs a PS job's replicas and PS processes here, then st
     CHECK_THAT(l.ranks.at(rank).text, Catch::Contains(fmt::format("place rank {} of {} (RANK): ps {} at 127.0.0.1:{}",
                                                                   rank, k_replicas + job.plan.servers.size(),
                                                                   job.plan.servers[k], port + rank)));
-    CHECK_THAT(l.ranks.at(rank).text, Catch::Contains("stopping on SIGTERM"));
+    // It stops once every replica finished (or when the launcher, seeing them all end,
+    // sends SIGTERM first).
+    CHECK_THAT(l.ranks.at(rank).text, Catch::Contains("ps " + job.plan.servers[k] + " stopping on "));
   }
-  CHECK_THAT(l.text, Catch::Contains("launch: every replica finished: stopping the PS processes"));
   CHECK_THAT(l.text, Catch::Contains(fmt::format("launch: {} processes ended, every one with 0",
                                                  k_replicas + job.plan.servers.size())));
 }
@@ -232,10 +233,11 @@ TEST_CASE("apiary ps takes its place from torchrun's RANK and WORLD_SIZE", "[int
     WARN("skipped: no torchrun here (Debian's python3-torch has it)");
     return;
   }
-  // An all-reduce job: its processes all end by themselves (a PS process serves until
-  // stopped, which torchrun's agent does only when another process fails).
-  const Job ar = make_job(cs::BuilderKind::all_reduce, {}, "launch_torchrun", false);
-  const int master = free_port_range(k_replicas + 1);
+  // A PS job: four replicas, then one PS process per PS device, which ends once every
+  // replica finished.
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "launch_torchrun", true);
+  const int processes = k_replicas + static_cast<int>(job.plan.servers.size());
+  const int master = free_port_range(processes + 1);
   // Debian's torch 1.13 on Python 3.11 cannot parse its own defaults of --redirects and
   // --tee ("0": Python 3.11 no longer lists a zero flag when iterating an IntFlag), so
   // name them: every rank's stdout teed to the console, and to files under --log_dir.
@@ -243,11 +245,14 @@ TEST_CASE("apiary ps takes its place from torchrun's RANK and WORLD_SIZE", "[int
   const auto run = run_command(fmt::format(
       "torchrun --nnodes 1 --nproc_per_node {} --master_addr 127.0.0.1 --master_port {} --redirects 1 --tee 1 "
       "--log_dir {} --no_python {} ps {} --steps 6",
-      k_replicas, master, logs.dir, sibling_executable("apiary"), common_args(ar)));
+      processes, master, logs.dir, sibling_executable("apiary"), common_args(job)));
   INFO(run.text);
   REQUIRE(run.rc == 0);
   check_every_final(run, reference_sgd(6, k_replicas), k_replicas);
   CHECK_THAT(run.text, Catch::Contains(fmt::format("(RANK): chief localhost:CPU:0 at 127.0.0.1:{}", master + 1)));
+  for (const auto& device : job.plan.servers) {
+    CHECK_THAT(run.text, Catch::Contains("ps " + device + " stopping on every replica finished"));
+  }
 }
 
 TEST_CASE("apiary ps takes its place from mpirun's OMPI_COMM_WORLD_RANK", "[integration][launch]") {

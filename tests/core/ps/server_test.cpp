@@ -131,9 +131,11 @@ TEST_CASE("a lost replica session fails held synchronous requests and refuses ne
   (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
   CHECK(server.on_request(now, 3, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)).empty());  // waits for replica 1
   // Replica 0 finishes normally: its session ends, nothing is lost.
+  CHECK(server.finished().empty());
   const auto& bye = only_reply(server.on_request_message(now, 11, std::string{}, true));
   CHECK(bye.request == 11);
   CHECK(server.lost().empty());
+  CHECK(server.finished() == std::set<std::int32_t>{0});
   // Replica 1's session fails: the held pull is answered with an error naming it.
   const auto& failed = only_reply(server.on_request_message(now, 10, make_error(errc::peer_down, "gone"), true));
   CHECK(failed.request == 3);
@@ -141,6 +143,7 @@ TEST_CASE("a lost replica session fails held synchronous requests and refuses ne
   CHECK(failed.response.error().code == errc::unavailable);
   CHECK(failed.response.error().message.find("replica 1 at 127.0.0.1:9 went down") != std::string::npos);
   CHECK(server.held() == 0);
+  CHECK(server.finished() == std::set<std::int32_t>{0});  // a lost replica did not finish
   const auto& later = only_reply(server.on_request(now, 4, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)));
   REQUIRE_FALSE(later.response.ok());
   CHECK(later.response.error().code == errc::unavailable);

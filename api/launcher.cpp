@@ -80,10 +80,19 @@ Result<std::vector<LaunchCommand>> launch_commands(const LaunchOptions& o) {
   if (o.command.empty()) {
     return make_error(errc::invalid_argument, "launch: expected the trainer's command after --, got none");
   }
-  auto strategy = load_strategy(o.strategy, o.text);
-  if (!strategy) return strategy.error();
   auto spec = load_resource_spec(o.resource_spec);
   if (!spec) return spec.error();
+  Result<pb::autodist::Strategy> strategy = pb::autodist::Strategy{};
+  if (!o.strategy.empty()) {
+    strategy = load_strategy(o.strategy, o.text);
+    if (!strategy) return strategy.error();
+  } else if (o.ps_processes) {
+    return make_error(errc::invalid_argument,
+                      "launch: --ps-processes: expected --strategy too (its PS devices are the processes to start)");
+  } else {
+    // The replicas as every builder lays them out: the trainers build the strategy.
+    for (const auto& device : spec->replicas()) strategy->mutable_graph_config()->add_replicas(device);
+  }
   auto places = job_places(*strategy, o.ps_processes, o.port);
   if (!places) return places.error();
   const auto shell = words_of(o.remote_shell);

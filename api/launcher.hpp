@@ -34,7 +34,9 @@
 namespace apiary {
 
 struct LaunchOptions {
-  std::string strategy;       ///< the strategy file (`apiary strategy build`)
+  /// The strategy file (`apiary strategy build`); empty: the resource spec's replicas (as
+  /// every builder lays them out), for trainers that build their strategy themselves.
+  std::string strategy;
   bool text = false;          ///< protobuf text format
   std::string resource_spec;  ///< the cluster it was built for
   bool ps_processes = false;  ///< also one process per PS device

@@ -21,7 +21,9 @@ Command add_launch_command(CLI::App& app) {
   auto o = std::make_shared<LaunchOptions>();
   auto grace_ms = std::make_shared<std::int64_t>(5000);
   auto dry_run = std::make_shared<bool>(false);
-  cmd->add_option("--strategy", o->strategy, "Strategy file (see `apiary strategy build`)")->required();
+  cmd->add_option("--strategy", o->strategy,
+                  "Strategy file (see `apiary strategy build`); without it, one process per replica of the resource "
+                  "spec (every GPU, then the CPUs of nodes without GPUs), for trainers that build their strategy");
   cmd->add_flag("--text", o->text, "The strategy file is protobuf text format");
   cmd->add_option("--resource-spec", o->resource_spec, "resource_spec.yml the strategy was built for")->required();
   cmd->add_flag("--ps-processes", o->ps_processes,

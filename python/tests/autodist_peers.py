@@ -76,7 +76,8 @@ def builder_of(name: str, staleness: int = 0, sync: bool = True):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", required=True)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=os.environ.get("APIARY_PORT"),
+                        required="APIARY_PORT" not in os.environ, help="default: APIARY_PORT (apiary launch sets it)")
     parser.add_argument("--builders", required=True)
     parser.add_argument("--optimizer", default="sgd")
     parser.add_argument("--sparse", type=int, default=1)

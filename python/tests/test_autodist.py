@@ -141,6 +141,22 @@ def test_every_builder_equals_single_process_sgd(tmp_path):
     assert served[0] and not any(served[1:])
 
 
+@pytest.mark.skipif(not os.environ.get("APIARY_BIN"), reason="APIARY_BIN (the apiary executable) is not set")
+def test_apiary_launch_starts_every_trainer(tmp_path):
+    """`apiary launch --resource-spec` (no strategy: the trainers build theirs) starts one
+    trainer per replica with RANK, WORLD_SIZE and APIARY_PORT, prefixes their output, and
+    the job equals single-process SGD."""
+    builders = ["PSLoadBalancing", "AllReduce"]
+    cmd = [os.environ["APIARY_BIN"], "launch", "--resource-spec", SPEC, "--port", str(free_port_range()), "--",
+           sys.executable, PEERS, "--spec", SPEC, "--builders", ",".join(builders), "--optimizer", "sgd",
+           "--sparse", "1", "--steps", "6", "--batch", str(BATCH), "--out", str(tmp_path)]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    log = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, log
+    assert f"launch: {REPLICAS} processes ended, every one with 0" in log, log
+    check_equal(tmp_path, builders, reference("sgd", 6), atol=1e-5)
+
+
 def test_an_insecure_job_equals_single_process_sgd(tmp_path):
     # Every process of the job plaintext (insecure=True): the same SGD as an encrypted job.
     codes, logs = run_peers(tmp_path, ["Parallax"], "sgd", sparse=True, extra=["--insecure"])

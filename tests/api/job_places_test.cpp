@@ -264,6 +264,22 @@ TEST_CASE("launch commands on a loopback node run here with their place in the e
   CHECK_FALSE(launch_commands(o).ok());
 }
 
+TEST_CASE("launch without a strategy starts the resource spec's replicas", "[launch]") {
+  Files files(build(cs::BuilderKind::all_reduce, k_three), k_three);
+  LaunchOptions o;
+  o.resource_spec = files.spec;
+  o.command = {"python3", "train.py"};
+  auto replicas = launch_commands(o);
+  REQUIRE(replicas.ok());
+  REQUIRE(replicas->size() == 3);
+  CHECK((*replicas)[1].place.device == "10.9.0.2:CPU:0");
+  CHECK((*replicas)[1].place.role == "worker");
+  o.ps_processes = true;
+  auto no_strategy = launch_commands(o);
+  REQUIRE_FALSE(no_strategy.ok());
+  CHECK_THAT(no_strategy.error().message, Catch::Contains("--ps-processes: expected --strategy too"));
+}
+
 TEST_CASE("launch refuses a strategy built for another cluster", "[launch]") {
   Files files(build(cs::BuilderKind::all_reduce, k_three), k_local);
   LaunchOptions o;

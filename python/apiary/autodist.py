@@ -12,8 +12,10 @@ the cluster, for a plain torch training loop.
     ad.shutdown()
 
 Run one process per replica of the strategy (the resource spec's devices); each
-takes its rank from ``rank=`` or from its launcher's environment (``RANK`` of torchrun,
-``OMPI_COMM_WORLD_RANK`` of mpirun, ``SLURM_PROCID``, ``PMI_RANK``). The roles listen on a
+takes its rank from ``rank=`` or from its launcher's environment (``RANK`` of
+``apiary launch`` and torchrun, ``OMPI_COMM_WORLD_RANK`` of mpirun, ``SLURM_PROCID``,
+``PMI_RANK``). ``apiary launch --resource-spec resource_spec.yml -- python3 train.py``
+starts them all on the spec's hosts (ssh) and stops them together. The roles listen on a
 port range starting at ``port=`` (default: ``APIARY_PORT``, else ``MASTER_PORT`` + 1, else
 15000): replica r at port + r on its host, the PS devices after the replicas; each PS
 device is served by the lowest-ranked trainer process on its host, or, with

@@ -146,14 +146,18 @@ Result<int> run_launch(const std::vector<LaunchCommand>& commands, const LaunchO
   bool finishing = false;  // the replicas are done, the PS processes told to stop
   bool killing = false;    // SIGKILL at kill_at
   auto kill_at = std::chrono::steady_clock::time_point::max();
-  const auto stop_all = [&](int code) {
-    result = code;
+  // SIGTERM to every process still running (and its stdin closed), SIGKILL after the grace.
+  const auto terminate_all = [&] {
     killing = true;
     kill_at = std::chrono::steady_clock::now() + grace;
     for (auto& c : children) {
       close_fd(c.in);
       if (c.pid > 0 && !c.reaped) ::kill(-c.pid, SIGTERM);
     }
+  };
+  const auto stop_all = [&](int code) {
+    result = code;
+    terminate_all();
   };
   for (std::size_t i = 0; i < commands.size(); ++i) {
     auto& c = children[i];
@@ -221,12 +225,7 @@ Result<int> run_launch(const std::vector<LaunchCommand>& commands, const LaunchO
     if (!result && !finishing && !replicas_running) {
       say("every replica finished: stopping the PS processes");
       finishing = true;
-      killing = true;
-      kill_at = std::chrono::steady_clock::now() + grace;
-      for (auto& c : children) {
-        close_fd(c.in);
-        if (c.pid > 0 && !c.reaped) ::kill(-c.pid, SIGTERM);
-      }
+      terminate_all();
     }
     if (killing && std::chrono::steady_clock::now() >= kill_at) {
       for (auto& c : children) {

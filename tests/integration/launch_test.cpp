@@ -1,8 +1,6 @@
 // `apiary launch`: a job's processes started on the hosts of its resource spec (here, and
 // in network namespaces standing for hosts, through `ip netns exec`), their output, one
 // failure or a signal stopping them all; and `apiary ps` placed by torchrun and mpirun.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -56,24 +54,12 @@ std::unique_ptr<Process> spawn_launch(const std::string& args, const std::string
       "/bin/sh", "-c", "exec " + env + " " + sibling_executable("apiary") + " launch " + args + " 2>&1"});
 }
 
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return bound;
-}
-
 /// A first port with the next `count` - 1 ports free too, as far as can be told now.
 int free_port_range(int count) {
   for (;;) {
     const int first = free_loopback_port();
     bool all = first + count <= 32768;
-    for (int i = 1; i < count && all; ++i) all = port_free(first + i);
+    for (int i = 1; i < count && all; ++i) all = loopback_port_free(first + i);
     if (all) return first;
   }
 }

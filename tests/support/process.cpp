@@ -105,20 +105,24 @@ std::pair<std::unique_ptr<Process>, std::string> start_test_server(const std::ve
   return {std::move(p), line->substr(10)};
 }
 
+bool loopback_port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return bound;
+}
+
 int free_loopback_port() {
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
   std::uniform_int_distribution<int> pick(20000, 32767);
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int port = pick(rng);
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    if (bound) return port;
+    if (loopback_port_free(port)) return port;
   }
   throw std::runtime_error("no free 127.0.0.1 port in 20000..32767 after 200 tries");
 }

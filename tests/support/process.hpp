@@ -48,4 +48,7 @@ std::pair<std::unique_ptr<Process>, std::string> start_test_server(const std::ve
 /// between, and two tests rarely draw the same one. Throws when none is found.
 int free_loopback_port();
 
+/// Whether 127.0.0.1:`port` can be bound right now.
+bool loopback_port_free(int port);
+
 }  // namespace apiary::testing

@@ -5,6 +5,9 @@
 #include <netinet/in.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -44,6 +47,58 @@ Result<std::string> interface_of(const std::string& host) {
                     "no network interface owns {}; listen on an address of this host", host);
 }
 
+namespace {
+
+/// The first line of a small file; empty when unreadable.
+std::string first_line(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::string> rdma_ports_of(const std::string& iface, const std::string& sysfs) {
+  namespace fs = std::filesystem;
+  std::set<std::string> out;
+  std::error_code ec;
+  // RoCE: a port's GID table names the network interface of each GID.
+  const fs::path ib = fs::path(sysfs) / "class" / "infiniband";
+  for (const auto& dev : fs::directory_iterator(ib, ec)) {
+    for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec)) {
+      for (const auto& ndev : fs::directory_iterator(port.path() / "gid_attrs" / "ndevs", ec)) {
+        if (first_line(ndev.path()) == iface) {
+          out.insert(dev.path().filename().string() + ":" + port.path().filename().string());
+          break;
+        }
+      }
+    }
+  }
+  // IPoIB: the interface's own device is an RDMA device.
+  const fs::path net = fs::path(sysfs) / "class" / "net" / iface / "device";
+  for (const auto& dev : fs::directory_iterator(net / "infiniband", ec)) {
+    const std::string dev_port = first_line(fs::path(sysfs) / "class" / "net" / iface / "dev_port");
+    int port = 1;
+    if (!dev_port.empty() && dev_port.find_first_not_of("0123456789") == std::string::npos) {
+      port = std::stoi(dev_port) + 1;
+    }
+    out.insert(dev.path().filename().string() + ":" + std::to_string(port));
+  }
+  return {out.begin(), out.end()};
+}
+
+Lanes lanes_of(Mode mode, const std::string& net_device, const std::vector<std::string>& rdma_ports) {
+  Lanes l;
+  l.net_devices = net_device;
+  for (const auto& p : rdma_ports) l.net_devices += "," + p;
+  // tcp: network lanes only (PEER error mode). shm: shared memory for same-host peers;
+  // the sockaddr connection manager still needs tcp in the list.
+  l.tls = mode == Mode::tcp ? "tcp" : "tcp,sm,self";
+  if (!rdma_ports.empty()) l.tls += ",rc,ud,dc";
+  return l;
+}
+
 Result<Context> Context::create(Mode mode, const std::string& net_device) {
   // A listener may take its port again while the connections it accepted linger in
   // TIME-WAIT (a job restarted on its fixed ports), unless the environment says
@@ -56,9 +111,11 @@ Result<Context> Context::create(Mode mode, const std::string& net_device) {
   if (st != UCS_OK) return ucx_error(errc::internal, "ucp_config_read", st);
   std::unique_ptr<ucp_config_t, void (*)(ucp_config_t*)> guard(config, ucp_config_release);
 
-  // Keep every lane on the listen address's interface (e.g. lo), unless overridden.
+  // Keep every lane on the listen address's interface (e.g. lo) and the RDMA ports
+  // behind it, unless overridden.
+  const Lanes lanes = lanes_of(mode, net_device, rdma_ports_of(net_device));
   if (std::getenv("UCX_NET_DEVICES") == nullptr) {
-    st = ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
+    st = ucp_config_modify(config, "NET_DEVICES", lanes.net_devices.c_str());
     if (st != UCS_OK) return ucx_error(errc::internal, "setting NET_DEVICES", st);
   }
   // Endpoints are named on the wire by indirect ids, whatever the error mode. With direct
@@ -72,10 +129,7 @@ Result<Context> Context::create(Mode mode, const std::string& net_device) {
     st = ucp_config_modify(config, "PROTO_INDIRECT_ID", "on");
     if (st != UCS_OK) return ucx_error(errc::internal, "setting PROTO_INDIRECT_ID", st);
   }
-  // tcp: tcp lanes only (PEER error mode). shm: shared memory for same-host peers;
-  // the sockaddr connection manager still needs tcp in the list.
-  const char* tls = mode == Mode::tcp ? "tcp" : "tcp,sm,self";
-  st = ucp_config_modify(config, "TLS", tls);
+  st = ucp_config_modify(config, "TLS", lanes.tls.c_str());
   if (st != UCS_OK) return ucx_error(errc::internal, "setting TLS", st);
 
   ucp_params_t params{};

@@ -120,6 +120,7 @@ Status Replica::pull_into(std::map<std::string, std::vector<float>>& params,
   params.clear();
   if (!pulled) return pulled.error();
   params = std::move(pulled->params);
+  step_ = pulled->step;
   if (version != nullptr) *version = pulled->version;
   return ok_status();
 }

@@ -108,12 +108,17 @@ class Replica {
   [[nodiscard]] std::uint64_t pulls_landed() const { return counters_->pulls_landed.load(); }
   /// The replica id.
   [[nodiscard]] std::int32_t id() const { return id_; }
+  /// The step of the last pull's parameters: 0, 1, 2, ... from the first pull, or, for a
+  /// replica that rejoined a running synchronous PS job (its PS devices had dropped it),
+  /// the job's step it rejoined at, then on from there.
+  [[nodiscard]] std::int64_t step() const { return step_; }
 
  private:
   Replica() = default;
   Result<core::Value> call(const char* method, core::Value args, std::chrono::milliseconds patience);
 
   std::int32_t id_ = 0;
+  std::int64_t step_ = 0;
   std::shared_ptr<actors::Gateway> gateway_;
   std::shared_ptr<caf::actor> host_;
   std::shared_ptr<caf::actor> nccl_route_;

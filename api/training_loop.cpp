@@ -127,12 +127,21 @@ Status train(const Job& a, Replica& replica, std::size_t replicas, bool collecti
   };
   double total_ms = 0;
   std::int64_t version = 0;
-  for (std::int64_t step = 0; step < a.steps; ++step) {
+  std::int64_t trained = 0;  // steps this process ran
+  for (std::int64_t next = 0;;) {
     if (a.stop != nullptr && *a.stop) {
-      return a.out.fail(make_error(errc::cancelled, "replica {}: stopped before step {}: {}", id, step, a.stop_reason));
+      return a.out.fail(make_error(errc::cancelled, "replica {}: stopped before step {}: {}", id, next, a.stop_reason));
     }
     const auto start = std::chrono::steady_clock::now();
     if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
+    // The job's step: this replica's count, unless it rejoined a running job (its PS
+    // devices had dropped it), which it then joins where it stands.
+    const std::int64_t step = replica.step();
+    if (trained == 0 && step > next) {
+      a.out.print(fmt::format("replica {} rejoined the running job at step {}\n", id, step));
+    }
+    if (step >= a.steps) break;  // the parameters after the last step
+    ++trained;
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
       if (auto saved = checkpoint(first + step); !saved) return a.out.fail(saved.error());
     }
@@ -145,10 +154,10 @@ Status train(const Job& a, Replica& replica, std::size_t replicas, bool collecti
     const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
     a.out.print(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
                             loss, full, ms));
+    next = step + 1;
   }
-  // The parameters after the last step (in BSP: every replica's updates applied).
-  if (auto pulled = replica.pull_into(params, &version); !pulled) return failed(pulled.error());
-  const double mean_ms = a.steps > 0 ? total_ms / static_cast<double>(a.steps) : 0.0;
+  // `params` are the parameters after the last step (in BSP: every replica's updates applied).
+  const double mean_ms = trained > 0 ? total_ms / static_cast<double>(trained) : 0.0;
   a.out.print(format_final(id, version, cps::logistic_full_loss(data, params), mean_ms,
                            collectives ? std::optional<std::uint64_t>(replica.collectives()) : std::nullopt, params));
   // Only the chief writes the checkpoint: every replica holds the same parameters.

@@ -207,4 +207,13 @@ Result<bool> Replica::on_push_ack(std::size_t shard, const PushAck& ack) {
   return true;
 }
 
+Status Replica::start_at(std::int64_t step) {
+  if (step < 0) return make_error(errc::invalid_argument, "replica {}: expected a first step >= 0, got {}", id_, step);
+  if (phase_ != ReplicaPhase::idle || step_ != 0 || !pulled_.empty()) {
+    return make_error(errc::protocol, "replica {}: its steps can start elsewhere only before the first pull", id_);
+  }
+  step_ = step;
+  return ok_status();
+}
+
 }  // namespace apiary::core::ps

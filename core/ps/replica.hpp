@@ -101,6 +101,10 @@ class Replica {
   /// phase becomes idle). Errors: protocol on an unexpected ack.
   [[nodiscard]] Result<bool> on_push_ack(std::size_t shard, const PushAck& ack);
 
+  /// Before its first pull: the replica's steps start at `step` (a replica rejoining a
+  /// running job). Errors: protocol after a step began, invalid_argument on step < 0.
+  [[nodiscard]] Status start_at(std::int64_t step);
+
   /// The step being run (or next to run, when idle).
   [[nodiscard]] std::int64_t step() const { return step_; }
   /// The current phase.

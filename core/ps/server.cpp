@@ -33,7 +33,7 @@ std::size_t ShardServer::held() const {
 }
 
 std::vector<std::string> ShardServer::served() {
-  return {k_ps_push_handle, k_ps_pull_handle, k_ps_join_handle, k_ps_optimizer_state_handle};
+  return {k_ps_push_handle, k_ps_pull_handle, k_ps_join_handle, k_ps_optimizer_state_handle, k_ps_rejoin_handle};
 }
 
 Effects ShardServer::on(TimePoint now, Input input) {
@@ -79,6 +79,7 @@ Effects ShardServer::on_request(TimePoint /*now*/, RequestId id, const std::stri
   if (handle == k_ps_pull_handle) return pull(id, body);
   if (handle == k_ps_join_handle) return join(id, body, from);
   if (handle == k_ps_optimizer_state_handle) return optimizer_state(id, body);
+  if (handle == k_ps_rejoin_handle) return rejoin(id, body);
   return refuse(id, make_error(errc::not_found, "PS {}: expected handle {} or {}, got '{}'", device_, k_ps_push_handle,
                                k_ps_pull_handle, handle));
 }
@@ -117,13 +118,69 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
                                  static_cast<std::int64_t>(replicas) - 1, req.replica()));
   }
   ++stats_.sessions;
+  Effects out;  // the session stays open: nothing to answer
   if (lost_.count(req.replica()) != 0) {
     // A replica started again after it went down: the asynchronous shards take it back
-    // from its first step (the synchronous ones went on without it, or failed).
+    // from its first step; the synchronous ones went on without it (or failed), and
+    // take it back when it asks to rejoin. One still waited for is dropped now.
     for (auto& [name, shard] : shards_) (void)shard.rejoin(req.replica());
+    for (auto t = drop_timers_.begin(); t != drop_timers_.end();) {
+      if (t->second != req.replica()) {
+        ++t;
+        continue;
+      }
+      out.push_back(CancelTimer{t->first});
+      t = drop_timers_.erase(t);
+      auto dropped = drop(req.replica());
+      out.insert(out.end(), std::make_move_iterator(dropped.begin()), std::make_move_iterator(dropped.end()));
+    }
   }
   sessions_[id] = {req.replica(), from};
-  return {};  // the session stays open: nothing to answer
+  return out;
+}
+
+Effects ShardServer::rejoin(RequestId id, std::string_view body) {
+  pb::PsRejoinRequest req;
+  if (!parse(req, body)) {
+    return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsRejoinRequest", device_, body.size()));
+  }
+  const std::int32_t replica = req.replica();
+  const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
+  if (replica < 0 || static_cast<std::size_t>(replica) >= replicas) {
+    return refuse(id, make_error(errc::invalid_argument, "PS {}: expected a replica id in 0..{}, got {}", device_,
+                                 static_cast<std::int64_t>(replicas) - 1, replica));
+  }
+  pb::PsRejoinResponse res;
+  std::int64_t floor = 0;
+  bool out_of_job = false;
+  for (const auto& [name, shard] : shards_) {
+    if (!shard.config().sync) continue;
+    floor = std::max(floor, shard.rejoin_floor(replica));
+    out_of_job = out_of_job || shard.rejoining(replica);
+  }
+  res.set_dropped(out_of_job);
+  res.set_step(floor);
+  Effects out;
+  if (req.from_step() >= floor && out_of_job) {
+    for (const auto& [name, shard] : shards_) {
+      if (!shard.config().sync) continue;
+      if (auto can = shard.can_rejoin_from(replica, req.from_step()); !can) {
+        return refuse(id, make_error(can.error().code, "PS {}: {}", device_, can.error().message));
+      }
+    }
+    for (auto& [name, shard] : shards_) {
+      if (!shard.config().sync) continue;
+      auto released = shard.rejoin_from(replica, req.from_step());
+      if (!released) return refuse(id, make_error(released.error().code, "PS {}: {}", device_, released.error().message));
+      out = answer(name, *released, std::move(out));
+    }
+    dropped_.erase(replica);
+    lost_.erase(replica);
+    res.set_accepted(true);
+    res.set_step(req.from_step());
+  }
+  out.push_back(Reply{id, res.SerializeAsString(), true});
+  return out;
 }
 
 Effects ShardServer::on_request_message(TimePoint now, RequestId id, const Result<std::string>& message,

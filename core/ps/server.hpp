@@ -14,7 +14,10 @@
 /// and `wait` after the loss every synchronous shard drops the replica
 /// (Shard::drop_replica): its steps complete with the replicas left. A lost replica that
 /// joins again (a process started anew) is taken back by the asynchronous shards from its
-/// first step (Shard::rejoin).
+/// first step (Shard::rejoin); the synchronous ones take back a dropped replica that
+/// asks to rejoin from a step no replica has pushed yet (k_ps_rejoin_handle,
+/// Shard::rejoin_from), and a lost replica not dropped yet that joins again is dropped at
+/// once, to rejoin the same way.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -108,6 +111,10 @@ class ShardServer final : public Role {
   Effects join(RequestId id, std::string_view body, const PeerAddr& from);
   /// A shard's optimizer state, answered at once (k_ps_optimizer_state_handle).
   Effects optimizer_state(RequestId id, std::string_view body);
+  /// A replica process started again asks where it stands, or to push from a step on
+  /// (PsRejoinRequest): every synchronous shard here takes it back from that step, or
+  /// none does.
+  Effects rejoin(RequestId id, std::string_view body);
   /// Every synchronous shard drops `replica`; the Replies of what that releases.
   Effects drop(std::int32_t replica);
   /// The error for a request to a synchronous shard once a replica is lost.

@@ -81,7 +81,8 @@ Shard::Shard(ShardConfig config, std::vector<float> initial, std::vector<double>
       host_weight_(std::move(host_weight)),
       clock_(config_.replica_hosts.size(), 0),
       next_(config_.replica_hosts.size(), 0),
-      dropped_(config_.replica_hosts.size(), false) {}
+      dropped_(config_.replica_hosts.size(), false),
+      rejoined_at_(config_.replica_hosts.size(), -1) {}
 
 std::int64_t Shard::slowest() const {
   std::int64_t out = -1;
@@ -181,17 +182,19 @@ Status Shard::accept_dense(std::int32_t replica, std::int64_t step, double sampl
   sum.rates[replica] = learning_rate;
   sum.pending[replica] = PendingDense{w, g, std::move(keep)};
   sum.pending_bytes += g.count * sizeof(float);
-  if (sum.pending_bytes > config_.max_unsummed_bytes) fold(sum);
+  if (sum.pending_bytes > config_.max_unsummed_bytes) fold(sum, step);
   return apply_ready();
 }
 
-std::vector<Shard::PendingDense> Shard::take_run(StepSum& sum) const {
+std::vector<Shard::PendingDense> Shard::take_run(StepSum& sum, std::int64_t step) const {
   std::vector<PendingDense> run;
   while (static_cast<std::size_t>(sum.folded) < dropped_.size()) {
     auto it = sum.pending.find(sum.folded);
     if (it == sum.pending.end()) {
-      // A dropped replica that never pushed this step has no place in its order.
-      if (!dropped_[static_cast<std::size_t>(sum.folded)]) break;
+      // A dropped replica that never pushed this step has no place in its order, nor one
+      // that rejoined from a later step.
+      const auto f = static_cast<std::size_t>(sum.folded);
+      if (!dropped_[f] && rejoined_at_[f] <= step) break;
       ++sum.folded;
       continue;
     }
@@ -212,8 +215,8 @@ void Shard::sum_block(const std::vector<PendingDense>& run, bool first, std::siz
   }
 }
 
-void Shard::fold(StepSum& sum) {
-  const auto run = take_run(sum);
+void Shard::fold(StepSum& sum, std::int64_t step) {
+  const auto run = take_run(sum, step);
   if (run.empty()) return;
   const bool first = sum.dense.empty();  // nothing summed before
   if (first) {
@@ -248,7 +251,7 @@ Status Shard::apply_step(std::int64_t step) {
     // block of the sum updates the parameters (the mean taken inside the update) while
     // it is in cache. Gradients summed early lie in sum.dense; the rest are added there.
     const bool partial = !sum.dense.empty();
-    const auto run = take_run(sum);
+    const auto run = take_run(sum, step);
     if (!sum.pending.empty() || static_cast<std::size_t>(sum.folded) != clock_.size() ||
         (partial && sum.dense.size() != values_->size())) {
       return make_error(errc::internal, "shard {}: step {} completed with {} of {} gradients in replica order",
@@ -367,8 +370,16 @@ Result<Released> Shard::drop_replica(std::int32_t replica) {
   held_pulls_.erase(std::remove_if(held_pulls_.begin(), held_pulls_.end(),
                                    [replica](const HeldPull& p) { return p.replica == replica; }),
                     held_pulls_.end());
-  // host_mean: each host's weight shared by the replicas it has left (pushes already
-  // taken in keep theirs; a step's mean divides by the weights it summed).
+  rejoined_at_[r] = -1;
+  reweight_hosts();
+  if (auto s = apply_ready(); !s) return s.error();
+  if (auto s = drain(out); !s) return s.error();
+  return out;
+}
+
+void Shard::reweight_hosts() {
+  // host_mean: each host's weight shared by the replicas it has (pushes already taken in
+  // keep theirs; a step's mean divides by the weights it summed).
   std::map<std::int32_t, std::size_t> per_host;
   for (std::size_t i = 0; i < dropped_.size(); ++i) {
     if (!dropped_[i]) ++per_host[config_.replica_hosts[i]];
@@ -378,6 +389,55 @@ Result<Released> Shard::drop_replica(std::int32_t replica) {
     host_weight_[i] = 1.0 / (static_cast<double>(per_host.size()) *
                              static_cast<double>(per_host[config_.replica_hosts[i]]));
   }
+}
+
+bool Shard::rejoining(std::int32_t replica) const {
+  if (replica < 0 || static_cast<std::size_t>(replica) >= dropped_.size()) return false;
+  const auto r = static_cast<std::size_t>(replica);
+  return dropped_[r] || (rejoined_at_[r] >= 0 && next_[r] == rejoined_at_[r]);
+}
+
+std::int64_t Shard::rejoin_floor(std::int32_t replica) const {
+  std::int64_t floor = applied_steps_;
+  for (std::size_t o = 0; o < next_.size(); ++o) {
+    if (static_cast<std::int32_t>(o) == replica || dropped_[o]) continue;
+    floor = std::max(floor, next_[o]);
+  }
+  return floor;
+}
+
+Status Shard::can_rejoin_from(std::int32_t replica, std::int64_t step) const {
+  if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
+    return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}) to rejoin, got {}",
+                      config_.variable, clock_.size(), replica);
+  }
+  if (!config_.sync) {
+    return make_error(errc::invalid_argument, "shard {}: an asynchronous shard takes a replica back as it joins",
+                      config_.variable);
+  }
+  if (!rejoining(replica)) {
+    return make_error(errc::protocol, "shard {}: replica {} takes part in the job (pushed up to step {}); only a "
+                      "dropped replica rejoins", config_.variable, replica, next_[static_cast<std::size_t>(replica)] - 1);
+  }
+  const std::int64_t floor = rejoin_floor(replica);
+  bool others = false;
+  for (std::size_t o = 0; o < dropped_.size(); ++o) others = others || (static_cast<std::int32_t>(o) != replica && !dropped_[o]);
+  if (step < floor || (!others && step != floor)) {
+    return make_error(errc::protocol, "shard {}: replica {} can rejoin from step {}{}, got step {}", config_.variable,
+                      replica, floor, others ? " on" : " (no other replica takes part)", step);
+  }
+  return ok_status();
+}
+
+Result<Released> Shard::rejoin_from(std::int32_t replica, std::int64_t step) {
+  if (auto can = can_rejoin_from(replica, step); !can) return can.error();
+  const auto r = static_cast<std::size_t>(replica);
+  dropped_[r] = false;
+  rejoined_at_[r] = step;
+  clock_[r] = step;
+  next_[r] = step;
+  reweight_hosts();
+  Released out;
   if (auto s = apply_ready(); !s) return s.error();
   if (auto s = drain(out); !s) return s.error();
   return out;

@@ -144,6 +144,21 @@ class Shard {
   /// pushes count from step 0 again). A synchronous shard keeps its steps: no change.
   /// Errors: invalid_argument on an unknown replica.
   [[nodiscard]] Status rejoin(std::int32_t replica);
+  /// Synchronous: the first step replica `replica` could rejoin from: one no other
+  /// replica taking part has pushed (held pushes included) and the shard has not applied.
+  [[nodiscard]] std::int64_t rejoin_floor(std::int32_t replica) const;
+  /// Synchronous: takes back replica `replica`, dropped (or rejoined and not pushed
+  /// since), from step `step` on: its pushes count from there (it pulls that step's
+  /// parameters first), and the steps before it complete without it. Returns what that
+  /// admits (nothing, as a rule). Errors: invalid_argument (an unknown replica, an
+  /// asynchronous shard: rejoin() takes its replicas back), protocol (a replica taking
+  /// part, a step below rejoin_floor(), or past it with no other replica left to push the
+  /// steps between), each naming the shard and the floor.
+  [[nodiscard]] Result<Released> rejoin_from(std::int32_t replica, std::int64_t step);
+  /// Whether rejoin_from(replica, step) would take it (its errors, changing nothing).
+  [[nodiscard]] Status can_rejoin_from(std::int32_t replica, std::int64_t step) const;
+  /// Whether `replica` is out of the job: dropped, or rejoined and not pushed since.
+  [[nodiscard]] bool rejoining(std::int32_t replica) const;
   /// Whether `replica` was dropped.
   [[nodiscard]] bool dropped(std::int32_t replica) const {
     return replica >= 0 && static_cast<std::size_t>(replica) < dropped_.size() &&
@@ -196,6 +211,9 @@ class Shard {
     std::map<std::int32_t, float> rates;                ///< each push's learning rate, by replica
   };
 
+  /// host_mean: each replica's weight 1 / (H * N_h) over the replicas taking part.
+  void reweight_hosts();
+
   /// A pull waiting for the staleness bound.
   struct HeldPull {
     std::int32_t replica = 0;
@@ -215,13 +233,13 @@ class Shard {
   [[nodiscard]] Status accept_dense(std::int32_t replica, std::int64_t step, double samples, float learning_rate,
                                     DenseBytes g, std::shared_ptr<const void> keep, Released& out);
   /// Takes out of `sum` the run of pending gradients next in replica order.
-  std::vector<PendingDense> take_run(StepSum& sum) const;
+  std::vector<PendingDense> take_run(StepSum& sum, std::int64_t step) const;
   /// Sums values [at, at + n) of `run`, in order, into `into` (`first`: it holds nothing yet).
   static void sum_block(const std::vector<PendingDense>& run, bool first, std::size_t at, std::size_t n,
                         float* into);
   /// Sums into sum.dense the run of pending gradients next in replica order (early, while
   /// more than config.max_unsummed_bytes wait).
-  void fold(StepSum& sum);
+  void fold(StepSum& sum, std::int64_t step);
   /// Values per block of a step's sum: 64 KiB, which stays in cache while the run's
   /// gradients pass through it.
   static constexpr std::size_t k_block = 16384;
@@ -240,6 +258,7 @@ class Shard {
   std::vector<std::int64_t> clock_;    ///< admitted pushes per replica
   std::vector<std::int64_t> next_;     ///< next step each replica may push (held included)
   std::vector<bool> dropped_;          ///< replicas the shard goes on without (drop_replica)
+  std::vector<std::int64_t> rejoined_at_;  ///< sync: the step a replica rejoined from (-1: none)
   std::int64_t version_ = 0;
   std::int64_t applied_steps_ = 0;     ///< sync: steps 0..applied_steps_-1 are applied
   std::map<std::int64_t, StepSum> sums_;

@@ -28,6 +28,10 @@ inline constexpr const char* k_ps_pull_handle = "apiary.ParameterServer.rpc_pull
 /// Handle of a replica's session: a stream opened with one PsJoinRequest, kept open
 /// while the replica trains, ended by it when done (no messages back).
 inline constexpr const char* k_ps_join_handle = "apiary.ParameterServer.rpc_join";
+/// Handle of a replica's rejoin (PsRejoinRequest -> PsRejoinResponse): a replica process
+/// started again takes part in a running synchronous job from a step no replica has
+/// pushed yet.
+inline constexpr const char* k_ps_rejoin_handle = "apiary.ParameterServer.rpc_rejoin";
 /// Handle of a shard's optimizer state (PsPullRequest -> PsOptimizerState), for checkpoints.
 inline constexpr const char* k_ps_optimizer_state_handle = "apiary.ParameterServer.rpc_optimizer_state";
 

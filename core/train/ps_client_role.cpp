@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "core/ps/partition.hpp"
@@ -72,6 +73,78 @@ Effects PsClientRole::open() {
     sessions_.emplace(next_call_++, device);
     out.push_back(std::move(c));
   }
+  // A synchronous job may be running already (this replica was dropped and started
+  // again): ask where it stands before the first step.
+  const bool sync = std::any_of(config_.plan->shards.begin(), config_.plan->shards.end(),
+                                [](const ps::PlannedShard& s) { return s.config.sync; });
+  if (sync) {
+    ready_ = false;
+    ask_rejoin(out, -1);
+  }
+  return out;
+}
+
+void PsClientRole::ask_rejoin(Effects& out, std::int64_t step) {
+  rejoin_step_ = step;
+  rejoin_answers_.clear();
+  pb::PsRejoinRequest req;
+  req.set_replica(config_.replica);
+  req.set_from_step(step);
+  for (const auto& device : config_.plan->servers) {
+    out.push_back(unary_call(next_call_, config_.servers.at(device), ps::k_ps_rejoin_handle, req.SerializeAsString(),
+                             config_.call_timeout));
+    rejoin_calls_.emplace(next_call_++, device);
+  }
+}
+
+Effects PsClientRole::on_rejoin_answer(const std::string& device, const Response& r) {
+  if (failure_) return {};
+  const auto where = [&] { return fmt::format("PS {} at {}", device, config_.servers.at(device)); };
+  if (!r.result.ok()) {
+    return fail(make_error(r.result.error().code, "replica {}: could not learn where the job stands from {}: {}",
+                           config_.replica, where(), r.result.error().message));
+  }
+  pb::PsRejoinResponse res;
+  if (!res.ParseFromArray(r.result->data(), static_cast<int>(r.result->size()))) {
+    return fail(make_error(errc::malformed, "replica {}: {} answered a rejoin with {} bytes that are not a "
+                           "PsRejoinResponse", config_.replica, where(), r.result->size()));
+  }
+  rejoin_answers_[device] = RejoinAnswer{res.dropped(), res.accepted(), res.step()};
+  if (!rejoin_calls_.empty()) return {};
+  // Every device answered this round.
+  std::int64_t floor = 0;
+  bool dropped = false;
+  bool refused = false;
+  for (const auto& [d, a] : rejoin_answers_) {
+    dropped = dropped || a.dropped;
+    refused = refused || (a.dropped && !a.accepted);
+    if (a.dropped && !a.accepted) floor = std::max(floor, a.step);
+  }
+  Effects out;
+  if (rejoin_step_ < 0 && !dropped) return ready(std::move(out));  // a replica of a job starting
+  if (rejoin_step_ >= 0 && !refused) {
+    if (auto st = replica_.start_at(rejoin_step_); !st) return fail(st.error());
+    return ready(std::move(out));
+  }
+  // Dropped: ask to push from the first step no replica has pushed on any device (again,
+  // further on, when the others moved past the one asked for).
+  constexpr int k_rounds = 20;
+  if (++rejoin_rounds_ > k_rounds) {
+    return fail(make_error(errc::unavailable,
+                           "replica {}: could not rejoin the running job in {} tries: the other replicas pushed "
+                           "past each step asked for (last {}) before every PS device took it",
+                           config_.replica, k_rounds, rejoin_step_));
+  }
+  ask_rejoin(out, std::max(floor, rejoin_step_ + 1));
+  return out;
+}
+
+Effects PsClientRole::ready(Effects out) {
+  ready_ = true;
+  if (held_call_) {
+    auto fx = on_call(std::move(*std::exchange(held_call_, std::nullopt)));
+    out.insert(out.end(), std::make_move_iterator(fx.begin()), std::make_move_iterator(fx.end()));
+  }
   return out;
 }
 
@@ -90,6 +163,7 @@ Effects PsClientRole::on_call(LocalCall call) {
     if (!failure_) failure_ = why != nullptr ? *why : make_error(errc::cancelled, "the replica stopped");
     cancel(out, *failure_);
     if (running_) finish(out, *failure_);
+    if (held_call_) out.push_back(Complete{std::exchange(held_call_, std::nullopt)->op, *failure_});
     if (watch_) out.push_back(Complete{*std::exchange(watch_, std::nullopt), *failure_});
     out.push_back(Complete{call.op, Value{}});
     return out;
@@ -103,9 +177,14 @@ Effects PsClientRole::on_call(LocalCall call) {
     out.push_back(Complete{call.op, *failure_});
     return out;
   }
-  if (running_ || stopped_) {
+  if (!ready_ && !held_call_ && !running_ && !stopped_) {
+    held_call_ = std::move(call);  // runs once the PS devices said where to start
+    return out;
+  }
+  if (running_ || stopped_ || !ready_) {
     out.push_back(Complete{call.op, make_error(errc::protocol, "replica {}: '{}' {}", config_.replica, m,
-                                               stopped_ ? "after the replica left" : "while another call still runs")});
+                                               stopped_ ? "after the replica left"
+                                                        : "while another call still runs (or waits for the start)")});
     return out;
   }
   if (m == "leave") {
@@ -267,6 +346,11 @@ Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
 }
 
 Effects PsClientRole::on_response(const Response& r) {
+  if (auto j = rejoin_calls_.find(r.call); j != rejoin_calls_.end()) {
+    const std::string device = j->second;
+    rejoin_calls_.erase(j);
+    return on_rejoin_answer(device, r);
+  }
   if (auto s = sessions_.find(r.call); s != sessions_.end()) {
     const std::string device = s->second;
     sessions_.erase(s);
@@ -350,6 +434,8 @@ void PsClientRole::cancel(Effects& out, const Error& why) {
   stopped_ = true;
   for (const auto& [id, flight] : calls_) out.push_back(Cancel{id, "the replica gave up its step"});
   calls_.clear();
+  for (const auto& [id, device] : rejoin_calls_) out.push_back(Cancel{id, "the replica gave up its start"});
+  rejoin_calls_.clear();
   for (const auto& [id, device] : sessions_) {
     out.push_back(Cancel{id, fmt::format("replica {} failed: {}", config_.replica, why.message)});
   }
@@ -362,6 +448,7 @@ Effects PsClientRole::fail(Error error) {
   failure_ = std::move(error);
   cancel(out, *failure_);
   if (running_) finish(out, *failure_);
+  if (held_call_) out.push_back(Complete{std::exchange(held_call_, std::nullopt)->op, *failure_});
   if (watch_) out.push_back(Complete{*std::exchange(watch_, std::nullopt), *failure_});
   return out;
 }

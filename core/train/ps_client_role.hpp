@@ -26,6 +26,12 @@
 ///                                       client outside a call (a session ended early,
 ///                                       a PS went down)
 /// After a failure every call completes with that failure.
+///
+/// With synchronous shards it first asks every PS device where it stands
+/// (k_ps_rejoin_handle): a replica process started again after the PS devices dropped it
+/// asks to push from the first step no replica has pushed yet, on every device (a larger
+/// one when a device refuses, as the others moved on), and its steps start there; calls
+/// that come meanwhile wait. A replica no PS dropped starts at step 0.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -118,6 +124,19 @@ class PsClientRole final : public Role {
   Effects fail(Error error);
   /// Completes the running op with `result`.
   void finish(Effects& out, Result<Value> result);
+  /// Asks every PS device to take the replica from `step` on (-1: where it stands).
+  void ask_rejoin(Effects& out, std::int64_t step);
+  /// One device's answer; the next round, or the start, once all answered.
+  Effects on_rejoin_answer(const std::string& device, const Response& r);
+  /// The replica can start: runs the call that waited.
+  Effects ready(Effects out);
+
+  /// What a PS device said to a rejoin request.
+  struct RejoinAnswer {
+    bool dropped = false;
+    bool accepted = false;
+    std::int64_t step = 0;
+  };
 
   PsClientConfig config_;
   ps::Replica replica_;
@@ -132,6 +151,12 @@ class PsClientRole final : public Role {
   std::uint64_t pulls_landed_ = 0;
   std::optional<OpId> watch_;
   bool stopped_ = false;          ///< left, stopped or failed: session ends are expected
+  bool ready_ = true;             ///< false while asking the PS devices where to start
+  std::map<CallId, std::string> rejoin_calls_;          ///< rejoin requests in flight -> PS device
+  std::map<std::string, RejoinAnswer> rejoin_answers_;  ///< this round's answers by device
+  std::int64_t rejoin_step_ = -1;                       ///< the step asked for (-1: where it stands)
+  int rejoin_rounds_ = 0;
+  std::optional<LocalCall> held_call_;                  ///< a call that came before the start
   std::optional<Error> failure_;
 };
 

@@ -348,6 +348,9 @@ Effects ReplicaRole::on_reply(LocalReply reply) {
       auto* pulled = reply.result->as<PsPulled>();
       if (pulled == nullptr) return fail(make_error(errc::internal, "replica {}: the PS client's pull gave no parameters", replica_));
       version_ = pulled->version;
+      // Without all-reduced variables the PS steps are the replica's: a replica that
+      // rejoined a running job starts where the job is.
+      if (!has_ar_) step_ = pulled->step;
       phase_ = Phase::pulled;
       finish(out, Value::of(parameters(std::move(pulled->params))));
       return out;

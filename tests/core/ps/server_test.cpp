@@ -214,3 +214,75 @@ TEST_CASE("with drop_lost_after, a lost replica is dropped after the wait and th
   REQUIRE_FALSE(back.response.ok());
   CHECK(back.response.error().message.find("replica 1 was dropped") != std::string::npos);
 }
+
+namespace {
+
+pb::PsRejoinResponse rejoin_answer(ShardServer& server, core::RequestId id, std::int32_t replica, std::int64_t from) {
+  pb::PsRejoinRequest req;
+  req.set_replica(replica);
+  req.set_from_step(from);
+  const auto fx = server.on_request(core::TimePoint{}, id, k_ps_rejoin_handle, PeerAddr{}, req.SerializeAsString());
+  REQUIRE_FALSE(fx.empty());
+  REQUIRE(std::holds_alternative<Reply>(fx.back()));
+  const auto& reply = std::get<Reply>(fx.back());
+  REQUIRE(reply.response.ok());
+  pb::PsRejoinResponse res;
+  REQUIRE(res.ParseFromString(*reply.response));
+  return res;
+}
+
+}  // namespace
+
+TEST_CASE("a replica started again joins, is dropped at once, and rejoins from the first free step") {
+  using namespace std::chrono_literals;
+  auto server = two_replica_server();
+  server.set_drop_lost_after(core::Duration(5s));
+  const core::TimePoint now{};
+  pb::PsJoinRequest join;
+  join.set_replica(1);
+  CHECK(server.on_request(now, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"), join.SerializeAsString()).empty());
+  // A replica that never left is told it may start at step 0.
+  auto fresh = rejoin_answer(server, 20, 1, -1);
+  CHECK_FALSE(fresh.dropped());
+  CHECK(fresh.step() == 0);
+  // Step 0 by both; then replica 1's session fails (the wait starts) and replica 0 pushes step 1.
+  (void)server.on_request(now, 1, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
+  (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(1, 0, {1.0F, 1.0F}));
+  const auto lost = server.on_request_message(now, 10, make_error(errc::peer_down, "gone"), true);
+  REQUIRE(lost.size() == 1);
+  const auto timer = std::get<core::SetTimer>(lost[0]);
+  (void)server.on_request(now, 3, k_ps_push_handle, PeerAddr{}, push_body(0, 1, {1.0F, 1.0F}));
+  CHECK(server.shard("w:0")->version() == 1);  // step 1 waits for replica 1
+  // Its process started again joins before the wait is over: dropped now, step 1 applies.
+  const auto rejoined = server.on_request(now, 11, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/10"),
+                                          join.SerializeAsString());
+  REQUIRE_FALSE(rejoined.empty());
+  CHECK(std::holds_alternative<core::CancelTimer>(rejoined[0]));
+  CHECK(std::get<core::CancelTimer>(rejoined[0]).id == timer.id);
+  CHECK(server.dropped() == std::set<std::int32_t>{1});
+  CHECK(server.shard("w:0")->version() == 2);
+  // Where does it stand? Dropped; step 2 is the first no replica pushed.
+  auto asked = rejoin_answer(server, 21, 1, -1);
+  CHECK(asked.dropped());
+  CHECK_FALSE(asked.accepted());
+  CHECK(asked.step() == 2);
+  // Replica 0 pushes step 2 meanwhile: asking for step 2 is refused, naming step 3.
+  (void)server.on_request(now, 4, k_ps_push_handle, PeerAddr{}, push_body(0, 2, {1.0F, 1.0F}));
+  auto late = rejoin_answer(server, 22, 1, 2);
+  CHECK_FALSE(late.accepted());
+  CHECK(late.step() == 3);
+  auto taken = rejoin_answer(server, 23, 1, 3);
+  CHECK(taken.accepted());
+  CHECK(taken.step() == 3);
+  CHECK(server.dropped().empty());
+  CHECK(server.lost().empty());
+  // Step 3 now waits for both.
+  (void)server.on_request(now, 5, k_ps_push_handle, PeerAddr{}, push_body(0, 3, {1.0F, 1.0F}));
+  CHECK(server.shard("w:0")->version() == 3);
+  (void)server.on_request(now, 6, k_ps_push_handle, PeerAddr{}, push_body(1, 3, {1.0F, 1.0F}));
+  CHECK(server.shard("w:0")->version() == 4);
+  // A malformed rejoin is refused, saying so.
+  const auto bad = only_reply(server.on_request(now, 24, k_ps_rejoin_handle, PeerAddr{}, std::string("\xff\xff", 2)));
+  REQUIRE_FALSE(bad.response.ok());
+  CHECK(bad.response.error().code == errc::malformed);
+}

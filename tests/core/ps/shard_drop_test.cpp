@@ -156,3 +156,92 @@ TEST_CASE("an asynchronous shard needs nothing of a dropped replica", "[ps][shar
   CHECK(current->pulls[0].values == std::vector<float>{-0.5F, -0.5F});
   CHECK(s->rejoin(2).error().code == errc::invalid_argument);
 }
+
+TEST_CASE("a dropped replica rejoins a BSP shard from the first step no replica pushed", "[ps][shard][rejoin]") {
+  auto s = shard_of({0, 0, 0});
+  // Step 0 by all three; replica 1 dies after it, and is dropped.
+  for (std::int32_t r = 0; r < 3; ++r) REQUIRE(s.push(push(r, 0, 0.5F)).ok());
+  REQUIRE(s.drop_replica(1).ok());
+  CHECK(s.rejoining(1));
+  CHECK_FALSE(s.rejoining(0));
+  // Steps 1 and 2 go on with replicas 0 and 2; replica 0 has pushed step 3 already.
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    REQUIRE(s.push(push(0, step, 0.5F)).ok());
+    REQUIRE(s.push(push(2, step, 0.5F)).ok());
+  }
+  REQUIRE(s.push(push(0, 3, 0.5F)).ok());
+  CHECK(s.version() == 3);
+  CHECK(s.rejoin_floor(1) == 4);  // step 3 has a push: the first free one is 4
+  // Too early: refused, saying from where it can rejoin; nothing changes.
+  auto early = s.rejoin_from(1, 3);
+  REQUIRE_FALSE(early.ok());
+  CHECK(early.error().code == errc::protocol);
+  CHECK_THAT(early.error().message, Catch::Contains("replica 1 can rejoin from step 4 on, got step 3"));
+  CHECK(s.dropped(1));
+  // From step 5 (the replica asked one further): steps 3 and 4 complete without it.
+  REQUIRE(s.rejoin_from(1, 5).ok());
+  CHECK_FALSE(s.dropped(1));
+  CHECK(s.rejoining(1));
+  // It may move further while it has not pushed (another PS refused the step asked).
+  CHECK(s.can_rejoin_from(1, 6).ok());
+  CHECK_FALSE(s.can_rejoin_from(1, 3).ok());  // replica 0 pushed step 3
+  REQUIRE(s.push(push(2, 3, 0.5F)).ok());
+  CHECK(s.version() == 4);
+  // Its pull of step 5 waits for step 4, which needs only replicas 0 and 2.
+  auto pull = s.pull(1, 5);
+  REQUIRE(pull.ok());
+  CHECK(pull->pulls.empty());
+  REQUIRE(s.push(push(0, 4, 0.5F)).ok());
+  auto released = s.push(push(2, 4, 0.5F));
+  REQUIRE(released.ok());
+  CHECK(s.version() == 5);
+  REQUIRE(released->pulls.size() == 1);
+  CHECK(released->pulls[0].replica == 1);
+  CHECK(released->pulls[0].step == 5);
+  // Step 5 needs all three again: the mean over three pushes.
+  REQUIRE(s.push(push(0, 5, 0.0F)).ok());
+  REQUIRE(s.push(push(2, 5, 0.0F)).ok());
+  CHECK(s.version() == 5);
+  REQUIRE(s.push(push(1, 5, 0.3F)).ok());
+  CHECK(s.version() == 6);
+  CHECK_FALSE(s.rejoining(1));
+  // A replica taking part is not rejoined again.
+  auto again = s.rejoin_from(1, 7);
+  REQUIRE_FALSE(again.ok());
+  CHECK_THAT(again.error().message, Catch::Contains("takes part in the job"));
+}
+
+TEST_CASE("a rejoin leaves the bits of the steps before it as without it", "[ps][shard][rejoin]") {
+  // Replica 1 dropped at once; two shards see the same pushes, one with a rejoin of
+  // replica 1 from step 2 between them: steps 0 and 1 are the same bits in both.
+  auto with = shard_of({0, 0, 0}, 2, 0, Aggregation::sample_weighted, 1);  // folds early: replica order matters
+  auto without = shard_of({0, 0, 0}, 2, 0, Aggregation::sample_weighted, 1);
+  REQUIRE(with.drop_replica(1).ok());
+  REQUIRE(without.drop_replica(1).ok());
+  REQUIRE(with.push(push(0, 0, 0.125F)).ok());
+  REQUIRE(without.push(push(0, 0, 0.125F)).ok());
+  REQUIRE(with.push(push(0, 1, 0.25F)).ok());
+  REQUIRE(without.push(push(0, 1, 0.25F)).ok());
+  REQUIRE(with.rejoin_from(1, 2).ok());
+  for (std::int64_t step = 0; step < 2; ++step) {
+    REQUIRE(with.push(push(2, step, 0.375F)).ok());
+    REQUIRE(without.push(push(2, step, 0.375F)).ok());
+  }
+  CHECK(with.version() == 2);
+  CHECK(with.values() == without.values());
+}
+
+TEST_CASE("with no other replica left, a rejoin starts at the shard's next step", "[ps][shard][rejoin]") {
+  auto s = shard_of({0, 0});
+  REQUIRE(s.push(push(0, 0, 0.5F)).ok());
+  REQUIRE(s.push(push(1, 0, 0.5F)).ok());
+  REQUIRE(s.drop_replica(0).ok());
+  REQUIRE(s.drop_replica(1).ok());
+  CHECK(s.rejoin_floor(0) == 1);
+  auto later = s.rejoin_from(0, 3);
+  REQUIRE_FALSE(later.ok());
+  CHECK_THAT(later.error().message, Catch::Contains("no other replica takes part"));
+  REQUIRE(s.rejoin_from(0, 1).ok());
+  REQUIRE(s.push(push(0, 1, 0.5F)).ok());
+  CHECK(s.version() == 2);
+}

@@ -65,13 +65,49 @@ struct Driver {
   }
 };
 
-/// A PS replica over one_shard_plan()'s shard at k_ps, started: its session calls.
-std::vector<apiary::core::Call> start_ps_replica(Driver& d) {
+/// A PS's answer to a rejoin request.
+std::string rejoin_answer(bool dropped, bool accepted, std::int64_t step) {
+  apiary::pb::PsRejoinResponse res;
+  res.set_dropped(dropped);
+  res.set_accepted(accepted);
+  res.set_step(step);
+  return res.SerializeAsString();
+}
+
+/// The rejoin requests among `calls`, with the step each asks for.
+std::vector<std::pair<apiary::core::Call, std::int64_t>> rejoins_in(const std::vector<apiary::core::Call>& calls) {
+  std::vector<std::pair<apiary::core::Call, std::int64_t>> out;
+  for (const auto& c : calls) {
+    if (c.handle != cps::k_ps_rejoin_handle) continue;
+    apiary::pb::PsRejoinRequest req;
+    REQUIRE(req.ParseFromString(c.request));
+    out.emplace_back(c, req.from_step());
+  }
+  return out;
+}
+
+/// A PS replica over one_shard_plan()'s shard at k_ps, started, before the PS said where
+/// it stands: its session call and the rejoin question.
+std::vector<apiary::core::Call> open_ps_replica(Driver& d) {
   ct::ReplicaConfig config;
   config.ps = one_shard_plan();
   config.servers = {{"ps:0", k_ps}};
   REQUIRE(ct::add_replica_roles(d.mux, config).ok());
   return all_of<apiary::core::Call>(d.feed(apiary::core::Start{}));
+}
+
+/// open_ps_replica() of a job starting (the PS did not drop it): its session calls.
+std::vector<apiary::core::Call> start_ps_replica(Driver& d) {
+  auto calls = open_ps_replica(d);
+  const auto asked = rejoins_in(calls);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].second == -1);
+  CHECK(d.feed(apiary::core::Response{asked[0].first.id, rejoin_answer(false, false, 0)}).empty());
+  std::vector<apiary::core::Call> sessions;
+  for (auto& c : calls) {
+    if (c.handle == cps::k_ps_join_handle) sessions.push_back(std::move(c));
+  }
+  return sessions;
 }
 
 }  // namespace
@@ -155,6 +191,49 @@ TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every
   auto [later, more] = d.call("pull");
   CHECK(d.done.at(later).error().message == e.message);
   CHECK(all_of<apiary::core::Call>(more).empty());
+}
+
+TEST_CASE("a replica the PS dropped rejoins where the job stands; its calls wait until then", "[train]") {
+  Driver d;
+  auto calls = open_ps_replica(d);
+  auto asked = rejoins_in(calls);
+  REQUIRE(asked.size() == 1);
+  // The trainer's first pull waits for the start.
+  auto [pull, none] = d.call("pull");
+  CHECK(all_of<apiary::core::Call>(none).empty());
+  CHECK(d.done.count(pull) == 0);
+  // Dropped; step 5 is the first free one: the replica asks for it.
+  auto round1 = rejoins_in(all_of<apiary::core::Call>(
+      d.feed(apiary::core::Response{asked[0].first.id, rejoin_answer(true, false, 5)})));
+  REQUIRE(round1.size() == 1);
+  CHECK(round1[0].second == 5);
+  // Refused: the others pushed step 5 meanwhile; it asks for step 6.
+  auto round2 = rejoins_in(all_of<apiary::core::Call>(
+      d.feed(apiary::core::Response{round1[0].first.id, rejoin_answer(true, false, 6)})));
+  REQUIRE(round2.size() == 1);
+  CHECK(round2[0].second == 6);
+  // Taken: the waiting pull goes out for step 6.
+  auto pulls = all_of<apiary::core::Call>(d.feed(apiary::core::Response{round2[0].first.id, rejoin_answer(true, true, 6)}));
+  REQUIRE(pulls.size() == 1);
+  CHECK(pulls[0].handle == cps::k_ps_pull_handle);
+  apiary::pb::PsPullRequest req;
+  REQUIRE(req.ParseFromString(pulls[0].request));
+  CHECK(req.step() == 6);
+  cps::PullReply reply{0, 6, 6, {1, 2, 3, 4}};
+  d.feed(apiary::core::Response{pulls[0].id, cps::to_pb("w", reply).SerializeAsString()});
+  REQUIRE(d.done.at(pull).ok());
+  CHECK(d.done.at(pull)->as<ct::ReplicaParams>()->step == 6);
+}
+
+TEST_CASE("a rejoin the PS refuses ends the replica, naming the PS", "[train]") {
+  Driver d;
+  auto asked = rejoins_in(open_ps_replica(d));
+  auto [pull, none] = d.call("pull");
+  auto fx = d.feed(apiary::core::Response{asked[0].first.id,
+                                          apiary::make_error(errc::unavailable, "no drops here")});
+  REQUIRE_FALSE(d.done.at(pull).ok());
+  CHECK(d.done.at(pull).error().message.find("could not learn where the job stands from PS ps:0") !=
+        std::string::npos);
 }
 
 TEST_CASE("an all-reduce replica of one member averages with itself and applies its optimizer", "[train]") {

@@ -182,6 +182,45 @@ TEST_CASE("with --drop-lost-after-ms, BSP goes on without a killed replica: the 
   }
 }
 
+TEST_CASE("BSP with --drop-lost-after-ms: a killed replica started again rejoins the running job where it stands",
+          "[ps][integration]") {
+  const std::int64_t steps = 40;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "bsprejoin", true);
+  Servers servers;
+  start_servers(job, servers, "--drop-lost-after-ms 200");
+  const std::string args = "--steps " + std::to_string(steps) + " --step-delay-ms 20";
+  auto procs = start_replicas(job, servers.peers, args);
+  std::string seen;
+  REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
+  procs[k_replicas - 1]->kill(SIGKILL);
+  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  // The others go on once it is dropped; started again, it takes part from the first
+  // step none of them has pushed, and every replica ends with the same parameters.
+  REQUIRE(read_until(*procs[0], "step 8 ", 60s, seen));
+  procs[k_replicas - 1] = spawn_ps(replica_role(k_replicas - 1) + " --stop-on-stdin-eof " + common_args(job) +
+                                   " --peers" + servers.peers + " " + args);
+  const auto runs = finish_all(procs);
+  std::vector<float> first;
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    const auto sv = step_versions(runs[r]);
+    for (const auto& [step, version] : sv) CHECK(version == step);  // BSP, the rejoined replica too
+    const auto w = final_values(runs[r], "logreg/w:0");
+    REQUIRE_FALSE(w.empty());
+    if (first.empty()) first = w;
+    CHECK(w == first);
+  }
+  const Run& back = runs[k_replicas - 1];
+  const auto sv = step_versions(back);
+  REQUIRE_FALSE(sv.empty());
+  CHECK(sv.front().first > 8);  // it joined where the job stood, not at step 0
+  CHECK(sv.back().first == steps - 1);
+  CHECK(sv.size() == static_cast<std::size_t>(steps - sv.front().first));
+  CHECK(back.text.find(fmt::format("replica {} rejoined the running job at step {}", k_replicas - 1,
+                                   sv.front().first)) != std::string::npos);
+}
+
 TEST_CASE("async: a killed replica leaves the others going, and started again it joins and finishes",
           "[ps][integration]") {
   const std::int64_t steps = 30;

@@ -195,6 +195,15 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   ps->add_option("--kill-replica-at", config->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   ps->add_option_function<double>(
+        "--restart-replica-after-ms",
+        [config](double ms) {
+          config->restart_replica_after =
+              std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
+        },
+        "With --kill-replica-at: the killed replica starts again this many ms later (with --drop-lost-after-ms it "
+        "rejoins the synchronous job where it stands)")
+      ->check(CLI::Range(0.0, 1e7));
+  ps->add_option_function<double>(
         "--drop-lost-after-ms",
         [config](double ms) {
           config->drop_lost_after = std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));

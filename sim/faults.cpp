@@ -78,6 +78,7 @@ CuedRun run_with_cued_kills(World& world, std::vector<CuedKill> kills, const std
       out.killed.push_back(kills[i].what());
       world.set_peer_down_detection(detection);
       (void)world.kill_node(kills[i].victim, world.now());
+      if (kills[i].then) kills[i].then(world.now());
     }
     if (!world.step() || world.now() > max_time) return out;
   }

@@ -52,6 +52,8 @@ struct CuedKill {
   core::PeerAddr victim;
   std::function<bool()> cue;
   std::function<std::string()> what;
+  /// What follows the kill, given its time (e.g. a restart_at of a fresh host); optional.
+  std::function<void(core::TimePoint)> then = nullptr;
 };
 
 /// How a run under cued kills ended.

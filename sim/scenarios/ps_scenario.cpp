@@ -42,6 +42,9 @@ Status validate(const PsScenarioConfig& c) {
   if (c.call_timeout <= core::Duration::zero()) return bad("call_timeout", ns(c.call_timeout), "> 0");
   if (c.max_time <= core::Duration::zero()) return bad("max_time", ns(c.max_time), "> 0");
   if (c.local_latency < core::Duration::zero()) return bad("local_latency", ns(c.local_latency), ">= 0");
+  if (c.restart_replica_after >= core::Duration::zero() && c.kill_replica_at < 0) {
+    return bad("kill_replica_at", std::to_string(c.kill_replica_at), ">= 0 with restart_replica_after (the replica to start again)");
+  }
   return ok_status();
 }
 
@@ -55,6 +58,8 @@ struct Run {
   std::vector<PsServerHost*> servers;
   std::vector<core::PeerAddr> replica_addrs;
   std::vector<ReplicaHost*> replicas;
+  std::vector<core::train::ReplicaConfig> replica_configs;  ///< to start one again
+  std::vector<TrainerSettings> trainer_settings;
   std::vector<core::PeerAddr> proxy_addrs;
   std::vector<PsProxyHost*> proxies;
   std::vector<PsProxyReport> proxy_reports;
@@ -227,6 +232,8 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
         return st.error();
       }
     }
+    run.replica_configs.push_back(s);
+    run.trainer_settings.push_back(t);
     auto host = ReplicaHost::create(s, std::move(t));
     if (!host) return host.error();
     run.replicas.push_back(host->get());
@@ -268,7 +275,7 @@ void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsSc
 /// The run's faults, on the config's cue: the first PS device (when there is one) once
 /// the chief (replica 0) began step kill_ps_at, the last replica once it began step
 /// kill_replica_at (a replica "begins step s" once it has the parameters of step s).
-std::vector<CuedKill> cued_kills(const Run& run, const PsScenarioConfig& c, const PsScenarioReport& report) {
+std::vector<CuedKill> cued_kills(Run& run, const PsScenarioConfig& c, const PsScenarioReport& report) {
   std::vector<CuedKill> out;
   const World& world = run.world;
   const ReplicaHost* chief = run.replicas.front();
@@ -289,6 +296,15 @@ std::vector<CuedKill> cued_kills(const Run& run, const PsScenarioConfig& c, cons
                                     !last->finished() && !last->error();
                            },
                            [at, last, &c] { return at(fmt::format("replica {}", last->id()), c.kill_replica_at); }});
+    if (c.restart_replica_after >= core::Duration::zero()) {
+      // A fresh process of the same replica, started again: the report follows it.
+      out.back().then = [&run, &c](TimePoint killed) {
+        auto fresh = ReplicaHost::create(run.replica_configs.back(), run.trainer_settings.back());
+        if (!fresh) return;  // the same config made the first one
+        run.replicas.back() = fresh->get();
+        (void)restart_at(run.world, run.replica_addrs.back(), killed + c.restart_replica_after, std::move(*fresh));
+      };
+    }
   }
   return out;
 }
@@ -324,9 +340,12 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   report.mode = !plans->ar ? mode_of(*plans->ps) : plans->ps ? mode_of(*plans->ps, *plans->ar) : mode_of(*plans->ar, true);
   // The workload runs until every replica finished, failed or was killed.
   const Run& r = *run;
-  auto all_done = [&r] {
+  // A killed replica that starts again is done once its new process is.
+  const bool restarts = c.kill_replica_at >= 0 && c.restart_replica_after >= core::Duration::zero();
+  auto all_done = [&r, restarts] {
     for (std::size_t i = 0; i < r.replicas.size(); ++i) {
-      if (!r.replicas[i]->finished() && !r.replicas[i]->error() && !r.world.killed(r.replica_addrs[i])) return false;
+      const bool gone = r.world.killed(r.replica_addrs[i]) && !(restarts && i + 1 == r.replicas.size());
+      if (!r.replicas[i]->finished() && !r.replicas[i]->error() && !gone) return false;
     }
     return true;
   };
@@ -349,9 +368,13 @@ std::vector<PsStepReport> step_reports(const std::vector<const std::vector<PsRep
     step.versions.assign(n, -1);
     std::size_t reached = 0;
     for (std::size_t r = 0; r < n; ++r) {
+      // A replica's records are its steps in order, from the first it ran (a replica
+      // that rejoined a running job starts where the job stood).
       const auto& steps = *replicas[r];
-      if (static_cast<std::int64_t>(steps.size()) <= s) continue;
-      const auto& rec = steps[static_cast<std::size_t>(s)];
+      if (steps.empty() || s < steps.front().step) continue;
+      const auto at = static_cast<std::size_t>(s - steps.front().step);
+      if (at >= steps.size()) continue;
+      const auto& rec = steps[at];
       ++reached;
       step.versions[r] = rec.version;
       step.batch_loss += rec.batch_loss;

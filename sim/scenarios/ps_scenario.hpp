@@ -54,6 +54,10 @@ struct PsScenarioConfig {
   core::Duration straggler = core::Duration::zero();  ///< extra compute per step of the last replica
   std::int64_t kill_ps_at = -1;       ///< >= 0: kill the first PS device when the chief begins this step
   std::int64_t kill_replica_at = -1;  ///< >= 0: kill the last replica when it begins this step
+  /// >= 0: the replica killed by kill_replica_at starts again this long after, a fresh
+  /// process: with drop_lost_after it rejoins the synchronous job where it stands (a PS
+  /// strategy); under async it counts its steps afresh.
+  core::Duration restart_replica_after = core::Duration(-1);
   /// After a kill, the time until its peers see their connections to it break (a
   /// transport's failure detection).
   core::Duration failure_detection = std::chrono::milliseconds(100);

@@ -63,7 +63,7 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
 
 Effects LogisticTrainer::pulled(TimePoint now, ct::ReplicaParams params) {
   params_ = std::move(params.params);
-  if (static_cast<std::int64_t>(steps_.size()) >= settings_.steps) {
+  if (params.step >= settings_.steps) {
     // The final pull: the parameters after every step.
     final_version_ = params.version;
     return ask("leave");

@@ -133,6 +133,37 @@ TEST_CASE("with drop_lost_after, simulated BSP goes on without a killed replica"
   }
 }
 
+TEST_CASE("a simulated BSP replica killed and started again rejoins where the job stands", "[sim][ps]") {
+  for (auto kind : {cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps}) {
+    auto c = make_config(kind);
+    c.steps = 30;
+    c.kill_replica_at = 3;
+    c.drop_lost_after = std::chrono::milliseconds(100);
+    c.restart_replica_after = std::chrono::milliseconds(150);
+    const auto report = check_replays(c);
+    INFO(sim::scenarios::format_report(report));
+    CHECK_FALSE(report.hung);
+    CHECK_THAT(report.killed, Catch::Contains("replica 3 at step 3"));
+    for (const auto& o : report.replicas) {
+      INFO("replica " << o.replica << ": " << o.error);
+      CHECK(o.finished);
+      CHECK(o.final_version == c.steps);  // every step applied once
+      CHECK(o.final_parameters == report.replicas.front().final_parameters);
+    }
+    // The new process of replica 3 ran the job's last steps only, from where it rejoined.
+    const auto& back = report.replicas.back();
+    CHECK(back.steps > 0);
+    CHECK(back.steps < c.steps - 3);
+    // Each step the replicas reached was computed on every step before it (BSP).
+    for (const auto& step : report.steps) {
+      for (auto v : step.versions) CHECK((v == -1 || v == step.step));
+    }
+    // From the step it rejoined at, every step has all four replicas again.
+    const auto rejoined = static_cast<std::size_t>(c.steps - back.steps);
+    for (std::size_t s = rejoined; s < report.steps.size(); ++s) CHECK(report.steps[s].versions.back() == static_cast<std::int64_t>(s));
+  }
+}
+
 TEST_CASE("the PS scenario replays its trace hash from its seed", "[sim][ps]") {
   cs::BuilderOptions options;
   options.staleness = 1;

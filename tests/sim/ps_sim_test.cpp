@@ -164,6 +164,29 @@ TEST_CASE("a simulated BSP replica killed and started again rejoins where the jo
   }
 }
 
+TEST_CASE("a simulated SSP replica killed and started again rejoins within the staleness bound", "[sim][ps]") {
+  cs::BuilderOptions options;
+  options.staleness = 2;
+  auto c = make_config(cs::BuilderKind::ps_load_balancing, options);
+  c.steps = 30;
+  c.straggler = 20ms;
+  c.kill_replica_at = 5;
+  c.drop_lost_after = std::chrono::milliseconds(100);
+  c.restart_replica_after = std::chrono::milliseconds(150);
+  const auto report = check_replays(c);
+  INFO(sim::scenarios::format_report(report));
+  CHECK_FALSE(report.hung);
+  for (const auto& o : report.replicas) {
+    INFO("replica " << o.replica << ": " << o.error);
+    CHECK(o.finished);
+    CHECK(o.final_version >= c.steps - 2);  // SSP: a last pull may be up to 2 updates behind
+  }
+  CHECK(report.replicas.back().steps < c.steps - 5);
+  for (const auto& step : report.steps) {
+    for (auto v : step.versions) CHECK((v == -1 || (v <= step.step && v >= step.step - 2)));
+  }
+}
+
 TEST_CASE("the PS scenario replays its trace hash from its seed", "[sim][ps]") {
   cs::BuilderOptions options;
   options.staleness = 1;

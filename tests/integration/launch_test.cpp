@@ -11,6 +11,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -257,6 +258,52 @@ TEST_CASE("apiary ps takes its place from mpirun's OMPI_COMM_WORLD_RANK", "[inte
   check_every_final(run, reference_sgd(6, k_replicas), k_replicas);
   CHECK_THAT(run.text, Catch::Contains(fmt::format("(OMPI_COMM_WORLD_RANK): worker localhost:CPU:3 at 127.0.0.1:{}",
                                                    port + 3)));
+}
+
+TEST_CASE("over ssh, the launcher's line runs as sshd runs it, and closing its stdin stops the remote trainer",
+          "[integration][launch]") {
+  // A stand-in for ssh (its name is ssh, so the launcher speaks ssh to it): it notes the
+  // options and the host, then runs the command line with a shell in a session of its
+  // own, stdin forwarded, as sshd would on another machine. A signal to the launcher's
+  // child does not reach that session: only the line's stdin closing can stop it.
+  Job job = job_directory("launch", "ssh");
+  const std::string ssh = job.dir + "/bin/ssh";
+  const std::string log = job.dir + "/ssh.log";
+  REQUIRE(std::system(("mkdir -p " + job.dir + "/bin").c_str()) == 0);
+  std::ofstream(ssh) << "#!/bin/sh\n"
+                     << "while [ $# -gt 2 ]; do echo \"$1 $2\" >> " << log << "; shift 2; done\n"
+                     << "echo \"host $1\" >> " << log << "\n"
+                     << "exec setsid -w sh -c \"$2\"\n";
+  REQUIRE(std::system(("chmod +x " + ssh).c_str()) == 0);
+  const std::string spec_text =
+      "nodes:\n  - address: 10.213.0.1\n    chief: true\n    ssh_config: a\n  - address: 10.213.0.2\n    ssh_config: a\n"
+      "ssh:\n  a: {username: trainer, port: 2222, key_file: /keys/id, shared_envs: {DATA_DIR: /data}}\n";
+  auto spec = cs::parse_resource_spec(spec_text, "spec");
+  REQUIRE(spec.ok());
+  (void)write_strategy(job, spec_text, *spec, cs::BuilderKind::all_reduce, {}, cps::logistic_graph_item(k_features));
+  // Rank 1 fails once both started; rank 0 would sleep for ten minutes.
+  const std::string trainer =
+      "sh -c 'echo pid $$ in $(pwd) with $DATA_DIR; if [ \"$RANK\" = 1 ]; then sleep 1; exit 6; fi; exec sleep 600'";
+  auto p = spawn_launch(fmt::format("--strategy {} --resource-spec {} --remote-shell {} --directory /tmp --grace-ms 3000 "
+                                    "-- {}",
+                                    job.strategy, job.spec, ssh, trainer));
+  const auto l = finish_launch(*p);
+  INFO(l.text);
+  CHECK(l.rc == 6);
+  CHECK_THAT(l.text, Catch::Contains("[10.213.0.1 r0 chief] pid "));
+  CHECK_THAT(l.text, Catch::Contains(" in /tmp with /data"));
+  CHECK_THAT(l.text, Catch::Contains("launch: rank 1 (worker 10.213.0.2:CPU:0 on 10.213.0.2) exited with 6"));
+  std::ifstream in(log);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(said, Catch::Contains("-l trainer\n-p 2222\n-i /keys/id\nhost 10.213.0.1\n"));
+  CHECK_THAT(said, Catch::Contains("host 10.213.0.2\n"));
+  // Rank 0's trainer, in its own session, was stopped by its line's stdin closing.
+  const auto pids = printed_pids(l.text);
+  REQUIRE(pids.size() == 2);
+  for (pid_t pid : pids) {
+    for (int i = 0; i < 100 && alive(pid); ++i) std::this_thread::sleep_for(50ms);
+    CHECK_FALSE(alive(pid));
+  }
 }
 
 /// Three hosts made of network namespaces, each named by its address (P.1, P.2, P.3 in a

@@ -193,7 +193,7 @@ TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every
   CHECK(all_of<apiary::core::Call>(more).empty());
 }
 
-TEST_CASE("a replica the PS dropped rejoins where the job stands; its calls wait until then", "[train]") {
+TEST_CASE("a replica the PS dropped rejoins where the job stands and its calls wait until then", "[train]") {
   Driver d;
   auto calls = open_ps_replica(d);
   auto asked = rejoins_in(calls);

@@ -256,6 +256,7 @@ void collect(const Run& run, const PsScenarioConfig& c, const Plans& plans, PsSc
     o.killed = run.world.killed(run.replica_addrs[r]);
     if (host->error()) o.error = host->error()->what();
     o.steps = static_cast<std::int64_t>(host->steps().size());
+    if (!host->steps().empty()) o.first_step = host->steps().front().step;
     if (o.finished) {
       o.final_version = host->final_version();
       o.final_parameters = host->parameters();
@@ -412,6 +413,7 @@ std::string format_report(const PsScenarioReport& report) {
   for (const auto& r : report.replicas) {
     const char* state = r.finished ? "finished" : r.killed ? "killed" : r.error.empty() ? "running" : "failed";
     out += fmt::format("replica {} ({}): {} after {} steps", r.replica, r.device, state, r.steps);
+    if (r.first_step > 0) out += fmt::format(" (from step {}: it rejoined there)", r.first_step);
     if (r.finished || !r.error.empty()) out += fmt::format(" at {:.3f} ms", ms(r.end));
     if (r.finished) out += fmt::format(", final version {}", r.final_version);
     if (!r.error.empty()) out += ": " + r.error;

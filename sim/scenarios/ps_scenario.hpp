@@ -108,6 +108,7 @@ struct PsReplicaOutcome {
   bool killed = false;                                         ///< killed by the fault injector
   std::string error;                                           ///< why it stopped early ("" when finished)
   std::int64_t steps = 0;                                      ///< steps computed
+  std::int64_t first_step = 0;  ///< the first of them (later than 0: a replica started again rejoined there)
   std::int64_t final_version = 0;                              ///< version of the final pull (finished only)
   std::map<std::string, std::vector<float>> final_parameters;  ///< finished only
   core::TimePoint end{};                                       ///< virtual time it finished or failed

@@ -154,6 +154,9 @@ TEST_CASE("a simulated BSP replica killed and started again rejoins where the jo
     const auto& back = report.replicas.back();
     CHECK(back.steps > 0);
     CHECK(back.steps < c.steps - 3);
+    CHECK(back.first_step == c.steps - back.steps);
+    CHECK_THAT(sim::scenarios::format_report(report),
+               Catch::Contains(fmt::format("(from step {}: it rejoined there)", back.first_step)));
     // Each step the replicas reached was computed on every step before it (BSP).
     for (const auto& step : report.steps) {
       for (auto v : step.versions) CHECK((v == -1 || v == step.step));

@@ -307,7 +307,7 @@ TEST_CASE("over ssh, the launcher's line runs as sshd runs it, and closing its s
 }
 
 /// Three hosts made of network namespaces, each named by its address (P.1, P.2, P.3 in a
-/// /24 of 10.211.0.0/16), joined by veth pairs to a bridge in a fourth namespace: no
+/// /24 of 10.200.0.0/13 drawn from the process id), joined by veth pairs to a bridge in a fourth namespace: no
 /// address exists outside them. Removed with this.
 class NamespaceHosts {
  public:
@@ -320,25 +320,26 @@ class NamespaceHosts {
       why_ = "no ip command (iproute2)";
       return;
     }
-    prefix_ = fmt::format("10.211.{}", ::getpid() % 250);
-    switch_ = fmt::format("apiary-sw-{}", ::getpid());
-    std::string script = fmt::format("set -e; ip netns add {0}; ip -n {0} link add br0 type bridge; "
-                                     "ip -n {0} link set br0 up; ",
-                                     switch_);
+    // Names no other test process draws at the same time: from this process's id.
+    const auto pid = static_cast<unsigned>(::getpid());
+    prefix_ = fmt::format("10.{}.{}", 200 + (pid / 250) % 50, pid % 250);
+    switch_ = fmt::format("apiary-sw-{}", pid);
+    // Each namespace is noted once made, so that only this process's are removed.
+    if (!make(switch_, fmt::format("ip -n {0} link add br0 type bridge && ip -n {0} link set br0 up", switch_))) return;
     for (int i = 1; i <= 3; ++i) {
-      script += fmt::format(
-          "ip netns add {0}; ip link add apiary0 netns {0} type veth peer name h{1} netns {2}; "
-          "ip -n {0} addr add {0}/24 dev apiary0; ip -n {0} link set apiary0 up; ip -n {0} link set lo up; "
-          "ip -n {2} link set h{1} master br0; ip -n {2} link set h{1} up; ",
-          host(i), i, switch_);
+      if (!make(host(i), fmt::format("ip link add apiary0 netns {0} type veth peer name h{1} netns {2} && "
+                                     "ip -n {0} addr add {0}/24 dev apiary0 && ip -n {0} link set apiary0 up && "
+                                     "ip -n {0} link set lo up && ip -n {2} link set h{1} master br0 && "
+                                     "ip -n {2} link set h{1} up",
+                                     host(i), i, switch_))) {
+        return;
+      }
     }
-    const auto made = run_command("/bin/sh -c '" + script + "'");
-    if (made.rc != 0) why_ = "cannot make network namespaces here: " + made.text;
   }
   ~NamespaceHosts() {
-    if (prefix_.empty()) return;
-    for (int i = 1; i <= 3; ++i) (void)std::system(("ip netns del " + host(i) + " 2>/dev/null").c_str());
-    (void)std::system(("ip netns del " + switch_ + " 2>/dev/null").c_str());
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+      (void)std::system(("ip netns del " + *it + " 2>/dev/null").c_str());
+    }
   }
   NamespaceHosts(const NamespaceHosts&) = delete;
   NamespaceHosts& operator=(const NamespaceHosts&) = delete;
@@ -355,9 +356,23 @@ class NamespaceHosts {
   }
 
  private:
+  /// Makes namespace `name`, then runs `setup`; false (why_ set) when either fails.
+  bool make(const std::string& name, const std::string& setup) {
+    const auto added = run_command("ip netns add " + name);
+    if (added.rc != 0) {
+      why_ = "cannot make network namespaces here: " + added.text;
+      return false;
+    }
+    made_.push_back(name);
+    const auto set = run_command("/bin/sh -c '" + setup + "'");
+    if (set.rc != 0) why_ = "cannot set up network namespace " + name + ": " + set.text;
+    return set.rc == 0;
+  }
+
   std::string prefix_;
   std::string switch_;
   std::string why_;
+  std::vector<std::string> made_;
 };
 
 /// A job of `kind` for the namespace hosts' cluster.

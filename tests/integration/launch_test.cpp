@@ -307,7 +307,7 @@ TEST_CASE("over ssh, the launcher's line runs as sshd runs it, and closing its s
 }
 
 /// Three hosts made of network namespaces, each named by its address (P.1, P.2, P.3 in a
-/// /24 of 10.200.0.0/13 drawn from the process id), joined by veth pairs to a bridge in a fourth namespace: no
+/// /24 in 10.200-249.x.x drawn from the process id), joined by veth pairs to a bridge in a fourth namespace: no
 /// address exists outside them. Removed with this.
 class NamespaceHosts {
  public:

@@ -2,6 +2,7 @@
 // resource spec and print or write it; check a strategy written or edited elsewhere.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "api/job_files.hpp"
 #include "apps/commands.hpp"
 #include "core/strategy/builders.hpp"
+#include "core/strategy/slurm.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "core/strategy/validate.hpp"
 
@@ -198,7 +200,36 @@ Command add_strategy_commands(CLI::App& app) {
   check->add_option("--graph", c->graph, "Graph item JSON file")->required();
   check->add_option("--resource-spec", c->resource_spec, "resource_spec.yml: also check every device exists");
   check->add_flag("--text", c->text, "The strategy file is protobuf text format");
-  return [=]() { return build->parsed() ? run_build(*b) : run_check(*c); };
+  auto* spec = cmd->add_subcommand("resource-spec",
+                                   "Print the resource spec of this Slurm allocation (SLURM_JOB_NODELIST, "
+                                   "SLURM_TASKS_PER_NODE): one node per host, one replica per task or GPU");
+  auto from_slurm = std::make_shared<bool>(false);
+  auto gpus = std::make_shared<std::int64_t>(0);
+  auto spec_out = std::make_shared<std::string>();
+  spec->add_flag("--from-slurm", *from_slurm, "From the Slurm allocation's environment (the only source so far)")
+      ->required();
+  spec->add_option("--gpus-per-node", *gpus, "GPUs of each node (ids 0..N-1); 0: one CPU device per task")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1024}))
+      ->capture_default_str();
+  spec->add_option("--out", *spec_out, "Write it here instead of printing it");
+  return [=]() {
+    if (spec->parsed()) {
+      auto yaml = core::strategy::slurm_resource_spec([](const char* name) { return std::getenv(name); }, *gpus);
+      if (!yaml) return fail("strategy resource-spec", yaml.error());
+      if (spec_out->empty()) {
+        std::fputs(yaml->c_str(), stdout);
+        return 0;
+      }
+      std::ofstream file(*spec_out);
+      file << *yaml;
+      if (!file) {
+        return fail("strategy resource-spec", make_error(errc::io, "--out {}: cannot write the file", *spec_out));
+      }
+      std::printf("resource spec of the Slurm allocation written to %s\n", spec_out->c_str());
+      return 0;
+    }
+    return build->parsed() ? run_build(*b) : run_check(*c);
+  };
 }
 
 }  // namespace apiary::apps

@@ -1,0 +1,158 @@
+#include "core/strategy/slurm.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace apiary::core::strategy {
+
+namespace {
+
+constexpr std::size_t k_max_hosts = 65536;
+
+/// A whole decimal number (digits only).
+bool number(std::string_view text, std::int64_t& out) {
+  if (text.empty() || text.size() > 9) return false;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && ptr == text.data() + text.size();
+}
+
+/// The texts one bracket group stands for: "01-03,07" -> 01 02 03 07.
+Result<std::vector<std::string>> group(std::string_view inside, std::string_view item) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= inside.size()) {
+    const auto comma = std::min(inside.find(',', at), inside.size());
+    const std::string_view part = inside.substr(at, comma - at);
+    const auto dash = part.find('-');
+    const std::string_view low = part.substr(0, dash);
+    const std::string_view high = dash == std::string_view::npos ? low : part.substr(dash + 1);
+    std::int64_t a = 0;
+    std::int64_t b = 0;
+    if (!number(low, a) || !number(high, b) || b < a) {
+      return make_error(errc::invalid_argument,
+                        "host list item '{}': expected numbers or ranges LOW-HIGH (LOW <= HIGH) in brackets, got '{}'",
+                        item, part);
+    }
+    if (static_cast<std::size_t>(b - a) >= k_max_hosts) {
+      return make_error(errc::invalid_argument, "host list item '{}': more than {} hosts", item, k_max_hosts);
+    }
+    for (std::int64_t n = a; n <= b; ++n) out.push_back(fmt::format("{:0{}}", n, low.size()));
+    at = comma + 1;
+  }
+  return out;
+}
+
+/// The hosts of one item: its literal parts and bracket groups, in every combination.
+Status expand_item(std::string_view item, std::vector<std::string>& hosts) {
+  std::vector<std::string> names{""};
+  std::size_t at = 0;
+  while (at < item.size()) {
+    const auto open = item.find('[', at);
+    const std::string_view literal = item.substr(at, open == std::string_view::npos ? item.size() - at : open - at);
+    if (literal.find(']') != std::string_view::npos) {
+      return make_error(errc::invalid_argument, "host list item '{}': a ']' without its '['", item);
+    }
+    for (auto& n : names) n.append(literal);
+    if (open == std::string_view::npos) break;
+    const auto close = item.find(']', open);
+    if (close == std::string_view::npos || close == open + 1) {
+      return make_error(errc::invalid_argument, "host list item '{}': expected [NUMBERS] after position {}", item, open);
+    }
+    auto values = group(item.substr(open + 1, close - open - 1), item);
+    if (!values) return values.error();
+    std::vector<std::string> next;
+    for (const auto& n : names) {
+      for (const auto& v : *values) {
+        if (next.size() + hosts.size() >= k_max_hosts) {
+          return make_error(errc::invalid_argument, "host list item '{}': more than {} hosts", item, k_max_hosts);
+        }
+        next.push_back(n + v);
+      }
+    }
+    names = std::move(next);
+    at = close + 1;
+  }
+  for (auto& n : names) {
+    if (n.empty()) return make_error(errc::invalid_argument, "host list: an empty host name in '{}'", item);
+    hosts.push_back(std::move(n));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> expand_hostlist(std::string_view list) {
+  std::vector<std::string> hosts;
+  std::size_t at = 0;
+  int depth = 0;
+  std::size_t start = 0;
+  // Items are split at the commas outside brackets.
+  for (; at <= list.size(); ++at) {
+    const char c = at < list.size() ? list[at] : ',';
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c != ',' || depth > 0) continue;
+    if (auto st = expand_item(list.substr(start, at - start), hosts); !st) return st.error();
+    start = at + 1;
+  }
+  if (depth != 0) return make_error(errc::invalid_argument, "host list '{}': unbalanced brackets", list);
+  return hosts;
+}
+
+Result<std::vector<std::int64_t>> expand_tasks_per_node(std::string_view counts) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at <= counts.size()) {
+    const auto comma = std::min(counts.find(',', at), counts.size());
+    const std::string_view part = counts.substr(at, comma - at);
+    const auto paren = part.find("(x");
+    std::int64_t tasks = 0;
+    std::int64_t times = 1;
+    const bool ok = number(part.substr(0, paren), tasks) &&
+                    (paren == std::string_view::npos ||
+                     (part.back() == ')' && number(part.substr(paren + 2, part.size() - paren - 3), times)));
+    if (!ok || tasks < 1 || times < 1 || out.size() + static_cast<std::size_t>(times) > k_max_hosts) {
+      return make_error(errc::invalid_argument,
+                        "SLURM_TASKS_PER_NODE: expected counts such as 2(x3),1 (each >= 1), got '{}' in '{}'", part,
+                        counts);
+    }
+    out.insert(out.end(), static_cast<std::size_t>(times), tasks);
+    at = comma + 1;
+  }
+  return out;
+}
+
+Result<std::string> slurm_resource_spec(const std::function<const char*(const char*)>& env, std::int64_t gpus_per_node) {
+  const char* list = env("SLURM_JOB_NODELIST");
+  if (list == nullptr || *list == '\0') list = env("SLURM_NODELIST");
+  if (list == nullptr || *list == '\0') {
+    return make_error(errc::invalid_argument,
+                      "expected SLURM_JOB_NODELIST (or SLURM_NODELIST), got neither: run inside a Slurm allocation");
+  }
+  auto hosts = expand_hostlist(list);
+  if (!hosts) return hosts.error();
+  std::vector<std::int64_t> tasks(hosts->size(), 1);
+  if (const char* t = env("SLURM_TASKS_PER_NODE"); t != nullptr && *t != '\0') {
+    auto counts = expand_tasks_per_node(t);
+    if (!counts) return counts.error();
+    if (counts->size() != hosts->size()) {
+      return make_error(errc::invalid_argument, "SLURM_TASKS_PER_NODE '{}' counts {} nodes, the node list '{}' {}", t,
+                        counts->size(), list, hosts->size());
+    }
+    tasks = std::move(*counts);
+  }
+  std::string out = "# The Slurm allocation " + std::string(list) + ": one node per host, the first the chief.\nnodes:\n";
+  for (std::size_t i = 0; i < hosts->size(); ++i) {
+    out += fmt::format("  - address: {}\n", (*hosts)[i]);
+    std::string ids;
+    const std::int64_t n = gpus_per_node > 0 ? gpus_per_node : tasks[i];
+    for (std::int64_t d = 0; d < n; ++d) ids += (d == 0 ? "" : ", ") + std::to_string(d);
+    out += fmt::format("    {}: [{}]\n", gpus_per_node > 0 ? "gpus" : "cpus", ids);
+    out += i == 0 ? "    chief: true\n" : "    ssh_config: slurm\n";
+  }
+  if (hosts->size() > 1) out += "ssh:\n  slurm: {}\n";
+  return out;
+}
+
+}  // namespace apiary::core::strategy

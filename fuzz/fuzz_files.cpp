@@ -19,6 +19,7 @@
 #include "core/strategy/graph_item.hpp"
 #include "core/strategy/json_reader.hpp"
 #include "core/strategy/resource_spec.hpp"
+#include "core/strategy/slurm.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "core/strategy/yaml_reader.hpp"
 #include "fuzz/fuzz_input.hpp"
@@ -167,6 +168,9 @@ void fuzz_names(FuzzInput& in) {
       break;
     default:
       (void)apiary::log::parse_level(text);
+      // Slurm's host lists and task counts (apiary strategy resource-spec --from-slurm).
+      (void)cs::expand_hostlist(text);
+      (void)cs::expand_tasks_per_node(text);
       break;
   }
 }

@@ -1,5 +1,6 @@
 #include "core/strategy/slurm.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -17,13 +18,22 @@ bool number(std::string_view text, std::int64_t& out) {
   return ec == std::errc{} && ptr == text.data() + text.size();
 }
 
+/// Calls `each` with every comma-separated part of `text` (an empty text is one empty
+/// part), stopping at the first error.
+Status for_each_part(std::string_view text, const std::function<Status(std::string_view)>& each) {
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    if (auto st = each(text.substr(at, comma - at)); !st) return st;
+    at = comma + 1;
+  }
+  return ok_status();
+}
+
 /// The texts one bracket group stands for: "01-03,07" -> 01 02 03 07.
 Result<std::vector<std::string>> group(std::string_view inside, std::string_view item) {
   std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= inside.size()) {
-    const auto comma = std::min(inside.find(',', at), inside.size());
-    const std::string_view part = inside.substr(at, comma - at);
+  auto parsed = for_each_part(inside, [&](std::string_view part) -> Status {
     const auto dash = part.find('-');
     const std::string_view low = part.substr(0, dash);
     const std::string_view high = dash == std::string_view::npos ? low : part.substr(dash + 1);
@@ -38,8 +48,9 @@ Result<std::vector<std::string>> group(std::string_view inside, std::string_view
       return make_error(errc::invalid_argument, "host list item '{}': more than {} hosts", item, k_max_hosts);
     }
     for (std::int64_t n = a; n <= b; ++n) out.push_back(fmt::format("{:0{}}", n, low.size()));
-    at = comma + 1;
-  }
+    return ok_status();
+  });
+  if (!parsed) return parsed.error();
   return out;
 }
 
@@ -102,10 +113,7 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view list) {
 
 Result<std::vector<std::int64_t>> expand_tasks_per_node(std::string_view counts) {
   std::vector<std::int64_t> out;
-  std::size_t at = 0;
-  while (at <= counts.size()) {
-    const auto comma = std::min(counts.find(',', at), counts.size());
-    const std::string_view part = counts.substr(at, comma - at);
+  auto parsed = for_each_part(counts, [&](std::string_view part) -> Status {
     const auto paren = part.find("(x");
     std::int64_t tasks = 0;
     std::int64_t times = 1;
@@ -118,8 +126,9 @@ Result<std::vector<std::int64_t>> expand_tasks_per_node(std::string_view counts)
                         counts);
     }
     out.insert(out.end(), static_cast<std::size_t>(times), tasks);
-    at = comma + 1;
-  }
+    return ok_status();
+  });
+  if (!parsed) return parsed.error();
   return out;
 }
 

@@ -45,6 +45,20 @@ std::string push_body(std::int32_t replica, std::int64_t step, std::vector<float
   return to_pb("w:0", p).SerializeAsString();
 }
 
+/// two_replica_server() dropping a lost replica 5 s after its session fails, with
+/// replica 1's session open (call 10, from 127.0.0.1:9).
+ShardServer dropping_server_with_session_of_1() {
+  using namespace std::chrono_literals;
+  auto server = two_replica_server();
+  server.set_drop_lost_after(core::Duration(5s));
+  pb::PsJoinRequest join;
+  join.set_replica(1);
+  CHECK(server.on_request(core::TimePoint{}, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"),
+                          join.SerializeAsString())
+            .empty());
+  return server;
+}
+
 Reply only_reply(const core::Effects& fx) {
   REQUIRE(fx.size() == 1);
   REQUIRE(std::holds_alternative<Reply>(fx[0]));
@@ -177,12 +191,8 @@ TEST_CASE("spliced pull answers view the parameters, and an update while a view 
 
 TEST_CASE("with drop_lost_after, a lost replica is dropped after the wait and the others go on") {
   using namespace std::chrono_literals;
-  auto server = two_replica_server();
-  server.set_drop_lost_after(core::Duration(5s));
+  auto server = dropping_server_with_session_of_1();
   const core::TimePoint now{};
-  pb::PsJoinRequest join;
-  join.set_replica(1);
-  CHECK(server.on_request(now, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"), join.SerializeAsString()).empty());
   (void)server.on_request(now, 1, k_ps_pull_handle, PeerAddr{}, pull_body(0, 0));
   (void)server.on_request(now, 2, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
   CHECK(server.on_request(now, 3, k_ps_pull_handle, PeerAddr{}, pull_body(0, 1)).empty());  // waits for replica 1
@@ -234,13 +244,10 @@ pb::PsRejoinResponse rejoin_answer(ShardServer& server, core::RequestId id, std:
 }  // namespace
 
 TEST_CASE("a replica started again joins, is dropped at once, and rejoins from the first free step") {
-  using namespace std::chrono_literals;
-  auto server = two_replica_server();
-  server.set_drop_lost_after(core::Duration(5s));
+  auto server = dropping_server_with_session_of_1();
   const core::TimePoint now{};
   pb::PsJoinRequest join;
   join.set_replica(1);
-  CHECK(server.on_request(now, 10, k_ps_join_handle, apiary::test::addr_of("/ip4/127.0.0.1/tcp/9"), join.SerializeAsString()).empty());
   // A replica that never left is told it may start at step 0.
   auto fresh = rejoin_answer(server, 20, 1, -1);
   CHECK_FALSE(fresh.dropped());

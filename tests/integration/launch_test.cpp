@@ -270,9 +270,10 @@ TEST_CASE("over ssh, the launcher's line runs as sshd runs it, and closing its s
   const std::string ssh = job.dir + "/bin/ssh";
   const std::string log = job.dir + "/ssh.log";
   REQUIRE(std::system(("mkdir -p " + job.dir + "/bin").c_str()) == 0);
+  // One line per call (`host HOST: OPTIONS`), appended in one write: the calls run at once.
   std::ofstream(ssh) << "#!/bin/sh\n"
-                     << "while [ $# -gt 2 ]; do echo \"$1 $2\" >> " << log << "; shift 2; done\n"
-                     << "echo \"host $1\" >> " << log << "\n"
+                     << "o=''; while [ $# -gt 2 ]; do o=\"$o $1 $2\"; shift 2; done\n"
+                     << "echo \"host $1:$o\" >> " << log << "\n"
                      << "exec setsid -w sh -c \"$2\"\n";
   REQUIRE(std::system(("chmod +x " + ssh).c_str()) == 0);
   const std::string spec_text =
@@ -295,8 +296,8 @@ TEST_CASE("over ssh, the launcher's line runs as sshd runs it, and closing its s
   CHECK_THAT(l.text, Catch::Contains("launch: rank 1 (worker 10.213.0.2:CPU:0 on 10.213.0.2) exited with 6"));
   std::ifstream in(log);
   const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK_THAT(said, Catch::Contains("-l trainer\n-p 2222\n-i /keys/id\nhost 10.213.0.1\n"));
-  CHECK_THAT(said, Catch::Contains("host 10.213.0.2\n"));
+  CHECK_THAT(said, Catch::Contains("host 10.213.0.1: -l trainer -p 2222 -i /keys/id\n"));
+  CHECK_THAT(said, Catch::Contains("host 10.213.0.2: -l trainer -p 2222 -i /keys/id\n"));
   // Rank 0's trainer, in its own session, was stopped by its line's stdin closing.
   const auto pids = printed_pids(l.text);
   REQUIRE(pids.size() == 2);

@@ -226,7 +226,7 @@ def diloco_digits_trainer(initial_peers, run_id, rank, peers, rounds, inner_step
                                   inner_optimizer=lambda p: torch.optim.Adam(p, lr=3e-3), inner_steps=inner_steps,
                                   compression=compression, streaming=streaming, matchmaking_time=5.0,
                                   averaging_timeout=30.0, target_group_size=group_size or peers,
-                                  averager_opts=dict(request_timeout=1.0))
+                                  averager_opts=dict(request_timeout=3.0))
         outer = []
         time.sleep(max(0.0, start_at - time.time()))  # the peers begin together (process start-up varies)
         # Until the last round (a peer that missed one goes on); at most twice the steps.

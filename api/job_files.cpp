@@ -1,5 +1,6 @@
 #include "api/job_files.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,45 @@ std::string checkpoint_path(const std::string& pattern, std::int64_t step) {
     path.replace(at, mark.size(), std::to_string(step));
   }
   return path;
+}
+
+Result<std::optional<std::string>> latest_checkpoint(const std::string& pattern) {
+  namespace fs = std::filesystem;
+  const std::string mark = "{step}";
+  const fs::path path(pattern);
+  const std::string name = path.filename().string();
+  if (path.parent_path().string().find(mark) != std::string::npos) {
+    return make_error(errc::invalid_argument, "--save {}: expected {} in the file's name only, not in its folder's",
+                      pattern, mark);
+  }
+  std::error_code ec;
+  if (name.find(mark) == std::string::npos) {
+    if (fs::is_regular_file(path, ec)) return std::optional<std::string>(pattern);
+    return std::optional<std::string>();
+  }
+  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  const std::string prefix = name.substr(0, name.find(mark));
+  std::optional<std::int64_t> best;
+  fs::directory_iterator it(folder, ec);
+  if (ec) {
+    if (!fs::exists(folder)) return std::optional<std::string>();
+    return make_error(errc::io, "--save {}: cannot read the folder {}: {}", pattern, folder.string(), ec.message());
+  }
+  for (const auto& entry : it) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= prefix.size() || file.compare(0, prefix.size(), prefix) != 0) continue;
+    std::size_t digits = prefix.size();
+    while (digits < file.size() && digits - prefix.size() < 18 && std::isdigit(static_cast<unsigned char>(file[digits]))) {
+      ++digits;
+    }
+    if (digits == prefix.size()) continue;
+    const std::int64_t step = std::stoll(file.substr(prefix.size(), digits - prefix.size()));
+    // The whole name must be the pattern's for that step (a file being written is not).
+    if (fs::path(checkpoint_path(pattern, step)).filename().string() != file || !entry.is_regular_file(ec)) continue;
+    if (!best || step > *best) best = step;
+  }
+  if (!best) return std::optional<std::string>();
+  return std::optional<std::string>(checkpoint_path(pattern, *best));
 }
 
 bool restores_optimizer(const cps::Checkpoint& checkpoint, cps::OptimizerKind kind) {

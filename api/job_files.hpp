@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ namespace apiary {
 
 /// The --save path for `step`: `pattern` with "{step}" replaced by the step number.
 [[nodiscard]] std::string checkpoint_path(const std::string& pattern, std::int64_t step);
+/// The latest checkpoint --save `pattern` names that exists: `pattern` itself without
+/// "{step}", else the file of its folder whose step is the largest (files being written,
+/// beside it, do not match); nullopt when there is none. Errors: invalid_argument for
+/// "{step}" in a folder's name, io when the folder cannot be read.
+[[nodiscard]] Result<std::optional<std::string>> latest_checkpoint(const std::string& pattern);
 /// Whether the chief writes a periodic checkpoint (--save-every `every`) at the start of
 /// its step `step` of the job (`global`: steps behind it in all, the checkpoint's too).
 inline bool periodic_checkpoint(std::int64_t every, std::int64_t step, std::int64_t global) {

@@ -78,6 +78,9 @@ Result<std::unique_ptr<ParameterServer>> ParameterServer::start(caf::actor_syste
   ps->gateway_ = gateway;
   cps::ShardServer server(options.device, std::move(shards));
   if (options.drop_lost_replicas_after) server.set_drop_lost_after(core::Duration(*options.drop_lost_replicas_after));
+  if (options.resume_at) {
+    if (auto st = server.resume_at(*options.resume_at); !st) return st.error();
+  }
   ps->counters_ = std::make_shared<actors::PsCounters>();
   ps->replicas_ = plan.replicas.size();
   ps->actor_ = std::make_shared<caf::actor>(

@@ -35,6 +35,10 @@ struct ParameterServerOptions {
   /// here, and the job goes on with the replicas left (the mean over them); unset: the
   /// synchronous shards fail every request from then on (core/ps/server.hpp).
   std::optional<std::chrono::milliseconds> drop_lost_replicas_after;
+  /// A PS process started again after it went down: its values and states are a
+  /// checkpoint's after this many of the job's steps, and it continues the running job
+  /// there (core::ps::ShardServer::resume_at; synchronous shards only).
+  std::optional<std::int64_t> resume_at;
 };
 
 class ParameterServer {

@@ -41,8 +41,11 @@ ParameterServerOptions ps_options(const Job& a, const cps::TrainingPlan& plan, c
   ParameterServerOptions o;
   o.device = device;
   o.plan = std::make_shared<const cps::TrainingPlan>(plan);
-  o.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
-  if (a.restored && restores_optimizer(*a.restored, optimizer_of(a).kind)) o.states = a.restored->states;
+  // A resumed PS continues from the latest --save checkpoint, or from the job's start.
+  const auto& from = a.resume && a.resumed ? a.resumed : a.restored;
+  o.initial = from ? from->values : cps::logistic_initial(a.features);
+  if (from && restores_optimizer(*from, optimizer_of(a).kind)) o.states = from->states;
+  if (a.resume) o.resume_at = (from ? from->step : 0) - (a.restored ? a.restored->step : 0);
   if (a.drop_lost_after_ms >= 0) o.drop_lost_replicas_after = std::chrono::milliseconds(a.drop_lost_after_ms);
   return o;
 }
@@ -306,6 +309,28 @@ Status run_training_job(const TrainingJobOptions& options, const JobOutput& outp
                               "starts afresh\n",
                               a.restored->optimizer, core::ps::optimizer_name(kind)));
     }
+  }
+  if (a.resume) {
+    if (a.role != "ps") {
+      return a.out.fail(make_error(errc::invalid_argument, "--resume: only a PS process (--role ps) continues a "
+                                   "running job, got role '{}'", a.role));
+    }
+    auto latest = latest_checkpoint(a.save);
+    if (!latest) return a.out.fail(latest.error());
+    if (*latest) {
+      auto resumed = read_checkpoint(**latest, training_job::model_variables(a.features));
+      if (!resumed) return a.out.fail(resumed.error());
+      const std::int64_t first = a.restored ? a.restored->step : 0;
+      if ((*resumed)->step < first) {
+        return a.out.fail(make_error(errc::invalid_argument, "--resume: the latest checkpoint {} is of step {}, before "
+                                     "the job's start (--restore, step {})", **latest, (*resumed)->step, first));
+      }
+      a.resumed = std::move(*resumed);
+    }
+    a.out.print(a.resumed ? fmt::format("resume: ps {} continues the job from {} (step {})\n", a.device, **latest,
+                                        a.resumed->step)
+                          : fmt::format("resume: ps {} finds no checkpoint{}: it continues the job from its start\n",
+                                        a.device, a.save.empty() ? " (no --save)" : " at " + a.save));
   }
   return training_job::run(a, *strategy, *ar, wait_for_stop);
 }

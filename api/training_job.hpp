@@ -74,6 +74,14 @@ struct TrainingJobOptions {
   std::string save;             ///< the chief writes a checkpoint here after the last step ({step}: its number)
   std::int64_t save_every = 0;  ///< also at the start of every step that is a multiple of it
   std::string restore;          ///< the checkpoint the job starts from
+  /// Role "ps": a PS process started again after it went down continues the running job
+  /// from the latest --save checkpoint (none yet: from the job's start); the replicas,
+  /// waiting for it (ps_restart_wait_ms), replay their pushes since. Synchronous shards only.
+  bool resume = false;
+  /// Replicas: wait this long (ms) for a PS process that went down to be started again
+  /// with --resume (0: a PS going down ends the job). They keep their pushes of the last
+  /// 2 x save_every + staleness + 2 steps (every step without save_every) to replay.
+  std::int64_t ps_restart_wait_ms = 0;
   std::vector<std::string> sparse;  ///< variables of the model whose gradients are sparse
   /// When set, replicas stop before their next step, failing with `stop_reason`.
   const std::atomic<bool>* stop = nullptr;

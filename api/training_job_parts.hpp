@@ -36,6 +36,9 @@ struct Job : TrainingJobOptions {
   JobOutput out;
   /// The --restore checkpoint, read and checked against the model; null without one.
   std::shared_ptr<const core::ps::Checkpoint> restored;
+  /// --resume: the latest --save checkpoint; null when there is none yet (the PS then
+  /// continues from the job's start: the --restore checkpoint or the initial values).
+  std::shared_ptr<const core::ps::Checkpoint> resumed;
 };
 
 /// A job's all-reduce part, for its replicas (all-reduce and mixed strategies).

@@ -40,6 +40,10 @@ Result<std::string> take_place_from_environment(TrainingJobOptions& a, const Env
   a.replica = me.replica;
   a.listen = me.listen();
   a.until_replicas_finish = me.role == "ps";
+  // A launcher that starts a PS process again after it went down says so.
+  if (const char* resume = env("APIARY_RESUME"); me.role == "ps" && resume != nullptr && std::string(resume) == "1") {
+    a.resume = true;
+  }
   std::optional<std::string> replica_prefix;
   if (core::collective::uses_allreduce(*strategy)) replica_prefix = places->ps_devices.empty() ? "" : "replica:";
   const auto key = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };

@@ -86,6 +86,14 @@ Result<std::unique_ptr<Replica>> start_replica(const Job& a, caf::actor_system& 
   o.roles.optimizer = optimizer_of(a);
   o.roles.initial = a.restored ? a.restored->values : cps::logistic_initial(a.features);
   o.roles.call_timeout = timeout;
+  if (a.ps_restart_wait_ms > 0 && o.roles.ps) {
+    // A PS started again continues from its latest checkpoint: the pushes since, kept.
+    std::int64_t staleness = 0;
+    for (const auto& shard : o.roles.ps->shards) staleness = std::max(staleness, shard.config.staleness);
+    o.roles.ps_restart_wait = std::chrono::milliseconds(a.ps_restart_wait_ms);
+    o.roles.replay_steps = a.save_every > 0 ? 2 * a.save_every + staleness + 2 : a.steps;
+    o.patience += std::chrono::milliseconds(a.ps_restart_wait_ms);
+  }
   auto replica = Replica::start(system, std::move(gateway), std::move(o));
   if (!replica) return replica.error();
   if (ar.plan && a.restored && restores_optimizer(*a.restored, optimizer_of(a).kind)) {

@@ -127,6 +127,17 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--restore", a->restore,
                   "Start from this checkpoint (written by --save, with any strategy for the same model); every "
                   "role of the job takes the same file");
+  cmd->add_flag("--resume", a->resume,
+               "PS role, started again after its process went down: continue the running job from the latest "
+               "--save checkpoint (none yet: from the job's start); the replicas replay their pushes since "
+               "(synchronous strategies; the replicas need --ps-restart-wait-ms). Placed by a launcher: "
+               "APIARY_RESUME=1 says the same");
+  cmd->add_option("--ps-restart-wait-ms", a->ps_restart_wait_ms,
+                  "Replicas: wait this long for a PS process that went down to be started again with --resume, "
+                  "keeping the pushes of the last 2 x --save-every + staleness + 2 steps (every step without "
+                  "--save-every) to replay to it; 0: a PS going down ends the job")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86400000}))
+      ->capture_default_str();
   cmd->add_option("--mode", a->mode, "Same-host lanes: tcp or shm")
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();

@@ -139,6 +139,24 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
   return out;
 }
 
+Status ShardServer::resume_at(std::int64_t step) {
+  for (const auto& [name, shard] : shards_) {  // every shard or none
+    if (!shard.config().sync) {
+      return make_error(errc::invalid_argument,
+                        "PS {} cannot continue the job at step {}: shard {} is asynchronous (its pushes since the "
+                        "checkpoint cannot be replayed in the order they were applied); start the job again from "
+                        "the checkpoint (--restore) instead", device_, step, name);
+    }
+  }
+  for (auto& [name, shard] : shards_) {
+    if (auto s = shard.start_at(step); !s) {
+      return make_error(s.error().code, "PS {} cannot continue the job at step {}: {}", device_, step, s.error().message);
+    }
+  }
+  resumed_at_ = step;
+  return ok_status();
+}
+
 Effects ShardServer::rejoin(RequestId id, std::string_view body) {
   pb::PsRejoinRequest req;
   if (!parse(req, body)) {
@@ -160,6 +178,13 @@ Effects ShardServer::rejoin(RequestId id, std::string_view body) {
   }
   res.set_dropped(out_of_job);
   res.set_step(floor);
+  for (const auto& [name, shard] : shards_) {
+    if (shard.config().sync) (*res.mutable_next_steps())[name] = shard.next_step(replica);
+  }
+  if (resumed_at_) {
+    res.set_resumed(true);
+    res.set_resumed_at(*resumed_at_);
+  }
   Effects out;
   if (req.from_step() >= floor && out_of_job) {
     for (const auto& [name, shard] : shards_) {

@@ -84,6 +84,14 @@ class ShardServer final : public Role {
   /// A replica whose session fails is dropped from every synchronous shard `wait` later
   /// (nullopt, the default: the synchronous shards fail, as the file comment says).
   void set_drop_lost_after(std::optional<Duration> wait) { drop_after_ = wait; }
+  /// A PS process started again after it went down continues the job at `step`, its
+  /// shards holding a checkpoint of the parameters after `step` steps: every synchronous
+  /// shard starts there (Shard::start_at), and a replica asking where it stands
+  /// (k_ps_rejoin_handle) learns it must replay its pushes from `step` on. Errors:
+  /// Shard::start_at's (an asynchronous shard, one that took a push), naming this PS.
+  [[nodiscard]] Status resume_at(std::int64_t step);
+  /// The step resume_at() continued from, if it was called.
+  [[nodiscard]] std::optional<std::int64_t> resumed_at() const { return resumed_at_; }
   /// The replicas dropped so far.
   [[nodiscard]] const std::set<std::int32_t>& dropped() const { return dropped_; }
   /// The replicas whose session ended normally (they finished their part of the job).
@@ -139,6 +147,7 @@ class ShardServer final : public Role {
   std::set<std::int32_t> finished_;                                  ///< replicas whose session ended normally
   ServerStats stats_;
   bool splice_pulls_ = false;
+  std::optional<std::int64_t> resumed_at_;                           ///< resume_at's step
 };
 
 }  // namespace apiary::core::ps

@@ -443,6 +443,30 @@ Result<Released> Shard::rejoin_from(std::int32_t replica, std::int64_t step) {
   return out;
 }
 
+Status Shard::start_at(std::int64_t step) {
+  if (!config_.sync) {
+    return make_error(errc::invalid_argument,
+                      "shard {}: an asynchronous shard cannot continue a job from a checkpoint (the pushes since "
+                      "cannot be replayed in the order they were applied); start the job again from it instead",
+                      config_.variable);
+  }
+  if (step < 0) {
+    return make_error(errc::invalid_argument, "shard {}: expected a step >= 0 to continue from, got {}",
+                      config_.variable, step);
+  }
+  const bool fresh = version_ == 0 && applied_steps_ == 0 && sums_.empty() && held() == 0 &&
+                     std::all_of(next_.begin(), next_.end(), [](std::int64_t n) { return n == 0; });
+  if (!fresh) {
+    return make_error(errc::protocol, "shard {}: expected a shard that has taken nothing to continue from step {}, "
+                      "got one at version {}", config_.variable, step, version_);
+  }
+  std::fill(clock_.begin(), clock_.end(), step);
+  std::fill(next_.begin(), next_.end(), step);
+  applied_steps_ = step;
+  version_ = step;
+  return ok_status();
+}
+
 Status Shard::rejoin(std::int32_t replica) {
   if (replica < 0 || static_cast<std::size_t>(replica) >= clock_.size()) {
     return make_error(errc::invalid_argument, "shard {}: expected a replica id in [0, {}) to rejoin, got {}",

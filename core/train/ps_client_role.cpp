@@ -17,8 +17,11 @@ constexpr Duration k_session_timeout = std::chrono::hours(24 * 365);
 
 constexpr const char* k_name = "the PS client";
 
+/// How often a PS device that went down is asked whether it is back.
+constexpr Duration k_retry_every = std::chrono::milliseconds(200);
+
 const char* what_of(int kind) {
-  static const char* names[] = {"pull", "push", "optimizer state read"};
+  static const char* names[] = {"pull", "push", "optimizer state read", "replayed push"};
   return names[kind];
 }
 
@@ -37,6 +40,12 @@ Result<std::unique_ptr<PsClientRole>> PsClientRole::create(PsClientConfig config
   if (config.call_timeout <= Duration::zero()) {
     return make_error(errc::invalid_argument, "{} {}: expected a call timeout > 0", config.label, config.replica);
   }
+  if (config.ps_restart_wait < Duration::zero() || config.replay_steps < 0) {
+    return make_error(errc::invalid_argument, "{} {}: expected a PS restart wait >= 0 and replay steps >= 0, got {} ms "
+                      "and {}", config.label, config.replica,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(config.ps_restart_wait).count(),
+                      config.replay_steps);
+  }
   auto replica = ps::Replica::create(config.replica, config.plan->variables);
   if (!replica) return replica.error();
   return std::unique_ptr<PsClientRole>(new PsClientRole(std::move(config), std::move(*replica)));
@@ -49,8 +58,10 @@ PsClientRole::PsClientRole(PsClientConfig config, ps::Replica replica)
   }
 }
 
-Effects PsClientRole::on(TimePoint /*now*/, Input input) {
+Effects PsClientRole::on(TimePoint now, Input input) {
+  now_ = now;
   if (std::holds_alternative<Start>(input)) return open();
+  if (auto* t = std::get_if<TimerFired>(&input)) return on_timer(t->id);
   if (auto* c = std::get_if<LocalCall>(&input)) return on_call(std::move(*c));
   if (auto* r = std::get_if<Response>(&input)) return on_response(*r);
   if (auto* d = std::get_if<PeerDown>(&input)) return on_peer_down(d->peer);
@@ -61,18 +72,20 @@ Effects PsClientRole::on(TimePoint /*now*/, Input input) {
   return {};
 }
 
-Effects PsClientRole::open() {
-  Effects out;
+void PsClientRole::open_session(Effects& out, const std::string& device) {
   pb::PsJoinRequest join;
   join.set_replica(config_.replica);
-  for (const auto& device : config_.plan->servers) {
-    Call c = unary_call(next_call_, config_.servers.at(device), ps::k_ps_join_handle, join.SerializeAsString(),
-                        k_session_timeout);
-    c.stream = true;
-    c.last = false;
-    sessions_.emplace(next_call_++, device);
-    out.push_back(std::move(c));
-  }
+  Call c = unary_call(next_call_, config_.servers.at(device), ps::k_ps_join_handle, join.SerializeAsString(),
+                      k_session_timeout);
+  c.stream = true;
+  c.last = false;
+  sessions_.emplace(next_call_++, device);
+  out.push_back(std::move(c));
+}
+
+Effects PsClientRole::open() {
+  Effects out;
+  for (const auto& device : config_.plan->servers) open_session(out, device);
   // A synchronous job may be running already (this replica was dropped and started
   // again): ask where it stands before the first step.
   const bool sync = std::any_of(config_.plan->shards.begin(), config_.plan->shards.end(),
@@ -124,6 +137,7 @@ Effects PsClientRole::on_rejoin_answer(const std::string& device, const Response
   if (rejoin_step_ < 0 && !dropped) return ready(std::move(out));  // a replica of a job starting
   if (rejoin_step_ >= 0 && !refused) {
     if (auto st = replica_.start_at(rejoin_step_); !st) return fail(st.error());
+    first_step_ = rejoin_step_;
     return ready(std::move(out));
   }
   // Dropped: ask to push from the first step no replica has pushed on any device (again,
@@ -200,11 +214,13 @@ Effects PsClientRole::on_call(LocalCall call) {
   }
   running_ = call.op;
   args_ = std::move(call.args);
+  const CallId first_call = next_call_;
   Status started = m == "pull" ? pull(out) : m == "push" ? push(out) : read_states(out);
   if (!started) {
     // A refused step (wrong phase, wrong gradients) changes nothing: the caller may retry;
     // a shard whose PS is down ends the client.
-    calls_.clear();  // none of them went out
+    calls_.erase(calls_.lower_bound(first_call), calls_.end());  // none of them went out
+    held_.clear();
     if (started.error().code == errc::peer_down) return fail(started.error());
     args_ = Value{};
     running_.reset();
@@ -222,6 +238,11 @@ const PeerAddr& PsClientRole::target(std::size_t shard, Kind kind) const {
 
 Status PsClientRole::call(Effects& out, std::size_t shard, Kind kind, Call c) {
   const PeerAddr& peer = target(shard, kind);
+  if (const auto device = device_of(shard, kind); !device.empty() && lost_.count(device) != 0) {
+    // Its PS is down and waited for: sent once it is back.
+    if (kind != Kind::replay) held_[shard] = InFlight{shard, kind, std::move(c)};
+    return ok_status();
+  }
   // A peer whose connection broke answers nothing more: fail now, as a gateway would.
   if (down_.count(peer) != 0) {
     return describe(what_of(static_cast<int>(kind)), shard, make_error(errc::peer_down, "the connection is closed"));
@@ -229,7 +250,9 @@ Status PsClientRole::call(Effects& out, std::size_t shard, Kind kind, Call c) {
   c.id = next_call_;
   c.peer = peer;
   c.timeout = config_.call_timeout;
-  calls_.emplace(next_call_++, InFlight{shard, kind});
+  InFlight flight{shard, kind, std::nullopt};
+  if (config_.ps_restart_wait > Duration::zero() && kind != Kind::replay) flight.again = c;
+  calls_.emplace(next_call_++, std::move(flight));
   out.push_back(std::move(c));
   return ok_status();
 }
@@ -299,7 +322,7 @@ Status PsClientRole::read_states(Effects& out) {
     Call c = unary_call(0, {}, ps::k_ps_optimizer_state_handle, m.SerializeAsString(), config_.call_timeout);
     if (auto s = call(out, shard, Kind::state, std::move(c)); !s) return s.error();
   }
-  if (calls_.empty()) states_done(out);
+  if (calls_.empty() && held_.empty()) states_done(out);
   return ok_status();
 }
 
@@ -312,14 +335,16 @@ Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
     }
     states_[flight.shard] = ps::Optimizer::State{m.updates(), std::vector<float>(m.slot_m().begin(), m.slot_m().end()),
                                                   std::vector<float>(m.slot_v().begin(), m.slot_v().end())};
-    return calls_.empty();
+    return calls_.empty() && held_.empty();
   }
   if (flight.kind == Kind::push) {
     pb::PsPushResponse m;
     if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       return make_error(errc::malformed, "not a PsPushResponse");
     }
-    return replica_.on_push_ack(flight.shard, ps::PushAck{m.replica(), m.step()});
+    auto last = replica_.on_push_ack(flight.shard, ps::PushAck{m.replica(), m.step()});
+    if (last) acked_[flight.shard] = m.step();
+    return last;
   }
   // The values land in the caller's vector, or are decoded into its storage (or fresh).
   ps::PullReply reply;
@@ -351,11 +376,22 @@ Effects PsClientRole::on_response(const Response& r) {
     rejoin_calls_.erase(j);
     return on_rejoin_answer(device, r);
   }
+  if (auto a = resume_asks_.find(r.call); a != resume_asks_.end()) {
+    const std::string device = a->second;
+    resume_asks_.erase(a);
+    return on_resume_answer(device, r);
+  }
   if (auto s = sessions_.find(r.call); s != sessions_.end()) {
     const std::string device = s->second;
     sessions_.erase(s);
-    // A session ending early (the PS refused it, died or broke the connection) ends training.
+    // A session ending early (the PS refused it, died or broke the connection) ends
+    // training, unless the replica waits for the PS to come back.
     if (stopped_ || failure_) return {};
+    if (config_.ps_restart_wait > Duration::zero() && (r.result.ok() || r.result.error().code == errc::peer_down)) {
+      Effects out;
+      lose(out, device, r.result.ok() ? "it ended the session" : r.result.error().message);
+      return out;
+    }
     const Error e = r.result.ok() ? make_error(errc::protocol, "the PS ended the session") : r.result.error();
     return fail(make_error(e.code, "replica {}: its session on PS {} at {} ended: {}", config_.replica, device,
                            config_.servers.at(device), e.message));
@@ -365,9 +401,33 @@ Effects PsClientRole::on_response(const Response& r) {
   const InFlight flight = it->second;
   calls_.erase(it);
   const char* what = what_of(static_cast<int>(flight.kind));
-  if (!r.result.ok()) return fail(describe(what, flight.shard, r.result.error()));
+  if (!r.result.ok()) {
+    const std::string device = device_of(flight.shard, flight.kind);
+    if (config_.ps_restart_wait > Duration::zero() && r.result.error().code == errc::peer_down && !device.empty()) {
+      if (flight.kind != Kind::replay) held_[flight.shard] = flight;  // sent again once the device is back
+      Effects out;
+      lose(out, device, r.result.error().message);
+      return out;
+    }
+    return fail(describe(what, flight.shard, r.result.error()));
+  }
+  if (flight.kind == Kind::replay) {
+    const std::string_view bytes = r.body.empty() && !r.landed ? std::string_view(*r.result) : r.body.view();
+    pb::PsPushResponse m;
+    auto& queue = replaying_[flight.shard];
+    if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) || queue.empty() ||
+        m.step() != queue.front().step) {
+      return fail(describe(what, flight.shard, make_error(errc::malformed, "expected the PsPushResponse of step {}",
+                                                          queue.empty() ? -1 : queue.front().step)));
+    }
+    queue.pop_front();
+    Effects out;
+    if (auto s = next_replay(out, flight.shard); !s) return fail(s.error());
+    return out;
+  }
   auto last = answered(flight, r);
   if (!last) return fail(describe(what, flight.shard, last.error()));
+  if (flight.kind == Kind::push && flight.again) keep(flight.shard, acked_.at(flight.shard), *flight.again);
   Effects out;
   if (!*last) return out;
   if (flight.kind == Kind::state) {
@@ -421,13 +481,19 @@ void PsClientRole::states_done(Effects& out) {
 Effects PsClientRole::on_peer_down(const PeerAddr& peer) {
   down_.insert(peer);
   if (stopped_ || failure_) return {};
+  Effects out;
+  if (config_.ps_restart_wait > Duration::zero()) {
+    for (const auto& [device, address] : config_.servers) {
+      if (address == peer) lose(out, device, "the connection broke");
+    }
+  }
   for (const auto& [id, flight] : calls_) {
     if (target(flight.shard, flight.kind) == peer) {
       return fail(describe(what_of(static_cast<int>(flight.kind)), flight.shard,
                            make_error(errc::peer_down, "the connection to {} broke", peer)));
     }
   }
-  return {};
+  return out;
 }
 
 void PsClientRole::cancel(Effects& out, const Error& why) {
@@ -436,6 +502,13 @@ void PsClientRole::cancel(Effects& out, const Error& why) {
   calls_.clear();
   for (const auto& [id, device] : rejoin_calls_) out.push_back(Cancel{id, "the replica gave up its start"});
   rejoin_calls_.clear();
+  for (const auto& [id, device] : resume_asks_) out.push_back(Cancel{id, "the replica gave up its step"});
+  resume_asks_.clear();
+  for (const auto& [id, device] : retry_timers_) out.push_back(CancelTimer{id});
+  retry_timers_.clear();
+  lost_.clear();
+  held_.clear();
+  replaying_.clear();
   for (const auto& [id, device] : sessions_) {
     out.push_back(Cancel{id, fmt::format("replica {} failed: {}", config_.replica, why.message)});
   }
@@ -465,9 +538,11 @@ Error PsClientRole::describe(const char* what, std::size_t shard, const Error& e
       std::string(what) == "pull" && via != config_.pull_via.end() ? " through the proxy " + via->second.multiaddr() : "";
   std::string hint;
   if (e.code == errc::peer_down) {
-    hint =
-        "; the PS process is not running there (not started yet, or stopped: its shards' state is then lost and "
-        "the job must restart)";
+    hint = config_.ps_restart_wait > Duration::zero()
+               ? "; the PS process is not running there"
+               : "; the PS process is not running there (not started yet, or stopped: its shards' state is then "
+                 "lost; replicas that wait for it (--ps-restart-wait-ms) go on once it is started again with "
+                 "--resume, otherwise the job must restart)";
   } else if (e.code == errc::deadline_exceeded) {
     hint = fmt::format(
         "; no answer within {} ms: the PS process is stuck, or (synchronous training) another replica stopped or "
@@ -477,6 +552,171 @@ Error PsClientRole::describe(const char* what, std::size_t shard, const Error& e
   return make_error(e.code, "replica {}: {} of shard '{}' (step {}) on PS {} at {}{} failed: {}{}", config_.replica,
                     what, s.config.variable, replica_.step(), s.device, config_.servers.at(s.device), proxy, e.message,
                     hint);
+}
+
+// ---- a PS device that went down and comes back --------------------------------------
+
+std::string PsClientRole::device_of(std::size_t shard, Kind kind) const {
+  if (kind == Kind::pull && config_.pull_via.count(shard) != 0) return {};
+  return config_.plan->shards[shard].device;
+}
+
+void PsClientRole::lose(Effects& out, const std::string& device, const std::string& why) {
+  if (lost_.count(device) != 0 || stopped_ || failure_) return;
+  lost_[device] = LostDevice{now_ + config_.ps_restart_wait, why, std::nullopt, 0};
+  // The running op's calls to it wait until it is back; replays start over then.
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (device_of(it->second.shard, it->second.kind) != device) {
+      ++it;
+      continue;
+    }
+    out.push_back(Cancel{it->first, fmt::format("PS {} went down", device)});
+    if (it->second.kind != Kind::replay) held_[it->second.shard] = std::move(it->second);
+    it = calls_.erase(it);
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second != device) {
+      ++it;
+      continue;
+    }
+    out.push_back(Cancel{it->first, fmt::format("PS {} went down", device)});
+    it = sessions_.erase(it);
+  }
+  for (auto& [shard, queue] : replaying_) {
+    if (config_.plan->shards[shard].device == device) queue.clear();
+  }
+  ask_lost(out, device, k_retry_every);
+}
+
+void PsClientRole::ask_lost(Effects& out, const std::string& device, Duration delay) {
+  const TimerId id = next_timer_++;
+  retry_timers_.emplace(id, device);
+  out.push_back(SetTimer{id, now_ + delay});
+}
+
+Effects PsClientRole::on_timer(TimerId id) {
+  auto it = retry_timers_.find(id);
+  if (it == retry_timers_.end() || failure_ || stopped_) return {};
+  const std::string device = it->second;
+  retry_timers_.erase(it);
+  auto lost = lost_.find(device);
+  if (lost == lost_.end()) return {};
+  if (now_ >= lost->second.deadline) {
+    return fail(make_error(errc::unavailable,
+                           "replica {}: PS {} at {} went down ({}) and was not back within {} ms (asked {} times): "
+                           "start it again with --resume, sooner, or wait longer (--ps-restart-wait-ms)",
+                           config_.replica, device, config_.servers.at(device), lost->second.why,
+                           std::chrono::duration_cast<std::chrono::milliseconds>(config_.ps_restart_wait).count(),
+                           lost->second.tries));
+  }
+  ++lost->second.tries;
+  pb::PsRejoinRequest req;
+  req.set_replica(config_.replica);
+  req.set_from_step(-1);
+  const Duration left = lost->second.deadline - now_;
+  Effects out;
+  out.push_back(unary_call(next_call_, config_.servers.at(device), ps::k_ps_rejoin_handle, req.SerializeAsString(),
+                           std::min(config_.call_timeout, left)));
+  resume_asks_.emplace(next_call_, device);
+  lost->second.ask = next_call_++;
+  return out;
+}
+
+Effects PsClientRole::on_resume_answer(const std::string& device, const Response& r) {
+  auto lost = lost_.find(device);
+  if (lost == lost_.end() || failure_ || stopped_) return {};
+  lost->second.ask.reset();
+  Effects out;
+  if (!r.result.ok()) {  // not back yet: ask again, until the wait runs out
+    lost->second.why = lost->second.why + "; then: " + r.result.error().message;
+    if (lost->second.why.size() > 400) lost->second.why = r.result.error().message;
+    ask_lost(out, device, k_retry_every);
+    return out;
+  }
+  const auto where = fmt::format("PS {} at {}", device, config_.servers.at(device));
+  pb::PsRejoinResponse res;
+  if (!res.ParseFromArray(r.result->data(), static_cast<int>(r.result->size()))) {
+    return fail(make_error(errc::malformed, "replica {}: {} came back and answered with {} bytes that are not a "
+                           "PsRejoinResponse", config_.replica, where, r.result->size()));
+  }
+  if (res.dropped()) {
+    return fail(make_error(errc::protocol, "replica {}: {} came back and counts this replica out of the job",
+                           config_.replica, where));
+  }
+  const std::string since = res.resumed() ? fmt::format(" (it continued the job from step {})", res.resumed_at()) : "";
+  for (std::size_t shard = 0; shard < config_.plan->shards.size(); ++shard) {
+    const auto& planned = config_.plan->shards[shard];
+    if (planned.device != device || !planned.config.sync) continue;
+    const auto next = res.next_steps().find(planned.config.variable);
+    if (next == res.next_steps().end()) {
+      return fail(make_error(errc::protocol, "replica {}: {} came back without shard '{}'", config_.replica, where,
+                             planned.config.variable));
+    }
+    const auto a = acked_.find(shard);
+    std::int64_t acked = a == acked_.end() ? first_step_ - 1 : a->second;
+    // The loss ate the acknowledgement of the push in flight, which the PS had taken.
+    auto held = held_.find(shard);
+    if (next->second == acked + 2 && held != held_.end() && held->second.kind == Kind::push) {
+      auto last = replica_.on_push_ack(shard, ps::PushAck{config_.replica, acked + 1});
+      if (!last) return fail(describe("push", shard, last.error()));
+      acked_[shard] = ++acked;
+      keep(shard, acked, *held->second.again);
+      held_.erase(held);
+      if (*last) finish(out, std::exchange(args_, Value{}));
+    }
+    if (next->second > acked + 1) {
+      return fail(make_error(errc::protocol, "replica {}: {} came back expecting step {} of shard '{}', past the "
+                             "last step this replica pushed there ({}): not the PS of this job",
+                             config_.replica, where, next->second, planned.config.variable, acked));
+    }
+    std::deque<Kept> again;
+    for (const auto& k : kept_[shard]) {
+      if (k.step >= next->second) again.push_back(k);
+    }
+    const std::int64_t from = again.empty() ? acked + 1 : again.front().step;
+    if (from != next->second) {
+      return fail(make_error(errc::unavailable,
+                             "replica {}: {} came back{} expecting the pushes of shard '{}' from step {} again; this "
+                             "replica kept them from step {} on (the last {} steps): continue it from a later "
+                             "checkpoint (save more often) or keep more steps",
+                             config_.replica, where, since, planned.config.variable, next->second, from,
+                             config_.replay_steps));
+    }
+    replaying_[shard] = std::move(again);
+  }
+  lost_.erase(lost);
+  down_.erase(config_.servers.at(device));
+  open_session(out, device);
+  for (std::size_t shard = 0; shard < config_.plan->shards.size(); ++shard) {
+    if (config_.plan->shards[shard].device != device) continue;
+    if (auto s = next_replay(out, shard); !s) return fail(s.error());
+  }
+  return out;
+}
+
+Status PsClientRole::next_replay(Effects& out, std::size_t shard) {
+  auto& queue = replaying_[shard];
+  if (!queue.empty()) return call(out, shard, Kind::replay, queue.front().call);
+  auto held = held_.find(shard);
+  if (held == held_.end()) return ok_status();
+  InFlight flight = std::move(held->second);
+  held_.erase(held);
+  return call(out, shard, flight.kind, std::move(*flight.again));
+}
+
+void PsClientRole::keep(std::size_t shard, std::int64_t step, const Call& call) {
+  if (config_.replay_steps <= 0) return;
+  Kept k{step, call};
+  // The message in one piece: its body viewed the caller's gradients, reused next step.
+  k.call.request = call.request;
+  k.call.request.append(call.body.view()).append(call.tail);
+  k.call.body = Buffer{};
+  k.call.tail.clear();
+  k.call.landings.clear();
+  k.call.view_response = false;
+  auto& queue = kept_[shard];
+  queue.push_back(std::move(k));
+  while (!queue.empty() && queue.front().step <= step - config_.replay_steps) queue.pop_front();
 }
 
 }  // namespace apiary::core::train

@@ -32,8 +32,18 @@
 /// asks to push from the first step no replica has pushed yet, on every device (a larger
 /// one when a device refuses, as the others moved on), and its steps start there; calls
 /// that come meanwhile wait. A replica no PS dropped starts at step 0.
+///
+/// With ps_restart_wait, a PS device that goes down does not end the replica: its calls
+/// are held, and the device is asked where it stands every 200 ms until it answers (a PS
+/// process started again at the same address; ShardServer::resume_at) or the wait runs
+/// out (then the replica fails, naming the device). A device that continued the job from
+/// a checkpoint expects every step since again: the replica replays the pushes it kept
+/// (the last replay_steps steps' acknowledged pushes, copied), in order, one at a time
+/// per shard, then sends the calls the loss interrupted, and its step goes on. A
+/// checkpoint older than what it kept fails the replica, saying which steps it holds.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,6 +66,12 @@ struct PsClientConfig {
   std::map<std::size_t, PeerAddr> pull_via;     ///< shard -> the proxy it is pulled through
   Duration call_timeout = std::chrono::seconds(30);  ///< deadline of each pull and push
   std::string label = "replica";                ///< how errors of create() name the replica
+  /// How long to wait for a PS device that went down to come back (see above); zero: a
+  /// PS going down ends the replica.
+  Duration ps_restart_wait = Duration::zero();
+  /// With ps_restart_wait: the steps of acknowledged pushes kept to replay (>= 0; twice
+  /// the steps between two checkpoints, and the staleness, cover any loss).
+  std::int64_t replay_steps = 0;
 };
 
 /// What "pull" gives.
@@ -91,15 +107,31 @@ class PsClientRole final : public Role {
   [[nodiscard]] std::uint64_t pulls_landed() const { return pulls_landed_; }
 
  private:
-  /// A pull or push in flight.
-  enum class Kind { pull, push, state };
+  /// A pull or push in flight (replay: a kept push sent again to a device that resumed).
+  enum class Kind { pull, push, state, replay };
   struct InFlight {
     std::size_t shard = 0;
     Kind kind = Kind::pull;
+    std::optional<Call> again;  ///< with ps_restart_wait: the call, to send again
+  };
+  /// An acknowledged push kept to replay: its step and its call, the message in one piece.
+  struct Kept {
+    std::int64_t step = 0;
+    Call call;
+  };
+  /// A PS device that went down, waited for.
+  struct LostDevice {
+    TimePoint deadline{};       ///< the replica fails if it is not back by then
+    std::string why;            ///< how it went down
+    std::optional<CallId> ask;  ///< the question in flight (where it stands)
+    int tries = 0;
   };
 
   PsClientRole(PsClientConfig config, ps::Replica replica);
   Effects open();
+  /// Opens the session with PS `device` (kept while training: the PS learns from its end
+  /// that this replica left).
+  void open_session(Effects& out, const std::string& device);
   Effects on_call(LocalCall call);
   Effects on_response(const Response& response);
   Effects on_peer_down(const PeerAddr& peer);
@@ -130,6 +162,20 @@ class PsClientRole final : public Role {
   Effects on_rejoin_answer(const std::string& device, const Response& r);
   /// The replica can start: runs the call that waited.
   Effects ready(Effects out);
+  /// With ps_restart_wait: PS `device` went down (`why`): its calls are held and it is
+  /// asked where it stands until it comes back.
+  void lose(Effects& out, const std::string& device, const std::string& why);
+  /// The PS device a call about `shard` of this kind goes to ("" for a proxy).
+  [[nodiscard]] std::string device_of(std::size_t shard, Kind kind) const;
+  /// Asks lost `device` where it stands (after `delay`).
+  void ask_lost(Effects& out, const std::string& device, Duration delay);
+  Effects on_timer(TimerId id);
+  /// A lost device's answer: it is back; replays what it lacks, then the held calls.
+  Effects on_resume_answer(const std::string& device, const Response& r);
+  /// Sends the next kept push of `shard` to replay, or, when none is left, its held call.
+  Status next_replay(Effects& out, std::size_t shard);
+  /// Keeps an acknowledged push (its call in `flight`) for replays.
+  void keep(std::size_t shard, std::int64_t step, const Call& call);
 
   /// What a PS device said to a rejoin request.
   struct RejoinAnswer {
@@ -157,6 +203,16 @@ class PsClientRole final : public Role {
   std::int64_t rejoin_step_ = -1;                       ///< the step asked for (-1: where it stands)
   int rejoin_rounds_ = 0;
   std::optional<LocalCall> held_call_;                  ///< a call that came before the start
+  TimePoint now_{};
+  std::map<std::string, LostDevice> lost_;                ///< PS devices down, waited for
+  std::map<CallId, std::string> resume_asks_;             ///< questions to lost devices -> device
+  std::map<TimerId, std::string> retry_timers_;           ///< armed: ask the device again
+  TimerId next_timer_ = 1;
+  std::map<std::size_t, std::deque<Kept>> kept_;          ///< shard -> acknowledged pushes, by step
+  std::map<std::size_t, std::deque<Kept>> replaying_;     ///< shard -> kept pushes still to replay
+  std::map<std::size_t, InFlight> held_;                  ///< shard -> the running op's call a loss interrupted
+  std::map<std::size_t, std::int64_t> acked_;             ///< shard -> the last step it acknowledged a push of
+  std::int64_t first_step_ = 0;                           ///< the step this replica's pushes began at
   std::optional<Error> failure_;
 };
 

@@ -446,7 +446,8 @@ void ReplicaRole::finish(Effects& out, Result<Value> result) {
 Status add_replica_roles(Mux& mux, const ReplicaConfig& config) {
   if (config.ps) {
     auto client = PsClientRole::create(PsClientConfig{config.replica, config.ps, config.servers, config.pull_via,
-                                                      config.call_timeout, config.label});
+                                                      config.call_timeout, config.label, config.ps_restart_wait,
+                                                      config.replay_steps});
     if (!client) return client.error();
     if (auto added = mux.add(k_ps, std::move(*client)); !added) return added.error();
   }

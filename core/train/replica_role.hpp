@@ -67,6 +67,10 @@ struct ReplicaConfig {
   Duration call_timeout = std::chrono::seconds(30);   ///< deadline of each pull and push
   Duration exchange_timeout = std::chrono::seconds(5);  ///< ExchangeConfig::timeout of each collective
   std::string label = "replica";                      ///< how errors of creation name the replica kind
+  /// PsClientConfig::ps_restart_wait and replay_steps: waiting for a PS device that went
+  /// down to come back from a checkpoint, and the pushes kept to replay to it.
+  Duration ps_restart_wait = Duration::zero();
+  std::int64_t replay_steps = 0;
   /// Non-empty: the all-reduce's NCCL groups are Asked of this role of the process
   /// (AllReduceConfig::nccl_role).
   std::string nccl_role;

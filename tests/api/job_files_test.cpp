@@ -101,3 +101,24 @@ TEST_CASE("the --save path takes the step, and a periodic checkpoint falls on mu
   CHECK_FALSE(apiary::periodic_checkpoint(4, 3, 7));
   CHECK_FALSE(apiary::periodic_checkpoint(0, 4, 8));
 }
+
+TEST_CASE("--resume finds the latest checkpoint --save names: the largest step, whole files only", "[api]") {
+  TempDir dir;
+  const std::string pattern = dir.path + "/ckpt-{step}.bin";
+  CHECK(apiary::latest_checkpoint(pattern)->has_value() == false);  // none yet
+  for (const char* name : {"ckpt-4.bin", "ckpt-12.bin", "ckpt-8.bin", "ckpt-40.bin.tmp", "ckpt-x.bin", "ckpt-07.bin",
+                           "other-50.bin"}) {
+    std::ofstream(dir.path + "/" + name) << "x";
+  }
+  auto latest = apiary::latest_checkpoint(pattern);
+  REQUIRE(latest.ok());
+  REQUIRE(latest->has_value());
+  CHECK(**latest == dir.path + "/ckpt-12.bin");
+  // Without {step}: the file itself, when it is there.
+  CHECK(apiary::latest_checkpoint(dir.path + "/ckpt-4.bin")->value() == dir.path + "/ckpt-4.bin");
+  CHECK_FALSE(apiary::latest_checkpoint(dir.path + "/absent")->has_value());
+  CHECK_FALSE(apiary::latest_checkpoint(dir.path + "/no-folder/ckpt-{step}")->has_value());
+  auto in_folder = apiary::latest_checkpoint(dir.path + "/{step}/ckpt");
+  REQUIRE_FALSE(in_folder.ok());
+  CHECK(in_folder.error().code == errc::invalid_argument);
+}

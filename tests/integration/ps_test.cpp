@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/ps/checkpoint.hpp"
 #include "core/ps/logistic_regression.hpp"
@@ -43,6 +44,16 @@ struct EndlessJob {
                            "--steps 100000 --step-delay-ms 5 --timeout-ms " + std::to_string(timeout_ms));
   }
 };
+
+/// `job` run embedded (every PS device and replica in one process) with `extra`, which
+/// must succeed: an unbroken run to compare with.
+Run embedded_run(const Job& job, const std::string& extra) {
+  auto proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + extra);
+  auto run = finish(*proc);
+  INFO("the embedded job printed:\n" << run.text);
+  REQUIRE(run.rc == 0);
+  return run;
+}
 
 }  // namespace
 
@@ -471,13 +482,53 @@ TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to
   start_servers(job, servers, adam + " --restore " + last);
   const auto runs = finish_all(
       start_replicas(job, servers.peers, "--steps " + std::to_string(total - 4) + " --restore " + last + adam));
-  auto unbroken_proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + adam + " --steps " +
-                                std::to_string(total));
-  const auto unbroken = finish(*unbroken_proc);
-  REQUIRE(unbroken.rc == 0);
+  const auto unbroken = embedded_run(job, adam + " --steps " + std::to_string(total));
   for (int r = 0; r < k_replicas; ++r) {
     INFO("replica " << r << " printed:\n" << runs[r].text);
     REQUIRE(runs[r].rc == 0);
+    for (const auto& v : job.plan.variables) CHECK(final_values(runs[r], v.name) == final_values(unbroken, v.name, 0));
+  }
+}
+
+TEST_CASE("a killed PS process started again with --resume: the replicas replay the steps since its checkpoint "
+          "and end with an unbroken run's bits", "[ps][integration]") {
+  // Adam, a checkpoint every 4 steps; the first PS process is killed after the chief's
+  // step 6 (its latest checkpoint: step 4) and started again at its address with
+  // --resume. The replicas wait for it, replay steps 4.. to it, and the job goes on.
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "resume", true);
+  const std::int64_t total = 16;
+  const std::string adam = " --optimizer adam", save = " --save " + job.dir + "/resume-{step}.ckpt";
+  Servers servers;
+  start_servers(job, servers, adam + save);
+  auto procs = start_replicas(job, servers.peers,
+                              "--steps " + std::to_string(total) + " --step-delay-ms 100 --save-every 4 " +
+                                  "--ps-restart-wait-ms 60000" + save + adam);
+  std::string seen;
+  REQUIRE(read_until(*procs[0], "step 6 ", 60s, seen));
+  INFO("chief printed:\n" << seen);
+  REQUIRE(seen.find("checkpoint " + job.dir + "/resume-4.ckpt step 4") != std::string::npos);
+  const std::string device = servers.devices[0];
+  const std::string entry = " " + device + "=";
+  const auto at = servers.peers.find(entry) + entry.size();
+  const std::string address = servers.peers.substr(at, servers.peers.find(' ', at) - at);
+  servers.procs[0]->kill(SIGKILL);
+  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  std::this_thread::sleep_for(1s);  // the replicas find it gone and wait
+  servers.procs[0] = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " --listen " + address +
+                              " --resume " + common_args(job) + adam + save);
+  std::string resumed;
+  REQUIRE(read_until(*servers.procs[0], " listening ", 30s, resumed));
+  INFO("the PS started again printed:\n" << resumed);
+  CHECK(resumed.find("resume: ps " + device + " continues the job from " + job.dir + "/resume-") !=
+        std::string::npos);
+  const auto runs = finish_all(procs);
+  const auto unbroken = embedded_run(job, adam + " --steps " + std::to_string(total));
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    const auto sv = step_versions(runs[r]);
+    REQUIRE(sv.size() == static_cast<std::size_t>(r == 0 ? total - 7 : total));  // the chief's first 7 were read
+    for (const auto& [step, version] : sv) CHECK(version == step);
     for (const auto& v : job.plan.variables) CHECK(final_values(runs[r], v.name) == final_values(unbroken, v.name, 0));
   }
 }

@@ -293,3 +293,86 @@ TEST_CASE("a replica started again joins, is dropped at once, and rejoins from t
   REQUIRE_FALSE(bad.response.ok());
   CHECK(bad.response.error().code == errc::malformed);
 }
+
+TEST_CASE("a PS continued from a checkpoint: the replicas' replayed pushes give the unbroken run's bits") {
+  // Unbroken: 5 steps of two replicas. Broken: a checkpoint after step 2 (values and
+  // optimizer state), a server started from it at step 2, and steps 2..4 pushed again.
+  const auto grad = [](std::int32_t r, std::int64_t step) {
+    return std::vector<float>{0.1F * static_cast<float>(r + 1) + 0.01F * static_cast<float>(step), -0.3F};
+  };
+  const core::TimePoint now{};
+  core::RequestId id = 1;
+  auto unbroken = two_replica_server();
+  std::vector<float> at_checkpoint;
+  Optimizer::State state;
+  for (std::int64_t step = 0; step < 5; ++step) {
+    if (step == 2) {
+      at_checkpoint = unbroken.shard("w:0")->values();
+      state = unbroken.shard("w:0")->optimizer().state();
+    }
+    for (std::int32_t r = 0; r < 2; ++r) {
+      (void)unbroken.on_request(now, id++, k_ps_push_handle, PeerAddr{}, push_body(r, step, grad(r, step)));
+    }
+  }
+  ShardConfig c;
+  c.variable = "w:0";
+  c.layout.shape = {2};
+  c.optimizer.learning_rate = 1.0F;
+  c.replica_hosts = {0, 0};
+  auto shard = Shard::create(c, at_checkpoint);
+  REQUIRE(shard.ok());
+  REQUIRE(shard->restore_optimizer(state).ok());
+  std::map<std::string, Shard> shards;
+  shards.emplace("w:0", std::move(*shard));
+  ShardServer resumed("localhost:CPU:0", std::move(shards));
+  REQUIRE(resumed.resume_at(2).ok());
+  CHECK(resumed.resumed_at() == 2);
+  CHECK(resumed.shard("w:0")->version() == 2);
+  // Asked where it stands, it says so: every replica pushes w:0 from step 2.
+  const auto where = rejoin_answer(resumed, 100, 1, -1);
+  CHECK_FALSE(where.dropped());
+  CHECK(where.resumed());
+  CHECK(where.resumed_at() == 2);
+  REQUIRE(where.next_steps().count("w:0") == 1);
+  CHECK(where.next_steps().at("w:0") == 2);
+  // A pull of step 3 waits for step 2's replays; a push of a later step is refused.
+  CHECK(resumed.on_request(now, id++, k_ps_pull_handle, PeerAddr{}, pull_body(0, 3)).empty());
+  const auto ahead = only_reply(resumed.on_request(now, id++, k_ps_push_handle, PeerAddr{}, push_body(0, 4, grad(0, 4))));
+  REQUIRE_FALSE(ahead.response.ok());
+  CHECK(ahead.response.error().message.find("expected replica 0 to push step 2 next, got step 4") !=
+        std::string::npos);
+  for (std::int64_t step = 2; step < 5; ++step) {
+    for (std::int32_t r = 1; r >= 0; --r) {  // in another order: the sums are in replica order anyway
+      (void)resumed.on_request(now, id++, k_ps_push_handle, PeerAddr{}, push_body(r, step, grad(r, step)));
+    }
+  }
+  CHECK(resumed.shard("w:0")->version() == 5);
+  CHECK(resumed.shard("w:0")->values() == unbroken.shard("w:0")->values());
+  CHECK(rejoin_answer(resumed, 101, 0, -1).next_steps().at("w:0") == 5);
+}
+
+TEST_CASE("only a fresh synchronous PS continues from a checkpoint") {
+  auto used = two_replica_server();
+  (void)used.on_request(core::TimePoint{}, 1, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
+  const auto taken = used.resume_at(3);
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.error().code == errc::protocol);
+  CHECK(taken.error().message.find("PS localhost:CPU:0 cannot continue the job at step 3") == 0);
+  ShardConfig c;
+  c.variable = "w:0";
+  c.layout.shape = {2};
+  c.sync = false;
+  c.replica_hosts = {0, 0};
+  auto shard = Shard::create(c, {0.0F, 0.0F});
+  REQUIRE(shard.ok());
+  CHECK(shard->start_at(3).error().code == errc::invalid_argument);
+  std::map<std::string, Shard> shards;
+  shards.emplace("w:0", std::move(*shard));
+  ShardServer async("localhost:CPU:0", std::move(shards));
+  const auto refused = async.resume_at(3);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("shard w:0 is asynchronous") != std::string::npos);
+  CHECK_FALSE(async.resumed_at());
+  auto fresh = two_replica_server();
+  CHECK(fresh.resume_at(-1).error().code == errc::invalid_argument);
+}

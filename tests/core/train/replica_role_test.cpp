@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/wire.hpp"
 #include "tests/core/effects_of.hpp"
@@ -97,8 +99,16 @@ std::vector<apiary::core::Call> open_ps_replica(Driver& d) {
 }
 
 /// open_ps_replica() of a job starting (the PS did not drop it): its session calls.
-std::vector<apiary::core::Call> start_ps_replica(Driver& d) {
-  auto calls = open_ps_replica(d);
+/// `wait` and `replay`: ReplicaConfig::ps_restart_wait and replay_steps.
+std::vector<apiary::core::Call> start_ps_replica(Driver& d, apiary::core::Duration wait = {},
+                                                 std::int64_t replay = 0) {
+  ct::ReplicaConfig config;
+  config.ps = one_shard_plan();
+  config.servers = {{"ps:0", k_ps}};
+  config.ps_restart_wait = wait;
+  config.replay_steps = replay;
+  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+  auto calls = all_of<apiary::core::Call>(d.feed(apiary::core::Start{}));
   const auto asked = rejoins_in(calls);
   REQUIRE(asked.size() == 1);
   CHECK(asked[0].second == -1);
@@ -191,6 +201,137 @@ TEST_CASE("a PS going down mid-pull ends the replica naming the shard, and every
   auto [later, more] = d.call("pull");
   CHECK(d.done.at(later).error().message == e.message);
   CHECK(all_of<apiary::core::Call>(more).empty());
+}
+
+namespace {
+
+/// The PS's answer to "where do you stand" after it continued the job from a checkpoint
+/// of step `resumed_at`: replica 0 pushes shard w from `next` on.
+std::string resumed_answer(std::int64_t resumed_at, std::int64_t next) {
+  apiary::pb::PsRejoinResponse res;
+  res.set_step(next);
+  res.set_resumed(true);
+  res.set_resumed_at(resumed_at);
+  (*res.mutable_next_steps())["w"] = next;
+  return res.SerializeAsString();
+}
+
+/// One step of a replica with PS "ps:0": pull (answered at version `step`) and push of
+/// gradient {step, step, step, step}, acknowledged unless `ack` is false (then the push
+/// call is returned).
+std::optional<apiary::core::Call> ps_step(Driver& d, std::int64_t step, bool ack = true) {
+  auto [pull, pulls] = d.call("pull");
+  auto calls = all_of<apiary::core::Call>(pulls);
+  REQUIRE(calls.size() == 1);
+  d.feed(apiary::core::Response{calls[0].id, cps::to_pb("w", cps::PullReply{0, step, step, {1, 2, 3, 4}})
+                                                 .SerializeAsString()});
+  REQUIRE(d.done.at(pull).ok());
+  const auto g = static_cast<float>(step);
+  auto [push, pushes] = d.call("push", Value::of(ct::ReplicaGradients{{{"w", {g, g, g, g}}}, 1.0, {}}));
+  auto sent = all_of<apiary::core::Call>(pushes);
+  REQUIRE(sent.size() == 1);
+  if (!ack) return sent[0];
+  d.feed(apiary::core::Response{sent[0].id, cps::to_pb("w", cps::PushAck{0, step}).SerializeAsString()});
+  REQUIRE(d.done.at(push).ok());
+  return std::nullopt;
+}
+
+/// The step and gradient of a push request.
+std::pair<std::int64_t, std::vector<float>> pushed(const apiary::core::Call& c) {
+  apiary::pb::PsPushRequest m;
+  REQUIRE(m.ParseFromString(apiary::core::whole_message(c)));
+  return {m.step(), std::vector<float>(m.dense().begin(), m.dense().end())};
+}
+
+/// Fires the one timer armed in `fx` (the clock moved to it); returns what that does.
+Effects fire(Driver& d, const Effects& fx) {
+  auto timers = all_of<apiary::core::SetTimer>(fx);
+  REQUIRE(timers.size() == 1);
+  d.now = timers[0].at;
+  return d.feed(apiary::core::TimerFired{timers[0].id});
+}
+
+}  // namespace
+
+TEST_CASE("a PS that went down and continued from a checkpoint: the replica replays its pushes since, then its step",
+          "[train]") {
+  Driver d;
+  start_ps_replica(d, std::chrono::seconds(10), 4);
+  for (std::int64_t step = 0; step < 3; ++step) ps_step(d, step);
+  auto [watch, w] = d.call("watch");
+  auto in_flight = ps_step(d, 3, false);
+  REQUIRE(in_flight);
+  const apiary::core::OpId push = d.next - 1;
+  // The PS goes down: the push waits (no failure, no watch), the replica asks again and again.
+  auto down = d.feed(apiary::core::PeerDown{k_ps});
+  CHECK(d.done.count(push) == 0);
+  CHECK(d.done.count(watch) == 0);
+  CHECK(all_of<apiary::core::Cancel>(down).size() == 2);  // the push and the session
+  auto asks = rejoins_in(all_of<apiary::core::Call>(fire(d, down)));
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0].second == -1);
+  auto again = d.feed(apiary::core::Response{asks[0].first.id, apiary::make_error(errc::peer_down, "refused")});
+  CHECK(d.done.count(push) == 0);
+  asks = rejoins_in(all_of<apiary::core::Call>(fire(d, again)));
+  REQUIRE(asks.size() == 1);
+  // Back, from the checkpoint of step 1: a new session, then steps 1 and 2 replayed one
+  // at a time (whole messages, as pushed), then step 3's push sent again.
+  auto back = all_of<apiary::core::Call>(d.feed(apiary::core::Response{asks[0].first.id, resumed_answer(1, 1)}));
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].handle == cps::k_ps_join_handle);
+  CHECK(back[0].stream);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    CHECK(back[1].handle == cps::k_ps_push_handle);
+    const auto [s, g] = pushed(back[1]);
+    CHECK(s == step);
+    const auto v = static_cast<float>(step);
+    CHECK(g == std::vector<float>{v, v, v, v});
+    CHECK(d.done.count(push) == 0);
+    back = all_of<apiary::core::Call>(
+        d.feed(apiary::core::Response{back[1].id, cps::to_pb("w", cps::PushAck{0, step}).SerializeAsString()}));
+    back.insert(back.begin(), apiary::core::Call{});
+    if (step < 3) REQUIRE(back.size() == 2);
+  }
+  REQUIRE(d.done.at(push).ok());
+  CHECK(d.done.count(watch) == 0);
+  ps_step(d, 4);  // and the job goes on
+}
+
+TEST_CASE("a PS back from a checkpoint older than the pushes kept, or not back in time, ends the replica saying so",
+          "[train]") {
+  SECTION("older") {
+    Driver d;
+    start_ps_replica(d, std::chrono::seconds(10), 2);
+    for (std::int64_t step = 0; step < 5; ++step) ps_step(d, step);
+    auto asks = rejoins_in(all_of<apiary::core::Call>(fire(d, d.feed(apiary::core::PeerDown{k_ps}))));
+    REQUIRE(asks.size() == 1);
+    auto [pull, none] = d.call("pull");
+    d.feed(apiary::core::Response{asks[0].first.id, resumed_answer(1, 1)});
+    REQUIRE_FALSE(d.done.at(pull).ok());
+    const auto& e = d.done.at(pull).error();
+    CHECK(e.message.find("continued the job from step 1") != std::string::npos);
+    CHECK(e.message.find("from step 1 again; this replica kept them from step 3 on (the last 2 steps)") !=
+          std::string::npos);
+  }
+  SECTION("not back") {
+    Driver d;
+    start_ps_replica(d, std::chrono::seconds(1), 2);
+    ps_step(d, 0);
+    auto [pull, none] = d.call("pull");
+    auto fx = d.feed(apiary::core::PeerDown{k_ps});
+    int asked = 0;
+    while (d.done.count(pull) == 0) {
+      auto calls = rejoins_in(all_of<apiary::core::Call>(fx = fire(d, fx)));
+      if (calls.empty()) break;
+      ++asked;
+      fx = d.feed(apiary::core::Response{calls[0].first.id, apiary::make_error(errc::peer_down, "refused")});
+    }
+    REQUIRE_FALSE(d.done.at(pull).ok());
+    CHECK(asked >= 4);
+    CHECK(d.done.at(pull).error().message.find("PS ps:0 at " + k_ps.multiaddr() + " went down") != std::string::npos);
+    CHECK(d.done.at(pull).error().message.find("was not back within 1000 ms") != std::string::npos);
+  }
 }
 
 TEST_CASE("a replica the PS dropped rejoins where the job stands and its calls wait until then", "[train]") {

@@ -123,24 +123,31 @@ Result<std::vector<LaunchCommand>> launch_commands(const LaunchOptions& o) {
     c.place = place;
     c.environment = environment_of(place, *places, o.port, ssh);
     c.local = cs::is_loopback_address(place.node);
-    if (c.local) {
-      c.argv = o.command;
-    } else {
-      if (shell.empty()) {
-        return make_error(errc::invalid_argument, "launch: rank {} runs on {}: expected a --remote-shell, got none",
-                          place.rank, place.node);
-      }
-      c.argv = shell;
-      const std::string line = remote_line(c.environment, o.command, directory, ssh);
+    if (!c.local && shell.empty()) {
+      return make_error(errc::invalid_argument, "launch: rank {} runs on {}: expected a --remote-shell, got none",
+                        place.rank, place.node);
+    }
+    // What is executed here for the place with environment `env`.
+    const auto argv_of = [&](const std::vector<std::string>& env) {
+      if (c.local) return o.command;
+      std::vector<std::string> argv = shell;
+      const std::string line = remote_line(env, o.command, directory, ssh);
       const auto slash = shell.front().rfind('/');
       if (shell.front().substr(slash == std::string::npos ? 0 : slash + 1) == "ssh") {
-        if (ssh != nullptr && !ssh->username.empty()) c.argv.insert(c.argv.end(), {"-l", ssh->username});
-        if (ssh != nullptr && ssh->port != 22) c.argv.insert(c.argv.end(), {"-p", std::to_string(ssh->port)});
-        if (ssh != nullptr && !ssh->key_file.empty()) c.argv.insert(c.argv.end(), {"-i", ssh->key_file});
-        c.argv.insert(c.argv.end(), {place.node, line});
+        if (ssh != nullptr && !ssh->username.empty()) argv.insert(argv.end(), {"-l", ssh->username});
+        if (ssh != nullptr && ssh->port != 22) argv.insert(argv.end(), {"-p", std::to_string(ssh->port)});
+        if (ssh != nullptr && !ssh->key_file.empty()) argv.insert(argv.end(), {"-i", ssh->key_file});
+        argv.insert(argv.end(), {place.node, line});
       } else {
-        c.argv.insert(c.argv.end(), {place.node, "sh", "-c", line});
+        argv.insert(argv.end(), {place.node, "sh", "-c", line});
       }
+      return argv;
+    };
+    c.argv = argv_of(c.environment);
+    if (place.role == "ps") {
+      c.resume_environment = c.environment;
+      c.resume_environment.emplace_back("APIARY_RESUME=1");
+      c.resume_argv = argv_of(c.resume_environment);
     }
     out.push_back(std::move(c));
   }

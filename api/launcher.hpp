@@ -21,7 +21,9 @@
 /// Output: every line of every process, stdout to stdout and stderr to stderr, behind
 /// "[NODE rRANK ROLE] ". The first process to fail (exit status not 0) stops the others:
 /// SIGTERM to each (and its stdin closed), SIGKILL after `grace`; so does SIGINT or
-/// SIGTERM to the launcher.
+/// SIGTERM to the launcher. With `restart_ps` N, a PS process that fails is started again
+/// instead (up to N times each) with APIARY_RESUME=1: `apiary ps` then continues the job
+/// from its latest checkpoint while the replicas wait for it (--ps-restart-wait-ms).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,6 +47,7 @@ struct LaunchOptions {
   std::vector<std::string> command;  ///< the trainer and its arguments
   std::string directory;             ///< where every process starts (empty: this process's)
   std::chrono::milliseconds grace{5000};  ///< SIGTERM to SIGKILL when stopping
+  int restart_ps = 0;                     ///< times a failed PS process is started again
 };
 
 /// How one place is started.
@@ -53,6 +56,9 @@ struct LaunchCommand {
   bool local = false;                      ///< a child of the launcher, no remote shell
   std::vector<std::string> argv;           ///< what is executed here
   std::vector<std::string> environment;    ///< "NAME=VALUE" the place adds (local: set in the child)
+  /// A PS place started again: its argv and environment with APIARY_RESUME=1.
+  std::vector<std::string> resume_argv;
+  std::vector<std::string> resume_environment;
 };
 
 /// The commands of every place of the job. Errors: invalid_argument (no command, an
@@ -73,8 +79,9 @@ struct LaunchOutput {
 /// signalfd of the signals that stop the job. Returns the launcher's exit status: 0 when
 /// every process ended with 0; else the first failure's status (a process killed by
 /// signal S: 128 + S), or 128 + S when signal S stopped the job. Errors: internal when a
-/// process cannot be started (pipes, fork).
+/// process cannot be started (pipes, fork). A PS process that fails while `restart_ps`
+/// restarts are left for it is started again (resume_argv) instead of stopping the job.
 [[nodiscard]] Result<int> run_launch(const std::vector<LaunchCommand>& commands, const LaunchOutput& output,
-                                     int signal_fd, std::chrono::milliseconds grace);
+                                     int signal_fd, std::chrono::milliseconds grace, int restart_ps = 0);
 
 }  // namespace apiary

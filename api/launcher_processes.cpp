@@ -31,6 +31,7 @@ struct Child {
   std::string pending[2];
   bool reaped = false;
   int status = 0;
+  int restarts = 0;  ///< times it was started again (with APIARY_RESUME=1)
 };
 
 void close_fd(int& fd) {
@@ -38,17 +39,17 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-/// The environment `c` runs with: this process's, with its additions replacing.
-std::vector<std::string> child_environment(const LaunchCommand& c) {
+/// The environment a local place runs with: this process's, with `added` replacing.
+std::vector<std::string> child_environment(bool local, const std::vector<std::string>& added) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const auto name = entry.substr(0, entry.find('=') + 1);
     bool replaced = false;
-    for (const auto& a : c.environment) replaced = replaced || a.compare(0, name.size(), name) == 0;
+    for (const auto& a : added) replaced = replaced || a.compare(0, name.size(), name) == 0;
     if (!replaced) env.push_back(entry);
   }
-  if (c.local) env.insert(env.end(), c.environment.begin(), c.environment.end());
+  if (local) env.insert(env.end(), added.begin(), added.end());
   return env;
 }
 
@@ -60,12 +61,16 @@ Status start(Child& child) {
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     return make_error(errc::internal, "launch: pipe: {}", std::strerror(errno));
   }
-  const auto env_text = child_environment(*child.command);
+  const bool again = child.restarts > 0;  // a PS process started again: it resumes
+  const auto env_text =
+      child_environment(child.command->local, again ? child.command->resume_environment : child.command->environment);
   std::vector<char*> envp;
   for (const auto& e : env_text) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   std::vector<char*> argv;
-  for (const auto& a : child.command->argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : again ? child.command->resume_argv : child.command->argv) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return make_error(errc::internal, "launch: fork: {}", std::strerror(errno));
@@ -137,7 +142,7 @@ std::string how_it_ended(int status) {
 }  // namespace
 
 Result<int> run_launch(const std::vector<LaunchCommand>& commands, const LaunchOutput& output, int signal_fd,
-                       std::chrono::milliseconds grace) {
+                       std::chrono::milliseconds grace, int restart_ps) {
   const auto say = [&output](const std::string& line) {
     if (output.err) output.err("launch: " + line + "\n");
   };
@@ -213,6 +218,22 @@ Result<int> run_launch(const std::vector<LaunchCommand>& commands, const LaunchO
         close_fd(c.out[k]);
       }
       close_fd(c.in);
+      if (status != 0 && !result && !finishing && serves(c) && c.restarts < restart_ps &&
+          !c.command->resume_argv.empty()) {
+        ++c.restarts;
+        say(fmt::format("{} {}; starting it again to resume the job (APIARY_RESUME=1, restart {} of {})",
+                        describe(c), how_it_ended(status), c.restarts, restart_ps));
+        c.reaped = false;
+        c.pending[0].clear();
+        c.pending[1].clear();
+        if (auto st = start(c); !st) {
+          c.reaped = true;
+          say(fmt::format("cannot start {} again: {}", describe(c), st.error().message));
+          stop_all(1);
+        }
+        running = true;
+        continue;
+      }
       if (status != 0 && !result && !finishing) {
         say(fmt::format("{} {}; stopping the others", describe(c), how_it_ended(status)));
         stop_all(exit_code(status));

@@ -40,6 +40,12 @@ Command add_launch_command(CLI::App& app) {
   cmd->add_option("--grace-ms", *grace_ms, "When stopping the job: SIGTERM, then SIGKILL this many ms later")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{3600000}))
       ->capture_default_str();
+  cmd->add_option("--restart-ps", o->restart_ps,
+                  "Start a PS process that fails again, up to this many times each, with APIARY_RESUME=1 (`apiary "
+                  "ps` then continues the job from its latest --save checkpoint; give the replicas "
+                  "--ps-restart-wait-ms); 0: a failure stops the job")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cmd->add_flag("--dry-run", *dry_run, "Print each process's environment and command, start nothing");
   cmd->add_option("command", o->command, "The trainer and its arguments, after --")->expected(-1);
   return [o, grace_ms, dry_run]() {
@@ -70,7 +76,7 @@ Command add_launch_command(CLI::App& app) {
       std::fflush(stdout);
       std::fputs(line.c_str(), stderr);
     };
-    auto rc = run_launch(*commands, output, sfd, std::chrono::milliseconds(*grace_ms));
+    auto rc = run_launch(*commands, output, sfd, std::chrono::milliseconds(*grace_ms), o->restart_ps);
     if (sfd >= 0) ::close(sfd);
     if (!rc) return fail("launch", rc.error());
     return *rc;

@@ -103,6 +103,38 @@ TEST_CASE("apiary launch runs a PS job's replicas and PS processes here, then st
                                                  k_replicas + job.plan.servers.size())));
 }
 
+TEST_CASE("a PS process that dies under apiary launch --restart-ps is started again and the job ends with an "
+          "unbroken run's bits", "[integration][launch]") {
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "launch_resume", true);
+  const int port = free_port_range(static_cast<int>(k_replicas + job.plan.servers.size()));
+  const std::int64_t steps = 40;
+  // The first PS process (rank 4) is killed 3 s into its first life; the replicas wait
+  // for it, and it comes back with APIARY_RESUME=1 from the latest checkpoint.
+  const std::string args = fmt::format("{} ps {} --steps {} --step-delay-ms 100 --save-every 4 --save {}/l-{{step}}.ckpt "
+                                       "--ps-restart-wait-ms 60000",
+                                       sibling_executable("apiary"), common_args(job), steps, job.dir);
+  const std::string trainer = fmt::format(
+      "sh -c 'a=\"{}\"; if [ \"$RANK\" = {} ] && [ -z \"$APIARY_RESUME\" ]; then exec timeout -s KILL 3 $a; fi; "
+      "exec $a'", args, k_replicas);
+  auto p = spawn_launch(fmt::format("--strategy {} --resource-spec {} --ps-processes --port {} --restart-ps 2 -- {}",
+                                    job.strategy, job.spec, port, trainer));
+  const auto l = finish_launch(*p);
+  INFO(l.text);
+  REQUIRE(l.rc == 0);
+  // timeout kills its process group, itself included.
+  CHECK_THAT(l.text, Catch::Contains(fmt::format("launch: rank {} (ps {} on localhost) was killed by signal 9 "
+                                                 "(Killed); starting it again to resume the job (APIARY_RESUME=1, "
+                                                 "restart 1 of 2)",
+                                                 k_replicas, job.plan.servers[0])));
+  CHECK_THAT(l.ranks.at(k_replicas).text, Catch::Contains("resume: ps " + job.plan.servers[0] + " continues the job"));
+  check_replicas(l, k_replicas, steps);
+  auto unbroken_proc = spawn_ps("--embedded --stop-on-stdin-eof " + common_args(job) + " --steps " +
+                                std::to_string(steps));
+  const auto unbroken = finish(*unbroken_proc);
+  REQUIRE(unbroken.rc == 0);
+  for (const auto& v : job.plan.variables) CHECK(final_values(l.ranks.at(0), v.name) == final_values(unbroken, v.name, 0));
+}
+
 TEST_CASE("apiary launch runs an all-reduce job's replicas", "[integration][launch]") {
   const Job job = make_job(cs::BuilderKind::all_reduce, {}, "launch_ar", false);
   const int port = free_port_range(k_replicas);

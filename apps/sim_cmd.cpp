@@ -74,6 +74,14 @@ core::Duration from_ms(double ms) {
   return std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
+/// Adds `--NAME MS` (0..max ms) to `app`, setting `*target` (the config `holder` keeps alive).
+template <class Holder>
+void add_ms_option(CLI::App& app, const char* name, std::shared_ptr<Holder> holder, core::Duration Holder::*target,
+                   const char* description, double max = 1e7) {
+  app.add_option_function<double>(name, [holder, target](double ms) { (*holder).*target = from_ms(ms); }, description)
+      ->check(CLI::Range(0.0, max));
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -194,23 +202,21 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
   ps->add_option("--kill-replica-at", config->kill_replica_at, "Kill the last replica when it begins this step")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
-  ps->add_option_function<double>(
-        "--restart-replica-after-ms",
-        [config](double ms) {
-          config->restart_replica_after =
-              std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
-        },
-        "With --kill-replica-at: the killed replica starts again this many ms later (with --drop-lost-after-ms it "
-        "rejoins the synchronous job where it stands)")
-      ->check(CLI::Range(0.0, 1e7));
-  ps->add_option_function<double>(
-        "--drop-lost-after-ms",
-        [config](double ms) {
-          config->drop_lost_after = std::chrono::duration_cast<core::Duration>(std::chrono::duration<double, std::milli>(ms));
-        },
-        "The PS devices drop a replica that went down this many ms later and the job goes on without it "
-        "(default: a lost replica ends the synchronous job)")
-      ->check(CLI::Range(0.0, 1e7));
+  add_ms_option(*ps, "--restart-replica-after-ms", config, &sim::scenarios::PsScenarioConfig::restart_replica_after,
+                "With --kill-replica-at: the killed replica starts again this many ms later (with --drop-lost-after-ms "
+                "it rejoins the synchronous job where it stands)");
+  add_ms_option(*ps, "--restart-ps-after-ms", config, &sim::scenarios::PsScenarioConfig::restart_ps_after,
+                "With --kill-ps-at: the killed PS device starts again this many ms later from the chief's latest "
+                "checkpoint (--save-every), and the replicas replay their pushes since (synchronous strategies)");
+  add_ms_option(*ps, "--ps-restart-wait-ms", config, &sim::scenarios::PsScenarioConfig::ps_restart_wait,
+                "With --restart-ps-after-ms: how long the replicas wait for the PS (default 60000)", 1e8);
+  ps->add_option("--save-every", config->save_every,
+                 "The chief keeps a checkpoint at the start of every step that is a multiple of this, as apiary ps "
+                 "--save-every does (what a PS started again continues from)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000000}));
+  add_ms_option(*ps, "--drop-lost-after-ms", config, &sim::scenarios::PsScenarioConfig::drop_lost_after,
+                "The PS devices drop a replica that went down this many ms later and the job goes on without it "
+                "(default: a lost replica ends the synchronous job)");
   add_model_options(*ps, config->batch, config->samples, config->features);
   ps->add_option("--learning-rate", config->optimizer.learning_rate, "SGD step size")->capture_default_str();
   ps->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();

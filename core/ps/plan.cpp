@@ -159,4 +159,51 @@ Result<std::vector<std::vector<float>>> initial_pieces(const TrainingPlan& plan,
   return out;
 }
 
+namespace {
+
+/// Cuts every variable's whole optimizer state into each shard's, by shard id.
+Result<std::vector<Optimizer::State>> shard_states(const TrainingPlan& plan,
+                                                   const std::map<std::string, Optimizer::State>& states) {
+  std::vector<Optimizer::State> out(plan.shards.size());
+  for (auto slot : {&Optimizer::State::m, &Optimizer::State::v}) {
+    std::map<std::string, std::vector<float>> whole;
+    for (const auto& v : plan.variables) {
+      auto it = states.find(v.name);
+      if (it == states.end()) return make_error(errc::invalid_argument, "optimizer state: expected one for {}, got none", v.name);
+      whole[v.name] = it->second.*slot;
+    }
+    if (std::all_of(whole.begin(), whole.end(), [](const auto& w) { return w.second.empty(); })) continue;
+    auto pieces = initial_pieces(plan, whole);
+    if (!pieces) return make_error(pieces.error().code, "optimizer state: {}", pieces.error().message);
+    for (std::size_t id = 0; id < plan.shards.size(); ++id) out[id].*slot = std::move((*pieces)[id]);
+  }
+  for (std::size_t id = 0; id < plan.shards.size(); ++id) out[id].updates = states.at(plan.shards[id].variable).updates;
+  return out;
+}
+
+}  // namespace
+
+Result<std::map<std::string, Shard>> device_shards(const TrainingPlan& plan, const std::string& device,
+                                                   const std::map<std::string, std::vector<float>>& values,
+                                                   const std::map<std::string, Optimizer::State>& states) {
+  auto initial = initial_pieces(plan, values);
+  if (!initial) return initial.error();
+  std::vector<Optimizer::State> cut;
+  if (!states.empty()) {
+    auto pieces = shard_states(plan, states);
+    if (!pieces) return pieces.error();
+    cut = std::move(*pieces);
+  }
+  std::map<std::string, Shard> shards;
+  for (auto id : plan.shards_on(device)) {
+    auto shard = Shard::create(plan.shards[id].config, std::move((*initial)[id]));
+    if (!shard) return shard.error();
+    if (!cut.empty()) {
+      if (auto st = shard->restore_optimizer(std::move(cut[id])); !st) return st.error();
+    }
+    shards.emplace(plan.shards[id].config.variable, std::move(*shard));
+  }
+  return shards;
+}
+
 }  // namespace apiary::core::ps

@@ -76,4 +76,12 @@ struct ResolvedNode {
 [[nodiscard]] Result<std::vector<std::vector<float>>> initial_pieces(
     const TrainingPlan& plan, const std::map<std::string, std::vector<float>>& values);
 
+/// The shards `plan` puts on PS `device`, by shard name: at `values` (every variable
+/// whole), their optimizers continuing from `states` (every variable's whole state, a
+/// checkpoint's; empty: afresh). What a PS process serves, and a simulated one. Errors:
+/// invalid_argument (values or states that do not fit the plan), Shard::create's.
+[[nodiscard]] Result<std::map<std::string, Shard>> device_shards(
+    const TrainingPlan& plan, const std::string& device, const std::map<std::string, std::vector<float>>& values,
+    const std::map<std::string, Optimizer::State>& states);
+
 }  // namespace apiary::core::ps

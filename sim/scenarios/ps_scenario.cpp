@@ -42,6 +42,13 @@ Status validate(const PsScenarioConfig& c) {
   if (c.call_timeout <= core::Duration::zero()) return bad("call_timeout", ns(c.call_timeout), "> 0");
   if (c.max_time <= core::Duration::zero()) return bad("max_time", ns(c.max_time), "> 0");
   if (c.local_latency < core::Duration::zero()) return bad("local_latency", ns(c.local_latency), ">= 0");
+  if (c.restart_ps_after >= core::Duration::zero() && c.kill_ps_at < 0) {
+    return bad("kill_ps_at", std::to_string(c.kill_ps_at), ">= 0 with restart_ps_after (the PS to start again)");
+  }
+  if (c.restart_ps_after >= core::Duration::zero() && c.ps_restart_wait <= core::Duration::zero()) {
+    return bad("ps_restart_wait", ns(c.ps_restart_wait), "> 0 with restart_ps_after (the replicas wait for the PS)");
+  }
+  if (c.save_every < 0) return bad("save_every", std::to_string(c.save_every), ">= 0");
   if (c.restart_replica_after >= core::Duration::zero() && c.kill_replica_at < 0) {
     return bad("kill_replica_at", std::to_string(c.kill_replica_at), ">= 0 with restart_replica_after (the replica to start again)");
   }
@@ -63,6 +70,9 @@ struct Run {
   std::vector<core::PeerAddr> proxy_addrs;
   std::vector<PsProxyHost*> proxies;
   std::vector<PsProxyReport> proxy_reports;
+  std::shared_ptr<const cps::TrainingPlan> plan;  ///< the PS variables' (null: none)
+  std::shared_ptr<SimCheckpoint> checkpoint = std::make_shared<SimCheckpoint>();  ///< the chief's latest
+  std::string resumed;  ///< PsScenarioReport::resumed
 };
 
 /// One PsProxyHost per node whose replicas read proxied shards; fills each replica's pull_via.
@@ -193,6 +203,7 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   World& world = run.world;
   std::map<std::string, core::PeerAddr> servers;
   if (plans.ps) {
+    run.plan = plans.ps;
     auto added = add_ps_servers(world, *plans.ps, c.features, run.server_addrs, run.servers, c.drop_lost_after);
     if (!added) return added.error();
     servers = std::move(*added);
@@ -218,6 +229,13 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
     s.exchange_timeout = c.call_timeout / 4;
     s.label = !plans.ar ? "replica" : plans.ps ? "mixed replica" : "all-reduce replica";
+    if (plans.ps && c.restart_ps_after >= core::Duration::zero()) {
+      // As `apiary ps --ps-restart-wait-ms` keeps them: the steps since the checkpoint.
+      std::int64_t staleness = 0;
+      for (const auto& shard : plans.ps->shards) staleness = std::max(staleness, shard.config.staleness);
+      s.ps_restart_wait = c.ps_restart_wait;
+      s.replay_steps = c.save_every > 0 ? 2 * c.save_every + staleness + 2 : c.steps;
+    }
     TrainerSettings t;
     t.replicas = n;
     t.data = data;
@@ -225,6 +243,10 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     t.steps = c.steps;
     t.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
     t.full_loss = r == 0;
+    if (r == 0) {
+      t.save_every = c.save_every;
+      t.checkpoint = run.checkpoint;
+    }
     const core::PeerAddr& addr = run.replica_addrs[r];
     // A replica reaches its node's proxy without crossing the network.
     if (auto via = s.pull_via.begin(); via != s.pull_via.end()) {
@@ -289,6 +311,28 @@ std::vector<CuedKill> cued_kills(Run& run, const PsScenarioConfig& c, const PsSc
     out.push_back(CuedKill{run.server_addrs.front(),
                            [chief, &c] { return static_cast<std::int64_t>(chief->steps().size()) > c.kill_ps_at; },
                            [at, device, &c] { return at("PS " + device, c.kill_ps_at); }});
+    if (c.restart_ps_after >= core::Duration::zero()) {
+      // A fresh process of the PS device from the chief's latest checkpoint (the job's
+      // start without one), as `apiary ps --resume` starts.
+      out.back().then = [&run, &c, device](TimePoint killed) {
+        const SimCheckpoint& k = *run.checkpoint;
+        const bool any = k.step >= 0;
+        auto fresh = ps_server(*run.plan, device, any ? k.values : cps::logistic_initial(c.features),
+                               any ? k.states : std::map<std::string, cps::Optimizer::State>{}, c.drop_lost_after,
+                               any ? k.step : 0);
+        const TimePoint at = killed + c.restart_ps_after;
+        if (!fresh) {
+          run.resumed = fmt::format("PS {} could not start again: {}", device, fresh.error().message);
+          return;
+        }
+        run.servers.front() = fresh->get();
+        run.resumed = fmt::format("PS {} started again at {:.3f} ms from the checkpoint of step {}", device,
+                                  core::to_seconds(at) * 1e3, any ? k.step : 0);
+        if (auto st = restart_at(run.world, run.server_addrs.front(), at, std::move(*fresh)); !st) {
+          run.resumed = fmt::format("PS {} could not start again: {}", device, st.error().message);
+        }
+      };
+    }
   }
   if (c.kill_replica_at >= 0) {
     out.push_back(CuedKill{run.replica_addrs.back(),
@@ -354,6 +398,7 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
                                  c.failure_detection);
   report.hung = !ran.done;
   for (const auto& what : ran.killed) report.killed += (report.killed.empty() ? "" : ", ") + what;
+  report.resumed = run->resumed;
   collect(*run, c, *plans, report);
   record_world(run->world, report);
   return report;
@@ -433,6 +478,7 @@ std::string format_report(const PsScenarioReport& report) {
   }
   out += "\n";
   if (!report.killed.empty()) out += "killed:       " + report.killed + "\n";
+  if (!report.resumed.empty()) out += "resumed:      " + report.resumed + "\n";
   if (report.hung) out += "HUNG: replicas still running at the end of the run\n";
   out +=
       fmt::format("virtual time: {:.3f} ms, {} events, {} calls, {} timeouts, anomalies {}\n", ms(report.virtual_time),
@@ -441,26 +487,32 @@ std::string format_report(const PsScenarioReport& report) {
   return out;
 }
 
+Result<std::unique_ptr<PsServerHost>> ps_server(const cps::TrainingPlan& plan, const std::string& device,
+                                                const std::map<std::string, std::vector<float>>& values,
+                                                const std::map<std::string, cps::Optimizer::State>& states,
+                                                core::Duration drop_lost_after, std::optional<std::int64_t> resume_at) {
+  auto shards = cps::device_shards(plan, device, values, states);
+  if (!shards) return shards.error();
+  cps::ShardServer server(device, std::move(*shards));
+  if (drop_lost_after >= core::Duration::zero()) server.set_drop_lost_after(drop_lost_after);
+  if (resume_at) {
+    if (auto st = server.resume_at(*resume_at); !st) return st.error();
+  }
+  return std::make_unique<PsServerHost>(std::move(server));
+}
+
 Result<std::map<std::string, core::PeerAddr>> add_ps_servers(World& world, const cps::TrainingPlan& plan,
                                                            std::size_t features, std::vector<core::PeerAddr>& addrs,
                                                            std::vector<PsServerHost*>& hosts,
                                                            core::Duration drop_lost_after) {
-  auto initial = cps::initial_pieces(plan, cps::logistic_initial(features));
-  if (!initial) return initial.error();
+  const auto initial = cps::logistic_initial(features);
   std::map<std::string, core::PeerAddr> by_device;
   for (const auto& device : plan.servers) {
-    std::map<std::string, cps::Shard> shards;
-    for (auto id : plan.shards_on(device)) {
-      auto shard = cps::Shard::create(plan.shards[id].config, (*initial)[id]);
-      if (!shard) return shard.error();
-      shards.emplace(plan.shards[id].config.variable, std::move(*shard));
-    }
     core::PeerAddr addr = swarm_address(addrs.size(), k_ps_port);
-    cps::ShardServer server(device, std::move(shards));
-    if (drop_lost_after >= core::Duration::zero()) server.set_drop_lost_after(drop_lost_after);
-    auto host = std::make_unique<PsServerHost>(std::move(server));
-    hosts.push_back(host.get());
-    if (auto added = world.add_node(addr, std::move(host)); !added) return added.error();
+    auto host = ps_server(plan, device, initial, {}, drop_lost_after);
+    if (!host) return host.error();
+    hosts.push_back(host->get());
+    if (auto added = world.add_node(addr, std::move(*host)); !added) return added.error();
     if (auto st = world.start_node(addr, core::TimePoint{}); !st) return st.error();
     by_device[device] = addr;
     addrs.push_back(std::move(addr));

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,17 @@ struct PsScenarioConfig {
   /// process: with drop_lost_after it rejoins the synchronous job where it stands (a PS
   /// strategy); under async it counts its steps afresh.
   core::Duration restart_replica_after = core::Duration(-1);
+  /// >= 0: the PS device killed by kill_ps_at starts again this long after, a fresh
+  /// process continuing the job from the chief's latest checkpoint (save_every; none
+  /// yet: the job's start; core::ps::ShardServer::resume_at), and the replicas, waiting
+  /// for it (ps_restart_wait), replay their pushes since.
+  core::Duration restart_ps_after = core::Duration(-1);
+  /// With restart_ps_after: how long the replicas wait for the PS (> 0; shorter than
+  /// restart_ps_after, they fail before it is back).
+  core::Duration ps_restart_wait = std::chrono::seconds(60);
+  /// > 0: the chief keeps a checkpoint (parameters and optimizer states) at the start of
+  /// every step that is a multiple of it, as `apiary ps --save-every` does.
+  std::int64_t save_every = 0;
   /// After a kill, the time until its peers see their connections to it break (a
   /// transport's failure detection).
   core::Duration failure_detection = std::chrono::milliseconds(100);
@@ -126,6 +139,7 @@ struct PsScenarioReport {
   std::vector<PsProxyReport> proxies;  ///< one per node with proxied shards (config.proxies)
   std::uint64_t ps_pulls = 0;          ///< pulls the PS servers answered, in all
   std::string killed;                  ///< what the fault injector killed and when ("" if nothing)
+  std::string resumed;                 ///< a PS device started again: when, and from which step
   bool hung = false;                   ///< max_time passed, or nothing was left to happen, with replicas still running
   core::TimePoint virtual_time{};      ///< virtual time at the end of the run
   WorldStats world;                    ///< the World's counters at the end
@@ -168,6 +182,13 @@ inline constexpr std::uint16_t k_replica_port = 7000;
 /// each address and host, and returns the address by device; `drop_lost_after` >= 0:
 /// the servers drop a lost replica that long after (PsScenarioConfig::drop_lost_after).
 /// Shared by the PS and mixed scenarios. Errors: the shards' and the World's.
+/// ps_server() makes one such host: at `values` and `states` (a checkpoint's, empty:
+/// afresh), continuing the job at `resume_at` when set.
+[[nodiscard]] Result<std::unique_ptr<PsServerHost>> ps_server(
+    const core::ps::TrainingPlan& plan, const std::string& device,
+    const std::map<std::string, std::vector<float>>& values,
+    const std::map<std::string, core::ps::Optimizer::State>& states, core::Duration drop_lost_after,
+    std::optional<std::int64_t> resume_at = std::nullopt);
 [[nodiscard]] Result<std::map<std::string, core::PeerAddr>> add_ps_servers(
     World& world, const core::ps::TrainingPlan& plan, std::size_t features, std::vector<core::PeerAddr>& addrs,
     std::vector<PsServerHost*>& hosts, core::Duration drop_lost_after = core::Duration(-1));

@@ -49,6 +49,14 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
     if (params == nullptr) return fail(now, make_error(errc::internal, "replica {}: a pull without parameters", replica_));
     return pulled(now, std::move(*params));
   }
+  if (method == "optimizer_states") {
+    auto* states = reply->result->as<std::map<std::string, cps::Optimizer::State>>();
+    if (states == nullptr) {
+      return fail(now, make_error(errc::internal, "replica {}: optimizer states of another type", replica_));
+    }
+    *settings_.checkpoint = SimCheckpoint{pulled_step_, params_, std::move(*states)};
+    return compute(now, pulled_step_, pulled_version_);
+  }
   if (method == "push") {
     steps_.back().time = now - step_begin_;
     step_begin_ = now;
@@ -68,10 +76,19 @@ Effects LogisticTrainer::pulled(TimePoint now, ct::ReplicaParams params) {
     final_version_ = params.version;
     return ask("leave");
   }
+  if (settings_.checkpoint && settings_.save_every > 0 && params.step > 0 && params.step % settings_.save_every == 0) {
+    pulled_step_ = params.step;
+    pulled_version_ = params.version;
+    return ask("optimizer_states");
+  }
+  return compute(now, params.step, params.version);
+}
+
+Effects LogisticTrainer::compute(TimePoint now, std::int64_t step, std::int64_t version) {
   const auto& data = *settings_.data;
   PsReplicaStep record;
-  record.step = params.step;
-  record.version = params.version;
+  record.step = step;
+  record.version = version;
   const auto batch = cps::logistic_batch(data, settings_.replicas, static_cast<std::size_t>(replica_), record.step,
                                          settings_.batch);
   gradients_.clear();

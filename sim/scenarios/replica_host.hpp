@@ -33,6 +33,14 @@ struct PsReplicaStep {
   core::Duration time{};     ///< virtual time from the pull to the end of the push
 };
 
+/// A simulated job's latest checkpoint, written by the chief as `apiary ps --save` does:
+/// the parameters it pulled at the start of a step and every variable's optimizer state.
+struct SimCheckpoint {
+  std::int64_t step = -1;  ///< steps behind it (-1: none written yet)
+  std::map<std::string, std::vector<float>> values;
+  std::map<std::string, core::ps::Optimizer::State> states;
+};
+
 /// The trainer's workload.
 struct TrainerSettings {
   std::size_t replicas = 1;                                ///< the data set is split among this many
@@ -41,6 +49,10 @@ struct TrainerSettings {
   std::int64_t steps = 10;                                 ///< training steps
   core::Duration compute = std::chrono::milliseconds(10);  ///< virtual compute time per step
   bool full_loss = false;  ///< also compute the loss over the whole data set each step
+  /// > 0 with `checkpoint`: at the start of every step that is a multiple of it (step 0
+  /// aside), the trainer reads the optimizer states and writes the checkpoint there.
+  std::int64_t save_every = 0;
+  std::shared_ptr<SimCheckpoint> checkpoint;
 };
 
 /// The workload as a role: drives role "replica" of its Mux step by step.
@@ -62,6 +74,8 @@ class LogisticTrainer final : public core::Role {
  private:
   core::Effects ask(const char* method, core::Value args = {});
   core::Effects pulled(core::TimePoint now, core::train::ReplicaParams params);
+  /// Computes the step whose parameters were pulled (`step`, at `version`).
+  core::Effects compute(core::TimePoint now, std::int64_t step, std::int64_t version);
   core::Effects fail(core::TimePoint now, Error error);
 
   std::int32_t replica_;
@@ -71,6 +85,8 @@ class LogisticTrainer final : public core::Role {
   std::map<std::string, std::vector<float>> params_;     ///< as last pulled
   std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until pushed
   core::TimePoint step_begin_{};
+  std::int64_t pulled_step_ = 0;     ///< the step being checkpointed
+  std::int64_t pulled_version_ = 0;
   std::vector<PsReplicaStep> steps_;
   std::int64_t final_version_ = 0;
   bool finished_ = false;

@@ -190,6 +190,70 @@ TEST_CASE("a simulated SSP replica killed and started again rejoins within the s
   }
 }
 
+TEST_CASE("a simulated PS killed and started again from the chief's checkpoint ends with an unbroken run's bits",
+          "[sim][ps]") {
+  // BSP (PSLoadBalancing, PartitionedPS) and SSP: the first PS device killed at step 7,
+  // checkpoints every 3 steps (the latest before the kill: step 6), started again 300 ms
+  // later; the replicas replay their pushes of steps 6.. to it and the job goes on. Under
+  // SSP what a replica pulls depends on timing, so its bits are the unbroken run's only
+  // under BSP; SSP keeps its bound and applies every step once.
+  cs::BuilderOptions ssp;
+  ssp.staleness = 2;
+  for (const auto& [kind, options] : {std::pair{cs::BuilderKind::ps_load_balancing, cs::BuilderOptions{}},
+                                      std::pair{cs::BuilderKind::partitioned_ps, cs::BuilderOptions{}},
+                                      std::pair{cs::BuilderKind::ps_load_balancing, ssp}}) {
+    auto c = make_config(kind, options);
+    c.steps = 20;
+    c.optimizer.kind = core::ps::OptimizerKind::adam;
+    c.optimizer.learning_rate = 0.05F;
+    c.save_every = 3;
+    auto unbroken_config = c;
+    c.kill_ps_at = 7;
+    c.restart_ps_after = 300ms;
+    c.ps_restart_wait = 10s;
+    const auto report = check_replays(c);
+    const auto unbroken = run_checked(unbroken_config);
+    INFO(sim::scenarios::format_report(report));
+    CHECK_FALSE(report.hung);
+    CHECK_THAT(report.killed, Catch::Contains("PS " + report.servers.front() + " at step 7"));
+    CHECK_THAT(report.resumed, Catch::Contains("from the checkpoint of step 6"));
+    for (const auto& o : report.replicas) {
+      INFO("replica " << o.replica << ": " << o.error);
+      CHECK(o.finished);
+      CHECK(o.steps == c.steps);
+      if (!options.staleness) CHECK(o.final_parameters == unbroken.replicas.front().final_parameters);
+    }
+    CHECK(report.replicas.front().final_version == c.steps);  // every step applied once
+    for (const auto& step : report.steps) {
+      for (auto v : step.versions) CHECK((v <= step.step && v >= step.step - options.staleness.value_or(0)));
+    }
+    CHECK(report.virtual_time > unbroken.virtual_time + 200ms);  // they waited for it
+  }
+}
+
+TEST_CASE("a simulated PS killed before the first checkpoint resumes from the job's start, and one not back in time "
+          "fails the replicas saying so", "[sim][ps]") {
+  // No checkpoint yet: the PS comes back at the job's start, and the replicas kept every
+  // step since (the last 2 x 4 + 2).
+  auto c = make_config(cs::BuilderKind::ps_load_balancing);
+  c.steps = 30;
+  c.save_every = 4;
+  c.kill_ps_at = 3;  // before the first checkpoint (step 4)
+  c.restart_ps_after = 200ms;
+  c.ps_restart_wait = 5s;
+  const auto ok = run_checked(c);  // steps 0..3 are all kept: it resumes from the start
+  INFO(sim::scenarios::format_report(ok));
+  CHECK_THAT(ok.resumed, Catch::Contains("from the checkpoint of step 0"));
+  for (const auto& o : ok.replicas) CHECK(o.finished);
+  c.ps_restart_wait = 100ms;
+  const auto late = run_checked(c);  // back after the replicas gave up
+  INFO(sim::scenarios::format_report(late));
+  for (const auto& o : late.replicas) {
+    CHECK_FALSE(o.finished);
+    CHECK_THAT(o.error, Catch::Contains("was not back within 100 ms"));
+  }
+}
+
 TEST_CASE("the PS scenario replays its trace hash from its seed", "[sim][ps]") {
   cs::BuilderOptions options;
   options.staleness = 1;

@@ -189,6 +189,10 @@ inline DrivenRole make_ps_client() {
   config.plan = ps_plan();
   config.servers = {{"localhost:CPU:0", fuzz_peers()[0]}};
   config.pull_via = {{0, fuzz_peers()[1]}};
+  // A PS that goes down is waited for and replayed to (answers of a PS back from a
+  // checkpoint come from the input); past the wait, the client fails as without it.
+  config.ps_restart_wait = std::chrono::seconds(2);
+  config.replay_steps = 3;
   auto role = core::train::PsClientRole::create(std::move(config));
   if (!role) __builtin_trap();
   return {std::move(*role), nullptr, ps_client_call};

@@ -102,7 +102,7 @@ TEST_CASE("the --save path takes the step, and a periodic checkpoint falls on mu
   CHECK_FALSE(apiary::periodic_checkpoint(0, 4, 8));
 }
 
-TEST_CASE("--resume finds the latest checkpoint --save names: the largest step, whole files only", "[api]") {
+TEST_CASE("the latest checkpoint that --save names, for --resume: the largest step, whole files only", "[api]") {
   TempDir dir;
   const std::string pattern = dir.path + "/ckpt-{step}.bin";
   CHECK(apiary::latest_checkpoint(pattern)->has_value() == false);  // none yet

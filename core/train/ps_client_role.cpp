@@ -17,6 +17,10 @@ constexpr Duration k_session_timeout = std::chrono::hours(24 * 365);
 
 constexpr const char* k_name = "the PS client";
 
+/// Whether an error says the peer is not there (down, or no process listening at its
+/// address): with a PS restart wait, the PS is waited for.
+bool gone(errc code) { return code == errc::peer_down || code == errc::unavailable; }
+
 /// How often a PS device that went down is asked whether it is back.
 constexpr Duration k_retry_every = std::chrono::milliseconds(200);
 
@@ -387,7 +391,7 @@ Effects PsClientRole::on_response(const Response& r) {
     // A session ending early (the PS refused it, died or broke the connection) ends
     // training, unless the replica waits for the PS to come back.
     if (stopped_ || failure_) return {};
-    if (config_.ps_restart_wait > Duration::zero() && (r.result.ok() || r.result.error().code == errc::peer_down)) {
+    if (config_.ps_restart_wait > Duration::zero() && (r.result.ok() || gone(r.result.error().code))) {
       Effects out;
       lose(out, device, r.result.ok() ? "it ended the session" : r.result.error().message);
       return out;
@@ -403,7 +407,7 @@ Effects PsClientRole::on_response(const Response& r) {
   const char* what = what_of(static_cast<int>(flight.kind));
   if (!r.result.ok()) {
     const std::string device = device_of(flight.shard, flight.kind);
-    if (config_.ps_restart_wait > Duration::zero() && r.result.error().code == errc::peer_down && !device.empty()) {
+    if (config_.ps_restart_wait > Duration::zero() && gone(r.result.error().code) && !device.empty()) {
       if (flight.kind != Kind::replay) held_[flight.shard] = flight;  // sent again once the device is back
       Effects out;
       lose(out, device, r.result.error().message);

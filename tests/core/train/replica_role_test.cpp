@@ -314,6 +314,22 @@ TEST_CASE("a PS back from a checkpoint older than the pushes kept, or not back i
     CHECK(e.message.find("from step 1 again; this replica kept them from step 3 on (the last 2 steps)") !=
           std::string::npos);
   }
+  SECTION("a refused connection is a PS down too") {
+    Driver d;
+    start_ps_replica(d, std::chrono::seconds(10), 2);
+    ps_step(d, 0);
+    auto [pull, pulls] = d.call("pull");
+    auto calls = all_of<apiary::core::Call>(pulls);
+    REQUIRE(calls.size() == 1);
+    auto fx = d.feed(apiary::core::Response{calls[0].id, apiary::make_error(errc::unavailable, "refused")});
+    CHECK(d.done.count(pull) == 0);
+    auto asks = rejoins_in(all_of<apiary::core::Call>(fire(d, fx)));
+    REQUIRE(asks.size() == 1);
+    // Back, this replica to push step 1 next there: the pull goes out again.
+    auto again = all_of<apiary::core::Call>(d.feed(apiary::core::Response{asks[0].first.id, resumed_answer(0, 1)}));
+    REQUIRE(again.size() == 2);
+    CHECK(again[1].handle == cps::k_ps_pull_handle);
+  }
   SECTION("not back") {
     Driver d;
     start_ps_replica(d, std::chrono::seconds(1), 2);

@@ -710,15 +710,22 @@ Status PsClientRole::next_replay(Effects& out, std::size_t shard) {
 
 void PsClientRole::keep(std::size_t shard, std::int64_t step, const Call& call) {
   if (config_.replay_steps <= 0) return;
-  Kept k{step, call};
+  auto& queue = kept_[shard];
+  // The oldest kept push past the window lends its storage (a gradient's size: no fresh
+  // allocation, no page faults, each step).
+  std::string bytes;
+  if (!queue.empty() && queue.front().step <= step - config_.replay_steps) {
+    bytes = std::move(queue.front().call.request);
+    queue.pop_front();
+  }
   // The message in one piece: its body viewed the caller's gradients, reused next step.
-  k.call.request = call.request;
-  k.call.request.append(call.body.view()).append(call.tail);
+  bytes.assign(call.request).append(call.body.view()).append(call.tail);
+  Kept k{step, call};
+  k.call.request = std::move(bytes);
   k.call.body = Buffer{};
   k.call.tail.clear();
   k.call.landings.clear();
   k.call.view_response = false;
-  auto& queue = kept_[shard];
   queue.push_back(std::move(k));
   while (!queue.empty() && queue.front().step <= step - config_.replay_steps) queue.pop_front();
 }

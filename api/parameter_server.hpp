@@ -37,7 +37,7 @@ struct ParameterServerOptions {
   std::optional<std::chrono::milliseconds> drop_lost_replicas_after;
   /// A PS process started again after it went down: its values and states are a
   /// checkpoint's after this many of the job's steps, and it continues the running job
-  /// there (core::ps::ShardServer::resume_at; synchronous shards only).
+  /// there (core::ps::ShardServer::resume_at; BSP shards only).
   std::optional<std::int64_t> resume_at;
 };
 

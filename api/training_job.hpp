@@ -76,7 +76,7 @@ struct TrainingJobOptions {
   std::string restore;          ///< the checkpoint the job starts from
   /// Role "ps": a PS process started again after it went down continues the running job
   /// from the latest --save checkpoint (none yet: from the job's start); the replicas,
-  /// waiting for it (ps_restart_wait_ms), replay their pushes since. Synchronous shards only.
+  /// waiting for it (ps_restart_wait_ms), replay their pushes since. BSP shards only.
   bool resume = false;
   /// Replicas: wait this long (ms) for a PS process that went down to be started again
   /// with --resume (0: a PS going down ends the job). They keep their pushes of the last

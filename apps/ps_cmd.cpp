@@ -130,7 +130,7 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_flag("--resume", a->resume,
                "PS role, started again after its process went down: continue the running job from the latest "
                "--save checkpoint (none yet: from the job's start); the replicas replay their pushes since "
-               "(synchronous strategies; the replicas need --ps-restart-wait-ms). Placed by a launcher: "
+               "(BSP strategies; the replicas need --ps-restart-wait-ms). Placed by a launcher: "
                "APIARY_RESUME=1 says the same");
   cmd->add_option("--ps-restart-wait-ms", a->ps_restart_wait_ms,
                   "Replicas: wait this long for a PS process that went down to be started again with --resume, "

@@ -207,7 +207,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
                 "it rejoins the synchronous job where it stands)");
   add_ms_option(*ps, "--restart-ps-after-ms", config, &sim::scenarios::PsScenarioConfig::restart_ps_after,
                 "With --kill-ps-at: the killed PS device starts again this many ms later from the chief's latest "
-                "checkpoint (--save-every), and the replicas replay their pushes since (synchronous strategies)");
+                "checkpoint (--save-every), and the replicas replay their pushes since (BSP strategies)");
   add_ms_option(*ps, "--ps-restart-wait-ms", config, &sim::scenarios::PsScenarioConfig::ps_restart_wait,
                 "With --restart-ps-after-ms: how long the replicas wait for the PS (default 60000)", 1e8);
   ps->add_option("--save-every", config->save_every,

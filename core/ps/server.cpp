@@ -141,11 +141,14 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
 
 Status ShardServer::resume_at(std::int64_t step) {
   for (const auto& [name, shard] : shards_) {  // every shard or none
-    if (!shard.config().sync) {
+    if (!shard.config().sync || shard.config().staleness > 0) {
       return make_error(errc::invalid_argument,
-                        "PS {} cannot continue the job at step {}: shard {} is asynchronous (its pushes since the "
-                        "checkpoint cannot be replayed in the order they were applied); start the job again from "
-                        "the checkpoint (--restore) instead", device_, step, name);
+                        "PS {} cannot continue the job at step {}: shard {} is {}; start the job again from the "
+                        "checkpoint (--restore) instead", device_, step, name,
+                        !shard.config().sync ? "asynchronous (its pushes since the checkpoint cannot be replayed in "
+                                               "the order they were applied)"
+                                             : "SSP (a checkpoint under SSP is a snapshot of shards at different "
+                                               "steps, not one step's state)");
     }
   }
   for (auto& [name, shard] : shards_) {

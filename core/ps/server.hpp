@@ -86,9 +86,9 @@ class ShardServer final : public Role {
   void set_drop_lost_after(std::optional<Duration> wait) { drop_after_ = wait; }
   /// A PS process started again after it went down continues the job at `step`, its
   /// shards holding a checkpoint of the parameters after `step` steps: every synchronous
-  /// shard starts there (Shard::start_at), and a replica asking where it stands
+  /// shard starts there (Shard::start_at; BSP only), and a replica asking where it stands
   /// (k_ps_rejoin_handle) learns it must replay its pushes from `step` on. Errors:
-  /// Shard::start_at's (an asynchronous shard, one that took a push), naming this PS.
+  /// Shard::start_at's (an asynchronous or SSP shard, one that took a push), naming this PS.
   [[nodiscard]] Status resume_at(std::int64_t step);
   /// The step resume_at() continued from, if it was called.
   [[nodiscard]] std::optional<std::int64_t> resumed_at() const { return resumed_at_; }

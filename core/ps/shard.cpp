@@ -450,6 +450,13 @@ Status Shard::start_at(std::int64_t step) {
                       "cannot be replayed in the order they were applied); start the job again from it instead",
                       config_.variable);
   }
+  if (config_.staleness > 0) {
+    return make_error(errc::invalid_argument,
+                      "shard {}: an SSP shard (staleness {}) cannot continue a job from a checkpoint (under SSP a "
+                      "checkpoint is a snapshot of shards at different steps, not one step's state); start the job "
+                      "again from it instead",
+                      config_.variable, config_.staleness);
+  }
   if (step < 0) {
     return make_error(errc::invalid_argument, "shard {}: expected a step >= 0 to continue from, got {}",
                       config_.variable, step);

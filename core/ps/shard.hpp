@@ -157,13 +157,14 @@ class Shard {
   [[nodiscard]] Result<Released> rejoin_from(std::int32_t replica, std::int64_t step);
   /// Whether rejoin_from(replica, step) would take it (its errors, changing nothing).
   [[nodiscard]] Status can_rejoin_from(std::int32_t replica, std::int64_t step) const;
-  /// Synchronous: a shard that has taken nothing yet continues a running job at step
+  /// BSP: a shard that has taken nothing yet continues a running job at step
   /// `step`, restored from a checkpoint of the parameters after `step` steps (a PS
   /// process started again after it went down): steps 0..step-1 count as applied
   /// (version() is `step`), and every replica pushes from `step` on: it replays the steps
   /// the checkpoint does not hold, then goes on. Errors: invalid_argument (an
-  /// asynchronous shard, whose pushes cannot be replayed in their order; a negative
-  /// step), protocol (the shard took a push already).
+  /// asynchronous shard, whose pushes cannot be replayed in their order; an SSP one,
+  /// whose checkpoints are snapshots of shards at different steps; a negative step),
+  /// protocol (the shard took a push already).
   [[nodiscard]] Status start_at(std::int64_t step);
   /// The step replica `replica` pushes next (held pushes counted); 0 for an unknown id.
   [[nodiscard]] std::int64_t next_step(std::int32_t replica) const {

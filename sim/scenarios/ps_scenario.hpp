@@ -63,7 +63,8 @@ struct PsScenarioConfig {
   /// >= 0: the PS device killed by kill_ps_at starts again this long after, a fresh
   /// process continuing the job from the chief's latest checkpoint (save_every; none
   /// yet: the job's start; core::ps::ShardServer::resume_at), and the replicas, waiting
-  /// for it (ps_restart_wait), replay their pushes since.
+  /// for it (ps_restart_wait), replay their pushes since (BSP; an SSP or async PS cannot
+  /// resume, and the report says so).
   core::Duration restart_ps_after = core::Duration(-1);
   /// With restart_ps_after: how long the replicas wait for the PS (> 0; shorter than
   /// restart_ps_after, they fail before it is back).

@@ -351,7 +351,7 @@ TEST_CASE("a PS continued from a checkpoint: the replicas' replayed pushes give 
   CHECK(rejoin_answer(resumed, 101, 0, -1).next_steps().at("w:0") == 5);
 }
 
-TEST_CASE("only a fresh synchronous PS continues from a checkpoint") {
+TEST_CASE("only a fresh BSP PS continues from a checkpoint") {
   auto used = two_replica_server();
   (void)used.on_request(core::TimePoint{}, 1, k_ps_push_handle, PeerAddr{}, push_body(0, 0, {1.0F, 1.0F}));
   const auto taken = used.resume_at(3);
@@ -375,4 +375,12 @@ TEST_CASE("only a fresh synchronous PS continues from a checkpoint") {
   CHECK_FALSE(async.resumed_at());
   auto fresh = two_replica_server();
   CHECK(fresh.resume_at(-1).error().code == errc::invalid_argument);
+  c.sync = true;
+  c.staleness = 2;
+  auto ssp = Shard::create(c, {0.0F, 0.0F});
+  REQUIRE(ssp.ok());
+  const auto snapshot = ssp->start_at(3);
+  REQUIRE_FALSE(snapshot.ok());
+  CHECK(snapshot.error().message.find("an SSP shard (staleness 2) cannot continue a job from a checkpoint") !=
+        std::string::npos);
 }

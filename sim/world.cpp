@@ -62,6 +62,46 @@ Status World::restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<H
   return ok_status();
 }
 
+Status World::add_machine(const std::string& name, std::size_t cores) {
+  if (cores == 0) return make_error(errc::invalid_argument, "machine '{}': expected >= 1 cores, got 0", name);
+  for (const auto& m : machines_) {
+    if (m.name == name) return make_error(errc::invalid_argument, "machine '{}': the name is taken", name);
+  }
+  machines_.push_back(Machine{name, std::vector<TimePoint>(cores, TimePoint{}), Duration::zero()});
+  return ok_status();
+}
+
+Status World::place(const PeerAddr& addr, const std::string& machine, CpuCost cost) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  if (!cost) return make_error(errc::invalid_argument, "expected a cost function to place '{}' with, got none", addr);
+  for (std::size_t m = 0; m < machines_.size(); ++m) {
+    if (machines_[m].name != machine) continue;
+    nodes_[*idx].machine = m;
+    nodes_[*idx].cost = std::move(cost);
+    return ok_status();
+  }
+  return make_error(errc::not_found, "expected a machine named '{}' (add_machine) to place '{}' on, got none", machine,
+                    addr);
+}
+
+Duration World::busy_time(const std::string& name) const {
+  for (const auto& m : machines_) {
+    if (m.name == name) return m.busy;
+  }
+  return Duration::zero();
+}
+
+std::optional<TimePoint> World::cpu_ready(const Event& event) const {
+  if (event.kind == EventKind::action || event.kind == EventKind::kill) return std::nullopt;
+  const Node& node = nodes_[event.node];
+  if (!node.machine || node.state == NodeState::dead) return std::nullopt;
+  const auto& cores = machines_[*node.machine].cores;
+  const TimePoint ready = std::max(node.busy_until, *std::min_element(cores.begin(), cores.end()));
+  if (ready <= now_) return std::nullopt;
+  return ready;
+}
+
 Status World::schedule(const PeerAddr& addr, TimePoint at, EventKind kind) {
   auto idx = index_of(addr);
   if (!idx) return idx.error();
@@ -206,7 +246,16 @@ bool World::step() {
   now_ = event.at;
   stats_.events += 1;
   hash(event);
+  if (auto ready = cpu_ready(event)) {
+    // Its node, or every core of its machine, is busy: it waits its turn.
+    event.at = *ready;
+    push(std::move(event));
+    return true;
+  }
+  handling_ = &event;
   process(event);
+  handling_ = nullptr;
+  handled_.reset();
   return true;
 }
 
@@ -271,6 +320,8 @@ void World::process(Event& event) {
       // A crash: everything the node was waiting for is forgotten.
       if (node.state == NodeState::dead) return;
       node.state = NodeState::dead;
+      node.incarnation += 1;
+      node.busy_until = now_;
       node.timers.clear();
       node.calls.clear();
       node.inbound.clear();

@@ -44,6 +44,12 @@ struct WorldStats {
   std::uint64_t cancels = 0;          ///< Cancel effects executed on calls in flight
 };
 
+/// What handling one event costs a node in processor time: `in` is the event (its
+/// payload the bytes received), `out` what the node did about it (the bytes it sends).
+/// Must be a pure function of its arguments and of what the scenario's hosts hold, so a
+/// seed replays.
+using CpuCost = std::function<Duration(const Event& in, const core::Effects& out)>;
+
 /// A simulated world. Not copyable; pass it by reference (there are no globals).
 class World {
  public:
@@ -82,6 +88,19 @@ class World {
   /// unless the host brings it back) replaces its host and starts. Errors: unknown node,
   /// no host.
   [[nodiscard]] Status restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<Host> fresh);
+
+  /// Adds a machine of `cores` processors (>= 1) named `name`, for place(). Errors:
+  /// invalid_argument (no cores, a name taken).
+  [[nodiscard]] Status add_machine(const std::string& name, std::size_t cores);
+  /// Runs node `addr` on machine `machine`, each event it handles costing `cost`: the
+  /// node handles one event at a time, each on one of the machine's cores, which the
+  /// machine's nodes share (an event waits for the node and for a free core, in the
+  /// order events came); what the node does about an event (its calls, replies, timers)
+  /// leaves once the event's cost has passed. A node placed nowhere costs nothing (the
+  /// default). Errors: unknown node or machine, no cost function.
+  [[nodiscard]] Status place(const PeerAddr& addr, const std::string& machine, CpuCost cost);
+  /// Processor time machine `name` has spent so far (0 for an unknown name).
+  [[nodiscard]] Duration busy_time(const std::string& name) const;
 
   /// A failure detector: `after` a node is killed, every running node hears
   /// Host::on_peer_down for it (as a transport's error mode or keepalives would tell it).
@@ -139,7 +158,20 @@ class World {
     std::map<core::RequestId, InboundRequest> inbound;  ///< requests awaiting a Reply
     std::map<std::uint64_t, core::RequestId> streams;   ///< open streaming request by call serial
     std::set<core::RequestId> ended;  ///< streaming requests the caller ended (Reply ignored)
+    std::optional<std::size_t> machine;  ///< place(): index in machines_
+    CpuCost cost;                        ///< place(): what each event costs it
+    TimePoint busy_until{};              ///< it handles its next event from then
+    std::uint64_t incarnation = 0;       ///< grows with each crash: its delayed effects are then dropped
   };
+  /// A machine's processors (place()).
+  struct Machine {
+    std::string name;
+    std::vector<TimePoint> cores;  ///< when each core is free again
+    Duration busy{};               ///< processor time spent
+  };
+  /// When `event` can be handled: now, or later when its node or every core of its
+  /// machine is busy (nullopt: now).
+  [[nodiscard]] std::optional<TimePoint> cpu_ready(const Event& event) const;
 
   void push(Event event);
   void hash(const Event& event);
@@ -217,6 +249,9 @@ class World {
   std::vector<Node> nodes_;
   absl::flat_hash_map<PeerAddr, std::size_t, std::hash<PeerAddr>> by_addr_;
   std::optional<Duration> peer_down_after_;
+  std::vector<Machine> machines_;
+  const Event* handling_ = nullptr;  ///< the event being processed (its node's effects are charged)
+  std::shared_ptr<core::Effects> handled_;  ///< its node's effects, leaving once its cost has passed
 };
 
 }  // namespace apiary::sim

@@ -8,6 +8,32 @@
 namespace apiary::sim {
 
 void World::execute(std::size_t node, core::Effects effects) {
+  Node& n = nodes_[node];
+  if (n.machine && handling_ != nullptr && handling_->kind != EventKind::action && handling_->node == node) {
+    // The node spends the event's cost on one core; what it did leaves after that (what
+    // it does later in the same event joins it, in order).
+    const Duration cost = std::max(Duration::zero(), n.cost(*handling_, effects));
+    if (handled_) {
+      handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()), std::make_move_iterator(effects.end()));
+      n.busy_until += cost;
+      machines_[*n.machine].busy += cost;
+      return;
+    }
+    if (cost > Duration::zero()) {
+      Machine& machine = machines_[*n.machine];
+      auto core = std::min_element(machine.cores.begin(), machine.cores.end());
+      *core = now_ + cost;
+      n.busy_until = now_ + cost;
+      machine.busy += cost;
+      const std::uint64_t incarnation = n.incarnation;
+      handled_ = std::make_shared<core::Effects>(std::move(effects));
+      schedule(now_ + cost, [node, incarnation, held = handled_](World& w) {
+        const Node& later = w.nodes_[node];
+        if (later.state == NodeState::running && later.incarnation == incarnation) w.execute(node, std::move(*held));
+      });
+      return;
+    }
+  }
   for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) {
       // A spliced message travels whole: the simulated network moves strings.

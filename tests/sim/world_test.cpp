@@ -169,3 +169,76 @@ TEST_CASE("the rng replays per seed and stays in its bounds") {
   CHECK_FALSE(a.chance(0.0));
   CHECK(a.chance(1.0));
 }
+
+namespace {
+
+/// 5 ms of processor time per request handled, 1 ms per response, nothing else.
+apiary::sim::CpuCost request_costs() {
+  return [](const apiary::sim::Event& in, const Effects&) -> Duration {
+    if (in.kind == apiary::sim::EventKind::request) return 5ms;
+    return in.kind == apiary::sim::EventKind::response ? Duration(1ms) : Duration::zero();
+  };
+}
+
+/// Pair p, with a calling b three times at 0 ms (2 ms links), run for a second.
+std::vector<TimePoint> outcome_times(Pair& p) {
+  p.a->start_effects = {unary_call(1, addr_b, "svc", "1", 1s), unary_call(2, addr_b, "svc", "2", 1s),
+                        unary_call(3, addr_b, "svc", "3", 1s)};
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  p.world.run_until(TimePoint(1s));
+  std::vector<TimePoint> at;
+  for (const auto& o : p.a->outcomes) {
+    CHECK(o.response.ok());
+    at.push_back(o.at);
+  }
+  CHECK(p.world.anomalies().empty());
+  return at;
+}
+
+}  // namespace
+
+TEST_CASE("a node placed on a machine handles one event at a time, its answers leaving when the work is done") {
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+  // Requests arrive at 2 ms; b spends 5 ms on each, in turn: answers leave at 7, 12, 17.
+  CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
+  CHECK(p.world.busy_time("m") == 15ms);
+}
+
+TEST_CASE("nodes on one machine share its cores") {
+  SECTION("one core: a's answers wait for b's work") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1).ok());
+    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
+    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    // b works 2-7, 7-12, 12-17; a's answers (at 9, 14, 19) take the core after it.
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(17ms), TimePoint(18ms), TimePoint(19ms)});
+    CHECK(p.world.busy_time("m") == 18ms);
+  }
+  SECTION("two cores: a handles its answers as they come") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 2).ok());
+    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
+    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
+  }
+}
+
+TEST_CASE("a node killed while it works sends nothing of that work, and placing needs a machine") {
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+  p.a->start_effects = {unary_call(1, addr_b, "svc", "1", 100ms)};
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  REQUIRE(p.world.kill_node(addr_b, TimePoint(5ms)).ok());  // its answer would leave at 7 ms
+  p.world.run_until(TimePoint(1s));
+  REQUIRE(p.a->outcomes.size() == 1);
+  CHECK(p.a->outcomes[0].response.error().code == errc::deadline_exceeded);
+  CHECK(p.world.add_machine("m", 2).error().code == errc::invalid_argument);
+  CHECK(p.world.add_machine("z", 0).error().code == errc::invalid_argument);
+  CHECK(p.world.place(addr_a, "nowhere", request_costs()).error().code == errc::not_found);
+  CHECK(p.world.place(addr_a, "m", nullptr).error().code == errc::invalid_argument);
+}

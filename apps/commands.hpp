@@ -24,6 +24,9 @@ Command add_tensor_commands(CLI::App& app);
 Command add_dht_commands(CLI::App& app);
 /// `apiary sim dht`: a simulated DHT swarm under churn, latency and loss.
 Command add_sim_commands(CLI::App& app);
+/// `apiary sim calibrate` under `sim` (sim_calibrate.cpp); its action returns -1 when
+/// another subcommand was chosen.
+Command add_calibrate_command(CLI::App& sim);
 /// `apiary strategy build|check`: AutoDist strategies from a graph item and a resource spec.
 Command add_strategy_commands(CLI::App& app);
 /// `apiary average`: an averager process averaging one vector with its peers.

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -210,6 +211,19 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
                 "checkpoint (--save-every), and the replicas replay their pushes since (BSP strategies)");
   add_ms_option(*ps, "--ps-restart-wait-ms", config, &sim::scenarios::PsScenarioConfig::ps_restart_wait,
                 "With --restart-ps-after-ms: how long the replicas wait for the PS (default 60000)", 1e8);
+  ps->add_option_function<std::string>(
+        "--profile",
+        [config](const std::string& path) {
+          std::ifstream in(path);
+          const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          if (!in) throw CLI::ValidationError("--profile", "cannot read " + path + "; write it with apiary sim calibrate");
+          auto profile = sim::parse_cost_profile(text, path);
+          if (!profile) throw CLI::ValidationError("--profile", profile.error().message);
+          config->profile = *profile;
+        },
+        "A machine's costs (`apiary sim calibrate --out P`): hosts charge processor time for their messages, "
+        "bytes and work on the machines of the resource spec's hosts, links take its latency")
+      ->check(CLI::ExistingFile);
   ps->add_option("--save-every", config->save_every,
                  "The chief keeps a checkpoint at the start of every step that is a multiple of this, as apiary ps "
                  "--save-every does (what a PS started again continues from)")
@@ -360,7 +374,9 @@ Command add_sim_commands(CLI::App& app) {
   auto ps = add_ps_sim_command(*cmd);
   auto moe = add_moe_sim_command(*cmd);
   auto progress = add_progress_command(*cmd);
+  auto calibrate = add_calibrate_command(*cmd);
   return [=]() {
+    if (const int rc = calibrate(); rc >= 0) return rc;
     // A simulated swarm is hundreds of megabytes of small blocks read at random.
     heap_on_huge_pages();
     if (const int rc = averaging(); rc >= 0) return rc;

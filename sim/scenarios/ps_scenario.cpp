@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "core/collective/ar_plan.hpp"
@@ -241,7 +242,8 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     t.data = data;
     t.batch = c.batch;
     t.steps = c.steps;
-    t.compute = c.compute + (r + 1 == n ? c.straggler : core::Duration::zero());
+    // With a profile the gradient's work is charged as processor time instead.
+    t.compute = (c.profile ? core::Duration::zero() : c.compute) + (r + 1 == n ? c.straggler : core::Duration::zero());
     t.full_loss = r == 0;
     if (r == 0) {
       t.save_every = c.save_every;
@@ -261,6 +263,89 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     run.replicas.push_back(host->get());
     if (auto added = world.add_node(addr, std::move(*host)); !added) return added.error();
     if (auto st = world.start_node(addr, TimePoint{}); !st) return st.error();
+  }
+  return ok_status();
+}
+
+/// The host name of device `device` ("localhost:CPU:0" -> "localhost"): its machine.
+std::string machine_of(const std::string& device) {
+  auto name = core::strategy::parse_device_name(device);
+  return name ? name->host : device;
+}
+
+/// With a profile: every host on its device's machine, charged what its events cost.
+Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans) {
+  const CostProfile& p = *c.profile;
+  World& world = run.world;
+  std::set<std::string> machines;
+  auto machine = [&](const std::string& device) -> Result<std::string> {
+    const std::string m = machine_of(device);
+    if (machines.insert(m).second) {
+      if (auto st = world.add_machine(m, p.cores); !st) return st.error();
+    }
+    return m;
+  };
+  // Messages: each one received and sent costs its processor time at this end.
+  auto messages = [p](const Event& in, const core::Effects& out) {
+    const Sent sent = sent_by(out);
+    const bool received = in.kind == EventKind::request || in.kind == EventKind::response ||
+                          in.kind == EventKind::call_message || in.kind == EventKind::reply_message;
+    core::Duration cost = received ? p.message(in.payload.ok() ? in.payload->size() : 0) : core::Duration::zero();
+    cost += CostProfile::work(static_cast<double>(sent.messages), p.message_us * 1e3) +
+            CostProfile::work(static_cast<double>(sent.bytes), p.byte_ns);
+    return cost;
+  };
+  if (plans.ps) {
+    for (std::size_t i = 0; i < plans.ps->servers.size(); ++i) {
+      auto m = machine(plans.ps->servers[i]);
+      if (!m) return m.error();
+      // The step's work: each update applied since the last event, over its shard.
+      auto seen = std::make_shared<std::map<std::string, std::int64_t>>();
+      auto cost = [messages, p, &run, i, seen](const Event& in, const core::Effects& out) {
+        core::Duration cost = messages(in, out);
+        const auto& server = run.servers[i]->role();
+        for (auto id : run.plan->shards_on(run.plan->servers[i])) {
+          const auto& config = run.plan->shards[id].config;
+          const cps::Shard* shard = server.shard(config.variable);
+          if (shard == nullptr) continue;
+          auto& last = (*seen)[config.variable];
+          if (shard->version() < last) last = shard->version();  // a PS started again
+          const auto updates = static_cast<double>(shard->version() - last);
+          last = shard->version();
+          if (updates <= 0) continue;
+          const double values = static_cast<double>(config.layout.size());
+          const double update = config.optimizer.kind == cps::OptimizerKind::adam ? p.adam_ns : p.sgd_ns;
+          cost += CostProfile::work(
+              updates * values, update + p.sum_ns * static_cast<double>(config.replica_hosts.size()));
+        }
+        return cost;
+      };
+      if (auto st = world.place(run.server_addrs[i], *m, cost); !st) return st;
+    }
+  }
+  const std::size_t features = c.features;
+  for (std::size_t r = 0; r < run.replicas.size(); ++r) {
+    auto m = machine(plans.replicas[r]);
+    if (!m) return m.error();
+    // A step computed in this event: its gradient (and the chief's loss over the data).
+    auto steps = std::make_shared<std::size_t>(0);
+    auto cost = [messages, p, &run, r, steps, &c, features](const Event& in, const core::Effects& out) {
+      core::Duration cost = messages(in, out);
+      const std::size_t now = run.replicas[r]->steps().size();
+      if (now > *steps) {
+        const double per_step = static_cast<double>(c.batch) + (r == 0 ? static_cast<double>(c.samples) : 0.0);
+        cost += CostProfile::work(static_cast<double>(now - *steps) * per_step * static_cast<double>(features),
+                                  p.gradient_ns);
+      }
+      *steps = now;
+      return cost;
+    };
+    if (auto st = world.place(run.replica_addrs[r], *m, cost); !st) return st;
+  }
+  for (std::size_t i = 0; i < run.proxy_addrs.size(); ++i) {
+    auto m = machine(run.proxy_reports[i].node);
+    if (!m) return m.error();
+    if (auto st = world.place(run.proxy_addrs[i], *m, messages); !st) return st;
   }
   return ok_status();
 }
@@ -374,7 +459,16 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   auto rule = dht_link_rule(c.seed, c.min_latency, c.max_latency, 0.0);
   if (!rule) return rule.error();
   run->world.network().set_rule(std::move(rule.value()));
+  if (c.profile) {
+    const core::Duration latency = CostProfile::work(1.0, c.profile->latency_us * 1e3);
+    run->world.network().set_rule([latency](const core::PeerAddr&, const core::PeerAddr&) {
+      return LinkModel{latency, core::Duration::zero(), 0.0, 0.0};
+    });
+  }
   if (auto st = add_hosts(*run, c, *plans); !st) return st.error();
+  if (c.profile) {
+    if (auto st = place_on_machines(*run, c, *plans); !st) return st.error();
+  }
 
   PsScenarioReport report;
   report.seed = c.seed;

@@ -29,6 +29,7 @@
 #include "core/ps/shard.hpp"
 #include "core/time.hpp"
 #include "messages/result.hpp"
+#include "sim/cost_profile.hpp"
 #include "sim/scenarios/ps_host.hpp"
 #include "sim/world.hpp"
 #include "strategy.pb.h"
@@ -90,6 +91,13 @@ struct PsScenarioConfig {
   /// they touch, all-gathered by every replica and averaged, or pushed to their PS as
   /// rows), e.g. "logreg/w:0".
   std::vector<std::string> sparse_variables;
+  /// A machine's measured costs (`apiary sim calibrate`): every host runs on the machine
+  /// of its device's host name (the profile's cores each; a loopback resource spec's
+  /// processes all share one), each message and byte it handles and the step's work (the
+  /// PS sums and updates, the replicas' gradients; `compute` is then not waited) costing
+  /// processor time there, and every link has the profile's latency (the seeded
+  /// latencies are not drawn).
+  std::optional<CostProfile> profile;
 };
 
 /// Checks a PsScenarioConfig's numbers; the error names the field, its value and the range.

@@ -349,3 +349,68 @@ TEST_CASE("local_replication: a killed PS fails the readers waiting at a proxy t
     CHECK(r.end < c.call_timeout);
   }
 }
+
+namespace {
+
+/// A machine's costs, round numbers: 2 cores, 50 us links, 5 us and 0.25 ns per byte a
+/// message at each end, 1 ns per gradient value.
+sim::CostProfile round_profile(std::size_t cores) {
+  sim::CostProfile p;
+  p.machine = "test";
+  p.cores = cores;
+  p.latency_us = 50;
+  p.message_us = 5;
+  p.byte_ns = 0.25;
+  p.memcpy_gbps = 10;
+  p.sum_ns = 0.1;
+  p.sgd_ns = 0.4;
+  p.adam_ns = 2.5;
+  p.gradient_ns = 1.0;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a cost profile is written and read back, and a bad one is refused naming the field", "[sim][ps]") {
+  const auto p = round_profile(2);
+  auto back = sim::parse_cost_profile(sim::to_json(p), "p.json");
+  REQUIRE(back.ok());
+  CHECK(back->machine == "test");
+  CHECK(back->cores == 2);
+  CHECK(back->byte_ns == 0.25);
+  CHECK(back->gradient_ns == 1.0);
+  auto missing = sim::parse_cost_profile("{\"cores\": 2}", "p.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.error().message, Catch::Contains("latency_us"));
+  auto negative = sim::parse_cost_profile(
+      "{\"cores\": 2, \"latency_us\": 1, \"message_us\": -1, \"byte_ns\": 1, \"memcpy_gbps\": 1, \"sum_ns\": 1, "
+      "\"sgd_ns\": 1, \"adam_ns\": 1, \"gradient_ns\": 1}",
+      "p.json");
+  REQUIRE_FALSE(negative.ok());
+  CHECK_THAT(negative.error().message, Catch::Contains("message_us: expected a number >= 0, got -1"));
+  CHECK_FALSE(sim::parse_cost_profile("{\"cores\": 0}", "p.json").ok());
+  CHECK_FALSE(sim::parse_cost_profile("not json", "p.json").ok());
+}
+
+TEST_CASE("with a cost profile a simulated step takes what its bytes and work cost, the cores shared", "[sim][ps]") {
+  // One loopback host: its 4 replicas and PS devices share the profile's cores.
+  auto step_ms = [](std::size_t features, std::size_t cores) {
+    auto c = make_config(core::ps::logistic_graph_item(features), cs::BuilderKind::ps_load_balancing);
+    c.features = features;
+    c.samples = 64;
+    c.batch = 4;
+    c.profile = round_profile(cores);
+    const auto report = check_replays(c);
+    for (const auto& o : report.replicas) CHECK(o.finished);
+    CHECK(report.steps.back().chief_time > core::Duration::zero());
+    return core::to_seconds(report.steps.back().chief_time) * 1e3;
+  };
+  const double small = step_ms(4096, 2), large = step_ms(65536, 2), one_core = step_ms(65536, 1);
+  // 16x the values: the bytes and the gradients cost more; one core for all: more again
+  // (the chief's own work, most of the step, does not shrink with more cores).
+  CHECK(large > 4 * small);
+  CHECK(one_core > 1.1 * large);
+  // The chief's step at least holds its own work: 4 x 65536 gradient values and the loss
+  // over 64 x 65536, 1 ns each.
+  CHECK(large > (4 + 64) * 65536 * 1e-6);
+}

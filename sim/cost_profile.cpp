@@ -1,0 +1,91 @@
+#include "sim/cost_profile.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <variant>
+
+#include "core/strategy/document.hpp"
+#include "core/strategy/json_reader.hpp"
+
+namespace apiary::sim {
+
+namespace cs = core::strategy;
+
+namespace {
+
+/// The profile's numeric fields, in the order they are written.
+struct Field {
+  const char* name;
+  double CostProfile::*value;
+};
+constexpr Field k_fields[] = {
+    {"latency_us", &CostProfile::latency_us}, {"message_us", &CostProfile::message_us},
+    {"byte_ns", &CostProfile::byte_ns},       {"memcpy_gbps", &CostProfile::memcpy_gbps},
+    {"sum_ns", &CostProfile::sum_ns},         {"sgd_ns", &CostProfile::sgd_ns},
+    {"adam_ns", &CostProfile::adam_ns},       {"gradient_ns", &CostProfile::gradient_ns},
+};
+
+}  // namespace
+
+core::Duration CostProfile::message(std::size_t bytes) const {
+  return work(1.0, message_us * 1e3) + work(static_cast<double>(bytes), byte_ns);
+}
+
+core::Duration CostProfile::work(double count, double ns_each) {
+  return core::Duration(static_cast<core::Duration::rep>(std::llround(count * ns_each)));
+}
+
+Sent sent_by(const core::Effects& effects) {
+  Sent out;
+  for (const auto& effect : effects) {
+    if (const auto* call = std::get_if<core::Call>(&effect)) {
+      ++out.messages;
+      out.bytes += call->request.size() + call->body.size() + call->tail.size();
+    } else if (const auto* send = std::get_if<core::Send>(&effect)) {
+      ++out.messages;
+      out.bytes += send->message.size() + send->body.size() + send->tail.size();
+    } else if (const auto* reply = std::get_if<core::Reply>(&effect)) {
+      ++out.messages;
+      out.bytes += (reply->response.ok() ? reply->response->size() : 0) + reply->body.size() + reply->tail.size();
+    }
+  }
+  return out;
+}
+
+std::string to_json(const CostProfile& p) {
+  std::string out = fmt::format("{{\n  \"machine\": \"{}\",\n  \"cores\": {}", p.machine, p.cores);
+  for (const auto& f : k_fields) out += fmt::format(",\n  \"{}\": {:.6g}", f.name, p.*(f.value));
+  return out + "\n}\n";
+}
+
+Result<CostProfile> parse_cost_profile(std::string_view json, std::string_view source) {
+  auto doc = cs::parse_json(json, source);
+  if (!doc) return doc.error();
+  const cs::DocumentReader read{std::string(source)};
+  std::vector<std::string_view> allowed{"machine", "cores"};
+  for (const auto& f : k_fields) allowed.push_back(f.name);
+  if (auto st = read.expect_fields(*doc, "profile", allowed); !st) return st.error();
+  CostProfile p;
+  if (const auto* machine = doc->find("machine")) {
+    auto text = read.string(*machine, "machine");
+    if (!text) return text.error();
+    p.machine = *text;
+  }
+  const auto* cores = doc->find("cores");
+  if (cores == nullptr) return read.error(*doc, "cores", "expected the machine's processor count, got none");
+  auto n = read.integer(*cores, "cores", 1, 4096);
+  if (!n) return n.error();
+  p.cores = static_cast<std::size_t>(*n);
+  for (const auto& f : k_fields) {
+    const auto* node = doc->find(f.name);
+    if (node == nullptr) return read.error(*doc, f.name, "expected a number >= 0, got none; run apiary sim calibrate");
+    auto v = read.number(*node, f.name);
+    if (!v) return v.error();
+    if (*v < 0) return read.error(*node, f.name, fmt::format("expected a number >= 0, got {}", *v));
+    p.*(f.value) = *v;
+  }
+  return p;
+}
+
+}  // namespace apiary::sim

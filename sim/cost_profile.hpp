@@ -1,0 +1,48 @@
+#pragma once
+/// What things cost on a machine, for the simulator to charge (`apiary sim calibrate`
+/// measures it, `apiary sim ps --profile` uses it): the loopback link of our transport,
+/// its processor time per message and per byte, and the work of the training step (the
+/// PS shard's sum and update per element, the logistic-regression gradient per value of
+/// a batch). Written and read as a flat JSON object of these fields.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "core/effects.hpp"
+#include "core/time.hpp"
+#include "messages/result.hpp"
+
+namespace apiary::sim {
+
+struct CostProfile {
+  std::string machine;             ///< where it was measured (host name), for reports
+  std::size_t cores = 1;           ///< processors the machine's processes share
+  double latency_us = 0.0;         ///< one-way time of a small message over the link, beyond its processor time
+  double message_us = 0.0;         ///< processor time of one message at each end (framing, hand-offs)
+  double byte_ns = 0.0;            ///< processor time of one byte at each end (copies)
+  double memcpy_gbps = 0.0;        ///< memcpy, GB/s (one core), for reports
+  double sum_ns = 0.0;             ///< a synchronous step's sum: per value per replica gradient
+  double sgd_ns = 0.0;             ///< SGD update, per value
+  double adam_ns = 0.0;            ///< Adam update, per value
+  double gradient_ns = 0.0;        ///< logistic-regression loss and gradient, per sample and feature
+
+  /// Processor time of a message of `bytes` at one end.
+  [[nodiscard]] core::Duration message(std::size_t bytes) const;
+  /// Processor time of `count` values at `ns_each`.
+  [[nodiscard]] static core::Duration work(double count, double ns_each);
+};
+
+/// The bytes a node sends in `effects` (calls, stream messages, replies) and how many messages.
+struct Sent {
+  std::size_t messages = 0;
+  std::size_t bytes = 0;
+};
+[[nodiscard]] Sent sent_by(const core::Effects& effects);
+
+/// The profile as a JSON object (one field per line).
+[[nodiscard]] std::string to_json(const CostProfile& profile);
+/// A profile from its JSON (`source` names it in errors). Errors: malformed, naming the
+/// field (missing, not a number, negative; cores < 1).
+[[nodiscard]] Result<CostProfile> parse_cost_profile(std::string_view json, std::string_view source);
+
+}  // namespace apiary::sim

@@ -88,15 +88,22 @@ std::function<int()> add_calibrate_command(CLI::App& cmd) {
     p.sum_ns = std::max(0.0, (four - one) / 3.0 / static_cast<double>(n) * 1e9);
     p.sgd_ns = std::max(0.0, one / static_cast<double>(n) * 1e9 - p.sum_ns);
     p.adam_ns = std::max(0.0, adam / static_cast<double>(n) * 1e9 - p.sum_ns);
-    // The logistic-regression gradient of a batch, per sample and feature.
-    // A data set larger than the caches, as a training job's is.
-    const std::size_t features = *quick ? 65536 : 1048576, samples = 64, batch = 32;
+    // The logistic-regression gradient: per feature once a call (its accumulators) and per
+    // sample and feature, from batches of 4 and 32; the loss alone over the data set. A
+    // data set larger than the caches, as a training job's is.
+    const std::size_t features = *quick ? 65536 : 1048576, samples = 64;
     const auto data = cps::make_logistic_data(samples, features, 1);
     const auto params = cps::logistic_initial(features);
-    const auto indices = cps::logistic_batch(data, 1, 0, 0, batch);
     std::map<std::string, std::vector<float>> grads;
-    p.gradient_ns = best_of(runs, [&] { (void)cps::logistic_loss(data, indices, params, &grads); }) /
-                    static_cast<double>(batch * features) * 1e9;
+    const auto gradient_seconds = [&](std::size_t batch) {
+      const auto indices = cps::logistic_batch(data, 1, 0, 0, batch);
+      return best_of(runs, [&] { (void)cps::logistic_loss(data, indices, params, &grads); });
+    };
+    const double f = static_cast<double>(features), of_4 = gradient_seconds(4), of_32 = gradient_seconds(32);
+    p.gradient_ns = std::max(0.0, (of_32 - of_4) / (28.0 * f) * 1e9);
+    p.gradient_call_ns = std::max(0.0, of_4 / f * 1e9 - 4.0 * p.gradient_ns);
+    p.loss_ns = best_of(runs, [&] { (void)cps::logistic_full_loss(data, params); }) /
+                (static_cast<double>(samples) * f) * 1e9;
 #if APIARY_HAVE_TRANSPORT_BENCH
     // The transport between two processes over loopback tcp (plaintext, as a trusted
     // cluster runs): 64 B round trips, calls/s with 64 in flight, 16 MiB one way.
@@ -113,9 +120,13 @@ std::function<int()> add_calibrate_command(CLI::App& cmd) {
                                    : !figures.calls_per_s ? figures.calls_per_s.error() : figures.mib_per_s.error();
       return fail("sim calibrate", make_error(e.code, "the transport could not be measured: {}", e.message));
     }
-    // A call is a message each way, each handled at both ends; the ends work in parallel.
-    p.message_us = 1e6 / (2.0 * *figures.calls_per_s);
-    p.byte_ns = 1e9 / (*figures.mib_per_s * 1024.0 * 1024.0);
+    // Processor time, user and system, of both processes: a call is a message each way,
+    // each handled at both ends; a byte of the bandwidth run is handled at both ends.
+    // (Without the server's figures: from the rates, the ends working in parallel.)
+    p.message_us = figures.rate_cpu_us_per_call > 0 ? figures.rate_cpu_us_per_call / 4.0
+                                                    : 1e6 / (2.0 * *figures.calls_per_s);
+    p.byte_ns = figures.bw_cpu_ns_per_byte > 0 ? figures.bw_cpu_ns_per_byte / 2.0
+                                               : 1e9 / (*figures.mib_per_s * 1024.0 * 1024.0);
     p.latency_us = std::max(0.0, figures.rtt->median_us / 2.0 - 2.0 * p.message_us);
 #else
     return fail("sim calibrate", make_error(errc::unsupported, "this build has no transport bench to measure with"));

@@ -108,11 +108,12 @@ std::optional<ProcessCounters> server_counters(caf::actor_system& sys, actors::G
                                                const std::string& peer) {
   caf::scoped_actor self{sys};
   auto r = actors::call_unary(self, gw, peer, k_stats_handle, Buffer{}, 5000ms);
-  if (!r || r->size() != 24) return std::nullopt;
+  if (!r || r->size() != 32) return std::nullopt;
   ProcessCounters c;
   std::memcpy(&c.voluntary, r->data(), 8);
   std::memcpy(&c.involuntary, r->data() + 8, 8);
   std::memcpy(&c.minor_faults, r->data() + 16, 8);
+  std::memcpy(&c.cpu_us, r->data() + 24, 8);
   return c;
 }
 
@@ -164,7 +165,16 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
   }
   // Calls per second with a full window.
   if (plan.rate_calls > 0 && !plan.direct) {
+    const auto server_start = server_counters(sys, *gw, peer);
+    const auto client_start = process_counters();
     auto rate = drive_calls(sys, gw, {peer, k_echo_handle, small, 64, plan.rate_calls, plan.rate_in_flight}, patience);
+    const auto client_end = process_counters();
+    const auto server_end = server_counters(sys, *gw, peer);
+    if (rate && server_start && server_end) {
+      out.rate_cpu_us_per_call = static_cast<double>(client_end.cpu_us - client_start.cpu_us +
+                                                     server_end->cpu_us - server_start->cpu_us) /
+                                 static_cast<double>(plan.rate_calls);
+    }
     if (rate) {
       out.calls_per_s = static_cast<double>(plan.rate_calls) / rate->seconds;
       out.rate_call_max_us = *std::max_element(rate->rtt_us.begin(), rate->rtt_us.end());
@@ -189,6 +199,11 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
     if (bw) {
       const double bytes = static_cast<double>(plan.bw_iters) * static_cast<double>(plan.bw_size);
       out.mib_per_s = bytes / bw->seconds / (1024.0 * 1024.0);
+      if (server_before && server_after) {
+        out.bw_cpu_ns_per_byte = static_cast<double>(client_after.cpu_us - client_before.cpu_us +
+                                                     server_after->cpu_us - server_before->cpu_us) *
+                                 1e3 / bytes;
+      }
     } else {
       out.mib_per_s = bw.error();
     }
@@ -216,8 +231,11 @@ std::string caf_config_line() {
 ProcessCounters process_counters() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);  // RUSAGE_SELF sums every thread of the process
+  const auto us = [](const timeval& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000U + static_cast<std::uint64_t>(t.tv_usec);
+  };
   return {static_cast<std::uint64_t>(ru.ru_nvcsw), static_cast<std::uint64_t>(ru.ru_nivcsw),
-          static_cast<std::uint64_t>(ru.ru_minflt)};
+          static_cast<std::uint64_t>(ru.ru_minflt), us(ru.ru_utime) + us(ru.ru_stime)};
 }
 
 Result<CallRun> drive_calls(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,

@@ -25,8 +25,9 @@ namespace apiary::bench::transport_bench {
 inline constexpr const char* k_echo_handle = "bench.echo";
 /// Accepts any payload and answers 8 bytes: the payload's size, little endian.
 inline constexpr const char* k_sink_handle = "bench.sink";
-/// Answers 24 bytes: the server process's ProcessCounters so far (three little-endian
-/// u64 in declaration order), to count hand-offs and page faults per call on its side.
+/// Answers 32 bytes: the server process's ProcessCounters so far (four little-endian
+/// u64 in declaration order), to count hand-offs, page faults and processor time per
+/// call on its side.
 inline constexpr const char* k_stats_handle = "bench.stats";
 /// Spin time of the busy-poll variant, on both sides (transport::Config::busy_poll).
 inline constexpr std::chrono::microseconds k_busy_poll{50};
@@ -42,6 +43,7 @@ struct ProcessCounters {
   std::uint64_t voluntary = 0;     ///< context switches: a thread went to sleep (a hand-off)
   std::uint64_t involuntary = 0;   ///< context switches: a thread was preempted
   std::uint64_t minor_faults = 0;  ///< page faults served without I/O (e.g. first touch of fresh memory)
+  std::uint64_t cpu_us = 0;        ///< processor time, user and system, every thread (µs)
 };
 ProcessCounters process_counters();
 
@@ -150,6 +152,10 @@ struct SessionFigures {
   double rate_call_max_us = 0;  ///< calls/s run: the slowest call, µs
   double client_faults_per_payload = -1;  ///< bandwidth run: minor page faults per payload; -1 unknown
   double server_faults_per_payload = -1;  ///< same for the server
+  /// Processor time of both processes (user and system) per call of the calls/s run, and
+  /// per byte of the bandwidth run; -1 when the server's could not be read.
+  double rate_cpu_us_per_call = -1;
+  double bw_cpu_ns_per_byte = -1;
   std::size_t caf_workers = 0;  ///< CAF scheduler threads of the client
 
   /// Marks every figure as not measured, for `why`.

@@ -221,10 +221,11 @@ int run_transport_bench_server(const std::string& mode, bool busy, bool direct, 
   });
   actors::serve_unary(sys, *gw, tb::k_stats_handle, [](const actors::Delivery&) -> Result<Buffer> {
     const auto c = tb::process_counters();
-    Buffer b = Buffer::allocate(24);
+    Buffer b = Buffer::allocate(32);
     std::memcpy(b.data(), &c.voluntary, 8);
     std::memcpy(b.data() + 8, &c.involuntary, 8);
     std::memcpy(b.data() + 16, &c.minor_faults, 8);
+    std::memcpy(b.data() + 24, &c.cpu_us, 8);
     return b;
   });
   fmt::print("listening {}\n", (*gw)->address());

@@ -24,12 +24,18 @@ constexpr Field k_fields[] = {
     {"byte_ns", &CostProfile::byte_ns},       {"memcpy_gbps", &CostProfile::memcpy_gbps},
     {"sum_ns", &CostProfile::sum_ns},         {"sgd_ns", &CostProfile::sgd_ns},
     {"adam_ns", &CostProfile::adam_ns},       {"gradient_ns", &CostProfile::gradient_ns},
+    {"gradient_call_ns", &CostProfile::gradient_call_ns}, {"loss_ns", &CostProfile::loss_ns},
 };
 
 }  // namespace
 
 core::Duration CostProfile::message(std::size_t bytes) const {
   return work(1.0, message_us * 1e3) + work(static_cast<double>(bytes), byte_ns);
+}
+
+core::Duration CostProfile::gradient(std::size_t batch, std::size_t features) const {
+  const auto f = static_cast<double>(features);
+  return work(f, gradient_call_ns) + work(f * static_cast<double>(batch), gradient_ns);
 }
 
 core::Duration CostProfile::work(double count, double ns_each) {

@@ -25,9 +25,13 @@ struct CostProfile {
   double sgd_ns = 0.0;             ///< SGD update, per value
   double adam_ns = 0.0;            ///< Adam update, per value
   double gradient_ns = 0.0;        ///< logistic-regression loss and gradient, per sample and feature
+  double gradient_call_ns = 0.0;   ///< ... and per feature once a call (its accumulators)
+  double loss_ns = 0.0;            ///< the loss alone (the chief's over the data set), per sample and feature
 
   /// Processor time of a message of `bytes` at one end.
   [[nodiscard]] core::Duration message(std::size_t bytes) const;
+  /// Processor time of one gradient of `batch` samples of `features`.
+  [[nodiscard]] core::Duration gradient(std::size_t batch, std::size_t features) const;
   /// Processor time of `count` values at `ns_each`.
   [[nodiscard]] static core::Duration work(double count, double ns_each);
 };

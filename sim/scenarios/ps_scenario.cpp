@@ -332,10 +332,9 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     auto cost = [messages, p, &run, r, steps, &c, features](const Event& in, const core::Effects& out) {
       core::Duration cost = messages(in, out);
       const std::size_t now = run.replicas[r]->steps().size();
-      if (now > *steps) {
-        const double per_step = static_cast<double>(c.batch) + (r == 0 ? static_cast<double>(c.samples) : 0.0);
-        cost += CostProfile::work(static_cast<double>(now - *steps) * per_step * static_cast<double>(features),
-                                  p.gradient_ns);
+      for (std::size_t s = *steps; s < now; ++s) {
+        cost += p.gradient(c.batch, features);
+        if (r == 0) cost += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
       }
       *steps = now;
       return cost;

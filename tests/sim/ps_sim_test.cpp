@@ -353,7 +353,7 @@ TEST_CASE("local_replication: a killed PS fails the readers waiting at a proxy t
 namespace {
 
 /// A machine's costs, round numbers: 2 cores, 50 us links, 5 us and 0.25 ns per byte a
-/// message at each end, 1 ns per gradient value.
+/// message at each end, 1 ns per gradient and loss value.
 sim::CostProfile round_profile(std::size_t cores) {
   sim::CostProfile p;
   p.machine = "test";
@@ -366,6 +366,7 @@ sim::CostProfile round_profile(std::size_t cores) {
   p.sgd_ns = 0.4;
   p.adam_ns = 2.5;
   p.gradient_ns = 1.0;
+  p.loss_ns = 1.0;
   return p;
 }
 

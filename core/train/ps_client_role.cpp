@@ -720,12 +720,8 @@ void PsClientRole::keep(std::size_t shard, std::int64_t step, const Call& call) 
   }
   // The message in one piece: its body viewed the caller's gradients, reused next step.
   bytes.assign(call.request).append(call.body.view()).append(call.tail);
-  Kept k{step, call};
-  k.call.request = std::move(bytes);
-  k.call.body = Buffer{};
-  k.call.tail.clear();
-  k.call.landings.clear();
-  k.call.view_response = false;
+  Kept k{step, unary_call(0, call.peer, call.handle, std::move(bytes), call.timeout)};
+  k.call.caller = call.caller;
   queue.push_back(std::move(k));
   while (!queue.empty() && queue.front().step <= step - config_.replay_steps) queue.pop_front();
 }

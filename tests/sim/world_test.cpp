@@ -207,21 +207,28 @@ TEST_CASE("a node placed on a machine handles one event at a time, its answers l
   CHECK(p.world.busy_time("m") == 15ms);
 }
 
+namespace {
+
+/// Places both nodes of `p` on one machine of `cores` cores, each at request_costs().
+void place_both(Pair& p, std::size_t cores) {
+  REQUIRE(p.world.add_machine("m", cores).ok());
+  REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
+  REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+}
+
+}  // namespace
+
 TEST_CASE("nodes on one machine share its cores") {
   SECTION("one core: a's answers wait for b's work") {
     Pair p;
-    REQUIRE(p.world.add_machine("m", 1).ok());
-    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
-    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    place_both(p, 1);
     // b works 2-7, 7-12, 12-17; a's answers (at 9, 14, 19) take the core after it.
     CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(17ms), TimePoint(18ms), TimePoint(19ms)});
     CHECK(p.world.busy_time("m") == 18ms);
   }
   SECTION("two cores: a handles its answers as they come") {
     Pair p;
-    REQUIRE(p.world.add_machine("m", 2).ok());
-    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
-    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    place_both(p, 2);
     CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
   }
 }

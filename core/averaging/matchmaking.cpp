@@ -40,6 +40,7 @@ MatchmakingEffects Matchmaking::start(TimePoint now, StepParams params) {
   expiration_deferred_ = false;
   queue_.clear();
   past_attempts_.clear();
+  suggestions_.clear();
   queue_op_ = 0;
   join_.reset();
   followers_.clear();

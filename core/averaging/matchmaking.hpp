@@ -151,6 +151,7 @@ class Matchmaking {
 
   std::set<std::pair<double, PeerIdBytes>> queue_;       ///< candidates, earliest first
   std::set<std::pair<PeerIdBytes, double>> past_attempts_;
+  std::set<PeerIdBytes> suggestions_;  ///< leaders named by NOT_A_LEADER and asked this step
   DhtOpId queue_op_ = 0;                                  ///< the pending queue read (0: none)
 
   std::optional<Join> join_;

@@ -1,5 +1,6 @@
 // Matchmaking, follower side: asking leaders to take us, following disbanded groups.
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -92,9 +93,21 @@ MatchmakingEffects Matchmaking::on_message(TimePoint now, CallId call, const std
   }
   if (!join_->accepted) {
     if (m.code() != pb::ACCEPTED) {
-      // Any rejection (NOT_A_LEADER's suggestion included) moves on to the next candidate;
-      // the leader ends the call with it.
-      end_join(now, fx, /*cancel_call=*/false, {});
+      // A rejection moves on to the next candidate; the leader ends the call with it. A
+      // leader that read its declaration back before the DHT confirmed it (NOT_DECLARED)
+      // stays a candidate: it is asked again at the next read of the queue. A follower
+      // (NOT_A_LEADER) names its leader, which is asked next (once per step).
+      if (m.code() == pb::NOT_DECLARED) {
+        for (auto it = past_attempts_.begin(); it != past_attempts_.end();) {
+          it = it->first == join_->leader ? past_attempts_.erase(it) : std::next(it);
+        }
+      }
+      PeerIdBytes next;
+      if (m.code() == pb::NOT_A_LEADER && !m.suggested_leader().empty() &&
+          suggestions_.insert(m.suggested_leader()).second) {
+        next = m.suggested_leader();
+      }
+      end_join(now, fx, /*cancel_call=*/false, next);
       return fx;
     }
     // Accepted: hand our own followers to this leader, then wait for its second message

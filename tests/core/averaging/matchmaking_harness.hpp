@@ -108,6 +108,9 @@ class Swarm {
   const FakeDht& dht() const { return dht_; }
   /// The DHT, to plant declarations of peers that are not in the swarm.
   FakeDht& dht_mut() { return dht_; }
+  /// The DHT's confirmation of a declaration reaches its peer `delay` after the record
+  /// is stored (and visible to readers): a reply slower than the other peers' reads.
+  void delay_store_acks(TimePoint delay) { ack_delay_ = delay; }
   /// Requests to node `n` are dropped unanswered from now on (a hung peer).
   void mute(std::size_t n) { muted_.insert(n); }
   const std::vector<Delivered>& leader_messages() const { return leader_messages_; }
@@ -164,7 +167,13 @@ class Swarm {
         mm::DhtDeclare decl = *d;
         schedule(now + latency_, [this, n, decl](TimePoint at) {
           const bool ok = dht_.store(decl);
-          apply(n, at, node(n).on_declared(at, decl.op, ok));
+          if (ack_delay_ == TimePoint{}) {
+            apply(n, at, node(n).on_declared(at, decl.op, ok));
+            return;
+          }
+          schedule(at + ack_delay_, [this, n, decl, ok](TimePoint acked) {
+            apply(n, acked, node(n).on_declared(acked, decl.op, ok));
+          });
         });
       } else if (auto* g = std::get_if<mm::DhtGetAveragers>(&op)) {
         mm::DhtGetAveragers get = *g;
@@ -253,6 +262,7 @@ class Swarm {
 
   std::uint64_t seed_;
   TimePoint latency_;
+  TimePoint ack_delay_{};
   TimePoint now_{};
   std::vector<std::unique_ptr<mm::Matchmaking>> nodes_;
   std::map<apiary::core::PeerAddr, std::size_t> index_;  ///< by address (test_peer of the id)

@@ -124,6 +124,49 @@ TEST_CASE("a group meeting min_group_size forms at the leader's expiration", "[m
   CHECK(swarm.outcome(0)->first < milliseconds(4100));
 }
 
+TEST_CASE("a peer that asked the leader before its store was confirmed joins it later", "[matchmaking]") {
+  // Each store is visible to readers 10 ms after it is sent but confirmed to its peer
+  // only 100 ms later. D reads A's declaration and asks A before A knows it is declared
+  // (NOT_DECLARED); B and C ask later and are accepted. D asks A again rather than leave
+  // it for this declaration (it would be alone when A's group of three forms).
+  Swarm swarm(5);
+  swarm.delay_store_acks(milliseconds(100));
+  for (const char* id : {"A", "B", "C", "D"}) swarm.add(id);
+  const TimePoint starts[] = {TimePoint{}, milliseconds(150), milliseconds(150), milliseconds(5)};
+  for (std::size_t n = 0; n < 4; ++n) {
+    auto p = step(2, "g");
+    p.target_group_size = 4;
+    swarm.start_at(starts[n], n, p);
+  }
+  swarm.run_until(seconds(40));
+  bool not_declared = false;
+  for (const auto& m : swarm.leader_messages()) not_declared |= m.code == apiary::pb::NOT_DECLARED && m.to == "D";
+  CHECK(not_declared);
+  auto groups = groups_of(swarm);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups.begin()->second.size() == 4);
+  // The group is full before A's expiration.
+  CHECK(swarm.outcome(0)->first < seconds(2));
+}
+
+TEST_CASE("a leader that was not declared yet is asked again before its expiration", "[matchmaking]") {
+  // No follower names A to D here: D reads the queue again and asks A once more.
+  Swarm swarm(6);
+  swarm.delay_store_acks(milliseconds(100));
+  for (const char* id : {"A", "D"}) swarm.add(id);
+  for (std::size_t n = 0; n < 2; ++n) {
+    auto p = step(2, "g");
+    p.target_group_size = 2;
+    swarm.start_at(milliseconds(5 * n), n, p);
+  }
+  swarm.run_until(seconds(40));
+  REQUIRE(swarm.leader_messages().size() >= 2);
+  CHECK(swarm.leader_messages().front().code == apiary::pb::NOT_DECLARED);
+  auto groups = groups_of(swarm);
+  REQUIRE(groups.size() == 1);
+  CHECK(swarm.outcome(1)->first < seconds(2));
+}
+
 TEST_CASE("too few peers fail clearly at the deadline", "[matchmaking]") {
   SECTION("two peers, three needed") {
     Swarm swarm(5);

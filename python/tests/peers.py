@@ -18,7 +18,9 @@ class PeerDied(AssertionError):
 
     def __init__(self, index: int, exitcode: int):
         super().__init__(f"peer {index} died with exit code {exitcode} before giving a result"
-                         + (" (SIGABRT: UCX 1.13's tcp sockcm assertion is a known cause)" if exitcode == -6 else ""))
+                         + {-6: " (SIGABRT: UCX 1.13's tcp sockcm assertion is a known cause)",
+                            -11: " (SIGSEGV: UCX 1.13's tcp sockcm handing a connection to a destroyed listener "
+                                 "is a known cause)"}.get(exitcode, ""))
         self.index, self.exitcode = index, exitcode
 
 

@@ -12,11 +12,12 @@ so the outer parameters move only together; rounds are rare, so give matchmaking
 size to start as soon as all have.
 
 A group steps only while no peer declares a later round (to newcomers, through the DHT)
-and when it holds a strict majority of the peers at its round: when matchmaking splits a
-round into groups, at most one of them steps, and the others keep their local steps for
-the next round (``deferred_rounds`` counts them), find themselves behind and load the
-swarm's state, so one round has one outer state. Groups smaller than half the swarm (a
-``target_group_size`` below it) never step.
+and when its members at its round are a strict majority of the swarm (the peers at that
+round or behind it): when matchmaking splits a round into groups, at most one of them
+steps, and the others keep their local steps for the next round (``deferred_rounds``
+counts them), find themselves behind and load the swarm's state, so one round has one
+outer state. Groups smaller than half the swarm (a ``target_group_size`` below it) never
+step.
 
 ``streaming=True`` overlaps a round's averaging with the next H inner steps: the average
 is applied one round late, and the local progress made meanwhile is kept on top of it.
@@ -269,14 +270,16 @@ class DiLoCo:
 
     def _majority(self, gathered: Dict[Any, Any]) -> bool:
         """This round is still open (no peer declares a later one: no group took it yet)
-        and the group holds a strict majority of the peers at it (its members and the
-        peers that declare it). Two disjoint groups of one round cannot both hold one, so a
-        split round steps at most once; a group that forms after another took the round
-        sees that group's later round and takes no step either. The peers of the other
-        groups keep their local steps for the next round and load the state that went on
-        (the declarations are DHT records: a group of this round that forms and finishes
-        before the stepping group's new round reaches the DHT could still step)."""
-        group = set(gathered)
+        and the group's members at this round are a strict majority of the swarm: every
+        peer that declares this round or an earlier one, and every member. Peers behind
+        count (they will load the state that goes on), and so do members whose round
+        differs (their pseudo-gradients belong to another round): a peer whose new round
+        has not reached the DHT yet is still counted, at its old round. Two disjoint
+        groups of one round cannot both hold such a majority, so a split round steps at
+        most once; a group that forms after another took the round sees that group's later
+        round and takes no step either. The peers of the other groups keep their local
+        steps for the next round and load the state that went on."""
+        at_round = {peer for peer, epoch in gathered.items() if epoch == self.local_epoch}
         try:
             found = self.averager.dht.get(f"{self.averager.prefix}.all_averagers", latest=True)
         except Exception as e:  # without the swarm's rounds, no step: it may be a minority
@@ -287,13 +290,13 @@ class DiLoCo:
         entries = found.value if found is not None and isinstance(found.value, dict) else {}
         declared = [(_declared_peer(subkey), entry.value) for subkey, entry in entries.items()
                     if isinstance(entry.value, (int, float))]
-        later = [peer for peer, epoch in declared if epoch > self.local_epoch and peer not in group]
-        swarm = group | {peer for peer, epoch in declared if epoch == self.local_epoch}
-        if not later and 2 * len(group) > len(swarm):
+        later = [peer for peer, epoch in declared if epoch > self.local_epoch and peer not in gathered]
+        swarm = set(gathered) | {peer for peer, epoch in declared if epoch <= self.local_epoch}
+        if not later and 2 * len(at_round) > len(swarm):
             return True
         self.deferred_rounds += 1
         why = (f"{len(later)} peers are past it" if later else
-               f"this group holds {len(group)} of the {len(swarm)} peers at it, not a majority")
+               f"this group holds {len(at_round)} of the {len(swarm)} peers at it or behind, not a majority")
         logger.warning(f"{self.run_id}: DiLoCo round {self.local_epoch}: {why}; no outer step (the local steps go "
                        "into the next round)")
         return False

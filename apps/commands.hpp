@@ -29,6 +29,9 @@ Command add_sim_commands(CLI::App& app);
 Command add_calibrate_command(CLI::App& sim);
 /// `apiary strategy build|check`: AutoDist strategies from a graph item and a resource spec.
 Command add_strategy_commands(CLI::App& app);
+/// `apiary strategy search` under `strategy` (strategy_search_cmd.cpp); its action
+/// returns -1 when another subcommand was chosen.
+Command add_strategy_search_command(CLI::App& strategy);
 /// `apiary average`: an averager process averaging one vector with its peers.
 Command add_average_command(CLI::App& app);
 /// `apiary train`: a collaborative training process (local SGD + periodic averaging).

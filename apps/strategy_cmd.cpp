@@ -212,7 +212,9 @@ Command add_strategy_commands(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1024}))
       ->capture_default_str();
   spec->add_option("--out", *spec_out, "Write it here instead of printing it");
+  Command search = add_strategy_search_command(*cmd);
   return [=]() {
+    if (int code = search(); code >= 0) return code;
     if (spec->parsed()) {
       auto yaml = core::strategy::slurm_resource_spec([](const char* name) { return std::getenv(name); }, *gpus);
       if (!yaml) return fail("strategy resource-spec", yaml.error());

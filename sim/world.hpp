@@ -42,6 +42,7 @@ struct WorldStats {
   std::uint64_t late = 0;            ///< replies that came after their call had timed out
   std::uint64_t stream_messages = 0;  ///< stream messages and ends handed to a host
   std::uint64_t cancels = 0;          ///< Cancel effects executed on calls in flight
+  std::uint64_t bytes = 0;            ///< payload bytes put on links (requests, answers, stream messages)
 };
 
 /// What handling one event costs a node in processor time: `in` is the event (its

@@ -108,6 +108,7 @@ void World::execute_call(std::size_t node, core::Call call) {
   push_deadline(std::max(call.timeout, Duration::zero()), node, callee_idx, call.id, serial);
 
   // The request crosses the link (or is lost and the deadline will fire).
+  stats_.bytes += call.request.size();
   auto delay = network_.transit(caller.addr, call.peer, call.request.size(), now_, rng_);  // joined above
   if (!delay) {
     stats_.lost += 1;  // a lost open: a stream's later messages find no request either
@@ -161,6 +162,7 @@ void World::execute_reply(std::size_t node, core::Reply reply) {
 
 void World::send_response(std::size_t from, std::size_t to, core::CallId call,
                           std::uint64_t serial, Result<std::string> payload) {
+  stats_.bytes += payload.ok() ? payload->size() : 0;
   auto delay = network_.transit(nodes_[from].addr, nodes_[to].addr, payload.ok() ? payload->size() : 0, now_, rng_);
   if (!delay) {
     stats_.lost += 1;

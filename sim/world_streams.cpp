@@ -20,6 +20,7 @@ void World::send_stream(EventKind kind, std::size_t from, std::size_t to, core::
         rng_.uniform(static_cast<std::uint64_t>(link.jitter.count()) + 1)));
   }
   const std::size_t bytes = payload.ok() ? payload->size() : 0;
+  stats_.bytes += bytes;
   const TimePoint sent = link.bandwidth > 0.0 ? network_.occupy(nodes_[from].addr, nodes_[to].addr, bytes, now_) : now_;
   Event event;
   event.at = std::max({sent + delay, fifo, network_.clog_end(nodes_[from].addr, nodes_[to].addr, now_)});

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Predicted against measured: `apiary strategy search` ranks the candidates of every
+builder by simulated step time on this machine's cost profile; each candidate is then run
+for real (`apiary launch ... -- apiary ps`, its replicas and PS devices as processes on
+127.0.0.1) and timed. Prints both per candidate, their ratio, and how far the measured step
+time of the predicted best is from the measured best.
+
+The measured step time is the wall time between the chief's consecutive step lines (the
+first interval left out), which is what the simulated chief's step time covers: pull,
+gradient, push, and the chief's full loss in between.
+
+    bench/strategy_search.py [--apiary build/bin/apiary] [--features 1000000] [--sparse] ...
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def graph_item(features, sparse):
+    w_grad = "gradients/logreg/w_grad/indices:0;gradients/logreg/w_grad/values:0;gradients/logreg/w_grad/shape:0" \
+        if sparse else "gradients/logreg/w_grad:0"
+    return {"variables": [{"name": "logreg/w:0", "shape": [features], "dtype": "float32", "sparse": sparse},
+                          {"name": "logreg/b:0", "shape": [1], "dtype": "float32"}],
+            "grad_target_pairs": {w_grad: "logreg/w:0", "gradients/logreg/b_grad:0": "logreg/b:0"}}
+
+
+def run(cmd, **kw):
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}")
+    return done.stdout
+
+
+def measure(cmd, timeout):
+    """The mean wall time (ms) between the chief's step lines, the first interval left out."""
+    stamps = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(r"\bstep \d+ replica 0 version", line):
+            stamps.append(time.monotonic())
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    rc = proc.wait()
+    if rc != 0 or len(stamps) < 3:
+        return None, "".join(lines[-20:])
+    gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
+    return 1000.0 * sum(gaps) / len(gaps), ""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--apiary", default="build/bin/apiary")
+    p.add_argument("--features", type=int, default=1_000_000, help="w's length (4 MB at the default)")
+    p.add_argument("--sparse", action="store_true", help="w's gradient sparse: the rows a batch touches")
+    p.add_argument("--replicas", type=int, default=4)
+    p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--steps", type=int, default=20, help="steps of each measured job")
+    p.add_argument("--sim-steps", type=int, default=8, help="steps of each simulated job")
+    p.add_argument("--budget", type=int, default=0)
+    p.add_argument("--profile", help="a cost profile (default: apiary sim calibrate, here and now)")
+    p.add_argument("--port", type=int, default=23000)
+    a = p.parse_args()
+    os.environ.setdefault("UCX_NET_DEVICES", "lo")
+    os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
+    work = tempfile.mkdtemp(prefix="strategy_search_")
+    graph, spec = os.path.join(work, "graph.json"), os.path.join(work, "resource_spec.yml")
+    with open(graph, "w") as f:
+        json.dump(graph_item(a.features, a.sparse), f)
+    with open(spec, "w") as f:
+        f.write("nodes:\n  - address: 127.0.0.1\n    cpus: [%s]\n" % ", ".join(str(i) for i in range(a.replicas)))
+    profile = a.profile
+    if profile is None:
+        profile = os.path.join(work, "profile.json")
+        run([a.apiary, "sim", "calibrate", "--out", profile])
+    model = ["--features", str(a.features), "--samples", str(a.samples), "--batch", str(a.batch)]
+    os.makedirs(os.path.join(work, "candidates"))
+    out = run([a.apiary, "strategy", "search", "--graph", graph, "--resource-spec", spec, "--profile", profile,
+               "--steps", str(a.sim_steps), "--budget", str(a.budget), "--samples", str(a.samples), "--batch",
+               str(a.batch), "--out-dir", os.path.join(work, "candidates")])
+    print(out, end="")
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s{2}(.+?)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", line)
+        if m:
+            rows.append((int(m.group(1)), m.group(2).strip(), float(m.group(3))))
+    sparse = ["--sparse", "logreg/w:0"] if a.sparse else []
+    print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}, {a.replicas} replicas, batch {a.batch}, "
+          f"{a.steps} measured steps per candidate")
+    print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10}")
+    measured = {}
+    for rank, label, predicted in rows:
+        strategy = os.path.join(work, "candidates", f"{rank}.pb")
+        cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
+               str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
+               "--steps", str(a.steps)] + model + sparse
+        ms, tail = measure(cmd, timeout=600)
+        a.port += 64
+        if ms is None:
+            print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{tail}")
+            continue
+        measured[rank] = ms
+        print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f}", flush=True)
+    if not measured:
+        sys.exit("no candidate ran")
+    best_rank = min(measured, key=measured.get)
+    best_label = next(label for rank, label, _ in rows if rank == best_rank)
+    if 1 in measured:
+        gap = measured[1] / measured[best_rank] - 1.0
+        print(f"\npredicted best: {rows[0][1]}, measured {measured[1]:.2f} ms; measured best: {best_label}, "
+              f"{measured[best_rank]:.2f} ms; the predicted best is {100 * gap:.1f}% slower than the measured best "
+              f"({'within' if gap <= 0.10 else 'NOT within'} 10%)")
+    print(f"files: {work}")
+
+
+if __name__ == "__main__":
+    main()

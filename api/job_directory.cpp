@@ -13,11 +13,12 @@
 namespace apiary {
 
 Status wait_until_serving(actors::Gateway& gateway, const std::string& device, const std::string& at,
-                          std::chrono::milliseconds patience, const std::string& who, const std::string& hint) {
+                          std::chrono::milliseconds patience, const std::string& who, const std::string& hint,
+                          const char* handle, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   const std::string malformed("\x0a\xff\xff\xff\xff\x0f", 6);  // a length past the end: never parses
   for (;;) {
-    auto pending = actors::unary_call(gateway, at, core::ps::k_ps_join_handle, Buffer::copy_of(malformed),
+    auto pending = actors::unary_call(gateway, at, handle, Buffer::copy_of(malformed),
                                       std::chrono::milliseconds(2000));
     auto answer = pending.answer.get();
     const auto code = answer ? errc::ok : answer.error().code;
@@ -25,7 +26,7 @@ Status wait_until_serving(actors::Gateway& gateway, const std::string& device, c
                         code == errc::deadline_exceeded;
     if (!absent) return ok_status();
     if (std::chrono::steady_clock::now() >= deadline) {
-      return make_error(errc::unavailable, "{}: PS device {} at {} did not answer within {} ms: {}", who, device, at,
+      return make_error(errc::unavailable, "{}: {} {} at {} did not answer within {} ms: {}", who, what, device, at,
                         patience.count(), hint);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

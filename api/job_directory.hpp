@@ -14,18 +14,20 @@
 
 #include "actors/gateway.hpp"
 #include "api/dht.hpp"
+#include "core/ps/wire.hpp"
 #include "messages/result.hpp"
 
 namespace apiary {
 
-/// Waits until the PS device `device` at `at` ("host:port") serves: its join handle
-/// refuses a malformed request rather than being unknown or unreachable, asked every
-/// 100 ms, so processes of a job may start in any order. Errors: unavailable when
-/// `patience` passes first, naming `who` (the waiting replica), the device, the address
-/// and `hint` (what to start).
+/// Waits until the PS device `device` at `at` ("host:port") serves: its `handle` (the
+/// join handle; a node proxy's: the pull handle) refuses a malformed request rather than
+/// being unknown or unreachable, asked every 100 ms, so processes of a job may start in
+/// any order. Errors: unavailable when `patience` passes first, naming `who` (the
+/// waiting replica), `what` and the device, the address and `hint` (what to start).
 [[nodiscard]] Status wait_until_serving(actors::Gateway& gateway, const std::string& device, const std::string& at,
                                         std::chrono::milliseconds patience, const std::string& who,
-                                        const std::string& hint);
+                                        const std::string& hint, const char* handle = core::ps::k_ps_join_handle,
+                                        const char* what = "PS device");
 
 /// The DHT key a PS process of job `job` publishes its "host:port" under (`<job>.ps.<device>`).
 [[nodiscard]] std::string ps_key(const std::string& job, const std::string& device);

@@ -116,6 +116,14 @@ Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, 
                       "--initial-peers, got neither",
                       out.node, host, k_proxy_peer_prefix, out.node, host, out.node);
   }
+  if (host != id) {
+    // The replica hosting the proxy may not serve it yet (the processes start in any order).
+    auto serving = wait_until_serving(*gateway, out.node, address, std::chrono::milliseconds(a.timeout_ms),
+                                      fmt::format("replica {}", id),
+                                      fmt::format("start replica {} (it hosts the proxy of node {})", host, out.node),
+                                      core::ps::k_ps_pull_handle, "the proxy of node");
+    if (!serving) return serving.error();
+  }
   for (auto s : proxied_ids) out.pull_via[s] = address;
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -154,4 +155,27 @@ TEST_CASE("local_replication across processes: the node's replicas share one pro
   const auto pulls = static_cast<long long>(proxied) * (steps + 1);
   CHECK(runs[0].text.find(fmt::format("proxy localhost: {} pulls for {} reads", pulls, pulls * k_replicas)) !=
         std::string::npos);
+}
+
+TEST_CASE("replicas started before the replica hosting their node's proxy wait for it to serve",
+          "[ps][integration]") {
+  // Under a launcher every process starts at once and learns the proxy's address from its
+  // place: a worker could pull through it before the chief hosted it (unknown handle).
+  const std::int64_t steps = 4;
+  cs::BuilderOptions options;
+  options.local_proxy_variable = true;
+  const Job job = make_job(cs::BuilderKind::partitioned_ps, options, "proxy_late", true);
+  DhtServers servers;
+  start_dht_servers(job, job.plan.servers, "", servers);
+  const int chief_port = testing::free_loopback_port();
+  const std::string proxy_at = "127.0.0.1:" + std::to_string(chief_port);
+  const std::string common = " --stop-on-stdin-eof " + common_args(job) + " --steps " + std::to_string(steps) +
+                             " --timeout-ms 20000 --peers" + servers.peers;
+  std::vector<std::unique_ptr<testing::Process>> procs;
+  for (int r = 1; r < k_replicas; ++r) procs.push_back(spawn_ps(replica_role(r) + common + " proxy:localhost=" + proxy_at));
+  std::this_thread::sleep_for(1500ms);  // the workers ask the proxy's address meanwhile
+  procs.insert(procs.begin(), spawn_ps(replica_role(0) + common + " --listen " + proxy_at));
+  auto runs = finish_all(procs);
+  check_sgd(runs, steps);
+  for (const auto& run : runs) CHECK(run.text.find("unknown handle") == std::string::npos);
 }

@@ -1,5 +1,6 @@
 #include "core/ps/logistic_regression.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -70,8 +71,11 @@ double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& i
   const auto& w = params.at(k_logreg_weights);
   const double b = params.at(k_logreg_bias).at(0);
   const std::size_t d = data.features;
-  std::vector<double> gw(d, 0.0);
-  double gb = 0.0;
+  // First each sample's loss and error, then the gradient feature by feature, summed over
+  // the samples in their order (the bits of a per-sample accumulation, without a
+  // double-precision copy of w's gradient or any gradient work for a loss alone).
+  std::vector<double> errors;
+  errors.reserve(indices.size());
   double loss = 0.0;
   for (std::size_t i : indices) {
     const float* x = &data.x[i * d];
@@ -79,15 +83,31 @@ double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& i
     for (std::size_t j = 0; j < d; ++j) z += static_cast<double>(w[j]) * x[j];
     // Cross-entropy in a stable form: log(1 + e^z) - y z.
     loss += (z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z))) - data.y[i] * z;
-    const double err = 1.0 / (1.0 + std::exp(-z)) - data.y[i];
-    for (std::size_t j = 0; j < d; ++j) gw[j] += err * x[j];
-    gb += err;
+    errors.push_back(1.0 / (1.0 + std::exp(-z)) - data.y[i]);
   }
   const double n = indices.empty() ? 1.0 : static_cast<double>(indices.size());
   if (gradients != nullptr) {
-    std::vector<float> fw(d);
-    for (std::size_t j = 0; j < d; ++j) fw[j] = static_cast<float>(gw[j] / n);
-    (*gradients)[k_logreg_weights] = std::move(fw);
+    std::vector<const float*> rows;
+    rows.reserve(indices.size());
+    for (std::size_t i : indices) rows.push_back(&data.x[i * d]);
+    auto& gw = (*gradients)[k_logreg_weights];  // its storage is reused from call to call
+    gw.resize(d);
+    // A block of features at a time: sample by sample into a small accumulator (each
+    // feature's sum in sample order), then out as float.
+    constexpr std::size_t k_block = 512;
+    double acc[k_block];
+    for (std::size_t j0 = 0; j0 < d; j0 += k_block) {
+      const std::size_t m = std::min(k_block, d - j0);
+      std::fill(acc, acc + m, 0.0);
+      for (std::size_t k = 0; k < rows.size(); ++k) {
+        const double e = errors[k];
+        const float* x = rows[k] + j0;
+        for (std::size_t j = 0; j < m; ++j) acc[j] += e * x[j];
+      }
+      for (std::size_t j = 0; j < m; ++j) gw[j0 + j] = static_cast<float>(acc[j] / n);
+    }
+    double gb = 0.0;
+    for (double e : errors) gb += e;
     (*gradients)[k_logreg_bias] = {static_cast<float>(gb / n)};
   }
   return loss / n;

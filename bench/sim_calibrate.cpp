@@ -14,6 +14,8 @@
 #include "bench/transport_bench_apiary.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/shard.hpp"
+#include "core/strategy/builders.hpp"
+#include "sim/scenarios/ps_scenario.hpp"
 
 namespace apiary::bench {
 
@@ -54,6 +56,53 @@ double shard_step_seconds(std::size_t n, std::int32_t replicas, cps::OptimizerKi
   });
 }
 
+/// Seconds of one step of a simulated job of four replicas and `features` values with
+/// `kind`'s strategy run in this process without a cost profile, so its time is the
+/// processes' real work (gradients, the chief's loss, pushes and pulls or the
+/// synchronizers and the collective, sums, updates): the difference of a long and a
+/// short run, which leaves the set-up out.
+Result<double> simulated_step_seconds(core::strategy::BuilderKind kind, const core::strategy::BuilderOptions& options,
+                                      std::size_t features, std::size_t samples, std::size_t batch, int runs) {
+  namespace cs = core::strategy;
+  auto spec = cs::parse_resource_spec("nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n", "calibration");
+  if (!spec) return spec.error();
+  const auto item = cps::logistic_graph_item(features);
+  auto strategy = cs::build_strategy(kind, options, item, *spec, "calibration");
+  if (!strategy) return strategy.error();
+  sim::scenarios::PsScenarioConfig c;
+  c.strategy = std::move(*strategy);
+  c.features = features;
+  c.samples = samples;
+  c.batch = batch;
+  Status ran = ok_status();
+  const auto seconds = [&](std::int64_t steps) {
+    c.steps = steps;
+    return best_of(runs, [&] {
+      auto report = sim::scenarios::run_ps_scenario(c);
+      if (!report) ran = report.error();
+    });
+  };
+  const std::int64_t few = 2, many = 6;
+  const double per_step = (seconds(many) - seconds(few)) / static_cast<double>(many - few);
+  if (!ran) return ran.error();
+  return per_step;
+}
+
+/// What the profile does not charge yet of a simulated step of four replicas over
+/// `features` values (simulated_step_seconds less the gradients, the loss and `known`),
+/// per value, replica and step, in ns.
+Result<double> unexplained_ns(const sim::CostProfile& p, core::strategy::BuilderKind kind,
+                              const core::strategy::BuilderOptions& options, std::size_t features, double known,
+                              int runs) {
+  const std::size_t samples = 4, batch = 1;
+  auto per_step = simulated_step_seconds(kind, options, features, samples, batch, runs);
+  if (!per_step) return per_step.error();
+  const double replicas = 4.0, f = static_cast<double>(features);
+  known += replicas * std::chrono::duration<double>(p.gradient(batch, features)).count() +
+           static_cast<double>(samples) * f * p.loss_ns * 1e-9;
+  return std::max(0.0, (*per_step - known) / (replicas * f) * 1e9);
+}
+
 }  // namespace
 
 Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
@@ -90,6 +139,23 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
   p.gradient_call_ns = std::max(0.0, of_4 / f * 1e9 - 4.0 * p.gradient_ns);
   p.loss_ns = best_of(runs, [&] { (void)cps::logistic_full_loss(data, params); }) /
               (static_cast<double>(samples) * f) * 1e9;
+  // A replica's own all-reduce work per value, by compressor; the PS job's wire work per
+  // value beyond the shard's sum and update (one shard, SGD, four pushes a step).
+  namespace cs = core::strategy;
+  for (auto [compressor, field] :
+       {std::pair{pb::autodist::AllReduceSynchronizer::NoneCompressor, &sim::CostProfile::allreduce_ns},
+        std::pair{pb::autodist::AllReduceSynchronizer::HorovodCompressor, &sim::CostProfile::allreduce_fp16_ns},
+        std::pair{pb::autodist::AllReduceSynchronizer::HorovodCompressorEF, &sim::CostProfile::allreduce_fp16_ef_ns}}) {
+    cs::BuilderOptions options;
+    options.compressor = compressor;
+    auto ns = unexplained_ns(p, cs::BuilderKind::all_reduce, options, features, 0.0, runs);
+    if (!ns) return make_error(ns.error().code, "the all-reduce step could not be measured: {}", ns.error().message);
+    p.*field = *ns;
+  }
+  const double shard_work = static_cast<double>(features) * (p.sgd_ns + 4.0 * p.sum_ns) * 1e-9;
+  auto ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs);
+  if (!ps) return make_error(ps.error().code, "the PS step could not be measured: {}", ps.error().message);
+  p.ps_ns = *ps;
   // The transport between two processes over loopback tcp (plaintext, as a trusted
   // cluster runs): 64 B round trips, calls/s with 64 in flight, 16 MiB one way.
   transport_bench::SessionPlan plan;

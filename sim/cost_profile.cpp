@@ -25,6 +25,8 @@ constexpr Field k_fields[] = {
     {"sum_ns", &CostProfile::sum_ns},         {"sgd_ns", &CostProfile::sgd_ns},
     {"adam_ns", &CostProfile::adam_ns},       {"gradient_ns", &CostProfile::gradient_ns},
     {"gradient_call_ns", &CostProfile::gradient_call_ns}, {"loss_ns", &CostProfile::loss_ns},
+    {"allreduce_ns", &CostProfile::allreduce_ns},         {"allreduce_fp16_ns", &CostProfile::allreduce_fp16_ns},
+    {"allreduce_fp16_ef_ns", &CostProfile::allreduce_fp16_ef_ns}, {"ps_ns", &CostProfile::ps_ns},
 };
 
 }  // namespace

@@ -27,6 +27,17 @@ struct CostProfile {
   double gradient_ns = 0.0;        ///< logistic-regression loss and gradient, per sample and feature
   double gradient_call_ns = 0.0;   ///< ... and per feature once a call (its accumulators)
   double loss_ns = 0.0;            ///< the loss alone (the chief's over the data set), per sample and feature
+  /// A replica's own work in an all-reduced step, per value of its all-reduced variables
+  /// (the synchronizer's compression, the collective's encoding, sums and copies, the
+  /// optimizer's update), by compressor: NoneCompressor, HorovodCompressor (float16),
+  /// HorovodCompressorEF (float16 and the error feedback's residual).
+  double allreduce_ns = 0.0;
+  double allreduce_fp16_ns = 0.0;
+  double allreduce_fp16_ef_ns = 0.0;
+  /// The PS job's wire work per value of the dense PS variables, per replica and step
+  /// (the push's and the pull's encoding and decoding at both ends, beyond the
+  /// transport's per-byte cost and the shard's sum and update), charged to the replica.
+  double ps_ns = 0.0;
 
   /// Processor time of a message of `bytes` at one end.
   [[nodiscard]] core::Duration message(std::size_t bytes) const;

@@ -324,16 +324,33 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     }
   }
   const std::size_t features = c.features;
+  // A replica's own work each step on its all-reduced tensors, by their compressors, and
+  // on its dense PS variables.
+  core::Duration own_work = core::Duration::zero();
+  if (plans.ar) {
+    for (const auto& t : plans.ar->tensors) {
+      const double ns = t.compressor == cc::CompressorKind::horovod      ? p.allreduce_fp16_ns
+                        : t.compressor == cc::CompressorKind::horovod_ef ? p.allreduce_fp16_ef_ns
+                                                                         : p.allreduce_ns;
+      own_work += CostProfile::work(static_cast<double>(t.size), ns);
+    }
+  }
+  if (plans.ps) {  // the dense PS shards' wire work, charged to the replica
+    for (const auto& shard : plans.ps->shards) {
+      if (!shard.config.sparse) own_work += CostProfile::work(static_cast<double>(shard.config.layout.size()), p.ps_ns);
+    }
+  }
   for (std::size_t r = 0; r < run.replicas.size(); ++r) {
     auto m = machine(plans.replicas[r]);
     if (!m) return m.error();
-    // A step computed in this event: its gradient (and the chief's loss over the data).
+    // A step computed in this event: its gradient, its all-reduce work (and the chief's
+    // loss over the data).
     auto steps = std::make_shared<std::size_t>(0);
-    auto cost = [messages, p, &run, r, steps, &c, features](const Event& in, const core::Effects& out) {
+    auto cost = [messages, p, &run, r, steps, &c, features, own_work](const Event& in, const core::Effects& out) {
       core::Duration cost = messages(in, out);
       const std::size_t now = run.replicas[r]->steps().size();
       for (std::size_t s = *steps; s < now; ++s) {
-        cost += p.gradient(c.batch, features);
+        cost += p.gradient(c.batch, features) + own_work;
         if (r == 0) cost += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
       }
       *steps = now;

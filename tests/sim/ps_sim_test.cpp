@@ -5,6 +5,8 @@
 // replicas of a node pull each proxied variable once per step.
 #include <algorithm>
 #include <catch2/catch.hpp>
+
+#include <optional>
 #include <chrono>
 
 #include "core/ps/logistic_regression.hpp"
@@ -367,6 +369,9 @@ sim::CostProfile round_profile(std::size_t cores) {
   p.adam_ns = 2.5;
   p.gradient_ns = 1.0;
   p.loss_ns = 1.0;
+  p.allreduce_ns = 2.0;
+  p.allreduce_fp16_ns = 8.0;
+  p.allreduce_fp16_ef_ns = 9.0;
   return p;
 }
 
@@ -380,6 +385,7 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->cores == 2);
   CHECK(back->byte_ns == 0.25);
   CHECK(back->gradient_ns == 1.0);
+  CHECK(back->allreduce_fp16_ns == 8.0);
   auto missing = sim::parse_cost_profile("{\"cores\": 2}", "p.json");
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(missing.error().message, Catch::Contains("latency_us"));
@@ -414,4 +420,27 @@ TEST_CASE("with a cost profile a simulated step takes what its bytes and work co
   // The chief's step at least holds its own work: 4 x 65536 gradient values and the loss
   // over 64 x 65536, 1 ns each.
   CHECK(large > (4 + 64) * 65536 * 1e-6);
+}
+
+TEST_CASE("with a cost profile an all-reduced step charges each replica its compressor's work per value",
+          "[sim][ps]") {
+  const std::size_t features = 65536;
+  auto step_ms = [&](std::optional<cs::ArCompressor> compressor, double fp16_ns) {
+    cs::BuilderOptions options;
+    options.compressor = compressor;
+    auto c = make_config(core::ps::logistic_graph_item(features), cs::BuilderKind::all_reduce, options);
+    c.features = features;
+    c.samples = 16;
+    c.batch = 4;
+    c.profile = round_profile(2);
+    c.profile->allreduce_fp16_ns = fp16_ns;
+    const auto report = run_checked(c);
+    return core::to_seconds(report.steps.back().chief_time) * 1e3;
+  };
+  const auto fp16 = pb::autodist::AllReduceSynchronizer::HorovodCompressor;
+  const double none = step_ms(std::nullopt, 2.0), cheap = step_ms(fp16, 2.0), dear = step_ms(fp16, 8.0);
+  // float16 at the price of float32: half the bytes, a shorter step.
+  CHECK(cheap < none);
+  // 6 ns more per value: at least the chief's own 6 x 65536 ns more a step.
+  CHECK(dear > cheap + 6.0 * 65536 * 1e-6);
 }

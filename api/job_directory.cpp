@@ -14,7 +14,7 @@ namespace apiary {
 
 Status wait_until_serving(actors::Gateway& gateway, const std::string& device, const std::string& at,
                           std::chrono::milliseconds patience, const std::string& who, const std::string& hint,
-                          const char* handle, const char* what) {
+                          const char* handle, const char* what, const std::atomic<bool>* stop) {
   const auto deadline = std::chrono::steady_clock::now() + patience;
   const std::string malformed("\x0a\xff\xff\xff\xff\x0f", 6);  // a length past the end: never parses
   for (;;) {
@@ -28,6 +28,9 @@ Status wait_until_serving(actors::Gateway& gateway, const std::string& device, c
     if (std::chrono::steady_clock::now() >= deadline) {
       return make_error(errc::unavailable, "{}: {} {} at {} did not answer within {} ms: {}", who, what, device, at,
                         patience.count(), hint);
+    }
+    if (stop != nullptr && *stop) {
+      return make_error(errc::cancelled, "{}: stopped while waiting for {} {} at {}", who, what, device, at);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

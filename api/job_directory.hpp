@@ -23,11 +23,12 @@ namespace apiary {
 /// join handle; a node proxy's: the pull handle) refuses a malformed request rather than
 /// being unknown or unreachable, asked every 100 ms, so processes of a job may start in
 /// any order. Errors: unavailable when `patience` passes first, naming `who` (the
-/// waiting replica), `what` and the device, the address and `hint` (what to start).
+/// waiting replica), `what` and the device, the address and `hint` (what to start);
+/// cancelled as soon as `stop` (when given) is set.
 [[nodiscard]] Status wait_until_serving(actors::Gateway& gateway, const std::string& device, const std::string& at,
                                         std::chrono::milliseconds patience, const std::string& who,
                                         const std::string& hint, const char* handle = core::ps::k_ps_join_handle,
-                                        const char* what = "PS device");
+                                        const char* what = "PS device", const std::atomic<bool>* stop = nullptr);
 
 /// The DHT key a PS process of job `job` publishes its "host:port" under (`<job>.ps.<device>`).
 [[nodiscard]] std::string ps_key(const std::string& job, const std::string& device);

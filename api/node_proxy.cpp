@@ -121,7 +121,7 @@ Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, 
     auto serving = wait_until_serving(*gateway, out.node, address, std::chrono::milliseconds(a.timeout_ms),
                                       fmt::format("replica {}", id),
                                       fmt::format("start replica {} (it hosts the proxy of node {})", host, out.node),
-                                      core::ps::k_ps_pull_handle, "the proxy of node");
+                                      core::ps::k_ps_pull_handle, "the proxy of node", a.stop);
     if (!serving) return serving.error();
   }
   for (auto s : proxied_ids) out.pull_via[s] = address;

@@ -170,7 +170,8 @@ Status run_replica(const Job& a, cps::TrainingPlan plan, const AllReducePart& ar
   for (const auto& device : plan.servers) {
     auto serving = wait_until_serving(*rt.gateway(), device, servers->at(device), std::chrono::milliseconds(a.timeout_ms),
                                       fmt::format("replica {}", id),
-                                      fmt::format("start `apiary ps --role ps --device {}` of the same job", device));
+                                      fmt::format("start `apiary ps --role ps --device {}` of the same job", device),
+                                      core::ps::k_ps_join_handle, "PS device", a.stop);
     if (!serving) {
       stop_all();
       return a.out.fail(serving.error());

@@ -7,7 +7,7 @@ time of the predicted best is from the measured best.
 
 The measured step time is the wall time between the chief's consecutive step lines (the
 first interval left out), which is what the simulated chief's step time covers: pull,
-gradient, push, and the chief's full loss in between.
+gradient, push, and the chief's full loss in between; the median of --repeats runs.
 
     bench/strategy_search.py [--apiary build/bin/apiary] [--features 1000000] [--sparse] ...
 """
@@ -66,9 +66,11 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--steps", type=int, default=20, help="steps of each measured job")
     p.add_argument("--sim-steps", type=int, default=8, help="steps of each simulated job")
+    p.add_argument("--repeats", type=int, default=3, help="measured runs per candidate (their median counts)")
     p.add_argument("--budget", type=int, default=0)
     p.add_argument("--profile", help="a cost profile (default: apiary sim calibrate, here and now)")
-    p.add_argument("--port", type=int, default=23000)
+    p.add_argument("--port", type=int, default=20000,
+                   help="first port of the jobs (64 more per run; stay below the ephemeral ports, 32768 on)")
     a = p.parse_args()
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
     os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
@@ -95,7 +97,7 @@ def main():
             rows.append((int(m.group(1)), m.group(2).strip(), float(m.group(3))))
     sparse = ["--sparse", "logreg/w:0"] if a.sparse else []
     print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}, {a.replicas} replicas, batch {a.batch}, "
-          f"{a.steps} measured steps per candidate")
+          f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
     print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10}")
     measured = {}
     for rank, label, predicted in rows:
@@ -103,8 +105,15 @@ def main():
         cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
                str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
                "--steps", str(a.steps)] + model + sparse
-        ms, tail = measure(cmd, timeout=600)
-        a.port += 64
+        runs, tail = [], ""
+        for _ in range(a.repeats):
+            cmd[cmd.index("--port") + 1] = str(a.port)
+            ms, tail = measure(cmd, timeout=600)
+            a.port += 64
+            if ms is None:
+                break
+            runs.append(ms)
+        ms = sorted(runs)[len(runs) // 2] if ms is not None else None
         if ms is None:
             print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{tail}")
             continue

@@ -50,4 +50,11 @@ Result<ProxyRefresh> ProxyCache::on_refresh(const std::string& variable, std::in
   return out;
 }
 
+void ProxyCache::on_failed(const std::string& variable) {
+  auto it = entries_.find(variable);
+  if (it == entries_.end()) return;
+  it->second.pending = -1;
+  it->second.waiters.clear();
+}
+
 }  // namespace apiary::core::ps

@@ -60,6 +60,10 @@ class ProxyCache {
   [[nodiscard]] Result<ProxyRefresh> on_refresh(const std::string& variable, std::int64_t step,
                                                              std::int64_t version, std::vector<float> values);
 
+  /// The pull under way for `variable` failed: its readers are forgotten (their shell
+  /// answers them with the error), and the next read pulls afresh.
+  void on_failed(const std::string& variable);
+
   /// Pulls asked for so far (one per variable per step).
   [[nodiscard]] std::int64_t pulls() const { return pulls_; }
 

@@ -90,10 +90,18 @@ Effects ProxyServer::on_response(TimePoint /*now*/, CallId call, const Result<st
     return cache_.on_refresh(shard, step, reply.version, std::move(reply.values));
   }();
   if (!refresh.ok()) {
-    // The copy can no longer be refreshed: fail its readers now and later.
-    const Error e = make_error(refresh.error().code, "proxy of {}: refresh of shard '{}' (step {}) failed: {}", node_,
-                               shard, step, refresh.error().message);
-    failed_.emplace(shard, e);
+    // The PS went away (its connection broke, nobody answers): fail the readers waiting
+    // now, with that code, and refresh afresh at the next read (replicas that wait for a
+    // PS started again read once it is back). Any other failure: the copy can no longer
+    // be refreshed, its readers fail now and later.
+    const errc code = refresh.error().code;
+    const Error e = make_error(code, "proxy of {}: refresh of shard '{}' (step {}) failed: {}", node_, shard, step,
+                               refresh.error().message);
+    if (code == errc::peer_down || code == errc::unavailable) {
+      cache_.on_failed(shard);
+    } else {
+      failed_.emplace(shard, e);
+    }
     for (auto w = waiting_.begin(); w != waiting_.end();) {
       if (std::get<0>(w->first) != shard) {
         ++w;

@@ -5,8 +5,11 @@
 /// shard's PS; every local reader of that step is answered from the copy. Pushes do not
 /// pass through it. A replica cannot tell a proxy from a PS.
 ///
-/// A failed refresh (the PS refused, died or did not answer) fails every reader waiting
-/// for it, and every later read of that shard, with an error naming the proxy. The
+/// A failed refresh fails every reader waiting for it with an error naming the proxy.
+/// When the PS went away (peer_down, unavailable) the next read refreshes afresh, so
+/// replicas waiting for a PS started again read through the proxy once it is back; any
+/// other failure (the PS refused or did not answer in time) fails every later read of
+/// that shard too. The
 /// shell (the simulator's PsProxyHost, the actor of actors/ps/proxy_actor.hpp) delivers
 /// requests and responses and executes the returned Calls and Replies.
 #include <cstdint>

@@ -179,3 +179,16 @@ TEST_CASE("replicas started before the replica hosting their node's proxy wait f
   check_sgd(runs, steps);
   for (const auto& run : runs) CHECK(run.text.find("unknown handle") == std::string::npos);
 }
+
+TEST_CASE("a replica waiting for a PS device stops at once on SIGTERM", "[ps][integration]") {
+  const Job job = make_job(cs::BuilderKind::ps, {}, "stop_waiting", true);
+  const int nobody = testing::free_loopback_port();
+  auto chief = spawn_ps(replica_role(0) + " --stop-on-stdin-eof " + common_args(job) + " --steps 2 --timeout-ms 60000" +
+                        " --peers " + job.plan.servers.front() + "=127.0.0.1:" + std::to_string(nobody));
+  std::this_thread::sleep_for(1500ms);  // it is asking the PS by now
+  chief->kill(SIGTERM);
+  const auto run = finish(*chief);  // well before the 60 s of --timeout-ms
+  INFO("the chief printed:\n" << run.text);
+  CHECK(run.rc == 1);
+  CHECK_THAT(run.text, Catch::Contains("stopped while waiting for PS device " + job.plan.servers.front()));
+}

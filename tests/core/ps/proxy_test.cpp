@@ -3,7 +3,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/ps/proxy_server.hpp"
 #include "core/ps/shard.hpp"
+#include "core/ps/wire.hpp"
+#include "ps.pb.h"
+#include "tests/support/peer_addr.hpp"
 
 using namespace apiary::core::ps;
 
@@ -76,4 +80,72 @@ TEST_CASE("a reader of a later step waits and triggers the next pull", "[ps][pro
   REQUIRE_FALSE(stray.ok());
   CHECK(stray.error().code == apiary::errc::protocol);
   CHECK_FALSE(proxy.on_refresh("w", 0, 0, {}).ok());
+}
+
+namespace {
+
+namespace core = apiary::core;
+
+std::string pull_of(std::int32_t replica, std::int64_t step) {
+  apiary::pb::PsPullRequest m;
+  m.set_shard("w");
+  m.set_replica(replica);
+  m.set_step(step);
+  return m.SerializeAsString();
+}
+
+/// The one Call among `fx` (the proxy's refresh), or 0.
+core::CallId refresh_in(const core::Effects& fx) {
+  core::CallId id = 0;
+  for (const auto& e : fx) {
+    if (const auto* c = std::get_if<core::Call>(&e)) id = c->id;
+  }
+  return id;
+}
+
+/// The Replies among `fx`, by request.
+std::map<core::RequestId, apiary::Result<std::string>> replies_in(const core::Effects& fx) {
+  std::map<core::RequestId, apiary::Result<std::string>> out;
+  for (const auto& e : fx) {
+    if (const auto* r = std::get_if<core::Reply>(&e)) out.emplace(r->request, r->response);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a proxy whose PS went away fails its waiting readers and refreshes afresh at the next read",
+          "[ps][proxy]") {
+  using apiary::errc;
+  ProxyServer proxy("node", {{"w", apiary::test::test_addr(1)}}, 0, std::chrono::seconds(5));
+  const core::TimePoint t{};
+  const std::string handle = k_ps_pull_handle;
+  // Two readers of step 3: one refresh; the PS goes away under it.
+  const core::CallId first = refresh_in(proxy.on_request(t, 1, handle, pull_of(0, 3)));
+  REQUIRE(first != 0);
+  CHECK(refresh_in(proxy.on_request(t, 2, handle, pull_of(1, 3))) == 0);
+  auto failed = replies_in(proxy.on_response(t, first, apiary::make_error(errc::peer_down, "the connection broke")));
+  REQUIRE(failed.size() == 2);
+  for (const auto& [id, reply] : failed) {
+    REQUIRE_FALSE(reply.ok());
+    CHECK(reply.error().code == errc::peer_down);  // the readers' own PS-loss handling applies
+    CHECK_THAT(reply.error().message, Catch::Contains("proxy of node: refresh of shard 'w' (step 3) failed"));
+  }
+  // The PS is back: the readers ask again, and the proxy pulls afresh.
+  const core::CallId again = refresh_in(proxy.on_request(t, 3, handle, pull_of(0, 3)));
+  REQUIRE(again != 0);
+  PullReply pulled{0, 3, 3, {1.0F, 2.0F}};
+  auto served = replies_in(proxy.on_response(t, again, to_pb("w", pulled).SerializeAsString()));
+  REQUIRE(served.count(3) == 1);
+  REQUIRE(served.at(3).ok());
+  CHECK(replies_in(proxy.on_request(t, 4, handle, pull_of(1, 3))).at(4).ok());  // a hit now
+  // A refresh the PS refused stays failed for every later read of the shard.
+  const core::CallId refused = refresh_in(proxy.on_request(t, 5, handle, pull_of(0, 4)));
+  REQUIRE(refused != 0);
+  auto no = replies_in(proxy.on_response(t, refused, apiary::make_error(errc::protocol, "not a replica of this job")));
+  REQUIRE(no.count(5) == 1);
+  CHECK(no.at(5).error().code == errc::protocol);
+  auto later = replies_in(proxy.on_request(t, 6, handle, pull_of(1, 4)));
+  REQUIRE(later.count(6) == 1);
+  CHECK(later.at(6).error().code == errc::protocol);
 }

@@ -62,11 +62,17 @@ double shard_step_seconds(std::size_t n, std::int32_t replicas, cps::OptimizerKi
 /// synchronizers and the collective, sums, updates): the difference of a long and a
 /// short run, which leaves the set-up out.
 Result<double> simulated_step_seconds(core::strategy::BuilderKind kind, const core::strategy::BuilderOptions& options,
-                                      std::size_t features, std::size_t samples, std::size_t batch, int runs) {
+                                      std::size_t features, std::size_t samples, std::size_t batch, bool sparse,
+                                      int runs) {
   namespace cs = core::strategy;
   auto spec = cs::parse_resource_spec("nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n", "calibration");
   if (!spec) return spec.error();
-  const auto item = cps::logistic_graph_item(features);
+  auto item = cps::logistic_graph_item(features);
+  if (sparse) {  // w's gradient as the rows a batch touches
+    item.variables[0].sparse = true;
+    item.grad_target_pairs = {{"g/w/indices:0;g/w/values:0;g/w/shape:0", cps::k_logreg_weights},
+                              {"gradients/logreg/b_grad:0", cps::k_logreg_bias}};
+  }
   auto strategy = cs::build_strategy(kind, options, item, *spec, "calibration");
   if (!strategy) return strategy.error();
   sim::scenarios::PsScenarioConfig c;
@@ -74,6 +80,7 @@ Result<double> simulated_step_seconds(core::strategy::BuilderKind kind, const co
   c.features = features;
   c.samples = samples;
   c.batch = batch;
+  if (sparse) c.sparse_variables = {cps::k_logreg_weights};
   Status ran = ok_status();
   const auto seconds = [&](std::int64_t steps) {
     c.steps = steps;
@@ -93,9 +100,9 @@ Result<double> simulated_step_seconds(core::strategy::BuilderKind kind, const co
 /// per value, replica and step, in ns.
 Result<double> unexplained_ns(const sim::CostProfile& p, core::strategy::BuilderKind kind,
                               const core::strategy::BuilderOptions& options, std::size_t features, double known,
-                              int runs) {
+                              int runs, bool sparse = false) {
   const std::size_t samples = 4, batch = 1;
-  auto per_step = simulated_step_seconds(kind, options, features, samples, batch, runs);
+  auto per_step = simulated_step_seconds(kind, options, features, samples, batch, sparse, runs);
   if (!per_step) return per_step.error();
   const double replicas = 4.0, f = static_cast<double>(features);
   known += replicas * std::chrono::duration<double>(p.gradient(batch, features)).count() +
@@ -156,6 +163,19 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
   auto ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs);
   if (!ps) return make_error(ps.error().code, "the PS step could not be measured: {}", ps.error().message);
   p.ps_ns = *ps;
+  // The same with w's gradient sparse (the demo's data is dense: a batch touches every
+  // row, so the rows sent are w's values).
+  auto sparse_ar = unexplained_ns(p, cs::BuilderKind::all_reduce, {}, features, 0.0, runs, true);
+  if (!sparse_ar) {
+    return make_error(sparse_ar.error().code, "the sparse all-reduce step could not be measured: {}",
+                      sparse_ar.error().message);
+  }
+  p.allreduce_sparse_ns = *sparse_ar;
+  auto sparse_ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs, true);
+  if (!sparse_ps) {
+    return make_error(sparse_ps.error().code, "the sparse PS step could not be measured: {}", sparse_ps.error().message);
+  }
+  p.ps_sparse_ns = *sparse_ps;
   // The transport between two processes over loopback tcp (plaintext, as a trusted
   // cluster runs): 64 B round trips, calls/s with 64 in flight, 16 MiB one way.
   transport_bench::SessionPlan plan;

@@ -38,6 +38,11 @@ struct CostProfile {
   /// (the push's and the pull's encoding and decoding at both ends, beyond the
   /// transport's per-byte cost and the shard's sum and update), charged to the replica.
   double ps_ns = 0.0;
+  /// The same for a variable with sparse gradients, per row value a replica sends (the
+  /// rows its batch touched), all-reduced (the gather and the sums of every replica's
+  /// rows) or on a PS.
+  double allreduce_sparse_ns = 0.0;
+  double ps_sparse_ns = 0.0;
 
   /// Processor time of a message of `bytes` at one end.
   [[nodiscard]] core::Duration message(std::size_t bytes) const;

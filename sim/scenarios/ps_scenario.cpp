@@ -334,10 +334,16 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                                                                          : p.allreduce_ns;
       own_work += CostProfile::work(static_cast<double>(t.size), ns);
     }
+    // Sparse variables: the rows a batch touches, which with the demo's dense data are all.
+    for (const auto& v : plans.ar->sparse) {
+      own_work += CostProfile::work(static_cast<double>(v.rows) * static_cast<double>(v.row_width),
+                                    p.allreduce_sparse_ns);
+    }
   }
-  if (plans.ps) {  // the dense PS shards' wire work, charged to the replica
+  if (plans.ps) {  // the PS shards' wire work (a sparse one's rows: all of them), charged to the replica
     for (const auto& shard : plans.ps->shards) {
-      if (!shard.config.sparse) own_work += CostProfile::work(static_cast<double>(shard.config.layout.size()), p.ps_ns);
+      own_work += CostProfile::work(static_cast<double>(shard.config.layout.size()),
+                                    shard.config.sparse ? p.ps_sparse_ns : p.ps_ns);
     }
   }
   for (std::size_t r = 0; r < run.replicas.size(); ++r) {

@@ -27,13 +27,20 @@ constexpr Field k_fields[] = {
     {"gradient_call_ns", &CostProfile::gradient_call_ns}, {"loss_ns", &CostProfile::loss_ns},
     {"allreduce_ns", &CostProfile::allreduce_ns},         {"allreduce_fp16_ns", &CostProfile::allreduce_fp16_ns},
     {"allreduce_fp16_ef_ns", &CostProfile::allreduce_fp16_ef_ns}, {"ps_ns", &CostProfile::ps_ns},
-    {"allreduce_sparse_ns", &CostProfile::allreduce_sparse_ns},   {"ps_sparse_ns", &CostProfile::ps_sparse_ns},
+    {"ps_sparse_ns", &CostProfile::ps_sparse_ns},
+    {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
 };
 
 }  // namespace
 
 core::Duration CostProfile::message(std::size_t bytes) const {
-  return work(1.0, message_us * 1e3) + work(static_cast<double>(bytes), byte_ns);
+  const double large = static_cast<double>(bytes) >= large_message_bytes ? large_message_us : 0.0;
+  return work(1.0, (message_us + large) * 1e3) + work(static_cast<double>(bytes), byte_ns);
+}
+
+core::Duration CostProfile::sending(const Sent& sent) const {
+  return work(static_cast<double>(sent.messages), message_us * 1e3) +
+         work(static_cast<double>(sent.large), large_message_us * 1e3) + work(static_cast<double>(sent.bytes), byte_ns);
 }
 
 core::Duration CostProfile::gradient(std::size_t batch, std::size_t features) const {
@@ -45,18 +52,20 @@ core::Duration CostProfile::work(double count, double ns_each) {
   return core::Duration(static_cast<core::Duration::rep>(std::llround(count * ns_each)));
 }
 
-Sent sent_by(const core::Effects& effects) {
+Sent sent_by(const core::Effects& effects, std::size_t large_bytes) {
   Sent out;
+  auto add = [&out, large_bytes](std::size_t bytes) {
+    ++out.messages;
+    out.bytes += bytes;
+    if (bytes >= large_bytes) ++out.large;
+  };
   for (const auto& effect : effects) {
     if (const auto* call = std::get_if<core::Call>(&effect)) {
-      ++out.messages;
-      out.bytes += call->request.size() + call->body.size() + call->tail.size();
+      add(call->request.size() + call->body.size() + call->tail.size());
     } else if (const auto* send = std::get_if<core::Send>(&effect)) {
-      ++out.messages;
-      out.bytes += send->message.size() + send->body.size() + send->tail.size();
+      add(send->message.size() + send->body.size() + send->tail.size());
     } else if (const auto* reply = std::get_if<core::Reply>(&effect)) {
-      ++out.messages;
-      out.bytes += (reply->response.ok() ? reply->response->size() : 0) + reply->body.size() + reply->tail.size();
+      add((reply->response.ok() ? reply->response->size() : 0) + reply->body.size() + reply->tail.size());
     }
   }
   return out;

@@ -38,14 +38,19 @@ struct CostProfile {
   /// (the push's and the pull's encoding and decoding at both ends, beyond the
   /// transport's per-byte cost and the shard's sum and update), charged to the replica.
   double ps_ns = 0.0;
-  /// The same for a variable with sparse gradients, per row value a replica sends (the
-  /// rows its batch touched), all-reduced (the gather and the sums of every replica's
-  /// rows) or on a PS.
-  double allreduce_sparse_ns = 0.0;
+  /// The same for a PS variable with sparse gradients, per row value a replica sends (the
+  /// rows its batch touched).
   double ps_sparse_ns = 0.0;
+  /// Processor time of a message of `large_message_bytes` or more at each end beyond its
+  /// bytes (the transport's rendezvous: its handshake, a receive posted for it), from
+  /// bandwidth runs of 1 MiB and 16 MiB messages.
+  double large_message_us = 0.0;
+  double large_message_bytes = 65536;
 
   /// Processor time of a message of `bytes` at one end.
   [[nodiscard]] core::Duration message(std::size_t bytes) const;
+  /// Processor time of what `sent` sends, at the sending end.
+  [[nodiscard]] core::Duration sending(const struct Sent& sent) const;
   /// Processor time of one gradient of `batch` samples of `features`.
   [[nodiscard]] core::Duration gradient(std::size_t batch, std::size_t features) const;
   /// Processor time of `count` values at `ns_each`.
@@ -56,8 +61,9 @@ struct CostProfile {
 struct Sent {
   std::size_t messages = 0;
   std::size_t bytes = 0;
+  std::size_t large = 0;  ///< messages of `large_bytes` or more
 };
-[[nodiscard]] Sent sent_by(const core::Effects& effects);
+[[nodiscard]] Sent sent_by(const core::Effects& effects, std::size_t large_bytes = 65536);
 
 /// The profile as a JSON object (one field per line).
 [[nodiscard]] std::string to_json(const CostProfile& profile);

@@ -287,13 +287,11 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
   };
   // Messages: each one received and sent costs its processor time at this end.
   auto messages = [p](const Event& in, const core::Effects& out) {
-    const Sent sent = sent_by(out);
+    const Sent sent = sent_by(out, static_cast<std::size_t>(p.large_message_bytes));
     const bool received = in.kind == EventKind::request || in.kind == EventKind::response ||
                           in.kind == EventKind::call_message || in.kind == EventKind::reply_message;
     core::Duration cost = received ? p.message(in.payload.ok() ? in.payload->size() : 0) : core::Duration::zero();
-    cost += CostProfile::work(static_cast<double>(sent.messages), p.message_us * 1e3) +
-            CostProfile::work(static_cast<double>(sent.bytes), p.byte_ns);
-    return cost;
+    return cost + p.sending(sent);
   };
   if (plans.ps) {
     for (std::size_t i = 0; i < plans.ps->servers.size(); ++i) {
@@ -333,11 +331,6 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                         : t.compressor == cc::CompressorKind::horovod_ef ? p.allreduce_fp16_ef_ns
                                                                          : p.allreduce_ns;
       own_work += CostProfile::work(static_cast<double>(t.size), ns);
-    }
-    // Sparse variables: the rows a batch touches, which with the demo's dense data are all.
-    for (const auto& v : plans.ar->sparse) {
-      own_work += CostProfile::work(static_cast<double>(v.rows) * static_cast<double>(v.row_width),
-                                    p.allreduce_sparse_ns);
     }
   }
   if (plans.ps) {  // the PS shards' wire work (a sparse one's rows: all of them), charged to the replica

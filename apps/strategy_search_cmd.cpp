@@ -56,10 +56,11 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
               config.profile ? ("profile of " + config.profile->machine).c_str()
                              : "no profile: the default latency and compute time");
   std::fputs(sim::scenarios::format_search_table(*rows).c_str(), stdout);
-  const std::string id = a.id.empty() ? core::strategy::format_strategy_id(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                                                 .count())
-                                      : a.id;
+  std::string id = a.id;
+  if (id.empty()) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    id = core::strategy::format_strategy_id(std::chrono::duration_cast<std::chrono::microseconds>(now).count());
+  }
   if (!a.out_dir.empty()) {
     std::size_t rank = 0;
     for (auto& row : *rows) {

@@ -44,8 +44,9 @@ bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 /// `back` is `a` encoded and decoded again by a codec that keeps float16 values: equal,
-/// any NaN equal to any NaN (a NaN's payload may change), an infinity clamped to the
-/// largest float16 of its sign (the FLOAT16 codecs clamp before rounding).
+/// any NaN equal to any NaN (a NaN's payload may change), an infinity of `a` clamped to
+/// the largest float16 of its sign (the FLOAT16 codecs clamp before rounding). The
+/// original comes first.
 bool same_values(const std::vector<float>& a, const std::vector<float>& back) {
   if (a.size() != back.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -88,7 +89,7 @@ void fuzz_part_message(std::string_view bytes) {
     __builtin_trap();
   }
   const bool exact = part->compression == apiary::pb::NONE || part->compression == apiary::pb::FLOAT16;
-  if (exact && !same_values(back->values, part->values)) __builtin_trap();
+  if (exact && !same_values(part->values, back->values)) __builtin_trap();
 }
 
 void fuzz_exchange(FuzzInput& in) {
@@ -119,7 +120,7 @@ void fuzz_exchange(FuzzInput& in) {
   std::string again;
   col::encode_span(*layout, lo, hi, values.data(), again);
   std::vector<float> back(hi - lo);
-  if (!col::decode_span(*layout, lo, hi, again, back.data()).ok() || !same_values(back, values)) __builtin_trap();
+  if (!col::decode_span(*layout, lo, hi, again, back.data()).ok() || !same_values(values, back)) __builtin_trap();
 }
 
 /// A push two ways: the direct dense scan must agree with protobuf's parse.

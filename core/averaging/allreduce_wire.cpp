@@ -57,7 +57,15 @@ std::string part_group_id(std::string_view bytes) {
     std::uint32_t number = 0, wire = 0;
     std::string_view field;
     std::uint64_t value = 0;
-    if (!r.field(number, wire, field, value)) return {};
+    if (!r.field(number, wire, field, value)) {
+      // What the reader cannot read (a group among unknown fields, ...): protobuf's answer.
+      pb::AveragingData data;
+      if (bytes.size() > static_cast<std::size_t>(INT32_MAX) ||
+          !data.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+        return {};
+      }
+      return data.group_id();
+    }
     if (number == 2 && wire == core::k_wire_len) group.assign(field);
   }
   return group;

@@ -43,7 +43,9 @@ struct PartMessage {
 [[nodiscard]] Result<PartMessage> decode_part_message(std::string_view bytes);
 
 /// The group_id of an AveragingData, read without decoding its part ("" when the bytes
-/// are not AveragingData or carry no group id).
+/// are not AveragingData or carry no group id); bytes the fast reader cannot read (a
+/// group among unknown fields, which protobuf skips) are parsed by protobuf, so both
+/// always name the same group.
 [[nodiscard]] std::string part_group_id(std::string_view bytes);
 
 /// As decode_part_message, but an uncompressed float32 part stays where it lies: `floats`

@@ -188,5 +188,14 @@ std::future<std::string> Gateway::describe(const PeerKey& peer) {
   return fut;
 }
 
+std::future<Result<transport::RelayGrant>> Gateway::reserve_relay(const PeerKey& relay) {
+  auto promise = std::make_shared<std::promise<Result<transport::RelayGrant>>>();
+  auto fut = promise->get_future();
+  run_on_thread([this, relay, promise] {
+    transport_->reserve(relay, [promise](Result<transport::RelayGrant> g) { promise->set_value(std::move(g)); });
+  });
+  return fut;
+}
+
 
 }  // namespace apiary::actors

@@ -97,6 +97,13 @@ class Gateway final : private transport::Handler {
   void prove_identity(const messages::Ed25519PrivateKey& key) {
     run_on_thread([this, key] { transport_->prove_identity(key); });
   }
+  /// Reserves a slot at the relay at `relay` ("host:port"), kept by the transport from then
+  /// on (transport::Transport::reserve); the future holds the grant or why there is none.
+  std::future<Result<transport::RelayGrant>> reserve_relay(const PeerKey& relay);
+  /// Tells peers this node listens at `listen_addr` from now on (Transport::advertise).
+  void advertise(const std::string& listen_addr) {
+    run_on_thread([this, listen_addr] { transport_->advertise(listen_addr); });
+  }
   /// Authorizes the calls of `authorizer->peer_id()` (core/rpc/auth.hpp): each call it
   /// opens carries a signed request, and a call to one of its handles (a plain handle when
   /// it is the gateway's own identity, `handle@PeerID` for a node sharing the gateway) is

@@ -109,6 +109,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
     RuntimeOptions ro = api::runtime_options_of(options);
     ro.system = options.system;
     ro.busy_poll = options.busy_poll;
+    ro.relay_service = options.relay_service;
     auto rt = Runtime::start(ro);
     if (!rt) return rt.error();
     runtime = std::move(*rt);
@@ -169,9 +170,30 @@ Result<std::unique_ptr<Dht>> Dht::start(Runtime& runtime, const DhtOptions& opti
   auto result = boot.get();
   if (!result.status) {
     dht->stop();
+    if (options.auto_relay && !dht->client_ && result.not_called_back > 0) {
+      return start_relayed(runtime, options, initial_peers, result.status.error());
+    }
     return result.status.error();
   }
   return dht;
+}
+
+Result<std::unique_ptr<Dht>> Dht::start_relayed(Runtime& runtime, const DhtOptions& options,
+                                                const std::vector<core::PeerAddr>& relays, const Error& unreachable) {
+  // Behind NAT: the initial peers answered but could not call this node back. Reached
+  // through the first of them that keeps a slot for it, it bootstraps again.
+  std::string refusals;
+  for (const core::PeerAddr& relay : relays) {
+    auto st = runtime.reach_through(relay.parts(), std::chrono::seconds(10));
+    if (st) {
+      DhtOptions again = options;
+      again.auto_relay = false;
+      return start(runtime, again);
+    }
+    refusals += fmt::format("{}{}: {}", refusals.empty() ? "" : "; ", relay, st.error().message);
+  }
+  return make_error(errc::unavailable, "{}; and no initial peer keeps a relay slot for this node ({}): start one "
+                    "of them with --relay-service", unreachable.message, refusals);
 }
 
 Dht::~Dht() { stop(); }

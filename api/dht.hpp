@@ -59,6 +59,13 @@ struct DhtOptions {
   /// An actor system to share among many Dht in one process (it must outlive them);
   /// null = this Dht makes its own.
   caf::actor_system* system = nullptr;
+  /// Serve as a relay for peers behind NAT (transport/README.md "Relays"): they reserve a
+  /// slot here and are dialled through this node.
+  bool relay_service = false;
+  /// hivemind's use_auto_relay: when the initial peers answer but cannot call this node
+  /// back (it is behind NAT), reserve a slot at the first of them that serves as a relay,
+  /// take the relayed address as this node's, and bootstrap again, reached through it.
+  bool auto_relay = false;
   /// A gateway (on `system`) to share among many Dht in one process: one transport, one
   /// progress thread and one connection per pair of processes for all of them; each node
   /// is still addressed by its own PeerID (`listen` is then ignored). Null = an own one.
@@ -186,6 +193,11 @@ class Dht {
 
  private:
   Dht();
+  /// auto_relay after a bootstrap that failed with `unreachable` (the initial peers could
+  /// not call this node back): reached through the first of `relays` that keeps a slot.
+  static Result<std::unique_ptr<Dht>> start_relayed(Runtime& runtime, const DhtOptions& options,
+                                                    const std::vector<core::PeerAddr>& relays,
+                                                    const Error& unreachable);
   struct Impl;
   Runtime* runtime_ = nullptr;
   std::shared_ptr<Runtime> own_runtime_;  ///< when start(options) brought one up

@@ -78,6 +78,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
   gc.transport.peer_id = rt->peer_id_.bytes();
   gc.transport.identity = *key;
   gc.transport.insecure = options.insecure;
+  if (options.relay_service) gc.transport.relay_service = transport::RelayLimits{};
   gc.host = listen->host;
   gc.port = listen->port;
   auto gw = actors::Gateway::start(*rt->system_, gc);
@@ -116,6 +117,30 @@ Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std:
   rt->address_ = *bound;
   rt->dht_epoch_ = epoch_now();
   return rt;
+}
+
+Status Runtime::reach_through(const messages::Multiaddr& relay, std::chrono::milliseconds timeout) {
+  if (!own_gateway_) {
+    return make_error(errc::unsupported, "a runtime attached to another's gateway is reached at its owner's address; "
+                      "reach the owner through the relay instead");
+  }
+  if (!relay.peer || relay.relayed()) {
+    return make_error(errc::invalid_argument, "a relay is named by its own address with its PeerID "
+                      "(/ip4/HOST/tcp/PORT/p2p/RELAY), not '{}'", relay.to_string());
+  }
+  auto grant = gateway_->reserve_relay(relay.host_port());
+  if (grant.wait_for(timeout) != std::future_status::ready) {
+    return make_error(errc::deadline_exceeded, "the relay {} did not answer a reservation within {} ms",
+                      relay.to_string(), timeout.count());
+  }
+  auto g = grant.get();
+  if (!g) return g.error();
+  messages::Multiaddr via = relay;
+  via.relay = relay.peer;
+  via.peer = peer_id_;
+  address_ = via;
+  gateway_->advertise(via.host_port());
+  return ok_status();
 }
 
 Runtime::~Runtime() { stop(); }

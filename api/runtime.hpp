@@ -58,6 +58,9 @@ struct RuntimeOptions {
   std::size_t threads = 0;
   /// An actor system to run on instead of an own one (it must outlive the runtime).
   caf::actor_system* system = nullptr;
+  /// Serve as a relay (transport/README.md "Relays"): keep slots for peers behind NAT and
+  /// pass on the connections dialled to them through this node (limits: RelayLimits).
+  bool relay_service = false;
 };
 
 class Runtime {
@@ -84,8 +87,16 @@ class Runtime {
   [[nodiscard]] bool shares_gateway() const { return own_gateway_ == false; }
   [[nodiscard]] const messages::Ed25519PrivateKey& key() const { return *key_; }
   [[nodiscard]] const messages::PeerId& peer_id() const { return peer_id_; }
-  /// The bound listen address with /p2p/<PeerID>.
+  /// The bound listen address with /p2p/<PeerID>, or the relayed one once reached
+  /// through a relay (reach_through).
   [[nodiscard]] const messages::Multiaddr& address() const { return address_; }
+  /// Reserves a slot at the relay at `relay` (its multiaddr, naming its PeerID) and is
+  /// reached through it from then on: address() becomes the relayed address
+  /// (RELAY/p2p-circuit/p2p/SELF), peers are told, and the transport keeps the slot.
+  /// Call before the roles that advertise address() start. Errors: the relay's refusal
+  /// or unreachability, no answer within `timeout`, a runtime attached to another's
+  /// gateway (its owner's address is the one peers reach).
+  Status reach_through(const messages::Multiaddr& relay, std::chrono::milliseconds timeout);
   /// The runtime's time (the steady clock the actors use).
   [[nodiscard]] core::TimePoint now() const;
   /// DHT time (Unix seconds) at now() == 0, fixed when the runtime starts: DHT time at

@@ -79,6 +79,15 @@ inline void add_insecure_flag(CLI::App& cmd, bool& insecure) {
                "too. Default: encrypted, PeerIDs proven (Noise XX)");
 }
 
+/// Adds --relay-service and --auto-relay (transport/README.md "Relays") to a DHT node's command.
+inline void add_relay_flags(CLI::App& cmd, bool& relay_service, bool& auto_relay) {
+  cmd.add_flag("--relay-service", relay_service,
+               "Serve as a relay: peers behind NAT reserve a slot here and are dialled through this node");
+  cmd.add_flag("--auto-relay", auto_relay,
+               "When the initial peers cannot call this node back (behind NAT), be reached through the first of "
+               "them that serves as a relay (started with --relay-service)");
+}
+
 /// Adds --authority: authorization of every call with a swarm's shared authority key file.
 inline void add_authority_option(CLI::App& cmd, std::string& authority_file) {
   cmd.add_option("--authority", authority_file,

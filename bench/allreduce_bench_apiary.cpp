@@ -275,7 +275,7 @@ caf::behavior driver_actor(driver* self, std::shared_ptr<actors::Gateway> gw, Al
                            std::shared_ptr<std::promise<Result<Figures>>> done) {
   auto& st = self->state;
   for (const int port : opt.ports) {
-    st.peers.push_back(core::PeerAddr(messages::Multiaddr{"127.0.0.1", false, static_cast<std::uint16_t>(port), {}}));
+    st.peers.push_back(core::PeerAddr(messages::Multiaddr{"127.0.0.1", false, static_cast<std::uint16_t>(port), {}, {}}));
     st.addr_of.emplace(fmt::format("127.0.0.1:{}", port), st.peers.back());
   }
   st.opt = std::move(opt);

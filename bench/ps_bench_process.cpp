@@ -132,7 +132,7 @@ Status run_replica(const ProcessOptions& o, const cps::TrainingPlan& plan, const
   auto gw = start_gateway(sys, 0, o.mode);
   if (!gw) return gw.error();
   std::map<std::string, core::PeerAddr> servers;
-  for (std::size_t i = 0; i < o.shards; ++i) servers[device_of_shard(i)] = core::PeerAddr(messages::Multiaddr{"127.0.0.1", false, static_cast<std::uint16_t>(o.ports[i]), {}});
+  for (std::size_t i = 0; i < o.shards; ++i) servers[device_of_shard(i)] = core::PeerAddr(messages::Multiaddr{"127.0.0.1", false, static_cast<std::uint16_t>(o.ports[i]), {}, {}});
   Status st = wait_files(o, "ps_ready", o.shards);
   std::vector<double> step_us;
   double cpu_us = 0;  // CPU of this process per timed step (checks included)

@@ -20,7 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (data[0] % 6) {
     case 0:
       if (auto a = m::Multiaddr::parse(input); a.ok()) {
-        if (!m::Multiaddr::parse(a->to_string()).ok()) __builtin_trap();
+        auto again = m::Multiaddr::parse(a->to_string());
+        if (!again.ok() || !(*again == *a)) __builtin_trap();
+        // The transport key (a relayed one names the relay and the peer) parses back too.
+        auto key = m::Multiaddr::from_host_port(a->host_port(), "key", a->peer);
+        if (!key.ok() || !(*key == *a)) __builtin_trap();
       }
       break;
     case 1:

@@ -12,7 +12,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev catch2 libssl-dev libmsgpack-cxx-dev libgoogle-perftools-dev libabsl-dev
   libopendht-dev
   libgloo-dev openmpi-bin libopenmpi-dev
-  iproute2 util-linux
+  iproute2 iptables util-linux
   python3-dev python3-pybind11 python3-numpy python3-torch python3-msgpack python3-pytest
   python3-sklearn python3-tqdm python3-protobuf python3-pydantic python3-matplotlib
 )

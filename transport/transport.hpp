@@ -15,6 +15,7 @@
 #include "messages/identity/ed25519.hpp"
 #include "messages/identity/multiaddr.hpp"
 #include "messages/result.hpp"
+#include "transport/relay_book.hpp"
 
 namespace apiary::transport {
 
@@ -73,6 +74,17 @@ struct Config {
   /// (PeerIDs proven by their keys) and every frame, envelope and payload, is encrypted and
   /// authenticated (AES-256-GCM). Only the UCX backend encrypts; local/ is in-process.
   bool insecure = false;
+  /// Serve as a relay (transport/README.md "Relays"): keep slots for peers that reserve
+  /// one and pass on the relayed connections dialled to them, within these limits.
+  /// Unset: reservations are refused, saying this node is not a relay.
+  std::optional<RelayLimits> relay_service;
+};
+
+/// What a relay granted a reservation (RELAY_RESERVED).
+struct RelayGrant {
+  std::chrono::milliseconds reservation{0};  ///< the slot lasts this long unless renewed (the transport renews it)
+  std::chrono::milliseconds circuit{0};      ///< one relayed connection may last this long
+  std::uint64_t circuit_bytes = 0;           ///< and carry this many bytes
 };
 
 /// Receives what a transport produces. Every call runs on the transport's own thread.
@@ -115,6 +127,8 @@ struct Stats {
   std::uint64_t handshakes = 0;     ///< encrypted connections established (both directions)
   std::uint64_t refused_connections = 0;  ///< handshakes failed, mode mismatches, unauthentic frames
   std::uint64_t refused_calls = 0;  ///< calls not sent: the peer did not prove the PeerID dialled
+  std::uint64_t frames_relayed = 0;  ///< frames of relayed connections this node passed on as a relay
+  std::uint64_t circuits = 0;        ///< relayed connections this node opened or accepted (as an end)
 };
 
 /// A transport backend. Lifecycle: start → (post/send)* → stop.
@@ -137,6 +151,19 @@ class Transport {
   /// callee refuses an OPEN whose caller names a PeerID its connection did not prove.
   /// Transport thread only; nothing to do in --insecure mode or in-process.
   virtual void prove_identity(const messages::Ed25519PrivateKey& key) { (void)key; }
+  /// Reserves a slot at the relay at `relay` ("host:port"), so that peers can dial this
+  /// node through it (HOST:PORT/p2p/RELAY/p2p-circuit/p2p/SELF), and keeps it: renewed
+  /// before it lapses, and asked for again when the connection to the relay is lost.
+  /// `done` runs once, on this thread, with the grant or why there is none (the relay is
+  /// unreachable or refused; then the transport does not ask again). Transport thread only.
+  virtual void reserve(const PeerKey& relay, std::function<void(Result<RelayGrant>)> done) {
+    done(make_error(errc::unsupported, "this transport does not reach relays (reserving at {})", relay));
+  }
+  /// The listen address this node tells its peers from now on ("host:port", or a relayed
+  /// key HOST:PORT/p2p/RELAY/p2p-circuit/p2p/SELF once a relay keeps a slot for it): in
+  /// new handshakes, and at once in a HELLO on every established connection. Transport
+  /// thread only.
+  virtual void advertise(const std::string& listen_addr) { (void)listen_addr; }
   /// Closes connections and joins the thread. Idempotent.
   virtual void stop() = 0;
   /// Snapshot of the counters (thread-safe).

@@ -326,7 +326,9 @@ void Node::on_ping_response(TimePoint now, PendingCall& pc, const Result<std::st
     why = fmt::format("its clock is {:.1f} s off ours (at most {} s allowed); synchronize the clocks",
                       r.dht_time() - dht_time(now), k_max_clock_discrepancy);
   } else if (!config_.protocol.client_mode && !r.available()) {
-    why = "it could not call us back; check that our listen address is reachable from it";
+    why = "it could not call us back; check that our listen address is reachable from it, or reach it through "
+          "a relay (--auto-relay)";
+    ++op.result.not_called_back;
   } else if (NodeId::from_bytes(r.peer().node_id())) {
     ++op.answered;
   } else {

@@ -117,6 +117,9 @@ struct OpResult {
   /// get: the longest chain of find requests that led to a found value (1 = asked a
   /// node of the own table); 0 when served locally or not found.
   std::size_t hops = 0;
+  /// bootstrap: initial peers that answered but could not call this node back (its
+  /// listen address is not reachable from them: behind NAT, a relay is the way in).
+  std::size_t not_called_back = 0;
 };
 
 /// Counters over the node's life, for tests, the simulator and benchmarks.

@@ -10,7 +10,8 @@ namespace {
 
 /// The shape every parse error reminds the reader of.
 constexpr const char* expected_form =
-    "expected /ip4/A.B.C.D/tcp/PORT or /ip6/ADDR/tcp/PORT, optionally followed by /p2p/PEERID";
+    "expected /ip4/A.B.C.D/tcp/PORT or /ip6/ADDR/tcp/PORT, optionally followed by /p2p/PEERID, or a relay's "
+    "address followed by /p2p-circuit/p2p/PEERID";
 
 Error parse_error(std::string_view text, const std::string& problem) {
   return make_error(errc::invalid_argument, "multiaddr \"{}\": {}; {}", text.substr(0, 200),
@@ -96,22 +97,42 @@ Result<Multiaddr> Multiaddr::parse(std::string_view text) {
                        fmt::format("bad port '{}' (expected a number from 0 to 65535)", parts[3]));
   addr.port = *port;
 
-  // optional /p2p/PEERID
-  if (parts.size() > 4) {
-    if (parts[4] != "p2p" && parts[4] != "ipfs")
-      return parse_error(text, fmt::format("unexpected '{}' after the port (only /p2p/PEERID may "
-                                           "follow)",
-                                           parts[4]));
-    if (parts.size() < 6)
-      return parse_error(text, fmt::format("the peer id after /{} is missing", parts[4]));
-    auto id = PeerId::from_string(parts[5]);
+  // optional /p2p/PEERID, which may be a relay's: /p2p/RELAY/p2p-circuit[/p2p/PEERID]
+  auto peer_at = [&](std::size_t i) -> Result<PeerId> {
+    if (parts[i] != "p2p" && parts[i] != "ipfs")
+      return parse_error(text, fmt::format("unexpected '{}' after {} (only /p2p/PEERID may follow)", parts[i],
+                                           i == 4 ? "the port" : "/p2p-circuit"));
+    if (parts.size() < i + 2)
+      return parse_error(text, fmt::format("the peer id after /{} is missing", parts[i]));
+    auto id = PeerId::from_string(parts[i + 1]);
     if (!id)
-      return parse_error(text, fmt::format("bad peer id '{}' ({})", parts[5], id.error().message));
+      return parse_error(text, fmt::format("bad peer id '{}' ({})", parts[i + 1], id.error().message));
+    return id;
+  };
+  std::size_t used = 4;
+  if (parts.size() > 4) {
+    if (parts[4] == "p2p-circuit")
+      return parse_error(text, "a relayed address names its relay's PeerID before /p2p-circuit "
+                               "(/p2p/RELAY/p2p-circuit/p2p/PEERID)");
+    auto id = peer_at(4);
+    if (!id) return id.error();
     addr.peer = std::move(*id);
+    used = 6;
   }
-  if (parts.size() > 6) {
+  if (parts.size() > 6 && parts[6] == "p2p-circuit") {
+    addr.relay = std::move(addr.peer);
+    addr.peer.reset();
+    used = 7;
+    if (parts.size() > 7) {
+      auto id = peer_at(7);
+      if (!id) return id.error();
+      addr.peer = std::move(*id);
+      used = 9;
+    }
+  }
+  if (parts.size() > used) {
     std::string_view rest =
-        text.substr(static_cast<std::size_t>(parts[6].data() - text.data()) - 1);
+        text.substr(static_cast<std::size_t>(parts[used].data() - text.data()) - 1);
     return parse_error(text, fmt::format("unexpected trailing '{}' after the peer id", rest));
   }
   return addr;
@@ -131,10 +152,26 @@ Result<Multiaddr> Multiaddr::from_ip(std::string_view ip, std::uint16_t port,
                       "'{}'; resolve host names first",
                       ip.substr(0, 200));
   }
-  return Multiaddr{std::move(*host), ip6, port, std::move(peer)};
+  return Multiaddr{std::move(*host), ip6, port, std::move(peer), std::nullopt};
 }
 
 Result<Multiaddr> Multiaddr::from_host_port(std::string_view text, const char* what, std::optional<PeerId> peer) {
+  if (const auto slash = text.find('/'); slash != std::string_view::npos) {
+    // A relayed key: the relay's HOST:PORT, then /p2p/RELAY/p2p-circuit/p2p/PEER.
+    auto relay = from_host_port(text.substr(0, slash), what);
+    if (!relay) return relay.error();
+    auto whole = parse(relay->without_peer().to_string() + std::string(text.substr(slash)));
+    if (!whole) return make_error(whole.error().code, "{}: {}", what, whole.error().message);
+    if (!whole->relayed()) {
+      return make_error(errc::invalid_argument, "{}: expected HOST:PORT or HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER, "
+                        "got '{}'", what, text.substr(0, 200));
+    }
+    if (peer && whole->peer != peer) {
+      return make_error(errc::invalid_argument, "{}: the relayed address '{}' names another peer than {}", what,
+                        text.substr(0, 200), peer->to_string());
+    }
+    return whole;
+  }
   const auto colon = text.rfind(':');
   const std::string_view port = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
   if (colon == std::string_view::npos || colon == 0 || port.empty() || port.size() > 5 ||
@@ -150,11 +187,17 @@ Result<Multiaddr> Multiaddr::from_host_port(std::string_view text, const char* w
 }
 
 std::string Multiaddr::host_port() const {
-  return is_ip6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  std::string key = is_ip6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  if (relay) {
+    key += "/p2p/" + relay->to_string() + "/p2p-circuit";
+    if (peer) key += "/p2p/" + peer->to_string();
+  }
+  return key;
 }
 
 std::string Multiaddr::to_string() const {
   std::string text = fmt::format("/{}/{}/tcp/{}", is_ip6 ? "ip6" : "ip4", host, port);
+  if (relay) text += "/p2p/" + relay->to_string() + "/p2p-circuit";
   if (peer) text += "/p2p/" + peer->to_string();
   return text;
 }

@@ -6,7 +6,7 @@ namespace apiary::sim::scenarios {
 
 core::PeerAddr swarm_address(std::size_t i, std::uint16_t port, std::optional<messages::PeerId> peer) {
   return core::PeerAddr(messages::Multiaddr{fmt::format("10.{}.{}.{}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff),
-                                            false, port, std::move(peer)});
+                                            false, port, std::move(peer), {}});
 }
 
 Status check_swarm_size(std::size_t nodes, const char* options, const char* addr) {

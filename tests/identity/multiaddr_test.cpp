@@ -156,3 +156,68 @@ TEST_CASE("HOST:PORT parses once into a multiaddr and back with IPv6 in brackets
     CHECK_THAT(r.error().message, Catch::StartsWith("--peers: "));
   }
 }
+
+TEST_CASE("relayed multiaddrs name the relay and the peer behind it and round-trip as text and transport keys",
+          "[identity][multiaddr]") {
+  constexpr const char* relay_text = "12D3KooWHNRZX52bPKCkbKQVVT5iibYhkbamMy7hT9Vmoy34762t";
+  const std::string text =
+      std::string("/ip4/10.9.0.1/tcp/4400/p2p/") + relay_text + "/p2p-circuit/p2p/" + peer_text;
+  auto addr = Multiaddr::parse(text);
+  REQUIRE(addr.ok());
+  CHECK(addr->relayed());
+  CHECK(addr->host == "10.9.0.1");
+  CHECK(addr->port == 4400);
+  REQUIRE(addr->relay);
+  CHECK(addr->relay->to_string() == relay_text);
+  REQUIRE(addr->peer);
+  CHECK(addr->peer->to_string() == peer_text);
+  CHECK(addr->to_string() == text);
+  const std::string key = addr->host_port();
+  CHECK(key == std::string("10.9.0.1:4400/p2p/") + relay_text + "/p2p-circuit/p2p/" + peer_text);
+  auto back = Multiaddr::from_host_port(key, "key");
+  REQUIRE(back.ok());
+  CHECK(*back == *addr);
+
+  // Without the peer: the address a peer listens on through the relay.
+  const Multiaddr listening = addr->without_peer();
+  CHECK(listening.relayed());
+  CHECK(listening.to_string() == std::string("/ip4/10.9.0.1/tcp/4400/p2p/") + relay_text + "/p2p-circuit");
+  auto parsed = Multiaddr::parse(listening.to_string());
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == listening);
+  CHECK(listening.with_peer(*addr->peer) == *addr);
+
+  // A plain address is not relayed, and its key has no circuit.
+  auto plain = Multiaddr::parse(std::string("/ip4/10.9.0.1/tcp/4400/p2p/") + relay_text);
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->relayed());
+  CHECK(plain->host_port() == "10.9.0.1:4400");
+}
+
+TEST_CASE("malformed relayed multiaddrs and keys name their bad part", "[identity][multiaddr]") {
+  const std::string relay = std::string("/ip4/10.9.0.1/tcp/4400/p2p/") + peer_text;
+  struct bad {
+    std::string text;
+    std::string mentions;
+  };
+  const bad cases[] = {
+      {"/ip4/10.9.0.1/tcp/4400/p2p-circuit/p2p/" + std::string(peer_text), "names its relay's PeerID before"},
+      {relay + "/p2p-circuit/p2p", "peer id after /p2p is missing"},
+      {relay + "/p2p-circuit/p2p/abc", "bad peer id 'abc'"},
+      {relay + "/p2p-circuit/tcp/5", "unexpected 'tcp' after /p2p-circuit"},
+      {relay + "/p2p-circuit/p2p/" + peer_text + "/x", "unexpected trailing '/x'"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    auto r = Multiaddr::parse(c.text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::Contains(c.mentions));
+  }
+  auto key = Multiaddr::from_host_port("10.9.0.1:4400/p2p/" + std::string(peer_text), "the key");
+  REQUIRE_FALSE(key.ok());
+  CHECK_THAT(key.error().message, Catch::Contains("the key: expected HOST:PORT or HOST:PORT/p2p/RELAY"));
+  auto garbage = Multiaddr::from_host_port("10.9.0.1:4400/zzz", "the key");
+  REQUIRE_FALSE(garbage.ok());
+  CHECK_THAT(garbage.error().message, Catch::Contains("unexpected 'zzz'"));
+}

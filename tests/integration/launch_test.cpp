@@ -19,6 +19,7 @@
 #include "core/ps/logistic_regression.hpp"
 #include "tests/integration/ps_job.hpp"
 #include "tests/support/apiary_command.hpp"
+#include "tests/support/netns.hpp"
 
 namespace apiary::testing {
 namespace {
@@ -346,39 +347,33 @@ class NamespaceHosts {
  public:
   NamespaceHosts() {
     if (::geteuid() != 0) {
-      why_ = "making network namespaces needs root";
+      ns_.set_why("making network namespaces needs root");
       return;
     }
     if (std::system("command -v ip >/dev/null 2>&1") != 0) {
-      why_ = "no ip command (iproute2)";
+      ns_.set_why("no ip command (iproute2)");
       return;
     }
     // Names no other test process draws at the same time: from this process's id.
     const auto pid = static_cast<unsigned>(::getpid());
     prefix_ = fmt::format("10.{}.{}", 200 + (pid / 250) % 50, pid % 250);
     switch_ = fmt::format("apiary-sw-{}", pid);
-    // Each namespace is noted once made, so that only this process's are removed.
-    if (!make(switch_, fmt::format("ip -n {0} link add br0 type bridge && ip -n {0} link set br0 up", switch_))) return;
+    if (!ns_.make(switch_, fmt::format("ip -n {0} link add br0 type bridge && ip -n {0} link set br0 up", switch_))) {
+      return;
+    }
     for (int i = 1; i <= 3; ++i) {
-      if (!make(host(i), fmt::format("ip link add apiary0 netns {0} type veth peer name h{1} netns {2} && "
-                                     "ip -n {0} addr add {0}/24 dev apiary0 && ip -n {0} link set apiary0 up && "
-                                     "ip -n {0} link set lo up && ip -n {2} link set h{1} master br0 && "
-                                     "ip -n {2} link set h{1} up",
-                                     host(i), i, switch_))) {
+      if (!ns_.make(host(i), fmt::format("ip link add apiary0 netns {0} type veth peer name h{1} netns {2} && "
+                                         "ip -n {0} addr add {0}/24 dev apiary0 && ip -n {0} link set apiary0 up && "
+                                         "ip -n {0} link set lo up && ip -n {2} link set h{1} master br0 && "
+                                         "ip -n {2} link set h{1} up",
+                                         host(i), i, switch_))) {
         return;
       }
     }
   }
-  ~NamespaceHosts() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
-      (void)std::system(("ip netns del " + *it + " 2>/dev/null").c_str());
-    }
-  }
-  NamespaceHosts(const NamespaceHosts&) = delete;
-  NamespaceHosts& operator=(const NamespaceHosts&) = delete;
 
   /// Empty when the hosts are up; else why not.
-  [[nodiscard]] const std::string& why() const { return why_; }
+  [[nodiscard]] const std::string& why() const { return ns_.why(); }
   /// Host i (1..3): its address, and its namespace's name.
   [[nodiscard]] std::string host(int i) const { return fmt::format("{}.{}", prefix_, i); }
   /// A resource spec of the three hosts, one CPU each, the first the chief.
@@ -389,23 +384,9 @@ class NamespaceHosts {
   }
 
  private:
-  /// Makes namespace `name`, then runs `setup`; false (why_ set) when either fails.
-  bool make(const std::string& name, const std::string& setup) {
-    const auto added = run_command("ip netns add " + name);
-    if (added.rc != 0) {
-      why_ = "cannot make network namespaces here: " + added.text;
-      return false;
-    }
-    made_.push_back(name);
-    const auto set = run_command("/bin/sh -c '" + setup + "'");
-    if (set.rc != 0) why_ = "cannot set up network namespace " + name + ": " + set.text;
-    return set.rc == 0;
-  }
-
+  testing::Namespaces ns_;
   std::string prefix_;
   std::string switch_;
-  std::string why_;
-  std::vector<std::string> made_;
 };
 
 /// A job of `kind` for the namespace hosts' cluster.

@@ -14,6 +14,7 @@
 #include "noise.pb.h"
 #include "messages/identity/peer_id.hpp"
 #include "tests/integration/raw_ucx_client.hpp"
+#include "tests/support/frame_recorder.hpp"
 #include "transport/ucx/transport.hpp"
 
 using namespace apiary;
@@ -22,42 +23,7 @@ namespace noise = apiary::messages::noise;
 
 namespace {
 
-/// Records what a transport hands its handler.
-struct Recorder final : transport::Handler {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::pair<PeerKey, transport::Frame>> frames;
-  std::vector<std::pair<PeerKey, Error>> downs;
-
-  void on_frame(const PeerKey& from, transport::Frame frame) override {
-    std::lock_guard<std::mutex> lock(mu);
-    frames.emplace_back(from, std::move(frame));
-    cv.notify_all();
-  }
-  void on_peer_down(const PeerKey& peer, const Error& why) override {
-    std::lock_guard<std::mutex> lock(mu);
-    downs.emplace_back(peer, why);
-    cv.notify_all();
-  }
-  void on_tick(transport::Clock::time_point) override {}
-  std::optional<transport::Clock::time_point> next_wakeup() override { return std::nullopt; }
-
-  /// Waits until `n` frames arrived; false on timeout.
-  bool wait_frames(std::size_t n, std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return frames.size() >= n; });
-  }
-  /// The first peer_down, waiting for it.
-  std::optional<Error> wait_down(std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, timeout, [&] { return !downs.empty(); })) return std::nullopt;
-    return downs.front().second;
-  }
-  std::size_t frame_count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return frames.size();
-  }
-};
+using Recorder = testing::FrameRecorder;
 
 messages::Ed25519PrivateKey new_key() {
   auto k = messages::Ed25519PrivateKey::generate();

@@ -29,7 +29,7 @@ inline messages::PeerAddress operator""_addr(const char* text, std::size_t size)
 
 /// Made-up peer `n`: /ip4/10.0.0.1/tcp/(1000 + n), distinct for every n < 64536.
 inline messages::PeerAddress test_addr(std::size_t n) {
-  return messages::PeerAddress(messages::Multiaddr{"10.0.0.1", false, static_cast<std::uint16_t>(1000 + n), {}});
+  return messages::PeerAddress(messages::Multiaddr{"10.0.0.1", false, static_cast<std::uint16_t>(1000 + n), {}, {}});
 }
 
 /// Made-up peer `name`: /ip4/10.0.0.2/tcp/4000/p2p/<a PeerID derived from the name>,
@@ -44,7 +44,7 @@ inline messages::PeerAddress test_peer(std::string_view name) {
   }
   auto id = messages::PeerId::from_bytes(digest);
   if (!id) std::abort();
-  return messages::PeerAddress(messages::Multiaddr{"10.0.0.2", false, 4000, std::move(*id)});
+  return messages::PeerAddress(messages::Multiaddr{"10.0.0.2", false, 4000, std::move(*id), {}});
 }
 
 }  // namespace apiary::test

@@ -18,6 +18,25 @@ inline Frame error_frame(std::uint64_t call_id, bool from_caller, const Error& e
   return f;
 }
 
+/// Room a relayed frame's envelope leaves for the CIRCUIT_DATA envelope around it (kind,
+/// circuit, sizes, the payload's tag and the outer envelope's).
+inline constexpr std::size_t k_relay_overhead_bytes = 128;
+
+/// Whether `kind` is one of the relay frames the transport handles itself.
+inline bool is_relay_frame(pb::FrameKind kind) {
+  return kind == pb::RELAY_RESERVE || kind == pb::RELAY_RESERVED || kind == pb::CIRCUIT_OPEN ||
+         kind == pb::CIRCUIT_DATA || kind == pb::CIRCUIT_CLOSE;
+}
+
+/// A relay frame of `kind` about circuit `circuit`; `from_opener`: the sender opened it.
+inline Frame relay_frame(pb::FrameKind kind, std::uint64_t circuit, bool from_opener) {
+  Frame f;
+  f.envelope.set_kind(kind);
+  f.envelope.mutable_relay()->set_circuit(circuit);
+  f.envelope.mutable_relay()->set_from_opener(from_opener);
+  return f;
+}
+
 /// A HANDSHAKE frame carrying Noise message `m`.
 inline Frame handshake_frame(const std::string& m) {
   Frame f;

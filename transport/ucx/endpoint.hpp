@@ -36,9 +36,14 @@ struct TxJob {
 };
 
 /// A live or failing connection. Owned by the transport; the endpoint is closed by
-/// close(), never by the destructor (closing needs the worker to progress).
+/// close(), never by the destructor (closing needs the worker to progress). A relayed
+/// connection has no UCP endpoint: its frames travel as CIRCUIT_DATA on the connection to
+/// its relay (`via`), under its circuit id there.
 struct Endpoint {
   ucp_ep_h ep = nullptr;
+  PeerKey via;                       ///< relayed: the relay's connection ("" for a direct one)
+  std::uint64_t circuit = 0;         ///< relayed: the circuit's id on `via`
+  bool circuit_closed = false;       ///< relayed: the relay (or the far end) already closed it
   PeerKey key;                       ///< "host:port" when we dialled, "inbound:N" when accepted
   std::string listen_addr;           ///< the peer's listen "host:port", from its HELLO
   std::string peer_id;               ///< the peer's PeerID bytes: proven by the handshake, or from its HELLO (--insecure)

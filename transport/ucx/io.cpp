@@ -48,7 +48,7 @@ Frame Transport::hello_frame() const {
   Frame hello;
   hello.envelope.set_kind(pb::HELLO);
   hello.envelope.set_peer_id(config_.peer_id);
-  hello.envelope.set_listen_addr(bound_);
+  hello.envelope.set_listen_addr(advertised_);
   return hello;
 }
 
@@ -66,6 +66,7 @@ Endpoint* Transport::adopt(ucp_ep_h ep, PeerKey key, bool outbound) {
 
 Endpoint* Transport::find_or_connect(const PeerKey& key) {
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
+  if (key.find('/') != PeerKey::npos) return connect_relayed(key);
   auto hp = split_host_port(key);
   if (!hp) {
     handler_->on_peer_down(key, hp.error());
@@ -88,14 +89,22 @@ Endpoint* Transport::find_or_connect(const PeerKey& key) {
   return e;
 }
 
+void Transport::advertise(const std::string& listen_addr) {
+  advertised_ = listen_addr;
+  for (auto& [h, e] : endpoints_) {
+    if (!e->failed && e->ready && (e->session || config_.insecure)) send_on(*e, hello_frame());
+  }
+}
+
 void Transport::on_hello(Endpoint& ep, const pb::Envelope& env) {
   // Recorded, not used as the key: UCX 1.13 may deliver frames sent before wireup
   // completed ahead of the HELLO sent first, so an inbound connection keeps the name
   // it got on accept and answers go back on it. An encrypted connection knows both from
   // its handshake, the PeerID proven.
-  if (ep.session) return;
-  ep.listen_addr = env.listen_addr().substr(0, 256);
-  ep.peer_id = env.peer_id().substr(0, 256);
+  // A later HELLO tells a new listen address (Transport::advertise); over an encrypted
+  // connection the PeerID stays the one its handshake proved.
+  ep.listen_addr = env.listen_addr().substr(0, 512);
+  if (!ep.session) ep.peer_id = env.peer_id().substr(0, 256);
 }
 
 void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -119,11 +128,11 @@ void Transport::mark_failed(Endpoint& ep, Error why) {
 }
 
 void Transport::reap_failed() {
-  std::vector<ucp_ep_h> dead;
+  std::vector<const void*> dead;
   for (auto& [h, e] : endpoints_) {
     if (e->failed) dead.push_back(h);
   }
-  for (ucp_ep_h h : dead) {
+  for (const void* h : dead) {
     auto node = endpoints_.extract(h);
     Endpoint& e = *node.mapped();
     bool was_primary = false;
@@ -131,9 +140,14 @@ void Transport::reap_failed() {
       by_key_.erase(it);
       was_primary = true;
     }
-    if (e.flush_on_close) {
-      lingering_.emplace_back(h, Clock::now() + k_refusal_linger);
-    } else if (void* r = close_endpoint(h, true)) {
+    if (!e.via.empty()) {
+      // A relayed connection: the far end hears through the relay (after any refusal,
+      // which went ahead of this on the same connection).
+      circuits_.erase(CircuitEnd{e.via, e.circuit, !e.outbound});
+      if (!e.circuit_closed) close_circuit(CircuitEnd{e.via, e.circuit, !e.outbound}, e.failure);
+    } else if (e.flush_on_close) {
+      lingering_.emplace_back(e.ep, Clock::now() + k_refusal_linger);
+    } else if (void* r = close_endpoint(e.ep, true)) {
       closing_.push_back(r);
     }
     ++counters_.down;
@@ -146,7 +160,10 @@ void Transport::reap_failed() {
         break;
       }
     }
-    if (!other) handler_->on_peer_down(e.key, e.failure);
+    if (!other) {
+      if (e.via.empty()) relay_link_down(e.key, e.failure);
+      handler_->on_peer_down(e.key, e.failure);
+    }
   }
   release_completed(closing_);
 }
@@ -169,8 +186,14 @@ void Transport::disconnect(const PeerKey& peer) {
 std::string Transport::describe(const PeerKey& peer) {
   auto it = by_key_.find(peer);
   if (it == by_key_.end()) return {};
-  std::string out = describe_endpoint(it->second->ep);
   const Endpoint& e = *it->second;
+  std::string out;
+  if (!e.via.empty()) {
+    out = fmt::format("relayed through {} (circuit {})\n", e.via, e.circuit);
+    if (auto r = by_key_.find(e.via); r != by_key_.end()) out += describe_endpoint(r->second->ep);
+  } else {
+    out = describe_endpoint(e.ep);
+  }
   if (e.session) {
     out += fmt::format("\nencrypted: {} with {}\n", messages::noise::k_protocol, e.session->remote.to_string());
   } else {
@@ -212,12 +235,14 @@ void Transport::transmit(Endpoint& ep, Frame frame, bool plain) {
     plain_header = frame.envelope.SerializeAsString();
     header_bytes = plain_header.size();
   }
-  if (header_bytes > max_header_) {
+  // A relayed frame's envelope travels inside the relay frame's, which must fit too.
+  const std::size_t header_limit = ep.via.empty() ? max_header_ : max_header_ - k_relay_overhead_bytes;
+  if (header_bytes > header_limit) {
     // Never hand UCX 1.13 an oversized header: it would crash the sender.
     handler_->on_frame(ep.key, error_frame(frame.envelope.call_id(), !frame.envelope.from_caller(),
                                            make_error(errc::too_large,
                                                       "envelope of {} bytes exceeds the {} byte limit",
-                                                      header_bytes, max_header_)));
+                                                      header_bytes, header_limit)));
     return;
   }
   if (!sealed) {
@@ -291,6 +316,10 @@ void Transport::drain_tx() {
 }
 
 void Transport::send_now(Endpoint& ep, std::string header, Buffer payload) {
+  if (!ep.via.empty()) {
+    relay_out(ep, std::move(header), std::move(payload));
+    return;
+  }
   auto op = std::make_unique<SendOp>();
   op->header = std::move(header);
   op->payload = std::move(payload);
@@ -354,7 +383,13 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     ++self->counters_.stray;
     return UCS_OK;
   }
-  Endpoint& ep = *it->second;
+  return self->on_wire(*it->second, header, header_length, data, length,
+                       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+}
+
+ucs_status_t Transport::on_wire(Endpoint& ep, const void* header, std::size_t header_length, void* data,
+                                std::size_t length, bool rndv) {
+  Transport* const self = this;
   ep.last_rx = Clock::now();
   const bool first = !ep.heard;
   ep.heard = true;
@@ -367,7 +402,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
       self->refuse(ep, make_error(errc::malformed, "malformed handshake frame of {} bytes from {}: {}", header_length,
                                   ep.key, env.error().message),
                    true);
-    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    } else if (rndv) {
       self->refuse(ep, make_error(errc::protocol, "{} sent {} bytes by rendezvous before the handshake finished",
                                   ep.key, length),
                    true);
@@ -463,7 +498,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     }
   }
   if (kind == pb::IDENTITY) {
-    if (!secure || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || length > 4096 ||
+    if (!secure || rndv || length > 4096 ||
         length != frame.envelope.payload_size()) {
       self->refuse(ep, make_error(errc::protocol, "{} sent an identity proof {}", ep.key,
                                   secure ? "of a wrong or more than 4096 bytes" : "on a plaintext connection"),
@@ -514,7 +549,7 @@ ucs_status_t Transport::on_frame_am(void* arg, const void* header, size_t header
     ++self->counters_.landed;
   }
   std::byte* const dest = zone.empty() ? payload.data() + body_at : zone.data();
-  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+  if (rndv) {
     auto pending = std::make_unique<PendingRndv>();
     pending->self = self;
     pending->from = ep.key;
@@ -664,19 +699,22 @@ void Transport::rndv_deliver(PendingRndv& rp) {
 
 void Transport::dispatch_inbox() {
   // Sends are made here, outside UCX callbacks: first each connection's own (handshake
-  // messages, refusals, a responder's first encrypted frame), then held-back frames.
-  auto control = std::move(control_out_);
-  control_out_.clear();
-  for (auto& c : control) transmit(*c.ep, std::move(c.frame), c.plain);
-  for (Endpoint* ep : unblocked_) {
-    if (ep->ready || ep->failed) continue;
-    ep->ready = true;
-    if (ep->session && ep->outbound) send_proofs(*ep);  // before any call that names a proven PeerID
-    auto backlog = std::move(ep->backlog);
-    for (auto& f : backlog) send_on(*ep, std::move(f));
-  }
-  unblocked_.clear();
-  while (!inbox_.empty() || !replies_.empty()) {
+  // messages, refusals, a responder's first encrypted frame), then held-back frames. A
+  // relayed connection's frames arrive inside the batch and queue more of each, so this
+  // goes on until all are empty.
+  while (!control_out_.empty() || !unblocked_.empty() || !inbox_.empty() || !replies_.empty()) {
+    auto control = std::move(control_out_);
+    control_out_.clear();
+    for (auto& c : control) transmit(*c.ep, std::move(c.frame), c.plain);
+    auto unblocked = std::move(unblocked_);
+    unblocked_.clear();
+    for (Endpoint* ep : unblocked) {
+      if (ep->ready || ep->failed) continue;
+      ep->ready = true;
+      if (ep->session && ep->outbound) send_proofs(*ep);  // before any call that names a proven PeerID
+      auto backlog = std::move(ep->backlog);
+      for (auto& f : backlog) send_on(*ep, std::move(f));
+    }
     auto replies = std::move(replies_);
     replies_.clear();
     for (auto& [to, frame] : replies) {
@@ -684,7 +722,13 @@ void Transport::dispatch_inbox() {
     }
     auto batch = std::move(inbox_);
     inbox_.clear();
-    for (auto& [from, frame] : batch) handler_->on_frame(from, std::move(frame));
+    for (auto& [from, frame] : batch) {
+      if (is_relay_frame(frame.envelope.kind())) {
+        on_relay_frame(from, std::move(frame));
+      } else {
+        handler_->on_frame(from, std::move(frame));
+      }
+    }
   }
 }
 
@@ -701,6 +745,7 @@ void Transport::transfer_done(const PeerKey& key) {
 }
 
 void Transport::check_keepalives(Clock::time_point now) {
+  tend_relays(now);
   for (auto& [h, e] : endpoints_) {
     if (e->failed) continue;
     // A large transfer can hold the connection (and the probes queued behind it) for
@@ -709,6 +754,14 @@ void Transport::check_keepalives(Clock::time_point now) {
     if (e->transfers > 0) {
       e->last_rx = now;
       continue;
+    }
+    if (!e->via.empty()) {
+      // A relayed connection's large frame holds its relay's connection the same way.
+      auto r = by_key_.find(e->via);
+      if (r != by_key_.end() && r->second->transfers > 0) {
+        e->last_rx = now;
+        continue;
+      }
     }
     const auto silent = now - e->last_rx;
     if (silent > config_.keepalive_timeout) {

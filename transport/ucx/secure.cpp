@@ -9,7 +9,7 @@
 namespace apiary::transport::ucx {
 
 Status Transport::begin_handshake(Endpoint& ep) {
-  auto hs = messages::noise::Handshake::create(ep.outbound, *identity_, bound_);
+  auto hs = messages::noise::Handshake::create(ep.outbound, *identity_, advertised_);
   if (!hs) return hs.error();
   ep.handshake = std::make_unique<messages::noise::Handshake>(std::move(*hs));
   if (!ep.outbound) return ok_status();
@@ -149,6 +149,23 @@ void Transport::on_identity(Endpoint& ep, const Buffer& payload) {
 bool Transport::admit_call(Endpoint& ep, const Frame& frame) {
   constexpr std::size_t k_max_refused_calls = 4096;
   const pb::Envelope& env = frame.envelope;
+  if (env.kind() == pb::CIRCUIT_OPEN && !frame.expect_peer.empty() && ep.peer_id != frame.expect_peer) {
+    // A relayed connection is dialled through the relay its address names, and no other.
+    const CircuitEnd end{ep.key, env.relay().circuit(), false};
+    auto it = circuits_.find(end);
+    if (it != circuits_.end()) {
+      auto named = [](const std::string& bytes) {
+        auto id = messages::PeerId::from_bytes(bytes);
+        return id ? id->to_string() : std::string("(a malformed PeerID)");
+      };
+      mark_failed(*it->second, make_error(errc::crypto,
+                                          "{} was dialled through the relay at {} as PeerID {}, but the peer there "
+                                          "proved PeerID {}; the relay's address is stale or an impostor's",
+                                          it->second->key, ep.key, named(frame.expect_peer), named(ep.peer_id)));
+      it->second->circuit_closed = true;  // the relay never heard of it
+    }
+    return false;
+  }
   if (!env.from_caller()) return true;
   if (!ep.refused_calls.empty() && ep.refused_calls.count(env.call_id()) != 0) return false;  // a refused call's
   if (env.kind() != pb::OPEN || frame.expect_peer.empty()) return true;

@@ -42,6 +42,7 @@ void Transport::run(std::string host, std::uint16_t port, std::promise<Result<st
 }
 
 Status Transport::setup(const std::string& host, std::uint16_t port) {
+  if (config_.relay_service) relay_book_.emplace(*config_.relay_service);
   if (!config_.insecure) {
     if (config_.identity) {
       identity_ = config_.identity;
@@ -73,6 +74,7 @@ Status Transport::setup(const std::string& host, std::uint16_t port) {
   if (!l) return l.error();
   listener_.emplace(std::move(*l));
   bound_ = listener_->bound();
+  advertised_ = bound_;
   return ok_status();
 }
 
@@ -113,6 +115,8 @@ Stats Transport::stats() const {
   s.handshakes = counters_.handshakes;
   s.refused_connections = counters_.refused;
   s.refused_calls = counters_.refused_calls;
+  s.frames_relayed = counters_.relayed;
+  s.circuits = counters_.circuits;
   return s;
 }
 
@@ -171,6 +175,9 @@ int Transport::sleep_budget_ms(Clock::time_point now) {
   // Wake at least every keepalive_interval/4 while connections exist, to probe them.
   auto wake = now + hours(1);
   if (!endpoints_.empty()) wake = now + config_.keepalive_interval / 4;
+  for (const auto& [relay, r] : reservations_) {
+    if (!r.asked) wake = std::min(wake, std::max(r.ask_at, now));
+  }
   if (auto w = handler_->next_wakeup()) wake = std::min(wake, *w);
   if (!closing_.empty()) wake = std::min(wake, now + milliseconds(10));
   for (const auto& l : lingering_) wake = std::min(wake, l.second);
@@ -190,10 +197,17 @@ void Transport::run_posted() {
 void Transport::shutdown() {
   run_posted();  // deliver what was queued before stop()
   std::vector<void*> reqs;
-  for (auto& [ep, e] : endpoints_) {
-    if (void* r = close_endpoint(ep, e->failed)) reqs.push_back(r);
+  for (auto& [h, e] : endpoints_) {
+    if (e->ep == nullptr) continue;  // relayed: goes with its relay's connection
+    // A connection that never heard from its peer may still be wiring up (a dial through
+    // NAT, a slow peer): its queued handshake cannot be flushed, and UCX 1.13 asserts when
+    // the worker is destroyed with it pending ("pending request ... should have been
+    // flushed"). Over tcp (error mode PEER) it is closed by force, its sends cancelled.
+    const bool force = e->failed || (!e->heard && config_.mode == Mode::tcp);
+    if (void* r = close_endpoint(e->ep, force)) reqs.push_back(r);
   }
   endpoints_.clear();
+  circuits_.clear();
   by_key_.clear();
   close_lingering(Clock::now(), true);
   reqs.insert(reqs.end(), closing_.begin(), closing_.end());

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,8 @@ class Transport final : public transport::Transport {
   void send(const PeerKey& to, Frame frame) override;
   void disconnect(const PeerKey& peer) override;
   void prove_identity(const messages::Ed25519PrivateKey& key) override;
+  void reserve(const PeerKey& relay, std::function<void(Result<RelayGrant>)> done) override;
+  void advertise(const std::string& listen_addr) override;
   void stop() override;
   Stats stats() const override;
   std::string describe(const PeerKey& peer) override;
@@ -87,6 +90,33 @@ class Transport final : public transport::Transport {
 
   Endpoint* find_or_connect(const PeerKey& key);
   Endpoint* adopt(ucp_ep_h ep, PeerKey key, bool outbound);
+  /// A frame's bytes as they arrived on `ep` (an active message, or a relayed frame with
+  /// `rndv` false): opened, checked and queued for the handler.
+  ucs_status_t on_wire(Endpoint& ep, const void* header, std::size_t header_length, void* data, std::size_t length,
+                       bool rndv);
+
+  // Relays (relay.cpp).
+  /// Dials `key` (HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER) through its relay.
+  Endpoint* connect_relayed(const PeerKey& key);
+  /// A relayed connection on circuit `circuit` of `via`, registered (not yet started).
+  Endpoint* adopt_relayed(PeerKey key, const PeerKey& via, std::uint64_t circuit, bool outbound);
+  /// Sends a relayed connection's frame (its envelope as sealed, its payload) to its relay.
+  void relay_out(Endpoint& ep, std::string header, Buffer payload);
+  /// A relay frame (RELAY_RESERVE .. CIRCUIT_CLOSE) from `from`: never reaches the handler.
+  void on_relay_frame(const PeerKey& from, Frame frame);
+  void on_circuit_open(const PeerKey& from, const pb::Envelope& env);
+  void on_circuit_data(const PeerKey& from, Frame frame);
+  void on_circuit_close(const PeerKey& from, const pb::Envelope& env);
+  void on_reserve(const PeerKey& from, const pb::Envelope& env);
+  void on_reserved(const PeerKey& from, const pb::Envelope& env);
+  /// Tells `end` its circuit is closed, for `why`.
+  void close_circuit(const CircuitEnd& end, const Error& why);
+  /// The connection `key` is gone for good: its relayed connections fail, a relay's
+  /// circuits through it close, and a reservation at it is asked for again later.
+  void relay_link_down(const PeerKey& key, const Error& why);
+  /// Renews reservations, asks again for lost ones, and ends a relay's expired circuits.
+  void tend_relays(Clock::time_point now);
+  void ask_reservation(const PeerKey& relay);
   void send_on(Endpoint& ep, Frame frame);
   /// Sends `frame` on `ep` now: sealed when the connection has a session and not `plain`.
   void transmit(Endpoint& ep, Frame frame, bool plain);
@@ -150,6 +180,7 @@ class Transport final : public transport::Transport {
   std::optional<Worker> worker_;
   std::optional<Listener> listener_;
   std::string bound_;
+  std::string advertised_;  ///< the listen address peers are told (bound_, or a relayed key)
   std::size_t max_header_ = 0;
   std::vector<ucp_conn_request_h> conn_requests_;
   std::vector<std::unique_ptr<PendingRndv>> rndv_pending_;
@@ -160,7 +191,22 @@ class Transport final : public transport::Transport {
   std::optional<messages::Ed25519PrivateKey> identity_;  ///< signs handshakes (encrypted mode)
   std::unique_ptr<CryptoPool> crypto_;  ///< seals and opens large payloads (encrypted mode)
   std::vector<messages::Ed25519PrivateKey> extra_identities_;  ///< prove_identity's keys
-  std::unordered_map<ucp_ep_h, std::unique_ptr<Endpoint>> endpoints_;
+  /// Connections by their UCP endpoint (a relayed one by its own address).
+  std::unordered_map<const void*, std::unique_ptr<Endpoint>> endpoints_;
+  /// Relayed connections this node is an end of, by their circuit on the relay's connection.
+  std::map<CircuitEnd, Endpoint*> circuits_;
+  std::uint64_t next_circuit_ = 0;
+  /// Serving as a relay (Config::relay_service).
+  std::optional<RelayBook> relay_book_;
+  /// Reservations this node holds or asked for, by relay.
+  struct Reservation {
+    std::vector<std::function<void(Result<RelayGrant>)>> waiting;  ///< reserve() callers not yet answered
+    std::optional<RelayGrant> grant;
+    bool asked = false;                ///< a RELAY_RESERVE is unanswered
+    bool keep = false;                 ///< granted once: kept (asked for again whenever lost)
+    Clock::time_point ask_at{};        ///< when to ask again (renewal, or after the relay was lost)
+  };
+  std::map<PeerKey, Reservation> reservations_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;
   /// Connections refused with an ERROR to the peer (flush_on_close), kept open until this
@@ -172,7 +218,7 @@ class Transport final : public transport::Transport {
 
   struct Counters {
     std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0},
-        landed{0}, handshakes{0}, refused{0}, refused_calls{0};
+        landed{0}, handshakes{0}, refused{0}, refused_calls{0}, relayed{0}, circuits{0};
   } counters_;
 };
 

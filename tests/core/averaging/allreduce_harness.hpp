@@ -261,7 +261,7 @@ class Net {
 
 /// The address of test peer `p` (what Net routes by).
 inline PeerAddr test_addr(std::size_t p) {
-  return PeerAddr(messages::Multiaddr{"10.0.0." + std::to_string(p), false, 1, {}});
+  return PeerAddr(messages::Multiaddr{"10.0.0." + std::to_string(p), false, 1, {}, {}});
 }
 
 inline PeerAddr Net::addr_of(std::size_t p) { return test_addr(p); }

@@ -28,7 +28,7 @@ class NodeNetwork {
   Node& add(const NodeId& id, NodeConfig config = {}, std::shared_ptr<RecordValidator> validator = nullptr) {
     const bool client = config.protocol.client_mode;
     const PeerAddr addr(messages::Multiaddr{
-        fmt::format("10.{}.{}.{}", client ? 1 : 0, nodes_.size() / 250, nodes_.size() % 250 + 1), false, 4000, {}});
+        fmt::format("10.{}.{}.{}", client ? 1 : 0, nodes_.size() / 250, nodes_.size() % 250 + 1), false, 4000, {}, {}});
     if (client) clients_.insert(addr);
     nodes_[addr] = std::make_unique<Node>(id, client ? PeerAddr{} : addr, config, std::move(validator), k_epoch);
     addrs_[nodes_[addr].get()] = addr;

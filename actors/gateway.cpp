@@ -188,11 +188,12 @@ std::future<std::string> Gateway::describe(const PeerKey& peer) {
   return fut;
 }
 
-std::future<Result<transport::RelayGrant>> Gateway::reserve_relay(const PeerKey& relay) {
+std::future<Result<transport::RelayGrant>> Gateway::reserve_relay(const PeerKey& relay, const std::string& peer_id) {
   auto promise = std::make_shared<std::promise<Result<transport::RelayGrant>>>();
   auto fut = promise->get_future();
-  run_on_thread([this, relay, promise] {
-    transport_->reserve(relay, [promise](Result<transport::RelayGrant> g) { promise->set_value(std::move(g)); });
+  run_on_thread([this, relay, peer_id, promise] {
+    transport_->reserve(relay, peer_id,
+                        [promise](Result<transport::RelayGrant> g) { promise->set_value(std::move(g)); });
   });
   return fut;
 }

@@ -97,9 +97,10 @@ class Gateway final : private transport::Handler {
   void prove_identity(const messages::Ed25519PrivateKey& key) {
     run_on_thread([this, key] { transport_->prove_identity(key); });
   }
-  /// Reserves a slot at the relay at `relay` ("host:port"), kept by the transport from then
-  /// on (transport::Transport::reserve); the future holds the grant or why there is none.
-  std::future<Result<transport::RelayGrant>> reserve_relay(const PeerKey& relay);
+  /// Reserves a slot at the relay at `relay` ("host:port") for PeerID `peer_id` (bytes; the
+  /// gateway's own when empty, or a node's sharing it), kept by the transport from then on
+  /// (transport::Transport::reserve); the future holds the grant or why there is none.
+  std::future<Result<transport::RelayGrant>> reserve_relay(const PeerKey& relay, const std::string& peer_id = {});
   /// Tells peers this node listens at `listen_addr` from now on (Transport::advertise).
   void advertise(const std::string& listen_addr) {
     run_on_thread([this, listen_addr] { transport_->advertise(listen_addr); });

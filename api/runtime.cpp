@@ -120,15 +120,12 @@ Result<std::unique_ptr<Runtime>> Runtime::attach(caf::actor_system& system, std:
 }
 
 Status Runtime::reach_through(const messages::Multiaddr& relay, std::chrono::milliseconds timeout) {
-  if (!own_gateway_) {
-    return make_error(errc::unsupported, "a runtime attached to another's gateway is reached at its owner's address; "
-                      "reach the owner through the relay instead");
-  }
   if (!relay.peer || relay.relayed()) {
     return make_error(errc::invalid_argument, "a relay is named by its own address with its PeerID "
                       "(/ip4/HOST/tcp/PORT/p2p/RELAY), not '{}'", relay.to_string());
   }
-  auto grant = gateway_->reserve_relay(relay.host_port());
+  // The slot is this identity's (on a shared gateway, the connection proved it too).
+  auto grant = gateway_->reserve_relay(relay.host_port(), peer_id_.bytes());
   if (grant.wait_for(timeout) != std::future_status::ready) {
     return make_error(errc::deadline_exceeded, "the relay {} did not answer a reservation within {} ms",
                       relay.to_string(), timeout.count());
@@ -137,9 +134,12 @@ Status Runtime::reach_through(const messages::Multiaddr& relay, std::chrono::mil
   if (!g) return g.error();
   messages::Multiaddr via = relay;
   via.relay = relay.peer;
+  via.peer.reset();
+  // Peers are told the relay's listen address; each reaches a caller behind this gateway
+  // at it followed by the caller's PeerID (each identity reserves its own slot).
+  gateway_->advertise(via.host_port());
   via.peer = peer_id_;
   address_ = via;
-  gateway_->advertise(via.host_port());
   return ok_status();
 }
 

@@ -93,9 +93,10 @@ class Runtime {
   /// Reserves a slot at the relay at `relay` (its multiaddr, naming its PeerID) and is
   /// reached through it from then on: address() becomes the relayed address
   /// (RELAY/p2p-circuit/p2p/SELF), peers are told, and the transport keeps the slot.
-  /// Call before the roles that advertise address() start. Errors: the relay's refusal
-  /// or unreachability, no answer within `timeout`, a runtime attached to another's
-  /// gateway (its owner's address is the one peers reach).
+  /// Call before the roles that advertise address() start. On a gateway shared with other
+  /// identities (attach()), the slot is this identity's and the gateway's listen address
+  /// becomes the relay's for all of them. Errors: the relay's refusal or unreachability,
+  /// no answer within `timeout`.
   Status reach_through(const messages::Multiaddr& relay, std::chrono::milliseconds timeout);
   /// The runtime's time (the steady clock the actors use).
   [[nodiscard]] core::TimePoint now() const;

@@ -151,18 +151,22 @@ class Transport {
   /// callee refuses an OPEN whose caller names a PeerID its connection did not prove.
   /// Transport thread only; nothing to do in --insecure mode or in-process.
   virtual void prove_identity(const messages::Ed25519PrivateKey& key) { (void)key; }
-  /// Reserves a slot at the relay at `relay` ("host:port"), so that peers can dial this
-  /// node through it (HOST:PORT/p2p/RELAY/p2p-circuit/p2p/SELF), and keeps it: renewed
-  /// before it lapses, and asked for again when the connection to the relay is lost.
-  /// `done` runs once, on this thread, with the grant or why there is none (the relay is
-  /// unreachable or refused; then the transport does not ask again). Transport thread only.
-  virtual void reserve(const PeerKey& relay, std::function<void(Result<RelayGrant>)> done) {
+  /// Reserves a slot at the relay at `relay` ("host:port") for PeerID `peer_id` (bytes:
+  /// this transport's own when empty, or one proven with prove_identity), so that peers
+  /// can dial it through the relay (HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER), and keeps
+  /// it: renewed before it lapses, and asked for again when the connection to the relay is
+  /// lost. `done` runs once, on this thread, with the grant or why there is none (the relay
+  /// is unreachable or refused; then the transport does not ask again). Transport thread only.
+  virtual void reserve(const PeerKey& relay, const std::string& peer_id,
+                       std::function<void(Result<RelayGrant>)> done) {
+    (void)peer_id;
     done(make_error(errc::unsupported, "this transport does not reach relays (reserving at {})", relay));
   }
-  /// The listen address this node tells its peers from now on ("host:port", or a relayed
-  /// key HOST:PORT/p2p/RELAY/p2p-circuit/p2p/SELF once a relay keeps a slot for it): in
-  /// new handshakes, and at once in a HELLO on every established connection. Transport
-  /// thread only.
+  /// The listen address this node tells its peers from now on ("host:port", or a relay's
+  /// HOST:PORT/p2p/RELAY/p2p-circuit once it keeps slots for the PeerIDs behind this
+  /// transport: a peer then reaches a caller at that address followed by /p2p/ and the
+  /// caller's PeerID): in new handshakes, and at once in a HELLO on every established
+  /// connection. Transport thread only.
   virtual void advertise(const std::string& listen_addr) { (void)listen_addr; }
   /// Closes connections and joins the thread. Idempotent.
   virtual void stop() = 0;

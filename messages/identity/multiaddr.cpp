@@ -166,7 +166,9 @@ Result<Multiaddr> Multiaddr::from_host_port(std::string_view text, const char* w
       return make_error(errc::invalid_argument, "{}: expected HOST:PORT or HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER, "
                         "got '{}'", what, text.substr(0, 200));
     }
-    if (peer && whole->peer != peer) {
+    if (peer && !whole->peer) {
+      whole->peer = std::move(peer);  // a relay's listen address: the peer behind it is the one named
+    } else if (peer && whole->peer != peer) {
       return make_error(errc::invalid_argument, "{}: the relayed address '{}' names another peer than {}", what,
                         text.substr(0, 200), peer->to_string());
     }

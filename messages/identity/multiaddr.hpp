@@ -55,7 +55,8 @@ struct Multiaddr {
 
   /// Parses "HOST:PORT" ("[V6]:PORT" for IPv6; an IPv6 address without brackets takes
   /// its last ':' as the port's), the form a transport's peer keys and listen addresses
-  /// have, or a relayed key ("HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER"). Errors: errc::invalid_argument naming `what` (a flag, a field) and the text:
+  /// have, or a relayed key ("HOST:PORT/p2p/RELAY/p2p-circuit/p2p/PEER"; a relay's listen
+  /// address "HOST:PORT/p2p/RELAY/p2p-circuit" with `peer` names that peer behind it). Errors: errc::invalid_argument naming `what` (a flag, a field) and the text:
   /// no port, a port that is not a number in 0..65535, a host that is not an IP address.
   static Result<Multiaddr> from_host_port(std::string_view text, const char* what = "address",
                                           std::optional<PeerId> peer = std::nullopt);

@@ -95,7 +95,7 @@ struct PyValidator {
 struct PyDht {
   PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
         const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators,
-        bool insecure, const std::string& authority_path);
+        bool insecure, const std::string& authority_path, bool relay_service = false, bool auto_relay = false);
   ~PyDht() { stop(); }
   PyDht(const PyDht&) = delete;
   PyDht& operator=(const PyDht&) = delete;

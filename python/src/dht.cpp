@@ -55,17 +55,27 @@ DhtKey key_of(const py::bytes& packed) {
 /// The runtimes DHT nodes of this process attach to, by listen multiaddr: one transport
 /// (one UCX context) for all of them, as UCX wants one per process. A runtime lives while
 /// a node uses it.
-std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads, bool insecure) {
+std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads, bool insecure, bool relay_service) {
+  struct Host {
+    std::weak_ptr<Runtime> runtime;
+    bool relay_service = false;
+  };
   static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<Runtime>> hosts;
+  static std::map<std::string, Host> hosts;
   std::lock_guard<std::mutex> lock(mutex);
-  std::weak_ptr<Runtime>& slot = hosts[listen];
-  if (auto running = slot.lock()) {
+  Host& slot = hosts[listen];
+  if (auto running = slot.runtime.lock()) {
     if (running->gateway()->insecure() != insecure) {
       throw std::invalid_argument(fmt::format(
           "a DHT of this process already listens at {} with{} encryption; nodes sharing a listen address share "
           "its transport, so pass the same insecure= to both",
           listen, insecure ? "" : "out"));
+    }
+    if (slot.relay_service != relay_service) {
+      throw std::invalid_argument(fmt::format(
+          "a DHT of this process already listens at {} {} a relay; nodes sharing a listen address share its "
+          "transport, so pass the same relay_service= to both",
+          listen, slot.relay_service ? "as" : "without serving as"));
     }
     return running;
   }
@@ -73,8 +83,9 @@ std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads
   options.listen = listen;
   options.threads = threads;
   options.insecure = insecure;
+  options.relay_service = relay_service;
   std::shared_ptr<Runtime> runtime(value_or_raise(Runtime::start(options)));
-  slot = runtime;
+  slot = Host{runtime, relay_service};
   return runtime;
 }
 
@@ -82,15 +93,16 @@ std::shared_ptr<Runtime> host_for(const std::string& listen, std::size_t threads
 
 PyDht::PyDht(const std::string& listen, const std::vector<std::string>& initial_peers, bool client_mode,
              const std::string& identity_path, std::size_t threads, const std::vector<PyValidator>& validators,
-             bool insecure, const std::string& authority_path) {
+             bool insecure, const std::string& authority_path, bool relay_service, bool auto_relay) {
   // As hivemind: a missing identity file is created with a new key.
   if (!identity_path.empty()) (void)value_or_raise(messages::load_or_create_key_file(identity_path));
-  host = host_for(listen, threads, insecure);
+  host = host_for(listen, threads, insecure, relay_service);
   DhtOptions options;
   options.system = &host->system();
   options.gateway = host->gateway();
   options.initial_peers = initial_peers;
   options.client_mode = client_mode;
+  options.auto_relay = auto_relay;
   options.identity_file = identity_path;
   options.authorization.authority_file = authority_path;
   // Always a composite, so validators added later merge with these (add_validators).
@@ -115,9 +127,10 @@ void PyDht::stop() {
 void bind_dht(py::module_& m) {
   py::class_<PyDht>(m, "Dht", "One DHT node, attached to the process's runtime (actor system, transport).")
       .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, std::size_t,
-                    const std::vector<PyValidator>&, bool, const std::string&>(),
+                    const std::vector<PyValidator>&, bool, const std::string&, bool, bool>(),
            py::arg("listen"), py::arg("initial_peers"), py::arg("client_mode"), py::arg("identity_path"),
-           py::arg("threads"), py::arg("validators"), py::arg("insecure") = false, py::arg("authority_path") = "")
+           py::arg("threads"), py::arg("validators"), py::arg("insecure") = false, py::arg("authority_path") = "",
+           py::arg("relay_service") = false, py::arg("auto_relay") = false)
       .def(
           "store",
           [](PyDht& node, const py::bytes& key, const py::bytes& value, double expiration,

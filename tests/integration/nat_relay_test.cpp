@@ -203,3 +203,41 @@ TEST_CASE("two averagers behind NAT average together through a relay", "[integra
     CHECK_THAT(out, Catch::Contains("values 2 4 6 8"));
   }
 }
+
+TEST_CASE("a Python DHT behind NAT with use_auto_relay stores through a relay for peers behind another NAT",
+          "[integration][netns][relay]") {
+  NatNet net;
+  if (!net.why().empty()) {
+    WARN("skipped: " << net.why());
+    return;
+  }
+  const std::string apiary_bin = testing::sibling_executable("apiary");
+  const std::string module_dir = apiary_bin.substr(0, apiary_bin.rfind("/bin/")) + "/python";
+  if (run(fmt::format("env PYTHONPATH={} /usr/bin/python3 -c 'import apiary'", module_dir)).rc != 0) {
+    WARN("skipped: the apiary Python module is not built in " << module_dir);
+    return;
+  }
+  const Node relay = start(net, "pub", fmt::format("dht --listen /ip4/{}/tcp/4420 --relay-service", net.public_host()));
+  const Node other = start(net, "priv2", fmt::format("dht --listen /ip4/{}/tcp/4422 --initial-peers {} --auto-relay",
+                                                     net.private_host(2), relay.addr));
+  // hivemind's way: DHT(initial_peers=..., use_auto_relay=True), then store.
+  const std::string script =
+      "import sys, apiary\n"
+      "d = apiary.DHT(initial_peers=[sys.argv[1]], host_maddrs=[sys.argv[2]], use_auto_relay=True)\n"
+      "print('visible', d.get_visible_maddrs()[0], flush=True)\n"
+      "print('stored', d.store('py-key', 'from python', apiary.get_dht_time() + 120), flush=True)\n"
+      "d.shutdown()\n";
+  const auto py = run(fmt::format("ip netns exec {} env -u UCX_NET_DEVICES PYTHONPATH={} /usr/bin/python3 -c \"{}\" {} "
+                                  "/ip4/{}/tcp/0",
+                                  net.ns("priv1"), module_dir, script, relay.addr, net.private_host(1)));
+  INFO(py.text);
+  CHECK(py.rc == 0);
+  CHECK_THAT(py.text, Catch::Contains("visible " + relay.addr + "/p2p-circuit/p2p/"));
+  CHECK_THAT(py.text, Catch::Contains("stored True"));
+  const std::string other_id = other.addr.substr(other.addr.rfind('/') + 1);
+  const auto got = run(net.apiary_in("priv2", fmt::format("dht get --peer /ip4/{}/tcp/4422/p2p/{} py-key",
+                                                          net.private_host(2), other_id)));
+  INFO(got.text);
+  CHECK(got.rc == 0);
+  CHECK_THAT(got.text, Catch::Contains("py-key = \"from python\""));
+}

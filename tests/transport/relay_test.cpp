@@ -55,9 +55,11 @@ struct Node {
     done.get_future().wait();
   }
   /// Reserves at `relay`, waiting for the answer.
-  Result<transport::RelayGrant> reserve(const Node& relay) {
+  Result<transport::RelayGrant> reserve(const Node& relay, const std::string& peer_id = {}) {
     std::promise<Result<transport::RelayGrant>> answer;
-    t->post([&] { t->reserve(relay.address, [&](Result<transport::RelayGrant> g) { answer.set_value(std::move(g)); }); });
+    t->post([&] {
+      t->reserve(relay.address, peer_id, [&](Result<transport::RelayGrant> g) { answer.set_value(std::move(g)); });
+    });
     auto f = answer.get_future();
     if (f.wait_for(20s) != std::future_status::ready) return make_error(errc::deadline_exceeded, "no answer");
     return f.get();
@@ -276,11 +278,38 @@ TEST_CASE("a reserved peer's new listen address reaches the peers it is connecte
   Node relay(transport::RelayLimits{});
   Node b;
   REQUIRE(b.reserve(relay).ok());
-  const PeerKey advertised = relayed_key(relay, b.id());
+  // The relay's listen form: a peer reaches each PeerID behind B at it, then /p2p/PEER.
+  auto listen = messages::Multiaddr::from_host_port(relayed_key(relay, b.id()), "key");
+  REQUIRE(listen.ok());
+  listen->peer.reset();
+  const PeerKey advertised = listen->host_port();
   b.on_thread([&] { b.t->advertise(advertised); });
   // B's next call to the relay names the relayed address as its caller's.
   b.send(relay.address, call(3, "who am I", relay.id()));
   auto got = relay.rec.frame(0);
   REQUIRE(got);
   CHECK(got->second.envelope.listen_addr() == advertised);
+  auto caller = messages::Multiaddr::from_host_port(got->second.envelope.listen_addr(), "caller", b.id());
+  REQUIRE(caller.ok());
+  CHECK(caller->host_port() == relayed_key(relay, b.id()));
+}
+
+TEST_CASE("a node sharing a peer's transport reserves its own slot and is dialled through the relay by its PeerID",
+          "[integration][relay]") {
+  Node relay(transport::RelayLimits{});
+  Node b, a;
+  const auto second = new_key();
+  const auto second_id = messages::PeerId::from_public_key(second.public_key());
+  // Not proven yet: refused.
+  auto early = b.reserve(relay, second_id.bytes());
+  REQUIRE_FALSE(early.ok());
+  CHECK(early.error().code == errc::crypto);
+  CHECK_THAT(early.error().message, Catch::Contains("has not proven"));
+  b.on_thread([&] { b.t->prove_identity(second); });
+  REQUIRE(b.reserve(relay, second_id.bytes()).ok());
+  const PeerKey key = relayed_key(relay, second_id);
+  a.send(key, call(1, "to the second node", second_id));  // leaves only once the far end proved it
+  auto got = b.rec.frame(0);
+  REQUIRE(got);
+  CHECK(text_of(got->second.payload) == "to the second node");
 }

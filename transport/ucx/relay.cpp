@@ -128,7 +128,7 @@ void Transport::on_circuit_open(const PeerKey& from, const pb::Envelope& env) {
   auto conn = by_key_.find(from);
   if (conn == by_key_.end()) return;
   const std::uint64_t circuit = env.relay().circuit();
-  if (reservations_.count(from) != 0) {
+  if (reserved_at(from)) {
     // The relay we reserved at opens a relayed connection to us: accepted as a peer's
     // connection is (the dialler speaks first).
     if (circuits_.count(CircuitEnd{from, circuit, true}) != 0) return;
@@ -234,62 +234,78 @@ void Transport::relay_link_down(const PeerKey& key, const Error& why) {
   if (relay_book_) {
     for (const auto& c : relay_book_->drop_connection(key)) close_circuit(c.end, c.why);
   }
-  auto r = reservations_.find(key);
-  if (r == reservations_.end()) return;
-  if (!r->second.keep) {
-    // Never granted: the caller hears why, and nothing is asked again.
-    auto waiting = std::move(r->second.waiting);
-    reservations_.erase(r);
-    for (auto& done : waiting) {
-      done(make_error(errc::unavailable, "cannot reserve at the relay {}: {}", key, why.message));
+  std::vector<std::function<void(Result<RelayGrant>)>> refused;
+  for (auto r = reservations_.lower_bound({key, std::string()}); r != reservations_.end() && r->first.first == key;) {
+    if (!r->second.keep) {
+      // Never granted: the caller hears why, and nothing is asked again.
+      for (auto& done : r->second.waiting) refused.push_back(std::move(done));
+      r = reservations_.erase(r);
+      continue;
     }
-    return;
+    r->second.grant.reset();
+    r->second.asked = false;
+    r->second.ask_at = Clock::now() + k_reserve_retry;
+    ++r;
   }
-  r->second.grant.reset();
-  r->second.asked = false;
-  r->second.ask_at = Clock::now() + k_reserve_retry;
+  for (auto& done : refused) done(make_error(errc::unavailable, "cannot reserve at the relay {}: {}", key, why.message));
+}
+
+bool Transport::reserved_at(const PeerKey& relay) const {
+  auto r = reservations_.lower_bound({relay, std::string()});
+  return r != reservations_.end() && r->first.first == relay;
 }
 
 // ---- reservations -----------------------------------------------------------------
 
-void Transport::reserve(const PeerKey& relay, std::function<void(Result<RelayGrant>)> done) {
+void Transport::reserve(const PeerKey& relay, const std::string& peer_id,
+                        std::function<void(Result<RelayGrant>)> done) {
   if (relay.find('/') != PeerKey::npos) {
     done(make_error(errc::invalid_argument, "reserve at a relay's own address (HOST:PORT), not '{}'", relay));
     return;
   }
-  Reservation& r = reservations_[relay];
+  const std::pair<PeerKey, std::string> slot{relay, peer_id.empty() ? config_.peer_id : peer_id};
+  Reservation& r = reservations_[slot];
   if (r.grant) {
     done(*r.grant);
     return;
   }
   r.waiting.push_back(std::move(done));
-  if (!r.asked) ask_reservation(relay);
+  if (!r.asked) ask_reservation(slot);
 }
 
-void Transport::ask_reservation(const PeerKey& relay) {
-  Endpoint* e = find_or_connect(relay);
+void Transport::ask_reservation(const std::pair<PeerKey, std::string>& slot) {
+  if (reservations_.count(slot) == 0) return;  // refused meanwhile
+  Endpoint* e = find_or_connect(slot.first);
   if (e == nullptr) {
-    relay_link_down(relay, make_error(errc::unavailable, "cannot connect to {}", relay));
+    relay_link_down(slot.first, make_error(errc::unavailable, "cannot connect to {}", slot.first));
     return;
   }
-  reservations_[relay].asked = true;
+  reservations_[slot].asked = true;
   Frame f;
   f.envelope.set_kind(pb::RELAY_RESERVE);
+  f.envelope.set_peer_id(slot.second);
   send_on(*e, std::move(f));  // a relay that cannot be reached comes back through relay_link_down
 }
 
-void Transport::on_reserve(const PeerKey& from, const pb::Envelope&) {
+void Transport::on_reserve(const PeerKey& from, const pb::Envelope& env) {
   auto conn = by_key_.find(from);
   if (conn == by_key_.end()) return;
+  const Endpoint& ep = *conn->second;
+  // The slot is for the connection's PeerID or one a node behind its gateway proved.
+  const std::string peer = env.peer_id().empty() ? ep.peer_id : env.peer_id().substr(0, 256);
   Frame answer;
   answer.envelope.set_kind(pb::RELAY_RESERVED);
+  answer.envelope.set_peer_id(peer);
   Status st = ok_status();
   if (!relay_book_) {
     st = make_error(errc::unsupported, "the node at {} is not a relay (it was not started as one)", bound_);
-  } else if (conn->second->peer_id.empty()) {
+  } else if (peer.empty()) {
     st = make_error(errc::protocol, "a reservation needs the peer's PeerID, which {} did not give", from);
+  } else if (peer != ep.peer_id && ep.proven.count(peer) == 0) {
+    st = make_error(errc::crypto, "a reservation for PeerID {}, which the connection from {} ({}) has not proven",
+                    peer_text(peer), from, peer_text(ep.peer_id));
   } else {
-    st = relay_book_->reserve(conn->second->peer_id, from, Clock::now());
+    st = relay_book_->reserve(peer, from, Clock::now());
   }
   if (st) {
     const RelayLimits& l = relay_book_->limits();
@@ -305,7 +321,7 @@ void Transport::on_reserve(const PeerKey& from, const pb::Envelope&) {
 }
 
 void Transport::on_reserved(const PeerKey& from, const pb::Envelope& env) {
-  auto it = reservations_.find(from);
+  auto it = reservations_.find({from, env.peer_id()});
   if (it == reservations_.end() || !it->second.asked) return;
   Reservation& r = it->second;
   r.asked = false;
@@ -329,11 +345,11 @@ void Transport::on_reserved(const PeerKey& from, const pb::Envelope& env) {
 }
 
 void Transport::tend_relays(Clock::time_point now) {
-  std::vector<PeerKey> due;
-  for (const auto& [relay, r] : reservations_) {
-    if (!r.asked && now >= r.ask_at) due.push_back(relay);
+  std::vector<std::pair<PeerKey, std::string>> due;
+  for (const auto& [slot, r] : reservations_) {
+    if (!r.asked && now >= r.ask_at) due.push_back(slot);
   }
-  for (const auto& relay : due) ask_reservation(relay);
+  for (const auto& slot : due) ask_reservation(slot);
   if (relay_book_) {
     for (const auto& c : relay_book_->expire(now)) close_circuit(c.end, c.why);
   }

@@ -175,7 +175,7 @@ int Transport::sleep_budget_ms(Clock::time_point now) {
   // Wake at least every keepalive_interval/4 while connections exist, to probe them.
   auto wake = now + hours(1);
   if (!endpoints_.empty()) wake = now + config_.keepalive_interval / 4;
-  for (const auto& [relay, r] : reservations_) {
+  for (const auto& [slot, r] : reservations_) {
     if (!r.asked) wake = std::min(wake, std::max(r.ask_at, now));
   }
   if (auto w = handler_->next_wakeup()) wake = std::min(wake, *w);

@@ -32,7 +32,7 @@ class Transport final : public transport::Transport {
   void send(const PeerKey& to, Frame frame) override;
   void disconnect(const PeerKey& peer) override;
   void prove_identity(const messages::Ed25519PrivateKey& key) override;
-  void reserve(const PeerKey& relay, std::function<void(Result<RelayGrant>)> done) override;
+  void reserve(const PeerKey& relay, const std::string& peer_id, std::function<void(Result<RelayGrant>)> done) override;
   void advertise(const std::string& listen_addr) override;
   void stop() override;
   Stats stats() const override;
@@ -116,7 +116,10 @@ class Transport final : public transport::Transport {
   void relay_link_down(const PeerKey& key, const Error& why);
   /// Renews reservations, asks again for lost ones, and ends a relay's expired circuits.
   void tend_relays(Clock::time_point now);
-  void ask_reservation(const PeerKey& relay);
+  /// Asks the relay of `slot` (relay, PeerID) for it (again).
+  void ask_reservation(const std::pair<PeerKey, std::string>& slot);
+  /// Whether this node holds or asked for a slot at `relay` (for any of its PeerIDs).
+  bool reserved_at(const PeerKey& relay) const;
   void send_on(Endpoint& ep, Frame frame);
   /// Sends `frame` on `ep` now: sealed when the connection has a session and not `plain`.
   void transmit(Endpoint& ep, Frame frame, bool plain);
@@ -198,7 +201,7 @@ class Transport final : public transport::Transport {
   std::uint64_t next_circuit_ = 0;
   /// Serving as a relay (Config::relay_service).
   std::optional<RelayBook> relay_book_;
-  /// Reservations this node holds or asked for, by relay.
+  /// Reservations this node holds or asked for, by relay and PeerID (bytes).
   struct Reservation {
     std::vector<std::function<void(Result<RelayGrant>)>> waiting;  ///< reserve() callers not yet answered
     std::optional<RelayGrant> grant;
@@ -206,7 +209,7 @@ class Transport final : public transport::Transport {
     bool keep = false;                 ///< granted once: kept (asked for again whenever lost)
     Clock::time_point ask_at{};        ///< when to ask again (renewal, or after the relay was lost)
   };
-  std::map<PeerKey, Reservation> reservations_;
+  std::map<std::pair<PeerKey, std::string>, Reservation> reservations_;
   std::unordered_map<PeerKey, Endpoint*> by_key_;
   std::vector<void*> closing_;
   /// Connections refused with an ERROR to the peer (flush_on_close), kept open until this

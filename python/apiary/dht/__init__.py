@@ -72,6 +72,15 @@ class DHT(NativeRunner):
       optimizers over it, is then authorized (each member mints its own access tokens with
       it); calls from others are refused, and their answers not believed (hivemind's
       ``authorizer=``, on every service rather than only the DHT's)
+    :param use_auto_relay: as hivemind's: when the initial peers cannot call this node back
+      (it is behind NAT or a firewall), reserve a slot at the first of them that serves as a
+      relay and be reached through it; get_visible_maddrs() then names the relayed address
+      (``.../p2p/RELAY/p2p-circuit/p2p/SELF``)
+    :param relay_service: serve as a relay for peers behind NAT (they reserve a slot here
+      and are dialled through this node); DHTs of one process that share a listen address
+      must agree on it
+    :param use_relay: accepted for hivemind's sake: apiary always dials relayed addresses
+      through their relay
     """
 
     _what = "DHT"
@@ -91,6 +100,9 @@ class DHT(NativeRunner):
         identity_path: Optional[str] = None,
         insecure: bool = False,
         authority_path: Optional[str] = None,
+        use_auto_relay: bool = False,
+        relay_service: bool = False,
+        use_relay: bool = True,
         **kwargs: Any,
     ):
         if isinstance(initial_peers, str):
@@ -107,6 +119,9 @@ class DHT(NativeRunner):
         self._identity_path = "" if identity_path is None else str(identity_path)
         self.insecure = bool(insecure)
         self._authority_path = "" if authority_path is None else str(authority_path)
+        self.use_auto_relay = bool(use_auto_relay)
+        self.relay_service = bool(relay_service)
+        del use_relay
         if kwargs:
             warnings.warn(f"apiary.DHT ignores these hivemind options: {sorted(kwargs)}")
         self._native: Optional[Any] = None
@@ -123,7 +138,8 @@ class DHT(NativeRunner):
         if self._shut_down:
             raise RuntimeError("expected a DHT that was not shut down; create a new one")
         self._native = _apiary.Dht(self._listen, self.initial_peers, self.client_mode, self._identity_path,
-                                 self.num_workers, self._validators, self.insecure, self._authority_path)
+                                 self.num_workers, self._validators, self.insecure, self._authority_path,
+                                 self.relay_service, self.use_auto_relay)
         _RUNNING.add(self)
 
     def add_validators(self, record_validators: Iterable[RecordValidatorBase]) -> None:

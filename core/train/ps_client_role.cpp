@@ -406,7 +406,11 @@ Effects PsClientRole::on_response(const Response& r) {
   calls_.erase(it);
   const char* what = what_of(static_cast<int>(flight.kind));
   if (!r.result.ok()) {
-    const std::string device = device_of(flight.shard, flight.kind);
+    std::string device = device_of(flight.shard, flight.kind);
+    // A pull through the node's proxy fails with peer_down or unavailable when the proxy
+    // lost the PS behind it: held as a direct pull is, and sent through the proxy again
+    // once that PS answers (the proxy then pulls afresh).
+    if (device.empty() && flight.kind == Kind::pull) device = config_.plan->shards[flight.shard].device;
     if (config_.ps_restart_wait > Duration::zero() && gone(r.result.error().code) && !device.empty()) {
       if (flight.kind != Kind::replay) held_[flight.shard] = flight;  // sent again once the device is back
       Effects out;

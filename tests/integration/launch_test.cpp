@@ -106,7 +106,13 @@ TEST_CASE("apiary launch runs a PS job's replicas and PS processes here, then st
 
 TEST_CASE("a PS process that dies under apiary launch --restart-ps is started again and the job ends with an "
           "unbroken run's bits", "[integration][launch]") {
-  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "launch_resume", true);
+  // With a proxy on the node too: the pulls through it wait for the PS as the pushes do.
+  const bool proxy = GENERATE(false, true);
+  INFO((proxy ? "with" : "without") << " a node proxy");
+  cs::BuilderOptions options;
+  options.local_proxy_variable = proxy;
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, options, proxy ? "launch_resume_proxy" : "launch_resume",
+                           true);
   const int port = free_port_range(static_cast<int>(k_replicas + job.plan.servers.size()));
   const std::int64_t steps = 40;
   // The first PS process (rank 4) is killed 3 s into its first life; the replicas wait

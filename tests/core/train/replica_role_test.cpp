@@ -492,3 +492,42 @@ TEST_CASE("a sparse gradient may come as rows: they are checked and only they mo
   auto [pull2, p2] = d.call("pull");
   CHECK(d.done.at(pull2)->as<ct::ReplicaParams>()->params.at("e") == std::vector<float>{1, 1, 1, 1, 0, -1});
 }
+
+TEST_CASE("a pull through the node's proxy that failed because its PS went down waits and goes through the proxy "
+          "again once the PS is back",
+          "[train]") {
+  const apiary::core::PeerAddr proxy = "/ip4/127.0.0.1/tcp/4100"_addr;
+  Driver d;
+  ct::ReplicaConfig config;
+  config.ps = one_shard_plan();
+  config.servers = {{"ps:0", k_ps}};
+  config.ps_restart_wait = std::chrono::seconds(10);
+  config.pull_via = {{0, proxy}};
+  REQUIRE(ct::add_replica_roles(d.mux, config).ok());
+  const auto asked = rejoins_in(all_of<apiary::core::Call>(d.feed(apiary::core::Start{})));
+  REQUIRE(asked.size() == 1);
+  CHECK(d.feed(apiary::core::Response{asked[0].first.id, rejoin_answer(false, false, 0)}).empty());
+
+  auto [pull, pulls] = d.call("pull");
+  auto calls = all_of<apiary::core::Call>(pulls);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].peer == proxy);
+  // The proxy's refresh from the PS failed (the PS died under it): the pull waits, and the
+  // replica asks the PS whether it is back.
+  auto held = d.feed(apiary::core::Response{
+      calls[0].id, apiary::make_error(errc::peer_down, "proxy of localhost: refresh of shard 'w' failed")});
+  CHECK(d.done.count(pull) == 0);
+  auto asks = rejoins_in(all_of<apiary::core::Call>(fire(d, held)));
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0].first.peer == k_ps);
+  // Back: a new session, and the pull sent through the proxy again.
+  auto back = all_of<apiary::core::Call>(d.feed(apiary::core::Response{asks[0].first.id, resumed_answer(0, 0)}));
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].handle == cps::k_ps_join_handle);
+  CHECK(back[1].handle == cps::k_ps_pull_handle);
+  CHECK(back[1].peer == proxy);
+  CHECK(d.done.count(pull) == 0);
+  cps::PullReply reply{0, 0, 3, {1, 2, 3, 4}};
+  d.feed(apiary::core::Response{back[1].id, cps::to_pb("w", reply).SerializeAsString()});
+  REQUIRE(d.done.at(pull).ok());
+}

@@ -72,6 +72,25 @@ def test_encrypted_by_default_and_insecure_only_with_insecure_peers():
             apiary.DHT()  # same listen address, same transport: it cannot be both
 
 
+def test_auto_relay_keeps_a_reachable_node_direct_and_relay_service_is_one_per_transport():
+    # Behind NAT a node with use_auto_relay is reached through a relay (the netns tests,
+    # tests/integration/nat_relay_test.cpp); a node its initial peer can call back stays at
+    # its own address.
+    expiration = apiary.get_dht_time() + 60
+    with apiary.DHT(relay_service=True) as relay:
+        assert relay.store("root", "up", expiration)
+        with pytest.raises(ValueError, match="relay_service="):
+            apiary.DHT()  # same listen address, same transport: it cannot both serve and not
+        peers = relay.get_visible_maddrs()
+        joined = run_in_processes(join_with, [(peers, False, expiration)])[0]
+        assert joined == ("joined", "up")
+    with apiary.DHT() as root:
+        with apiary.DHT(initial_peers=root.get_visible_maddrs(), use_auto_relay=True, use_relay=True) as node:
+            (addr,) = node.get_visible_maddrs()
+            assert "/p2p-circuit/" not in addr
+            assert node.get("missing") is None
+
+
 def test_an_authority_admits_its_members_only():
     # hivemind's authorizer=, on every call: members of one authority store and get
     # together; a node without its tokens is refused by every peer, saying why.

@@ -209,9 +209,8 @@ void Transport::on_circuit_close(const PeerKey& from, const pb::Envelope& env) {
   if (auto it = circuits_.find(end); it != circuits_.end()) {
     Endpoint& ep = *it->second;
     ep.circuit_closed = true;
-    mark_failed(ep, make_error(static_cast<errc>(error_of(env, errc::peer_down).code),
-                               "the relayed connection {} through {} was closed: {}", ep.key, from,
-                               env.error_message().substr(0, 1024)));
+    mark_failed(ep, make_error(error_of(env, errc::peer_down).code, "the relayed connection {} through {} was closed: {}",
+                               ep.key, from, env.error_message().substr(0, 1024)));
     return;
   }
   if (!relay_book_) return;

@@ -3,9 +3,16 @@
 #include <cstdint>
 #include <string>
 
+#include "messages/identity/peer_id.hpp"
 #include "transport/transport.hpp"
 
 namespace apiary::transport::ucx {
+
+/// PeerID bytes as text for an error message (saying so when they are not a PeerID).
+inline std::string peer_text(const std::string& bytes) {
+  auto id = messages::PeerId::from_bytes(bytes);
+  return id ? id->to_string() : fmt::format("(a malformed PeerID of {} bytes)", bytes.size());
+}
 
 /// An ERROR frame for `call_id` (0 when the frame could not even be parsed).
 inline Frame error_frame(std::uint64_t call_id, bool from_caller, const Error& e) {

@@ -9,11 +9,6 @@ namespace {
 /// How long after losing its relay a reservation is asked for again.
 constexpr auto k_reserve_retry = std::chrono::seconds(1);
 
-std::string peer_text(const std::string& bytes) {
-  auto id = messages::PeerId::from_bytes(bytes);
-  return id ? id->to_string() : fmt::format("(a malformed PeerID of {} bytes)", bytes.size());
-}
-
 Frame close_frame(const CircuitEnd& end, const Error& why) {
   Frame f = relay_frame(pb::CIRCUIT_CLOSE, end.circuit, !end.remote_opened);
   f.envelope.set_error_code(static_cast<std::uint32_t>(why.code));

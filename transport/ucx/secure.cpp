@@ -154,14 +154,11 @@ bool Transport::admit_call(Endpoint& ep, const Frame& frame) {
     const CircuitEnd end{ep.key, env.relay().circuit(), false};
     auto it = circuits_.find(end);
     if (it != circuits_.end()) {
-      auto named = [](const std::string& bytes) {
-        auto id = messages::PeerId::from_bytes(bytes);
-        return id ? id->to_string() : std::string("(a malformed PeerID)");
-      };
       mark_failed(*it->second, make_error(errc::crypto,
                                           "{} was dialled through the relay at {} as PeerID {}, but the peer there "
                                           "proved PeerID {}; the relay's address is stale or an impostor's",
-                                          it->second->key, ep.key, named(frame.expect_peer), named(ep.peer_id)));
+                                          it->second->key, ep.key, peer_text(frame.expect_peer),
+                                          peer_text(ep.peer_id)));
       it->second->circuit_closed = true;  // the relay never heard of it
     }
     return false;
@@ -173,17 +170,13 @@ bool Transport::admit_call(Endpoint& ep, const Frame& frame) {
   ++counters_.refused_calls;
   if (ep.refused_calls.size() >= k_max_refused_calls) ep.refused_calls.clear();
   ep.refused_calls.insert(env.call_id());
-  auto named = [](const std::string& bytes) {
-    auto id = messages::PeerId::from_bytes(bytes);
-    return id ? id->to_string() : fmt::format("(malformed PeerID of {} bytes)", bytes.size());
-  };
   std::string others;
-  for (const auto& p : ep.proven) others += (others.empty() ? "" : ", ") + named(p);
+  for (const auto& p : ep.proven) others += (others.empty() ? "" : ", ") + peer_text(p);
   const Error why = make_error(
       errc::crypto,
       "call to '{}' not sent: {} was dialled as PeerID {}, but the peer there proved PeerID {}{}{}; the address is "
       "stale (another node listens there now) or an impostor's",
-      env.handle(), ep.key, named(frame.expect_peer), named(ep.peer_id),
+      env.handle(), ep.key, peer_text(frame.expect_peer), peer_text(ep.peer_id),
       others.empty() ? "" : " and the nodes behind its gateway ", others);
   handler_->on_frame(ep.key, error_frame(env.call_id(), false, why));
   return false;

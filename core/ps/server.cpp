@@ -37,6 +37,12 @@ std::vector<std::string> ShardServer::served() {
 }
 
 Effects ShardServer::on(TimePoint now, Input input) {
+  if (std::holds_alternative<Start>(input) && resumed_at_ && drop_after_) {
+    // A replica dropped before this PS went down is not in its checkpoint: every replica
+    // that does not come back within the wait is dropped again (see the file comment).
+    absent_timer_ = next_timer_++;
+    return {SetTimer{*absent_timer_, now + *drop_after_}};
+  }
   if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, r->from, r->body);
   if (auto* m = std::get_if<RequestMessage>(&input)) {
     const Result<std::string> message =
@@ -57,6 +63,10 @@ Effects ShardServer::on(TimePoint now, Input input) {
     return out;
   }
   if (auto* t = std::get_if<TimerFired>(&input)) {
+    if (absent_timer_ && t->id == *absent_timer_) {
+      absent_timer_.reset();
+      return drop_absent();
+    }
     auto it = drop_timers_.find(t->id);
     if (it == drop_timers_.end()) return {};
     const std::int32_t replica = it->second;
@@ -259,6 +269,23 @@ Effects ShardServer::drop(std::int32_t replica) {
     auto released = shard.drop_replica(replica);
     if (!released) continue;  // not a replica id: join() let none such in
     out = answer(name, *released, std::move(out));
+  }
+  return out;
+}
+
+Effects ShardServer::drop_absent() {
+  const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
+  std::set<std::int32_t> present;
+  for (const auto& [id, session] : sessions_) present.insert(session.first);
+  Effects out;
+  for (std::int32_t r = 0; static_cast<std::size_t>(r) < replicas; ++r) {
+    if (present.count(r) != 0 || finished_.count(r) != 0 || dropped_.count(r) != 0) continue;
+    lost_.emplace(r, fmt::format("replica {} did not come back to PS {} within {} ms of its resuming at step {}", r,
+                                 device_,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(*drop_after_).count(),
+                                 *resumed_at_));
+    auto fx = drop(r);
+    out.insert(out.end(), std::make_move_iterator(fx.begin()), std::make_move_iterator(fx.end()));
   }
   return out;
 }

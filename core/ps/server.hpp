@@ -17,7 +17,10 @@
 /// first step (Shard::rejoin); the synchronous ones take back a dropped replica that
 /// asks to rejoin from a step no replica has pushed yet (k_ps_rejoin_handle,
 /// Shard::rejoin_from), and a lost replica not dropped yet that joins again is dropped at
-/// once, to rejoin the same way.
+/// once, to rejoin the same way. A PS process started again from a checkpoint
+/// (resume_at) does not know which replicas were dropped before it went down: with
+/// set_drop_lost_after(wait), every replica that has not come back `wait` after its start
+/// is dropped then, as if its session had failed at the start.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -125,6 +128,9 @@ class ShardServer final : public Role {
   Effects rejoin(RequestId id, std::string_view body);
   /// Every synchronous shard drops `replica`; the Replies of what that releases.
   Effects drop(std::int32_t replica);
+  /// A resumed server, its wait after its start over: drops every replica that has not
+  /// opened a session since (one dropped before the PS went down, or lost meanwhile).
+  Effects drop_absent();
   /// The error for a request to a synchronous shard once a replica is lost.
   [[nodiscard]] Error lost_error(const std::string& shard) const;
   /// Replies to the held requests `released` answers (and the caller's own, `id`).
@@ -142,6 +148,7 @@ class ShardServer final : public Role {
   std::map<std::int32_t, std::string> lost_;                         ///< replica -> why it was lost
   std::optional<Duration> drop_after_;                               ///< set_drop_lost_after
   std::map<TimerId, std::int32_t> drop_timers_;                      ///< armed: replica to drop when it fires
+  std::optional<TimerId> absent_timer_;                              ///< armed on a resumed start: drop_absent
   TimerId next_timer_ = 1;
   std::set<std::int32_t> dropped_;                                   ///< replicas dropped
   std::set<std::int32_t> finished_;                                  ///< replicas whose session ended normally

@@ -245,6 +245,39 @@ TEST_CASE("a simulated PS killed and started again from the chief's checkpoint e
   }
 }
 
+TEST_CASE("a simulated PS started again after a replica was dropped goes on without that replica too",
+          "[sim][ps]") {
+  // Replica 3 dies at step 3 and is dropped; the first PS device dies at step 10 and comes
+  // back from the checkpoint of step 9, which knows nothing of the drop. The replica does
+  // not come back to it either: it is dropped again after the same wait, and the job ends
+  // as the run with the replica's loss alone does.
+  for (const auto kind : {cs::BuilderKind::ps_load_balancing, cs::BuilderKind::partitioned_ps}) {
+    auto c = make_config(kind);
+    c.steps = 20;
+    c.save_every = 3;
+    c.kill_replica_at = 3;
+    c.drop_lost_after = 100ms;
+    auto replica_lost = c;
+    c.kill_ps_at = 10;
+    c.restart_ps_after = 300ms;
+    c.ps_restart_wait = 10s;
+    const auto report = check_replays(c);
+    const auto expected = run_checked(replica_lost);
+    INFO(sim::scenarios::format_report(report));
+    CHECK_FALSE(report.hung);
+    CHECK_THAT(report.resumed, Catch::Contains("from the checkpoint of step 9"));
+    CHECK(report.replicas.back().killed);
+    for (std::size_t r = 0; r + 1 < report.replicas.size(); ++r) {
+      const auto& o = report.replicas[r];
+      INFO("replica " << r << ": " << o.error);
+      CHECK(o.finished);
+      CHECK(o.steps == c.steps);
+      CHECK(o.final_version == c.steps);
+      CHECK(o.final_parameters == expected.replicas[r].final_parameters);
+    }
+  }
+}
+
 TEST_CASE("a simulated PS killed before the first checkpoint resumes from the job's start, and one not back in time "
           "fails the replicas saying so", "[sim][ps]") {
   // No checkpoint yet: the PS comes back at the job's start, and the replicas kept every

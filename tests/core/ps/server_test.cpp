@@ -384,3 +384,48 @@ TEST_CASE("only a fresh BSP PS continues from a checkpoint") {
   CHECK(snapshot.error().message.find("an SSP shard (staleness 2) cannot continue a job from a checkpoint") !=
         std::string::npos);
 }
+
+TEST_CASE("a resumed PS with drop_lost_after drops the replicas that do not come back within the wait") {
+  using namespace std::chrono_literals;
+  const core::TimePoint start{};
+  auto server = two_replica_server();
+  server.set_drop_lost_after(core::Duration(5s));
+  REQUIRE(server.resume_at(3).ok());
+  // Started: the wait for the replicas to come back begins.
+  const auto armed = server.on(start, core::Start{});
+  REQUIRE(armed.size() == 1);
+  REQUIRE(std::holds_alternative<core::SetTimer>(armed[0]));
+  const auto timer = std::get<core::SetTimer>(armed[0]);
+  CHECK(timer.at == start + core::Duration(5s));
+  // Replica 0 comes back and replays step 3; replica 1 (dropped before the PS went down)
+  // does not, and step 3 waits for it until the wait is over (the push is taken at once).
+  pb::PsJoinRequest join;
+  join.set_replica(0);
+  CHECK(server.on_request(start, 10, k_ps_join_handle, PeerAddr{}, join.SerializeAsString()).empty());
+  CHECK(only_reply(server.on_request(start, 1, k_ps_push_handle, PeerAddr{}, push_body(0, 3, {1.0F, 1.0F})))
+            .response.ok());
+  CHECK(server.on_request(start, 2, k_ps_pull_handle, PeerAddr{}, pull_body(0, 4)).empty());
+  const auto fx = server.on(timer.at, core::TimerFired{timer.id});
+  std::set<core::RequestId> answered;
+  for (const auto& e : fx) {
+    REQUIRE(std::holds_alternative<Reply>(e));
+    CHECK(std::get<Reply>(e).response.ok());
+    answered.insert(std::get<Reply>(e).request);
+  }
+  CHECK(answered == std::set<core::RequestId>{2});
+  CHECK(server.dropped() == std::set<std::int32_t>{1});
+  REQUIRE(server.lost().count(1) == 1);
+  CHECK(server.lost().at(1) == "replica 1 did not come back to PS localhost:CPU:0 within 5000 ms of its resuming at "
+                               "step 3");
+  CHECK(server.shard("w:0")->version() == 4);
+  // It may still rejoin the job where it stands, as any dropped replica.
+  const auto where = rejoin_answer(server, 3, 1, -1);
+  CHECK(where.dropped());
+  // A fresh server, or one that fails lost replicas' steps instead, arms no such wait.
+  auto fresh = two_replica_server();
+  fresh.set_drop_lost_after(core::Duration(5s));
+  CHECK(fresh.on(start, core::Start{}).empty());
+  auto failing = two_replica_server();
+  REQUIRE(failing.resume_at(3).ok());
+  CHECK(failing.on(start, core::Start{}).empty());
+}

@@ -533,6 +533,57 @@ TEST_CASE("a killed PS process started again with --resume: the replicas replay 
   }
 }
 
+TEST_CASE("a PS process started again with --resume after a replica was dropped goes on without that replica",
+          "[ps][integration]") {
+  // Replica 3 is killed after its step 3 and dropped 300 ms later; the first PS process is
+  // killed after the chief's step 10 (its latest checkpoint: step 8, after the drop) and
+  // started again with --resume. Its checkpoint does not say replica 3 was dropped: it
+  // waits 300 ms for it, drops it again, and the three replicas left finish alike.
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "resumedrop", true);
+  const std::int64_t total = 16;
+  const std::string drop = " --drop-lost-after-ms 300", save = " --save " + job.dir + "/resumedrop-{step}.ckpt";
+  Servers servers;
+  start_servers(job, servers, drop + save);
+  auto procs = start_replicas(job, servers.peers,
+                              "--steps " + std::to_string(total) + " --step-delay-ms 100 --save-every 4 " +
+                                  "--ps-restart-wait-ms 60000" + save);
+  std::string seen;
+  REQUIRE(read_until(*procs[k_replicas - 1], "step 3 ", 60s, seen));
+  procs[k_replicas - 1]->kill(SIGKILL);
+  REQUIRE(procs[k_replicas - 1]->wait(10s) == 128 + SIGKILL);
+  REQUIRE(read_until(*procs[0], "step 10 ", 60s, seen));
+  INFO("chief printed:\n" << seen);
+  REQUIRE(seen.find("checkpoint " + job.dir + "/resumedrop-8.ckpt step 8") != std::string::npos);
+  const std::string device = servers.devices[0];
+  const std::string entry = " " + device + "=";
+  const auto at = servers.peers.find(entry) + entry.size();
+  const std::string address = servers.peers.substr(at, servers.peers.find(' ', at) - at);
+  servers.procs[0]->kill(SIGKILL);
+  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  std::this_thread::sleep_for(1s);  // the replicas find it gone and wait
+  servers.procs[0] = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " --listen " + address +
+                              " --resume " + common_args(job) + drop + save);
+  std::string resumed;
+  REQUIRE(read_until(*servers.procs[0], " listening ", 30s, resumed));
+  INFO("the PS started again printed:\n" << resumed);
+  CHECK(resumed.find("continues the job from " + job.dir + "/resumedrop-8.ckpt (step 8)") != std::string::npos);
+  procs.pop_back();
+  const auto runs = finish_all(procs);
+  std::vector<float> first;
+  for (int r = 0; r + 1 < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    const auto sv = step_versions(runs[r]);
+    REQUIRE_FALSE(sv.empty());
+    CHECK(sv.back().first == total - 1);
+    for (const auto& [step, version] : sv) CHECK(version == step);
+    const auto w = final_values(runs[r], "logreg/w:0");
+    REQUIRE_FALSE(w.empty());
+    if (first.empty()) first = w;
+    CHECK(w == first);
+  }
+}
+
 TEST_CASE("a checkpoint that is missing, garbage or of another model is refused with a clear error",
           "[ps][integration]") {
   const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "ckpt_bad", true);

@@ -10,6 +10,7 @@ namespace apiary::core::strategy {
 namespace {
 
 constexpr std::size_t k_max_hosts = 65536;
+constexpr std::size_t k_max_host_name = 255;  ///< a DNS name's length
 
 /// A whole decimal number (digits only).
 bool number(std::string_view text, std::int64_t& out) {
@@ -44,7 +45,7 @@ Result<std::vector<std::string>> group(std::string_view inside, std::string_view
                         "host list item '{}': expected numbers or ranges LOW-HIGH (LOW <= HIGH) in brackets, got '{}'",
                         item, part);
     }
-    if (static_cast<std::size_t>(b - a) >= k_max_hosts) {
+    if (static_cast<std::size_t>(b - a) >= k_max_hosts - out.size()) {
       return make_error(errc::invalid_argument, "host list item '{}': more than {} hosts", item, k_max_hosts);
     }
     for (std::int64_t n = a; n <= b; ++n) out.push_back(fmt::format("{:0{}}", n, low.size()));
@@ -54,9 +55,15 @@ Result<std::vector<std::string>> group(std::string_view inside, std::string_view
   return out;
 }
 
+Error too_long(std::string_view item) {
+  return make_error(errc::invalid_argument, "host list item '{:.64}...': a host name longer than {} characters", item,
+                    k_max_host_name);
+}
+
 /// The hosts of one item: its literal parts and bracket groups, in every combination.
 Status expand_item(std::string_view item, std::vector<std::string>& hosts) {
   std::vector<std::string> names{""};
+  std::size_t longest = 0;  // the longest name's length so far
   std::size_t at = 0;
   while (at < item.size()) {
     const auto open = item.find('[', at);
@@ -64,6 +71,8 @@ Status expand_item(std::string_view item, std::vector<std::string>& hosts) {
     if (literal.find(']') != std::string_view::npos) {
       return make_error(errc::invalid_argument, "host list item '{}': a ']' without its '['", item);
     }
+    longest += literal.size();
+    if (longest > k_max_host_name) return too_long(item);
     for (auto& n : names) n.append(literal);
     if (open == std::string_view::npos) break;
     const auto close = item.find(']', open);
@@ -72,6 +81,10 @@ Status expand_item(std::string_view item, std::vector<std::string>& hosts) {
     }
     auto values = group(item.substr(open + 1, close - open - 1), item);
     if (!values) return values.error();
+    std::size_t widest = 0;
+    for (const auto& v : *values) widest = std::max(widest, v.size());
+    longest += widest;
+    if (longest > k_max_host_name) return too_long(item);
     std::vector<std::string> next;
     for (const auto& n : names) {
       for (const auto& v : *values) {

@@ -19,7 +19,7 @@ namespace apiary::core::strategy {
 /// number of bracketed groups of numbers and ranges (a range keeps its first bound's
 /// width: "n[08-10]" is n08 n09 n10). Errors: invalid_argument naming the item (an
 /// unclosed or empty bracket, a range going down, a bound that is not a number, more than
-/// 65536 hosts).
+/// 65536 hosts, a host name longer than 255 characters).
 [[nodiscard]] Result<std::vector<std::string>> expand_hostlist(std::string_view list);
 
 /// SLURM_TASKS_PER_NODE ("2(x3),1": 2 tasks on each of 3 nodes, then 1) as one count per

@@ -37,6 +37,23 @@ TEST_CASE("Slurm host lists expand as scontrol show hostnames does", "[strategy]
   auto huge = cs::expand_hostlist("n[0-99999]");
   REQUIRE_FALSE(huge.ok());
   CHECK_THAT(huge.error().message, Catch::Contains("more than 65536 hosts"));
+  // Ranges that are each short of the limit count together, before any is written out.
+  std::string many = "n[";
+  for (int i = 0; i < 40; ++i) many += "0-60000,";
+  many += "1]";
+  auto parts = cs::expand_hostlist(many);
+  REQUIRE_FALSE(parts.ok());
+  CHECK_THAT(parts.error().message, Catch::Contains("more than 65536 hosts"));
+  // Host names are DNS names: 255 characters at most, literal parts and numbers together.
+  CHECK(cs::expand_hostlist(std::string(250, 'a') + "[10000-10001]").ok());
+  for (const std::string& long_name :
+       {std::string(256, 'a'), std::string(250, 'a') + "[100000-100001]", std::string(200, 'a') + "[1-9]" +
+                                                                               std::string(60, 'b') + "[1-2]"}) {
+    auto r = cs::expand_hostlist(long_name);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("a host name longer than 255 characters"));
+    CHECK(r.error().message.size() < 200);  // the item is cut short in the message
+  }
 }
 
 TEST_CASE("SLURM_TASKS_PER_NODE counts expand per node", "[strategy][slurm]") {

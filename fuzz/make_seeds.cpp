@@ -179,6 +179,50 @@ void noise_seeds() {
   write("fuzz_noise", "message1_only", FuzzOutput().byte(0).bytes(t.m1).str());
 }
 
+/// fuzz_relay's scripts: one step each, as the target reads them.
+struct RelayScript {
+  FuzzOutput out;
+  RelayScript& reserve(int peer, int conn) {
+    out.byte(0).byte(peer).byte(conn);
+    return *this;
+  }
+  RelayScript& open(int conn, int from, int peer, int to) {
+    out.byte(1).byte(conn).number(from, 1).byte(peer).number(to, 1);
+    return *this;
+  }
+  /// A CIRCUIT_DATA of `bytes` on the model's open end number `end` (in end order).
+  RelayScript& forward(int end, std::uint64_t bytes) {
+    out.byte(2).flag(true).byte(end).number(bytes, 2);
+    return *this;
+  }
+  RelayScript& close(int end) {
+    out.byte(3).flag(true).byte(end);
+    return *this;
+  }
+  RelayScript& drop(int conn) {
+    out.byte(4).byte(conn);
+    return *this;
+  }
+  RelayScript& wait(std::uint64_t ms) {
+    out.byte(5).number(ms, 2);
+    return *this;
+  }
+};
+
+void relay_seeds() {
+  write("fuzz_relay", "relayed", RelayScript().reserve(0, 0).open(1, 1, 0, 1).forward(0, 500).forward(1, 500).close(0)
+                                     .out.str());
+  write("fuzz_relay", "limits",
+        RelayScript().reserve(0, 0).open(1, 1, 0, 1).open(2, 1, 0, 2).open(2, 2, 0, 3).open(1, 2, 0, 4)
+            .forward(0, 30000).forward(0, 10).out.str());
+  write("fuzz_relay", "expiry",
+        RelayScript().reserve(1, 2).open(0, 7, 1, 9).wait(2000).reserve(1, 1).open(0, 8, 1, 9).wait(2000)
+            .out.str());
+  write("fuzz_relay", "lost",
+        RelayScript().reserve(0, 0).reserve(1, 1).reserve(2, 2).reserve(3, 0).open(2, 3, 0, 3).open(2, 4, 1, 4)
+            .drop(2).forward(0, 1).out.str());
+}
+
 void dht_seeds() {
   const std::string t = "fuzz_dht";
   // msgpack (0)
@@ -588,6 +632,7 @@ int main(int argc, char** argv) {
   noise_seeds();
   service_seeds();
   file_seeds(repo);
+  relay_seeds();
   if (g_failures > 0) {
     std::fprintf(stderr, "make_seeds: %d seeds could not be made\n", g_failures);
     return 1;

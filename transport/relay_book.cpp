@@ -23,6 +23,10 @@ Status RelayBook::reserve(const std::string& peer, const PeerKey& conn, Clock::t
                         limits_.max_reservations);
     }
     it = slots_.emplace(peer, Slot{}).first;
+    // Circuits to it may outlive an earlier reservation: they count against this one.
+    for (const auto& [end, c] : circuits_) {
+      if (c.reserved_peer == peer && end < c.other) ++it->second.open;
+    }
   }
   it->second.conn = conn;
   it->second.expires = now + limits_.reservation;
@@ -46,6 +50,10 @@ Result<CircuitEnd> RelayBook::open(const PeerKey& conn, std::uint64_t from_circu
                       named(target), limits_.max_circuits_per_peer);
   }
   const CircuitEnd to{slot->second.conn, to_circuit, false};
+  if (circuits_.count(to) != 0) {
+    return make_error(errc::protocol, "circuit {} is already open on the connection of PeerID {}", to_circuit,
+                      named(target));
+  }
   auto bytes = std::make_shared<std::uint64_t>(0);
   const auto ends = now + limits_.circuit;
   circuits_[from] = Circuit{to, target, ends, bytes};

@@ -70,9 +70,10 @@ class RelayBook {
   Status reserve(const std::string& peer, const PeerKey& conn, Clock::time_point now);
 
   /// The peer at `conn` opens its circuit `from_circuit` to PeerID `target`: the reserved
-  /// peer's end, numbered `to_circuit` (the relay's id, unused on that connection). Refused (errc::not_found) without a
-  /// reservation for `target`, errc::unavailable over the circuit limit, errc::protocol
-  /// for an id already open on `conn`.
+  /// peer's end, numbered `to_circuit` (the relay's id, unused on that connection). Refused
+  /// (errc::not_found) without a reservation for `target`, errc::unavailable over the
+  /// circuit limit (circuits that outlived an earlier reservation of `target` count), and
+  /// errc::protocol for an id already open on either connection.
   Result<CircuitEnd> open(const PeerKey& conn, std::uint64_t from_circuit, const std::string& target,
                           std::uint64_t to_circuit, Clock::time_point now);
 

@@ -120,3 +120,34 @@ TEST_CASE("reservations and circuits expire and a lost connection closes what ra
   CHECK(book.drop_connection("b2").empty());
   CHECK_FALSE(book.reserved("B"));
 }
+
+TEST_CASE("a circuit id in use at the reserved peer's end is refused, and circuits that outlive a reservation count "
+          "against the next", "[relay]") {
+  RelayLimits limits;
+  limits.reservation = 1000ms;
+  limits.max_circuits_per_peer = 2;
+  RelayBook book(limits);
+  REQUIRE(book.reserve("B", "inbound:2", t0).ok());
+  REQUIRE(book.open("inbound:1", 5, "B", 100, t0).ok());
+  // The relay's own id for the reserved peer's end must be unused there: the circuit
+  // already open keeps its ends.
+  auto taken = book.open("inbound:3", 6, "B", 100, t0);
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.error().code == errc::protocol);
+  CHECK_THAT(taken.error().message, Catch::Contains("circuit 100 is already open on the connection of PeerID"));
+  auto first = book.forward(CircuitEnd{"inbound:1", 5, true}, 1);
+  REQUIRE(first.to);
+  CHECK(*first.to == CircuitEnd{"inbound:2", 100, false});
+  // The reservation ends; its circuit goes on, and counts against the peer's next one.
+  CHECK(book.expire(t0 + 1500ms).empty());
+  CHECK_FALSE(book.reserved("B"));
+  CHECK(book.circuits() == 1);
+  REQUIRE(book.reserve("B", "inbound:2", t0 + 1600ms).ok());
+  REQUIRE(book.open("inbound:1", 7, "B", 101, t0 + 1600ms).ok());
+  auto over = book.open("inbound:1", 8, "B", 102, t0 + 1600ms);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code == errc::unavailable);
+  // Closing the old one frees its place.
+  CHECK(book.close(CircuitEnd{"inbound:1", 5, true}).has_value());
+  CHECK(book.open("inbound:1", 8, "B", 102, t0 + 1600ms).ok());
+}

@@ -490,6 +490,27 @@ TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to
   }
 }
 
+namespace {
+
+/// Kills the first PS process of `servers`, then starts it again at its address with
+/// --resume and `args` once the replicas found it gone; what it printed until it listens.
+std::string restart_first_ps(const Job& job, Servers& servers, const std::string& args) {
+  const std::string device = servers.devices[0];
+  const std::string entry = " " + device + "=";
+  const auto at = servers.peers.find(entry) + entry.size();
+  const std::string address = servers.peers.substr(at, servers.peers.find(' ', at) - at);
+  servers.procs[0]->kill(SIGKILL);
+  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
+  std::this_thread::sleep_for(1s);  // the replicas find it gone and wait
+  servers.procs[0] = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " --listen " + address +
+                              " --resume " + common_args(job) + args);
+  std::string printed;
+  REQUIRE(read_until(*servers.procs[0], " listening ", 30s, printed));
+  return printed;
+}
+
+}  // namespace
+
 TEST_CASE("a killed PS process started again with --resume: the replicas replay the steps since its checkpoint "
           "and end with an unbroken run's bits", "[ps][integration]") {
   // Adam, a checkpoint every 4 steps; the first PS process is killed after the chief's
@@ -508,16 +529,7 @@ TEST_CASE("a killed PS process started again with --resume: the replicas replay 
   INFO("chief printed:\n" << seen);
   REQUIRE(seen.find("checkpoint " + job.dir + "/resume-4.ckpt step 4") != std::string::npos);
   const std::string device = servers.devices[0];
-  const std::string entry = " " + device + "=";
-  const auto at = servers.peers.find(entry) + entry.size();
-  const std::string address = servers.peers.substr(at, servers.peers.find(' ', at) - at);
-  servers.procs[0]->kill(SIGKILL);
-  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
-  std::this_thread::sleep_for(1s);  // the replicas find it gone and wait
-  servers.procs[0] = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " --listen " + address +
-                              " --resume " + common_args(job) + adam + save);
-  std::string resumed;
-  REQUIRE(read_until(*servers.procs[0], " listening ", 30s, resumed));
+  const std::string resumed = restart_first_ps(job, servers, adam + save);
   INFO("the PS started again printed:\n" << resumed);
   CHECK(resumed.find("resume: ps " + device + " continues the job from " + job.dir + "/resume-") !=
         std::string::npos);
@@ -554,17 +566,7 @@ TEST_CASE("a PS process started again with --resume after a replica was dropped 
   REQUIRE(read_until(*procs[0], "step 10 ", 60s, seen));
   INFO("chief printed:\n" << seen);
   REQUIRE(seen.find("checkpoint " + job.dir + "/resumedrop-8.ckpt step 8") != std::string::npos);
-  const std::string device = servers.devices[0];
-  const std::string entry = " " + device + "=";
-  const auto at = servers.peers.find(entry) + entry.size();
-  const std::string address = servers.peers.substr(at, servers.peers.find(' ', at) - at);
-  servers.procs[0]->kill(SIGKILL);
-  REQUIRE(servers.procs[0]->wait(10s) == 128 + SIGKILL);
-  std::this_thread::sleep_for(1s);  // the replicas find it gone and wait
-  servers.procs[0] = spawn_ps("--role ps --stop-on-stdin-eof --device " + device + " --listen " + address +
-                              " --resume " + common_args(job) + drop + save);
-  std::string resumed;
-  REQUIRE(read_until(*servers.procs[0], " listening ", 30s, resumed));
+  const std::string resumed = restart_first_ps(job, servers, drop + save);
   INFO("the PS started again printed:\n" << resumed);
   CHECK(resumed.find("continues the job from " + job.dir + "/resumedrop-8.ckpt (step 8)") != std::string::npos);
   procs.pop_back();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 
 #include "fuzz/fuzz_input.hpp"
@@ -160,12 +161,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       default: {
         now += std::chrono::milliseconds(in.number(2));
-        std::map<CircuitEnd, bool> told;  // both ends of an expired circuit are told
+        std::set<CircuitEnd> told;  // both ends of an expired circuit are told
         for (const auto& closing : book.expire(now)) {
           if (told.count(closing.end) != 0) continue;
           auto known = model.other.find(closing.end);
           if (known == model.other.end()) __builtin_trap();  // told of a circuit never open
-          told[known->second] = true;
+          told.insert(known->second);
           model.remove(closing.end);
         }
         break;

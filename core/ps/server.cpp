@@ -14,6 +14,11 @@ ShardServer::ShardServer(std::string device, std::map<std::string, Shard> shards
 }
 
 namespace {
+/// The job's replica count, as every shard's config has it (0 without shards).
+std::size_t replica_count(const std::map<std::string, Shard>& shards) {
+  return shards.empty() ? 0 : shards.begin()->second.config().replica_hosts.size();
+}
+
 /// Parses protobuf message `m` from `body`; false when it does not parse.
 bool parse(google::protobuf::MessageLite& m, std::string_view body) {
   return body.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
@@ -122,7 +127,7 @@ Effects ShardServer::join(RequestId id, std::string_view body, const PeerAddr& f
   if (!parse(req, body)) {
     return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsJoinRequest", device_, body.size()));
   }
-  const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
+  const auto replicas = replica_count(shards_);
   if (req.replica() < 0 || static_cast<std::size_t>(req.replica()) >= replicas) {
     return refuse(id, make_error(errc::invalid_argument, "PS {}: expected a replica id in 0..{}, got {}", device_,
                                  static_cast<std::int64_t>(replicas) - 1, req.replica()));
@@ -176,7 +181,7 @@ Effects ShardServer::rejoin(RequestId id, std::string_view body) {
     return refuse(id, make_error(errc::malformed, "PS {}: {} bytes are not a PsRejoinRequest", device_, body.size()));
   }
   const std::int32_t replica = req.replica();
-  const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
+  const auto replicas = replica_count(shards_);
   if (replica < 0 || static_cast<std::size_t>(replica) >= replicas) {
     return refuse(id, make_error(errc::invalid_argument, "PS {}: expected a replica id in 0..{}, got {}", device_,
                                  static_cast<std::int64_t>(replicas) - 1, replica));
@@ -274,7 +279,7 @@ Effects ShardServer::drop(std::int32_t replica) {
 }
 
 Effects ShardServer::drop_absent() {
-  const auto replicas = shards_.empty() ? 0 : shards_.begin()->second.config().replica_hosts.size();
+  const auto replicas = replica_count(shards_);
   std::set<std::int32_t> present;
   for (const auto& [id, session] : sessions_) present.insert(session.first);
   Effects out;

@@ -110,6 +110,7 @@ Result<std::unique_ptr<Dht>> Dht::start(const DhtOptions& options) {
     ro.system = options.system;
     ro.busy_poll = options.busy_poll;
     ro.relay_service = options.relay_service;
+    ro.relay_limits = options.relay_limits;
     auto rt = Runtime::start(ro);
     if (!rt) return rt.error();
     runtime = std::move(*rt);

@@ -62,6 +62,8 @@ struct DhtOptions {
   /// Serve as a relay for peers behind NAT (transport/README.md "Relays"): they reserve a
   /// slot here and are dialled through this node.
   bool relay_service = false;
+  /// What the relay grants each peer (with relay_service).
+  transport::RelayLimits relay_limits;
   /// hivemind's use_auto_relay: when the initial peers answer but cannot call this node
   /// back (it is behind NAT), reserve a slot at the first of them that serves as a relay,
   /// take the relayed address as this node's, and bootstrap again, reached through it.

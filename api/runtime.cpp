@@ -1,6 +1,7 @@
 #include "api/runtime.hpp"
 
 #include <random>
+#include <utility>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -52,10 +53,26 @@ Status authorize(actors::Gateway& gw, const messages::Ed25519PrivateKey& key, co
   return ok_status();
 }
 
+/// A relay's limits must each let something through: a zero would refuse every slot or
+/// end every relayed connection at once.
+Status check_relay_limits(const transport::RelayLimits& l) {
+  const std::pair<const char*, bool> zeros[] = {
+      {"reservation", l.reservation.count() <= 0}, {"reservation_bytes", l.reservation_bytes == 0},
+      {"max_reservations", l.max_reservations == 0}, {"max_circuits_per_peer", l.max_circuits_per_peer == 0},
+      {"circuit", l.circuit.count() <= 0},         {"circuit_bytes", l.circuit_bytes == 0}};
+  for (const auto& [name, zero] : zeros) {
+    if (zero) return make_error(errc::invalid_argument, "relay limit {} must be positive", name);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
   const api::CafThreadRelease released;
+  if (options.relay_service) {
+    if (auto ok = check_relay_limits(options.relay_limits); !ok) return ok.error();
+  }
   auto listen = messages::Multiaddr::parse(options.listen);
   if (!listen) return make_error(errc::invalid_argument, "listen address '{}': {}", options.listen, listen.error().message);
   auto key = api::load_identity(options.identity_file);
@@ -78,7 +95,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const RuntimeOptions& options) {
   gc.transport.peer_id = rt->peer_id_.bytes();
   gc.transport.identity = *key;
   gc.transport.insecure = options.insecure;
-  if (options.relay_service) gc.transport.relay_service = transport::RelayLimits{};
+  if (options.relay_service) gc.transport.relay_service = options.relay_limits;
   gc.host = listen->host;
   gc.port = listen->port;
   auto gw = actors::Gateway::start(*rt->system_, gc);

@@ -61,6 +61,8 @@ struct RuntimeOptions {
   /// Serve as a relay (transport/README.md "Relays"): keep slots for peers behind NAT and
   /// pass on the connections dialled to them through this node (limits: RelayLimits).
   bool relay_service = false;
+  /// What the relay grants each peer (with relay_service); every limit must be positive.
+  transport::RelayLimits relay_limits;
 };
 
 class Runtime {

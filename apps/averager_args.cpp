@@ -56,7 +56,7 @@ void add_averager_options(CLI::App& cmd, AveragerArgs& a) {
       ->check(CLI::IsMember({"tcp", "shm"}))
       ->capture_default_str();
   add_insecure_flag(cmd, a.insecure);
-  add_relay_flags(cmd, a.dht.relay_service, a.dht.auto_relay);
+  add_relay_flags(cmd, a.dht.relay_service, a.dht.auto_relay, a.dht.relay_limits);
   add_authority_option(cmd, a.dht.authorization.authority_file);
   cmd.add_option("--busy-poll-us", a.busy_poll_us,
                  "The transport thread spins this long after each event before sleeping (lower latency, a busy core)")

@@ -1,7 +1,10 @@
 #pragma once
 /// The `apiary` subcommands. Each registers its options on the app and returns the
 /// function that runs it (exit code: 0 ok, 1 failure, 2 bad usage).
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -79,13 +82,43 @@ inline void add_insecure_flag(CLI::App& cmd, bool& insecure) {
                "too. Default: encrypted, PeerIDs proven (Noise XX)");
 }
 
-/// Adds --relay-service and --auto-relay (transport/README.md "Relays") to a DHT node's command.
-inline void add_relay_flags(CLI::App& cmd, bool& relay_service, bool& auto_relay) {
-  cmd.add_flag("--relay-service", relay_service,
-               "Serve as a relay: peers behind NAT reserve a slot here and are dialled through this node");
+/// Adds --relay-service and --auto-relay (transport/README.md "Relays") to a DHT node's
+/// command, and the limits of the slots it grants as a relay (`RelayLimits`; each limit
+/// needs --relay-service).
+inline void add_relay_flags(CLI::App& cmd, bool& relay_service, bool& auto_relay, transport::RelayLimits& limits) {
+  auto* service = cmd.add_flag("--relay-service", relay_service,
+                               "Serve as a relay: peers behind NAT reserve a slot here and are dialled through this node");
   cmd.add_flag("--auto-relay", auto_relay,
                "When the initial peers cannot call this node back (behind NAT), be reached through the first of "
                "them that serves as a relay (started with --relay-service)");
+  const auto seconds = [&cmd, service](const char* name, std::chrono::milliseconds& to, const char* what) {
+    cmd.add_option_function<double>(
+           name, [&to](double s) { to = std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0)); },
+           what + std::string(" (seconds; default ") + std::to_string(to.count() / 1000) + ")")
+        ->check(CLI::Range(0.001, 30.0 * 24 * 3600))
+        ->needs(service);
+  };
+  const auto bytes = [&cmd, service](const char* name, std::uint64_t& to, const char* what) {
+    cmd.add_option(name, to, what + std::string(" (bytes; suffixes kb, mb, gb = 1024^n; default ") +
+                                 std::to_string(to >> 20) + "mb)")
+        ->transform(CLI::AsSizeValue(false))
+        ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()))
+        ->needs(service);
+  };
+  const auto count = [&cmd, service](const char* name, std::size_t& to, const char* what) {
+    cmd.add_option(name, to, what + std::string(" (default ") + std::to_string(to) + ")")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+        ->needs(service);
+  };
+  count("--relay-slots", limits.max_reservations, "As a relay: peers holding a slot at once");
+  count("--relay-circuits-per-peer", limits.max_circuits_per_peer,
+        "As a relay: relayed connections to one peer at once");
+  seconds("--relay-slot-s", limits.reservation, "As a relay: a slot's life unless its peer renews it");
+  bytes("--relay-slot-bytes", limits.reservation_bytes,
+        "As a relay: bytes carried to and from one peer between renewals of its slot");
+  seconds("--relay-circuit-s", limits.circuit, "As a relay: one relayed connection's life");
+  bytes("--relay-circuit-bytes", limits.circuit_bytes,
+        "As a relay: bytes one relayed connection may carry, both ways together");
 }
 
 /// Adds --authority: authorization of every call with a swarm's shared authority key file.

@@ -119,7 +119,7 @@ Command add_dht_commands(CLI::App& app) {
       ->delimiter(',')
       ->expected(0, -1);
   cmd->add_flag("--client-mode", opts->client_mode, "Serve nothing; never enter routing tables");
-  add_relay_flags(*cmd, opts->relay_service, opts->auto_relay);
+  add_relay_flags(*cmd, opts->relay_service, opts->auto_relay, opts->relay_limits);
   cmd->add_option("--identity", opts->identity_file,
                   "Ed25519 key file (see `apiary identity create`); default: a fresh key for this run");
   cmd->add_option("--mode", *mode, "Same-host lanes: tcp or shm")->check(CLI::IsMember({"tcp", "shm"}))->capture_default_str();

@@ -60,7 +60,7 @@ Command add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"tcp", "shm"}));
   add_insecure_flag(*cmd, t->insecure);
   add_authority_option(*cmd, t->dht.authorization.authority_file);
-  add_relay_flags(*cmd, t->dht.relay_service, t->dht.auto_relay);
+  add_relay_flags(*cmd, t->dht.relay_service, t->dht.auto_relay, t->dht.relay_limits);
   cmd->add_option("--peers", t->peers, "Shares of the data set (each peer trains on share --rank)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   cmd->add_option("--rank", t->rank, "This peer's share in [0, --peers)");

@@ -5,13 +5,17 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <future>
 
 #include <msgpack.hpp>
 
 #include "api/dht.hpp"
 #include "core/dht/msgpack_value.hpp"
+#include "messages/identity/multiaddr.hpp"
 #include "messages/identity/peer_id.hpp"
 #include "tests/support/apiary_command.hpp"
+#include "tests/support/frame_recorder.hpp"
+#include "transport/ucx/transport.hpp"
 
 using namespace apiary;
 using namespace std::chrono_literals;
@@ -252,4 +256,60 @@ TEST_CASE("a dialled PeerID that the node at that address does not prove is refu
   INFO(right.out);
   CHECK(right.rc == 1);  // reached, and the key has no value
   CHECK_THAT(right.out, Catch::Contains("key: not found"));
+}
+
+TEST_CASE("apiary dht --relay-service grants the limits its flags set and refuses bad ones", "[integration]") {
+  auto relay = spawn_node(
+      "--listen /ip4/127.0.0.1/tcp/0 --relay-service --relay-slots 1 --relay-slot-s 30 --relay-circuit-s 20 "
+      "--relay-circuit-bytes 1mb");
+  await_listening(relay);
+  auto relay_addr = messages::Multiaddr::parse(relay.addr);
+  REQUIRE(relay_addr.ok());
+
+  /// A transport of its own identity that reserves a slot at the relay.
+  struct Reserver {
+    testing::FrameRecorder rec;
+    std::unique_ptr<transport::ucx::Transport> t;
+    Reserver() {
+      auto key = messages::Ed25519PrivateKey::generate();
+      REQUIRE(key.ok());
+      transport::Config c;
+      c.identity = *key;
+      t = std::make_unique<transport::ucx::Transport>(std::move(c));
+      REQUIRE(t->start(&rec, "127.0.0.1", 0).ok());
+    }
+    ~Reserver() { t->stop(); }
+    Result<transport::RelayGrant> reserve(const PeerKey& at) {
+      std::promise<Result<transport::RelayGrant>> answer;
+      t->post([&] { t->reserve(at, {}, [&](Result<transport::RelayGrant> g) { answer.set_value(std::move(g)); }); });
+      auto f = answer.get_future();
+      if (f.wait_for(30s) != std::future_status::ready) return make_error(errc::deadline_exceeded, "no answer");
+      return f.get();
+    }
+  };
+  Reserver first;
+  auto grant = first.reserve(relay_addr->host_port());
+  REQUIRE(grant.ok());
+  CHECK(grant->reservation == 30s);
+  CHECK(grant->circuit == 20s);
+  CHECK(grant->circuit_bytes == std::uint64_t{1} << 20);
+  Reserver second;
+  auto full = second.reserve(relay_addr->host_port());
+  REQUIRE_FALSE(full.ok());
+  CHECK_THAT(full.error().message, Catch::Contains("limit of 1 reservations"));
+  CHECK(first.reserve(relay_addr->host_port()).ok());  // a renewal still fits
+
+  SECTION("bad limits") {
+    auto zero = run_apiary("dht --relay-service --relay-slots 0");
+    CHECK(zero.rc == 2);
+    CHECK_THAT(zero.out, Catch::Contains("--relay-slots"));
+    auto alone = run_apiary("dht --relay-circuit-s 5");
+    CHECK(alone.rc == 2);
+    CHECK_THAT(alone.out, Catch::Contains("--relay-service"));
+    auto unit = run_apiary("dht --relay-service --relay-circuit-bytes 3parsecs");
+    CHECK(unit.rc == 2);
+    CHECK_THAT(unit.out, Catch::Contains("--relay-circuit-bytes"));
+  }
+  relay.proc->kill(SIGTERM);
+  CHECK(relay.proc->wait(30s) == 0);
 }

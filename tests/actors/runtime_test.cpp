@@ -65,7 +65,8 @@ TEST_CASE("DHT nodes on runtimes, one of them attached to another's gateway, fin
   }
 }
 
-TEST_CASE("a runtime refuses a bad listen address, a missing identity file and a missing gateway", "[runtime]") {
+TEST_CASE("a runtime refuses a bad listen address, a missing identity file, a missing gateway and a zero relay limit",
+          "[runtime]") {
   RuntimeOptions bad;
   bad.listen = "/ip4/127.0.0.1/udp/1";
   auto r = Runtime::start(bad);
@@ -84,4 +85,14 @@ TEST_CASE("a runtime refuses a bad listen address, a missing identity file and a
   auto none = Runtime::attach((*owner)->system(), nullptr);
   REQUIRE(!none.ok());
   CHECK(none.error().message.find("gateway") != std::string::npos);
+
+  RuntimeOptions relay;
+  relay.relay_service = true;
+  relay.relay_limits.circuit_bytes = 0;
+  r = Runtime::start(relay);
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK(r.error().message.find("circuit_bytes must be positive") != std::string::npos);
+  relay.relay_service = false;  // limits only matter to a relay
+  CHECK(Runtime::start(relay).ok());
 }

@@ -4,13 +4,14 @@
 
 #include <fmt/ranges.h>
 
+#include "messages/utf8.hpp"
+
 namespace apiary::core::rpc {
 namespace {
 
-std::string clip(std::string s) {
-  if (s.size() > k_max_error_message) s.resize(k_max_error_message);
-  return s;
-}
+/// An error message for the wire: at most k_max_error_message bytes of valid UTF-8 (a
+/// string field that is not would make the peer refuse the whole frame).
+std::string clip(const std::string& s) { return messages::valid_utf8(s, k_max_error_message); }
 
 /// `now + timeout`, saturating at the largest TimePoint instead of overflowing.
 TimePoint deadline_after(TimePoint now, Duration timeout) {

@@ -1,18 +1,26 @@
 // Bad input between real processes over UCX on loopback: garbage envelopes and
 // messages to unused active-message ids from a raw UCX client, malformed request
 // bodies, oversized frames and envelopes, listen addresses in use or invalid, and
-// unreachable peers. Every case ends with a clear error, and the server keeps serving.
+// unreachable peers, and bad relay frames (refusals, unknown circuits, a byte limit, and
+// thousands of random ones) to an `apiary dht --relay-service`. Every case ends with a
+// clear error, and the server keeps serving.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
+#include <iterator>
+#include <random>
 
 #include "actors/rpc.hpp"
+#include "messages/identity/multiaddr.hpp"
+#include "messages/identity/peer_id.hpp"
 #include "test.pb.h"
 #include "tests/integration/raw_ucx_client.hpp"
+#include "tests/support/apiary_command.hpp"
 #include "tests/support/server_fixture.hpp"
 #include "tests/support/test_messages.hpp"
 #include "tests/support/test_services.hpp"
@@ -224,4 +232,158 @@ TEST_CASE("a call to an unreachable peer fails with peer_down, not at its deadli
   CHECK_THAT(r.error().message, Catch::Contains(nowhere));
   // The gateway still reaches live peers.
   f.check_serving(9);
+}
+
+namespace {
+
+/// A raw client on a relay's connection, named by a PeerID of its own (its HELLO; the
+/// relay runs --insecure, so the HELLO's PeerID stands as the connection's).
+struct RelayClient {
+  testing::RawUcxClient raw;
+  std::string peer_id;
+  explicit RelayClient(const std::string& relay, bool hello = true) : raw(relay) {
+    connect(raw);
+    auto key = messages::Ed25519PrivateKey::generate();
+    REQUIRE(key.ok());
+    peer_id = messages::PeerId::from_public_key(key->public_key()).bytes();
+    if (hello) {
+      pb::Envelope h;
+      h.set_kind(pb::HELLO);
+      h.set_peer_id(peer_id);
+      send(h);
+    }
+  }
+  void send(pb::Envelope env, const std::string& payload = {}) {
+    env.set_payload_size(payload.size());
+    if (!raw.send(0, env.SerializeAsString(), payload, 20s)) FAIL(raw.error());
+  }
+  /// The next frame of `kind`; fails the test when none comes.
+  pb::Envelope next(pb::FrameKind kind) {
+    auto f = raw.next_frame(kind, 20s);
+    if (!f) FAIL("no frame of kind " << pb::FrameKind_Name(kind) << ": " << raw.error());
+    return *f;
+  }
+};
+
+pb::Envelope relay_envelope(pb::FrameKind kind, std::uint64_t circuit, bool from_opener, const std::string& peer = {}) {
+  pb::Envelope e;
+  e.set_kind(kind);
+  e.mutable_relay()->set_circuit(circuit);
+  e.mutable_relay()->set_from_opener(from_opener);
+  if (!peer.empty()) e.set_peer_id(peer);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("bad relay frames are refused saying why, and the relay goes on relaying", "[integration]") {
+  auto relay = testing::spawn_apiary(
+      "dht --listen /ip4/127.0.0.1/tcp/0 --insecure --relay-service --relay-circuit-bytes 64kb "
+      "--relay-circuits-per-peer 1000 2>&1");
+  const std::string relay_addr = testing::await_listening(*relay);
+  auto parsed = messages::Multiaddr::parse(relay_addr);
+  REQUIRE(parsed.ok());
+  const std::string at = parsed->host_port();
+
+  RelayClient a(at);  // reserves; the others reach it through the relay
+  auto forged = relay_envelope(pb::RELAY_RESERVE, 0, false, std::string("\x00\x24\x08\x01", 4) + "not a key");
+  a.send(forged);
+  auto refused = a.next(pb::RELAY_RESERVED);
+  CHECK(refused.error_code() == static_cast<std::uint32_t>(errc::crypto));
+  CHECK_THAT(refused.error_message(), Catch::Contains("has not proven"));
+  a.send(relay_envelope(pb::RELAY_RESERVE, 0, false));
+  auto granted = a.next(pb::RELAY_RESERVED);
+  CHECK(granted.error_code() == 0);
+  CHECK(granted.relay().circuit_bytes() == 65536);
+
+  RelayClient nameless(at, false);
+  nameless.send(relay_envelope(pb::RELAY_RESERVE, 0, false));
+  CHECK_THAT(nameless.next(pb::RELAY_RESERVED).error_message(), Catch::Contains("needs the peer's PeerID"));
+
+  RelayClient b(at);
+  RelayClient stranger(at);  // holds no reservation
+  b.send(relay_envelope(pb::CIRCUIT_OPEN, 7, true, stranger.peer_id));
+  auto no_slot = b.next(pb::CIRCUIT_CLOSE);
+  CHECK(no_slot.relay().circuit() == 7);
+  CHECK_THAT(no_slot.error_message(), Catch::Contains("holds no reservation for PeerID"));
+  b.send(relay_envelope(pb::CIRCUIT_DATA, 99, true), "data for no circuit");
+  auto unknown = b.next(pb::CIRCUIT_CLOSE);
+  CHECK(unknown.relay().circuit() == 99);
+  CHECK_THAT(unknown.error_message(), Catch::Contains("knows no circuit 99"));
+  b.send(relay_envelope(pb::CIRCUIT_CLOSE, 12345, false));  // nothing to close: no answer
+  b.send(relay_envelope(pb::RELAY_RESERVED, 0, false));     // never asked for: ignored
+
+  // A relayed connection carries what it is given, unopened, up to its byte limit.
+  b.send(relay_envelope(pb::CIRCUIT_OPEN, 1, true, a.peer_id));
+  auto opened = a.next(pb::CIRCUIT_OPEN);
+  CHECK(opened.peer_id() == b.peer_id);
+  auto data = relay_envelope(pb::CIRCUIT_DATA, 1, true);
+  data.mutable_relay()->set_header(std::string(300, '\xee'));  // not an envelope: the relay does not look
+  b.send(data, std::string(40000, 'x'));
+  auto passed = a.next(pb::CIRCUIT_DATA);
+  CHECK(passed.relay().circuit() == opened.relay().circuit());
+  CHECK(passed.relay().from_opener());  // the relay opened the circuit on a's connection
+  CHECK(passed.relay().header() == std::string(300, '\xee'));
+  CHECK(passed.payload_size() == 40000);
+  b.send(data, std::string(40000, 'y'));
+  CHECK_THAT(b.next(pb::CIRCUIT_CLOSE).error_message(), Catch::Contains("limit of 65536 bytes"));
+  CHECK_THAT(a.next(pb::CIRCUIT_CLOSE).error_message(), Catch::Contains("limit of 65536 bytes"));
+
+  // Thousands of relay frames with fields drawn at random (seeded), from a client of its
+  // own: kinds, circuit ids, directions, PeerIDs (a's, none, garbage), headers, payloads,
+  // error fields and grants.
+  {
+    RelayClient noise(at);
+    std::mt19937_64 rng(20261206);
+    const pb::FrameKind kinds[] = {pb::RELAY_RESERVE, pb::RELAY_RESERVED, pb::CIRCUIT_OPEN, pb::CIRCUIT_DATA,
+                                   pb::CIRCUIT_CLOSE, pb::HELLO};
+    const auto bytes_of = [&rng](std::size_t most) {
+      std::string s(rng() % (most + 1), '\0');
+      for (auto& c : s) c = static_cast<char>(rng());
+      return s;
+    };
+    for (int i = 0; i < 3000; ++i) {
+      pb::Envelope e;
+      e.set_kind(kinds[rng() % std::size(kinds)]);
+      if (e.kind() == pb::HELLO) continue;  // keeps the client's name: a's frames stay a's
+      const std::uint64_t circuits[] = {0, 1, 2, 3, rng()};
+      e.mutable_relay()->set_circuit(circuits[rng() % 5]);
+      e.mutable_relay()->set_from_opener(rng() % 2 == 0);
+      switch (rng() % 4) {
+        case 0: e.set_peer_id(a.peer_id); break;
+        case 1: e.set_peer_id(bytes_of(300)); break;
+        case 2: e.set_peer_id(noise.peer_id); break;
+        default: break;
+      }
+      if (rng() % 2 == 0) e.mutable_relay()->set_header(bytes_of(3000));
+      if (rng() % 4 == 0) {
+        e.set_error_code(static_cast<std::uint32_t>(rng()));
+        e.set_error_message(std::string(rng() % 2000, 'm'));  // a string field: UTF-8 only
+      }
+      if (e.kind() == pb::RELAY_RESERVED) {
+        e.mutable_relay()->set_reservation_ms(rng());
+        e.mutable_relay()->set_circuit_bytes(rng());
+      }
+      noise.send(e, rng() % 3 == 0 ? bytes_of(16384) : std::string());
+    }
+    CHECK(noise.raw.linger(1s));  // its connection stands: every frame was answered or passed on
+  }
+  CHECK(a.raw.linger(1s));
+  CHECK(b.raw.linger(1s));
+
+  // The relay goes on: a's slot still takes new relayed connections, and it answers pings.
+  b.send(relay_envelope(pb::CIRCUIT_OPEN, 2, true, a.peer_id));
+  for (;;) {
+    auto open = a.next(pb::CIRCUIT_OPEN);
+    if (open.peer_id() == b.peer_id) break;  // after the ones the random frames opened
+  }
+  auto get = testing::run_apiary("dht get --insecure --peer " + relay_addr + " key");
+  INFO(get.out);
+  CHECK(get.rc == 1);  // reached, and the key has no value
+  CHECK_THAT(get.out, Catch::Contains("key: not found"));
+  relay->kill(SIGTERM);
+  std::string rest;
+  while (auto line = relay->read_line(10s)) rest += *line + "\n";
+  INFO(rest);
+  CHECK(relay->wait(30s) == 0);
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "messages/identity/peer_id.hpp"
+#include "messages/utf8.hpp"
 #include "transport/transport.hpp"
 
 namespace apiary::transport::ucx {
@@ -21,7 +22,7 @@ inline Frame error_frame(std::uint64_t call_id, bool from_caller, const Error& e
   f.envelope.set_call_id(call_id);
   f.envelope.set_from_caller(from_caller);
   f.envelope.set_error_code(static_cast<std::uint32_t>(e.code));
-  f.envelope.set_error_message(e.message.substr(0, 1024));
+  f.envelope.set_error_message(messages::valid_utf8(e.message, 1024));
   return f;
 }
 

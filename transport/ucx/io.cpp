@@ -103,7 +103,7 @@ void Transport::on_hello(Endpoint& ep, const pb::Envelope& env) {
   // its handshake, the PeerID proven.
   // A later HELLO tells a new listen address (Transport::advertise); over an encrypted
   // connection the PeerID stays the one its handshake proved.
-  ep.listen_addr = env.listen_addr().substr(0, 512);
+  ep.listen_addr = messages::valid_utf8(env.listen_addr(), 512);
   if (!ep.session) ep.peer_id = env.peer_id().substr(0, 256);
 }
 

@@ -12,14 +12,14 @@ constexpr auto k_reserve_retry = std::chrono::seconds(1);
 Frame close_frame(const CircuitEnd& end, const Error& why) {
   Frame f = relay_frame(pb::CIRCUIT_CLOSE, end.circuit, !end.remote_opened);
   f.envelope.set_error_code(static_cast<std::uint32_t>(why.code));
-  f.envelope.set_error_message(why.message.substr(0, 1024));
+  f.envelope.set_error_message(messages::valid_utf8(why.message, 1024));
   return f;
 }
 
 Error error_of(const pb::Envelope& env, errc otherwise) {
   errc code = static_cast<errc>(env.error_code());
   if (env.error_code() == 0 || env.error_code() > static_cast<std::uint32_t>(errc::unauthorized)) code = otherwise;
-  return Error{code, env.error_message().substr(0, 1024)};
+  return Error{code, messages::valid_utf8(env.error_message(), 1024)};
 }
 
 }  // namespace
@@ -205,7 +205,7 @@ void Transport::on_circuit_close(const PeerKey& from, const pb::Envelope& env) {
     Endpoint& ep = *it->second;
     ep.circuit_closed = true;
     mark_failed(ep, make_error(error_of(env, errc::peer_down).code, "the relayed connection {} through {} was closed: {}",
-                               ep.key, from, env.error_message().substr(0, 1024)));
+                               ep.key, from, messages::valid_utf8(env.error_message(), 1024)));
     return;
   }
   if (!relay_book_) return;
@@ -309,7 +309,7 @@ void Transport::on_reserve(const PeerKey& from, const pb::Envelope& env) {
     info->set_circuit_bytes(l.circuit_bytes);
   } else {
     answer.envelope.set_error_code(static_cast<std::uint32_t>(st.error().code));
-    answer.envelope.set_error_message(st.error().message);
+    answer.envelope.set_error_message(messages::valid_utf8(st.error().message, 1024));
   }
   send_on(*conn->second, std::move(answer));
 }
@@ -323,7 +323,7 @@ void Transport::on_reserved(const PeerKey& from, const pb::Envelope& env) {
   r.waiting.clear();
   if (env.error_code() != 0 || env.relay().reservation_ms() == 0) {
     const Error why = make_error(error_of(env, errc::unavailable).code, "the relay at {} refused a reservation: {}",
-                                 from, env.error_message().substr(0, 1024));
+                                 from, messages::valid_utf8(env.error_message(), 1024));
     reservations_.erase(it);
     for (auto& done : waiting) done(why);
     return;

@@ -218,7 +218,14 @@ void Transport::shutdown() {
     ucp_worker_progress(worker_->get());
     release_completed(reqs);
   }
-  for (void* r : reqs) ucp_request_cancel(worker_->get(), r);
+  // Closes a peer never flushed (it stopped reading: frozen, or not progressing) are
+  // given back to UCX, which frees them when their endpoints go with the worker; held
+  // unreleased, UCX 1.13 aborts destroying those endpoints ("Assertion `req->flags &
+  // UCP_REQUEST_FLAG_RELEASED' failed").
+  for (void* r : reqs) {
+    ucp_request_cancel(worker_->get(), r);
+    ucp_request_free(r);
+  }
   // Refuse connections for a quiet spell before the listener goes. UCX 1.13's async thread
   // hands a connection whose handshake began before ucp_listener_destroy to the freed
   // listener (a crash in ucp_cm_server_conn_request_cb when a peer dials a node that is

@@ -57,6 +57,28 @@ TEST_CASE("a handler failure reaches the caller with its code and message", "[rp
   CHECK(l.client.engine.open_calls() == 0);
 }
 
+TEST_CASE("a long or binary error message goes out as at most 1 KiB of UTF-8 the peer can parse", "[rpc][engine]") {
+  // protobuf refuses a string field holding invalid UTF-8: a message cut inside a
+  // character, or quoting bytes from a request, would make the whole ERROR unreadable.
+  Link l;
+  const CallId served = l.open(1, pb::UNARY, bytes("key"), true);
+  std::string message = "x";
+  for (int i = 0; i < 700; ++i) message += "\xc3\xa9";  // é: the 1024th byte is half of one
+  message.insert(9, "\xff\xfe");                      // and bytes that are not UTF-8
+  l.server.take(l.server.engine.fail(l.now, served, make_error(errc::not_found, "{}", message)));
+  REQUIRE(l.server.outbox.size() == 1);
+  const pb::Envelope& sent = l.server.outbox.front().envelope;
+  CHECK(sent.error_message().size() <= k_max_error_message);
+  CHECK(sent.error_message().size() >= k_max_error_message - 1);
+  CHECK(sent.error_message().substr(0, 13) == "x\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9??\xc3\xa9");
+  pb::Envelope back;
+  CHECK(back.ParseFromString(sent.SerializeAsString()));
+  CHECK(back.error_message() == sent.error_message());
+  l.pump();
+  const Delivery d = only_error(l.client, errc::not_found);
+  CHECK(d.error.message.size() >= k_max_error_message - 1);
+}
+
 TEST_CASE("an error code the caller does not know becomes handler_error", "[rpc][engine]") {
   Link l;
   for (std::uint32_t code : {0u, 999u}) {

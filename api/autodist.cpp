@@ -34,6 +34,10 @@ struct AutoDistJob::Parts {
   std::vector<std::unique_ptr<Runtime>> served_rt;   ///< one per PS device served (and the initial values)
   std::vector<std::unique_ptr<ParameterServer>> servers;
   std::unique_ptr<Replica> replica;
+  std::size_t job_servers = 0;  ///< servers[0, job_servers) serve the job's PS devices (then replica 0's initial values)
+  /// A job of PS variables only: its replicas leave without meeting, and a process
+  /// serving PS devices waits until each replica is done with them (finished or dropped).
+  bool await_replicas = false;
   bool left = false;
 
   ~Parts() {
@@ -203,6 +207,30 @@ Result<Layout> layout_of(const AutoDistOptions& o) {
   return l;
 }
 
+/// The options of losing and regaining processes, each with what it needs.
+Status check_recovery(const AutoDistOptions& o, bool serving) {
+  if (o.drop_lost_replicas_after && o.drop_lost_replicas_after->count() < 0) {
+    return make_error(errc::invalid_argument, "autodist: drop_lost_replicas_after must not be negative");
+  }
+  if (o.ps_restart_wait.count() < 0 || o.replay_steps < 0) {
+    return make_error(errc::invalid_argument, "autodist: ps_restart_wait and replay_steps must not be negative");
+  }
+  if (o.ps_restart_wait.count() > 0 && !o.ps_processes && !serving) {
+    return make_error(errc::invalid_argument,
+                      "autodist: ps_restart_wait needs ps_processes: a PS device served by a replica process goes "
+                      "down with that replica, and nothing starts it again");
+  }
+  if (o.resume_at && !serving) {
+    return make_error(errc::invalid_argument,
+                      "autodist: resume_at is for a PS process started again (serve_devices); a replica resumes by "
+                      "waiting for its PS processes (ps_restart_wait)");
+  }
+  if (o.resume_at && *o.resume_at < 0) {
+    return make_error(errc::invalid_argument, "autodist: resume_at must be a step >= 0, got {}", *o.resume_at);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> AutoDistJob::ps_devices(const AutoDistOptions& options) {
@@ -221,11 +249,12 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
                         v.name, n, it == o.initial.end() ? std::string("none") : std::to_string(it->second.size()));
     }
   }
+  const bool serving = !o.serve_devices.empty();
+  if (auto st = check_recovery(o, serving); !st) return st.error();
   auto laid = layout_of(o);
   if (!laid) return laid.error();
   Layout& l = *laid;
   const std::size_t count = l.members.size();
-  const bool serving = !o.serve_devices.empty();
   std::size_t served_index = l.devices.size();  // the first served device's
   for (const auto& device : o.serve_devices) {
     auto it = std::find(l.devices.begin(), l.devices.end(), device);
@@ -299,16 +328,17 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   p.runtime = std::move(*rt);
 
   std::map<std::string, std::vector<float>> values = std::move(o.initial);
-  if (serving || o.rank != 0) {
+  if ((serving && !o.resume_at) || (!serving && o.rank != 0)) {
     // A PS process's session on replica 0's server comes after the replicas' (its first
-    // device's: the devices' sessions are distinct).
+    // device's: the devices' sessions are distinct). A resumed one starts from its
+    // checkpoint's values instead.
     const auto session = serving ? static_cast<std::int32_t>(count + served_index) : o.rank;
     auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, init_addr, o, session);
     if (!fetched) return fetched.error();
     values = std::move(*fetched);
   }
   auto serve = [&](const std::string& device, const core::PeerAddr& at, std::shared_ptr<const cps::TrainingPlan> plan,
-                   bool with_states) -> Status {
+                   bool of_job) -> Status {
     Runtime* on = p.runtime.get();
     if (!serving || device != mine.front()) {  // another address: a listener of its own
       auto srt = start_runtime(at, &p.runtime->system());
@@ -320,7 +350,11 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
     po.device = device;
     po.plan = std::move(plan);
     po.initial = values;
-    if (with_states) po.states = o.states;
+    if (of_job) {  // not replica 0's initial-value server
+      po.states = o.states;
+      po.drop_lost_replicas_after = o.drop_lost_replicas_after;
+      po.resume_at = o.resume_at;
+    }
     auto server = ParameterServer::start(*on, std::move(po));
     if (!server) return server.error();
     p.servers.push_back(std::move(*server));
@@ -329,6 +363,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   for (const auto& device : mine) {
     if (auto st = serve(device, servers.at(device), ps, true); !st) return st.error();
   }
+  p.job_servers = p.servers.size();
   if (ps) job->summary_ += ps_summary(*ps);
   if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
   if (serving) return job;  // serves until destroyed
@@ -358,6 +393,12 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   ro.roles.call_timeout = o.timeout;
   ro.roles.exchange_timeout = o.timeout;
   ro.roles.meet = true;  // every PS device is served once every replica arrived
+  // Without collectives nothing calls a replica after its last push: the PS devices
+  // outlast the replicas instead (leave()), and a dropped replica holds no one up.
+  ro.roles.meet_on_leave = ar != nullptr;
+  p.await_replicas = ar == nullptr;
+  ro.roles.ps_restart_wait = o.ps_restart_wait;
+  ro.roles.replay_steps = o.replay_steps;
   if (ar) {
     for (const auto& v : ar->variables) ro.roles.initial[v.name] = values.at(v.name);
     for (const auto& v : ar->sparse) ro.roles.initial[v.name] = values.at(v.name);
@@ -365,6 +406,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   // A pull or push waits for the slowest replica, each call bounded by the timeout.
   ro.patience = o.timeout + std::chrono::seconds(1);
   if (ar) ro.patience += o.timeout * static_cast<std::int64_t>(4 + 2 * ar->groups.size());
+  ro.patience += o.ps_restart_wait;
   auto replica = Replica::start(p.runtime->system(), p.runtime->gateway(), std::move(ro));
   if (!replica) return replica.error();
   p.replica = std::move(*replica);
@@ -401,7 +443,22 @@ Status AutoDistJob::push_lent(std::map<std::string, std::vector<float>>& gradien
 Status AutoDistJob::leave() {
   if (parts_->left || !parts_->replica) return ok_status();
   parts_->left = true;
-  return parts_->replica->leave(patience_);
+  if (auto st = parts_->replica->leave(patience_); !st) return st;
+  if (!parts_->await_replicas) return ok_status();
+  // This process's PS devices serve until every replica is done with them.
+  const auto until = std::chrono::steady_clock::now() + patience_;
+  for (std::size_t i = 0; i < parts_->job_servers; ++i) {
+    while (!parts_->servers[i]->replicas_done()) {
+      if (std::chrono::steady_clock::now() >= until) {
+        return make_error(errc::deadline_exceeded,
+                          "replica {}: PS device {} still serves replicas that neither finished nor were dropped "
+                          "after {} ms; a replica whose process is lost is dropped only with drop_lost_replicas_after",
+                          rank_, served_[i], patience_.count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return ok_status();
 }
 
 Result<std::map<std::string, core::ps::Optimizer::State>> AutoDistJob::optimizer_states() {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,21 @@ struct AutoDistOptions {
   bool ps_processes = false;
   std::string mode = "tcp";             ///< UCX same-host lanes: tcp or shm
   bool insecure = false;                ///< plaintext connections (every process of the job must choose it)
+  /// Processes serving PS devices: a replica whose session fails is dropped this long
+  /// after, and the synchronous shards go on with the replicas left (the mean over them);
+  /// unset: a lost replica fails the synchronous shards' requests, ending the job.
+  std::optional<std::chrono::milliseconds> drop_lost_replicas_after;
+  /// Replicas: wait this long for a PS process that went down to be started again with
+  /// `resume_at` (zero: a PS process going down ends the replica), then replay their
+  /// acknowledged pushes since its checkpoint; they keep those of the last `replay_steps`
+  /// steps (at least the steps between two checkpoints, twice over). Needs ps_processes.
+  std::chrono::milliseconds ps_restart_wait{0};
+  std::int64_t replay_steps = 0;
+  /// A PS process (serve_devices) started again after it went down: `initial` and
+  /// `states` are a checkpoint's after this many steps of the job, and its devices
+  /// continue the running job from there (BSP shards only) instead of starting from
+  /// replica 0's initial values.
+  std::optional<std::int64_t> resume_at;
 };
 
 class AutoDistJob {
@@ -110,7 +126,9 @@ class AutoDistJob {
   /// is updated; 0: the options' optimizer rate.
   Status push_lent(std::map<std::string, std::vector<float>>& gradients, double samples,
                    std::map<std::string, core::ps::SparseGradient> rows = {}, float learning_rate = 0.0F);
-  /// Ends the replica's part (after the last pull), waits for the others, stops serving.
+  /// Ends the replica's part (after the last pull) and waits: with all-reduced variables
+  /// for every replica at a barrier; otherwise, in a process serving PS devices, until
+  /// every replica is done with them (finished, or dropped: drop_lost_replicas_after).
   Status leave();
   /// Every variable's optimizer state (the PS ones read from their shards).
   Result<std::map<std::string, core::ps::Optimizer::State>> optimizer_states();

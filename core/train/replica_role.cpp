@@ -55,6 +55,7 @@ Result<std::unique_ptr<ReplicaRole>> ReplicaRole::create(const ReplicaConfig& co
 
 ReplicaRole::ReplicaRole(const ReplicaConfig& config, std::map<std::string, ps::Optimizer> optimizers)
     : replica_(config.replica), has_ps_(config.ps != nullptr), has_ar_(config.ar != nullptr), meet_(config.meet),
+      meet_on_leave_(config.meet_on_leave),
       optimizers_(std::move(optimizers)) {
   if (config.ps) ps_variables_ = config.ps->variables;
   for (const auto& [name, optimizer] : optimizers_) params_[name] = config.initial.at(name);
@@ -424,7 +425,7 @@ Effects ReplicaRole::meet(Effects out, std::uint64_t level) {
 }
 
 Effects ReplicaRole::left(Effects out) {
-  if (!meet_) {
+  if (!meet_ || !meet_on_leave_) {
     phase_ = Phase::left;
     finish(out, Value{});
     return out;

@@ -30,8 +30,8 @@
 ///   "join" Duration (patience) -> with ReplicaConfig::meet, waits until every replica
 ///              joined; without, completes at once
 ///   "leave" Duration (patience) -> ends the PS sessions (after the last step, usually
-///              after a final pull) and, with ReplicaConfig::meet, waits until every
-///              replica got there
+///              after a final pull) and, with ReplicaConfig::meet (and meet_on_leave),
+///              waits until every replica got there
 ///   "watch" -> completes only with the error that ended the replica between calls
 ///   "optimizer_states" -> every variable's optimizer state by name (the PS ones read
 ///              from their shards)
@@ -84,6 +84,10 @@ struct ReplicaConfig {
   /// none calls a replica that does not serve yet or has stopped. Processes need it; the
   /// simulator starts every replica at once.
   bool meet = false;
+  /// With meet: meet on "leave" too. Off, "leave" ends the PS sessions only: a job of PS
+  /// variables only, whose PS devices wait instead until each replica is done with them
+  /// (finished or dropped), so that a dropped replica does not hold the others' leave.
+  bool meet_on_leave = true;
 };
 
 /// Memory of the caller's to write a variable's values into: `count` floats at `data`.
@@ -162,6 +166,7 @@ class ReplicaRole final : public Role {
   bool has_ps_;
   bool has_ar_;
   bool meet_;
+  bool meet_on_leave_;
   Duration patience_{};  ///< of the running join or leave
   std::vector<ps::VariablePlan> ps_variables_;
   std::map<std::string, std::vector<float>> params_;          ///< this replica's copy of the all-reduced variables

@@ -256,7 +256,17 @@ class AutoDist:
     def __init__(self, resource_spec: str = "resource_spec.yml", strategy_builder: Optional[StrategyBuilder] = None,
                  *, strategy_file: Optional[str] = None, rank: Optional[int] = None, port: Optional[int] = None,
                  job: str = "apiary.autodist", timeout: float = 30.0, patience: float = 120.0,
-                 ps_processes: bool = False, transport: str = "tcp", insecure: bool = False):
+                 ps_processes: bool = False, transport: str = "tcp", insecure: bool = False,
+                 drop_lost_replicas_after: Optional[float] = None, ps_restart_wait: float = 0.0,
+                 replay_steps: int = 0):
+        """``drop_lost_replicas_after`` (seconds; processes serving PS devices): a replica
+        whose process is lost is dropped that long after, and the synchronous shards go on
+        with the replicas left (the mean over them); None: a lost replica ends the job.
+        ``ps_restart_wait`` (seconds; replicas of a job with ``ps_processes``): a PS process
+        that goes down is waited for that long, to be started again with
+        ``serve(..., resume=checkpoint)``; the replicas then replay their pushes since the
+        checkpoint, keeping those of the last ``replay_steps`` steps (at least twice the
+        steps between two checkpoints)."""
         if not os.path.exists(resource_spec):
             raise FileNotFoundError(f"resource spec {resource_spec!r} not found")
         if strategy_builder is not None and not isinstance(strategy_builder, StrategyBuilder):
@@ -275,6 +285,15 @@ class AutoDist:
             raise ValueError(f"expected transport 'tcp' or 'shm', got {transport!r}")
         self.transport = transport
         self.insecure = bool(insecure)  # plaintext; every process of the job must choose it
+        if drop_lost_replicas_after is not None and not drop_lost_replicas_after >= 0:
+            raise ValueError(f"expected drop_lost_replicas_after >= 0 seconds or None, got {drop_lost_replicas_after!r}")
+        if not ps_restart_wait >= 0 or int(replay_steps) < 0:
+            raise ValueError(f"expected ps_restart_wait >= 0 seconds and replay_steps >= 0, got {ps_restart_wait!r} "
+                             f"and {replay_steps!r}")
+        self.drop_lost_replicas_after = drop_lost_replicas_after
+        self.ps_restart_wait = float(ps_restart_wait)
+        self.replay_steps = int(replay_steps)
+        self._resume_at = -1
         self._native: Any = None
         self._named: List[Tuple[str, torch.nn.Parameter]] = []
         self._restore: Optional[Dict[str, Any]] = None
@@ -299,13 +318,23 @@ class AutoDist:
         return list(_apiary.autodist_ps_devices(self.resource_spec, variables, builder.name, dict(builder.options),
                                                 self.strategy_file, _optimizer_config(optimizer), self.job))
 
-    def serve(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: Union[str, Sequence[str]]) -> None:
+    def serve(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: Union[str, Sequence[str]],
+              resume: Optional[Dict[str, Any]] = None) -> None:
         """Serves PS device ``device`` of the strategy (or each of several) in this process (a
         PS process of a job whose trainers pass ``ps_processes=True``), from replica 0's
-        initial values, until ``shutdown()``; returns once it serves."""
+        initial values, until ``shutdown()``; returns once it serves. ``resume``: this PS
+        process is started again after it went down, and its devices continue the running
+        job from that checkpoint (a ``state_dict()`` of the job, taken at its ``step``;
+        bulk-synchronous shards only), while the replicas, waiting for it
+        (``ps_restart_wait``), replay their pushes since."""
         devices = [device] if isinstance(device, str) else list(device)
         if not devices or not all(isinstance(d, str) and d for d in devices):
             raise ValueError(f"expected a PS device or a list of them, got {device!r}")
+        if resume is not None:
+            if "params" not in resume or "step" not in resume:
+                raise ValueError("expected resume to be a state of AutoDist.state_dict()")
+            self.load_state_dict(resume)
+            self._resume_at = int(resume["step"])
         self._start(model, optimizer, serve_devices=devices)
 
     def distribute(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
@@ -329,7 +358,10 @@ class AutoDist:
         self._native = _apiary.AutoDistJob(self.resource_spec, variables, initial, self.rank, self.port, builder.name,
                                            dict(builder.options), self.strategy_file, config, self.timeout,
                                            self.patience, self.job, states, list(serve_devices), self.ps_processes,
-                                           self.transport, self.insecure)
+                                           self.transport, self.insecure,
+                                           -1.0 if self.drop_lost_replicas_after is None
+                                           else float(self.drop_lost_replicas_after),
+                                           self.ps_restart_wait, self.replay_steps, self._resume_at)
         self._named = named
         if serve_devices:
             return None

@@ -233,7 +233,8 @@ void bind_autodist(py::module_& m) {
                        const py::dict& options, const std::string& strategy_file, const py::dict& optimizer,
                        double timeout, double patience, const std::string& job_name, const py::dict& states,
                        const std::vector<std::string>& serve_devices, bool ps_processes, const std::string& mode,
-                       bool insecure) {
+                       bool insecure, double drop_lost_replicas_after, double ps_restart_wait,
+                       std::int64_t replay_steps, std::int64_t resume_at) {
              AutoDistOptions o;
              o.resource_spec = resource_spec;
              for (const auto& [name, shape, sparse] : variables) o.variables.push_back({name, shape, sparse});
@@ -256,6 +257,14 @@ void bind_autodist(py::module_& m) {
              o.ps_processes = ps_processes;
              o.mode = mode;
              o.insecure = insecure;
+             if (drop_lost_replicas_after >= 0) {
+               o.drop_lost_replicas_after =
+                   std::chrono::milliseconds(static_cast<std::int64_t>(drop_lost_replicas_after * 1000));
+             }
+             if (!(ps_restart_wait >= 0)) throw py::value_error("expected ps_restart_wait >= 0 seconds");
+             o.ps_restart_wait = std::chrono::milliseconds(static_cast<std::int64_t>(ps_restart_wait * 1000));
+             o.replay_steps = replay_steps;
+             if (resume_at >= 0) o.resume_at = resume_at;
              for (const auto& [key, value] : states) {
                const auto name = key.cast<std::string>();
                auto t = value.cast<py::tuple>();
@@ -282,7 +291,8 @@ void bind_autodist(py::module_& m) {
            py::arg("builder"), py::arg("builder_options"), py::arg("strategy_file"), py::arg("optimizer"),
            py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict(),
            py::arg("serve_devices") = std::vector<std::string>{}, py::arg("ps_processes") = false,
-           py::arg("mode") = "tcp", py::arg("insecure") = false)
+           py::arg("mode") = "tcp", py::arg("insecure") = false, py::arg("drop_lost_replicas_after") = -1.0,
+           py::arg("ps_restart_wait") = 0.0, py::arg("replay_steps") = 0, py::arg("resume_at") = -1)
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
       .def(

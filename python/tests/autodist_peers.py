@@ -100,13 +100,23 @@ def main() -> int:
                              "replace each .grad by a copy after it (both copied on push)")
     parser.add_argument("--serve", help="serve these PS devices (comma-separated) of the first builder's job until "
                                         "killed")
+    parser.add_argument("--resume", help="with --serve: a PS process started again, from this state_dict()")
+    parser.add_argument("--drop-lost-after", type=float, help="seconds after which a lost replica is dropped")
+    parser.add_argument("--ps-restart-wait", type=float, default=0.0, help="seconds to wait for a PS process")
+    parser.add_argument("--replay-steps", type=int, default=0)
+    parser.add_argument("--checkpoint-at", type=int, default=-1,
+                        help="replica 0 writes the job's state_dict() to --checkpoint at the start of that step")
+    parser.add_argument("--checkpoint")
     args = parser.parse_args()
+    recovery = dict(drop_lost_replicas_after=args.drop_lost_after, ps_restart_wait=args.ps_restart_wait,
+                    replay_steps=args.replay_steps)
     if args.serve:
         model = make_model(seed=999, sparse=bool(args.sparse))  # its values come from replica 0
         name = args.builders.split(",")[0]
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name), insecure=args.insecure, port=args.port, job=f"test.{name}",
-                                      timeout=args.timeout, patience=60.0, ps_processes=True)
-        ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve.split(","))
+                                      timeout=args.timeout, patience=60.0, ps_processes=True, **recovery)
+        ad.serve(model, make_optimizer(args.optimizer, model.parameters()), args.serve.split(","),
+                 resume=torch.load(args.resume) if args.resume else None)
         while True:
             time.sleep(1)
     rank = int(os.environ["RANK"])
@@ -115,7 +125,7 @@ def main() -> int:
         # Each process starts from its own random model: the job starts from replica 0's.
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), insecure=args.insecure, port=args.port + 40 * i, job=f"test.{name}",
-                                      timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes)
+                                      timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes, **recovery)
         if args.load:
             ad.load_state_dict(torch.load(args.load))
         torch_opt = make_optimizer(args.optimizer, model.parameters())
@@ -128,6 +138,9 @@ def main() -> int:
             for step in range(args.steps):
                 if step == args.die_at_step:
                     os._exit(3)
+                if step == args.checkpoint_at and rank == 0:
+                    torch.save(ad.state_dict(), args.checkpoint + ".part")
+                    os.rename(args.checkpoint + ".part", args.checkpoint)
                 x, ids, y = batch(data, args.first_step + step, opt.num_replicas, rank, args.batch)
                 opt.zero_grad(set_to_none=args.grads == "mixed" and step % 2 == 1)
                 loss = torch.nn.functional.cross_entropy(model(x, ids), y)

@@ -109,9 +109,25 @@ def reference(optimizer: str, steps: int, schedule: bool = False):
     return {n: p.detach().numpy() for n, p in model.named_parameters()}
 
 
-def check_equal(out, builders, ref, atol):
+def reference_without(optimizer: str, steps: int, lost: int, from_step: int):
+    """reference() where replica `lost` is gone from step `from_step` on: those steps
+    train on the other replicas' batches only (the mean over them)."""
+    model = make_model(seed=100, sparse=False)
+    opt = make_optimizer(optimizer, model.parameters())
+    data = make_data()
+    for step in range(steps):
+        ranks = [r for r in range(REPLICAS) if step < from_step or r != lost]
+        rows = [batch(data, step, REPLICAS, r, BATCH) for r in ranks]
+        x, ids, y = (torch.cat([part[i] for part in rows]) for i in range(3))
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x, ids), y).backward()
+        opt.step()
+    return {n: p.detach().numpy() for n, p in model.named_parameters()}
+
+
+def check_equal(out, builders, ref, atol, ranks=range(REPLICAS)):
     for name in builders:
-        for rank in range(REPLICAS):
+        for rank in ranks:
             got = np.load(os.path.join(out, f"{name}.{rank}.npz"))
             for var, want in ref.items():
                 np.testing.assert_allclose(got[var], want, rtol=0, atol=atol,
@@ -189,7 +205,7 @@ def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
     check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
 
 
-def start_ps_processes(tmp_path, port, processes=2):
+def start_ps_processes(tmp_path, port, processes=2, extra=()):
     """PS processes for the PSLoadBalancing job of the peers (each started with its own
     random model: the job takes replica 0's values), the strategy's PS devices dealt out
     among them; the processes, the devices each serves, and the devices in plan order."""
@@ -200,7 +216,7 @@ def start_ps_processes(tmp_path, port, processes=2):
     assert len(devices) >= processes
     dealt = [devices[i::processes] for i in range(processes)]
     servers = [subprocess.Popen([sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders",
-                                 "PSLoadBalancing", "--out", str(tmp_path), "--serve", ",".join(d)],
+                                 "PSLoadBalancing", "--out", str(tmp_path), "--serve", ",".join(d)] + list(extra),
                                 env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                for d in dealt]
     return servers, dealt, devices
@@ -359,9 +375,75 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="localhost:CPU:3 is not a PS device of the strategy; its PS devices: "
                                          "localhost:CPU:0"):
         apiary.autodist.AutoDist(SPEC, strategies.PS(), port=port).serve(model, sgd, "localhost:CPU:3")
+    with pytest.raises(ValueError, match="drop_lost_replicas_after"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), drop_lost_replicas_after=-1.0)
+    with pytest.raises(ValueError, match="replay_steps"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), ps_restart_wait=5.0, replay_steps=-2)
+    with pytest.raises(ValueError, match="ps_restart_wait needs ps_processes"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), rank=0, port=port, ps_restart_wait=5.0).distribute(model, sgd)
+    with pytest.raises(ValueError, match="expected resume to be a state of AutoDist.state_dict"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), port=port).serve(model, sgd, "localhost:CPU:0", resume={})
     # Replica 0 never answers: replica 1 gives up after its patience, naming where it looked.
     ad = apiary.autodist.AutoDist(SPEC, strategies.AllReduce(), rank=1, port=port, timeout=1.0, patience=3.0)
     started = time.monotonic()
     with pytest.raises((ConnectionError, TimeoutError), match="initial values from replica 0"):
         ad.distribute(model, sgd)
     assert time.monotonic() - started < 30
+
+
+def test_a_lost_replica_is_dropped_and_the_others_train_on(tmp_path):
+    """Replica 2's process exits at the start of step 3 (PSLoadBalancing, bulk-synchronous,
+    its PS devices in replica 0's process). With drop_lost_replicas_after=1 s the shards
+    drop it and the other three finish the 6 steps, equal to single-process SGD on all
+    four batches for steps 0-2 and on the three left for steps 3-5; without it, they fail
+    (test_a_killed_replica_is_named_within_the_deadline)."""
+    codes, logs = run_peers(tmp_path, ["PSLoadBalancing"], "sgd", steps=6, deadline=180.0,
+                            extra=lambda rank: ["--timeout", "10", "--drop-lost-after", "1"] +
+                            (["--die-at-step", "3"] if rank == 2 else []))
+    assert codes == [0, 0, 3, 0], "\n".join(logs)
+    survivors = (0, 1, 3)
+    want = reference_without("sgd", 6, lost=2, from_step=3)
+    check_equal(tmp_path, ["PSLoadBalancing"], want, atol=1e-5, ranks=survivors)
+    unbroken = reference("sgd", 6)
+    assert any(np.abs(want[v] - unbroken[v]).max() > 1e-3 for v in want)  # the test can tell
+
+
+def test_a_ps_process_started_again_from_a_checkpoint_continues_the_job(tmp_path):
+    """Momentum, PSLoadBalancing with 2 PS processes: replica 0 writes the job's
+    state_dict() at the start of step 6, then the second PS process is killed; started
+    again with serve(..., resume=that checkpoint), its shards continue from step 6 with
+    their momentum slots, the replicas (ps_restart_wait) replay their pushes since (they
+    keep 4 steps', too few to rebuild the shards from the start), and the 12 steps equal
+    single-process training."""
+    port = free_port_range()
+    ps_args = ["--optimizer", "momentum", "--sparse", "0"]
+    servers, _, _ = start_ps_processes(tmp_path, port, extra=ps_args)
+    checkpoint = os.path.join(tmp_path, "step6.pt")
+    try:
+        peers = [subprocess.Popen([sys.executable, PEERS, "--spec", SPEC, "--port", str(port), "--builders",
+                                   "PSLoadBalancing", "--steps", "12", "--step-sleep", "0.2", "--out", str(tmp_path),
+                                   "--timeout", "10", "--ps-processes", "--ps-restart-wait", "60",
+                                   "--replay-steps", "4", "--checkpoint-at", "6", "--checkpoint", checkpoint]
+                                  + ps_args, env=dict(os.environ, RANK=str(r)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+                 for r in range(REPLICAS)]
+        deadline = time.monotonic() + 120
+        while not os.path.exists(checkpoint):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in peers), "no checkpoint"
+            time.sleep(0.1)
+        servers[1].kill()
+        dead_log = servers[1].communicate()[0].decode(errors="replace")
+        time.sleep(1.0)  # the replicas meet the lost PS process and wait for it
+        assert all(p.poll() is None for p in peers), dead_log
+        restarted = subprocess.Popen(servers[1].args + ["--resume", checkpoint], env=dict(os.environ),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        servers[1] = restarted
+        logs = [p.communicate(timeout=240)[0].decode(errors="replace") for p in peers]
+        assert [p.returncode for p in peers] == [0] * REPLICAS, "\n".join(logs)
+        saved = torch.load(checkpoint)
+        assert saved["step"] == 6 and saved["optimizer"]["hidden.weight"][0] == 6
+        check_equal(tmp_path, ["PSLoadBalancing"], reference("momentum", 12), atol=1e-5)
+    finally:
+        for s in servers:
+            s.kill()
+            s.wait()

@@ -225,6 +225,10 @@ Status check_recovery(const AutoDistOptions& o, bool serving) {
                       "autodist: resume_at is for a PS process started again (serve_devices); a replica resumes by "
                       "waiting for its PS processes (ps_restart_wait)");
   }
+  if (o.rejoin && serving) {
+    return make_error(errc::invalid_argument, "autodist: rejoin is for a replica; a PS process started again "
+                                              "continues from a checkpoint (resume_at)");
+  }
   if (o.resume_at && *o.resume_at < 0) {
     return make_error(errc::invalid_argument, "autodist: resume_at must be a step >= 0, got {}", *o.resume_at);
   }
@@ -292,6 +296,16 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
       if (first - l.hosts.begin() == o.rank) mine.push_back(device);
     }
   }
+  if (o.rejoin && l.ar) {
+    return make_error(errc::unsupported, "autodist: replica {} cannot rejoin: the strategy all-reduces variables, and an "
+                                         "all-reduce group does not take a member back (PS variables only)", o.rank);
+  }
+  if (o.rejoin && !mine.empty()) {
+    return make_error(errc::unsupported,
+                      "autodist: replica {} cannot rejoin: it serves PS device {}, which went down with its process; "
+                      "give the job PS processes (ps_processes) so that replicas can come and go",
+                      o.rank, mine.front());
+  }
   const auto& ps = l.ps;
   const auto& ar = l.ar;
   const auto& servers = l.servers;
@@ -328,10 +342,11 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   p.runtime = std::move(*rt);
 
   std::map<std::string, std::vector<float>> values = std::move(o.initial);
-  if ((serving && !o.resume_at) || (!serving && o.rank != 0)) {
+  if ((serving && !o.resume_at) || (!serving && o.rank != 0 && !o.rejoin)) {
     // A PS process's session on replica 0's server comes after the replicas' (its first
     // device's: the devices' sessions are distinct). A resumed one starts from its
-    // checkpoint's values instead.
+    // checkpoint's values instead, and a rejoining replica the running job's, from its
+    // first pull.
     const auto session = serving ? static_cast<std::int32_t>(count + served_index) : o.rank;
     auto fetched = initial_from(p.runtime->system(), p.runtime->gateway(), init, init_addr, o, session);
     if (!fetched) return fetched.error();
@@ -367,7 +382,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   if (ps) job->summary_ += ps_summary(*ps);
   if (ar) job->summary_ += training_job::format_allreduce_plan(*ar);
   if (serving) return job;  // serves until destroyed
-  if (o.rank == 0) {
+  if (o.rank == 0 && !o.rejoin) {
     if (auto st = serve(init->servers.front(), init_addr, init, false); !st) return st.error();
   }
   if (o.ps_processes) {
@@ -392,7 +407,7 @@ Result<std::unique_ptr<AutoDistJob>> AutoDistJob::start(AutoDistOptions o) {
   ro.roles.optimizer = o.optimizer;
   ro.roles.call_timeout = o.timeout;
   ro.roles.exchange_timeout = o.timeout;
-  ro.roles.meet = true;  // every PS device is served once every replica arrived
+  ro.roles.meet = !o.rejoin;  // every PS device is served once every replica arrived
   // Without collectives nothing calls a replica after its last push: the PS devices
   // outlast the replicas instead (leave()), and a dropped replica holds no one up.
   ro.roles.meet_on_leave = ar != nullptr;

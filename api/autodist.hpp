@@ -95,6 +95,11 @@ struct AutoDistOptions {
   /// continue the running job from there (BSP shards only) instead of starting from
   /// replica 0's initial values.
   std::optional<std::int64_t> resume_at;
+  /// A replica's process started again after the job dropped it (drop_lost_replicas_after):
+  /// it meets no one, takes the running job's parameters from the PS devices, and trains
+  /// from the step the shards take it back at (a job of PS variables only, this replica
+  /// serving none of them).
+  bool rejoin = false;
 };
 
 class AutoDistJob {

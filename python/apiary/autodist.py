@@ -258,7 +258,7 @@ class AutoDist:
                  job: str = "apiary.autodist", timeout: float = 30.0, patience: float = 120.0,
                  ps_processes: bool = False, transport: str = "tcp", insecure: bool = False,
                  drop_lost_replicas_after: Optional[float] = None, ps_restart_wait: float = 0.0,
-                 replay_steps: int = 0):
+                 replay_steps: int = 0, rejoin: bool = False):
         """``drop_lost_replicas_after`` (seconds; processes serving PS devices): a replica
         whose process is lost is dropped that long after, and the synchronous shards go on
         with the replicas left (the mean over them); None: a lost replica ends the job.
@@ -266,7 +266,10 @@ class AutoDist:
         that goes down is waited for that long, to be started again with
         ``serve(..., resume=checkpoint)``; the replicas then replay their pushes since the
         checkpoint, keeping those of the last ``replay_steps`` steps (at least twice the
-        steps between two checkpoints)."""
+        steps between two checkpoints). ``rejoin``: this replica's process is started again
+        after the job dropped it; it takes the running job's parameters from the PS devices
+        (``distribute`` returns with them, ``optimizer.version`` the step it rejoins at) and
+        trains on from there (PS variables only; with ``ps_processes`` for replica 0)."""
         if not os.path.exists(resource_spec):
             raise FileNotFoundError(f"resource spec {resource_spec!r} not found")
         if strategy_builder is not None and not isinstance(strategy_builder, StrategyBuilder):
@@ -293,6 +296,7 @@ class AutoDist:
         self.drop_lost_replicas_after = drop_lost_replicas_after
         self.ps_restart_wait = float(ps_restart_wait)
         self.replay_steps = int(replay_steps)
+        self.rejoin = bool(rejoin)
         self._resume_at = -1
         self._native: Any = None
         self._named: List[Tuple[str, torch.nn.Parameter]] = []
@@ -361,7 +365,7 @@ class AutoDist:
                                            self.transport, self.insecure,
                                            -1.0 if self.drop_lost_replicas_after is None
                                            else float(self.drop_lost_replicas_after),
-                                           self.ps_restart_wait, self.replay_steps, self._resume_at)
+                                           self.ps_restart_wait, self.replay_steps, self._resume_at, self.rejoin)
         self._named = named
         if serve_devices:
             return None
@@ -372,8 +376,9 @@ class AutoDist:
                              f"replicas (the resource spec's devices)")
         self.optimizer = DistributedOptimizer(self, self._native, named, optimizer,
                                               sparse=[n for n, _, is_sparse in variables if is_sparse])
-        # The first step's parameters: replica 0's, or the PS's.
-        self._native.pull(self.optimizer._views)
+        # The first step's parameters: replica 0's, or the PS's (a rejoining replica's: the
+        # running job's, at the step it rejoins at).
+        self.optimizer.version = self._native.pull(self.optimizer._views)
         return self.optimizer
 
     @property

@@ -234,7 +234,7 @@ void bind_autodist(py::module_& m) {
                        double timeout, double patience, const std::string& job_name, const py::dict& states,
                        const std::vector<std::string>& serve_devices, bool ps_processes, const std::string& mode,
                        bool insecure, double drop_lost_replicas_after, double ps_restart_wait,
-                       std::int64_t replay_steps, std::int64_t resume_at) {
+                       std::int64_t replay_steps, std::int64_t resume_at, bool rejoin) {
              AutoDistOptions o;
              o.resource_spec = resource_spec;
              for (const auto& [name, shape, sparse] : variables) o.variables.push_back({name, shape, sparse});
@@ -265,6 +265,7 @@ void bind_autodist(py::module_& m) {
              o.ps_restart_wait = std::chrono::milliseconds(static_cast<std::int64_t>(ps_restart_wait * 1000));
              o.replay_steps = replay_steps;
              if (resume_at >= 0) o.resume_at = resume_at;
+             o.rejoin = rejoin;
              for (const auto& [key, value] : states) {
                const auto name = key.cast<std::string>();
                auto t = value.cast<py::tuple>();
@@ -292,7 +293,8 @@ void bind_autodist(py::module_& m) {
            py::arg("timeout"), py::arg("patience"), py::arg("job"), py::arg("states") = py::dict(),
            py::arg("serve_devices") = std::vector<std::string>{}, py::arg("ps_processes") = false,
            py::arg("mode") = "tcp", py::arg("insecure") = false, py::arg("drop_lost_replicas_after") = -1.0,
-           py::arg("ps_restart_wait") = 0.0, py::arg("replay_steps") = 0, py::arg("resume_at") = -1)
+           py::arg("ps_restart_wait") = 0.0, py::arg("replay_steps") = 0, py::arg("resume_at") = -1,
+           py::arg("rejoin") = false)
       .def("pull", &PyAutoDistJob::pull, py::arg("out"),
            "Pulls this step's parameters into the arrays of out (name -> float32 array); returns the version.")
       .def(

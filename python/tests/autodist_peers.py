@@ -107,9 +107,12 @@ def main() -> int:
     parser.add_argument("--checkpoint-at", type=int, default=-1,
                         help="replica 0 writes the job's state_dict() to --checkpoint at the start of that step")
     parser.add_argument("--checkpoint")
+    parser.add_argument("--rejoin", action="store_true",
+                        help="a replica started again after the job dropped it: trains from the step it rejoins at")
     args = parser.parse_args()
     recovery = dict(drop_lost_replicas_after=args.drop_lost_after, ps_restart_wait=args.ps_restart_wait,
                     replay_steps=args.replay_steps)
+    rejoin = dict(rejoin=True) if args.rejoin else {}
     if args.serve:
         model = make_model(seed=999, sparse=bool(args.sparse))  # its values come from replica 0
         name = args.builders.split(",")[0]
@@ -125,7 +128,8 @@ def main() -> int:
         # Each process starts from its own random model: the job starts from replica 0's.
         model = make_model(seed=100 + rank, sparse=bool(args.sparse))
         ad = apiary.autodist.AutoDist(args.spec, builder_of(name, args.staleness, not args.asynchronous), insecure=args.insecure, port=args.port + 40 * i, job=f"test.{name}",
-                                      timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes, **recovery)
+                                      timeout=args.timeout, patience=60.0, ps_processes=args.ps_processes, **recovery,
+                                      **rejoin)
         if args.load:
             ad.load_state_dict(torch.load(args.load))
         torch_opt = make_optimizer(args.optimizer, model.parameters())
@@ -133,9 +137,10 @@ def main() -> int:
         # A schedule on the torch optimizer: each step runs at its rate of the moment.
         schedule = make_schedule(torch_opt) if args.schedule else None
         losses, versions, bound = [], [], []
+        first = opt.version  # the step this replica starts at: 0, or where it rejoined
         started = time.monotonic()
         try:
-            for step in range(args.steps):
+            for step in range(first, args.steps):
                 if step == args.die_at_step:
                     os._exit(3)
                 if step == args.checkpoint_at and rank == 0:
@@ -162,7 +167,8 @@ def main() -> int:
                 versions.append(opt.version)
         except Exception as e:  # the error a failed job gives, for the test to read
             with open(os.path.join(args.out, f"{name}.{rank}.error"), "w") as f:
-                f.write(f"{type(e).__name__}: {e}\nafter {time.monotonic() - started:.1f} s\n")
+                f.write(f"{type(e).__name__}: {e}\nafter {time.monotonic() - started:.1f} s\n"
+                        f"first step {first}, versions {versions}\n")
             return 1
         if args.save and rank == 0:
             torch.save(ad.state_dict(), args.save)
@@ -170,7 +176,7 @@ def main() -> int:
         np.savez(os.path.join(args.out, f"{name}.{rank}.npz"), **params)
         with open(os.path.join(args.out, f"{name}.{rank}.json"), "w") as f:
             json.dump(dict(summary=opt.summary, served=list(ad._native.served), losses=losses, versions=versions,
-                           bound=bound), f)
+                           bound=bound, first=first), f)
         ad.shutdown()
     return 0
 

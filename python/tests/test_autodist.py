@@ -109,14 +109,16 @@ def reference(optimizer: str, steps: int, schedule: bool = False):
     return {n: p.detach().numpy() for n, p in model.named_parameters()}
 
 
-def reference_without(optimizer: str, steps: int, lost: int, from_step: int):
-    """reference() where replica `lost` is gone from step `from_step` on: those steps
-    train on the other replicas' batches only (the mean over them)."""
+def reference_without(optimizer: str, steps: int, lost: int, from_step: int, back_at: int = -1):
+    """reference() where replica `lost` is gone from step `from_step` on (until step
+    `back_at`, when given): those steps train on the other replicas' batches only (the
+    mean over them)."""
     model = make_model(seed=100, sparse=False)
     opt = make_optimizer(optimizer, model.parameters())
     data = make_data()
     for step in range(steps):
-        ranks = [r for r in range(REPLICAS) if step < from_step or r != lost]
+        gone = from_step <= step and (back_at < 0 or step < back_at)
+        ranks = [r for r in range(REPLICAS) if not gone or r != lost]
         rows = [batch(data, step, REPLICAS, r, BATCH) for r in ranks]
         x, ids, y = (torch.cat([part[i] for part in rows]) for i in range(3))
         opt.zero_grad()
@@ -383,6 +385,10 @@ def test_bad_arguments(tmp_path):
         apiary.autodist.AutoDist(SPEC, strategies.PS(), rank=0, port=port, ps_restart_wait=5.0).distribute(model, sgd)
     with pytest.raises(ValueError, match="expected resume to be a state of AutoDist.state_dict"):
         apiary.autodist.AutoDist(SPEC, strategies.PS(), port=port).serve(model, sgd, "localhost:CPU:0", resume={})
+    with pytest.raises(NotImplementedError, match="does not take a member back"):
+        apiary.autodist.AutoDist(SPEC, strategies.AllReduce(), rank=2, port=port, rejoin=True).distribute(model, sgd)
+    with pytest.raises(NotImplementedError, match="replica 0 cannot rejoin: it serves PS device localhost:CPU:0"):
+        apiary.autodist.AutoDist(SPEC, strategies.PS(), rank=0, port=port, rejoin=True).distribute(model, sgd)
     # Replica 0 never answers: replica 1 gives up after its patience, naming where it looked.
     ad = apiary.autodist.AutoDist(SPEC, strategies.AllReduce(), rank=1, port=port, timeout=1.0, patience=3.0)
     started = time.monotonic()
@@ -447,3 +453,33 @@ def test_a_ps_process_started_again_from_a_checkpoint_continues_the_job(tmp_path
         for s in servers:
             s.kill()
             s.wait()
+
+
+def test_a_replica_started_again_after_it_was_dropped_rejoins_the_job(tmp_path):
+    """Replica 2's process exits at the start of step 3 and is dropped 1 s later; a new
+    process for replica 2 (rejoin=True) takes the running job's parameters from the PS
+    devices and trains from the step the shards take it back at to the end (40 steps).
+    Every replica ends with the same parameters, equal to single-process SGD on four
+    batches before step 3, three until the rejoin and four again after."""
+    port = free_port_range()
+    common = ["--spec", SPEC, "--port", str(port), "--builders", "PSLoadBalancing", "--steps", "40",
+              "--step-sleep", "0.2", "--out", str(tmp_path), "--timeout", "10", "--drop-lost-after", "1"]
+    peers = {r: subprocess.Popen([sys.executable, PEERS] + common + (["--die-at-step", "3"] if r == 2 else []),
+                                 env=dict(os.environ, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(REPLICAS)}
+    try:
+        assert peers[2].wait(timeout=120) == 3
+        back = subprocess.Popen([sys.executable, PEERS] + common + ["--rejoin"], env=dict(os.environ, RANK="2"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        logs = {r: peers[r].communicate(timeout=240)[0].decode(errors="replace") for r in (0, 1, 3)}
+        logs[2] = back.communicate(timeout=240)[0].decode(errors="replace")
+        assert [peers[r].returncode for r in (0, 1, 3)] + [back.returncode] == [0] * REPLICAS, "\n".join(logs.values())
+    finally:
+        for p in peers.values():
+            p.kill()
+    info = json.load(open(os.path.join(tmp_path, "PSLoadBalancing.2.json")))
+    back_at = info["first"]
+    assert 3 < back_at < 40, info  # it missed some steps and trained the rest
+    assert info["versions"][-1] == 40
+    want = reference_without("sgd", 40, lost=2, from_step=3, back_at=back_at)
+    check_equal(tmp_path, ["PSLoadBalancing"], want, atol=1e-5)

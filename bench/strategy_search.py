@@ -7,7 +7,9 @@ time of the predicted best is from the measured best.
 
 The measured step time is the wall time between the chief's consecutive step lines (the
 first interval left out), which is what the simulated chief's step time covers: pull,
-gradient, push, and the chief's full loss in between; the median of --repeats runs.
+gradient, push, and the chief's full loss in between; the median of --repeats runs. Beside
+it, the processor time every process of the job used per step over the same steps (from
+/proc), against the simulated machines' processor time per step.
 
     bench/strategy_search.py [--apiary build/bin/apiary] [--features 1000000] [--sparse] ...
 """
@@ -36,9 +38,39 @@ def run(cmd, **kw):
     return done.stdout
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root):
+    """Processor time (s) that `root` and every process under it have used so far (their
+    user and system time in /proc; children they already reaped included)."""
+    parent, cpu = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(pid)] = int(fields[1])
+        # utime, stime, cutime, cstime
+        cpu[int(pid)] = sum(int(x) for x in fields[11:15]) / TICK
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p in parent and p != root:
+            p = parent[p]
+        if p == root:
+            total += seconds
+    return total
+
+
 def measure(cmd, timeout):
-    """The mean wall time (ms) between the chief's step lines, the first interval left out."""
-    stamps = []
+    """The mean wall time (ms) between the chief's step lines, the first interval left
+    out, and the processor time (ms) all the job's processes used per step over the same
+    steps."""
+    stamps, cpu = [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + timeout
@@ -46,14 +78,16 @@ def measure(cmd, timeout):
         lines.append(line)
         if re.search(r"\bstep \d+ replica 0 version", line):
             stamps.append(time.monotonic())
+            cpu.append(tree_cpu(proc.pid))
         if time.monotonic() > deadline:
             proc.kill()
             break
     rc = proc.wait()
     if rc != 0 or len(stamps) < 3:
-        return None, "".join(lines[-20:])
+        return None, None, "".join(lines[-20:])
     gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
-    return 1000.0 * sum(gaps) / len(gaps), ""
+    cpu_ms = 1000.0 * (cpu[-1] - cpu[1]) / (len(cpu) - 2)
+    return 1000.0 * sum(gaps) / len(gaps), cpu_ms, ""
 
 
 def main():
@@ -92,37 +126,41 @@ def main():
     print(out, end="")
     rows = []
     for line in out.splitlines():
-        m = re.match(r"\s*(\d+)\s{2}(.+?)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", line)
+        m = re.match(r"\s*(\d+)\s{2}(.+?)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", line)
         if m:
-            rows.append((int(m.group(1)), m.group(2).strip(), float(m.group(3))))
+            rows.append((int(m.group(1)), m.group(2).strip(), float(m.group(3)), float(m.group(6))))
     sparse = ["--sparse", "logreg/w:0"] if a.sparse else []
     print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}, {a.replicas} replicas, batch {a.batch}, "
           f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
-    print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10}")
+    print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
+          f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10}")
     measured = {}
-    for rank, label, predicted in rows:
+    for rank, label, predicted, predicted_cpu in rows:
         strategy = os.path.join(work, "candidates", f"{rank}.pb")
         cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
                str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
                "--steps", str(a.steps)] + model + sparse
-        runs, tail = [], ""
+        runs, cpus, tail = [], [], ""
         for _ in range(a.repeats):
             cmd[cmd.index("--port") + 1] = str(a.port)
-            ms, tail = measure(cmd, timeout=600)
+            ms, cpu_ms, tail = measure(cmd, timeout=600)
             a.port += 64
             if ms is None:
                 break
             runs.append(ms)
+            cpus.append(cpu_ms)
         ms = sorted(runs)[len(runs) // 2] if ms is not None else None
         if ms is None:
             print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{tail}")
             continue
         measured[rank] = ms
-        print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f}", flush=True)
+        cpu = sorted(cpus)[len(cpus) // 2]
+        print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f} "
+              f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f}", flush=True)
     if not measured:
         sys.exit("no candidate ran")
     best_rank = min(measured, key=measured.get)
-    best_label = next(label for rank, label, _ in rows if rank == best_rank)
+    best_label = next(label for rank, label, _, _ in rows if rank == best_rank)
     if 1 in measured:
         gap = measured[1] / measured[best_rank] - 1.0
         print(f"\npredicted best: {rows[0][1]}, measured {measured[1]:.2f} ms; measured best: {best_label}, "

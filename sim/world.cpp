@@ -85,6 +85,11 @@ Status World::place(const PeerAddr& addr, const std::string& machine, CpuCost co
                     addr);
 }
 
+Duration World::node_busy_time(const PeerAddr& addr) const {
+  auto idx = index_of(addr);
+  return idx ? nodes_[*idx].busy : Duration::zero();
+}
+
 Duration World::busy_time(const std::string& name) const {
   for (const auto& m : machines_) {
     if (m.name == name) return m.busy;

@@ -102,6 +102,8 @@ class World {
   [[nodiscard]] Status place(const PeerAddr& addr, const std::string& machine, CpuCost cost);
   /// Processor time machine `name` has spent so far (0 for an unknown name).
   [[nodiscard]] Duration busy_time(const std::string& name) const;
+  /// Processor time node `addr` has been charged so far (0 for an unknown or unplaced node).
+  [[nodiscard]] Duration node_busy_time(const PeerAddr& addr) const;
 
   /// A failure detector: `after` a node is killed, every running node hears
   /// Host::on_peer_down for it (as a transport's error mode or keepalives would tell it).
@@ -162,6 +164,7 @@ class World {
     std::optional<std::size_t> machine;  ///< place(): index in machines_
     CpuCost cost;                        ///< place(): what each event costs it
     TimePoint busy_until{};              ///< it handles its next event from then
+    Duration busy{};                     ///< processor time charged to it
     std::uint64_t incarnation = 0;       ///< grows with each crash: its delayed effects are then dropped
   };
   /// A machine's processors (place()).

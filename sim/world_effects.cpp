@@ -16,6 +16,7 @@ void World::execute(std::size_t node, core::Effects effects) {
     if (handled_) {
       handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()), std::make_move_iterator(effects.end()));
       n.busy_until += cost;
+      n.busy += cost;
       machines_[*n.machine].busy += cost;
       return;
     }
@@ -24,6 +25,7 @@ void World::execute(std::size_t node, core::Effects effects) {
       auto core = std::min_element(machine.cores.begin(), machine.cores.end());
       *core = now_ + cost;
       n.busy_until = now_ + cost;
+      n.busy += cost;
       machine.busy += cost;
       const std::uint64_t incarnation = n.incarnation;
       handled_ = std::make_shared<core::Effects>(std::move(effects));

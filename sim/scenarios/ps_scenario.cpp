@@ -74,6 +74,7 @@ struct Run {
   std::shared_ptr<const cps::TrainingPlan> plan;  ///< the PS variables' (null: none)
   std::shared_ptr<SimCheckpoint> checkpoint = std::make_shared<SimCheckpoint>();  ///< the chief's latest
   std::string resumed;  ///< PsScenarioReport::resumed
+  std::set<std::string> machines;  ///< with a profile: the hosts' machines
 };
 
 /// One PsProxyHost per node whose replicas read proxied shards; fills each replica's pull_via.
@@ -277,7 +278,7 @@ std::string machine_of(const std::string& device) {
 Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   const CostProfile& p = *c.profile;
   World& world = run.world;
-  std::set<std::string> machines;
+  std::set<std::string>& machines = run.machines;
   auto machine = [&](const std::string& device) -> Result<std::string> {
     const std::string m = machine_of(device);
     if (machines.insert(m).second) {
@@ -510,6 +511,18 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   report.resumed = run->resumed;
   collect(*run, c, *plans, report);
   record_world(run->world, report);
+  for (const auto& m : run->machines) report.cpu += run->world.busy_time(m);
+  if (!run->machines.empty()) {
+    for (std::size_t i = 0; i < run->server_addrs.size(); ++i) {
+      report.cpu_by_node.emplace_back("PS " + run->plan->servers[i], run->world.node_busy_time(run->server_addrs[i]));
+    }
+    for (std::size_t r = 0; r < run->replica_addrs.size(); ++r) {
+      report.cpu_by_node.emplace_back(fmt::format("replica {}", r), run->world.node_busy_time(run->replica_addrs[r]));
+    }
+    for (std::size_t i = 0; i < run->proxy_addrs.size() && i < run->proxy_reports.size(); ++i) {
+      report.cpu_by_node.emplace_back("proxy " + run->proxy_reports[i].node, run->world.node_busy_time(run->proxy_addrs[i]));
+    }
+  }
   return report;
 }
 
@@ -592,6 +605,11 @@ std::string format_report(const PsScenarioReport& report) {
   out +=
       fmt::format("virtual time: {:.3f} ms, {} events, {} calls, {} timeouts, anomalies {}\n", ms(report.virtual_time),
                   report.world.events, report.world.calls, report.world.timeouts, report.anomalies);
+  if (report.cpu > core::Duration::zero()) {
+    out += fmt::format("processor time: {:.3f} ms in all", ms(report.cpu));
+    for (const auto& [node, busy] : report.cpu_by_node) out += fmt::format("; {} {:.3f}", node, ms(busy));
+    out += "\n";
+  }
   out += fmt::format("seed={} trace_hash=0x{:016x}\n", report.seed, report.trace_hash);
   return out;
 }

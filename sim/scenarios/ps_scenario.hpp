@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -151,6 +152,9 @@ struct PsScenarioReport {
   std::string resumed;                 ///< a PS device started again: when, and from which step
   bool hung = false;                   ///< max_time passed, or nothing was left to happen, with replicas still running
   core::TimePoint virtual_time{};      ///< virtual time at the end of the run
+  core::Duration cpu{};                ///< with a profile: processor time charged on every machine, in all
+  /// With a profile: each node's processor time ("PS DEVICE", "replica R", "proxy HOST").
+  std::vector<std::pair<std::string, core::Duration>> cpu_by_node;
   WorldStats world;                    ///< the World's counters at the end
   std::size_t anomalies = 0;           ///< World::anomalies() (0 in a correct run)
 };

@@ -182,6 +182,10 @@ Result<std::vector<SearchRow>> search_strategies(const SearchConfig& config) {
       }
       row.step_ms = timed > 0 ? total / static_cast<double>(timed) : 0.0;
       row.bytes_per_step = static_cast<double>(report->world.bytes) / static_cast<double>(config.steps);
+      const double run_ms = std::chrono::duration<double, std::milli>(report->virtual_time).count();
+      if (run_ms > 0) {
+        row.cpu_ms_per_step = row.step_ms * std::chrono::duration<double, std::milli>(report->cpu).count() / run_ms;
+      }
       row.memory = memory_by_host(candidate.strategy, config.item);
       for (const auto& [host, bytes] : row.memory) row.peak_memory = std::max(row.peak_memory, bytes);
     }
@@ -196,8 +200,8 @@ Result<std::vector<SearchRow>> search_strategies(const SearchConfig& config) {
 }
 
 std::string format_search_table(const std::vector<SearchRow>& rows) {
-  std::string out = fmt::format("{:>4}  {:<42} {:>12} {:>12} {:>16}\n", "rank", "candidate", "ms/step",
-                                "MB/step", "peak MB/host");
+  std::string out = fmt::format("{:>4}  {:<42} {:>12} {:>12} {:>16} {:>12}\n", "rank", "candidate", "ms/step",
+                                "MB/step", "peak MB/host", "CPU ms/step");
   std::size_t rank = 0;
   for (const auto& r : rows) {
     ++rank;
@@ -205,8 +209,8 @@ std::string format_search_table(const std::vector<SearchRow>& rows) {
       out += fmt::format("{:>4}  {:<42} failed: {}\n", rank, r.candidate.label, r.error);
       continue;
     }
-    out += fmt::format("{:>4}  {:<42} {:>12.3f} {:>12.3f} {:>16.3f}\n", rank, r.candidate.label, r.step_ms,
-                       r.bytes_per_step / 1e6, r.peak_memory / 1e6);
+    out += fmt::format("{:>4}  {:<42} {:>12.3f} {:>12.3f} {:>16.3f} {:>12.3f}\n", rank, r.candidate.label, r.step_ms,
+                       r.bytes_per_step / 1e6, r.peak_memory / 1e6, r.cpu_ms_per_step);
   }
   return out;
 }

@@ -54,6 +54,9 @@ struct SearchRow {
   std::string error;                     ///< why it could not be simulated ("": it ran)
   double step_ms = 0.0;                  ///< the chief's mean virtual step time, steps 1..steps-1
   double bytes_per_step = 0.0;           ///< payload bytes every node sent, per step
+  /// With a profile: processor time of every machine per step (ms), step_ms times the
+  /// machines' mean load over the run (their processor time over the virtual time).
+  double cpu_ms_per_step = 0.0;
   std::map<std::string, double> memory;  ///< host -> model bytes held there (values, gradients, shards, proxies)
   double peak_memory = 0.0;              ///< the largest of `memory`
 };

@@ -455,6 +455,35 @@ TEST_CASE("with a cost profile a simulated step takes what its bytes and work co
   CHECK(large > (4 + 64) * 65536 * 1e-6);
 }
 
+TEST_CASE("with a cost profile the report gives each node's processor time, adding up to the machines'", "[sim][ps]") {
+  auto c = make_config(core::ps::logistic_graph_item(65536), cs::BuilderKind::ps_load_balancing);
+  c.features = 65536;
+  c.samples = 64;
+  c.batch = 4;
+  c.profile = round_profile(2);
+  const auto report = check_replays(c);
+  REQUIRE(report.cpu > core::Duration::zero());
+  core::Duration sum{};
+  std::size_t replicas = 0, servers = 0;
+  for (const auto& [node, busy] : report.cpu_by_node) {
+    CHECK(busy > core::Duration::zero());
+    sum += busy;
+    replicas += node.rfind("replica ", 0) == 0 ? 1 : 0;
+    servers += node.rfind("PS ", 0) == 0 ? 1 : 0;
+  }
+  CHECK(sum == report.cpu);  // one machine: every node's time is its
+  CHECK(replicas == report.replicas.size());
+  CHECK(servers == report.servers.size());
+  // The chief computes the loss over the data set besides its gradient: the most.
+  CHECK(report.cpu_by_node.at(servers).second > report.cpu_by_node.at(servers + 1).second);
+  CHECK_THAT(sim::scenarios::format_report(report), Catch::Contains("processor time: "));
+  // Without a profile nothing is charged.
+  c.profile.reset();
+  const auto free = check_replays(c);
+  CHECK(free.cpu == core::Duration::zero());
+  CHECK(free.cpu_by_node.empty());
+}
+
 TEST_CASE("with a cost profile an all-reduced step charges each replica its compressor's work per value",
           "[sim][ps]") {
   const std::size_t features = 65536;

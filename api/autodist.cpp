@@ -463,14 +463,12 @@ Status AutoDistJob::leave() {
   // This process's PS devices serve until every replica is done with them.
   const auto until = std::chrono::steady_clock::now() + patience_;
   for (std::size_t i = 0; i < parts_->job_servers; ++i) {
-    while (!parts_->servers[i]->replicas_done()) {
-      if (std::chrono::steady_clock::now() >= until) {
-        return make_error(errc::deadline_exceeded,
-                          "replica {}: PS device {} still serves replicas that neither finished nor were dropped "
-                          "after {} ms; a replica whose process is lost is dropped only with drop_lost_replicas_after",
-                          rank_, served_[i], patience_.count());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (!parts_->servers[i]->wait_replicas_done(std::max(left, std::chrono::milliseconds::zero()))) {
+      return make_error(errc::deadline_exceeded,
+                        "replica {}: PS device {} still serves replicas that neither finished nor were dropped after "
+                        "{} ms; a replica whose process is lost is dropped only with drop_lost_replicas_after",
+                        rank_, served_[i], patience_.count());
     }
   }
   return ok_status();

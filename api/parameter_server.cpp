@@ -1,5 +1,7 @@
 #include "api/parameter_server.hpp"
 
+#include <thread>
+
 #include <caf/all.hpp>
 
 #include "actors/gateway.hpp"
@@ -48,6 +50,15 @@ Result<std::unique_ptr<ParameterServer>> ParameterServer::start(caf::actor_syste
 }
 
 bool ParameterServer::replicas_done() const { return counters_->replicas_done.load() >= replicas_; }
+
+bool ParameterServer::wait_replicas_done(std::chrono::milliseconds patience, const std::atomic<bool>* stop) const {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  while (!replicas_done()) {
+    if ((stop != nullptr && *stop) || std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 ParameterServer::~ParameterServer() {
   if (actor_) actors::stop_ps_actor(*gateway_, *actor_);

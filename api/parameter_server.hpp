@@ -8,6 +8,7 @@
 ///
 ///   auto ps = apiary::ParameterServer::start(runtime, {device, plan, initial});
 ///   ... until the job ends; destroying it stops serving.
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -60,6 +61,9 @@ class ParameterServer {
   /// Whether every replica of the job is done with this device: finished (its session
   /// ended normally after its last pull) or dropped.
   [[nodiscard]] bool replicas_done() const;
+  /// Waits until replicas_done(), `patience` has passed, or `*stop` is true (when given);
+  /// whether every replica was done.
+  bool wait_replicas_done(std::chrono::milliseconds patience, const std::atomic<bool>* stop = nullptr) const;
 
  private:
   ParameterServer() = default;

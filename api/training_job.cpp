@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -97,15 +96,9 @@ Status run_ps(const Job& a, const cps::TrainingPlan& plan, const std::function<s
                           (*ps)->shard_names(), a.device, (*dht)->address().to_string(), ps_key(a.job, a.device)));
   std::string reason;
   if (a.until_replicas_finish) {
-    while (reason.empty()) {
-      if ((*ps)->replicas_done()) {
-        reason = "every replica finished";
-      } else if (a.stop != nullptr && *a.stop) {
-        reason = a.stop_reason;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
+    constexpr auto k_unbounded = std::chrono::hours(24 * 365 * 100);  // stopped by a.stop only
+    const bool done = (*ps)->wait_replicas_done(k_unbounded, a.stop);
+    reason = done ? "every replica finished" : a.stop_reason;
   } else {
     reason = wait_for_stop();
   }

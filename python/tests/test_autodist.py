@@ -207,6 +207,13 @@ def test_momentum_and_adam_equal_single_process(tmp_path, optimizer, atol):
     check_equal(tmp_path, builders, reference(optimizer, 6), atol=atol)
 
 
+def stop(processes):
+    """Kills each process and reaps it."""
+    for p in processes:
+        p.kill()
+        p.wait()
+
+
 def start_ps_processes(tmp_path, port, processes=2, extra=()):
     """PS processes for the PSLoadBalancing job of the peers (each started with its own
     random model: the job takes replica 0's values), the strategy's PS devices dealt out
@@ -254,9 +261,7 @@ def test_ps_devices_in_processes_of_their_own(tmp_path):
         assert served == []  # no trainer served a PS device
         check_equal(tmp_path, ["PSLoadBalancing"], reference("sgd", 6), atol=1e-5)
     finally:
-        for s in servers:
-            s.kill()
-            s.wait()
+        stop(servers)
 
 
 def test_a_killed_ps_process_is_named_within_the_deadline(tmp_path):
@@ -290,9 +295,7 @@ def test_a_killed_ps_process_is_named_within_the_deadline(tmp_path):
             seconds = float(error.split("after ")[1].split(" s")[0])
             assert seconds < 60, error
     finally:
-        for s in servers:
-            s.kill()
-            s.wait()
+        stop(servers)
 
 
 def test_a_checkpoint_moves_the_job_between_strategies(tmp_path):
@@ -450,9 +453,7 @@ def test_a_ps_process_started_again_from_a_checkpoint_continues_the_job(tmp_path
         assert saved["step"] == 6 and saved["optimizer"]["hidden.weight"][0] == 6
         check_equal(tmp_path, ["PSLoadBalancing"], reference("momentum", 12), atol=1e-5)
     finally:
-        for s in servers:
-            s.kill()
-            s.wait()
+        stop(servers)
 
 
 def test_a_replica_started_again_after_it_was_dropped_rejoins_the_job(tmp_path):

@@ -10,6 +10,7 @@
 #include "api/job_files.hpp"
 #include "api/training_job_parts.hpp"
 #include "core/ps/logistic_regression.hpp"
+#include "core/ps/values_text.hpp"
 
 namespace apiary::training_job {
 
@@ -39,7 +40,7 @@ std::string format_final(std::int32_t id, std::int64_t version, double loss, dou
   out += "\n";
   for (const auto& [name, values] : params) {
     out += "final " + name;
-    for (float v : values) out += fmt::format(" {:.9g}", v);
+    out += cps::values_text(values);
     out += "\n";
   }
   return out;

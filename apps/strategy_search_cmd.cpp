@@ -35,6 +35,9 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
   if (!graph) return f(graph.error());
   auto item = core::strategy::parse_graph_item_json(*graph, a.graph);
   if (!item) return f(item.error());
+  if (auto features = sim::scenarios::logistic_features(*item); features) {
+    if (auto fits = check_data_size(config.samples, *features); !fits) return f(fits.error());
+  }
   auto spec = load_resource_spec(a.resource_spec);
   if (!spec) return f(spec.error());
   if (!a.profile.empty()) {

@@ -10,6 +10,7 @@
 
 #include "core/collective/ar_plan.hpp"
 #include "core/ps/logistic_regression.hpp"
+#include "core/ps/values_text.hpp"
 #include "core/ps/plan.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "core/strategy/validate.hpp"
@@ -589,7 +590,7 @@ std::string format_report(const PsScenarioReport& report) {
   if (!report.replicas.empty() && report.replicas.front().finished) {
     for (const auto& [name, values] : report.replicas.front().final_parameters) {
       out += "final " + name;
-      for (float v : values) out += fmt::format(" {:.9g}", v);
+      out += cps::values_text(values);
       out += "\n";
     }
   }

@@ -451,6 +451,14 @@ TEST_CASE("periodic checkpoints keep one every N steps, and resuming from one gi
   const auto refused = finish(*p);
   CHECK(refused.rc == 2);
   CHECK(refused.text.find("--save-every 2: expected --save PATH too") != std::string::npos);
+  // A data set larger than a replica holds is refused before anything starts.
+  p = spawn_ps(fmt::format("--embedded --strategy {} --resource-spec {} --features 33554432 --samples 64", ps.strategy,
+                           ps.spec));
+  const auto too_big = finish(*p);
+  CHECK(too_big.rc == 2);
+  CHECK(too_big.text.find("64 samples x 33554432 features: more data than a replica holds") != std::string::npos);
+  p = spawn_ps(fmt::format("--embedded --strategy {} --resource-spec {} --features 33554433", ps.strategy, ps.spec));
+  CHECK(finish(*p).rc != 0);
 }
 
 TEST_CASE("a job whose PS process was killed goes on from its last checkpoint to the bits of an unbroken run",

@@ -21,12 +21,17 @@ std::function<int()> add_calibrate_command(CLI::App& cmd) {
   auto quick = std::make_shared<bool>(false);
   sub->add_option("--out", *out, "Where the profile goes (JSON)")->capture_default_str();
   sub->add_flag("--quick", *quick, "Fewer iterations (a smoke run)");
+  auto features = std::make_shared<std::size_t>(0);
+  sub->add_option("--features", *features,
+                  "Measure the training step's work at this model size (w's values; default 1,048,576, a 4 MB w): "
+                  "per value a model far past the caches costs more, so calibrate at the size to be simulated")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 25));
   return [=]() {
     if (!sub->parsed()) return -1;
 #if APIARY_HAVE_TRANSPORT_BENCH
     char self[4096];
     const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick);
+    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick, *features);
     if (!p) return fail("sim calibrate", p.error());
     std::ofstream file(*out);
     file << sim::to_json(*p);

@@ -179,7 +179,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   auto* ps = cmd.add_subcommand("ps", "A simulated training job: a strategy's PS devices and replicas, its all-reduce replicas, or both (mixed strategies such as Parallax)");
   struct Args {
     std::string strategy, resource_spec, latency = "1-10";
-    bool text = false;
+    bool text = false, insecure = false;
     double straggler_ms = 0.0, compute_ms = 10.0;
   };
   auto a = std::make_shared<Args>();
@@ -224,6 +224,9 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
         "A machine's costs (`apiary sim calibrate --out P`): hosts charge processor time for their messages, "
         "bytes and work on the machines of the resource spec's hosts, links take its latency")
       ->check(CLI::ExistingFile);
+  ps->add_flag("--insecure", a->insecure,
+               "With --profile: the job's connections are plaintext, as apiary ps --insecure runs (default: "
+               "encrypted, each byte also charged the profile's secure_byte_ns)");
   ps->add_option("--save-every", config->save_every,
                  "The chief keeps a checkpoint at the start of every step that is a multiple of this, as apiary ps "
                  "--save-every does (what a PS started again continues from)")
@@ -251,6 +254,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
       return fail(make_error(errc::invalid_argument, "{}: {}", a->strategy, valid.error().message));
     }
     config->strategy = std::move(*strategy);
+    if (config->profile && !a->insecure) config->profile = config->profile->encrypted();
     config->min_latency = from_ms(range->min_ms);
     config->max_latency = from_ms(range->max_ms);
     config->compute = from_ms(a->compute_ms);

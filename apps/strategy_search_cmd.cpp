@@ -19,7 +19,7 @@ namespace {
 
 struct SearchArgs {
   std::string graph, resource_spec, profile, out, out_dir, id;
-  bool text = false;
+  bool text = false, insecure = false;
   double compute_ms = 10.0;
 };
 
@@ -45,7 +45,7 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
     if (!text) return f(text.error());
     auto profile = sim::parse_cost_profile(*text, a.profile);
     if (!profile) return f(profile.error());
-    config.profile = *profile;
+    config.profile = a.insecure ? *profile : profile->encrypted();
   }
   config.item = std::move(*item);
   config.spec = std::move(*spec);
@@ -103,6 +103,9 @@ Command add_strategy_search_command(CLI::App& strategy) {
   cmd->add_option("--profile", a->profile,
                   "A machine's costs (apiary sim calibrate --out P); without one, links take 1-10 ms and a step's "
                   "compute --compute-ms");
+  cmd->add_flag("--insecure", a->insecure,
+                "With --profile: the job's connections are plaintext, as apiary ps --insecure runs (default: "
+                "encrypted, each byte also charged the profile's secure_byte_ns)");
   cmd->add_option("--budget", config->budget, "Simulate at most this many candidates, the builders' defaults first "
                                               "(0: all)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1000}))

@@ -113,8 +113,10 @@ Result<double> unexplained_ns(const sim::CostProfile& p, core::strategy::Builder
 
 }  // namespace
 
-Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
-  const int runs = quick ? 2 : 5;
+Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t model_features) {
+  const std::size_t features = model_features > 0 ? model_features : quick ? 65536 : 1048576;
+  // A large model's simulated jobs take seconds a step: fewer runs of each.
+  const int runs = quick ? 2 : features > (std::size_t{1} << 22) ? 2 : 5;
   sim::CostProfile p;
   char host[256] = {};
   p.machine = ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
@@ -124,7 +126,7 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
   std::vector<char> from(big, 1), to(big, 0);
   p.memcpy_gbps = static_cast<double>(big) / best_of(runs, [&] { std::memcpy(to.data(), from.data(), big); }) / 1e9;
   // The shard's step: n (sgd + R sum); the sum per value per replica from R = 1 and 4.
-  const std::size_t n = quick ? (std::size_t{1} << 20) : (std::size_t{4} << 20);
+  const std::size_t n = std::max(features, quick ? (std::size_t{1} << 20) : (std::size_t{4} << 20));
   const double one = shard_step_seconds(n, 1, cps::OptimizerKind::sgd, runs);
   const double four = shard_step_seconds(n, 4, cps::OptimizerKind::sgd, runs);
   const double adam = shard_step_seconds(n, 1, cps::OptimizerKind::adam, runs);
@@ -132,9 +134,12 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
   p.sgd_ns = std::max(0.0, one / static_cast<double>(n) * 1e9 - p.sum_ns);
   p.adam_ns = std::max(0.0, adam / static_cast<double>(n) * 1e9 - p.sum_ns);
   // The logistic-regression gradient: per feature once a call (its accumulators) and per
-  // sample and feature, from batches of 4 and 32; the loss alone over the data set. A
-  // data set larger than the caches, as a training job's is.
-  const std::size_t features = quick ? 65536 : 1048576, samples = 64;
+  // sample and feature, from batches of B/8 and B (B = 32, fewer for a model so large
+  // that 64 samples would not fit in 256 MiB); the loss alone over the data set. A data
+  // set larger than the caches, as a training job's is.
+  const std::size_t samples =
+      std::clamp<std::size_t>((std::size_t{64} << 20) / features, std::size_t{8}, std::size_t{64});
+  const std::size_t large_batch = std::min<std::size_t>(32, samples), small_batch = large_batch / 8;
   const auto data = cps::make_logistic_data(samples, features, 1);
   const auto params = cps::logistic_initial(features);
   std::map<std::string, std::vector<float>> grads;
@@ -142,9 +147,11 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
     const auto indices = cps::logistic_batch(data, 1, 0, 0, batch);
     return best_of(runs, [&] { (void)cps::logistic_loss(data, indices, params, &grads); });
   };
-  const double f = static_cast<double>(features), of_4 = gradient_seconds(4), of_32 = gradient_seconds(32);
-  p.gradient_ns = std::max(0.0, (of_32 - of_4) / (28.0 * f) * 1e9);
-  p.gradient_call_ns = std::max(0.0, of_4 / f * 1e9 - 4.0 * p.gradient_ns);
+  const double f = static_cast<double>(features), of_small = gradient_seconds(small_batch),
+               of_large = gradient_seconds(large_batch);
+  const double extra = static_cast<double>(large_batch - small_batch);
+  p.gradient_ns = std::max(0.0, (of_large - of_small) / (extra * f) * 1e9);
+  p.gradient_call_ns = std::max(0.0, of_small / f * 1e9 - static_cast<double>(small_batch) * p.gradient_ns);
   p.loss_ns = best_of(runs, [&] { (void)cps::logistic_full_loss(data, params); }) /
               (static_cast<double>(samples) * f) * 1e9;
   // A replica's own all-reduce work per value, by compressor; the PS job's wire work per
@@ -209,6 +216,19 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick) {
   p.message_us = figures.rate_cpu_us_per_call > 0 ? figures.rate_cpu_us_per_call / 4.0
                                                   : 1e6 / (2.0 * *figures.calls_per_s);
   p.byte_ns = bw_cpu_ns > 0 ? bw_cpu_ns / 2.0 : 1e9 / (*figures.mib_per_s * 1024.0 * 1024.0);
+  // What encryption adds per byte at each end: the same bandwidth runs over encrypted
+  // connections (as apiary's processes run unless --insecure).
+  transport_bench::SessionPlan secure = plan;
+  secure.secure = true;
+  secure.rtt_iters = 100;
+  secure.rate_calls = 0;
+  const auto encrypted = transport_bench::run_session(secure);
+  if (!encrypted.mib_per_s) {
+    return make_error(encrypted.mib_per_s.error().code, "the transport's encrypted bandwidth could not be measured: {}",
+                      encrypted.mib_per_s.error().message);
+  }
+  const double secure_cpu_ns = median_bw_cpu(secure, encrypted.bw_cpu_ns_per_byte);
+  if (secure_cpu_ns > 0 && bw_cpu_ns > 0) p.secure_byte_ns = std::max(0.0, (secure_cpu_ns - bw_cpu_ns) / 2.0);
   p.latency_us = std::max(0.0, figures.rtt->median_us / 2.0 - 2.0 * p.message_us);
   // A rendezvous message's own cost: the processor time per byte of 1 MiB messages less
   // that of 16 MiB ones, the same bytes in all, is a + b s per message of s bytes solved

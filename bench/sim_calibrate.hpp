@@ -11,8 +11,11 @@
 namespace apiary::bench {
 
 /// Measures this machine's profile; `self_exe` runs the transport bench's server side;
-/// `quick`: fewer iterations and smaller sizes (a smoke run). Errors: the transport's
-/// figures that could not be measured.
-[[nodiscard]] Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick);
+/// `quick`: fewer iterations and smaller sizes (a smoke run). `features`: the model size
+/// the training step's work is measured at (0: 1,048,576, a 4 MB w; 65,536 when quick):
+/// per value it costs more once the model is far past the caches, so a profile for a
+/// 100 MiB model is measured at that size. Errors: the transport's figures that could not
+/// be measured.
+[[nodiscard]] Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t features = 0);
 
 }  // namespace apiary::bench

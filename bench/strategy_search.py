@@ -9,9 +9,12 @@ The measured step time is the wall time between the chief's consecutive step lin
 first interval left out), which is what the simulated chief's step time covers: pull,
 gradient, push, and the chief's full loss in between; the median of --repeats runs. Beside
 it, the processor time every process of the job used per step over the same steps (from
-/proc), against the simulated machines' processor time per step.
+/proc), against the simulated machines' processor time per step. The jobs' connections are
+encrypted, as apiary's are by default, and the search charges the profile's encryption cost
+per byte (--insecure: plaintext for both). The profile is calibrated at the model's size
+(`apiary sim calibrate --features F`): per value, a model far past the caches costs more.
 
-    bench/strategy_search.py [--apiary build/bin/apiary] [--features 1000000] [--sparse] ...
+    bench/strategy_search.py [--apiary build/bin/apiary] [--features 1000000] [--sparse] [--insecure] ...
 """
 import argparse
 import json
@@ -84,7 +87,9 @@ def measure(cmd, timeout):
             break
     rc = proc.wait()
     if rc != 0 or len(stamps) < 3:
-        return None, None, "".join(lines[-20:])
+        # What went wrong: the error lines (a replica's, the launcher's), not its final values.
+        errors = [l for l in lines if re.search(r"apiary ps:|launch:|error|failed", l) and " final " not in l]
+        return None, None, "".join(errors[-20:] or lines[-20:])
     gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
     cpu_ms = 1000.0 * (cpu[-1] - cpu[1]) / (len(cpu) - 2)
     return 1000.0 * sum(gaps) / len(gaps), cpu_ms, ""
@@ -102,7 +107,9 @@ def main():
     p.add_argument("--sim-steps", type=int, default=8, help="steps of each simulated job")
     p.add_argument("--repeats", type=int, default=3, help="measured runs per candidate (their median counts)")
     p.add_argument("--budget", type=int, default=0)
-    p.add_argument("--profile", help="a cost profile (default: apiary sim calibrate, here and now)")
+    p.add_argument("--profile", help="a cost profile (default: apiary sim calibrate --features F, here and now)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext connections: the jobs run --insecure and the search charges no encryption")
     p.add_argument("--port", type=int, default=20000,
                    help="first port of the jobs (64 more per run; stay below the ephemeral ports, 32768 on)")
     a = p.parse_args()
@@ -117,12 +124,12 @@ def main():
     profile = a.profile
     if profile is None:
         profile = os.path.join(work, "profile.json")
-        run([a.apiary, "sim", "calibrate", "--out", profile])
+        run([a.apiary, "sim", "calibrate", "--features", str(a.features), "--out", profile])
     model = ["--features", str(a.features), "--samples", str(a.samples), "--batch", str(a.batch)]
     os.makedirs(os.path.join(work, "candidates"))
     out = run([a.apiary, "strategy", "search", "--graph", graph, "--resource-spec", spec, "--profile", profile,
                "--steps", str(a.sim_steps), "--budget", str(a.budget), "--samples", str(a.samples), "--batch",
-               str(a.batch), "--out-dir", os.path.join(work, "candidates")])
+               str(a.batch), "--out-dir", os.path.join(work, "candidates")] + (["--insecure"] if a.insecure else []))
     print(out, end="")
     rows = []
     for line in out.splitlines():
@@ -139,7 +146,7 @@ def main():
         strategy = os.path.join(work, "candidates", f"{rank}.pb")
         cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
                str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
-               "--steps", str(a.steps)] + model + sparse
+               "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
         runs, cpus, tail = [], [], ""
         for _ in range(a.repeats):
             cmd[cmd.index("--port") + 1] = str(a.port)
@@ -159,11 +166,15 @@ def main():
               f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f}", flush=True)
     if not measured:
         sys.exit("no candidate ran")
+    ratios = {rank: predicted / measured[rank] for rank, _, predicted, _ in rows if rank in measured}
+    close = sum(1 for r in ratios.values() if 0.8 <= r <= 1.2)
+    print(f"\n{close} of {len(ratios)} candidates predicted within 20% of their measured step time "
+          f"(predicted / measured {min(ratios.values()):.2f}-{max(ratios.values()):.2f})")
     best_rank = min(measured, key=measured.get)
     best_label = next(label for rank, label, _, _ in rows if rank == best_rank)
     if 1 in measured:
         gap = measured[1] / measured[best_rank] - 1.0
-        print(f"\npredicted best: {rows[0][1]}, measured {measured[1]:.2f} ms; measured best: {best_label}, "
+        print(f"predicted best: {rows[0][1]}, measured {measured[1]:.2f} ms; measured best: {best_label}, "
               f"{measured[best_rank]:.2f} ms; the predicted best is {100 * gap:.1f}% slower than the measured best "
               f"({'within' if gap <= 0.10 else 'NOT within'} 10%)")
     print(f"files: {work}")

@@ -29,9 +29,16 @@ constexpr Field k_fields[] = {
     {"allreduce_fp16_ef_ns", &CostProfile::allreduce_fp16_ef_ns}, {"ps_ns", &CostProfile::ps_ns},
     {"ps_sparse_ns", &CostProfile::ps_sparse_ns},
     {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
+    {"secure_byte_ns", &CostProfile::secure_byte_ns},
 };
 
 }  // namespace
+
+CostProfile CostProfile::encrypted() const {
+  CostProfile p = *this;
+  p.byte_ns += secure_byte_ns;
+  return p;
+}
 
 core::Duration CostProfile::message(std::size_t bytes) const {
   const double large = static_cast<double>(bytes) >= large_message_bytes ? large_message_us : 0.0;

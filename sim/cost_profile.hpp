@@ -1,7 +1,7 @@
 #pragma once
 /// What things cost on a machine, for the simulator to charge (`apiary sim calibrate`
 /// measures it, `apiary sim ps --profile` uses it): the loopback link of our transport,
-/// its processor time per message and per byte, and the work of the training step (the
+/// its processor time per message and per byte (and per byte of encryption), and the work of the training step (the
 /// PS shard's sum and update per element, the logistic-regression gradient per value of
 /// a batch). Written and read as a flat JSON object of these fields.
 #include <cstddef>
@@ -46,6 +46,13 @@ struct CostProfile {
   /// bandwidth runs of 1 MiB and 16 MiB messages.
   double large_message_us = 0.0;
   double large_message_bytes = 65536;
+  /// Processor time per byte at each end that encryption adds (Noise with AES-256-GCM,
+  /// the default of apiary's connections; byte_ns is plaintext's), from bandwidth runs
+  /// of both kinds.
+  double secure_byte_ns = 0.0;
+
+  /// This profile for encrypted connections: byte_ns + secure_byte_ns per byte.
+  [[nodiscard]] CostProfile encrypted() const;
 
   /// Processor time of a message of `bytes` at one end.
   [[nodiscard]] core::Duration message(std::size_t bytes) const;

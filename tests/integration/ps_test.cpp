@@ -8,10 +8,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -648,4 +650,61 @@ TEST_CASE("an embedded job with local_replication pulls each variable once per s
   REQUIRE(sv.size() == static_cast<std::size_t>(steps) * k_replicas);
   for (const auto& [step, version] : sv) CHECK(version == step);
   check_close(run, reference_sgd(steps));
+}
+
+namespace {
+
+/// The number after `key` in `text` ("key": 1.5 or "key 1.5 ms"); NaN when absent.
+double number_after(const std::string& text, const std::string& key) {
+  const auto at = text.find(key);
+  if (at == std::string::npos) return std::nan("");
+  const char* from = text.c_str() + at + key.size();
+  while (*from == '"' || *from == ':' || *from == ' ') ++from;
+  return std::strtod(from, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("apiary sim calibrate writes a profile sim ps takes, charging encryption unless --insecure",
+          "[ps][integration]") {
+  const Job job = make_job(cs::BuilderKind::ps_load_balancing, {}, "calibrate", false);
+  const std::string measured = job.dir + "/measured.json";
+  auto calibrate = testing::spawn_apiary("sim calibrate --quick --features 4096 --out " + measured + " 2>&1");
+  const auto calibrated = finish(*calibrate);
+  INFO(calibrated.text);
+  REQUIRE(calibrated.rc == 0);
+  std::ifstream in(measured);
+  const std::string profile((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* field : {"byte_ns", "secure_byte_ns", "gradient_ns", "ps_ns", "large_message_us"}) {
+    INFO(field << " in " << profile);
+    CHECK(number_after(profile, std::string("\"") + field + "\"") >= 0.0);
+  }
+  const std::string sim = "sim ps " + common_args(job) + " --steps 3 --profile ";
+  for (const char* insecure : {"", " --insecure"}) {
+    auto p = testing::spawn_apiary(sim + measured + insecure + " 2>&1");
+    const auto run = finish(*p);
+    INFO(run.text);
+    CHECK(run.rc == 0);
+  }
+  // A profile whose encryption costs 1 ns a byte: the encrypted job's machines spend more
+  // processor time than the plaintext one's, by what its bytes cost (deterministic).
+  std::string costly = profile;
+  const auto at = costly.find("\"secure_byte_ns\"");
+  REQUIRE(at != std::string::npos);
+  costly.replace(at, costly.find_first_of(",\n}", at) - at, "\"secure_byte_ns\": 1");
+  const std::string costly_path = job.dir + "/costly.json";
+  std::ofstream(costly_path) << costly;
+  auto cpu = [&](const char* insecure) {
+    auto p = testing::spawn_apiary(sim + costly_path + insecure + " 2>&1");
+    const auto run = finish(*p);
+    INFO(run.text);
+    CHECK(run.rc == 0);
+    return number_after(run.text, "processor time:");
+  };
+  const double encrypted = cpu(""), plaintext = cpu(" --insecure");
+  CHECK(plaintext > 0.0);
+  CHECK(encrypted > plaintext);
+  // Sizes it cannot calibrate at are refused.
+  auto tiny = testing::spawn_apiary("sim calibrate --quick --features 10 --out " + measured + " 2>&1");
+  CHECK(finish(*tiny).rc != 0);
 }

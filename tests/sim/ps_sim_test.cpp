@@ -405,6 +405,7 @@ sim::CostProfile round_profile(std::size_t cores) {
   p.allreduce_ns = 2.0;
   p.allreduce_fp16_ns = 8.0;
   p.allreduce_fp16_ef_ns = 9.0;
+  p.secure_byte_ns = 0.5;
   return p;
 }
 
@@ -419,6 +420,11 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->byte_ns == 0.25);
   CHECK(back->gradient_ns == 1.0);
   CHECK(back->allreduce_fp16_ns == 8.0);
+  CHECK(back->secure_byte_ns == 0.5);
+  // Encrypted connections: each byte costs plaintext's and the encryption's.
+  const auto encrypted = p.encrypted();
+  CHECK(encrypted.byte_ns == 0.75);
+  CHECK(encrypted.message(1000) - p.message(1000) == core::Duration(500));
   auto missing = sim::parse_cost_profile("{\"cores\": 2}", "p.json");
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(missing.error().message, Catch::Contains("latency_us"));
@@ -434,18 +440,20 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
 
 TEST_CASE("with a cost profile a simulated step takes what its bytes and work cost, the cores shared", "[sim][ps]") {
   // One loopback host: its 4 replicas and PS devices share the profile's cores.
-  auto step_ms = [](std::size_t features, std::size_t cores) {
+  auto step_ms = [](std::size_t features, std::size_t cores, bool encrypted = false) {
     auto c = make_config(core::ps::logistic_graph_item(features), cs::BuilderKind::ps_load_balancing);
     c.features = features;
     c.samples = 64;
     c.batch = 4;
-    c.profile = round_profile(cores);
+    c.profile = encrypted ? round_profile(cores).encrypted() : round_profile(cores);
     const auto report = check_replays(c);
     for (const auto& o : report.replicas) CHECK(o.finished);
     CHECK(report.steps.back().chief_time > core::Duration::zero());
     return core::to_seconds(report.steps.back().chief_time) * 1e3;
   };
   const double small = step_ms(4096, 2), large = step_ms(65536, 2), one_core = step_ms(65536, 1);
+  // Encrypted connections (the profile's secure_byte_ns on every byte): slower again.
+  CHECK(step_ms(65536, 2, true) > large);
   // 16x the values: the bytes and the gradients cost more; one core for all: more again
   // (the chief's own work, most of the step, does not shrink with more cores).
   CHECK(large > 4 * small);

@@ -65,9 +65,6 @@ int fail(const char* command, const Error& e);
 /// logistic-regression model of `apiary ps` and `apiary sim ps`.
 /// Refuses samples x features beyond 2^30 values, naming both.
 void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features);
-/// The data set of `samples` x `features` values fits (at most 2^30 values, 4 GiB), or
-/// an invalid_argument naming both.
-Status check_data_size(std::size_t samples, std::size_t features);
 
 /// Registers --host: which role host runs the command's node, "actor" or "transport".
 inline void add_host_option(CLI::App& cmd, core::HostKind& kind) {

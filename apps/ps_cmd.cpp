@@ -17,6 +17,7 @@
 
 #include "api/training_job.hpp"
 #include "apps/commands.hpp"
+#include "core/ps/logistic_regression.hpp"
 
 namespace apiary::apps {
 namespace {
@@ -58,21 +59,12 @@ void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, 
       ->capture_default_str();
   // Every replica holds the whole data set: samples x features values.
   cmd.parse_complete_callback([&samples, &features] {
-    if (auto fits = check_data_size(samples, features); !fits) {
+    if (auto fits = core::ps::check_logistic_data_size(samples, features); !fits) {
       throw CLI::ValidationError("--samples, --features", fits.error().message);
     }
   });
 }
 
-Status check_data_size(std::size_t samples, std::size_t features) {
-  constexpr std::size_t k_max_values = std::size_t{1} << 30;
-  if (features != 0 && samples > k_max_values / features) {
-    return make_error(errc::invalid_argument,
-                      "{} samples x {} features: more data than a replica holds (at most {} values, 4 GiB)",
-                      samples, features, k_max_values);
-  }
-  return ok_status();
-}
 
 Command add_ps_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("ps",

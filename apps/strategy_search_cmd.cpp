@@ -9,6 +9,7 @@
 
 #include "api/job_files.hpp"
 #include "apps/commands.hpp"
+#include "core/ps/logistic_regression.hpp"
 #include "core/strategy/graph_item.hpp"
 #include "core/strategy/strategy_io.hpp"
 #include "sim/scenarios/strategy_search.hpp"
@@ -36,7 +37,7 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
   auto item = core::strategy::parse_graph_item_json(*graph, a.graph);
   if (!item) return f(item.error());
   if (auto features = sim::scenarios::logistic_features(*item); features) {
-    if (auto fits = check_data_size(config.samples, *features); !fits) return f(fits.error());
+    if (auto fits = core::ps::check_logistic_data_size(config.samples, *features); !fits) return f(fits.error());
   }
   auto spec = load_resource_spec(a.resource_spec);
   if (!spec) return f(spec.error());

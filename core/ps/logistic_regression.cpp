@@ -17,6 +17,15 @@ float symmetric(SplitMix64& rng) {
 
 }  // namespace
 
+Status check_logistic_data_size(std::size_t samples, std::size_t features) {
+  if (features != 0 && samples > k_max_logistic_data_values / features) {
+    return make_error(errc::invalid_argument,
+                      "{} samples x {} features: more data than a replica holds (at most {} values, 4 GiB)",
+                      samples, features, k_max_logistic_data_values);
+  }
+  return ok_status();
+}
+
 LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed) {
   SplitMix64 rng(seed);
   std::vector<float> truth(features);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/strategy/graph_item.hpp"
+#include "messages/result.hpp"
 
 namespace apiary::core::ps {
 
@@ -35,6 +36,12 @@ struct LogisticData {
 
 /// The data set of `samples` points of `features` values from `seed`.
 [[nodiscard]] LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed);
+
+/// Most values a data set may hold (samples x features; 4 GiB): every replica holds it whole.
+inline constexpr std::size_t k_max_logistic_data_values = std::size_t{1} << 30;
+/// Whether `samples` x `features` fits k_max_logistic_data_values, or an invalid_argument
+/// naming both.
+[[nodiscard]] Status check_logistic_data_size(std::size_t samples, std::size_t features);
 
 /// The model's variables (w of shape [features], b of shape [1], dense gradients) as a
 /// graph item, for `apiary strategy build` and for checking a strategy.

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 
 #include "messages/identity/key_proto.hpp"
@@ -15,6 +16,7 @@
 #include "messages/identity/peer_id.hpp"
 #include "tests/integration/raw_ucx_client.hpp"
 #include "tests/support/frame_recorder.hpp"
+#include "tests/support/test_services.hpp"
 #include "transport/ucx/transport.hpp"
 
 using namespace apiary;
@@ -462,4 +464,45 @@ TEST_CASE("plaintext connections (--insecure) cannot prove a dialled PeerID, so 
   c.t.post([&] { c.t.send(s.address, std::move(f)); });
   REQUIRE(s.rec.wait_frames(1));
   CHECK(c.t.stats().refused_calls == 0);
+}
+
+TEST_CASE("frames sent just before stop() arrive whole: stop lets sealing and rendezvous finish",
+          "[integration][secure]") {
+  // A node that answers and then stops (a replica hosting its node's proxy, a PS at the
+  // end of a job) must not cut its last answers off: a large payload is still being sealed
+  // on a crypto worker, or the peer is still fetching it, when stop() is called.
+  const bool insecure = GENERATE(false, true);
+  INFO("insecure: " << insecure);
+  transport::Config config;
+  config.insecure = insecure;
+  Server receiver(config);
+  auto sender = std::make_unique<Server>(config);
+  transport::Frame hello;
+  hello.envelope = open_call(1);
+  hello.payload = Buffer::copy_of("hello");
+  sender->t.post([&] { sender->t.send(receiver.address, std::move(hello)); });
+  REQUIRE(receiver.rec.wait_frames(1));  // the connection is up both ways
+  constexpr std::size_t k_frames = 3;
+  constexpr std::size_t k_size = std::size_t{48} << 20;
+  for (std::size_t i = 0; i < k_frames; ++i) {
+    transport::Frame f;
+    f.envelope = open_call(2 + i);
+    f.payload = Buffer::allocate(k_size);
+    testing::fill_pattern(f.payload.data(), k_size, 7 + i);
+    sender->t.post([&t = sender->t, &to = receiver.address, f = std::make_shared<transport::Frame>(std::move(f))] {
+      t.send(to, std::move(*f));
+    });
+  }
+  sender->t.stop();
+  REQUIRE(receiver.rec.wait_frames(1 + k_frames, 60s));
+  Buffer expect = Buffer::allocate(k_size);
+  for (std::size_t i = 0; i < k_frames; ++i) {
+    auto got = receiver.rec.frame(1 + i);
+    REQUIRE(got.has_value());
+    CHECK(got->second.envelope.call_id() == 2 + i);
+    CHECK_FALSE(got->second.payload_error.has_value());
+    REQUIRE(got->second.payload.size() == k_size);
+    testing::fill_pattern(expect.data(), k_size, 7 + i);
+    CHECK(std::memcmp(got->second.payload.data(), expect.data(), k_size) == 0);
+  }
 }

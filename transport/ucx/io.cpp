@@ -341,11 +341,14 @@ void Transport::send_now(Endpoint& ep, std::string header, Buffer payload) {
   ++counters_.sent;
   counters_.bytes_sent += op->header.size() + op->payload.size();
   if (req == nullptr) return;  // completed at once; op freed here
-  if (large) ++ep.transfers;
   if (UCS_PTR_IS_ERR(req)) {
     mark_failed(ep, make_error(errc::peer_down, "send to {} failed: {}", ep.key,
                                ucs_status_string(UCS_PTR_STATUS(req))));
     return;
+  }
+  if (large) {
+    ++ep.transfers;
+    ++rndv_sends_;
   }
   op.release();  // on_send_done frees it
 }
@@ -353,7 +356,10 @@ void Transport::send_now(Endpoint& ep, std::string header, Buffer payload) {
 void Transport::on_send_done(void* request, ucs_status_t /*status*/, void* user_data) {
   // A failed send also fails its endpoint, which on_ep_error reports.
   std::unique_ptr<SendOp> op(static_cast<SendOp*>(user_data));
-  if (op->self != nullptr) op->self->transfer_done(op->key);
+  if (op->self != nullptr) {
+    --op->self->rndv_sends_;
+    op->self->transfer_done(op->key);
+  }
   ucp_request_free(request);
 }
 

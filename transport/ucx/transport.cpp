@@ -194,8 +194,33 @@ void Transport::run_posted() {
   for (auto& fn : batch) fn();
 }
 
+void Transport::finish_sends() {
+  auto outstanding = [this] {
+    std::size_t n = rndv_sends_;
+    for (auto& [h, e] : endpoints_) {
+      if (!e->failed) n += e->tx_queue.size();
+    }
+    return n;
+  };
+  const auto start = Clock::now();
+  auto last_progress = start;
+  std::size_t left = outstanding();
+  while (left > 0) {
+    run_posted();  // a sealed payload's crypto worker posts drain_tx, which sends it
+    bool moved = false;
+    while (ucp_worker_progress(worker_->get()) != 0) moved = true;
+    const std::size_t now_left = outstanding();
+    const auto now = Clock::now();
+    if (moved || now_left != left) last_progress = now;
+    left = now_left;
+    if (now - last_progress >= k_stop_idle || now - start >= k_stop_max) break;
+    if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 void Transport::shutdown() {
   run_posted();  // deliver what was queued before stop()
+  finish_sends();
   std::vector<void*> reqs;
   for (auto& [h, e] : endpoints_) {
     if (e->ep == nullptr) continue;  // relayed: goes with its relay's connection

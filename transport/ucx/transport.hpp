@@ -77,6 +77,10 @@ class Transport final : public transport::Transport {
   Status setup(const std::string& host, std::uint16_t port);
   void loop();
   void shutdown();
+  /// Lets what was sent before stop() leave (shutdown's first step): large payloads still
+  /// being sealed, and rendezvous sends their peers are still fetching, for as long as
+  /// they make progress.
+  void finish_sends();
   void run_posted();
   void accept_pending();
   void start_rndv_receives();
@@ -218,6 +222,7 @@ class Transport final : public transport::Transport {
   /// "rejected"); the peer hangs up first, saying why.
   std::vector<std::pair<ucp_ep_h, Clock::time_point>> lingering_;
   std::uint64_t inbound_counter_ = 0;
+  std::size_t rndv_sends_ = 0;  ///< rendezvous sends not yet complete (fetched, or failed)
 
   struct Counters {
     std::atomic<std::uint64_t> sent{0}, received{0}, bytes_sent{0}, bytes_received{0}, malformed{0}, oversized{0}, stray{0}, down{0},

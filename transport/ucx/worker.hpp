@@ -28,6 +28,10 @@ inline constexpr std::size_t k_offload_crypto_bytes = 512 * 1024;
 inline constexpr std::size_t k_stage_max_bytes = 2 * 1024 * 1024;
 /// How long a connection refused with an ERROR to its peer stays open (Transport::lingering_).
 inline constexpr std::chrono::milliseconds k_refusal_linger{2000};
+/// Stopping, a transport waits for its sends to leave while they make progress: it gives
+/// a peer up after this long without any (a frozen peer), and all of them after k_stop_max.
+inline constexpr std::chrono::milliseconds k_stop_idle{2000};
+inline constexpr std::chrono::seconds k_stop_max{60};
 /// UCX 1.13 reads its handler table before range-checking an incoming id, and leaves
 /// new slots uninitialised when the table grows: one message to an unused id can crash
 /// the receiver. Every 16-bit id therefore gets a handler (ids wrap to 16 bits).

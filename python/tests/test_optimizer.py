@@ -82,8 +82,13 @@ def _three_peers_train(run_id, options, total_epochs=3):
         assert r["final_loss"] < r["initial_loss"], r
         assert r["lr"] == pytest.approx(0.1 * 0.5**total_epochs)
         assert r["alive"] == (False, False, False)
+    # An epoch ends when the swarm's samples reach target_batch_size (32) or when its ETA
+    # passes (hivemind's ready_to_update_epoch): the ETA extrapolates each peer's last report
+    # by its speed, which can run ahead of the samples done by up to about one batch per
+    # peer, so an epoch may close up to about that many samples early.
     total = sum(r["samples"] for r in results)
-    assert total >= 32 * total_epochs
+    batches = sum(4 + i for i in range(3))
+    assert total >= total_epochs * (32 - batches), (total, results)
 
 
 @pytest.mark.parametrize("local, delay_state, delay_step, delay_grads, reuse", COMBINATIONS)

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/ps/row_slots.hpp"
+
 namespace apiary::core::collective {
 namespace {
 
@@ -181,13 +183,20 @@ Result<std::string> Synchronizer::prepare_sparse(const std::map<std::string, ps:
 
 Result<std::map<std::string, ps::SparseGradient>> Synchronizer::assemble_sparse(
     const std::vector<std::string>& gathered) const {
-  // Per variable: touched row -> sum(w_i g_i[row]) in double, replicas in rank order.
-  std::vector<std::map<std::int64_t, std::vector<double>>> sums(plan_.sparse.size());
+  // Every rank's rows and values, read first; then per variable, sum(w_i g_i[row]) in
+  // double, replicas in rank order.
+  struct Rows {
+    std::vector<std::int64_t> rows;
+    std::vector<float> values;
+  };
+  std::vector<std::vector<Rows>> ranks(gathered.size(), std::vector<Rows>(plan_.sparse.size()));
+  std::vector<double> weights(gathered.size(), 0.0);
+  std::vector<std::size_t> entries(plan_.sparse.size(), 0);
   double total = 0;
   for (std::size_t r = 0; r < gathered.size(); ++r) {
     const std::string_view bytes = gathered[r];
     std::size_t at = 0;
-    double weight = 0;
+    double& weight = weights[r];
     auto bad = [&](const std::string& what) {
       return make_error(errc::malformed,
                         "sparse all-reduce step: the payload of rank {} does not fit the plan ({}); do all replicas "
@@ -199,27 +208,43 @@ Result<std::map<std::string, ps::SparseGradient>> Synchronizer::assemble_sparse(
     for (std::size_t v = 0; v < plan_.sparse.size(); ++v) {
       const auto& sp = plan_.sparse[v];
       std::uint64_t count = 0;
-      if (!take(bytes, at, &count, 1) || count > bytes.size()) return bad(sp.name + " row count");
-      std::vector<std::int64_t> rows(count);
-      std::vector<float> values(count * sp.row_width);
-      if (!take(bytes, at, rows.data(), rows.size()) || !take(bytes, at, values.data(), values.size())) {
+      // Checked against the bytes left before anything is allocated for them.
+      const std::size_t row_bytes = sizeof(std::int64_t) + sp.row_width * sizeof(float);
+      if (!take(bytes, at, &count, 1) || count > (bytes.size() - at) / row_bytes) return bad(sp.name + " row count");
+      Rows& got = ranks[r][v];
+      got.rows.resize(count);
+      got.values.resize(count * sp.row_width);
+      if (!take(bytes, at, got.rows.data(), got.rows.size()) || !take(bytes, at, got.values.data(), got.values.size())) {
         return bad(sp.name + " rows");
       }
-      for (std::size_t k = 0; k < rows.size(); ++k) {
-        if (rows[k] < 0 || rows[k] >= sp.rows) return bad(sp.name + " row index");
-        auto& acc = sums[v][rows[k]];
-        acc.resize(sp.row_width, 0.0);
-        for (std::size_t c = 0; c < sp.row_width; ++c) acc[c] += weight * values[k * sp.row_width + c];
+      for (auto row : got.rows) {
+        if (row < 0 || row >= sp.rows) return bad(sp.name + " row index");
       }
+      entries[v] += count;
     }
     if (at != bytes.size()) return bad("trailing bytes");
   }
   std::map<std::string, ps::SparseGradient> out;
   for (std::size_t v = 0; v < plan_.sparse.size(); ++v) {
+    const std::size_t width = plan_.sparse[v].row_width;
+    ps::RowSlots slots(plan_.sparse[v].rows, entries[v]);
+    std::vector<double> sums;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const Rows& got = ranks[r][v];
+      for (std::size_t k = 0; k < got.rows.size(); ++k) {
+        const std::size_t s = slots.slot(got.rows[k]);
+        if (sums.size() < (s + 1) * width) sums.resize((s + 1) * width, 0.0);
+        for (std::size_t c = 0; c < width; ++c) sums[s * width + c] += weights[r] * got.values[k * width + c];
+      }
+    }
     auto& g = out[plan_.sparse[v].name];
-    for (const auto& [row, acc] : sums[v]) {
-      g.rows.push_back(row);
-      for (double x : acc) g.values.push_back(total > 0 ? static_cast<float>(x / total) : 0.0f);
+    g.rows.reserve(slots.rows().size());
+    g.values.reserve(sums.size());
+    for (std::size_t s : slots.by_row()) {
+      g.rows.push_back(slots.rows()[s]);
+      for (std::size_t c = 0; c < width; ++c) {
+        g.values.push_back(total > 0 ? static_cast<float>(sums[s * width + c] / total) : 0.0f);
+      }
     }
   }
   return out;

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+
+#include "core/ps/row_slots.hpp"
 
 namespace apiary::core::ps {
 
@@ -40,26 +41,30 @@ Result<SparseGradient> merge_rows(const SparseGradient& g, std::size_t row_width
                       "values per index",
                       g.rows.size(), row_width, g.rows.size() * row_width, g.values.size());
   }
-  std::map<std::int64_t, std::size_t> slot;  // row -> index in the merged gradient
-  SparseGradient out;
+  RowSlots slots(num_rows, g.rows.size());
+  std::vector<std::size_t> slot_of(g.rows.size());
   for (std::size_t i = 0; i < g.rows.size(); ++i) {
     const std::int64_t row = g.rows[i];
     if (row < 0 || row >= num_rows) {
       return make_error(errc::invalid_argument, "sparse gradient: expected rows in [0, {}), got row {}", num_rows,
                         row);
     }
-    slot.emplace(row, 0);
+    slot_of[i] = slots.slot(row);
   }
-  out.rows.reserve(slot.size());
-  for (auto& [row, index] : slot) {
-    index = out.rows.size();
-    out.rows.push_back(row);
-  }
-  out.values.assign(out.rows.size() * row_width, 0.0F);
+  // Summed by slot, each row's values in the order given; then laid out by row.
+  std::vector<float> sums(slots.rows().size() * row_width, 0.0F);
   for (std::size_t i = 0; i < g.rows.size(); ++i) {
-    float* dst = out.values.data() + slot[g.rows[i]] * row_width;
+    float* dst = sums.data() + slot_of[i] * row_width;
     const float* src = g.values.data() + i * row_width;
     for (std::size_t j = 0; j < row_width; ++j) dst[j] += src[j];
+  }
+  SparseGradient out;
+  out.rows.reserve(slots.rows().size());
+  out.values.reserve(sums.size());
+  for (std::size_t s : slots.by_row()) {
+    out.rows.push_back(slots.rows()[s]);
+    out.values.insert(out.values.end(), sums.begin() + static_cast<std::ptrdiff_t>(s * row_width),
+                      sums.begin() + static_cast<std::ptrdiff_t>((s + 1) * row_width));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 // bits, and the result equals single-process SGD on the concatenated batch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <variant>
 
@@ -160,4 +161,48 @@ TEST_CASE("bad sparse gradients and payloads are refused, naming the variable", 
   REQUIRE_FALSE(truncated.ok());
   CHECK(truncated.error().code == errc::malformed);
   CHECK(truncated.error().message.find("rank 1") != std::string::npos);
+}
+
+TEST_CASE("a gather over a table of 10^12 rows averages the same bits as over a small one", "[collective][unit]") {
+  // The rows summed by a table indexed by row (12 rows) and by a hash map (10^12 rows).
+  ArPlan huge = sparse_plan();
+  huge.sparse[0].rows = 1'000'000'000'000;
+  huge.sparse[0].shape[0] = huge.sparse[0].rows;
+  auto small_sync = Synchronizer::create(sparse_plan());
+  auto huge_sync = Synchronizer::create(huge);
+  REQUIRE(small_sync.ok());
+  REQUIRE(huge_sync.ok());
+  std::vector<float> table(static_cast<std::size_t>(k_rows) * k_width, 0.5F);
+  std::vector<std::string> payloads;
+  for (std::size_t r = 0; r < k_replicas; ++r) {
+    auto p = small_sync->prepare_sparse({{"emb:0", gradient_of(table, batch_of(r, 1))}}, 1.0 + r);
+    REQUIRE(p.ok());
+    payloads.push_back(std::move(*p));
+  }
+  auto small = small_sync->assemble_sparse(payloads);
+  auto large = huge_sync->assemble_sparse(payloads);
+  REQUIRE(small.ok());
+  REQUIRE(large.ok());
+  const auto& a = small->at("emb:0");
+  const auto& b = large->at("emb:0");
+  CHECK(a.rows == b.rows);
+  CHECK(std::is_sorted(a.rows.begin(), a.rows.end()));
+  REQUIRE(a.values.size() == b.values.size());
+  CHECK(std::memcmp(a.values.data(), b.values.data(), a.values.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("a sparse payload announcing more rows than its bytes hold is refused before anything is allocated",
+          "[collective][unit]") {
+  auto sync = Synchronizer::create(sparse_plan());
+  REQUIRE(sync.ok());
+  // Weight 1, then a row count the 4 KiB that follow could not hold (rows of 8 + 12 bytes).
+  std::string forged(8 + 8 + 4096, '\0');
+  const double weight = 1.0;
+  const std::uint64_t count = 4096 / 8;
+  std::memcpy(forged.data(), &weight, 8);
+  std::memcpy(forged.data() + 8, &count, 8);
+  auto out = sync->assemble_sparse({forged});
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.error().code == errc::malformed);
+  CHECK(out.error().message.find("emb:0 row count") != std::string::npos);
 }

@@ -2,7 +2,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 using namespace apiary::core::ps;
 
@@ -129,4 +131,47 @@ TEST_CASE("optimizer rejects bad input without changing anything", "[ps][optimiz
   c.beta1 = 1.0F;
   CHECK_FALSE(validate(c).ok());
   CHECK_FALSE(validate(config(OptimizerKind::sgd, 0.0F)).ok());
+}
+
+TEST_CASE("merge_rows sums repeated rows in the order given and sorts them, by table or by hash", "[ps][optimizer][sparse]") {
+  // The reference: a std::map from row to its running float sums.
+  auto reference = [](const SparseGradient& g, std::size_t width) {
+    std::map<std::int64_t, std::vector<float>> sums;
+    for (std::size_t i = 0; i < g.rows.size(); ++i) {
+      auto& acc = sums[g.rows[i]];
+      acc.resize(width, 0.0F);
+      for (std::size_t j = 0; j < width; ++j) acc[j] += g.values[i * width + j];
+    }
+    SparseGradient out;
+    for (const auto& [row, acc] : sums) {
+      out.rows.push_back(row);
+      out.values.insert(out.values.end(), acc.begin(), acc.end());
+    }
+    return out;
+  };
+  // 2,000 entries over few rows (a table indexed by row) and over 10^12 rows (a hash map).
+  const std::int64_t num_rows = GENERATE(std::int64_t{300}, std::int64_t{1'000'000'000'000});
+  const std::size_t width = GENERATE(std::size_t{1}, std::size_t{3});
+  INFO("rows " << num_rows << ", width " << width);
+  SparseGradient g;
+  std::uint64_t x = 88172645463325252ULL;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 2000; ++i) {
+    g.rows.push_back(static_cast<std::int64_t>(next() % 300) * (num_rows / 300));
+    for (std::size_t j = 0; j < width; ++j) g.values.push_back(static_cast<float>(next() % 2001) / 1000.0F - 1.0F);
+  }
+  auto merged = merge_rows(g, width, num_rows);
+  REQUIRE(merged.ok());
+  const SparseGradient want = reference(g, width);
+  CHECK(merged->rows == want.rows);
+  REQUIRE(merged->values.size() == want.values.size());
+  CHECK(std::memcmp(merged->values.data(), want.values.data(), want.values.size() * sizeof(float)) == 0);
+  CHECK(std::is_sorted(merged->rows.begin(), merged->rows.end()));
+  CHECK_FALSE(merge_rows(SparseGradient{{num_rows}, std::vector<float>(width, 1.0F)}, width, num_rows).ok());
+  CHECK_FALSE(merge_rows(SparseGradient{{-1}, std::vector<float>(width, 1.0F)}, width, num_rows).ok());
 }

@@ -16,6 +16,17 @@ const char* phase_name(ReplicaPhase p) {
   }
   return "unknown";
 }
+
+/// Whether `layouts` split a tensor of `size` values along axis 0, one piece after
+/// another from its first value to its last (every piece a range of the row-major values).
+bool along_axis0(const std::vector<ShardLayout>& layouts, std::size_t size) {
+  std::size_t next = 0;
+  for (const auto& l : layouts) {
+    if (l.axis != 0 || l.offset < 0 || static_cast<std::size_t>(l.offset) * l.row_width() != next) return false;
+    next += l.size();
+  }
+  return next == size;
+}
 }  // namespace
 
 Result<Replica> Replica::create(std::int32_t id, std::vector<VariablePlan> variables) {
@@ -171,6 +182,17 @@ Result<std::vector<ShardPushView>> Replica::push_views(const std::map<std::strin
     if (dense != nullptr && v.layouts.size() == 1 && dense->size() == v.layouts.front().size()) {
       // One piece, the whole tensor: the push reads the caller's values.
       out.push_back(ShardPushView{v.plan.shards.front(), id_, step_, samples, dense->data(), dense->size(), {}});
+      continue;
+    }
+    if (dense != nullptr && along_axis0(v.layouts, dense->size())) {
+      // Pieces along axis 0 lie one after another: each push reads its range of the
+      // caller's values, as a whole tensor's does.
+      const std::size_t row = v.layouts.front().row_width();
+      for (std::size_t i = 0; i < v.layouts.size(); ++i) {
+        const auto& l = v.layouts[i];
+        out.push_back(ShardPushView{v.plan.shards[i], id_, step_, samples,
+                                    dense->data() + static_cast<std::size_t>(l.offset) * row, l.size(), {}});
+      }
       continue;
     }
     std::vector<Gradient> pieces;

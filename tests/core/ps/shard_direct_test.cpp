@@ -180,13 +180,16 @@ TEST_CASE("push_dense refuses what push refuses, and without pull values the own
 }
 
 TEST_CASE("push_views and take_parameters match push and parameters without the copies", "[ps][replica]") {
+  // w is split along axis 0 (its pieces are ranges of its values), m along axis 1 (not).
   const std::vector<VariablePlan> plans = {VariablePlan{"w", {4, 2}, "2,1", false, {0, 1}},
-                                           VariablePlan{"b", {3}, "", false, {2}}};
+                                           VariablePlan{"b", {3}, "", false, {2}},
+                                           VariablePlan{"m", {2, 4}, "1,2", false, {3, 4}}};
   auto a = Replica::create(0, plans);
   auto b = Replica::create(0, plans);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
-  const std::vector<std::vector<float>> pieces = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11}};
+  const std::vector<std::vector<float>> pieces = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11}, {12, 13, 16, 17},
+                                                  {14, 15, 18, 19}};
   for (auto* r : {&*a, &*b}) {
     REQUIRE(r->start_pull().ok());
     for (std::size_t s = 0; s < pieces.size(); ++s) REQUIRE(r->on_pull_reply(s, PullReply{0, 0, 0, pieces[s]}).ok());
@@ -200,7 +203,8 @@ TEST_CASE("push_views and take_parameters match push and parameters without the 
   CHECK_FALSE(b->take_parameters().ok());  // once per step
   CHECK_FALSE(b->parameters().ok());       // the pieces are gone
   const std::map<std::string, Gradient> grads = {{"w", std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}},
-                                                 {"b", std::vector<float>{9, 10, 11}}};
+                                                 {"b", std::vector<float>{9, 10, 11}},
+                                                 {"m", std::vector<float>{12, 13, 14, 15, 16, 17, 18, 19}}};
   auto pushes = a->push(grads, 2.0);
   auto views = b->push_views(grads, 2.0);
   REQUIRE(pushes.ok());
@@ -213,11 +217,16 @@ TEST_CASE("push_views and take_parameters match push and parameters without the 
     CHECK(v.shard == p.shard);
     CHECK(v.samples == p.push.samples);
     const auto& expected = std::get<std::vector<float>>(p.push.gradient);
-    if (v.piece) {
+    if (v.shard >= 3) {
+      // m's pieces along axis 1 are not ranges of its values: cut out.
+      REQUIRE(v.piece);
       CHECK(std::get<std::vector<float>>(*v.piece) == expected);
     } else {
-      // The unpartitioned variable is read where the caller holds it.
-      CHECK(v.dense == std::get<std::vector<float>>(grads.at("b")).data());
+      // The unpartitioned variable, and each piece of w, are read where the caller holds them.
+      REQUIRE_FALSE(v.piece);
+      const float* at = v.shard == 2 ? std::get<std::vector<float>>(grads.at("b")).data()
+                                     : std::get<std::vector<float>>(grads.at("w")).data() + 4 * v.shard;
+      CHECK(v.dense == at);
       CHECK(std::vector<float>(v.dense, v.dense + v.count) == expected);
     }
   }

@@ -131,4 +131,13 @@ Result<std::vector<SparseGradient>> split_sparse(const SparseGradient& g, std::i
   return out;
 }
 
+bool pieces_are_ranges(const std::vector<ShardLayout>& layouts, std::size_t size) {
+  std::size_t next = 0;
+  for (const auto& l : layouts) {
+    if (l.axis != 0 || l.offset < 0 || static_cast<std::size_t>(l.offset) * l.row_width() != next) return false;
+    next += l.size();
+  }
+  return next == size;
+}
+
 }  // namespace apiary::core::ps

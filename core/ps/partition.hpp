@@ -43,6 +43,11 @@ struct ShardLayout {
                                                     const std::vector<std::int64_t>& shape,
                                                     const std::vector<ShardLayout>& layouts);
 
+/// Whether `layouts` split a tensor of `size` values along axis 0, one piece after
+/// another from its first value to its last: each piece a range of the row-major values
+/// (starting at offset * row_width), which can be read or written where the tensor lies.
+[[nodiscard]] bool pieces_are_ranges(const std::vector<ShardLayout>& layouts, std::size_t size);
+
 /// Routes a sparse gradient of a variable with `dim0` rows, split along axis 0 into
 /// `num_shards`, to its shards with shard-local row indices. Shards no row goes to get
 /// an empty gradient. Errors: invalid_argument on a row outside [0, dim0) or a size

@@ -17,16 +17,6 @@ const char* phase_name(ReplicaPhase p) {
   return "unknown";
 }
 
-/// Whether `layouts` split a tensor of `size` values along axis 0, one piece after
-/// another from its first value to its last (every piece a range of the row-major values).
-bool along_axis0(const std::vector<ShardLayout>& layouts, std::size_t size) {
-  std::size_t next = 0;
-  for (const auto& l : layouts) {
-    if (l.axis != 0 || l.offset < 0 || static_cast<std::size_t>(l.offset) * l.row_width() != next) return false;
-    next += l.size();
-  }
-  return next == size;
-}
 }  // namespace
 
 Result<Replica> Replica::create(std::int32_t id, std::vector<VariablePlan> variables) {
@@ -68,13 +58,14 @@ Result<std::vector<ShardPull>> Replica::start_pull() {
   if (phase_ != ReplicaPhase::idle) return wrong_phase("start_pull", "idle");
   phase_ = ReplicaPhase::pulling;
   pulled_.clear();
+  in_place_.clear();
   min_version_ = std::numeric_limits<std::int64_t>::max();
   std::vector<ShardPull> out;
   for (const auto& [shard, _] : where_) out.push_back(ShardPull{shard, step_});
   return out;
 }
 
-Status Replica::check_reply(std::size_t shard, const PullReply& reply) const {
+Status Replica::check_reply(std::size_t shard, const PullReply& reply, bool in_place) const {
   if (phase_ != ReplicaPhase::pulling) return wrong_phase("on_pull_reply", "pulling");
   auto it = where_.find(shard);
   if (it == where_.end() || pulled_.count(shard) != 0 || reply.replica != id_ || reply.step != step_) {
@@ -82,7 +73,26 @@ Status Replica::check_reply(std::size_t shard, const PullReply& reply) const {
                       "replica {}: expected one reply per shard for replica {} step {}, got shard {} replica {} "
                       "step {} (unknown or repeated shard?)", id_, id_, step_, shard, reply.replica, reply.step);
   }
-  const auto& layout = variables_[it->second.first].layouts[it->second.second];
+  const Planned& v = variables_[it->second.first];
+  // A variable's pieces all come in place or all as values.
+  const bool others_in_place = in_place_.count(it->second.first) != 0;
+  const bool others_as_values = std::any_of(pulled_.begin(), pulled_.end(), [&](const auto& p) {
+    return where_.at(p.first).first == it->second.first && !others_in_place;
+  });
+  if ((in_place && others_as_values) || (!in_place && others_in_place)) {
+    return make_error(errc::invalid_argument,
+                      "replica {}: the pieces of {} came both in place and as values; expected one or the other",
+                      id_, v.plan.name);
+  }
+  if (in_place) {
+    if (v.plan.sparse || !pieces_are_ranges(v.layouts, ShardLayout{v.plan.shape}.size())) {
+      return make_error(errc::invalid_argument,
+                        "replica {}: shard {} is a piece of {}, whose pieces are not ranges of its values; expected "
+                        "its values", id_, shard, v.plan.name);
+    }
+    return ok_status();
+  }
+  const auto& layout = v.layouts[it->second.second];
   if (reply.values.size() != layout.size()) {
     return make_error(errc::invalid_argument, "replica {}: expected {} values from shard {}, got {}", id_,
                       layout.size(), shard, reply.values.size());
@@ -109,6 +119,13 @@ Result<bool> Replica::on_pull_reply(std::size_t shard, PullReply&& reply) {
   return pulled(reply.version);
 }
 
+Result<bool> Replica::on_pull_reply_in_place(std::size_t shard, const PullReply& reply) {
+  if (auto s = check_reply(shard, reply, true); !s) return s.error();
+  in_place_.insert(where_.at(shard).first);
+  pulled_.emplace(shard, std::vector<float>{});
+  return pulled(reply.version);
+}
+
 Error Replica::taken(const char* call) const {
   return make_error(errc::protocol,
                     "replica {}: {} found the pulled pieces of step {} already taken; take_parameters() hands "
@@ -119,6 +136,10 @@ Error Replica::taken(const char* call) const {
 Result<std::map<std::string, std::vector<float>>> Replica::parameters() const {
   if (phase_ != ReplicaPhase::computing) return wrong_phase("parameters", "computing");
   if (pulled_.size() < where_.size()) return taken("parameters");
+  if (!in_place_.empty()) {
+    return make_error(errc::protocol, "replica {}: parameters() at step {}: pieces came in place, into the caller's "
+                      "vectors; take_parameters() leaves those variables to it", id_, step_);
+  }
   std::map<std::string, std::vector<float>> out;
   for (const auto& v : variables_) {
     std::vector<std::vector<float>> pieces;
@@ -134,7 +155,9 @@ Result<std::map<std::string, std::vector<float>>> Replica::take_parameters() {
   if (phase_ != ReplicaPhase::computing) return wrong_phase("take_parameters", "computing");
   if (pulled_.size() < where_.size()) return taken("take_parameters");
   std::map<std::string, std::vector<float>> out;
-  for (const auto& v : variables_) {
+  for (std::size_t i = 0; i < variables_.size(); ++i) {
+    const Planned& v = variables_[i];
+    if (in_place_.count(i) != 0) continue;  // the caller holds it
     std::vector<std::vector<float>> pieces;
     for (auto shard : v.plan.shards) pieces.push_back(std::move(pulled_.at(shard)));
     if (pieces.size() == 1) {
@@ -146,6 +169,7 @@ Result<std::map<std::string, std::vector<float>>> Replica::take_parameters() {
     out.emplace(v.plan.name, std::move(*whole));
   }
   pulled_.clear();
+  in_place_.clear();
   return out;
 }
 
@@ -184,7 +208,7 @@ Result<std::vector<ShardPushView>> Replica::push_views(const std::map<std::strin
       out.push_back(ShardPushView{v.plan.shards.front(), id_, step_, samples, dense->data(), dense->size(), {}});
       continue;
     }
-    if (dense != nullptr && along_axis0(v.layouts, dense->size())) {
+    if (dense != nullptr && pieces_are_ranges(v.layouts, dense->size())) {
       // Pieces along axis 0 lie one after another: each push reads its range of the
       // caller's values, as a whole tensor's does.
       const std::size_t row = v.layouts.front().row_width();

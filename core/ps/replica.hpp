@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,12 +79,20 @@ class Replica {
   [[nodiscard]] Result<bool> on_pull_reply(std::size_t shard, const PullReply& reply);
   /// on_pull_reply() taking the reply's values over instead of copying them.
   [[nodiscard]] Result<bool> on_pull_reply(std::size_t shard, PullReply&& reply);
+  /// on_pull_reply() for a piece the caller put in place itself (`reply` without its
+  /// values): the values of a variable split along axis 0 (pieces_are_ranges) written
+  /// into the caller's own vector of the whole variable at the piece's range. Every piece
+  /// of such a variable comes this way or none does; take_parameters() then leaves the
+  /// variable out, the caller holding it. Errors: on_pull_reply()'s, and
+  /// invalid_argument for a piece of another variable.
+  [[nodiscard]] Result<bool> on_pull_reply_in_place(std::size_t shard, const PullReply& reply);
 
   /// The reassembled parameters of the current step, by variable name (computing only).
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> parameters() const;
   /// parameters() handing over the pulled pieces instead of copying them: an
-  /// unpartitioned variable's values move out as they came. Call it once per step
-  /// (a second call, or parameters() after it, fails: the pieces are gone).
+  /// unpartitioned variable's values move out as they came; a variable whose pieces came
+  /// in place is left out. Call it once per step (a second call, or parameters() after
+  /// it, fails: the pieces are gone). parameters() fails when pieces came in place.
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> take_parameters();
 
   /// computing -> pushing: cuts each variable's gradient (dense: the whole tensor;
@@ -119,8 +128,8 @@ class Replica {
   };
   Replica(std::int32_t id, std::vector<Planned> variables, std::map<std::size_t, std::pair<std::size_t, std::size_t>> where);
   [[nodiscard]] Error wrong_phase(const char* call, const char* expected) const;
-  /// Both on_pull_reply()s' checks of `reply`.
-  [[nodiscard]] Status check_reply(std::size_t shard, const PullReply& reply) const;
+  /// The on_pull_reply()s' checks of `reply` (its size unless `in_place`).
+  [[nodiscard]] Status check_reply(std::size_t shard, const PullReply& reply, bool in_place = false) const;
   /// Counts a stored reply at `version`; true when it was the last (phase computing).
   bool pulled(std::int64_t version);
   /// The error for reading pieces that take_parameters() already handed over.
@@ -130,6 +139,7 @@ class Replica {
   std::vector<Planned> variables_;
   std::map<std::size_t, std::pair<std::size_t, std::size_t>> where_;  ///< shard -> (variable, piece)
   std::map<std::size_t, std::vector<float>> pulled_;                  ///< this step's pieces by shard
+  std::set<std::size_t> in_place_;  ///< this step's variables (indices) whose pieces the caller put in place
   std::map<std::size_t, bool> acked_;                                 ///< this step's acks by shard
   ReplicaPhase phase_ = ReplicaPhase::idle;
   std::int64_t step_ = 0;

@@ -59,7 +59,24 @@ PsClientRole::PsClientRole(PsClientConfig config, ps::Replica replica)
     : config_(std::move(config)), replica_(std::move(replica)) {
   for (const auto& v : config_.plan->variables) {
     if (v.shards.size() == 1) whole_.emplace(v.shards.front(), v.name);
+    if (v.shards.size() < 2 || v.sparse) continue;
+    auto layouts = ps::shard_layouts(v.shape, v.partitioner);
+    const std::size_t total = ps::ShardLayout{v.shape}.size();
+    if (!layouts || layouts->size() != v.shards.size() || !ps::pieces_are_ranges(*layouts, total)) continue;
+    for (std::size_t i = 0; i < v.shards.size(); ++i) {
+      const auto& l = (*layouts)[i];
+      ranges_[v.shards[i]] = Range{v.name, static_cast<std::size_t>(l.offset) * l.row_width(), l.size(), total};
+    }
   }
+}
+
+std::vector<float>* PsClientRole::whole_of(std::size_t shard) {
+  auto range = ranges_.find(shard);
+  auto* storage = args_.as<PsPullArgs>();
+  if (range == ranges_.end() || storage == nullptr) return nullptr;
+  auto mine = storage->storage.find(range->second.variable);
+  if (mine == storage->storage.end() || mine->second.size() != range->second.total) return nullptr;
+  return &mine->second;
 }
 
 Effects PsClientRole::on(TimePoint now, Input input) {
@@ -264,6 +281,7 @@ Status PsClientRole::call(Effects& out, std::size_t shard, Kind kind, Call c) {
 Status PsClientRole::pull(Effects& out) {
   auto pulls = replica_.start_pull();
   if (!pulls) return pulls.error();
+  in_place_.clear();
   auto* storage = args_.as<PsPullArgs>();
   for (const auto& p : *pulls) {
     pb::PsPullRequest m;
@@ -285,6 +303,13 @@ Status PsClientRole::pull(Effects& out) {
         l.any_head = true;
         c.landings.push_back(std::move(l));
       }
+    } else if (std::vector<float>* into = whole_of(p.shard); into != nullptr && !into->empty()) {
+      // A piece along axis 0 lands in its range of the variable's vector.
+      const Range& range = ranges_.at(p.shard);
+      Landing l;
+      l.zone = Buffer::zone_of(args_.holder(), into->data() + range.offset, range.count * sizeof(float));
+      l.any_head = true;
+      c.landings.push_back(std::move(l));
     }
     if (auto s = call(out, p.shard, Kind::pull, std::move(c)); !s) return s.error();
   }
@@ -350,6 +375,25 @@ Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
     if (last) acked_[flight.shard] = m.step();
     return last;
   }
+  if (std::vector<float>* into = whole_of(flight.shard); into != nullptr && !into->empty()) {
+    // A piece along axis 0: landed in its range of the caller's vector, or copied there.
+    const Range& range = ranges_.at(flight.shard);
+    ps::PullReply reply;
+    const auto s = r.landed ? ps::decode_landed_pull_response(bytes, range.count * sizeof(float), reply)
+                            : ps::decode_pull_response_into(bytes, reply);
+    if (!s) return s.error();
+    if (!r.landed) {
+      if (reply.values.size() != range.count) {
+        return make_error(errc::invalid_argument, "expected {} values from shard {}, got {}", range.count,
+                          flight.shard, reply.values.size());
+      }
+      std::copy(reply.values.begin(), reply.values.end(), into->begin() + static_cast<std::ptrdiff_t>(range.offset));
+    }
+    pulls_landed_ += r.landed ? 1 : 0;
+    if (auto st = check_staleness(flight.shard, reply); !st) return st.error();
+    in_place_.insert(range.variable);
+    return replica_.on_pull_reply_in_place(flight.shard, reply);
+  }
   // The values land in the caller's vector, or are decoded into its storage (or fresh).
   ps::PullReply reply;
   auto* storage = args_.as<PsPullArgs>();
@@ -362,7 +406,12 @@ Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
                           : ps::decode_pull_response_into(bytes, reply);
   if (!s) return s.error();
   pulls_landed_ += r.landed ? 1 : 0;
-  const auto& config = config_.plan->shards[flight.shard].config;
+  if (auto st = check_staleness(flight.shard, reply); !st) return st.error();
+  return replica_.on_pull_reply(flight.shard, std::move(reply));
+}
+
+Status PsClientRole::check_staleness(std::size_t shard, const ps::PullReply& reply) const {
+  const auto& config = config_.plan->shards[shard].config;
   // The synchronization contract, checked on every answer: a synchronous shard answers
   // step s with at least s - staleness updates applied.
   if (config.sync && reply.version < reply.step - config.staleness) {
@@ -371,7 +420,7 @@ Result<bool> PsClientRole::answered(const InFlight& flight, const Response& r) {
                       "staleness bound",
                       reply.step - config.staleness, reply.step, config.staleness, reply.version);
   }
-  return replica_.on_pull_reply(flight.shard, std::move(reply));
+  return ok_status();
 }
 
 Effects PsClientRole::on_response(const Response& r) {
@@ -453,6 +502,11 @@ Effects PsClientRole::on_response(const Response& r) {
   auto params = replica_.take_parameters();
   if (!params) return fail(params.error());
   pulled.params = std::move(*params);
+  // The variables whose pieces landed in place: the caller's vectors, which hold them now.
+  if (auto* storage = args_.as<PsPullArgs>()) {
+    for (const auto& name : in_place_) pulled.params[name] = std::move(storage->storage.at(name));
+  }
+  in_place_.clear();
   args_ = Value{};
   finish(out, Value::of(std::move(pulled)));
   return out;

@@ -142,6 +142,11 @@ class PsClientRole final : public Role {
   Status read_states(Effects& out);
   /// One answer of a pull or push; true when it was the last.
   Result<bool> answered(const InFlight& flight, const Response& r);
+  /// An error when a synchronous shard's answer to a pull breaks its staleness bound.
+  [[nodiscard]] Status check_staleness(std::size_t shard, const ps::PullReply& reply) const;
+  /// The caller's vector of the whole variable that shard `shard`, a piece along axis 0,
+  /// is part of, when the pull's storage holds one of the variable's size; else null.
+  std::vector<float>* whole_of(std::size_t shard);
   /// Completes the state reads with every variable's state.
   void states_done(Effects& out);
   /// Where a call about `shard` goes: the proxy (pulls) or the PS.
@@ -191,6 +196,15 @@ class PsClientRole final : public Role {
   std::set<PeerAddr> down_;                 ///< peers whose connection broke
   CallId next_call_ = 1;
   std::map<std::size_t, std::string> whole_;  ///< shard holding a whole variable -> its name
+  /// A piece of a dense variable split along axis 0: a range of the variable's values.
+  struct Range {
+    std::string variable;
+    std::size_t offset = 0;  ///< its first value's index in the variable
+    std::size_t count = 0;   ///< its values
+    std::size_t total = 0;   ///< the variable's values
+  };
+  std::map<std::size_t, Range> ranges_;  ///< shard -> the range it holds
+  std::set<std::string> in_place_;       ///< this pull's variables whose pieces landed in the caller's vectors
   std::optional<OpId> running_;  ///< the pull, push or state read being run
   Value args_;                   ///< its args: the storage the calls view, kept while they run
   std::map<std::size_t, ps::Optimizer::State> states_;  ///< the state read's answers by shard

@@ -92,6 +92,33 @@ cps::TrainingPlan plan_of(const std::map<std::string, std::size_t>& sizes) {
   return plan;
 }
 
+/// plan_of() for variables of any shape split by a partitioner (name -> shape, partitioner).
+cps::TrainingPlan split_plan_of(const std::map<std::string, std::pair<std::vector<std::int64_t>, std::string>>& vars) {
+  cps::TrainingPlan plan;
+  plan.replicas = {"localhost:GPU:0"};
+  plan.servers = {"localhost:CPU:0"};
+  for (const auto& [name, v] : vars) {
+    auto layouts = cps::shard_layouts(v.first, v.second);
+    REQUIRE(layouts.ok());
+    cps::VariablePlan variable{name, v.first, v.second, false, {}};
+    for (std::size_t i = 0; i < layouts->size(); ++i) {
+      cps::PlannedShard s;
+      s.variable = name;
+      s.config.variable = layouts->size() == 1 ? name : name + "/part_" + std::to_string(i);
+      s.config.layout = (*layouts)[i];
+      s.config.optimizer.kind = cps::OptimizerKind::sgd;
+      s.config.optimizer.learning_rate = 1.0F;
+      s.config.sync = true;
+      s.config.replica_hosts = {0};
+      s.device = plan.servers.front();
+      variable.shards.push_back(plan.shards.size());
+      plan.shards.push_back(std::move(s));
+    }
+    plan.variables.push_back(std::move(variable));
+  }
+  return plan;
+}
+
 actors::GatewayConfig gateway_config(const std::string& backend) {
   actors::GatewayConfig gc;
   if (backend == "local") gc.backend = actors::Backend::local;
@@ -212,6 +239,75 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
     }
     // Step 1: "w" only ("b" had 7 values); steps 2 and 3: both.
     CHECK(d.pulls_landed() == 5);
+    CHECK(d.leave(10s).ok());
+  }
+  actors::stop_ps_actor(**ps_gw, ps);
+  (*replica_gw)->stop();
+  (*ps_gw)->stop();
+}
+
+TEST_CASE("pull_into receives each piece of a variable split along axis 0 straight into its range of the caller's "
+          "vector", "[actor][ps]") {
+  const std::string backend = GENERATE(as<std::string>{}, "ucx-tcp", "local");
+  INFO("backend " << backend);
+  // w: 4 pieces along axis 0, each a range of its values (256 KiB: a rendezvous over UCX);
+  // m: 2 pieces along axis 1, which are not ranges (cut out and put back together).
+  const std::vector<std::int64_t> w_shape{std::int64_t{1} << 16, 4};
+  const std::vector<std::int64_t> m_shape{4, 6};
+  const auto plan = split_plan_of({{"w", {w_shape, "4,1"}}, {"m", {m_shape, "1,2"}}});
+  const std::size_t w_size = std::size_t{1} << 18;
+  const std::size_t m_size = 24;
+  testing::TestSystem t;
+  auto& sys = t.sys;
+  auto ps_gw = actors::Gateway::start(sys, gateway_config(backend));
+  auto replica_gw = actors::Gateway::start(sys, gateway_config(backend));
+  REQUIRE(ps_gw.ok());
+  REQUIRE(replica_gw.ok());
+  std::map<std::string, cps::Shard> shards;
+  for (const auto& s : plan.shards) {
+    // Each piece starts at its own value, so a piece in the wrong range shows.
+    const float first = 0.5F + static_cast<float>(s.config.layout.offset);
+    auto shard = cps::Shard::create(s.config, std::vector<float>(s.config.layout.size(), first));
+    REQUIRE(shard.ok());
+    shards.emplace(s.config.variable, std::move(*shard));
+  }
+  auto ps = actors::spawn_ps_actor(sys, *ps_gw, cps::ShardServer(plan.servers.front(), std::move(shards)));
+  {
+    ReplicaOptions o;
+    o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
+    auto ps_addr = core::PeerAddr::from_host_port((*ps_gw)->address());
+    REQUIRE(ps_addr.ok());
+    o.roles.servers = {{plan.servers.front(), *ps_addr}};
+    o.roles.call_timeout = 30000ms;
+    auto driver = Replica::start(sys, *replica_gw, std::move(o));
+    REQUIRE(driver.ok());
+    auto& d = **driver;
+    auto expected_w = [&](float minus) {
+      std::vector<float> out(w_size);
+      for (std::size_t i = 0; i < w_size; ++i) out[i] = 0.5F + static_cast<float>(i / (w_size / 4) * (w_size / 16)) - minus;
+      return out;
+    };
+    std::map<std::string, std::vector<float>> params;
+    REQUIRE(d.pull_into(params).ok());  // nothing to land in yet
+    CHECK(d.pulls_landed() == 0);
+    CHECK(params.at("w") == expected_w(0.0F));
+    REQUIRE(params.at("m").size() == m_size);
+    const float* w_storage = params.at("w").data();
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      std::map<std::string, std::vector<float>> grads{{"w", std::vector<float>(w_size, 0.25F)},
+                                                      {"m", std::vector<float>(m_size, 0.25F)}};
+      REQUIRE(d.push_lent(grads, 1.0).ok());
+      REQUIRE(d.pull_into(params).ok());
+      const float minus = 0.25F * static_cast<float>(step);
+      CHECK(params.at("w").data() == w_storage);  // each piece written in its range
+      CHECK(params.at("w") == expected_w(minus));
+      for (std::size_t i = 0; i < m_size; ++i) {
+        // m [4, 6] in 2 pieces of 3 columns: column c's piece starts at offset 0 or 3.
+        CHECK(params.at("m")[i] == 0.5F + static_cast<float>(i % 6 / 3 * 3) - minus);
+      }
+    }
+    // w's four pieces at steps 1 to 3; m's pieces never land (not ranges).
+    CHECK(d.pulls_landed() == 12);
     CHECK(d.leave(10s).ok());
   }
   actors::stop_ps_actor(**ps_gw, ps);

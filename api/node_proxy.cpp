@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "actors/rpc.hpp"
 #include "api/training_job_parts.hpp"
+#include "core/ps/wire.hpp"
 #include "core/strategy/resource_spec.hpp"
 #include "messages/identity/multiaddr.hpp"
 
@@ -97,6 +99,7 @@ Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, 
         out.counters);
     // Every replica of the node reads every proxied shard once per step and once at the end.
     out.expected_reads = local * (a.steps + 1) * static_cast<std::int64_t>(proxied_ids.size());
+    out.readers = local - 1;
     address = gateway->address();
     if (publisher != nullptr) publisher->add(proxy_key(a.job, out.node), address);
     a.out.print(fmt::format("proxy {} at {} shards {}\n", out.node, address, proxied_ids.size()));
@@ -128,15 +131,26 @@ Result<NodeProxy> setup_node_proxy(const Job& a, const cps::TrainingPlan& plan, 
   return out;
 }
 
-void finish_node_proxy(const Job& a, NodeProxy& proxy, actors::Gateway& gateway) {
-  if (!proxy.actor) return;
-  // The node's other replicas may still read their last step from the proxy.
+void finish_node_proxy(const Job& a, NodeProxy& proxy, actors::Gateway& gateway, std::int32_t id) {
+  if (!proxy.actor) {
+    if (proxy.pull_via.empty()) return;
+    pb::PsPullRequest m;
+    m.set_replica(id);
+    auto done = actors::unary_call(gateway, proxy.pull_via.begin()->second, core::ps::k_ps_proxy_done_handle,
+                                   Buffer::copy_of(m.SerializeAsString()), std::chrono::milliseconds(a.timeout_ms));
+    (void)done.answer.get();  // the host waits for it; gone already, it no longer does
+    return;
+  }
+  // The node's other replicas may still read their last step from the proxy, and an
+  // answer counts as read when it is sent: each says when it has them all.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
-  while (proxy.counters->reads.load() < proxy.expected_reads && std::chrono::steady_clock::now() < deadline) {
+  while ((proxy.counters->reads.load() < proxy.expected_reads || proxy.counters->done.load() < proxy.readers) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  a.out.print(fmt::format("proxy {}: {} pulls for {} reads\n", proxy.node, proxy.counters->pulls.load(),
-                          proxy.counters->reads.load()));
+  a.out.print(fmt::format("proxy {}: {} pulls for {} reads, {} of {} readers done\n", proxy.node,
+                          proxy.counters->pulls.load(), proxy.counters->reads.load(), proxy.counters->done.load(),
+                          proxy.readers));
   actors::stop_ps_proxy_actor(gateway, proxy.actor);
   proxy.actor = caf::actor{};
 }

@@ -179,8 +179,8 @@ Status run_replica(const Job& a, cps::TrainingPlan plan, const AllReducePart& ar
   const std::size_t replicas = plan.replicas.size();
   auto replica = start_replica(a, rt.system(), rt.gateway(), id, &plan, *servers, proxy->pull_via, ar, k_mixed_job);
   if (!replica) {
-    proxy->expected_reads = 0;
-    finish_node_proxy(a, *proxy, *rt.gateway());
+    proxy->expected_reads = proxy->readers = 0;
+    finish_node_proxy(a, *proxy, *rt.gateway(), id);
     stop_all();
     return a.out.fail(replica.error());
   }
@@ -188,8 +188,8 @@ Status run_replica(const Job& a, cps::TrainingPlan plan, const AllReducePart& ar
                           rt.gateway()->address(), a.steps, a.batch));
   const Status trained = train(a, **replica, replicas, ar.plan != nullptr);
   replica->reset();
-  if (!trained) proxy->expected_reads = 0;  // a failed job: do not wait for the others' reads
-  finish_node_proxy(a, *proxy, *rt.gateway());
+  if (!trained) proxy->expected_reads = proxy->readers = 0;  // a failed job: do not wait for the others' reads
+  finish_node_proxy(a, *proxy, *rt.gateway(), id);
   stop_all();
   return trained;
 }

@@ -162,6 +162,7 @@ struct NodeProxy {
   caf::actor actor;
   std::shared_ptr<actors::ProxyCounters> counters;
   std::int64_t expected_reads = 0;  ///< reads of a whole job by all the node's replicas
+  std::int64_t readers = 0;         ///< the node's other replicas, which say when they are done
 };
 
 /// Sets up replica `id`'s proxy: none when no shard has local_replication; on the node's
@@ -177,8 +178,12 @@ struct NodeProxy {
                                                  Dht* dht, AddressPublisher* publisher);
 
 /// On the proxy's host, after its own training: waits (up to a.timeout_ms) until the
-/// node's other replicas have read their last step, prints the proxy's counters
-/// ("proxy <node>: P pulls for R reads") and stops it. Nothing on other replicas.
-void finish_node_proxy(const Job& a, NodeProxy& proxy, actors::Gateway& gateway);
+/// node's other replicas have read their last step and said they are done (they have
+/// every answer: one still arriving would be cut off by the host's exit), prints the
+/// proxy's counters ("proxy <node>: P pulls for R reads, D of N readers done") and stops
+/// it. On the node's other replicas, after their training: tells the proxy this replica
+/// `id` is done (waiting up to a.timeout_ms for its answer; a proxy gone already is no
+/// error).
+void finish_node_proxy(const Job& a, NodeProxy& proxy, actors::Gateway& gateway, std::int32_t id);
 
 }  // namespace apiary::training_job

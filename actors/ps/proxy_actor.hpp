@@ -18,6 +18,7 @@ namespace apiary::actors {
 struct ProxyCounters {
   std::atomic<std::int64_t> pulls{0};  ///< pulls sent to the PS (one per shard per step)
   std::atomic<std::int64_t> reads{0};  ///< reads answered to local replicas
+  std::atomic<std::int64_t> done{0};   ///< replicas that said they are done reading
 };
 
 /// Spawns the proxy actor owning `proxy` on `gw` and registers it for the pull handle
@@ -26,7 +27,7 @@ struct ProxyCounters {
 caf::actor spawn_ps_proxy_actor(caf::actor_system& sys, std::shared_ptr<Gateway> gw, core::ps::ProxyServer proxy,
                                 std::shared_ptr<ProxyCounters> counters = nullptr);
 
-/// Stops routing the pull handle to the proxy on `gw` and stops the actor.
+/// Stops routing the proxy's handles to it on `gw` and stops the actor.
 void stop_ps_proxy_actor(Gateway& gw, const caf::actor& proxy);
 
 }  // namespace apiary::actors

@@ -30,7 +30,7 @@ Result<ProxyRefresh> ProxyCache::on_refresh(const std::string& variable, std::in
   Entry& e = it->second;
   e.step = step;
   e.version = version;
-  e.values = std::move(values);
+  e.values = std::make_shared<const std::vector<float>>(std::move(values));
   e.pending = -1;
   ProxyRefresh out;
   std::vector<Waiter> still;

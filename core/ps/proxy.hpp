@@ -11,12 +11,16 @@
 /// the shard's answer and releases every waiting reader.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "messages/result.hpp"
 
 namespace apiary::core::ps {
+
+/// A cached copy of a variable, shared by every read of it (never copied per reader).
+using ProxyValues = std::shared_ptr<const std::vector<float>>;
 
 /// What a read gets.
 enum class ProxyOutcome {
@@ -29,7 +33,7 @@ enum class ProxyOutcome {
 struct ProxyRead {
   ProxyOutcome outcome = ProxyOutcome::wait;  ///< see ProxyOutcome
   std::int64_t version = 0;                   ///< PS version of `values` (hit only)
-  std::vector<float> values;                  ///< the variable (hit only)
+  ProxyValues values;                         ///< the variable (hit only)
 };
 
 /// A waiting reader served by a refresh.
@@ -37,7 +41,7 @@ struct ProxyRelease {
   std::int32_t replica = 0;   ///< the local replica that read
   std::int64_t step = 0;      ///< the step it read for
   std::int64_t version = 0;   ///< PS version of `values`
-  std::vector<float> values;  ///< the variable
+  ProxyValues values;         ///< the variable
 };
 
 /// What a refresh does: readers it serves, and possibly the next pull to send (for
@@ -75,7 +79,7 @@ class ProxyCache {
   struct Entry {
     std::int64_t step = -1;     ///< the step the cached values were pulled for
     std::int64_t version = 0;   ///< their PS version
-    std::vector<float> values;  ///< the cached copy
+    ProxyValues values;         ///< the cached copy
     std::int64_t pending = -1;  ///< step of the pull under way, -1 when none
     std::vector<Waiter> waiters;
   };

@@ -11,9 +11,15 @@ ProxyServer::ProxyServer(std::string node, std::map<std::string, PeerAddr> shard
     : node_(std::move(node)), shards_(std::move(shards)), replica_(replica), call_timeout_(call_timeout) {}
 
 Reply ProxyServer::answer(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step,
-                          std::int64_t version, const std::vector<float>& values) {
+                          std::int64_t version, const ProxyValues& values) {
   ++reads_;
-  return Reply{id, to_pb(shard, PullReply{replica, step, version, values}).SerializeAsString(), true};
+  const std::size_t count = values ? values->size() : 0;
+  if (splice_reads_ && count > 0) {
+    return Reply{id, pull_response_head(shard, replica, step, version, count), true,
+                 Buffer::view_of(values, values->data(), count * sizeof(float)), std::string{}};
+  }
+  return Reply{id, encode_pull_response(shard, replica, step, version, count > 0 ? values->data() : nullptr, count),
+               true};
 }
 
 void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step) {
@@ -25,14 +31,14 @@ void ProxyServer::pull(Effects& out, const std::string& shard, std::int64_t step
   out.push_back(unary_call(next_call_++, shards_.at(shard), k_ps_pull_handle, m.SerializeAsString(), call_timeout_));
 }
 
-std::vector<std::string> ProxyServer::handles() const { return {k_ps_pull_handle}; }
+std::vector<std::string> ProxyServer::handles() const { return {k_ps_pull_handle, k_ps_proxy_done_handle}; }
 
 Effects ProxyServer::on(TimePoint now, Input input) {
   if (auto* r = std::get_if<Request>(&input)) return on_request(now, r->id, r->handle, std::string(r->body.view()));
   if (auto* r = std::get_if<Response>(&input)) return on_response(now, r->call, r->result);
   if (auto* p = std::get_if<PeerDown>(&input)) return peer_down(now, p->peer);
   if (auto* c = std::get_if<LocalCall>(&input)) {
-    if (c->method == k_proxy_counters_method) return {Complete{c->op, Value::of(ProxyCounts{pulls(), reads()})}};
+    if (c->method == k_proxy_counters_method) return {Complete{c->op, Value::of(ProxyCounts{pulls(), reads(), done()})}};
     return {unknown_method(*c, "the PS proxy")};
   }
   return {};
@@ -40,6 +46,15 @@ Effects ProxyServer::on(TimePoint now, Input input) {
 
 Effects ProxyServer::on_request(TimePoint /*now*/, RequestId id, const std::string& handle,
                                 const std::string& request) {
+  if (handle == k_ps_proxy_done_handle) {
+    pb::PsPullRequest m;
+    if (!m.ParseFromString(request)) {
+      return {Reply{id, make_error(errc::malformed, "proxy of {}: {} bytes are not a PsPullRequest", node_,
+                                   request.size()), true}};
+    }
+    done_.insert(m.replica());
+    return {Reply{id, std::string{}, true}};
+  }
   if (handle != k_ps_pull_handle) {
     return {Reply{
         id, make_error(errc::not_found, "proxy of {}: expected handle {}, got '{}'", node_, k_ps_pull_handle, handle),
@@ -84,9 +99,10 @@ Effects ProxyServer::on_response(TimePoint /*now*/, CallId call, const Result<st
   Effects out;
   auto refresh = [&]() -> Result<ProxyRefresh> {
     if (!response.ok()) return response.error();
-    pb::PsPullResponse m;
-    if (!m.ParseFromString(*response)) return make_error(errc::malformed, "the PS answered with no PsPullResponse");
-    auto reply = from_pb(m);
+    PullReply reply;  // the values copied once, out of the answer's bytes
+    if (!decode_pull_response_into(*response, reply)) {
+      return make_error(errc::malformed, "the PS answered with no PsPullResponse");
+    }
     return cache_.on_refresh(shard, step, reply.version, std::move(reply.values));
   }();
   if (!refresh.ok()) {

@@ -14,6 +14,7 @@
 /// requests and responses and executes the returned Calls and Replies.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -30,6 +31,7 @@ namespace apiary::core::ps {
 struct ProxyCounts {
   std::int64_t pulls = 0;  ///< pulls sent to the PS (one per shard per step)
   std::int64_t reads = 0;  ///< reads answered to local replicas
+  std::int64_t done = 0;   ///< replicas that said they are done reading (k_ps_proxy_done_handle)
 };
 
 /// The local method that answers with a ProxyCounts.
@@ -44,15 +46,16 @@ class ProxyServer final : public Role {
   /// to `call_timeout`.
   ProxyServer(std::string node, std::map<std::string, PeerAddr> shards, std::int32_t replica, Duration call_timeout);
 
-  /// The pull handle.
+  /// The pull handle, and the handle a reader says it is done on.
   [[nodiscard]] std::vector<std::string> handles() const override;
   /// The role contract: each input to the method below that takes it.
   [[nodiscard]] Effects on(TimePoint now, Input input) override;
 
   /// A request from a local replica: a pull of a proxied shard. Returns the Reply (a
   /// hit), the Call refreshing the copy (the first reader of a step), or nothing (the
-  /// reader waits for a refresh under way). Other handles, malformed requests and
-  /// shards it does not proxy are answered with an error.
+  /// reader waits for a refresh under way). Or a reader saying it is done (counted once
+  /// per replica, answered at once). Other handles, malformed requests and shards it does
+  /// not proxy are answered with an error.
   [[nodiscard]] Effects on_request(TimePoint now, RequestId id, const std::string& handle, const std::string& body);
 
   /// The PS's answer to refresh `call`: Replies to the readers it serves, and the next
@@ -66,6 +69,12 @@ class ProxyServer final : public Role {
   [[nodiscard]] std::int64_t pulls() const { return cache_.pulls(); }
   /// Reads answered so far (hits and released waiters).
   [[nodiscard]] std::int64_t reads() const { return reads_; }
+  /// Replicas that said they are done reading.
+  [[nodiscard]] std::int64_t done() const { return static_cast<std::int64_t>(done_.size()); }
+  /// Whether answers carry the cached values as a Reply body viewing them (the actor's
+  /// gateway sends them from where they lie, for every reader) instead of a copy in the
+  /// response bytes (the simulator's hosts). Off by default.
+  void set_splice_reads(bool splice) { splice_reads_ = splice; }
   /// Shards it caches, by name.
   [[nodiscard]] const std::map<std::string, PeerAddr>& shards() const { return shards_; }
 
@@ -75,7 +84,7 @@ class ProxyServer final : public Role {
 
   void pull(Effects& out, const std::string& shard, std::int64_t step);
   Reply answer(RequestId id, const std::string& shard, std::int32_t replica, std::int64_t step, std::int64_t version,
-               const std::vector<float>& values);
+               const ProxyValues& values);
 
   std::string node_;
   std::map<std::string, PeerAddr> shards_;
@@ -87,6 +96,8 @@ class ProxyServer final : public Role {
   std::map<std::string, Error> failed_;                           ///< shard -> why its refresh failed
   CallId next_call_ = 1;
   std::int64_t reads_ = 0;
+  bool splice_reads_ = false;
+  std::set<std::int32_t> done_;  ///< replicas done reading
 };
 
 }  // namespace apiary::core::ps

@@ -32,6 +32,10 @@ inline constexpr const char* k_ps_join_handle = "apiary.ParameterServer.rpc_join
 /// started again takes part in a running synchronous job from a step no replica has
 /// pushed yet.
 inline constexpr const char* k_ps_rejoin_handle = "apiary.ParameterServer.rpc_rejoin";
+/// Handle of a reader of a node's proxy saying it is done (PsPullRequest naming the
+/// replica -> empty): every answer it asked the proxy for is in, so the replica hosting the
+/// proxy may stop without cutting one off.
+inline constexpr const char* k_ps_proxy_done_handle = "apiary.ParameterServer.rpc_proxy_done";
 /// Handle of a shard's optimizer state (PsPullRequest -> PsOptimizerState), for checkpoints.
 inline constexpr const char* k_ps_optimizer_state_handle = "apiary.ParameterServer.rpc_optimizer_state";
 

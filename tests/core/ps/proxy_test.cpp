@@ -36,14 +36,14 @@ TEST_CASE("proxies pull once per node per step and equal the PS at every step st
     auto out = proxies[n].on_refresh("v", reply.step, reply.version, reply.values);
     REQUIRE(out.ok());
     CHECK(out->pull_step == -1);
-    for (const auto& rel : out->released) serve(rel.replica, rel.step, rel.values, rel.version);
+    for (const auto& rel : out->released) serve(rel.replica, rel.step, *rel.values, rel.version);
   };
 
   for (std::int64_t step = 0; step < 4; ++step) {
     const std::int64_t pulls_before = proxies[0].pulls() + proxies[1].pulls();
     for (std::int32_t r = 0; r < 4; ++r) {
       auto got = proxies[node(r)].read(r, "v", step);
-      if (got.outcome == ProxyOutcome::hit) serve(r, step, got.values, got.version);
+      if (got.outcome == ProxyOutcome::hit) serve(r, step, *got.values, got.version);
       if (got.outcome != ProxyOutcome::pull) continue;
       auto out = shard->pull(r, step);
       REQUIRE(out.ok());
@@ -74,7 +74,9 @@ TEST_CASE("a reader of a later step waits and triggers the next pull", "[ps][pro
   auto second = proxy.on_refresh("v", 1, 1, {2.0F});
   REQUIRE(second.ok());
   REQUIRE(second->released.size() == 1);
-  CHECK(second->released[0].values == std::vector<float>{2.0F});
+  CHECK(*second->released[0].values == std::vector<float>{2.0F});
+  // Every reader of a refresh shares one copy.
+  CHECK(first->released[0].values == first->released[1].values);
   CHECK(proxy.pulls() == 2);
   auto stray = proxy.on_refresh("v", 5, 5, {3.0F});
   REQUIRE_FALSE(stray.ok());
@@ -148,4 +150,62 @@ TEST_CASE("a proxy whose PS went away fails its waiting readers and refreshes af
   auto later = replies_in(proxy.on_request(t, 6, handle, pull_of(1, 4)));
   REQUIRE(later.count(6) == 1);
   CHECK(later.at(6).error().code == errc::protocol);
+}
+
+TEST_CASE("a reader saying it is done is answered at once and counted once per replica", "[ps][proxy]") {
+  using apiary::errc;
+  ProxyServer proxy("node", {{"w", apiary::test::test_addr(1)}}, 0, std::chrono::seconds(5));
+  const core::TimePoint t{};
+  CHECK(proxy.handles() == std::vector<std::string>{k_ps_pull_handle, k_ps_proxy_done_handle});
+  const std::string done = k_ps_proxy_done_handle;
+  auto first = replies_in(proxy.on_request(t, 1, done, pull_of(1, 0)));
+  REQUIRE(first.count(1) == 1);
+  CHECK(first.at(1).ok());
+  CHECK(proxy.done() == 1);
+  CHECK(replies_in(proxy.on_request(t, 2, done, pull_of(1, 0))).at(2).ok());  // said twice: one reader
+  CHECK(replies_in(proxy.on_request(t, 3, done, pull_of(2, 0))).at(3).ok());
+  CHECK(proxy.done() == 2);
+  auto bad = replies_in(proxy.on_request(t, 4, done, std::string("\x0a\xff\xff\xff\xff\x0f", 6)));
+  REQUIRE(bad.count(4) == 1);
+  REQUIRE_FALSE(bad.at(4).ok());
+  CHECK(bad.at(4).error().code == errc::malformed);
+  CHECK(proxy.done() == 2);
+  CHECK(proxy.reads() == 0);  // saying done reads nothing
+}
+
+TEST_CASE("a splicing proxy answers every reader with a view of its one cached copy", "[ps][proxy]") {
+  const core::TimePoint t{};
+  const std::string handle = k_ps_pull_handle;
+  for (const bool splice : {false, true}) {
+    INFO("splice " << splice);
+    ProxyServer proxy("node", {{"w", apiary::test::test_addr(1)}}, 0, std::chrono::seconds(5));
+    proxy.set_splice_reads(splice);
+    const core::CallId refresh = refresh_in(proxy.on_request(t, 1, handle, pull_of(0, 2)));
+    REQUIRE(refresh != 0);
+    CHECK(refresh_in(proxy.on_request(t, 2, handle, pull_of(1, 2))) == 0);
+    const std::vector<float> values{1.0F, -2.5F, 3.25F};
+    auto released = proxy.on_response(t, refresh, to_pb("w", PullReply{0, 2, 7, values}).SerializeAsString());
+    auto hit = proxy.on_request(t, 3, handle, pull_of(2, 2));
+    released.insert(released.end(), hit.begin(), hit.end());
+    std::vector<const std::byte*> bodies;
+    for (const auto& e : released) {
+      const auto* r = std::get_if<core::Reply>(&e);
+      if (r == nullptr) continue;
+      REQUIRE(r->response.ok());
+      // Head + body + tail are the bytes of the whole answer.
+      const std::string bytes = *r->response + std::string(r->body.view()) + r->tail;
+      apiary::pb::PsPullResponse m;
+      REQUIRE(m.ParseFromString(bytes));
+      CHECK(from_pb(m).values == values);
+      CHECK(m.version() == 7);
+      CHECK(r->body.empty() != splice);
+      if (splice) bodies.push_back(r->body.data());
+    }
+    CHECK(proxy.reads() == 3);
+    if (splice) {
+      REQUIRE(bodies.size() == 3);
+      CHECK(bodies[0] == bodies[1]);  // one copy for every reader
+      CHECK(bodies[1] == bodies[2]);
+    }
+  }
 }

@@ -45,11 +45,23 @@ struct WorldStats {
   std::uint64_t bytes = 0;            ///< payload bytes put on links (requests, answers, stream messages)
 };
 
+/// The processor time one event takes a node: `before` its effects leave (the work that
+/// makes them: reading the request, answering it), and `after` (work the event starts
+/// that nothing it sends waits for: a replica's next training step after it answered or
+/// sent what its last step owed). The node and its core are busy for both.
+struct CpuCharge {
+  Duration before{};
+  Duration after{};
+  CpuCharge() = default;
+  CpuCharge(Duration b) : before(b) {}  // NOLINT: a plain duration is all `before`
+  CpuCharge(Duration b, Duration a) : before(b), after(a) {}
+};
+
 /// What handling one event costs a node in processor time: `in` is the event (its
 /// payload the bytes received), `out` what the node did about it (the bytes it sends).
 /// Must be a pure function of its arguments and of what the scenario's hosts hold, so a
 /// seed replays.
-using CpuCost = std::function<Duration(const Event& in, const core::Effects& out)>;
+using CpuCost = std::function<CpuCharge(const Event& in, const core::Effects& out)>;
 
 /// A simulated world. Not copyable; pass it by reference (there are no globals).
 class World {
@@ -97,7 +109,8 @@ class World {
   /// node handles one event at a time, each on one of the machine's cores, which the
   /// machine's nodes share (an event waits for the node and for a free core, in the
   /// order events came); what the node does about an event (its calls, replies, timers)
-  /// leaves once the event's cost has passed. A node placed nowhere costs nothing (the
+  /// leaves once the event's cost before them (CpuCharge::before) has passed, and the
+  /// node and its core stay busy for the rest (CpuCharge::after). A node placed nowhere costs nothing (the
   /// default). Errors: unknown node or machine, no cost function.
   [[nodiscard]] Status place(const PeerAddr& addr, const std::string& machine, CpuCost cost);
   /// Processor time machine `name` has spent so far (0 for an unknown name).

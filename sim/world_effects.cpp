@@ -10,9 +10,12 @@ namespace apiary::sim {
 void World::execute(std::size_t node, core::Effects effects) {
   Node& n = nodes_[node];
   if (n.machine && handling_ != nullptr && handling_->kind != EventKind::action && handling_->node == node) {
-    // The node spends the event's cost on one core; what it did leaves after that (what
-    // it does later in the same event joins it, in order).
-    const Duration cost = std::max(Duration::zero(), n.cost(*handling_, effects));
+    // The node spends the event's cost on one core; what it did leaves after the part
+    // before it (what it does later in the same event joins it, in order), and the node
+    // stays busy for the rest.
+    const CpuCharge charge = n.cost(*handling_, effects);
+    const Duration before = std::max(Duration::zero(), charge.before);
+    const Duration cost = before + std::max(Duration::zero(), charge.after);
     if (handled_) {
       handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()), std::make_move_iterator(effects.end()));
       n.busy_until += cost;
@@ -29,7 +32,7 @@ void World::execute(std::size_t node, core::Effects effects) {
       machine.busy += cost;
       const std::uint64_t incarnation = n.incarnation;
       handled_ = std::make_shared<core::Effects>(std::move(effects));
-      schedule(now_ + cost, [node, incarnation, held = handled_](World& w) {
+      schedule(now_ + before, [node, incarnation, held = handled_](World& w) {
         const Node& later = w.nodes_[node];
         if (later.state == NodeState::running && later.incarnation == incarnation) w.execute(node, std::move(*held));
       });

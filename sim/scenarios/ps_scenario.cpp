@@ -345,17 +345,20 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     auto m = machine(plans.replicas[r]);
     if (!m) return m.error();
     // A step computed in this event: its gradient, its all-reduce work (and the chief's
-    // loss over the data).
+    // loss over the data). What the event sends leaves first: the step begins once the
+    // last one's exchange is answered (the answers this replica owes the others among
+    // them), and its work holds only what the replica does next.
     auto steps = std::make_shared<std::size_t>(0);
-    auto cost = [messages, p, &run, r, steps, &c, features, own_work](const Event& in, const core::Effects& out) {
-      core::Duration cost = messages(in, out);
+    auto cost = [messages, p, &run, r, steps, &c, features, own_work](const Event& in,
+                                                                      const core::Effects& out) -> CpuCharge {
+      core::Duration step = core::Duration::zero();
       const std::size_t now = run.replicas[r]->steps().size();
       for (std::size_t s = *steps; s < now; ++s) {
-        cost += p.gradient(c.batch, features) + own_work;
-        if (r == 0) cost += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
+        step += p.gradient(c.batch, features) + own_work;
+        if (r == 0) step += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
       }
       *steps = now;
-      return cost;
+      return CpuCharge{messages(in, out), step};
     };
     if (auto st = world.place(run.replica_addrs[r], *m, cost); !st) return st;
   }

@@ -233,6 +233,20 @@ TEST_CASE("nodes on one machine share its cores") {
   }
 }
 
+TEST_CASE("work after an event's effects: its answer leaves at once, and the node's next event waits for the work") {
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  // b answers each request after 1 ms and then works 4 ms more (a replica's next step).
+  REQUIRE(p.world.place(addr_b, "m", [](const apiary::sim::Event& in, const Effects&) -> apiary::sim::CpuCharge {
+    if (in.kind == apiary::sim::EventKind::request) return {1ms, 4ms};
+    return Duration::zero();
+  }).ok());
+  // Requests arrive at 2 ms: answers leave at 3, 8 and 13 (each after the work before it)
+  // and reach a 2 ms later.
+  CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(5ms), TimePoint(10ms), TimePoint(15ms)});
+  CHECK(p.world.busy_time("m") == 15ms);
+}
+
 TEST_CASE("a node killed while it works sends nothing of that work, and placing needs a machine") {
   Pair p;
   REQUIRE(p.world.add_machine("m", 1).ok());

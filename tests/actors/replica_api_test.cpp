@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include <functional>
 #include <future>
 
 #include "actors/ps/shard_actor.hpp"
@@ -126,6 +127,48 @@ actors::GatewayConfig gateway_config(const std::string& backend) {
   return gc;
 }
 
+/// One PS actor serving every shard of `plan` (each shard's values all `first(config)`)
+/// on its own gateway, and one PS replica (apiary::Replica) on another, over `backend`.
+struct PsRig {
+  testing::TestSystem t;
+  std::shared_ptr<actors::Gateway> ps_gw;
+  std::shared_ptr<actors::Gateway> replica_gw;
+  caf::actor ps;
+  std::unique_ptr<Replica> driver;
+
+  PsRig(const std::string& backend, const cps::TrainingPlan& plan,
+        const std::function<float(const cps::ShardConfig&)>& first) {
+    auto pg = actors::Gateway::start(t.sys, gateway_config(backend));
+    auto rg = actors::Gateway::start(t.sys, gateway_config(backend));
+    REQUIRE(pg.ok());
+    REQUIRE(rg.ok());
+    ps_gw = *pg;
+    replica_gw = *rg;
+    std::map<std::string, cps::Shard> shards;
+    for (const auto& s : plan.shards) {
+      auto shard = cps::Shard::create(s.config, std::vector<float>(s.config.layout.size(), first(s.config)));
+      REQUIRE(shard.ok());
+      shards.emplace(s.config.variable, std::move(*shard));
+    }
+    ps = actors::spawn_ps_actor(t.sys, ps_gw, cps::ShardServer(plan.servers.front(), std::move(shards)));
+    ReplicaOptions o;
+    o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
+    auto ps_addr = core::PeerAddr::from_host_port(ps_gw->address());
+    REQUIRE(ps_addr.ok());
+    o.roles.servers = {{plan.servers.front(), *ps_addr}};
+    o.roles.call_timeout = 30000ms;
+    auto d = Replica::start(t.sys, replica_gw, std::move(o));
+    REQUIRE(d.ok());
+    driver = std::move(*d);
+  }
+  ~PsRig() {
+    driver.reset();
+    actors::stop_ps_actor(*ps_gw, ps);
+    replica_gw->stop();
+    ps_gw->stop();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("two replicas of an all-reduce job train identical copies: SGD on the weighted mean gradient",
@@ -195,29 +238,9 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
   INFO("backend " << backend);
   const std::map<std::string, std::size_t> sizes{{"b", 3}, {"w", std::size_t{1} << 20}};
   const auto plan = plan_of(sizes);
-  testing::TestSystem t;
-  auto& sys = t.sys;
-  auto ps_gw = actors::Gateway::start(sys, gateway_config(backend));
-  auto replica_gw = actors::Gateway::start(sys, gateway_config(backend));
-  REQUIRE(ps_gw.ok());
-  REQUIRE(replica_gw.ok());
-  std::map<std::string, cps::Shard> shards;
-  for (const auto& s : plan.shards) {
-    auto shard = cps::Shard::create(s.config, std::vector<float>(s.config.layout.size(), 0.5F));
-    REQUIRE(shard.ok());
-    shards.emplace(s.config.variable, std::move(*shard));
-  }
-  auto ps = actors::spawn_ps_actor(sys, *ps_gw, cps::ShardServer(plan.servers.front(), std::move(shards)));
+  PsRig rig(backend, plan, [](const cps::ShardConfig&) { return 0.5F; });
   {
-    ReplicaOptions o;
-    o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
-    auto ps_addr = core::PeerAddr::from_host_port((*ps_gw)->address());
-    REQUIRE(ps_addr.ok());
-    o.roles.servers = {{plan.servers.front(), *ps_addr}};
-    o.roles.call_timeout = 30000ms;
-    auto driver = Replica::start(sys, *replica_gw, std::move(o));
-    REQUIRE(driver.ok());
-    auto& d = **driver;
+    auto& d = *rig.driver;
     // The first pull fills an empty map: nothing to land in.
     std::map<std::string, std::vector<float>> params;
     REQUIRE(d.pull_into(params).ok());
@@ -241,9 +264,6 @@ TEST_CASE("pull_into receives each whole variable straight into the caller's vec
     CHECK(d.pulls_landed() == 5);
     CHECK(d.leave(10s).ok());
   }
-  actors::stop_ps_actor(**ps_gw, ps);
-  (*replica_gw)->stop();
-  (*ps_gw)->stop();
 }
 
 TEST_CASE("pull_into receives each piece of a variable split along axis 0 straight into its range of the caller's "
@@ -257,31 +277,10 @@ TEST_CASE("pull_into receives each piece of a variable split along axis 0 straig
   const auto plan = split_plan_of({{"w", {w_shape, "4,1"}}, {"m", {m_shape, "1,2"}}});
   const std::size_t w_size = std::size_t{1} << 18;
   const std::size_t m_size = 24;
-  testing::TestSystem t;
-  auto& sys = t.sys;
-  auto ps_gw = actors::Gateway::start(sys, gateway_config(backend));
-  auto replica_gw = actors::Gateway::start(sys, gateway_config(backend));
-  REQUIRE(ps_gw.ok());
-  REQUIRE(replica_gw.ok());
-  std::map<std::string, cps::Shard> shards;
-  for (const auto& s : plan.shards) {
-    // Each piece starts at its own value, so a piece in the wrong range shows.
-    const float first = 0.5F + static_cast<float>(s.config.layout.offset);
-    auto shard = cps::Shard::create(s.config, std::vector<float>(s.config.layout.size(), first));
-    REQUIRE(shard.ok());
-    shards.emplace(s.config.variable, std::move(*shard));
-  }
-  auto ps = actors::spawn_ps_actor(sys, *ps_gw, cps::ShardServer(plan.servers.front(), std::move(shards)));
+  // Each piece starts at its own value, so a piece in the wrong range shows.
+  PsRig rig(backend, plan, [](const cps::ShardConfig& c) { return 0.5F + static_cast<float>(c.layout.offset); });
   {
-    ReplicaOptions o;
-    o.roles.ps = std::make_shared<const cps::TrainingPlan>(plan);
-    auto ps_addr = core::PeerAddr::from_host_port((*ps_gw)->address());
-    REQUIRE(ps_addr.ok());
-    o.roles.servers = {{plan.servers.front(), *ps_addr}};
-    o.roles.call_timeout = 30000ms;
-    auto driver = Replica::start(sys, *replica_gw, std::move(o));
-    REQUIRE(driver.ok());
-    auto& d = **driver;
+    auto& d = *rig.driver;
     auto expected_w = [&](float minus) {
       std::vector<float> out(w_size);
       for (std::size_t i = 0; i < w_size; ++i) out[i] = 0.5F + static_cast<float>(i / (w_size / 4) * (w_size / 16)) - minus;
@@ -310,7 +309,4 @@ TEST_CASE("pull_into receives each piece of a variable split along axis 0 straig
     CHECK(d.pulls_landed() == 12);
     CHECK(d.leave(10s).ok());
   }
-  actors::stop_ps_actor(**ps_gw, ps);
-  (*replica_gw)->stop();
-  (*ps_gw)->stop();
 }

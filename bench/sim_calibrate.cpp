@@ -172,9 +172,14 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   if (!ps) return make_error(ps.error().code, "the PS step could not be measured: {}", ps.error().message);
   p.ps_ns = *ps;
   // The same with w's gradient sparse, on the PS (the demo's data is dense: a batch
-  // touches every row, so the rows sent are w's values). The all-reduced sparse path is
-  // not measured this way: the simulated gather costs more than the real one (every
-  // sparse AllReduce job predicted 11-24% slow), so it is not charged.
+  // touches every row, so the rows sent are w's values), and all-reduced (its touched
+  // rows gathered from every replica and summed).
+  auto sparse_ar = unexplained_ns(p, cs::BuilderKind::all_reduce, {}, features, 0.0, runs, true);
+  if (!sparse_ar) {
+    return make_error(sparse_ar.error().code, "the sparse all-reduce step could not be measured: {}",
+                      sparse_ar.error().message);
+  }
+  p.allreduce_sparse_ns = *sparse_ar;
   auto sparse_ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs, true);
   if (!sparse_ps) {
     return make_error(sparse_ps.error().code, "the sparse PS step could not be measured: {}", sparse_ps.error().message);

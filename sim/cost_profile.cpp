@@ -27,7 +27,7 @@ constexpr Field k_fields[] = {
     {"gradient_call_ns", &CostProfile::gradient_call_ns}, {"loss_ns", &CostProfile::loss_ns},
     {"allreduce_ns", &CostProfile::allreduce_ns},         {"allreduce_fp16_ns", &CostProfile::allreduce_fp16_ns},
     {"allreduce_fp16_ef_ns", &CostProfile::allreduce_fp16_ef_ns}, {"ps_ns", &CostProfile::ps_ns},
-    {"ps_sparse_ns", &CostProfile::ps_sparse_ns},
+    {"ps_sparse_ns", &CostProfile::ps_sparse_ns},         {"allreduce_sparse_ns", &CostProfile::allreduce_sparse_ns},
     {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
     {"secure_byte_ns", &CostProfile::secure_byte_ns},
 };

@@ -34,6 +34,9 @@ struct CostProfile {
   double allreduce_ns = 0.0;
   double allreduce_fp16_ns = 0.0;
   double allreduce_fp16_ef_ns = 0.0;
+  /// The same for an all-reduced variable with sparse gradients, per value of the
+  /// variable (its touched rows found, gathered, summed and applied).
+  double allreduce_sparse_ns = 0.0;
   /// The PS job's wire work per value of the dense PS variables, per replica and step
   /// (the push's and the pull's encoding and decoding at both ends, beyond the
   /// transport's per-byte cost and the shard's sum and update), charged to the replica.

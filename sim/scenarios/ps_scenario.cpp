@@ -334,6 +334,10 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                                                                          : p.allreduce_ns;
       own_work += CostProfile::work(static_cast<double>(t.size), ns);
     }
+    for (const auto& sp : plans.ar->sparse) {
+      own_work += CostProfile::work(static_cast<double>(sp.rows) * static_cast<double>(sp.row_width),
+                                    p.allreduce_sparse_ns);
+    }
   }
   if (plans.ps) {  // the PS shards' wire work (a sparse one's rows: all of them), charged to the replica
     for (const auto& shard : plans.ps->shards) {

@@ -406,6 +406,7 @@ sim::CostProfile round_profile(std::size_t cores) {
   p.allreduce_fp16_ns = 8.0;
   p.allreduce_fp16_ef_ns = 9.0;
   p.secure_byte_ns = 0.5;
+  p.allreduce_sparse_ns = 3.0;
   return p;
 }
 
@@ -421,6 +422,7 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->gradient_ns == 1.0);
   CHECK(back->allreduce_fp16_ns == 8.0);
   CHECK(back->secure_byte_ns == 0.5);
+  CHECK(back->allreduce_sparse_ns == 3.0);
   // Encrypted connections: each byte costs plaintext's and the encryption's.
   const auto encrypted = p.encrypted();
   CHECK(encrypted.byte_ns == 0.75);
@@ -513,4 +515,25 @@ TEST_CASE("with a cost profile an all-reduced step charges each replica its comp
   CHECK(cheap < none);
   // 6 ns more per value: at least the chief's own 6 x 65536 ns more a step.
   CHECK(dear > cheap + 6.0 * 65536 * 1e-6);
+}
+
+TEST_CASE("a sparse all-reduced variable's work is charged to the replicas at the profile's allreduce_sparse_ns",
+          "[sim][ps]") {
+  auto run = [](double sparse_ns) {
+    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::all_reduce);
+    c.features = 16384;
+    c.samples = 64;
+    c.batch = 4;
+    c.sparse_variables = {core::ps::k_logreg_weights};
+    auto p = round_profile(2);
+    p.allreduce_sparse_ns = sparse_ns;
+    c.profile = p;
+    const auto report = check_replays(c);
+    for (const auto& o : report.replicas) CHECK(o.finished);
+    return report;
+  };
+  const auto free = run(0.0), charged = run(50.0);
+  // 16,384 values at 50 ns: 0.82 ms a step more for each of the 4 replicas.
+  CHECK(charged.steps.back().chief_time > free.steps.back().chief_time);
+  CHECK(charged.replicas.front().final_parameters == free.replicas.front().final_parameters);
 }

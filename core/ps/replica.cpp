@@ -16,7 +16,6 @@ const char* phase_name(ReplicaPhase p) {
   }
   return "unknown";
 }
-
 }  // namespace
 
 Result<Replica> Replica::create(std::int32_t id, std::vector<VariablePlan> variables) {
@@ -76,8 +75,8 @@ Status Replica::check_reply(std::size_t shard, const PullReply& reply, bool in_p
   const Planned& v = variables_[it->second.first];
   // A variable's pieces all come in place or all as values.
   const bool others_in_place = in_place_.count(it->second.first) != 0;
-  const bool others_as_values = std::any_of(pulled_.begin(), pulled_.end(), [&](const auto& p) {
-    return where_.at(p.first).first == it->second.first && !others_in_place;
+  const bool others_as_values = !others_in_place && std::any_of(pulled_.begin(), pulled_.end(), [&](const auto& p) {
+    return where_.at(p.first).first == it->second.first;
   });
   if ((in_place && others_as_values) || (!in_place && others_in_place)) {
     return make_error(errc::invalid_argument,

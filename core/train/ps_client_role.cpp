@@ -293,21 +293,24 @@ Status PsClientRole::pull(Effects& out) {
     // A variable held whole whose vector has its size already (every pull after the
     // first) is posted as its answer's landing: the values are received straight into
     // it. Any head lands (it carries the shard's version); the answer's head is checked.
+    // A piece along axis 0 lands in its range of the variable's vector.
+    float* at = nullptr;
+    std::size_t count = 0;
     auto whole = whole_.find(p.shard);
     if (storage != nullptr && whole != whole_.end()) {
       auto mine = storage->storage.find(whole->second);
-      if (mine != storage->storage.end() && !mine->second.empty() &&
+      if (mine != storage->storage.end() &&
           mine->second.size() == config_.plan->shards[p.shard].config.layout.size()) {
-        Landing l;
-        l.zone = Buffer::zone_of(args_.holder(), mine->second.data(), mine->second.size() * sizeof(float));
-        l.any_head = true;
-        c.landings.push_back(std::move(l));
+        at = mine->second.data();
+        count = mine->second.size();
       }
-    } else if (std::vector<float>* into = whole_of(p.shard); into != nullptr && !into->empty()) {
-      // A piece along axis 0 lands in its range of the variable's vector.
-      const Range& range = ranges_.at(p.shard);
+    } else if (std::vector<float>* into = whole_of(p.shard); into != nullptr) {
+      at = into->data() + ranges_.at(p.shard).offset;
+      count = ranges_.at(p.shard).count;
+    }
+    if (at != nullptr && count > 0) {
       Landing l;
-      l.zone = Buffer::zone_of(args_.holder(), into->data() + range.offset, range.count * sizeof(float));
+      l.zone = Buffer::zone_of(args_.holder(), at, count * sizeof(float));
       l.any_head = true;
       c.landings.push_back(std::move(l));
     }

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -111,6 +113,70 @@ Result<double> unexplained_ns(const sim::CostProfile& p, core::strategy::Builder
   return std::max(0.0, (*per_step - known) / (replicas * f) * 1e9);
 }
 
+/// The transport's costs per byte, from bandwidth sessions (processor time, user and
+/// system, of both processes per byte one way; a byte is handled at both ends).
+struct PerByte {
+  double byte_ns = 0;           ///< plaintext, at each end
+  double secure_byte_ns = 0;    ///< what encryption adds at each end
+  double large_message_us = 0;  ///< a rendezvous message's own cost, at each end
+};
+
+/// PerByte from `rounds` rounds of three sessions each, one after the other: 16 MiB
+/// messages plaintext, the same encrypted, and 1 MiB messages plaintext, the same bytes
+/// in all. Each round gives its own three figures, from its own sessions only (encryption:
+/// the encrypted session less the plaintext one; a rendezvous message: a + b s per
+/// message of s bytes solved for a from the two sizes), and each figure is the median
+/// of the rounds. A session's processor time per byte lands anywhere from about 0.7 to
+/// 1.4 times the median here, whatever its length (sessions four times as long spread as
+/// much: something set when a session starts, not noise over time), so the figures come
+/// from many short sessions rather than a few long ones; the rounds keep the sessions
+/// that are subtracted close in time, as the machine also drifts over minutes.
+Result<PerByte> transport_per_byte(transport_bench::SessionPlan plan, int rounds) {
+  plan.rtt_iters = 100;
+  plan.rate_calls = 0;
+  transport_bench::SessionPlan secure = plan;
+  secure.secure = true;
+  transport_bench::SessionPlan small = plan;
+  small.bw_size = std::size_t{1} << 20;
+  small.bw_iters = plan.bw_iters * (plan.bw_size / small.bw_size);
+  const double s1 = static_cast<double>(small.bw_size), s16 = static_cast<double>(plan.bw_size);
+  std::vector<double> plain_ns, secure_ns, large_us;
+  for (int round = 0; round < rounds; ++round) {
+    double cpu_ns[3] = {};
+    const transport_bench::SessionPlan* plans[3] = {&plan, &secure, &small};
+    for (int i = 0; i < 3; ++i) {
+      const auto figures = transport_bench::run_session(*plans[i]);
+      if (!figures.mib_per_s) {
+        return make_error(figures.mib_per_s.error().code, "the transport's {} bandwidth could not be measured: {}",
+                          i == 1 ? "encrypted" : i == 2 ? "1 MiB" : "plaintext", figures.mib_per_s.error().message);
+      }
+      if (figures.bw_cpu_ns_per_byte <= 0) {
+        return make_error(errc::unavailable, "the transport's processor time could not be read (the server's)");
+      }
+      cpu_ns[i] = figures.bw_cpu_ns_per_byte;
+    }
+    plain_ns.push_back(cpu_ns[0] / 2.0);
+    secure_ns.push_back((cpu_ns[1] - cpu_ns[0]) / 2.0);
+    large_us.push_back((cpu_ns[2] - cpu_ns[0]) / (1.0 / s1 - 1.0 / s16) / 2.0 / 1e3);
+  }
+  // The median and quartiles of each figure over the rounds (how far one round is from the
+  // next, printed so that a run on a noisy machine shows it).
+  const auto quartiles = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const auto at = [&v](double q) {
+      const double x = q * static_cast<double>(v.size() - 1);
+      const auto i = static_cast<std::size_t>(x);
+      return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
+    };
+    return std::array<double, 3>{at(0.25), at(0.5), at(0.75)};
+  };
+  const auto plain = quartiles(plain_ns), sealed = quartiles(secure_ns), large = quartiles(large_us);
+  std::printf("transport, %d rounds (median, quartiles): byte_ns %.3f (%.3f-%.3f), secure_byte_ns %.3f (%.3f-%.3f), "
+              "large_message_us %.1f (%.1f-%.1f)\n",
+              rounds, plain[1], plain[0], plain[2], sealed[1], sealed[0], sealed[2], large[1], large[0], large[2]);
+  return PerByte{plain[1], std::max(0.0, sealed[1]), std::max(0.0, large[1])};
+}
+
 }  // namespace
 
 Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t model_features) {
@@ -186,75 +252,30 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   }
   p.ps_sparse_ns = *sparse_ps;
   // The transport between two processes over loopback tcp (plaintext, as a trusted
-  // cluster runs): 64 B round trips, calls/s with 64 in flight, 16 MiB one way.
+  // cluster runs): 64 B round trips and calls/s with 64 in flight here, 16 MiB one way
+  // below.
   transport_bench::SessionPlan plan;
   plan.exe = self_exe;
   plan.rtt_iters = quick ? 500 : 3000;
   plan.rate_calls = quick ? 5000 : 20000;
-  plan.bw_iters = quick ? 8 : 24;
   const auto figures = transport_bench::run_session(plan);
-  if (!figures.rtt || !figures.calls_per_s || !figures.mib_per_s) {
-    const Error e = !figures.rtt ? figures.rtt.error()
-                                 : !figures.calls_per_s ? figures.calls_per_s.error() : figures.mib_per_s.error();
+  if (!figures.rtt || !figures.calls_per_s) {
+    const Error e = !figures.rtt ? figures.rtt.error() : figures.calls_per_s.error();
     return make_error(e.code, "the transport could not be measured: {}", e.message);
   }
-  // The bandwidth runs' processor time per byte, the median of three sessions: one
-  // session's figure moves by tens of percent here, and large_message_us below is a small
-  // difference of two of them (single sessions gave 0 to 262 us).
-  const auto median_bw_cpu = [](transport_bench::SessionPlan bw_plan, double first) {
-    std::vector<double> seen;
-    if (first > 0) seen.push_back(first);
-    bw_plan.rtt_iters = 100;
-    bw_plan.rate_calls = 0;
-    for (int i = 0; i < 2; ++i) {
-      const auto more = transport_bench::run_session(bw_plan);
-      if (more.mib_per_s && more.bw_cpu_ns_per_byte > 0) seen.push_back(more.bw_cpu_ns_per_byte);
-    }
-    if (seen.empty()) return -1.0;
-    std::sort(seen.begin(), seen.end());
-    return seen[seen.size() / 2];
-  };
-  const double bw_cpu_ns = median_bw_cpu(plan, figures.bw_cpu_ns_per_byte);
   // Processor time, user and system, of both processes: a call is a message each way,
-  // each handled at both ends; a byte of the bandwidth run is handled at both ends.
-  // (Without the server's figures: from the rates, the ends working in parallel.)
+  // each handled at both ends. (Without the server's figures: from the rate, the ends
+  // working in parallel.)
   p.message_us = figures.rate_cpu_us_per_call > 0 ? figures.rate_cpu_us_per_call / 4.0
                                                   : 1e6 / (2.0 * *figures.calls_per_s);
-  p.byte_ns = bw_cpu_ns > 0 ? bw_cpu_ns / 2.0 : 1e9 / (*figures.mib_per_s * 1024.0 * 1024.0);
-  // What encryption adds per byte at each end: the same bandwidth runs over encrypted
-  // connections (as apiary's processes run unless --insecure).
-  transport_bench::SessionPlan secure = plan;
-  secure.secure = true;
-  secure.rtt_iters = 100;
-  secure.rate_calls = 0;
-  const auto encrypted = transport_bench::run_session(secure);
-  if (!encrypted.mib_per_s) {
-    return make_error(encrypted.mib_per_s.error().code, "the transport's encrypted bandwidth could not be measured: {}",
-                      encrypted.mib_per_s.error().message);
-  }
-  const double secure_cpu_ns = median_bw_cpu(secure, encrypted.bw_cpu_ns_per_byte);
-  if (secure_cpu_ns > 0 && bw_cpu_ns > 0) p.secure_byte_ns = std::max(0.0, (secure_cpu_ns - bw_cpu_ns) / 2.0);
-  p.latency_us = std::max(0.0, figures.rtt->median_us / 2.0 - 2.0 * p.message_us);
-  // A rendezvous message's own cost: the processor time per byte of 1 MiB messages less
-  // that of 16 MiB ones, the same bytes in all, is a + b s per message of s bytes solved
-  // for a, shared by the two ends.
-  transport_bench::SessionPlan small = plan;
-  small.rtt_iters = 100;
-  small.rate_calls = 0;
-  small.bw_size = std::size_t{1} << 20;
-  small.bw_iters = plan.bw_iters * (plan.bw_size / small.bw_size);
-  const auto mib = transport_bench::run_session(small);
-  if (!mib.mib_per_s) {
-    return make_error(mib.mib_per_s.error().code, "the transport's 1 MiB messages could not be measured: {}",
-                      mib.mib_per_s.error().message);
-  }
+  plan.bw_iters = quick ? 8 : 16;
+  auto per_byte = transport_per_byte(plan, quick ? 2 : 21);
+  if (!per_byte) return per_byte.error();
+  p.byte_ns = per_byte->byte_ns;
+  p.secure_byte_ns = per_byte->secure_byte_ns;
   p.large_message_bytes = static_cast<double>(transport::ucx::k_rndv_threshold_bytes);
-  const double mib_cpu_ns = median_bw_cpu(small, mib.bw_cpu_ns_per_byte);
-  if (bw_cpu_ns > 0 && mib_cpu_ns > 0) {
-    const double s1 = static_cast<double>(small.bw_size), s16 = static_cast<double>(plan.bw_size);
-    const double a_ns = (mib_cpu_ns - bw_cpu_ns) / (1.0 / s1 - 1.0 / s16);
-    p.large_message_us = std::max(0.0, a_ns / 2.0 / 1e3);
-  }
+  p.large_message_us = per_byte->large_message_us;
+  p.latency_us = std::max(0.0, figures.rtt->median_us / 2.0 - 2.0 * p.message_us);
   return p;
 }
 

@@ -7,7 +7,9 @@ time of the predicted best is from the measured best.
 
 The measured step time is the wall time between the chief's consecutive step lines (the
 first interval left out), which is what the simulated chief's step time covers: pull,
-gradient, push, and the chief's full loss in between; the median of --repeats runs. Beside
+gradient, push, and the chief's full loss in between; the median of --repeats runs, run in
+rounds (every candidate once a round) so that a change of the machine over the sitting
+moves every candidate alike, their spread printed beside. Beside
 it, the processor time every process of the job used per step over the same steps (from
 /proc), against the simulated machines' processor time per step. The jobs' connections are
 encrypted, as apiary's are by default, and the search charges the profile's encryption cost
@@ -141,29 +143,39 @@ def main():
           f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
     print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
           f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10}")
-    measured = {}
-    for rank, label, predicted, predicted_cpu in rows:
-        strategy = os.path.join(work, "candidates", f"{rank}.pb")
-        cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
-               str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
-               "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
-        runs, cpus, tail = [], [], ""
-        for _ in range(a.repeats):
-            cmd[cmd.index("--port") + 1] = str(a.port)
+    # Rounds: every candidate runs once a round, in rank order, so that what moves the
+    # machine over the sitting moves every candidate alike; each candidate's median counts.
+    runs = {rank: [] for rank, _, _, _ in rows}
+    failed = {}
+    for round_ in range(a.repeats):
+        for rank, label, _, _ in rows:
+            if rank in failed:
+                continue
+            strategy = os.path.join(work, "candidates", f"{rank}.pb")
+            cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
+                   str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
+                   "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
             ms, cpu_ms, tail = measure(cmd, timeout=600)
             a.port += 64
             if ms is None:
-                break
-            runs.append(ms)
-            cpus.append(cpu_ms)
-        ms = sorted(runs)[len(runs) // 2] if ms is not None else None
-        if ms is None:
-            print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{tail}")
+                failed[rank] = tail
+                continue
+            runs[rank].append((ms, cpu_ms))
+            print(f"  round {round_ + 1}: {label:<36} {ms:>10.2f} ms, CPU {cpu_ms:.2f} ms a step", flush=True)
+    print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
+          f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10} {'runs ms':>20}")
+    measured = {}
+    for rank, label, predicted, predicted_cpu in rows:
+        if rank in failed:
+            print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{failed[rank]}")
             continue
+        times = sorted(ms for ms, _ in runs[rank])
+        ms = times[len(times) // 2]
+        cpu = sorted(c for _, c in runs[rank])[len(times) // 2]
         measured[rank] = ms
-        cpu = sorted(cpus)[len(cpus) // 2]
+        spread = f"{times[0]:.0f}-{times[-1]:.0f}"
         print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f} "
-              f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f}", flush=True)
+              f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f} {spread:>20}", flush=True)
     if not measured:
         sys.exit("no candidate ran")
     ratios = {rank: predicted / measured[rank] for rank, _, predicted, _ in rows if rank in measured}

@@ -141,8 +141,6 @@ def main():
     sparse = ["--sparse", "logreg/w:0"] if a.sparse else []
     print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}, {a.replicas} replicas, batch {a.batch}, "
           f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
-    print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
-          f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10}")
     # Rounds: every candidate runs once a round, in rank order, so that what moves the
     # machine over the sitting moves every candidate alike; each candidate's median counts.
     runs = {rank: [] for rank, _, _, _ in rows}

@@ -46,10 +46,12 @@ def run(cmd, **kw):
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu(root):
+def tree_cpu(root, roles=None):
     """Processor time (s) that `root` and every process under it have used so far (their
-    user and system time in /proc; children they already reaped included)."""
-    parent, cpu = {}, {}
+    user and system time in /proc; children they already reaped included). With `roles` (a
+    dict), each of those processes that has a RANK in its environment (the job's roles: 0
+    the chief, then the other replicas, then the PS devices) also adds its own time there."""
+    parent, cpu, own = {}, {}, {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -61,6 +63,7 @@ def tree_cpu(root):
         parent[int(pid)] = int(fields[1])
         # utime, stime, cutime, cstime
         cpu[int(pid)] = sum(int(x) for x in fields[11:15]) / TICK
+        own[int(pid)] = sum(int(x) for x in fields[11:13]) / TICK
     total = 0.0
     for pid, seconds in cpu.items():
         p = pid
@@ -68,14 +71,23 @@ def tree_cpu(root):
             p = parent[p]
         if p == root:
             total += seconds
+            if roles is not None and pid != root:
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        rank = [e[5:].decode() for e in f.read().split(b"\0") if e.startswith(b"RANK=")]
+                except OSError:
+                    rank = []
+                if rank:
+                    roles[int(rank[0])] = roles.get(int(rank[0]), 0.0) + own[pid]
     return total
 
 
-def measure(cmd, timeout):
+def measure(cmd, timeout, per_process=False):
     """The mean wall time (ms) between the chief's step lines, the first interval left
-    out, and the processor time (ms) all the job's processes used per step over the same
-    steps."""
-    stamps, cpu = [], []
+    out, the processor time (ms) all the job's processes used per step over the same
+    steps, what went wrong (or ""), and with `per_process` each role's processor time (ms)
+    per step over those steps, by RANK."""
+    stamps, cpu, roles = [], [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + timeout
@@ -83,7 +95,8 @@ def measure(cmd, timeout):
         lines.append(line)
         if re.search(r"\bstep \d+ replica 0 version", line):
             stamps.append(time.monotonic())
-            cpu.append(tree_cpu(proc.pid))
+            roles.append({} if per_process else None)
+            cpu.append(tree_cpu(proc.pid, roles[-1]))
         if time.monotonic() > deadline:
             proc.kill()
             break
@@ -91,10 +104,12 @@ def measure(cmd, timeout):
     if rc != 0 or len(stamps) < 3:
         # What went wrong: the error lines (a replica's, the launcher's), not its final values.
         errors = [l for l in lines if re.search(r"apiary ps:|launch:|error|failed", l) and " final " not in l]
-        return None, None, "".join(errors[-20:] or lines[-20:])
+        return None, None, "".join(errors[-20:] or lines[-20:]), {}
     gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
-    cpu_ms = 1000.0 * (cpu[-1] - cpu[1]) / (len(cpu) - 2)
-    return 1000.0 * sum(gaps) / len(gaps), cpu_ms, ""
+    steps = len(cpu) - 2
+    cpu_ms = 1000.0 * (cpu[-1] - cpu[1]) / steps
+    by_role = {r: 1000.0 * (t - roles[1].get(r, 0.0)) / steps for r, t in roles[-1].items()} if per_process else {}
+    return 1000.0 * sum(gaps) / len(gaps), cpu_ms, "", by_role
 
 
 def main():
@@ -108,6 +123,9 @@ def main():
     p.add_argument("--steps", type=int, default=20, help="steps of each measured job")
     p.add_argument("--sim-steps", type=int, default=8, help="steps of each simulated job")
     p.add_argument("--repeats", type=int, default=3, help="measured runs per candidate (their median counts)")
+    p.add_argument("--per-process", action="store_true",
+                   help="print each role's processor time a step (by RANK: 0 the chief, then the replicas, then the PS "
+                        "devices), the median of the runs")
     p.add_argument("--budget", type=int, default=0)
     p.add_argument("--profile", help="a cost profile (default: apiary sim calibrate --features F, here and now)")
     p.add_argument("--insecure", action="store_true",
@@ -145,6 +163,7 @@ def main():
     # Rounds: every candidate runs once a round, in rank order, so that what moves the
     # machine over the sitting moves every candidate alike; each candidate's median counts.
     runs = {rank: [] for rank, _, _, _ in rows}
+    roles = {}
     failed = {}
     for round_ in range(a.repeats):
         for rank, label, _, _ in rows:
@@ -154,12 +173,13 @@ def main():
             cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
                    str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
                    "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
-            ms, cpu_ms, tail = measure(cmd, timeout=600)
+            ms, cpu_ms, tail, by_role = measure(cmd, timeout=600, per_process=a.per_process)
             a.port += 64
             if ms is None:
                 failed[rank] = tail
                 continue
             runs[rank].append((ms, cpu_ms))
+            roles.setdefault(rank, []).append(by_role)
             print(f"  round {round_ + 1}: {label:<36} {ms:>10.2f} ms, CPU {cpu_ms:.2f} ms a step", flush=True)
     print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
           f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10} {'runs ms':>20}")
@@ -175,6 +195,11 @@ def main():
         spread = f"{times[0]:.0f}-{times[-1]:.0f}"
         print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f} "
               f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f} {spread:>20}", flush=True)
+        if a.per_process:
+            seen = sorted({r for by_role in roles[rank] for r in by_role})
+            median = lambda v: sorted(v)[len(v) // 2]
+            print("      processor ms a step by RANK: " + ", ".join(
+                f"{r}: {median([by_role.get(r, 0.0) for by_role in roles[rank]]):.1f}" for r in seen))
     if not measured:
         sys.exit("no candidate ran")
     ratios = {rank: predicted / measured[rank] for rank, _, predicted, _ in rows if rank in measured}

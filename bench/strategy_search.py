@@ -46,6 +46,11 @@ def run(cmd, **kw):
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def median(values):
+    """The middle value (the upper one of an even count), as each candidate's figure."""
+    return sorted(values)[len(values) // 2]
+
+
 def tree_cpu(root, roles=None):
     """Processor time (s) that `root` and every process under it have used so far (their
     user and system time in /proc; children they already reaped included). With `roles` (a
@@ -162,8 +167,7 @@ def main():
           f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
     # Rounds: every candidate runs once a round, in rank order, so that what moves the
     # machine over the sitting moves every candidate alike; each candidate's median counts.
-    runs = {rank: [] for rank, _, _, _ in rows}
-    roles = {}
+    runs = {rank: [] for rank, _, _, _ in rows}  # (ms, CPU ms, CPU ms by RANK) per run
     failed = {}
     for round_ in range(a.repeats):
         for rank, label, _, _ in rows:
@@ -178,8 +182,7 @@ def main():
             if ms is None:
                 failed[rank] = tail
                 continue
-            runs[rank].append((ms, cpu_ms))
-            roles.setdefault(rank, []).append(by_role)
+            runs[rank].append((ms, cpu_ms, by_role))
             print(f"  round {round_ + 1}: {label:<36} {ms:>10.2f} ms, CPU {cpu_ms:.2f} ms a step", flush=True)
     print(f"{'rank':>4}  {'candidate':<36} {'predicted ms':>13} {'measured ms':>12} {'pred/meas':>10} "
           f"{'CPU ms: predicted':>18} {'measured':>9} {'pred/meas':>10} {'runs ms':>20}")
@@ -188,18 +191,16 @@ def main():
         if rank in failed:
             print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {'failed':>12}\n{failed[rank]}")
             continue
-        times = sorted(ms for ms, _ in runs[rank])
-        ms = times[len(times) // 2]
-        cpu = sorted(c for _, c in runs[rank])[len(times) // 2]
+        times = [run_[0] for run_ in runs[rank]]
+        ms, cpu = median(times), median([run_[1] for run_ in runs[rank]])
         measured[rank] = ms
-        spread = f"{times[0]:.0f}-{times[-1]:.0f}"
+        spread = f"{min(times):.0f}-{max(times):.0f}"
         print(f"{rank:>4}  {label:<36} {predicted:>13.2f} {ms:>12.2f} {predicted / ms:>10.2f} "
               f"{predicted_cpu:>18.2f} {cpu:>9.2f} {predicted_cpu / cpu:>10.2f} {spread:>20}", flush=True)
         if a.per_process:
-            seen = sorted({r for by_role in roles[rank] for r in by_role})
-            median = lambda v: sorted(v)[len(v) // 2]
+            seen = sorted({r for _, _, by_role in runs[rank] for r in by_role})
             print("      processor ms a step by RANK: " + ", ".join(
-                f"{r}: {median([by_role.get(r, 0.0) for by_role in roles[rank]]):.1f}" for r in seen))
+                f"{r}: {median([by_role.get(r, 0.0) for _, _, by_role in runs[rank]]):.1f}" for r in seen))
     if not measured:
         sys.exit("no candidate ran")
     ratios = {rank: predicted / measured[rank] for rank, _, predicted, _ in rows if rank in measured}

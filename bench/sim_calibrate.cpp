@@ -258,6 +258,7 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   plan.exe = self_exe;
   plan.rtt_iters = quick ? 500 : 3000;
   plan.rate_calls = quick ? 5000 : 20000;
+  plan.idle = std::chrono::milliseconds(quick ? 500 : 2000);
   const auto figures = transport_bench::run_session(plan);
   if (!figures.rtt || !figures.calls_per_s) {
     const Error e = !figures.rtt ? figures.rtt.error() : figures.calls_per_s.error();
@@ -276,6 +277,14 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   p.large_message_bytes = static_cast<double>(transport::ucx::k_rndv_threshold_bytes);
   p.large_message_us = per_byte->large_message_us;
   p.latency_us = std::max(0.0, figures.rtt->median_us / 2.0 - 2.0 * p.message_us);
+  // An idle process's own processor time a second, and what a lone call costs beyond
+  // four message ends (less both processes' idle time over its round trip): the threads
+  // woken at the two ends that receive, one message each.
+  p.idle_cpu_us_per_s = std::max(0.0, figures.idle_cpu_us_per_s);
+  if (figures.rtt->cpu_us_per_call >= 0) {
+    const double idle_during = 2.0 * p.idle_cpu_us_per_s * figures.rtt->median_us * 1e-6;
+    p.idle_message_us = std::max(0.0, (figures.rtt->cpu_us_per_call - idle_during - 4.0 * p.message_us) / 2.0);
+  }
   return p;
 }
 

@@ -162,7 +162,9 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   plan.rate_in_flight = n.in_flight;
   plan.bw_size = n.bw_size;
   plan.bw_iters = n.bw;
+  plan.idle = std::chrono::milliseconds(o.quick ? 300 : 1000);
   const tb::SessionFigures efd = tb::run_session(plan);
+  plan.idle = std::chrono::milliseconds(0);
   tb::SessionPlan direct_plan = plan;  // the same round trip, roles on the transport-thread host
   direct_plan.direct = true;
   direct_plan.rate_calls = direct_plan.bw_iters = 0;
@@ -261,6 +263,14 @@ bool bench_mode(const std::string& mode, const TransportBenchOptions& o, const C
   if (busy) fmt::print("; busy: {}; busy, transport-thread host: {}", switches_text(busy->rtt),
                        switches_text(busy_direct->rtt));
   fmt::print("\n");
+  const auto cpu_text = [](const Result<tb::RttFigure>& r) {
+    return r && r->cpu_us_per_call >= 0 ? fmt::format("{:.1f} us", r->cpu_us_per_call) : std::string("n/a");
+  };
+  fmt::print("processor time, user and system, of both processes: per 64 B round trip (one call at a time) efd {}, "
+             "transport-thread host {}; per call with {} in flight {}; an idle process {} a second\n",
+             cpu_text(efd.rtt), cpu_text(efd_direct.rtt), n.in_flight,
+             efd.rate_cpu_us_per_call >= 0 ? fmt::format("{:.1f} us", efd.rate_cpu_us_per_call) : std::string("n/a"),
+             efd.idle_cpu_us_per_s >= 0 ? fmt::format("{:.1f} ms", efd.idle_cpu_us_per_s / 1e3) : std::string("n/a"));
   if (sealed && sealed->rtt && efd.rtt)
     fmt::print("encryption adds {:.1f} us to the median 64 B round trip (target: at most 10 us)\n",
                sealed->rtt->median_us - efd.rtt->median_us);

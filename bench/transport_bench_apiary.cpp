@@ -4,10 +4,12 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -147,7 +149,7 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
     out.fail(e);
     return;
   }
-  // Sequential round trips, with the context switches they cost on both sides.
+  // Sequential round trips, with the context switches and processor time they cost on both sides.
   const auto server_before = server_counters(sys, *gw, peer);
   const auto client_before = process_counters();
   auto rtt = echo_rtt(sys, gw, {peer, k_echo_handle, small, 64, plan.rtt_iters, 1}, patience);
@@ -157,8 +159,11 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
     RttFigure f = summarize(std::move(rtt->rtt_us));
     const double n = static_cast<double>(std::max<std::size_t>(f.iters, 1));
     f.client_switches_per_call = static_cast<double>(client_after.voluntary - client_before.voluntary) / n;
-    if (server_before && server_after)
+    if (server_before && server_after) {
       f.server_switches_per_call = static_cast<double>(server_after->voluntary - server_before->voluntary) / n;
+      f.cpu_us_per_call = static_cast<double>(client_after.cpu_us - client_before.cpu_us + server_after->cpu_us -
+                                              server_before->cpu_us) / n;
+    }
     out.rtt = f;
   } else {
     out.rtt = rtt.error();
@@ -206,6 +211,20 @@ void measure(caf::actor_system& sys, const std::shared_ptr<actors::Gateway>& gw,
       }
     } else {
       out.mib_per_s = bw.error();
+    }
+  }
+  // Then both processes, connected, idle: what their threads' polls cost a second.
+  if (plan.idle.count() > 0) {
+    const auto server_idle = server_counters(sys, *gw, peer);
+    const auto client_idle = process_counters();
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(plan.idle);
+    const auto client_woke = process_counters();
+    const auto server_woke = server_counters(sys, *gw, peer);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (server_idle && server_woke) {
+      out.idle_cpu_us_per_s = static_cast<double>(client_woke.cpu_us - client_idle.cpu_us + server_woke->cpu_us -
+                                                  server_idle->cpu_us) / 2.0 / seconds;
     }
   }
 }

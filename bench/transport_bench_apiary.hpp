@@ -120,6 +120,9 @@ struct RttFigure {
   std::size_t iters = 0;
   double client_switches_per_call = 0;  ///< voluntary context switches of the client process
   double server_switches_per_call = -1; ///< same for the server; -1 when it could not be read
+  /// Processor time (user and system) of both processes per round trip: a lone call, each
+  /// process waiting between calls; -1 when the server's could not be read.
+  double cpu_us_per_call = -1;
 };
 
 /// Which figures a session measures, and how the two processes are placed.
@@ -141,6 +144,9 @@ struct SessionPlan {
   std::size_t rate_in_flight = 64;
   std::size_t bw_size = 16u << 20; ///< bytes per payload to the sink
   std::size_t bw_iters = 0;        ///< 0: skip the bandwidth figure
+  /// Connected, both processes left idle this long before the round trips, for their
+  /// processor time a second with nothing to do; 0: skip that figure.
+  std::chrono::milliseconds idle{0};
 };
 
 /// Figures of one session; each one is an error when it could not be measured.
@@ -156,6 +162,8 @@ struct SessionFigures {
   /// per byte of the bandwidth run; -1 when the server's could not be read.
   double rate_cpu_us_per_call = -1;
   double bw_cpu_ns_per_byte = -1;
+  /// Processor time a second of one idle process (the mean of both; SessionPlan::idle); -1 unknown.
+  double idle_cpu_us_per_s = -1;
   std::size_t caf_workers = 0;  ///< CAF scheduler threads of the client
 
   /// Marks every figure as not measured, for `why`.

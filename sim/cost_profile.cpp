@@ -29,7 +29,8 @@ constexpr Field k_fields[] = {
     {"allreduce_fp16_ef_ns", &CostProfile::allreduce_fp16_ef_ns}, {"ps_ns", &CostProfile::ps_ns},
     {"ps_sparse_ns", &CostProfile::ps_sparse_ns},         {"allreduce_sparse_ns", &CostProfile::allreduce_sparse_ns},
     {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
-    {"secure_byte_ns", &CostProfile::secure_byte_ns},
+    {"secure_byte_ns", &CostProfile::secure_byte_ns},     {"idle_message_us", &CostProfile::idle_message_us},
+    {"idle_cpu_us_per_s", &CostProfile::idle_cpu_us_per_s},
 };
 
 }  // namespace

@@ -53,6 +53,12 @@ struct CostProfile {
   /// the default of apiary's connections; byte_ns is plaintext's), from bandwidth runs
   /// of both kinds.
   double secure_byte_ns = 0.0;
+  /// Processor time a message costs beyond message_us when it reaches a process with
+  /// nothing to do (its threads asleep, woken one after another: the transport's, the
+  /// actor's), at that end; from lone round trips beside calls 64 in flight.
+  double idle_message_us = 0.0;
+  /// Processor time a second of a process with nothing to do (its threads' timed polls).
+  double idle_cpu_us_per_s = 0.0;
 
   /// This profile for encrypted connections: byte_ns + secure_byte_ns per byte.
   [[nodiscard]] CostProfile encrypted() const;

@@ -44,6 +44,9 @@ struct Event {
   bool stream = false;           ///< the event belongs to a streaming call
   bool last = false;             ///< stream: the sender's direction ends with this message
   core::Duration timeout{};      ///< stream request: the call's timeout (the callee's side too)
+  /// Set by the World as a placed node handles it: the node had nothing to do when it
+  /// came (its threads asleep, to be woken), for the node's CpuCost.
+  bool woke = false;
   std::function<void(World&)> action;          ///< action: what to run
 };
 

@@ -1,6 +1,8 @@
 #include "sim/world.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -83,6 +85,52 @@ Status World::place(const PeerAddr& addr, const std::string& machine, CpuCost co
   }
   return make_error(errc::not_found, "expected a machine named '{}' (add_machine) to place '{}' on, got none", machine,
                     addr);
+}
+
+Status World::set_idle_load(const PeerAddr& addr, Duration per_second) {
+  auto idx = index_of(addr);
+  if (!idx) return idx.error();
+  if (!nodes_[*idx].machine) {
+    return make_error(errc::invalid_argument, "expected '{}' placed on a machine (place) before its idle load, got "
+                      "none", addr);
+  }
+  if (per_second < Duration::zero()) {
+    return make_error(errc::invalid_argument, "expected an idle load >= 0 for '{}', got {} ns a second", addr,
+                      per_second.count());
+  }
+  nodes_[*idx].idle_load = per_second;
+  idle_loads_ = idle_loads_ || per_second > Duration::zero();
+  arm_idle_tick();
+  return ok_status();
+}
+
+void World::arm_idle_tick() {
+  if (!idle_loads_ || idle_ticking_) return;
+  idle_ticking_ = true;
+  schedule(now_ + k_idle_tick, [](World& w) {
+    w.idle_ticking_ = false;
+    w.charge_idle_loads();
+  });
+}
+
+void World::charge_idle_loads() {
+  constexpr double share = std::chrono::duration<double>(k_idle_tick).count();  // of a second
+  for (Node& n : nodes_) {
+    if (!n.machine || n.state != NodeState::running || n.idle_load <= Duration::zero()) continue;
+    charge_aside(n, Duration(static_cast<Duration::rep>(std::llround(static_cast<double>(n.idle_load.count()) * share))));
+  }
+  // Only while anything else is queued: a world with nothing left to do stops (a later
+  // event queues the next charge again).
+  if (queued() > 0) arm_idle_tick();
+}
+
+void World::charge_aside(Node& n, Duration work) {
+  if (!n.machine || work <= Duration::zero()) return;
+  Machine& machine = machines_[*n.machine];
+  auto core = std::min_element(machine.cores.begin(), machine.cores.end());
+  *core = std::max(*core, now_) + work;
+  machine.busy += work;
+  n.busy += work;
 }
 
 Duration World::node_busy_time(const PeerAddr& addr) const {
@@ -175,6 +223,7 @@ void World::push(Event event) {
   const Event& parked = slots_[slot];
   queue_.push_back(Due{parked.at, parked.seq, slot});
   std::push_heap(queue_.begin(), queue_.end());
+  arm_idle_tick();
 }
 
 void World::push_deadline(Duration timeout, std::size_t node, std::size_t peer, core::CallId call,
@@ -256,6 +305,10 @@ bool World::step() {
     event.at = *ready;
     push(std::move(event));
     return true;
+  }
+  if (event.kind != EventKind::action && event.kind != EventKind::kill) {
+    const Node& node = nodes_[event.node];
+    event.woke = node.machine.has_value() && node.busy_until < now_;
   }
   handling_ = &event;
   process(event);

@@ -49,12 +49,16 @@ struct WorldStats {
 /// makes them: reading the request, answering it), and `after` (work the event starts
 /// that nothing it sends waits for: a replica's next training step after it answered or
 /// sent what its last step owed). The node and its core are busy for both.
+/// `aside` is work of the node's process on other threads that neither the node nor its
+/// effects wait for (its threads woken, and their polls before they sleep again): it
+/// holds the machine's earliest free core, not the node.
 struct CpuCharge {
   Duration before{};
   Duration after{};
+  Duration aside{};
   CpuCharge() = default;
   CpuCharge(Duration b) : before(b) {}  // NOLINT: a plain duration is all `before`
-  CpuCharge(Duration b, Duration a) : before(b), after(a) {}
+  CpuCharge(Duration b, Duration a, Duration s = Duration::zero()) : before(b), after(a), aside(s) {}
 };
 
 /// What handling one event costs a node in processor time: `in` is the event (its
@@ -113,6 +117,11 @@ class World {
   /// node and its core stay busy for the rest (CpuCharge::after). A node placed nowhere costs nothing (the
   /// default). Errors: unknown node or machine, no cost function.
   [[nodiscard]] Status place(const PeerAddr& addr, const std::string& machine, CpuCost cost);
+  /// Node `addr`'s process also spends `per_second` of processor time a second while it
+  /// runs, whatever it does (its threads' timed polls): charged every k_idle_tick to the
+  /// node and to its machine's earliest free core (it occupies a core, not the node).
+  /// Errors: unknown or unplaced node, a negative load.
+  [[nodiscard]] Status set_idle_load(const PeerAddr& addr, Duration per_second);
   /// Processor time machine `name` has spent so far (0 for an unknown name).
   [[nodiscard]] Duration busy_time(const std::string& name) const;
   /// Processor time node `addr` has been charged so far (0 for an unknown or unplaced node).
@@ -178,6 +187,7 @@ class World {
     CpuCost cost;                        ///< place(): what each event costs it
     TimePoint busy_until{};              ///< it handles its next event from then
     Duration busy{};                     ///< processor time charged to it
+    Duration idle_load{};                ///< set_idle_load(): processor time a second whatever it does
     std::uint64_t incarnation = 0;       ///< grows with each crash: its delayed effects are then dropped
   };
   /// A machine's processors (place()).
@@ -267,6 +277,18 @@ class World {
   absl::flat_hash_map<PeerAddr, std::size_t, std::hash<PeerAddr>> by_addr_;
   std::optional<Duration> peer_down_after_;
   std::vector<Machine> machines_;
+  /// set_idle_load(): how often the idle loads are charged, and whether a charge is queued.
+  static constexpr Duration k_idle_tick = std::chrono::milliseconds(10);
+  bool idle_loads_ = false;    ///< some node has one
+  bool idle_ticking_ = false;  ///< the next charge is queued
+  /// Spends `work` of node `n`'s process on its machine's earliest free core (from now,
+  /// or once that core is free), not holding the node (CpuCharge::aside, idle loads).
+  void charge_aside(Node& n, Duration work);
+  /// Queues the next charge of the idle loads, k_idle_tick from now (once).
+  void arm_idle_tick();
+  /// Charges every running node's idle load for the last k_idle_tick, and queues the
+  /// next charge while anything else is queued.
+  void charge_idle_loads();
   const Event* handling_ = nullptr;  ///< the event being processed (its node's effects are charged)
   std::shared_ptr<core::Effects> handled_;  ///< its node's effects, leaving once its cost has passed
 };

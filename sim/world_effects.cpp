@@ -21,6 +21,7 @@ void World::execute(std::size_t node, core::Effects effects) {
       n.busy_until += cost;
       n.busy += cost;
       machines_[*n.machine].busy += cost;
+      charge_aside(n, charge.aside);
       return;
     }
     if (cost > Duration::zero()) {
@@ -30,6 +31,7 @@ void World::execute(std::size_t node, core::Effects effects) {
       n.busy_until = now_ + cost;
       n.busy += cost;
       machine.busy += cost;
+      charge_aside(n, charge.aside);
       const std::uint64_t incarnation = n.incarnation;
       handled_ = std::make_shared<core::Effects>(std::move(effects));
       schedule(now_ + before, [node, incarnation, held = handled_](World& w) {
@@ -38,6 +40,7 @@ void World::execute(std::size_t node, core::Effects effects) {
       });
       return;
     }
+    charge_aside(n, charge.aside);
   }
   for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) {

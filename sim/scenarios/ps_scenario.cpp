@@ -287,13 +287,23 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     }
     return m;
   };
-  // Messages: each one received and sent costs its processor time at this end.
+  // Messages: each one received and sent costs its processor time at this end, and one
+  // that comes to a node with nothing to do the waking of its threads (aside: the
+  // message waits for none of it beyond the link's latency, which has it).
   auto messages = [p](const Event& in, const core::Effects& out) {
     const Sent sent = sent_by(out, static_cast<std::size_t>(p.large_message_bytes));
     const bool received = in.kind == EventKind::request || in.kind == EventKind::response ||
                           in.kind == EventKind::call_message || in.kind == EventKind::reply_message;
-    core::Duration cost = received ? p.message(in.payload.ok() ? in.payload->size() : 0) : core::Duration::zero();
-    return cost + p.sending(sent);
+    CpuCharge charge(received ? p.message(in.payload.ok() ? in.payload->size() : 0) : core::Duration::zero());
+    charge.before += p.sending(sent);
+    if (received && in.woke) charge.aside = CostProfile::work(1.0, p.idle_message_us * 1e3);
+    return charge;
+  };
+  // Each PS and replica process (a proxy lives in its replica's) spends its idle load.
+  const core::Duration idle_load = CostProfile::work(1.0, p.idle_cpu_us_per_s * 1e3);
+  auto place = [&world, idle_load](const core::PeerAddr& addr, const std::string& m, CpuCost cost) -> Status {
+    if (auto st = world.place(addr, m, std::move(cost)); !st) return st;
+    return world.set_idle_load(addr, idle_load);
   };
   if (plans.ps) {
     for (std::size_t i = 0; i < plans.ps->servers.size(); ++i) {
@@ -302,7 +312,7 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
       // The step's work: each update applied since the last event, over its shard.
       auto seen = std::make_shared<std::map<std::string, std::int64_t>>();
       auto cost = [messages, p, &run, i, seen](const Event& in, const core::Effects& out) {
-        core::Duration cost = messages(in, out);
+        CpuCharge cost = messages(in, out);
         const auto& server = run.servers[i]->role();
         for (auto id : run.plan->shards_on(run.plan->servers[i])) {
           const auto& config = run.plan->shards[id].config;
@@ -315,12 +325,12 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
           if (updates <= 0) continue;
           const double values = static_cast<double>(config.layout.size());
           const double update = config.optimizer.kind == cps::OptimizerKind::adam ? p.adam_ns : p.sgd_ns;
-          cost += CostProfile::work(
+          cost.before += CostProfile::work(
               updates * values, update + p.sum_ns * static_cast<double>(config.replica_hosts.size()));
         }
         return cost;
       };
-      if (auto st = world.place(run.server_addrs[i], *m, cost); !st) return st;
+      if (auto st = place(run.server_addrs[i], *m, cost); !st) return st;
     }
   }
   const std::size_t features = c.features;
@@ -362,9 +372,11 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
         if (r == 0) step += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
       }
       *steps = now;
-      return CpuCharge{messages(in, out), step};
+      CpuCharge charge = messages(in, out);
+      charge.after += step;
+      return charge;
     };
-    if (auto st = world.place(run.replica_addrs[r], *m, cost); !st) return st;
+    if (auto st = place(run.replica_addrs[r], *m, cost); !st) return st;
   }
   for (std::size_t i = 0; i < run.proxy_addrs.size(); ++i) {
     auto m = machine(run.proxy_reports[i].node);

@@ -423,6 +423,14 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->allreduce_fp16_ns == 8.0);
   CHECK(back->secure_byte_ns == 0.5);
   CHECK(back->allreduce_sparse_ns == 3.0);
+  CHECK(back->idle_message_us == 0.0);
+  auto idle = p;
+  idle.idle_message_us = 40;
+  idle.idle_cpu_us_per_s = 12000;
+  auto idle_back = sim::parse_cost_profile(sim::to_json(idle), "p.json");
+  REQUIRE(idle_back.ok());
+  CHECK(idle_back->idle_message_us == 40);
+  CHECK(idle_back->idle_cpu_us_per_s == 12000);
   // Encrypted connections: each byte costs plaintext's and the encryption's.
   const auto encrypted = p.encrypted();
   CHECK(encrypted.byte_ns == 0.75);
@@ -536,4 +544,34 @@ TEST_CASE("a sparse all-reduced variable's work is charged to the replicas at th
   // 16,384 values at 50 ns: 0.82 ms a step more for each of the 4 replicas.
   CHECK(charged.steps.back().chief_time > free.steps.back().chief_time);
   CHECK(charged.replicas.front().final_parameters == free.replicas.front().final_parameters);
+}
+
+TEST_CASE("a profile's idle costs: each process's load a second, and the wake-ups of a message that finds its node "
+          "idle, charged as processor time beside the work", "[sim][ps]") {
+  auto run = [](double idle_message_us, double idle_cpu_us_per_s) {
+    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::partitioned_ps);
+    c.features = 16384;
+    c.samples = 64;
+    c.batch = 4;
+    auto p = round_profile(2);
+    p.idle_message_us = idle_message_us;
+    p.idle_cpu_us_per_s = idle_cpu_us_per_s;
+    c.profile = p;
+    const auto report = check_replays(c);
+    for (const auto& o : report.replicas) CHECK(o.finished);
+    return report;
+  };
+  const auto free = run(0, 0), woken = run(50, 0), loaded = run(0, 20000);
+  // Each replica's pull and push answers come to it idle, waiting for them: at least 2
+  // x 50 us each a step more.
+  const double steps = static_cast<double>(free.steps.size()), nodes = static_cast<double>(
+                                                                     free.replicas.size() + free.servers.size());
+  CHECK(core::to_seconds(woken.cpu - free.cpu) >= steps * static_cast<double>(free.replicas.size()) * 2 * 50e-6);
+  // 2% of a core for each process, over the run (charged every 10 ms: the last part of
+  // one may not be).
+  CHECK(core::to_seconds(loaded.cpu - free.cpu) >= 0.02 * nodes * (core::to_seconds(free.virtual_time) - 0.01));
+  for (const auto* r : {&woken, &loaded}) {
+    CHECK(r->replicas.front().final_parameters == free.replicas.front().final_parameters);
+    CHECK(r->steps.back().chief_time >= free.steps.back().chief_time);  // the cores shared with them
+  }
 }

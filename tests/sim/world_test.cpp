@@ -263,3 +263,60 @@ TEST_CASE("a node killed while it works sends nothing of that work, and placing 
   CHECK(p.world.place(addr_a, "nowhere", request_costs()).error().code == errc::not_found);
   CHECK(p.world.place(addr_a, "m", nullptr).error().code == errc::invalid_argument);
 }
+
+TEST_CASE("work aside holds a core, not the node: the node's next event need not wait for it") {
+  // b answers each request after 1 ms, then spends 4 ms aside (its threads' wake-ups).
+  const auto aside_costs = [](const apiary::sim::Event& in, const Effects&) -> apiary::sim::CpuCharge {
+    if (in.kind == apiary::sim::EventKind::request) return {1ms, 0ms, 4ms};
+    return Duration::zero();
+  };
+  SECTION("one core: the work aside comes before the next request, as work after would") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1).ok());
+    REQUIRE(p.world.place(addr_b, "m", aside_costs).ok());
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(5ms), TimePoint(10ms), TimePoint(15ms)});
+    CHECK(p.world.busy_time("m") == 15ms);
+    CHECK(p.world.node_busy_time(addr_b) == 15ms);
+  }
+  SECTION("two cores: the next request takes the other core") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 2).ok());
+    REQUIRE(p.world.place(addr_b, "m", aside_costs).ok());
+    // Answers leave at 3 and 4 (1 ms each, the 4 ms aside on the other core), and at 7,
+    // when a core is free again.
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(5ms), TimePoint(6ms), TimePoint(9ms)});
+    CHECK(p.world.busy_time("m") == 15ms);
+  }
+}
+
+TEST_CASE("an event that finds its placed node with nothing to do is marked woke") {
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  std::vector<bool> woke;
+  REQUIRE(p.world.place(addr_b, "m", [&woke](const apiary::sim::Event& in, const Effects&) -> apiary::sim::CpuCharge {
+    if (in.kind != apiary::sim::EventKind::request) return Duration::zero();
+    woke.push_back(in.woke);
+    return Duration(5ms);
+  }).ok());
+  // Three requests at 2 ms: the first finds b idle, the others wait for it.
+  (void)outcome_times(p);
+  CHECK(woke == std::vector<bool>{true, false, false});
+}
+
+TEST_CASE("a node's idle load is charged every 10 ms while it runs and the world has work queued") {
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  REQUIRE(p.world.place(addr_b, "m", [](const apiary::sim::Event&, const Effects&) { return Duration::zero(); }).ok());
+  CHECK(p.world.set_idle_load(addr_a, 100ms).error().code == errc::invalid_argument);  // not placed
+  CHECK(p.world.set_idle_load(addr_b, -1ms).error().code == errc::invalid_argument);
+  CHECK(p.world.set_idle_load(apiary::test::test_addr(9), 1ms).error().code == errc::not_found);
+  REQUIRE(p.world.set_idle_load(addr_b, 100ms).ok());  // a tenth of a core
+  // a's calls keep the world busy until their deadlines at 1 s: 100 charges of 1 ms.
+  (void)outcome_times(p);
+  CHECK(p.world.node_busy_time(addr_b) == 100ms);
+  CHECK(p.world.busy_time("m") == 100ms);
+  // With nothing left to do the world stops charging, and its clock stops with it.
+  p.world.run_until(TimePoint(5s));
+  CHECK(p.world.node_busy_time(addr_b) == 100ms);
+  CHECK(p.world.queued() == 0);
+}

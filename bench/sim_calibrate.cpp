@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -59,58 +62,110 @@ double shard_step_seconds(std::size_t n, std::int32_t replicas, cps::OptimizerKi
   });
 }
 
-/// Seconds of one step of a simulated job of four replicas and `features` values with
-/// `kind`'s strategy run in this process without a cost profile, so its time is the
-/// processes' real work (gradients, the chief's loss, pushes and pulls or the
-/// synchronizers and the collective, sums, updates): the difference of a long and a
-/// short run, which leaves the set-up out.
-Result<double> simulated_step_seconds(core::strategy::BuilderKind kind, const core::strategy::BuilderOptions& options,
-                                      std::size_t features, std::size_t samples, std::size_t batch, bool sparse,
-                                      int runs) {
+/// One simulated job whose work per value the profile takes as what its gradients,
+/// loss and shard updates do not explain: four replicas of `features` values, 4 samples,
+/// batch 1, run in this process without a cost profile, so its time is the processes'
+/// real work (pushes and pulls or the synchronizers and the collective, encodings, sums,
+/// copies, updates).
+struct StepJob {
+  const char* name;
+  double sim::CostProfile::*field;
+  core::strategy::BuilderKind kind;
+  core::strategy::BuilderOptions options;
+  bool sparse = false;  ///< w's gradient sparse: the rows a batch touches
+  bool shard = false;   ///< a PS job: one shard's sum of four pushes and update a step
+};
+constexpr std::size_t k_job_samples = 4, k_job_batch = 1, k_job_replicas = 4;
+
+Result<sim::scenarios::PsScenarioConfig> job_config(const StepJob& job, std::size_t features) {
   namespace cs = core::strategy;
   auto spec = cs::parse_resource_spec("nodes:\n  - address: localhost\n    cpus: [0, 1, 2, 3]\n", "calibration");
   if (!spec) return spec.error();
   auto item = cps::logistic_graph_item(features);
-  if (sparse) {  // w's gradient as the rows a batch touches
+  if (job.sparse) {
     item.variables[0].sparse = true;
     item.grad_target_pairs = {{"g/w/indices:0;g/w/values:0;g/w/shape:0", cps::k_logreg_weights},
                               {"gradients/logreg/b_grad:0", cps::k_logreg_bias}};
   }
-  auto strategy = cs::build_strategy(kind, options, item, *spec, "calibration");
+  auto strategy = cs::build_strategy(job.kind, job.options, item, *spec, "calibration");
   if (!strategy) return strategy.error();
   sim::scenarios::PsScenarioConfig c;
   c.strategy = std::move(*strategy);
   c.features = features;
-  c.samples = samples;
-  c.batch = batch;
-  if (sparse) c.sparse_variables = {cps::k_logreg_weights};
-  Status ran = ok_status();
-  const auto seconds = [&](std::int64_t steps) {
-    c.steps = steps;
-    return best_of(runs, [&] {
-      auto report = sim::scenarios::run_ps_scenario(c);
-      if (!report) ran = report.error();
-    });
-  };
-  const std::int64_t few = 2, many = 6;
-  const double per_step = (seconds(many) - seconds(few)) / static_cast<double>(many - few);
-  if (!ran) return ran.error();
-  return per_step;
+  c.samples = k_job_samples;
+  c.batch = k_job_batch;
+  if (job.sparse) c.sparse_variables = {cps::k_logreg_weights};
+  return c;
 }
 
-/// What the profile does not charge yet of a simulated step of four replicas over
-/// `features` values (simulated_step_seconds less the gradients, the loss and `known`),
-/// per value, replica and step, in ns.
-Result<double> unexplained_ns(const sim::CostProfile& p, core::strategy::BuilderKind kind,
-                              const core::strategy::BuilderOptions& options, std::size_t features, double known,
-                              int runs, bool sparse = false) {
-  const std::size_t samples = 4, batch = 1;
-  auto per_step = simulated_step_seconds(kind, options, features, samples, batch, sparse, runs);
-  if (!per_step) return per_step.error();
-  const double replicas = 4.0, f = static_cast<double>(features);
-  known += replicas * std::chrono::duration<double>(p.gradient(batch, features)).count() +
-           static_cast<double>(samples) * f * p.loss_ns * 1e-9;
-  return std::max(0.0, (*per_step - known) / (replicas * f) * 1e9);
+/// Seconds of one run of `c` for `steps` steps.
+Result<double> run_seconds(sim::scenarios::PsScenarioConfig c, std::int64_t steps) {
+  c.steps = steps;
+  const auto begin = Clock::now();
+  auto report = sim::scenarios::run_ps_scenario(c);
+  if (!report) return report.error();
+  return std::chrono::duration<double>(Clock::now() - begin).count();
+}
+
+/// The median and quartiles of `v` (not empty).
+std::array<double, 3> quartiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto at = [&v](double q) {
+    const double x = q * static_cast<double>(v.size() - 1);
+    const auto i = static_cast<std::size_t>(x);
+    return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
+  };
+  return {at(0.25), at(0.5), at(0.75)};
+}
+
+/// Each job's work per value, replica and step (ns) that its gradients, loss and shard
+/// do not explain, as the median of `rounds` rounds. A round measures the gradient of a
+/// batch of one, the loss over the samples and the shard's step, then runs each job for 2
+/// and for `many` steps (the difference leaves the set-up out): a job's step is a few
+/// milliseconds of work less a larger known part, so the rounds keep what is subtracted
+/// close in time to what it is subtracted from (the machine drifts over minutes), and
+/// the median of single runs is steadier than the difference of two best runs.
+Result<std::vector<double>> unexplained_ns(const std::vector<StepJob>& jobs, std::size_t features, int rounds,
+                                           std::int64_t many) {
+  std::vector<sim::scenarios::PsScenarioConfig> configs;
+  for (const auto& job : jobs) {
+    auto c = job_config(job, features);
+    if (!c) return make_error(c.error().code, "the {} job could not be made: {}", job.name, c.error().message);
+    configs.push_back(std::move(*c));
+  }
+  const auto data = cps::make_logistic_data(k_job_samples, features, 1);
+  const auto params = cps::logistic_initial(features);
+  const auto indices = cps::logistic_batch(data, 1, 0, 0, k_job_batch);
+  std::map<std::string, std::vector<float>> grads;
+  const double f = static_cast<double>(features), replicas = static_cast<double>(k_job_replicas);
+  std::vector<std::vector<double>> ns(jobs.size());
+  const std::int64_t few = 2;
+  for (int round = 0; round < rounds; ++round) {
+    const double gradient = best_of(2, [&] { (void)cps::logistic_loss(data, indices, params, &grads); });
+    const double loss = best_of(2, [&] { (void)cps::logistic_full_loss(data, params); });
+    const double shard = shard_step_seconds(features, static_cast<std::int32_t>(k_job_replicas),
+                                            cps::OptimizerKind::sgd, 2);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      auto short_run = run_seconds(configs[j], few);
+      auto long_run = short_run ? run_seconds(configs[j], many) : short_run;
+      if (!long_run) {
+        return make_error(long_run.error().code, "the {} step could not be measured: {}", jobs[j].name,
+                          long_run.error().message);
+      }
+      const double per_step = (*long_run - *short_run) / static_cast<double>(many - few);
+      const double known = replicas * gradient + loss + (jobs[j].shard ? shard : 0.0);
+      ns[j].push_back((per_step - known) / (replicas * f) * 1e9);
+    }
+  }
+  std::vector<double> out;
+  std::string line = fmt::format("step work, {} rounds (median, quartiles):", rounds);
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const auto q = quartiles(ns[j]);
+    line += fmt::format("{} {} {:.2f} ({:.2f}-{:.2f})", j == 0 ? "" : ",", jobs[j].name, q[1], q[0], q[2]);
+    out.push_back(std::max(0.0, q[1]));
+  }
+  std::printf("%s\n", line.c_str());
+  return out;
 }
 
 /// The transport's costs per byte, from bandwidth sessions (processor time, user and
@@ -161,15 +216,6 @@ Result<PerByte> transport_per_byte(transport_bench::SessionPlan plan, int rounds
   }
   // The median and quartiles of each figure over the rounds (how far one round is from the
   // next, printed so that a run on a noisy machine shows it).
-  const auto quartiles = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const auto at = [&v](double q) {
-      const double x = q * static_cast<double>(v.size() - 1);
-      const auto i = static_cast<std::size_t>(x);
-      return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
-    };
-    return std::array<double, 3>{at(0.25), at(0.5), at(0.75)};
-  };
   const auto plain = quartiles(plain_ns), sealed = quartiles(secure_ns), large = quartiles(large_us);
   std::printf("transport, %d rounds (median, quartiles): byte_ns %.3f (%.3f-%.3f), secure_byte_ns %.3f (%.3f-%.3f), "
               "large_message_us %.1f (%.1f-%.1f)\n",
@@ -221,36 +267,32 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   p.loss_ns = best_of(runs, [&] { (void)cps::logistic_full_loss(data, params); }) /
               (static_cast<double>(samples) * f) * 1e9;
   // A replica's own all-reduce work per value, by compressor; the PS job's wire work per
-  // value beyond the shard's sum and update (one shard, SGD, four pushes a step).
+  // value beyond the shard's sum and update (one shard, SGD, four pushes a step); the same
+  // with w's gradient sparse, on the PS (the demo's data is dense: a batch touches every
+  // row, so the rows sent are w's values), and all-reduced (its touched rows gathered from
+  // every replica and summed).
   namespace cs = core::strategy;
-  for (auto [compressor, field] :
-       {std::pair{pb::autodist::AllReduceSynchronizer::NoneCompressor, &sim::CostProfile::allreduce_ns},
-        std::pair{pb::autodist::AllReduceSynchronizer::HorovodCompressor, &sim::CostProfile::allreduce_fp16_ns},
-        std::pair{pb::autodist::AllReduceSynchronizer::HorovodCompressorEF, &sim::CostProfile::allreduce_fp16_ef_ns}}) {
+  const auto compressed = [](cs::ArCompressor compressor) {
     cs::BuilderOptions options;
     options.compressor = compressor;
-    auto ns = unexplained_ns(p, cs::BuilderKind::all_reduce, options, features, 0.0, runs);
-    if (!ns) return make_error(ns.error().code, "the all-reduce step could not be measured: {}", ns.error().message);
-    p.*field = *ns;
-  }
-  const double shard_work = static_cast<double>(features) * (p.sgd_ns + 4.0 * p.sum_ns) * 1e-9;
-  auto ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs);
-  if (!ps) return make_error(ps.error().code, "the PS step could not be measured: {}", ps.error().message);
-  p.ps_ns = *ps;
-  // The same with w's gradient sparse, on the PS (the demo's data is dense: a batch
-  // touches every row, so the rows sent are w's values), and all-reduced (its touched
-  // rows gathered from every replica and summed).
-  auto sparse_ar = unexplained_ns(p, cs::BuilderKind::all_reduce, {}, features, 0.0, runs, true);
-  if (!sparse_ar) {
-    return make_error(sparse_ar.error().code, "the sparse all-reduce step could not be measured: {}",
-                      sparse_ar.error().message);
-  }
-  p.allreduce_sparse_ns = *sparse_ar;
-  auto sparse_ps = unexplained_ns(p, cs::BuilderKind::ps, {}, features, shard_work, runs, true);
-  if (!sparse_ps) {
-    return make_error(sparse_ps.error().code, "the sparse PS step could not be measured: {}", sparse_ps.error().message);
-  }
-  p.ps_sparse_ns = *sparse_ps;
+    return options;
+  };
+  using Ar = pb::autodist::AllReduceSynchronizer;
+  const std::vector<StepJob> jobs = {
+      {"allreduce_ns", &sim::CostProfile::allreduce_ns, cs::BuilderKind::all_reduce, {}},
+      {"allreduce_fp16_ns", &sim::CostProfile::allreduce_fp16_ns, cs::BuilderKind::all_reduce,
+       compressed(Ar::HorovodCompressor)},
+      {"allreduce_fp16_ef_ns", &sim::CostProfile::allreduce_fp16_ef_ns, cs::BuilderKind::all_reduce,
+       compressed(Ar::HorovodCompressorEF)},
+      {"ps_ns", &sim::CostProfile::ps_ns, cs::BuilderKind::ps, {}, false, true},
+      {"allreduce_sparse_ns", &sim::CostProfile::allreduce_sparse_ns, cs::BuilderKind::all_reduce, {}, true},
+      {"ps_sparse_ns", &sim::CostProfile::ps_sparse_ns, cs::BuilderKind::ps, {}, true, true},
+  };
+  // Small models: more rounds of longer runs (a step of a few tens of milliseconds).
+  auto work = quick ? unexplained_ns(jobs, features, 2, 6) : runs == 2 ? unexplained_ns(jobs, features, 3, 6)
+                                                                      : unexplained_ns(jobs, features, 7, 10);
+  if (!work) return work.error();
+  for (std::size_t j = 0; j < jobs.size(); ++j) p.*(jobs[j].field) = (*work)[j];
   // The transport between two processes over loopback tcp (plaintext, as a trusted
   // cluster runs): 64 B round trips and calls/s with 64 in flight here, 16 MiB one way
   // below.

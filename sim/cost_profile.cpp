@@ -60,7 +60,7 @@ core::Duration CostProfile::work(double count, double ns_each) {
   return core::Duration(static_cast<core::Duration::rep>(std::llround(count * ns_each)));
 }
 
-Sent sent_by(const core::Effects& effects, std::size_t large_bytes) {
+Sent sent_by(const core::Effects& effects, std::size_t large_bytes, const std::function<bool(const core::Effect&)>& stays) {
   Sent out;
   auto add = [&out, large_bytes](std::size_t bytes) {
     ++out.messages;
@@ -68,6 +68,7 @@ Sent sent_by(const core::Effects& effects, std::size_t large_bytes) {
     if (bytes >= large_bytes) ++out.large;
   };
   for (const auto& effect : effects) {
+    if (stays && stays(effect)) continue;
     if (const auto* call = std::get_if<core::Call>(&effect)) {
       add(call->request.size() + call->body.size() + call->tail.size());
     } else if (const auto* send = std::get_if<core::Send>(&effect)) {

@@ -5,6 +5,7 @@
 /// PS shard's sum and update per element, the logistic-regression gradient per value of
 /// a batch). Written and read as a flat JSON object of these fields.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -73,13 +74,15 @@ struct CostProfile {
   [[nodiscard]] static core::Duration work(double count, double ns_each);
 };
 
-/// The bytes a node sends in `effects` (calls, stream messages, replies) and how many messages.
+/// The bytes a node sends in `effects` (calls, stream messages, replies) and how many
+/// messages; those for which `stays` is true (a peer in the same process) are not counted.
 struct Sent {
   std::size_t messages = 0;
   std::size_t bytes = 0;
   std::size_t large = 0;  ///< messages of `large_bytes` or more
 };
-[[nodiscard]] Sent sent_by(const core::Effects& effects, std::size_t large_bytes = 65536);
+[[nodiscard]] Sent sent_by(const core::Effects& effects, std::size_t large_bytes = 65536,
+                           const std::function<bool(const core::Effect&)>& stays = nullptr);
 
 /// The profile as a JSON object (one field per line).
 [[nodiscard]] std::string to_json(const CostProfile& profile);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <variant>
 #include <utility>
 
 #include <fmt/format.h>
@@ -102,6 +104,43 @@ Status World::set_idle_load(const PeerAddr& addr, Duration per_second) {
   idle_loads_ = idle_loads_ || per_second > Duration::zero();
   arm_idle_tick();
   return ok_status();
+}
+
+Status World::share_process(const PeerAddr& a, const PeerAddr& b) {
+  auto ia = index_of(a);
+  if (!ia) return ia.error();
+  auto ib = index_of(b);
+  if (!ib) return ib.error();
+  Node& na = nodes_[*ia];
+  Node& nb = nodes_[*ib];
+  const std::size_t joined = na.process != 0 ? na.process : nb.process != 0 ? nb.process : next_process_++;
+  const std::size_t merged = na.process == joined ? nb.process : na.process;
+  for (Node& n : nodes_) {
+    if (merged != 0 && n.process == merged) n.process = joined;  // b's (or a's) process joins
+  }
+  na.process = nb.process = joined;
+  return ok_status();
+}
+
+bool World::same_process(std::size_t a, std::size_t b) const {
+  return a == b || (nodes_[a].process != 0 && nodes_[a].process == nodes_[b].process);
+}
+
+bool World::stays_in_process(const Event& event, const core::Effect& effect) const {
+  if (event.node >= nodes_.size()) return false;
+  const Node& n = nodes_[event.node];
+  std::optional<std::size_t> to;
+  if (const auto* call = std::get_if<core::Call>(&effect)) {
+    auto it = by_addr_.find(call->peer);
+    if (it != by_addr_.end()) to = it->second;
+  } else if (const auto* send = std::get_if<core::Send>(&effect)) {
+    auto it = n.calls.find(send->call);
+    if (it != n.calls.end() && it->second.callee != k_no_node) to = it->second.callee;
+  } else if (const auto* reply = std::get_if<core::Reply>(&effect)) {
+    auto it = n.inbound.find(reply->request);
+    if (it != n.inbound.end()) to = it->second.caller;
+  }
+  return to.has_value() && same_process(event.node, *to);
 }
 
 void World::arm_idle_tick() {
@@ -309,6 +348,9 @@ bool World::step() {
   if (event.kind != EventKind::action && event.kind != EventKind::kill) {
     const Node& node = nodes_[event.node];
     event.woke = node.machine.has_value() && node.busy_until < now_;
+    const bool message = event.kind == EventKind::request || event.kind == EventKind::response ||
+                         event.kind == EventKind::call_message || event.kind == EventKind::reply_message;
+    event.local = message && event.peer < nodes_.size() && same_process(event.node, event.peer);
   }
   handling_ = &event;
   process(event);

@@ -122,6 +122,13 @@ class World {
   /// node and to its machine's earliest free core (it occupies a core, not the node).
   /// Errors: unknown or unplaced node, a negative load.
   [[nodiscard]] Status set_idle_load(const PeerAddr& addr, Duration per_second);
+  /// Nodes `a` and `b` are roles of one process (a node proxy on its replica's gateway):
+  /// the messages between them never cross the transport, which their events say
+  /// (Event::local) and stays_in_process() tells of what a node sends. Errors: unknown node.
+  [[nodiscard]] Status share_process(const PeerAddr& a, const PeerAddr& b);
+  /// True when `effect`, made by the node handling `event` (a Call, a stream Send or a
+  /// Reply), goes to a node of the same process; false for other effects and unknown peers.
+  [[nodiscard]] bool stays_in_process(const Event& event, const core::Effect& effect) const;
   /// Processor time machine `name` has spent so far (0 for an unknown name).
   [[nodiscard]] Duration busy_time(const std::string& name) const;
   /// Processor time node `addr` has been charged so far (0 for an unknown or unplaced node).
@@ -188,6 +195,7 @@ class World {
     TimePoint busy_until{};              ///< it handles its next event from then
     Duration busy{};                     ///< processor time charged to it
     Duration idle_load{};                ///< set_idle_load(): processor time a second whatever it does
+    std::size_t process = 0;             ///< share_process(): its process's id, 0 for one of its own
     std::uint64_t incarnation = 0;       ///< grows with each crash: its delayed effects are then dropped
   };
   /// A machine's processors (place()).
@@ -279,6 +287,9 @@ class World {
   std::vector<Machine> machines_;
   /// set_idle_load(): how often the idle loads are charged, and whether a charge is queued.
   static constexpr Duration k_idle_tick = std::chrono::milliseconds(10);
+  std::size_t next_process_ = 1;  ///< share_process(): the next process id
+  /// True when nodes `a` and `b` (indices) are roles of one process (share_process).
+  [[nodiscard]] bool same_process(std::size_t a, std::size_t b) const;
   bool idle_loads_ = false;    ///< some node has one
   bool idle_ticking_ = false;  ///< the next charge is queued
   /// Spends `work` of node `n`'s process on its machine's earliest free core (from now,

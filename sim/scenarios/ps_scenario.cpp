@@ -71,6 +71,7 @@ struct Run {
   std::vector<TrainerSettings> trainer_settings;
   std::vector<core::PeerAddr> proxy_addrs;
   std::vector<PsProxyHost*> proxies;
+  std::vector<std::size_t> proxy_hosts;  ///< the replica whose process each proxy lives in (its node's first)
   std::vector<PsProxyReport> proxy_reports;
   std::shared_ptr<const cps::TrainingPlan> plan;  ///< the PS variables' (null: none)
   std::shared_ptr<SimCheckpoint> checkpoint = std::make_shared<SimCheckpoint>();  ///< the chief's latest
@@ -104,6 +105,7 @@ Status add_proxies(Run& run, const PsScenarioConfig& c, const cps::TrainingPlan&
     for (auto r : local) {
       for (auto id : ids) replicas[r].pull_via[id] = addr;
     }
+    run.proxy_hosts.push_back(local.front());
     run.proxy_reports.push_back(PsProxyReport{node, local.size(), ids.size(), 0, 0});
     run.proxy_addrs.push_back(std::move(addr));
   }
@@ -252,8 +254,11 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
       t.checkpoint = run.checkpoint;
     }
     const core::PeerAddr& addr = run.replica_addrs[r];
-    // A replica reaches its node's proxy without crossing the network.
-    if (auto via = s.pull_via.begin(); via != s.pull_via.end()) {
+    // A replica reaches its node's proxy without crossing the network; with a profile, as
+    // `apiary ps` runs a process per replica, only the replica whose process hosts it.
+    const bool hosts_proxy =
+        std::find(run.proxy_hosts.begin(), run.proxy_hosts.end(), r) != run.proxy_hosts.end();
+    if (auto via = s.pull_via.begin(); via != s.pull_via.end() && (!c.profile || hosts_proxy)) {
       if (auto st = world.network().set_link(addr, via->second, LinkModel{c.local_latency, {}, 0.0}); !st) {
         return st.error();
       }
@@ -265,6 +270,10 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     run.replicas.push_back(host->get());
     if (auto added = world.add_node(addr, std::move(*host)); !added) return added.error();
     if (auto st = world.start_node(addr, TimePoint{}); !st) return st.error();
+  }
+  // A node's proxy runs on its first replica's gateway, in that process.
+  for (std::size_t i = 0; i < run.proxy_addrs.size(); ++i) {
+    if (auto st = world.share_process(run.proxy_addrs[i], run.replica_addrs[run.proxy_hosts[i]]); !st) return st;
   }
   return ok_status();
 }
@@ -289,11 +298,13 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
   };
   // Messages: each one received and sent costs its processor time at this end, and one
   // that comes to a node with nothing to do the waking of its threads (aside: the
-  // message waits for none of it beyond the link's latency, which has it).
-  auto messages = [p](const Event& in, const core::Effects& out) {
-    const Sent sent = sent_by(out, static_cast<std::size_t>(p.large_message_bytes));
-    const bool received = in.kind == EventKind::request || in.kind == EventKind::response ||
-                          in.kind == EventKind::call_message || in.kind == EventKind::reply_message;
+  // message waits for none of it beyond the link's latency, which has it); what stays in
+  // its process (a proxy and its host replica) costs no transport.
+  auto messages = [p, &world](const Event& in, const core::Effects& out) {
+    const Sent sent = sent_by(out, static_cast<std::size_t>(p.large_message_bytes),
+                              [&world, &in](const core::Effect& e) { return world.stays_in_process(in, e); });
+    const bool received = !in.local && (in.kind == EventKind::request || in.kind == EventKind::response ||
+                                        in.kind == EventKind::call_message || in.kind == EventKind::reply_message);
     CpuCharge charge(received ? p.message(in.payload.ok() ? in.payload->size() : 0) : core::Duration::zero());
     charge.before += p.sending(sent);
     if (received && in.woke) charge.aside = CostProfile::work(1.0, p.idle_message_us * 1e3);

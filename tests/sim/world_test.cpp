@@ -320,3 +320,25 @@ TEST_CASE("a node's idle load is charged every 10 ms while it runs and the world
   CHECK(p.world.node_busy_time(addr_b) == 100ms);
   CHECK(p.world.queued() == 0);
 }
+
+TEST_CASE("nodes that share a process: their messages are marked local, and what they send each other stays") {
+  for (const bool shared : {false, true}) {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1).ok());
+    if (shared) REQUIRE(p.world.share_process(addr_a, addr_b).ok());
+    std::vector<bool> local, stays;
+    auto& world = p.world;
+    REQUIRE(p.world.place(addr_b, "m", [&](const apiary::sim::Event& in, const Effects& out) -> apiary::sim::CpuCharge {
+      if (in.kind == apiary::sim::EventKind::request) {
+        local.push_back(in.local);
+        for (const auto& e : out) stays.push_back(world.stays_in_process(in, e));  // b's answer to a
+      }
+      return Duration::zero();
+    }).ok());
+    (void)outcome_times(p);
+    CHECK(local == std::vector<bool>(3, shared));
+    CHECK(stays == std::vector<bool>(3, shared));
+  }
+  Pair p;
+  CHECK(p.world.share_process(addr_a, apiary::test::test_addr(9)).error().code == errc::not_found);
+}

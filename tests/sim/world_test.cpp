@@ -270,22 +270,18 @@ TEST_CASE("work aside holds a core, not the node: the node's next event need not
     if (in.kind == apiary::sim::EventKind::request) return {1ms, 0ms, 4ms};
     return Duration::zero();
   };
-  SECTION("one core: the work aside comes before the next request, as work after would") {
+  // One core: the work aside comes before the next request, as work after would. Two
+  // cores: answers leave at 3 and 4 (1 ms each, the 4 ms aside on the other core), and at
+  // 7, when a core is free again.
+  const std::pair<std::size_t, std::vector<TimePoint>> cases[] = {
+      {1, {TimePoint(5ms), TimePoint(10ms), TimePoint(15ms)}}, {2, {TimePoint(5ms), TimePoint(6ms), TimePoint(9ms)}}};
+  for (const auto& [cores, answers] : cases) {
     Pair p;
-    REQUIRE(p.world.add_machine("m", 1).ok());
+    REQUIRE(p.world.add_machine("m", cores).ok());
     REQUIRE(p.world.place(addr_b, "m", aside_costs).ok());
-    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(5ms), TimePoint(10ms), TimePoint(15ms)});
+    CHECK(outcome_times(p) == answers);
     CHECK(p.world.busy_time("m") == 15ms);
     CHECK(p.world.node_busy_time(addr_b) == 15ms);
-  }
-  SECTION("two cores: the next request takes the other core") {
-    Pair p;
-    REQUIRE(p.world.add_machine("m", 2).ok());
-    REQUIRE(p.world.place(addr_b, "m", aside_costs).ok());
-    // Answers leave at 3 and 4 (1 ms each, the 4 ms aside on the other core), and at 7,
-    // when a core is free again.
-    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(5ms), TimePoint(6ms), TimePoint(9ms)});
-    CHECK(p.world.busy_time("m") == 15ms);
   }
 }
 

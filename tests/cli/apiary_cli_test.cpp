@@ -134,3 +134,16 @@ TEST_CASE("apiary sim moe replays a seed and refuses a config it cannot run", "[
   CHECK(when.rc == 2);
   CHECK_THAT(when.out, Catch::Contains("--kill-at-step"));
 }
+
+TEST_CASE("apiary bench transport prints the processor time of a lone round trip, a full window and an idle second",
+          "[integration]") {
+  auto r = run_apiary("bench transport --quick --modes tcp");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const auto at = r.out.find("processor time, user and system, of both processes: per 64 B round trip");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  // Every figure measured (n/a when a process's times could not be read).
+  CHECK(line.find("n/a") == std::string::npos);
+  CHECK_THAT(line, Catch::Contains("an idle process") && Catch::Contains("ms a second"));
+}

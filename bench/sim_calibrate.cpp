@@ -228,7 +228,8 @@ Result<PerByte> transport_per_byte(transport_bench::SessionPlan plan, int rounds
 Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t model_features) {
   const std::size_t features = model_features > 0 ? model_features : quick ? 65536 : 1048576;
   // A large model's simulated jobs take seconds a step: fewer runs of each.
-  const int runs = quick ? 2 : features > (std::size_t{1} << 22) ? 2 : 5;
+  const bool large = features > (std::size_t{1} << 22);
+  const int runs = quick || large ? 2 : 5;
   sim::CostProfile p;
   char host[256] = {};
   p.machine = ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
@@ -288,9 +289,9 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
       {"allreduce_sparse_ns", &sim::CostProfile::allreduce_sparse_ns, cs::BuilderKind::all_reduce, {}, true},
       {"ps_sparse_ns", &sim::CostProfile::ps_sparse_ns, cs::BuilderKind::ps, {}, true, true},
   };
-  // Small models: more rounds of longer runs (a step of a few tens of milliseconds).
-  auto work = quick ? unexplained_ns(jobs, features, 2, 6) : runs == 2 ? unexplained_ns(jobs, features, 3, 6)
-                                                                      : unexplained_ns(jobs, features, 7, 10);
+  // Rounds and the long run's steps: small models (a step of a few tens of milliseconds)
+  // get more rounds of longer runs; a large model's steps take seconds.
+  auto work = unexplained_ns(jobs, features, quick ? 2 : large ? 3 : 7, quick || large ? 6 : 10);
   if (!work) return work.error();
   for (std::size_t j = 0; j < jobs.size(); ++j) p.*(jobs[j].field) = (*work)[j];
   // The transport between two processes over loopback tcp (plaintext, as a trusted

@@ -47,7 +47,7 @@ struct Event {
   /// Set by the World as a placed node handles it: the node had nothing to do when it
   /// came (its threads asleep, to be woken), for the node's CpuCost.
   bool woke = false;
-  /// Set by the World as a node handles a message: it came from a node of the same
+  /// Set by the World as a placed node handles a message: it came from a node of the same
   /// process (World::share_process), so it never crossed the transport.
   bool local = false;
   std::function<void(World&)> action;          ///< action: what to run

@@ -111,14 +111,15 @@ Status World::share_process(const PeerAddr& a, const PeerAddr& b) {
   if (!ia) return ia.error();
   auto ib = index_of(b);
   if (!ib) return ib.error();
-  Node& na = nodes_[*ia];
-  Node& nb = nodes_[*ib];
-  const std::size_t joined = na.process != 0 ? na.process : nb.process != 0 ? nb.process : next_process_++;
-  const std::size_t merged = na.process == joined ? nb.process : na.process;
-  for (Node& n : nodes_) {
-    if (merged != 0 && n.process == merged) n.process = joined;  // b's (or a's) process joins
+  std::size_t& pa = nodes_[*ia].process;
+  const std::size_t pb = nodes_[*ib].process;
+  if (pa == 0) pa = pb != 0 ? pb : next_process_++;
+  if (pb != 0 && pb != pa) {
+    for (Node& n : nodes_) {
+      if (n.process == pb) n.process = pa;  // b's process joins a's
+    }
   }
-  na.process = nb.process = joined;
+  nodes_[*ib].process = pa;
   return ok_status();
 }
 
@@ -345,9 +346,10 @@ bool World::step() {
     push(std::move(event));
     return true;
   }
-  if (event.kind != EventKind::action && event.kind != EventKind::kill) {
+  // What a placed node's CpuCost reads of how the event came (unplaced nodes cost nothing).
+  if (event.kind != EventKind::action && event.kind != EventKind::kill && nodes_[event.node].machine) {
     const Node& node = nodes_[event.node];
-    event.woke = node.machine.has_value() && node.busy_until < now_;
+    event.woke = node.busy_until < now_;
     const bool message = event.kind == EventKind::request || event.kind == EventKind::response ||
                          event.kind == EventKind::call_message || event.kind == EventKind::reply_message;
     event.local = message && event.peer < nodes_.size() && same_process(event.node, event.peer);

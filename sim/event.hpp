@@ -1,6 +1,8 @@
 #pragma once
-/// One entry of the World's event queue. Events are ordered by (at, seq); seq grows by
-/// one per scheduled event, so equal times keep their scheduling order.
+/// One entry of the World's event queue. Events are ordered by (at, arrived, seq); seq
+/// grows by one per scheduled event, so equal times keep their scheduling order, and an
+/// event that waited for its busy node keeps the time it came (`arrived`), so events
+/// that wait for the same node are handled in the order they came.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -32,6 +34,9 @@ enum class EventKind : std::uint8_t {
 struct Event {
   core::TimePoint at{};    ///< virtual time it is due (ns)
   std::uint64_t seq = 0;   ///< tie-breaker: scheduling order
+  /// When it first came due (== at unless it waited for its node or machine): orders
+  /// events due at the same time before seq does.
+  core::TimePoint arrived{};
   EventKind kind = EventKind::action;
   std::size_t node = 0;    ///< the node it happens at
   std::size_t peer = 0;    ///< request: the caller

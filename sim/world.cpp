@@ -249,8 +249,9 @@ void World::schedule(TimePoint at, std::function<void(World&)> action) {
   push(std::move(event));
 }
 
-void World::push(Event event) {
+void World::push(Event event, bool waited) {
   event.at = std::max(event.at, now_);
+  if (!waited) event.arrived = event.at;
   event.seq = next_seq_++;
   std::size_t slot = slots_.size();
   if (free_slots_.empty()) {
@@ -261,7 +262,7 @@ void World::push(Event event) {
     slots_[slot] = std::move(event);
   }
   const Event& parked = slots_[slot];
-  queue_.push_back(Due{parked.at, parked.seq, slot});
+  queue_.push_back(Due{parked.at, parked.arrived, parked.seq, slot});
   std::push_heap(queue_.begin(), queue_.end());
   arm_idle_tick();
 }
@@ -309,9 +310,14 @@ bool World::step() {
   std::deque<Deadline>* deadlines = next_deadlines();
   if (queue_.empty() && deadlines == nullptr) return false;
   Event event;
-  if (deadlines != nullptr &&
-      (queue_.empty() || deadlines->front().at < queue_.front().at ||
-       (deadlines->front().at == queue_.front().at && deadlines->front().seq < queue_.front().seq))) {
+  // The deadline goes first when the heap's front is due after it (a deadline comes due at
+  // its time: arrived == at; at the same time, an event that waited for its node came earlier).
+  const auto deadline_first = [&] {
+    if (queue_.empty()) return true;
+    const Deadline& d = deadlines->front();
+    return queue_.front() < Due{d.at, d.at, d.seq, 0};
+  };
+  if (deadlines != nullptr && deadline_first()) {
     const Deadline d = deadlines->front();
     deadlines->pop_front();
     if (deadlines->empty()) {
@@ -324,6 +330,7 @@ bool World::step() {
       }
     }
     event.at = d.at;
+    event.arrived = d.at;
     event.seq = d.seq;
     event.kind = EventKind::deadline;
     event.node = d.node;
@@ -341,9 +348,10 @@ bool World::step() {
   stats_.events += 1;
   hash(event);
   if (auto ready = cpu_ready(event)) {
-    // Its node, or every core of its machine, is busy: it waits its turn.
+    // Its node, or every core of its machine, is busy: it waits its turn, behind what
+    // came before it (a stream's messages keep their order).
     event.at = *ready;
-    push(std::move(event));
+    push(std::move(event), true);
     return true;
   }
   // What a placed node's CpuCost reads of how the event came (unplaced nodes cost nothing).

@@ -208,7 +208,8 @@ class World {
   /// machine is busy (nullopt: now).
   [[nodiscard]] std::optional<TimePoint> cpu_ready(const Event& event) const;
 
-  void push(Event event);
+  /// Queues `event`; one that waited for its busy node (`waited`) keeps when it came.
+  void push(Event event, bool waited = false);
   void hash(const Event& event);
   void process(Event& event);
   void execute(std::size_t node, core::Effects effects);
@@ -252,10 +253,14 @@ class World {
   /// ordering moves 24 bytes, not whole events.
   struct Due {
     TimePoint at{};
+    TimePoint arrived{};
     std::uint64_t seq = 0;
     std::size_t slot = 0;
     /// Heap order: true when `a` is due after `b` (the earliest stays in front).
-    friend bool operator<(const Due& a, const Due& b) { return a.at != b.at ? a.at > b.at : a.seq > b.seq; }
+    friend bool operator<(const Due& a, const Due& b) {
+      if (a.at != b.at) return a.at > b.at;
+      return a.arrived != b.arrived ? a.arrived > b.arrived : a.seq > b.seq;
+    }
   };
   std::vector<Due> queue_;
   /// Call deadlines, kept apart from the heap: a call's deadline outlives its answer by

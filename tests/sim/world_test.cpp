@@ -317,6 +317,32 @@ TEST_CASE("a node's idle load is charged every 10 ms while it runs and the world
   CHECK(p.world.queued() == 0);
 }
 
+TEST_CASE("events that wait for their busy node are handled in the order they came") {
+  // One core: b works 10 ms on each request; a's idle load puts 5 ms on the core every
+  // 10 ms. Request 2 comes at 3 ms and waits for b (free at 12); the charge at 10 ms holds
+  // the core to 17, so request 3, coming at 11 ms, waits until 17 too: request 2 came
+  // first and goes first (a stream's messages through a busy node keep their order).
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  REQUIRE(p.world.place(addr_a, "m", [](const apiary::sim::Event&, const Effects&) { return Duration::zero(); }).ok());
+  REQUIRE(p.world.place(addr_b, "m", [](const apiary::sim::Event& in, const Effects&) -> Duration {
+    return in.kind == apiary::sim::EventKind::request ? Duration(10ms) : Duration::zero();
+  }).ok());
+  REQUIRE(p.world.set_idle_load(addr_a, 500ms).ok());
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  for (const auto& [at, id] : {std::pair{0ms, 1}, std::pair{1ms, 2}, std::pair{9ms, 3}}) {
+    p.world.run_until(TimePoint(at));
+    REQUIRE(p.world.submit(addr_a, {unary_call(static_cast<CallId>(id), addr_b, "svc", std::to_string(id), 1s)}).ok());
+  }
+  p.world.run_until(TimePoint(1s));
+  CHECK(p.b->requests == std::vector<std::string>{"svc/1", "svc/2", "svc/3"});
+  std::vector<CallId> answered;
+  for (const auto& o : p.a->outcomes) answered.push_back(o.call);
+  CHECK(answered == std::vector<CallId>{1, 2, 3});
+  CHECK(p.world.anomalies().empty());
+}
+
 TEST_CASE("nodes that share a process: their messages are marked local, and what they send each other stays") {
   for (const bool shared : {false, true}) {
     Pair p;

@@ -234,6 +234,8 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     // A collective waits for the others' parts a quarter of call_timeout, each call half of it.
     s.exchange_timeout = c.call_timeout / 4;
     s.label = !plans.ar ? "replica" : plans.ps ? "mixed replica" : "all-reduce replica";
+    // RING groups stream on the runner, as replica processes run them (api/replica.cpp).
+    s.stream_ring = true;
     if (plans.ps && c.restart_ps_after >= core::Duration::zero()) {
       // As `apiary ps --ps-restart-wait-ms` keeps them: the steps since the checkpoint.
       std::int64_t staleness = 0;

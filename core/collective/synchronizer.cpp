@@ -36,6 +36,30 @@ Result<std::vector<float>> floats_of(messages::Compressor& c, const messages::Te
   return out;
 }
 
+/// Whether `layouts` cut a variable of `shape` into blocks that follow one another: split
+/// along an axis with only axes of one entry before it, each piece starting where the
+/// one before it ends.
+bool blocks_in_order(const std::vector<std::int64_t>& shape, const std::vector<ps::ShardLayout>& layouts) {
+  const std::size_t axis = layouts.front().axis;
+  if (axis >= shape.size()) return false;
+  for (std::size_t d = 0; d < axis; ++d) {
+    if (shape[d] != 1) return false;
+  }
+  std::int64_t next = 0;
+  for (const auto& l : layouts) {
+    if (l.axis != axis || l.shape.size() != shape.size() || l.offset != next) return false;
+    next += l.shape[axis];
+  }
+  return next == shape[axis];
+}
+
+/// Values in a variable of `layouts`.
+std::size_t values_in(const std::vector<ps::ShardLayout>& layouts) {
+  std::size_t n = 0;
+  for (const auto& l : layouts) n += l.size();
+  return n;
+}
+
 }  // namespace
 
 ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row_width) {
@@ -66,6 +90,36 @@ Result<Synchronizer> Synchronizer::create(ArPlan plan) {
   return Synchronizer(std::move(plan), std::move(layouts));
 }
 
+Synchronizer::Synchronizer(ArPlan plan, std::vector<std::vector<ps::ShardLayout>> layouts)
+    : plan_(std::move(plan)), layouts_(std::move(layouts)), whole_(plan_.variables.size(), false) {
+  for (const auto& g : plan_.groups) {
+    const auto& ids = g.tensors;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::size_t v = plan_.tensors[ids[k]].variable;
+      const auto& l = layouts_[v];
+      if (l.size() < 2 || k + l.size() > ids.size() || !blocks_in_order(plan_.variables[v].shape, l)) continue;
+      bool run = true;
+      for (std::size_t i = 0; i < l.size() && run; ++i) {
+        const ArTensor& t = plan_.tensors[ids[k + i]];
+        run = t.variable == v && t.piece == i && t.compressor == CompressorKind::none;
+      }
+      if (run) whole_[v] = true;
+    }
+  }
+  for (const auto& g : plan_.groups) {
+    std::vector<Slot> slots;
+    for (const auto id : g.tensors) {
+      const ArTensor& t = plan_.tensors[id];
+      if (!whole_[t.variable]) {
+        slots.push_back(Slot{id, std::nullopt});
+      } else if (t.piece == 0) {
+        slots.push_back(Slot{id, t.variable});  // the whole variable, where its first piece was
+      }
+    }
+    slots_.push_back(std::move(slots));
+  }
+}
+
 Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, std::vector<float> values) {
   if (t.compressor == CompressorKind::none) return values;
   auto input = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(values.size())},
@@ -92,18 +146,33 @@ Result<std::vector<CollectiveInput>> Synchronizer::prepare(std::map<std::string,
       pieces.back().push_back(std::move(it->second));  // one piece: the gradient itself
       continue;
     }
+    if (whole_[v]) {
+      if (it->second.size() != values_in(layouts_[v])) {
+        return make_error(errc::invalid_argument, "all-reduce step: gradient of {}: expected {} values, got {}",
+                          var.name, values_in(layouts_[v]), it->second.size());
+      }
+      pieces.push_back({});
+      pieces.back().push_back(std::move(it->second));  // sent whole: the gradient itself
+      continue;
+    }
     auto cut = ps::split_dense(it->second, var.shape, layouts_[v]);
     if (!cut)
       return make_error(errc::invalid_argument, "all-reduce step: gradient of {}: {}", var.name, cut.error().message);
     pieces.push_back(std::move(*cut));
   }
   std::vector<CollectiveInput> out;
-  for (const auto& g : plan_.groups) {
+  for (std::size_t gi = 0; gi < plan_.groups.size(); ++gi) {
+    const auto& g = plan_.groups[gi];
     CollectiveInput in;
     in.group = g.group;
     in.transport = g.transport;
-    for (const auto id : g.tensors) {
-      const auto& t = plan_.tensors[id];
+    for (const auto& slot : slots_[gi]) {
+      if (slot.variable) {
+        in.tensors.push_back(std::move(pieces[*slot.variable].front()));
+        in.codecs.push_back(pb::NONE);
+        continue;
+      }
+      const auto& t = plan_.tensors[slot.tensor];
       auto sent = compress(t, std::move(pieces[t.variable][t.piece]));
       if (!sent) return sent.error();
       in.tensors.push_back(std::move(*sent));
@@ -123,19 +192,27 @@ Result<std::map<std::string, std::vector<float>>> Synchronizer::assemble(
   std::vector<std::vector<std::vector<float>>> pieces(plan_.variables.size());
   for (std::size_t v = 0; v < pieces.size(); ++v) pieces[v].resize(plan_.variables[v].shards.size());
   for (std::size_t g = 0; g < outputs.size(); ++g) {
-    const auto& ids = plan_.groups[g].tensors;
-    if (outputs[g].size() != ids.size()) {
+    const auto& slots = slots_[g];
+    if (outputs[g].size() != slots.size()) {
       return make_error(errc::invalid_argument, "all-reduce step: group {}: expected {} tensors, got {}",
-                        plan_.groups[g].group, ids.size(), outputs[g].size());
+                        plan_.groups[g].group, slots.size(), outputs[g].size());
     }
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      const auto& t = plan_.tensors[ids[k]];
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      const auto& t = plan_.tensors[slots[k].tensor];
       pieces[t.variable][t.piece] = std::move(outputs[g][k]);
     }
   }
   std::map<std::string, std::vector<float>> out;
   for (std::size_t v = 0; v < pieces.size(); ++v) {
     const auto& var = plan_.variables[v];
+    if (whole_[v]) {
+      if (pieces[v].front().size() != values_in(layouts_[v])) {
+        return make_error(errc::invalid_argument, "all-reduce step: {}: expected {} values back, got {}", var.name,
+                          values_in(layouts_[v]), pieces[v].front().size());
+      }
+      out[var.name] = std::move(pieces[v].front());  // sent whole: the output itself
+      continue;
+    }
     if (layouts_[v].size() == 1 && pieces[v].front().size() == layouts_[v].front().size()) {
       out[var.name] = std::move(pieces[v].front());  // one piece: the output itself
       continue;

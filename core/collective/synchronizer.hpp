@@ -22,6 +22,7 @@
 /// the sum over replicas divided by their number), on the touched rows only.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,13 @@ class Synchronizer {
   /// whole-variable gradients (by name; every planned variable needs one, of its size).
   /// Updates the error-feedback residuals. Errors: invalid_argument on a missing or
   /// mis-sized gradient (no residual changes then). The gradient of a variable that is
-  /// one uncompressed piece moves into its input as it is (no copy).
+  /// one uncompressed piece moves into its input as it is (no copy); so does that of a
+  /// variable sent whole (whole()), as one tensor in place of its pieces.
   [[nodiscard]] Result<std::vector<CollectiveInput>> prepare(std::map<std::string, std::vector<float>> gradients);
 
   /// The averaged whole-variable gradients from the collectives' outputs (per group in
-  /// plan.groups order, per tensor in the group's order); a variable of one piece takes
-  /// its output's buffer. Errors: invalid_argument on a wrong count or size.
+  /// plan.groups order, per tensor of the group's input); a variable of one piece, or
+  /// sent whole, takes its output's buffer. Errors: invalid_argument on a wrong count or size.
   [[nodiscard]] Result<std::map<std::string, std::vector<float>>> assemble(
       std::vector<std::vector<std::vector<float>>> outputs) const;
 
@@ -83,15 +85,28 @@ class Synchronizer {
   [[nodiscard]] const std::vector<float>& residual(const std::string& name) const { return ef_.residual(name); }
   /// The plan.
   [[nodiscard]] const ArPlan& plan() const { return plan_; }
+  /// Whether variable `v` (index into plan().variables) of several pieces travels whole:
+  /// its pieces are blocks of the variable one after the other (split along its first
+  /// axis of more than one entry), all uncompressed and one after the other in one fusion
+  /// group, whose collective would carry them back to back anyway. Its gradient then goes
+  /// as one tensor, neither cut into pieces nor put back together (same values, same
+  /// bits: a mean is taken value by value).
+  [[nodiscard]] bool whole(std::size_t v) const { return v < whole_.size() && whole_[v]; }
 
  private:
-  Synchronizer(ArPlan plan, std::vector<std::vector<ps::ShardLayout>> layouts)
-      : plan_(std::move(plan)), layouts_(std::move(layouts)) {}
+  /// One tensor of a group's input: the plan tensor `tensor`, or variable `variable` whole.
+  struct Slot {
+    std::size_t tensor = 0;
+    std::optional<std::size_t> variable;
+  };
+  Synchronizer(ArPlan plan, std::vector<std::vector<ps::ShardLayout>> layouts);
   /// `values` through the tensor's compressor, back as float32.
   [[nodiscard]] Result<std::vector<float>> compress(const ArTensor& t, std::vector<float> values);
 
   ArPlan plan_;
   std::vector<std::vector<ps::ShardLayout>> layouts_;  ///< per variable
+  std::vector<bool> whole_;                            ///< per variable: sent whole
+  std::vector<std::vector<Slot>> slots_;               ///< per group: its input's tensors
   messages::HorovodCompressor fp16_;
   messages::HorovodCompressorEF ef_;
 };

@@ -45,14 +45,74 @@ TEST_CASE("NoneCompressor sends the gradients as they are, one input per group",
   auto in = sync->prepare(g);
   REQUIRE(in.ok());
   REQUIRE(in->size() == 2);
-  CHECK((*in)[0].tensors == std::vector<std::vector<float>>{{0.1F, 0.2F}, {0.3F, 0.4F}});
-  CHECK((*in)[0].codecs == std::vector<pb::CompressionType>{pb::NONE, pb::NONE});
+  // w's two pieces follow one another in group 0: w goes whole, as one tensor.
+  CHECK(sync->whole(0));
+  CHECK_FALSE(sync->whole(1));
+  CHECK((*in)[0].tensors == std::vector<std::vector<float>>{{0.1F, 0.2F, 0.3F, 0.4F}});
+  CHECK((*in)[0].codecs == std::vector<pb::CompressionType>{pb::NONE});
   CHECK((*in)[1].tensors == std::vector<std::vector<float>>{{1.1F, -2.2F}});
-  // assemble() puts the pieces back together.
   auto out = sync->assemble({(*in)[0].tensors, (*in)[1].tensors});
   REQUIRE(out.ok());
   CHECK(*out == g);
   CHECK(sync->residual("w/part_0:0").empty());
+  // An output of the wrong size for the whole variable is refused.
+  auto short_out = sync->assemble({{{0.1F, 0.2F}}, (*in)[1].tensors});
+  REQUIRE_FALSE(short_out.ok());
+  CHECK(short_out.error().message.find("w:0") != std::string::npos);
+}
+
+TEST_CASE("a partitioned variable is cut into its pieces unless they follow one another in one group, uncompressed",
+          "[collective][unit]") {
+  // w of shape `shape` cut in two along `axis`; its pieces in groups `groups`, with `c`.
+  struct Case {
+    const char* what;
+    std::vector<std::int64_t> shape;
+    std::string partitioner;
+    std::vector<std::int32_t> groups;
+    cc::CompressorKind c;
+    std::vector<std::vector<float>> sent;  // the inputs' tensors, groups in order
+  };
+  const std::vector<Case> cases = {
+      {"each piece its own group", {4}, "2", {0, 1}, cc::CompressorKind::none, {{0.1F, 0.2F}, {0.3F, 0.4F}}},
+      {"pieces strided (a 2x2 matrix cut along its columns)", {2, 2}, "1,2", {0, 0}, cc::CompressorKind::none,
+       {{0.1F, 0.3F}, {0.2F, 0.4F}}},
+      {"a 1x4 matrix cut along its columns: blocks in order", {1, 4}, "1,2", {0, 0}, cc::CompressorKind::none,
+       {{0.1F, 0.2F, 0.3F, 0.4F}}},
+      {"compressed pieces", {4}, "2", {0, 0}, cc::CompressorKind::horovod,
+       {{fp16(0.1F), fp16(0.2F)}, {fp16(0.3F), fp16(0.4F)}}},
+  };
+  for (const auto& k : cases) {
+    INFO(k.what);
+    cc::ArPlan plan;
+    plan.replicas = {"localhost:CPU:0", "localhost:CPU:1"};
+    plan.variables.push_back({"w:0", k.shape, k.partitioner, false, {0, 1}});
+    plan.tensors.push_back({"w/part_0:0", 0, 0, 2, k.groups[0], k.c, cc::Transport::ring});
+    plan.tensors.push_back({"w/part_1:0", 0, 1, 2, k.groups[1], k.c, cc::Transport::ring});
+    if (k.groups[0] == k.groups[1]) {
+      plan.groups.push_back({0, {0, 1}, cc::Transport::ring});
+    } else {
+      plan.groups.push_back({0, {0}, cc::Transport::ring});
+      plan.groups.push_back({1, {1}, cc::Transport::ring});
+    }
+    auto sync = cc::Synchronizer::create(plan);
+    REQUIRE(sync.ok());
+    CHECK(sync->whole(0) == (k.sent.size() == 1));
+    const std::map<std::string, std::vector<float>> g{{"w:0", {0.1F, 0.2F, 0.3F, 0.4F}}};
+    auto in = sync->prepare(g);
+    REQUIRE(in.ok());
+    std::vector<std::vector<float>> sent;
+    std::vector<std::vector<std::vector<float>>> outputs;
+    for (const auto& group : *in) {
+      sent.insert(sent.end(), group.tensors.begin(), group.tensors.end());
+      outputs.push_back(group.tensors);
+    }
+    CHECK(sent == k.sent);
+    auto out = sync->assemble(outputs);
+    REQUIRE(out.ok());
+    CHECK(out->at("w:0") == (k.c == cc::CompressorKind::none ? g.at("w:0")
+                                                              : std::vector<float>{fp16(0.1F), fp16(0.2F), fp16(0.3F),
+                                                                                   fp16(0.4F)}));
+  }
 }
 
 TEST_CASE("HorovodCompressor rounds to fp16 and keeps no residual", "[collective][unit]") {

@@ -19,6 +19,7 @@
 #include "bench/transport_bench_apiary.hpp"
 #include "transport/ucx/worker.hpp"
 #include "core/ps/logistic_regression.hpp"
+#include "core/ps/partition.hpp"
 #include "core/ps/shard.hpp"
 #include "core/strategy/builders.hpp"
 #include "sim/scenarios/ps_scenario.hpp"
@@ -59,6 +60,20 @@ double shard_step_seconds(std::size_t n, std::int32_t replicas, cps::OptimizerKi
   return best_of(runs, [&] {
     for (std::int32_t r = 0; r < replicas; ++r) (void)shard->push_dense(r, step, 1.0, bytes, gradient);
     ++step;
+  });
+}
+
+/// Seconds to cut `n` values into two pieces and put the pieces back together, into
+/// fresh buffers each time, as the synchronizer does with a partitioned variable's
+/// gradient and averages each step.
+double partition_seconds(std::size_t n, int runs) {
+  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(n)};
+  auto layouts = cps::shard_layouts(shape, "2");
+  if (!layouts) return 0.0;
+  const std::vector<float> values(n, 0.5F);
+  return best_of(runs, [&] {
+    auto pieces = cps::split_dense(values, shape, *layouts);
+    if (pieces) (void)cps::reassemble(*pieces, shape, *layouts);
   });
 }
 
@@ -246,6 +261,7 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   p.sum_ns = std::max(0.0, (four - one) / 3.0 / static_cast<double>(n) * 1e9);
   p.sgd_ns = std::max(0.0, one / static_cast<double>(n) * 1e9 - p.sum_ns);
   p.adam_ns = std::max(0.0, adam / static_cast<double>(n) * 1e9 - p.sum_ns);
+  p.partition_ns = partition_seconds(n, runs) / static_cast<double>(n) * 1e9;
   // The logistic-regression gradient: per feature once a call (its accumulators) and per
   // sample and feature, from batches of B/8 and B (B = 32, fewer for a model so large
   // that 64 samples would not fit in 256 MiB); the loss alone over the data set. A data

@@ -30,7 +30,7 @@ constexpr Field k_fields[] = {
     {"ps_sparse_ns", &CostProfile::ps_sparse_ns},         {"allreduce_sparse_ns", &CostProfile::allreduce_sparse_ns},
     {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
     {"secure_byte_ns", &CostProfile::secure_byte_ns},     {"idle_message_us", &CostProfile::idle_message_us},
-    {"idle_cpu_us_per_s", &CostProfile::idle_cpu_us_per_s},
+    {"idle_cpu_us_per_s", &CostProfile::idle_cpu_us_per_s}, {"partition_ns", &CostProfile::partition_ns},
 };
 
 }  // namespace

@@ -45,6 +45,11 @@ struct CostProfile {
   /// The same for a PS variable with sparse gradients, per row value a replica sends (the
   /// rows its batch touched).
   double ps_sparse_ns = 0.0;
+  /// An all-reduced partitioned variable's gradient cut into its pieces and their
+  /// averages put back together (into fresh buffers, as the synchronizer does), per value,
+  /// replica and step; not charged for one that travels whole
+  /// (core/collective/synchronizer.hpp). The PS client reads and writes pieces in place.
+  double partition_ns = 0.0;
   /// Processor time of a message of `large_message_bytes` or more at each end beyond its
   /// bytes (the transport's rendezvous: its handshake, a receive posted for it), from
   /// bandwidth runs of 1 MiB and 16 MiB messages.

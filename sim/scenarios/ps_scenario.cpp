@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/collective/ar_plan.hpp"
+#include "core/collective/synchronizer.hpp"
 #include "core/ps/logistic_regression.hpp"
 #include "core/ps/values_text.hpp"
 #include "core/ps/plan.hpp"
@@ -360,6 +361,14 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     for (const auto& sp : plans.ar->sparse) {
       own_work += CostProfile::work(static_cast<double>(sp.rows) * static_cast<double>(sp.row_width),
                                     p.allreduce_sparse_ns);
+    }
+    // A partitioned variable that does not travel whole: cut and put back together.
+    auto sync = cc::Synchronizer::create(*plans.ar);
+    if (!sync) return sync.error();
+    for (const auto& t : plans.ar->tensors) {
+      if (plans.ar->variables[t.variable].shards.size() > 1 && !sync->whole(t.variable)) {
+        own_work += CostProfile::work(static_cast<double>(t.size), p.partition_ns);
+      }
     }
   }
   if (plans.ps) {  // the PS shards' wire work (a sparse one's rows: all of them), charged to the replica

@@ -431,6 +431,11 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   REQUIRE(idle_back.ok());
   CHECK(idle_back->idle_message_us == 40);
   CHECK(idle_back->idle_cpu_us_per_s == 12000);
+  auto cut = p;
+  cut.partition_ns = 1.5;
+  auto cut_back = sim::parse_cost_profile(sim::to_json(cut), "p.json");
+  REQUIRE(cut_back.ok());
+  CHECK(cut_back->partition_ns == 1.5);
   // Encrypted connections: each byte costs plaintext's and the encryption's.
   const auto encrypted = p.encrypted();
   CHECK(encrypted.byte_ns == 0.75);
@@ -544,6 +549,33 @@ TEST_CASE("a sparse all-reduced variable's work is charged to the replicas at th
   // 16,384 values at 50 ns: 0.82 ms a step more for each of the 4 replicas.
   CHECK(charged.steps.back().chief_time > free.steps.back().chief_time);
   CHECK(charged.replicas.front().final_parameters == free.replicas.front().final_parameters);
+}
+
+TEST_CASE("a partitioned all-reduced variable is charged its cut and reassembly at partition_ns, unless it travels "
+          "whole", "[sim][ps]") {
+  auto run = [](std::int64_t chunk_size, double partition_ns) {
+    cs::BuilderOptions options;
+    options.chunk_size = chunk_size;
+    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::partitioned_ar, options);
+    c.features = 16384;
+    c.samples = 64;
+    c.batch = 4;
+    auto p = round_profile(2);
+    p.partition_ns = partition_ns;
+    c.profile = p;
+    const auto report = check_replays(c);
+    for (const auto& o : report.replicas) CHECK(o.finished);
+    return report;
+  };
+  // One fusion group (w's pieces one after the other): w travels whole, nothing charged.
+  const auto fused = run(128, 0), fused_charged = run(128, 50);
+  CHECK(fused_charged.cpu == fused.cpu);
+  // A group per piece: w's 16,384 values at 50 ns, for each replica and step.
+  const auto apart = run(1, 0), apart_charged = run(1, 50);
+  const double steps = static_cast<double>(apart.steps.size()), replicas = static_cast<double>(apart.replicas.size());
+  CHECK(core::to_seconds(apart_charged.cpu - apart.cpu) >= steps * replicas * 16384 * 50e-9 * 0.99);
+  CHECK(apart_charged.replicas.front().final_parameters == apart.replicas.front().final_parameters);
+  CHECK(fused.replicas.front().final_parameters == apart.replicas.front().final_parameters);
 }
 
 TEST_CASE("a profile's idle costs: each process's load a second, and the wake-ups of a message that finds its node "

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/ps/row_slots.hpp"
+#include "messages/tensor/codec_kernels.hpp"
 
 namespace apiary::core::collective {
 namespace {
@@ -22,18 +23,6 @@ bool take(std::string_view bytes, std::size_t& at, T* values, std::size_t count)
   if (count > 0) std::memcpy(values, bytes.data() + at, count * sizeof(T));
   at += count * sizeof(T);
   return true;
-}
-
-/// float32 values back from a float32 or float16 tensor.
-Result<std::vector<float>> floats_of(messages::Compressor& c, const messages::Tensor& wire) {
-  auto back = c.decompress(wire);
-  if (!back) return back.error();
-  if (back->type() != messages::dtype::float32) {
-    return make_error(errc::internal, "compressor: expected float32 back from decompress, got another dtype");
-  }
-  std::vector<float> out(back->numel());
-  if (!out.empty()) std::memcpy(out.data(), back->data<float>(), out.size() * sizeof(float));
-  return out;
 }
 
 /// Whether `layouts` cut a variable of `shape` into blocks that follow one another: split
@@ -122,14 +111,29 @@ Synchronizer::Synchronizer(ArPlan plan, std::vector<std::vector<ps::ShardLayout>
 
 Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, std::vector<float> values) {
   if (t.compressor == CompressorKind::none) return values;
+  if (t.compressor == CompressorKind::horovod) {
+    // fp16(x) back as float32, in place, a block at a time (HorovodCompressor's bits).
+    constexpr std::size_t k_block = 2048;
+    std::uint16_t halves[k_block];
+    for (std::size_t at = 0; at < values.size(); at += k_block) {
+      const std::size_t n = std::min(k_block, values.size() - at);
+      messages::compress_f16(halves, values.data() + at, n);
+      messages::kernels::halves_to_floats(values.data() + at, halves, n);
+    }
+    return values;
+  }
   auto input = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(values.size())},
                                          values.data(), values.size() * sizeof(float));
   if (!input) return input.error();
-  messages::Compressor& c = t.compressor == CompressorKind::horovod_ef ? static_cast<messages::Compressor&>(ef_)
-                                                                       : static_cast<messages::Compressor&>(fp16_);
-  auto wire = c.compress(t.name, *input);
+  auto wire = ef_.compress(t.name, *input);
   if (!wire) return wire.error();
-  return floats_of(c, *wire);
+  if (wire->type() != messages::dtype::float16 || wire->numel() != values.size()) {
+    return make_error(errc::internal, "compressor: expected {} float16 values back from HorovodCompressorEF, got {}",
+                      values.size(), wire->numel());
+  }
+  // The sent values, exact in float32, over the gradient's own buffer.
+  messages::kernels::halves_to_floats(values.data(), wire->data<std::uint16_t>(), values.size());
+  return values;
 }
 
 Result<std::vector<CollectiveInput>> Synchronizer::prepare(std::map<std::string, std::vector<float>> gradients) {

@@ -107,7 +107,6 @@ class Synchronizer {
   std::vector<std::vector<ps::ShardLayout>> layouts_;  ///< per variable
   std::vector<bool> whole_;                            ///< per variable: sent whole
   std::vector<std::vector<Slot>> slots_;               ///< per group: its input's tensors
-  messages::HorovodCompressor fp16_;
   messages::HorovodCompressorEF ef_;
 };
 

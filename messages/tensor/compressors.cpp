@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "messages/tensor/codec_kernels.hpp"
 #include "messages/tensor/float16.hpp"
 
 namespace apiary::messages {
@@ -21,20 +22,15 @@ Result<Tensor> float_tensor(const Tensor& wire) {
   const std::size_t n = wire.numel();
   Buffer bytes = Buffer::allocate(n * sizeof(float));
   auto* out = reinterpret_cast<float*>(bytes.data());
-  const auto* in = wire.data<std::uint16_t>();
-  for (std::size_t i = 0; i < n; ++i) out[i] = half_to_float(in[i]);
+  kernels::halves_to_floats(out, wire.data<std::uint16_t>(), n);
   return Tensor::make(dtype::float32, wire.shape(), std::move(bytes), wire.requires_grad());
 }
 
 }  // namespace
 
 void compress_f16(std::uint16_t* dst, const float* src, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float x = src[i];
-    // NaN passes through float_to_half untouched by the clamp (comparisons are false).
-    const float clamped = std::isnan(x) ? x : std::min(std::max(x, -half_max), half_max);
-    dst[i] = float_to_half(clamped);
-  }
+  // Clamped to +-half_max (infinities too; NaN passes), rounded to nearest even.
+  kernels::floats_to_halves_clamped(dst, src, n);
 }
 
 Result<Tensor> NoneCompressor::compress(const std::string& /*key*/, const Tensor& tensor) {

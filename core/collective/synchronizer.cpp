@@ -122,17 +122,8 @@ Result<std::vector<float>> Synchronizer::compress(const ArTensor& t, std::vector
     }
     return values;
   }
-  auto input = messages::Tensor::copy_of(messages::dtype::float32, {static_cast<std::uint32_t>(values.size())},
-                                         values.data(), values.size() * sizeof(float));
-  if (!input) return input.error();
-  auto wire = ef_.compress(t.name, *input);
-  if (!wire) return wire.error();
-  if (wire->type() != messages::dtype::float16 || wire->numel() != values.size()) {
-    return make_error(errc::internal, "compressor: expected {} float16 values back from HorovodCompressorEF, got {}",
-                      values.size(), wire->numel());
-  }
-  // The sent values, exact in float32, over the gradient's own buffer.
-  messages::kernels::halves_to_floats(values.data(), wire->data<std::uint16_t>(), values.size());
+  // HorovodCompressorEF: fp16(x + residual), and what that lost kept, in place.
+  if (auto st = ef_.round_in_place(t.name, values.data(), values.size()); !st) return st.error();
   return values;
 }
 

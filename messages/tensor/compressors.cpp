@@ -79,6 +79,33 @@ Result<Tensor> HorovodCompressorEF::compress(const std::string& key, const Tenso
   return wire;
 }
 
+Status HorovodCompressorEF::round_in_place(const std::string& key, float* x, std::size_t n) {
+  auto [it, fresh] = residuals_.try_emplace(key);
+  Residual& r = it->second;
+  if (fresh) {
+    r.shape = {static_cast<std::uint32_t>(n)};
+    r.values.assign(n, 0.0f);
+  } else if (r.values.size() != n) {
+    return make_error(errc::invalid_argument,
+                      "HorovodCompressorEF of '{}': expected {} values as at the previous step, got {}; call "
+                      "reset(\"{}\") when the tensor changes size",
+                      key, r.values.size(), n, key);
+  }
+  constexpr std::size_t k_block = 2048;
+  float corrected[k_block];
+  std::uint16_t halves[k_block];
+  for (std::size_t at = 0; at < n; at += k_block) {
+    const std::size_t m = std::min(k_block, n - at);
+    float* xs = x + at;
+    float* rs = r.values.data() + at;
+    for (std::size_t i = 0; i < m; ++i) corrected[i] = xs[i] + rs[i];
+    compress_f16(halves, corrected, m);
+    kernels::halves_to_floats(xs, halves, m);
+    for (std::size_t i = 0; i < m; ++i) rs[i] = corrected[i] - xs[i];
+  }
+  return ok_status();
+}
+
 Result<Tensor> HorovodCompressorEF::decompress(const Tensor& wire) {
   if (wire.type() != dtype::float16) {
     return make_error(errc::unsupported,

@@ -64,6 +64,11 @@ class HorovodCompressorEF final : public Compressor {
   Result<Tensor> compress(const std::string& key, const Tensor& tensor) override;
   /// The float32 form of a float16 `wire` (the residual stays on the sender).
   Result<Tensor> decompress(const Tensor& wire) override;
+  /// compress() then decompress() over `n` float32 values in place, a block at a time and
+  /// no tensor made: x becomes fp16(x + residual[key]) as float32 (the same bits) and the
+  /// residual what rounding lost. Error: invalid_argument when the residual of `key`
+  /// holds another count (call reset(key) when the tensor changes size).
+  Status round_in_place(const std::string& key, float* x, std::size_t n);
   /// Forgets every residual.
   void reset() override { residuals_.clear(); }
   /// Forgets the residual of `key` (no-op for an unknown key).

@@ -108,6 +108,39 @@ TEST_CASE("HorovodCompressorEF keeps what rounding lost as the residual", "[unit
   CHECK(r[1] == 0.0f);  // 2.0 is exact in fp16
 }
 
+TEST_CASE("HorovodCompressorEF round_in_place gives compress and decompress's bits and residual, block by block",
+          "[unit]") {
+  // More values than a block, with NaN, infinities, values past the fp16 range and
+  // subnormals among them; three steps, so the residual carries.
+  std::vector<float> x(5000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * std::pow(10.0f, (i % 13) - 6.0f);
+  x[7] = std::nanf("");
+  x[8] = INFINITY;
+  x[9] = -INFINITY;
+  x[10] = 70000.0f;
+  x[11] = 1e-7f;
+  HorovodCompressorEF tensors, in_place;
+  for (int step = 0; step < 3; ++step) {
+    auto wire = tensors.compress("g", floats(x));
+    REQUIRE(wire.ok());
+    const auto expected = values(*tensors.decompress(*wire));
+    std::vector<float> got = x;
+    REQUIRE(in_place.round_in_place("g", got.data(), got.size()).ok());
+    CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+    const auto& r = in_place.residual("g");
+    const auto& want = tensors.residual("g");
+    REQUIRE(r.size() == want.size());
+    CHECK(std::memcmp(r.data(), want.data(), r.size() * sizeof(float)) == 0);
+  }
+  // Another count under the same key is refused, naming it; nothing changes.
+  std::vector<float> shorter(3, 1.0f);
+  auto refused = in_place.round_in_place("g", shorter.data(), shorter.size());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(refused.error().message.find("'g'") != std::string::npos);
+  CHECK(shorter == std::vector<float>(3, 1.0f));
+}
+
 TEST_CASE("HorovodCompressorEF residuals are per key and can be reset", "[unit]") {
   HorovodCompressorEF ef;
   REQUIRE(ef.compress("a", floats({0.1f})).ok());

@@ -174,11 +174,17 @@ def main():
             if rank in failed:
                 continue
             strategy = os.path.join(work, "candidates", f"{rank}.pb")
-            cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes", "--port",
-                   str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
-                   "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
-            ms, cpu_ms, tail, by_role = measure(cmd, timeout=600, per_process=a.per_process)
-            a.port += 64
+            # A port another connection holds (an ephemeral one) fails the run at start:
+            # it runs again on the next ports, up to three times.
+            for attempt in range(3):
+                cmd = [a.apiary, "launch", "--strategy", strategy, "--resource-spec", spec, "--ps-processes",
+                       "--port", str(a.port), "--", a.apiary, "ps", "--strategy", strategy, "--resource-spec", spec,
+                       "--steps", str(a.steps)] + model + sparse + (["--insecure"] if a.insecure else [])
+                ms, cpu_ms, tail, by_role = measure(cmd, timeout=600, per_process=a.per_process)
+                a.port += 64
+                if ms is not None or "port in use" not in tail:
+                    break
+                print(f"  round {round_ + 1}: {label}: a port was in use, again on {a.port}", flush=True)
             if ms is None:
                 failed[rank] = tail
                 continue

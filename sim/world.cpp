@@ -249,10 +249,11 @@ void World::schedule(TimePoint at, std::function<void(World&)> action) {
   push(std::move(event));
 }
 
-void World::push(Event event, bool waited) {
+std::uint64_t World::push(Event event, bool waited) {
   event.at = std::max(event.at, now_);
   if (!waited) event.arrived = event.at;
   event.seq = next_seq_++;
+  const std::uint64_t seq = event.seq;
   std::size_t slot = slots_.size();
   if (free_slots_.empty()) {
     slots_.push_back(std::move(event));
@@ -265,6 +266,21 @@ void World::push(Event event, bool waited) {
   queue_.push_back(Due{parked.at, parked.arrived, parked.seq, slot});
   std::push_heap(queue_.begin(), queue_.end());
   arm_idle_tick();
+  return seq;
+}
+
+void World::wait_for_node(Event event, TimePoint ready) {
+  event.at = ready;
+  nodes_[event.node].front = push(std::move(event), true);
+}
+
+void World::next_waiting(std::size_t node) {
+  Node& n = nodes_[node];
+  if (n.front != 0 || n.waiting.empty()) return;
+  Event next = std::move(n.waiting.front());
+  n.waiting.pop_front();
+  next.at = cpu_ready(next).value_or(now_);
+  n.front = push(std::move(next), true);
 }
 
 void World::push_deadline(Duration timeout, std::size_t node, std::size_t peer, core::CallId call,
@@ -302,6 +318,7 @@ std::deque<World::Deadline>* World::next_deadlines() {
 
 std::size_t World::queued() const {
   std::size_t n = queue_.size();
+  for (const Node& node : nodes_) n += node.waiting.size();
   for (const auto& [timeout, fifo] : deadlines_) n += fifo.size();
   return n;
 }
@@ -347,15 +364,24 @@ bool World::step() {
   now_ = event.at;
   stats_.events += 1;
   hash(event);
+  const bool placed = event.kind != EventKind::action && event.kind != EventKind::kill && nodes_[event.node].machine;
+  if (placed) {
+    Node& node = nodes_[event.node];
+    if (node.front == event.seq) {
+      node.front = 0;
+    } else if (node.front != 0) {
+      node.waiting.push_back(std::move(event));  // behind the events that came before it
+      return true;
+    }
+  }
   if (auto ready = cpu_ready(event)) {
     // Its node, or every core of its machine, is busy: it waits its turn, behind what
     // came before it (a stream's messages keep their order).
-    event.at = *ready;
-    push(std::move(event), true);
+    wait_for_node(std::move(event), *ready);
     return true;
   }
   // What a placed node's CpuCost reads of how the event came (unplaced nodes cost nothing).
-  if (event.kind != EventKind::action && event.kind != EventKind::kill && nodes_[event.node].machine) {
+  if (placed) {
     const Node& node = nodes_[event.node];
     event.woke = node.busy_until < now_;
     const bool message = event.kind == EventKind::request || event.kind == EventKind::response ||
@@ -366,6 +392,7 @@ bool World::step() {
   process(event);
   handling_ = nullptr;
   handled_.reset();
+  if (placed) next_waiting(event.node);
   return true;
 }
 
@@ -432,6 +459,12 @@ void World::process(Event& event) {
       node.state = NodeState::dead;
       node.incarnation += 1;
       node.busy_until = now_;
+      // What waited for it now finds it dead, in the order it came.
+      node.front = 0;
+      while (!node.waiting.empty()) {
+        push(std::move(node.waiting.front()), true);
+        node.waiting.pop_front();
+      }
       node.timers.clear();
       node.calls.clear();
       node.inbound.clear();

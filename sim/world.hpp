@@ -197,6 +197,11 @@ class World {
     Duration idle_load{};                ///< set_idle_load(): processor time a second whatever it does
     std::size_t process = 0;             ///< share_process(): its process's id, 0 for one of its own
     std::uint64_t incarnation = 0;       ///< grows with each crash: its delayed effects are then dropped
+    /// Events waiting for it (placed nodes) while it or its machine is busy: the first in
+    /// the queue (seq `front`, 0 for none), the others here in the order they came, so
+    /// that each goes back to the queue once, not once each time any of them is handled.
+    std::uint64_t front = 0;
+    std::deque<Event> waiting;
   };
   /// A machine's processors (place()).
   struct Machine {
@@ -208,8 +213,14 @@ class World {
   /// machine is busy (nullopt: now).
   [[nodiscard]] std::optional<TimePoint> cpu_ready(const Event& event) const;
 
-  /// Queues `event`; one that waited for its busy node (`waited`) keeps when it came.
-  void push(Event event, bool waited = false);
+  /// Queues `event` (returns its seq); one that waited for its busy node (`waited`) keeps
+  /// when it came.
+  std::uint64_t push(Event event, bool waited = false);
+  /// `event` waits for its busy node or machine until `ready`: as the node's first waiting
+  /// event in the queue, or behind it.
+  void wait_for_node(Event event, TimePoint ready);
+  /// Queues the next event waiting for `node`, once none is queued (after each event the node handles).
+  void next_waiting(std::size_t node);
   void hash(const Event& event);
   void process(Event& event);
   void execute(std::size_t node, core::Effects effects);

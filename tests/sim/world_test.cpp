@@ -343,6 +343,32 @@ TEST_CASE("events that wait for their busy node are handled in the order they ca
   CHECK(p.world.anomalies().empty());
 }
 
+TEST_CASE("events waiting for one busy node go back to the queue once each, not once per event it handles") {
+  // 200 requests reach b at once; it works 1 ms on each. They are answered in the order
+  // they were sent, and the world handles each about twice (its arrival, its turn) plus
+  // the answers and deadlines (some 1,000 events), where requeueing every waiting request
+  // after each one handled would take some 20,000.
+  Pair p;
+  REQUIRE(p.world.add_machine("m", 1).ok());
+  REQUIRE(p.world.place(addr_b, "m", [](const apiary::sim::Event& in, const Effects&) -> Duration {
+    return in.kind == apiary::sim::EventKind::request ? Duration(1ms) : Duration::zero();
+  }).ok());
+  constexpr int n = 200;
+  for (int i = 1; i <= n; ++i) {
+    p.a->start_effects.push_back(unary_call(static_cast<CallId>(i), addr_b, "svc", std::to_string(i), 10s));
+  }
+  REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+  REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+  p.world.run_until(TimePoint(20s));
+  REQUIRE(p.a->outcomes.size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    CHECK(p.a->outcomes[static_cast<std::size_t>(i)].call == static_cast<CallId>(i + 1));
+    CHECK(p.a->outcomes[static_cast<std::size_t>(i)].at == TimePoint(2ms + (i + 1) * 1ms + 2ms));
+  }
+  CHECK(p.world.stats().events < 6 * static_cast<std::uint64_t>(n));
+  CHECK(p.world.queued() == 0);
+}
+
 TEST_CASE("nodes that share a process: their messages are marked local, and what they send each other stays") {
   for (const bool shared : {false, true}) {
     Pair p;

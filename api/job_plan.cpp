@@ -165,6 +165,13 @@ std::string format_allreduce_plan(const cc::ArPlan& plan) {
   std::string out = fmt::format("all-reduce plan: {} replicas, {} collectives per step ({}): {}\n",
                                 plan.replicas.size(), collectives, uses_nccl(plan) ? "NCCL" : "RING", groups);
   for (const auto& n : plan.notes) out += fmt::format("note: {}\n", n);
+  if (auto sync = cc::Synchronizer::create(plan)) {
+    for (std::size_t v = 0; v < plan.variables.size(); ++v) {
+      if (!sync->whole(v)) continue;
+      out += fmt::format("note: {}'s {} pieces travel whole, one tensor (they follow one another in one collective)\n",
+                         plan.variables[v].name, plan.variables[v].shards.size());
+    }
+  }
   return out;
 }
 

@@ -150,15 +150,20 @@ TEST_CASE("an embedded all-reduce job equals single-process SGD, NCCL runs as RI
 TEST_CASE("partitioned all-reduce strategies reassemble their pieces: an embedded job equals SGD",
           "[allreduce][integration]") {
   const auto kind = GENERATE(cs::BuilderKind::partitioned_ar, cs::BuilderKind::random_axis_partition_ar);
+  // chunk_size 1: a group per piece, w cut and put back together each step; 128: w's pieces
+  // follow one another in one collective and travel whole.
+  const std::int64_t chunk = GENERATE(1, 128);
   cs::BuilderOptions o;
-  o.chunk_size = 1;
-  const Job job = make_ar_job(o, "parts" + std::to_string(static_cast<int>(kind)), kind);
+  o.chunk_size = chunk;
+  const Job job =
+      make_ar_job(o, "parts" + std::to_string(static_cast<int>(kind)) + "_" + std::to_string(chunk), kind);
   const std::int64_t steps = 8;
   auto p = spawn_ps("--embedded " + common_args(job) + " --steps " + std::to_string(steps));
   const auto run = finish(*p);
   INFO(run.text);
   REQUIRE(run.rc == 0);
   CHECK(run.text.find("/part_1:0") != std::string::npos);  // w[16] is split
+  CHECK((run.text.find("pieces travel whole") != std::string::npos) == (chunk == 128));
   const auto expected = reference_sgd(steps);
   for (int r = 0; r < k_replicas; ++r) check_close(run, expected, 1e-5, r);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <optional>
 #include <chrono>
 
@@ -410,6 +411,25 @@ sim::CostProfile round_profile(std::size_t cores) {
   return p;
 }
 
+/// A job of `kind` over 16,384 features (64 samples, batches of 4; w's gradient sparse
+/// with `sparse_w`) on round_profile(2) as `tweak` changes it, run twice (the same trace)
+/// and finished by every replica.
+sim::scenarios::PsScenarioReport profiled_run(cs::BuilderKind kind, const cs::BuilderOptions& options,
+                                              const std::function<void(sim::CostProfile&)>& tweak,
+                                              bool sparse_w = false) {
+  auto c = make_config(core::ps::logistic_graph_item(16384), kind, options);
+  c.features = 16384;
+  c.samples = 64;
+  c.batch = 4;
+  if (sparse_w) c.sparse_variables = {core::ps::k_logreg_weights};
+  auto p = round_profile(2);
+  tweak(p);
+  c.profile = p;
+  auto report = check_replays(c);
+  for (const auto& o : report.replicas) CHECK(o.finished);
+  return report;
+}
+
 }  // namespace
 
 TEST_CASE("a cost profile is written and read back, and a bad one is refused naming the field", "[sim][ps]") {
@@ -533,17 +553,8 @@ TEST_CASE("with a cost profile an all-reduced step charges each replica its comp
 TEST_CASE("a sparse all-reduced variable's work is charged to the replicas at the profile's allreduce_sparse_ns",
           "[sim][ps]") {
   auto run = [](double sparse_ns) {
-    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::all_reduce);
-    c.features = 16384;
-    c.samples = 64;
-    c.batch = 4;
-    c.sparse_variables = {core::ps::k_logreg_weights};
-    auto p = round_profile(2);
-    p.allreduce_sparse_ns = sparse_ns;
-    c.profile = p;
-    const auto report = check_replays(c);
-    for (const auto& o : report.replicas) CHECK(o.finished);
-    return report;
+    return profiled_run(
+        cs::BuilderKind::all_reduce, {}, [sparse_ns](sim::CostProfile& p) { p.allreduce_sparse_ns = sparse_ns; }, true);
   };
   const auto free = run(0.0), charged = run(50.0);
   // 16,384 values at 50 ns: 0.82 ms a step more for each of the 4 replicas.
@@ -556,16 +567,8 @@ TEST_CASE("a partitioned all-reduced variable is charged its cut and reassembly 
   auto run = [](std::int64_t chunk_size, double partition_ns) {
     cs::BuilderOptions options;
     options.chunk_size = chunk_size;
-    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::partitioned_ar, options);
-    c.features = 16384;
-    c.samples = 64;
-    c.batch = 4;
-    auto p = round_profile(2);
-    p.partition_ns = partition_ns;
-    c.profile = p;
-    const auto report = check_replays(c);
-    for (const auto& o : report.replicas) CHECK(o.finished);
-    return report;
+    return profiled_run(cs::BuilderKind::partitioned_ar, options,
+                        [partition_ns](sim::CostProfile& p) { p.partition_ns = partition_ns; });
   };
   // One fusion group (w's pieces one after the other): w travels whole, nothing charged.
   const auto fused = run(128, 0), fused_charged = run(128, 50);
@@ -581,17 +584,10 @@ TEST_CASE("a partitioned all-reduced variable is charged its cut and reassembly 
 TEST_CASE("a profile's idle costs: each process's load a second, and the wake-ups of a message that finds its node "
           "idle, charged as processor time beside the work", "[sim][ps]") {
   auto run = [](double idle_message_us, double idle_cpu_us_per_s) {
-    auto c = make_config(core::ps::logistic_graph_item(16384), cs::BuilderKind::partitioned_ps);
-    c.features = 16384;
-    c.samples = 64;
-    c.batch = 4;
-    auto p = round_profile(2);
-    p.idle_message_us = idle_message_us;
-    p.idle_cpu_us_per_s = idle_cpu_us_per_s;
-    c.profile = p;
-    const auto report = check_replays(c);
-    for (const auto& o : report.replicas) CHECK(o.finished);
-    return report;
+    return profiled_run(cs::BuilderKind::partitioned_ps, {}, [=](sim::CostProfile& p) {
+      p.idle_message_us = idle_message_us;
+      p.idle_cpu_us_per_s = idle_cpu_us_per_s;
+    });
   };
   const auto free = run(0, 0), woken = run(50, 0), loaded = run(0, 20000);
   // Each replica's pull and push answers come to it idle, waiting for them: at least 2

@@ -260,8 +260,9 @@ class World {
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_serial_ = 0;
   core::RequestId next_request_ = 1;
-  /// The queue: a min-heap of (at, seq, slot) over events parked in `slots_`, so that
-  /// ordering moves 24 bytes, not whole events.
+  /// The queue: a min-heap of (at, arrived, seq, slot) over events parked in `slots_`, so
+  /// that ordering moves 32 bytes, not whole events. `arrived` puts what has waited longer
+  /// first among events due at one time, across nodes too (who gets a freed core first).
   struct Due {
     TimePoint at{};
     TimePoint arrived{};

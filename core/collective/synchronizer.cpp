@@ -54,12 +54,41 @@ std::size_t values_in(const std::vector<ps::ShardLayout>& layouts) {
 ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row_width) {
   ps::SparseGradient g;
   if (row_width == 0) return g;
-  for (std::size_t row = 0; row * row_width < dense.size(); ++row) {
-    const auto first = dense.begin() + static_cast<std::ptrdiff_t>(row * row_width);
-    const auto last = first + static_cast<std::ptrdiff_t>(std::min(row_width, dense.size() - row * row_width));
-    if (std::all_of(first, last, [](float v) { return v == 0.0f; })) continue;
+  const float* d = dense.data();
+  const std::size_t n = dense.size();
+  const auto nonzero = [](float v) { return v != 0.0f; };  // NaN counts: it is not zero
+  if (row_width == 1) {
+    // Counted first, then every value written at the next free place and the place kept
+    // only for a non-zero one: no branch on the data, no growth.
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < n; ++i) count += nonzero(d[i]) ? 1 : 0;
+    if (count == 0) return g;
+    g.rows.resize(count + 1);
+    g.values.resize(count + 1);
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      g.rows[k] = static_cast<std::int64_t>(i);
+      g.values[k] = d[i];
+      k += nonzero(d[i]) ? 1 : 0;
+    }
+    g.rows.pop_back();
+    g.values.pop_back();
+    return g;
+  }
+  const std::size_t rows = (n + row_width - 1) / row_width;
+  const auto touched = [&](std::size_t row) {
+    const float* first = d + row * row_width;
+    return std::any_of(first, first + std::min(row_width, n - row * row_width), nonzero);
+  };
+  std::size_t count = 0;
+  for (std::size_t row = 0; row < rows; ++row) count += touched(row) ? 1 : 0;
+  g.rows.reserve(count);
+  g.values.reserve(count * row_width);
+  for (std::size_t row = 0; row < rows && g.rows.size() < count; ++row) {
+    if (!touched(row)) continue;
+    const float* first = d + row * row_width;
     g.rows.push_back(static_cast<std::int64_t>(row));
-    g.values.insert(g.values.end(), first, last);
+    g.values.insert(g.values.end(), first, first + std::min(row_width, n - row * row_width));
   }
   return g;
 }

@@ -185,3 +185,50 @@ TEST_CASE("a missing or mis-sized gradient is refused and changes no residual", 
   auto bad_out = sync->assemble({{{1.0F}}});
   REQUIRE_FALSE(bad_out.ok());
 }
+
+TEST_CASE("touched_rows keeps every row holding a value other than zero, in order, with its values",
+          "[collective][unit]") {
+  // The rows a plain loop finds: any value != 0 (NaN too; -0 is zero), the last row short
+  // when the values do not fill it.
+  const auto expected = [](const std::vector<float>& dense, std::size_t width) {
+    core::ps::SparseGradient g;
+    for (std::size_t row = 0; row * width < dense.size(); ++row) {
+      const std::size_t end = std::min(dense.size(), (row + 1) * width);
+      bool any = false;
+      for (std::size_t i = row * width; i < end; ++i) any = any || dense[i] != 0.0f;
+      if (!any) continue;
+      g.rows.push_back(static_cast<std::int64_t>(row));
+      g.values.insert(g.values.end(), dense.begin() + static_cast<std::ptrdiff_t>(row * width),
+                      dense.begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    return g;
+  };
+  std::vector<float> dense(1001, 0.0f);
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    if (i % 7 == 0 || i % 11 == 3) dense[i] = static_cast<float>(i) - 500.0f;  // 500 itself is 0
+  }
+  dense[2] = -0.0f;
+  dense[5] = std::nanf("");
+  dense[1000] = 1.0f;
+  for (std::size_t width : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{1001}, std::size_t{2000}}) {
+    INFO("row width " << width);
+    const auto want = expected(dense, width);
+    const auto got = cc::touched_rows(dense, width);
+    CHECK(got.rows == want.rows);
+    REQUIRE(got.values.size() == want.values.size());
+    CHECK(std::memcmp(got.values.data(), want.values.data(), want.values.size() * sizeof(float)) == 0);
+    CHECK_FALSE(got.rows.empty());
+  }
+  const auto one = cc::touched_rows(dense, 1);
+  CHECK(std::find(one.rows.begin(), one.rows.end(), 2) == one.rows.end());  // -0
+  CHECK(std::find(one.rows.begin(), one.rows.end(), 5) != one.rows.end());  // NaN
+  CHECK(std::find(one.rows.begin(), one.rows.end(), 500) == one.rows.end());
+  // Nothing touched, and no row width: no rows.
+  CHECK(cc::touched_rows(std::vector<float>(64, 0.0f), 1).rows.empty());
+  CHECK(cc::touched_rows(std::vector<float>(64, -0.0f), 4).rows.empty());
+  CHECK(cc::touched_rows(dense, 0).rows.empty());
+  // Every value touched.
+  const auto all = cc::touched_rows(std::vector<float>(10, 2.0f), 1);
+  CHECK(all.rows.size() == 10);
+  CHECK(all.values == std::vector<float>(10, 2.0f));
+}

@@ -66,12 +66,16 @@ Status World::restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<H
   return ok_status();
 }
 
-Status World::add_machine(const std::string& name, std::size_t cores) {
+Status World::add_machine(const std::string& name, std::size_t cores, CoreSharing sharing) {
   if (cores == 0) return make_error(errc::invalid_argument, "machine '{}': expected >= 1 cores, got 0", name);
   for (const auto& m : machines_) {
     if (m.name == name) return make_error(errc::invalid_argument, "machine '{}': the name is taken", name);
   }
-  machines_.push_back(Machine{name, std::vector<TimePoint>(cores, TimePoint{}), Duration::zero()});
+  Machine m;
+  m.name = name;
+  m.cores.assign(cores, TimePoint{});
+  m.sharing = sharing;
+  machines_.push_back(std::move(m));
   return ok_status();
 }
 
@@ -167,10 +171,114 @@ void World::charge_idle_loads() {
 void World::charge_aside(Node& n, Duration work) {
   if (!n.machine || work <= Duration::zero()) return;
   Machine& machine = machines_[*n.machine];
+  if (machine.sharing == CoreSharing::time_slices) {
+    machine.busy += work;
+    n.busy += work;
+    (void)share_add(*n.machine, static_cast<std::size_t>(&n - nodes_.data()), work, nullptr);
+    return;
+  }
   auto core = std::min_element(machine.cores.begin(), machine.cores.end());
   *core = std::max(*core, now_) + work;
   machine.busy += work;
   n.busy += work;
+}
+
+std::uint64_t World::share_add(std::size_t m, std::size_t node, Duration work, std::function<void(World&)> done) {
+  Machine& machine = machines_[m];
+  share_advance(machine);
+  Job job;
+  job.id = next_job_++;
+  job.tag = machine.served + static_cast<double>(std::max(Duration::zero(), work).count());
+  job.node = node;
+  job.done = std::move(done);
+  machine.jobs.push_back(std::move(job));
+  share_reschedule(m);
+  return machine.jobs.back().id;
+}
+
+void World::share_grow(std::size_t m, std::uint64_t id, Duration more) {
+  Machine& machine = machines_[m];
+  share_advance(machine);
+  for (Job& job : machine.jobs) {
+    if (job.id == id) job.tag += static_cast<double>(std::max(Duration::zero(), more).count());
+  }
+  share_reschedule(m);
+}
+
+void World::share_advance(Machine& m) {
+  // Every running item gets cores / items of a core, at most a whole one.
+  if (!m.jobs.empty() && now_ > m.served_at) {
+    const double rate = std::min(1.0, static_cast<double>(m.cores.size()) / static_cast<double>(m.jobs.size()));
+    m.served += rate * static_cast<double>((now_ - m.served_at).count());
+  }
+  m.served_at = now_;
+}
+
+void World::share_reschedule(std::size_t m) {
+  Machine& machine = machines_[m];
+  const std::uint64_t generation = ++machine.generation;
+  if (machine.jobs.empty()) return;
+  double first = machine.jobs.front().tag;
+  for (const Job& job : machine.jobs) first = std::min(first, job.tag);
+  const double rate =
+      std::min(1.0, static_cast<double>(machine.cores.size()) / static_cast<double>(machine.jobs.size()));
+  const double wait = std::max(0.0, std::ceil((first - machine.served) / rate));
+  schedule(now_ + Duration(static_cast<Duration::rep>(wait)),
+           [m, generation](World& w) { w.share_complete(m, generation); });
+}
+
+void World::share_complete(std::size_t m, std::uint64_t generation) {
+  Machine& machine = machines_[m];
+  if (machine.generation != generation) return;  // the items changed since: a later check is queued
+  share_advance(machine);
+  // What is done (within half a nanosecond of service: the wait was rounded up), in the
+  // order of its tags, then of its start.
+  std::vector<Job> done;
+  auto finished = [&machine](const Job& job) { return job.tag <= machine.served + 0.5; };
+  for (Job& job : machine.jobs) {
+    if (finished(job)) done.push_back(std::move(job));
+  }
+  machine.jobs.erase(std::remove_if(machine.jobs.begin(), machine.jobs.end(), finished), machine.jobs.end());
+  std::stable_sort(done.begin(), done.end(), [](const Job& a, const Job& b) { return a.tag < b.tag; });
+  share_reschedule(m);
+  for (Job& job : done) {
+    if (job.done) job.done(*this);
+  }
+}
+
+void World::share_drop(std::size_t node) {
+  Node& n = nodes_[node];
+  n.working = false;
+  n.after = Duration::zero();
+  if (!n.machine || machines_[*n.machine].sharing != CoreSharing::time_slices) return;
+  Machine& machine = machines_[*n.machine];
+  share_advance(machine);
+  machine.jobs.erase(std::remove_if(machine.jobs.begin(), machine.jobs.end(),
+                                    [node](const Job& job) { return job.node == node; }),
+                     machine.jobs.end());
+  share_reschedule(*n.machine);
+}
+
+void World::share_effects_done(std::size_t node, std::uint64_t incarnation,
+                               const std::shared_ptr<core::Effects>& held) {
+  Node& n = nodes_[node];
+  if (n.state != NodeState::running || n.incarnation != incarnation) return;
+  execute(node, std::move(*held));
+  if (n.after > Duration::zero()) {
+    const Duration after = std::exchange(n.after, Duration::zero());
+    n.job = share_add(*n.machine, node, after, [node, incarnation](World& w) { w.share_node_free(node, incarnation); });
+    return;
+  }
+  share_node_free(node, incarnation);
+}
+
+void World::share_node_free(std::size_t node, std::uint64_t incarnation) {
+  Node& n = nodes_[node];
+  if (n.state != NodeState::running || n.incarnation != incarnation) return;
+  n.working = false;
+  n.job = 0;
+  n.busy_until = now_;
+  next_waiting(node);
 }
 
 Duration World::node_busy_time(const PeerAddr& addr) const {
@@ -189,6 +297,8 @@ std::optional<TimePoint> World::cpu_ready(const Event& event) const {
   if (event.kind == EventKind::action || event.kind == EventKind::kill) return std::nullopt;
   const Node& node = nodes_[event.node];
   if (!node.machine || node.state == NodeState::dead) return std::nullopt;
+  // Time-sliced cores are never all busy; a working node's events wait untimed (step()).
+  if (machines_[*node.machine].sharing == CoreSharing::time_slices) return std::nullopt;
   const auto& cores = machines_[*node.machine].cores;
   const TimePoint ready = std::max(node.busy_until, *std::min_element(cores.begin(), cores.end()));
   if (ready <= now_) return std::nullopt;
@@ -276,7 +386,7 @@ void World::wait_for_node(Event event, TimePoint ready) {
 
 void World::next_waiting(std::size_t node) {
   Node& n = nodes_[node];
-  if (n.front != 0 || n.waiting.empty()) return;
+  if (n.front != 0 || n.waiting.empty() || n.working) return;
   Event next = std::move(n.waiting.front());
   n.waiting.pop_front();
   next.at = cpu_ready(next).value_or(now_);
@@ -369,10 +479,20 @@ bool World::step() {
     Node& node = nodes_[event.node];
     if (node.front == event.seq) {
       node.front = 0;
+      if (node.working) {  // came first of its node's waiting events: stays first
+        node.waiting.push_front(std::move(event));
+        return true;
+      }
     } else if (node.front != 0) {
       node.waiting.push_back(std::move(event));  // behind the events that came before it
       return true;
     }
+  }
+  if (placed && nodes_[event.node].working) {
+    // A time-sliced node still working on an event: this one waits until it is done,
+    // behind what came before it (share_node_free() queues the first of them).
+    nodes_[event.node].waiting.push_back(std::move(event));
+    return true;
   }
   if (auto ready = cpu_ready(event)) {
     // Its node, or every core of its machine, is busy: it waits its turn, behind what
@@ -459,6 +579,7 @@ void World::process(Event& event) {
       node.state = NodeState::dead;
       node.incarnation += 1;
       node.busy_until = now_;
+      share_drop(event.node);
       // What waited for it now finds it dead, in the order it came.
       node.front = 0;
       while (!node.waiting.empty()) {

@@ -67,6 +67,17 @@ struct CpuCharge {
 /// seed replays.
 using CpuCost = std::function<CpuCharge(const Event& in, const core::Effects& out)>;
 
+/// How a machine's nodes share its cores (add_machine()).
+enum class CoreSharing {
+  /// Each event runs to its end on one core, the earliest free; an event waits while
+  /// every core is busy.
+  whole_events,
+  /// As an operating system's scheduler shares them in time slices: every node with work
+  /// runs at once, each at cores / (work items running) of a core, at most one (a node's
+  /// event, an aside charge: each an item); nothing waits for a core.
+  time_slices,
+};
+
 /// A simulated world. Not copyable; pass it by reference (there are no globals).
 class World {
  public:
@@ -106,9 +117,10 @@ class World {
   /// no host.
   [[nodiscard]] Status restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<Host> fresh);
 
-  /// Adds a machine of `cores` processors (>= 1) named `name`, for place(). Errors:
-  /// invalid_argument (no cores, a name taken).
-  [[nodiscard]] Status add_machine(const std::string& name, std::size_t cores);
+  /// Adds a machine of `cores` processors (>= 1) named `name`, for place(), its nodes
+  /// sharing them as `sharing` says. Errors: invalid_argument (no cores, a name taken).
+  [[nodiscard]] Status add_machine(const std::string& name, std::size_t cores,
+                                   CoreSharing sharing = CoreSharing::whole_events);
   /// Runs node `addr` on machine `machine`, each event it handles costing `cost`: the
   /// node handles one event at a time, each on one of the machine's cores, which the
   /// machine's nodes share (an event waits for the node and for a free core, in the
@@ -202,12 +214,34 @@ class World {
     /// that each goes back to the queue once, not once each time any of them is handled.
     std::uint64_t front = 0;
     std::deque<Event> waiting;
+    /// CoreSharing::time_slices: the node is working on an event (its events wait
+    /// untimed in `waiting` until it is done), that work's item, and the event's work
+    /// after its effects left (CpuCharge::after), still to come.
+    bool working = false;
+    std::uint64_t job = 0;
+    Duration after{};
+  };
+  /// Work running on a time-sliced machine: done when the service every running item
+  /// has had (Machine::served) reaches `tag`; then `done` runs (none for aside work).
+  struct Job {
+    std::uint64_t id = 0;
+    double tag = 0;
+    std::size_t node = 0;
+    std::function<void(World&)> done;
   };
   /// A machine's processors (place()).
   struct Machine {
     std::string name;
-    std::vector<TimePoint> cores;  ///< when each core is free again
+    std::vector<TimePoint> cores;  ///< when each core is free again (whole_events)
     Duration busy{};               ///< processor time spent
+    CoreSharing sharing = CoreSharing::whole_events;
+    /// time_slices: the items running, the service (ns of one core's work) each has had
+    /// since the machine began, as of `served_at`, and the generation of the queued check
+    /// for the next item done (an older one finds it changed and does nothing).
+    std::vector<Job> jobs;
+    double served = 0;
+    TimePoint served_at{};
+    std::uint64_t generation = 0;
   };
   /// When `event` can be handled: now, or later when its node or every core of its
   /// machine is busy (nullopt: now).
@@ -312,6 +346,24 @@ class World {
   /// Spends `work` of node `n`'s process on its machine's earliest free core (from now,
   /// or once that core is free), not holding the node (CpuCharge::aside, idle loads).
   void charge_aside(Node& n, Duration work);
+  /// time_slices: a work item of `work` for node `node` on machine `m`, `done` run when
+  /// it is finished (returns its id); an item's work grown by `more` (the same event's
+  /// later effects); service brought up to now; the check for the next item done queued
+  /// again; the items done by now finished; a killed node's items dropped.
+  std::uint64_t share_add(std::size_t m, std::size_t node, Duration work, std::function<void(World&)> done);
+  void share_grow(std::size_t m, std::uint64_t job, Duration more);
+  void share_advance(Machine& m);
+  void share_reschedule(std::size_t m);
+  void share_complete(std::size_t m, std::uint64_t generation);
+  void share_drop(std::size_t node);
+  /// time_slices: node `node`'s event's effects leave (`held`), then its work after them
+  /// runs, then the node is free for its next event; nothing for a later incarnation.
+  void share_effects_done(std::size_t node, std::uint64_t incarnation, const std::shared_ptr<core::Effects>& held);
+  void share_node_free(std::size_t node, std::uint64_t incarnation);
+  [[nodiscard]] bool time_sliced(std::size_t node) const {
+    return nodes_[node].machine && machines_[*nodes_[node].machine].sharing == CoreSharing::time_slices;
+  }
+  std::uint64_t next_job_ = 1;
   /// Queues the next charge of the idle loads, k_idle_tick from now (once).
   void arm_idle_tick();
   /// Charges every running node's idle load for the last k_idle_tick, and queues the

@@ -16,31 +16,57 @@ void World::execute(std::size_t node, core::Effects effects) {
     const CpuCharge charge = n.cost(*handling_, effects);
     const Duration before = std::max(Duration::zero(), charge.before);
     const Duration cost = before + std::max(Duration::zero(), charge.after);
-    if (handled_) {
-      handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()), std::make_move_iterator(effects.end()));
-      n.busy_until += cost;
+    if (machines_[*n.machine].sharing == CoreSharing::time_slices) {
+      // The event's work is an item on the time-sliced cores: its effects leave when the
+      // part before them is done, the node works on until the rest is (share_*()).
       n.busy += cost;
       machines_[*n.machine].busy += cost;
       charge_aside(n, charge.aside);
-      return;
-    }
-    if (cost > Duration::zero()) {
-      Machine& machine = machines_[*n.machine];
-      auto core = std::min_element(machine.cores.begin(), machine.cores.end());
-      *core = now_ + cost;
-      n.busy_until = now_ + cost;
-      n.busy += cost;
-      machine.busy += cost;
+      if (handled_) {
+        handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()),
+                         std::make_move_iterator(effects.end()));
+        share_grow(*n.machine, n.job, before);
+        n.after += std::max(Duration::zero(), charge.after);
+        return;
+      }
+      if (cost > Duration::zero()) {
+        const std::uint64_t incarnation = n.incarnation;
+        handled_ = std::make_shared<core::Effects>(std::move(effects));
+        n.working = true;
+        n.after = std::max(Duration::zero(), charge.after);
+        n.job = share_add(*n.machine, node, before, [node, incarnation, held = handled_](World& w) {
+          w.share_effects_done(node, incarnation, held);
+        });
+        return;
+      }
+    } else {
+      if (handled_) {
+        handled_->insert(handled_->end(), std::make_move_iterator(effects.begin()),
+                         std::make_move_iterator(effects.end()));
+        n.busy_until += cost;
+        n.busy += cost;
+        machines_[*n.machine].busy += cost;
+        charge_aside(n, charge.aside);
+        return;
+      }
+      if (cost > Duration::zero()) {
+        Machine& machine = machines_[*n.machine];
+        auto core = std::min_element(machine.cores.begin(), machine.cores.end());
+        *core = now_ + cost;
+        n.busy_until = now_ + cost;
+        n.busy += cost;
+        machine.busy += cost;
+        charge_aside(n, charge.aside);
+        const std::uint64_t incarnation = n.incarnation;
+        handled_ = std::make_shared<core::Effects>(std::move(effects));
+        schedule(now_ + before, [node, incarnation, held = handled_](World& w) {
+          const Node& later = w.nodes_[node];
+          if (later.state == NodeState::running && later.incarnation == incarnation) w.execute(node, std::move(*held));
+        });
+        return;
+      }
       charge_aside(n, charge.aside);
-      const std::uint64_t incarnation = n.incarnation;
-      handled_ = std::make_shared<core::Effects>(std::move(effects));
-      schedule(now_ + before, [node, incarnation, held = handled_](World& w) {
-        const Node& later = w.nodes_[node];
-        if (later.state == NodeState::running && later.incarnation == incarnation) w.execute(node, std::move(*held));
-      });
-      return;
     }
-    charge_aside(n, charge.aside);
   }
   for (auto& effect : effects) {
     if (auto* call = std::get_if<core::Call>(&effect)) {

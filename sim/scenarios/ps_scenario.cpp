@@ -295,7 +295,7 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
   auto machine = [&](const std::string& device) -> Result<std::string> {
     const std::string m = machine_of(device);
     if (machines.insert(m).second) {
-      if (auto st = world.add_machine(m, p.cores); !st) return st.error();
+      if (auto st = world.add_machine(m, p.cores, CoreSharing::time_slices); !st) return st.error();
     }
     return m;
   };

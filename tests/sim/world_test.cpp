@@ -1,6 +1,8 @@
 // The World's contract with any Host, checked with small scripted hosts.
 #include <catch2/catch.hpp>
 
+#include <utility>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -36,6 +38,7 @@ class ScriptHost : public Host {
   std::vector<std::pair<TimePoint, TimerId>> fired;
   std::vector<std::string> requests;
   bool answer = true;
+  Effects timer_effects;  ///< what the next timer to fire does
 
   Effects on_start(TimePoint) override { return start_effects; }
   Effects on_request(TimePoint, RequestId id, const std::string& handle,
@@ -50,7 +53,7 @@ class ScriptHost : public Host {
   }
   Effects on_timer(TimePoint now, TimerId id) override {
     fired.emplace_back(now, id);
-    return {};
+    return std::exchange(timer_effects, {});
   }
 };
 
@@ -230,6 +233,70 @@ TEST_CASE("nodes on one machine share its cores") {
     Pair p;
     place_both(p, 2);
     CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
+  }
+}
+
+TEST_CASE("time-sliced cores: every node with work runs at once, each at cores / items running of a core") {
+  SECTION("one core") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1, apiary::sim::CoreSharing::time_slices).ok());
+    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
+    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    // b works alone on request 1 from 2 ms to 7 (a's answer at 9), on request 2 from 7:
+    // from 9 it shares the core with a's 1 ms for the answer (done at 11), so its last 2 ms
+    // end at 13 (answer at 15); request 3 from 13, shared from 15 to 17 with a's answer, done
+    // at 19 (answer at 21). Whole events: b's three requests first, a's answers after.
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(15ms), TimePoint(21ms)});
+    CHECK(p.world.busy_time("m") == 18ms);
+    CHECK(p.world.node_busy_time(addr_b) == 15ms);
+  }
+  SECTION("two cores: two items run at full speed") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 2, apiary::sim::CoreSharing::time_slices).ok());
+    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
+    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
+  }
+  SECTION("work after the effects and work aside are items too") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1, apiary::sim::CoreSharing::time_slices).ok());
+    // b answers each request after 1 ms, works 1 ms more, and spends 2 ms aside.
+    REQUIRE(p.world.place(addr_b, "m", [](const apiary::sim::Event& in, const Effects&) -> apiary::sim::CpuCharge {
+      if (in.kind == apiary::sim::EventKind::request) return {1ms, 1ms, 2ms};
+      return Duration::zero();
+    }).ok());
+    // Request 1 at 2 ms: its 1 ms and the 2 ms aside share the core, so the answer leaves
+    // at 4 (at a at 6); the work after (1 ms) shares it with the aside's last 1 ms: both
+    // done at 6. Request 2 the same from 6 (answer at 10), request 3 from 10 (at 14).
+    CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(6ms), TimePoint(10ms), TimePoint(14ms)});
+    CHECK(p.world.busy_time("m") == 12ms);
+  }
+  SECTION("a node killed while it works sends nothing of that work, and its share goes to the others") {
+    Pair p;
+    REQUIRE(p.world.add_machine("m", 1, apiary::sim::CoreSharing::time_slices).ok());
+    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    // A third node on the machine, started at 2 ms with 6 ms of work: it shares the core
+    // with b from 2 ms to the kill at 5 (1.5 ms done), then runs alone: done at 9.5 ms.
+    const auto addr_c = apiary::test::test_addr(3);
+    auto c = std::make_unique<ScriptHost>();
+    auto* c_host = c.get();
+    c_host->start_effects = {SetTimer{1, TimePoint{}}};
+    REQUIRE(p.world.add_node(addr_c, std::move(c)).ok());
+    REQUIRE(p.world.place(addr_c, "m", [](const apiary::sim::Event& in, const Effects&) -> apiary::sim::CpuCharge {
+      return in.kind == apiary::sim::EventKind::timer ? apiary::sim::CpuCharge{Duration(6ms)} : Duration::zero();
+    }).ok());
+    REQUIRE(p.world.start_node(addr_c, TimePoint(2ms)).ok());
+    c_host->timer_effects = {SetTimer{2, TimePoint{}}};  // what c's work does: a timer, due when it is done
+    p.a->start_effects = {unary_call(1, addr_b, "svc", "1", 100ms)};
+    REQUIRE(p.world.start_node(addr_b, 0ms).ok());
+    REQUIRE(p.world.start_node(addr_a, 0ms).ok());
+    REQUIRE(p.world.kill_node(addr_b, TimePoint(5ms)).ok());
+    p.world.run_until(TimePoint(1s));
+    REQUIRE(p.a->outcomes.size() == 1);
+    CHECK(p.a->outcomes[0].response.error().code == errc::deadline_exceeded);
+    REQUIRE(c_host->fired.size() == 2);
+    CHECK(c_host->fired[0].first == TimePoint(2ms));
+    CHECK(c_host->fired[1].first == TimePoint(Duration(9500us)));
   }
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-/// The part stream's uncompressed (NONE) float32 parts, written and read without the
-/// general codec path's intermediate copies. Same bytes as the general path: the
-/// protobuf encoding of AveragingData{code, group_id, peer_id, tensor_part{buffer,
-/// size = [count], dtype = "float32"}, weight}.
+/// The part stream's uncompressed (NONE) and float16 (FLOAT16) float32 parts, written
+/// and read without the general codec path's intermediate copies. Same bytes as the
+/// general path: the protobuf encoding of AveragingData{code, group_id, peer_id,
+/// tensor_part{buffer, size = [count], dtype = "float32", compression}, weight}.
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -41,6 +41,18 @@ class NonePartWriter {
 [[nodiscard]] std::pair<std::string, std::string> none_part_framing(pb::MessageCode code, const std::string& group_id,
                                                                     const std::string& peer_id, std::size_t count,
                                                                     double weight);
+
+/// The serialized AveragingData of a FLOAT16 part: the `count` floats at `values` rounded
+/// to float16 (clamped to its range, round to nearest even, NaN kept) straight into the
+/// message, the general path's bytes.
+[[nodiscard]] std::string encode_half_part(pb::MessageCode code, const std::string& group_id,
+                                           const std::string& peer_id, const float* values, std::size_t count,
+                                           double weight);
+
+/// Reads an AveragingData whose part is a 1-d float32 tensor sent as FLOAT16 into `out`,
+/// its values decoded straight from the message into out.values. False when the bytes
+/// hold anything else (the caller then takes the general path).
+[[nodiscard]] bool decode_half_part(std::string_view bytes, PartMessage& out);
 
 /// Reads an AveragingData whose part (if any) is a 1-d float32 NONE tensor into `out`.
 /// False when the bytes hold anything else (a codec, chunks, unknown fields, malformed

@@ -14,6 +14,7 @@ Result<std::string> encode_part_message(pb::MessageCode code, const std::string&
                                         std::size_t count, pb::CompressionType codec,
                                         double weight) {
   if (codec == pb::NONE) return encode_none_part(code, group_id, peer_id, values, count, weight);
+  if (codec == pb::FLOAT16) return encode_half_part(code, group_id, peer_id, values, count, weight);
   auto tensor = messages::Tensor::copy_of(messages::dtype::float32,
                                           {static_cast<std::uint32_t>(count)}, values,
                                           count * sizeof(float));
@@ -109,11 +110,13 @@ Result<PartMessage> read_part_message(std::string_view bytes, std::string_view& 
   floats = {};
   if (PartMessage fast; view_none_part(bytes, fast, floats)) return fast;
   floats = {};
+  if (PartMessage half; decode_half_part(bytes, half)) return half;
   return decode_with_codec(bytes);
 }
 
 Result<PartMessage> decode_part_message(std::string_view bytes) {
   if (PartMessage fast; decode_none_part(bytes, fast)) return fast;
+  if (PartMessage half; decode_half_part(bytes, half)) return half;
   return decode_with_codec(bytes);
 }
 

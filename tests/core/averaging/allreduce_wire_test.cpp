@@ -2,7 +2,11 @@
 // read back the same way, and anything it does not handle left to the general path.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "averaging.pb.h"
@@ -75,6 +79,81 @@ TEST_CASE("NONE parts: codecs, code-only answers and bad bytes go to the general
   CHECK_FALSE(av::decode_none_part(truncated, bad));
   CHECK_FALSE(av::decode_part_message(truncated).ok());
   CHECK_FALSE(av::decode_none_part(std::string("\xff\xff\xff", 3), bad));
+}
+
+TEST_CASE("FLOAT16 parts: the fast path writes the general path's bytes and decodes them as the codec does",
+          "[unit][averaging]") {
+  const std::size_t count = GENERATE(std::size_t{0}, std::size_t{1}, std::size_t{33}, std::size_t{70000});
+  const double weight = GENERATE(0.0, 1.0, 2.5);
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(i) * 0.37f - 3.0f;
+  // Values the rounding must treat as the codec does: past float16's range, NaN,
+  // infinities, a subnormal, a tie.
+  const float specials[] = {70000.0f, -1e9f, std::nanf(""), INFINITY, -INFINITY, 1e-7f, 1.0009765625f + 0.00048828125f};
+  for (std::size_t i = 0; i < count && i < std::size(specials); ++i) values[i] = specials[i];
+  const std::string want = general(pb::AVERAGED_PART, "group-id", "/ip4/127.0.0.1/tcp/1", values, pb::FLOAT16, weight);
+  const std::string got =
+      av::encode_half_part(pb::AVERAGED_PART, "group-id", "/ip4/127.0.0.1/tcp/1", values.data(), count, weight);
+  CHECK(got == want);
+  // The codec's own decoding of those bytes.
+  pb::AveragingData data;
+  REQUIRE(data.ParseFromString(want));
+  std::vector<float> codec_values;
+  if (data.has_tensor_part()) {
+    auto tensor = apiary::messages::decode(data.tensor_part());
+    REQUIRE(tensor.ok());
+    codec_values.assign(tensor->data<float>(), tensor->data<float>() + tensor->numel());
+  }
+  av::PartMessage read;
+  REQUIRE(av::decode_half_part(got, read));
+  CHECK(read.code == pb::AVERAGED_PART);
+  CHECK(read.group_id == "group-id");
+  CHECK(read.peer_id == "/ip4/127.0.0.1/tcp/1");
+  CHECK(read.weight == weight);
+  CHECK(read.compression == pb::FLOAT16);
+  REQUIRE(read.values.size() == codec_values.size());
+  CHECK(std::memcmp(read.values.data(), codec_values.data(), codec_values.size() * sizeof(float)) == 0);
+  // The NONE path does not take it; decode_part_message and read_part_message do, alike.
+  av::PartMessage none;
+  if (count > 0) CHECK_FALSE(av::decode_none_part(got, none));
+  auto decoded = av::decode_part_message(got);
+  REQUIRE(decoded.ok());
+  CHECK(std::memcmp(decoded->values.data(), codec_values.data(), codec_values.size() * sizeof(float)) == 0);
+  std::string_view floats;
+  auto viewed = av::read_part_message(got, floats);
+  REQUIRE(viewed.ok());
+  CHECK(floats.empty());
+  CHECK(viewed->values.size() == count);
+}
+
+TEST_CASE("FLOAT16 parts: a wrong size, dtype or shape, and bad bytes go to the general path", "[unit][averaging]") {
+  const std::vector<float> values{1.0f, -2.0f, 0.5f};
+  av::PartMessage read;
+  // Another codec, and NONE parts: not the float16 path's.
+  CHECK_FALSE(av::decode_half_part(general(pb::AVERAGED_PART, "", "", values, pb::UNIFORM_8BIT, 1.0), read));
+  CHECK_FALSE(av::decode_half_part(av::encode_none_part(pb::AVERAGED_PART, "", "", values.data(), 3, 1.0), read));
+  // A buffer one byte short of its size, and a 2-d tensor: the general path answers.
+  pb::AveragingData data;
+  REQUIRE(data.ParseFromString(general(pb::AVERAGED_PART, "", "", values, pb::FLOAT16, 1.0)));
+  pb::AveragingData short_buffer = data;
+  short_buffer.mutable_tensor_part()->mutable_buffer()->pop_back();
+  CHECK_FALSE(av::decode_half_part(short_buffer.SerializeAsString(), read));
+  CHECK_FALSE(av::decode_part_message(short_buffer.SerializeAsString()).ok());
+  pb::AveragingData two_d = data;
+  two_d.mutable_tensor_part()->clear_size();
+  two_d.mutable_tensor_part()->add_size(1);
+  two_d.mutable_tensor_part()->add_size(3);
+  CHECK_FALSE(av::decode_half_part(two_d.SerializeAsString(), read));
+  auto general_2d = av::decode_part_message(two_d.SerializeAsString());
+  REQUIRE(general_2d.ok());
+  CHECK(general_2d->values == values);
+  pb::AveragingData f64 = data;
+  f64.mutable_tensor_part()->set_dtype("float64");
+  CHECK_FALSE(av::decode_half_part(f64.SerializeAsString(), read));
+  std::string truncated = av::encode_half_part(pb::AVERAGED_PART, "g", "", values.data(), 3, 1.0);
+  truncated.resize(truncated.size() - 5);
+  CHECK_FALSE(av::decode_half_part(truncated, read));
+  CHECK_FALSE(av::decode_part_message(truncated).ok());
 }
 
 TEST_CASE("NONE parts: a tag padded past 5 bytes is malformed, as protobuf has it", "[unit][averaging]") {

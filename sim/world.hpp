@@ -122,16 +122,17 @@ class World {
   [[nodiscard]] Status add_machine(const std::string& name, std::size_t cores,
                                    CoreSharing sharing = CoreSharing::whole_events);
   /// Runs node `addr` on machine `machine`, each event it handles costing `cost`: the
-  /// node handles one event at a time, each on one of the machine's cores, which the
-  /// machine's nodes share (an event waits for the node and for a free core, in the
-  /// order events came); what the node does about an event (its calls, replies, timers)
-  /// leaves once the event's cost before them (CpuCharge::before) has passed, and the
-  /// node and its core stay busy for the rest (CpuCharge::after). A node placed nowhere costs nothing (the
+  /// node handles one event at a time, in the order events came, on the machine's cores,
+  /// which its nodes share as the machine's CoreSharing says (whole events: each on one
+  /// core, waiting for a free one; time slices: alongside everything else running);
+  /// what the node does about an event (its calls, replies, timers) leaves once the
+  /// event's cost before them (CpuCharge::before) has been served, and the node stays
+  /// busy for the rest (CpuCharge::after). A node placed nowhere costs nothing (the
   /// default). Errors: unknown node or machine, no cost function.
   [[nodiscard]] Status place(const PeerAddr& addr, const std::string& machine, CpuCost cost);
   /// Node `addr`'s process also spends `per_second` of processor time a second while it
   /// runs, whatever it does (its threads' timed polls): charged every k_idle_tick to the
-  /// node and to its machine's earliest free core (it occupies a core, not the node).
+  /// node and to its machine as work aside (it occupies a core or a time slice, not the node).
   /// Errors: unknown or unplaced node, a negative load.
   [[nodiscard]] Status set_idle_load(const PeerAddr& addr, Duration per_second);
   /// Nodes `a` and `b` are roles of one process (a node proxy on its replica's gateway):

@@ -35,6 +35,17 @@ std::string general(pb::MessageCode code, const std::string& group, const std::s
   return data.SerializeAsString();
 }
 
+const std::string k_group = "group-id";
+const std::string k_peer = "/ip4/127.0.0.1/tcp/1";
+
+/// The fields a fast path read besides the values: those the message was written with.
+void check_fields(const av::PartMessage& read, pb::MessageCode code, double weight) {
+  CHECK(read.code == code);
+  CHECK(read.group_id == k_group);
+  CHECK(read.peer_id == k_peer);
+  CHECK(read.weight == weight);
+}
+
 }  // namespace
 
 TEST_CASE("NONE parts: the fast path writes the general path's bytes and reads them back", "[unit][averaging]") {
@@ -42,16 +53,12 @@ TEST_CASE("NONE parts: the fast path writes the general path's bytes and reads t
   const double weight = GENERATE(0.0, 1.0, 2.5);
   std::vector<float> values(count);
   for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(i) * 0.25f - 3.0f;
-  const std::string want = general(pb::PART_FOR_AVERAGING, "group-id", "/ip4/127.0.0.1/tcp/1", values, pb::NONE, weight);
-  const std::string got = av::encode_none_part(pb::PART_FOR_AVERAGING, "group-id", "/ip4/127.0.0.1/tcp/1",
-                                               values.data(), count, weight);
+  const std::string want = general(pb::PART_FOR_AVERAGING, k_group, k_peer, values, pb::NONE, weight);
+  const std::string got = av::encode_none_part(pb::PART_FOR_AVERAGING, k_group, k_peer, values.data(), count, weight);
   CHECK(got == want);
   av::PartMessage read;
   REQUIRE(av::decode_none_part(got, read));
-  CHECK(read.code == pb::PART_FOR_AVERAGING);
-  CHECK(read.group_id == "group-id");
-  CHECK(read.peer_id == "/ip4/127.0.0.1/tcp/1");
-  CHECK(read.weight == weight);
+  check_fields(read, pb::PART_FOR_AVERAGING, weight);
   CHECK(read.values == values);
   auto decoded = av::decode_part_message(got);
   REQUIRE(decoded.ok());
@@ -91,9 +98,8 @@ TEST_CASE("FLOAT16 parts: the fast path writes the general path's bytes and deco
   // infinities, a subnormal, a tie.
   const float specials[] = {70000.0f, -1e9f, std::nanf(""), INFINITY, -INFINITY, 1e-7f, 1.0009765625f + 0.00048828125f};
   for (std::size_t i = 0; i < count && i < std::size(specials); ++i) values[i] = specials[i];
-  const std::string want = general(pb::AVERAGED_PART, "group-id", "/ip4/127.0.0.1/tcp/1", values, pb::FLOAT16, weight);
-  const std::string got =
-      av::encode_half_part(pb::AVERAGED_PART, "group-id", "/ip4/127.0.0.1/tcp/1", values.data(), count, weight);
+  const std::string want = general(pb::AVERAGED_PART, k_group, k_peer, values, pb::FLOAT16, weight);
+  const std::string got = av::encode_half_part(pb::AVERAGED_PART, k_group, k_peer, values.data(), count, weight);
   CHECK(got == want);
   // The codec's own decoding of those bytes.
   pb::AveragingData data;
@@ -106,10 +112,7 @@ TEST_CASE("FLOAT16 parts: the fast path writes the general path's bytes and deco
   }
   av::PartMessage read;
   REQUIRE(av::decode_half_part(got, read));
-  CHECK(read.code == pb::AVERAGED_PART);
-  CHECK(read.group_id == "group-id");
-  CHECK(read.peer_id == "/ip4/127.0.0.1/tcp/1");
-  CHECK(read.weight == weight);
+  check_fields(read, pb::AVERAGED_PART, weight);
   CHECK(read.compression == pb::FLOAT16);
   REQUIRE(read.values.size() == codec_values.size());
   CHECK(std::memcmp(read.values.data(), codec_values.data(), codec_values.size() * sizeof(float)) == 0);

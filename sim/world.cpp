@@ -205,12 +205,13 @@ void World::share_grow(std::size_t m, std::uint64_t id, Duration more) {
   share_reschedule(m);
 }
 
-void World::share_advance(Machine& m) {
+double World::share_rate(const Machine& m) {
   // Every running item gets cores / items of a core, at most a whole one.
-  if (!m.jobs.empty() && now_ > m.served_at) {
-    const double rate = std::min(1.0, static_cast<double>(m.cores.size()) / static_cast<double>(m.jobs.size()));
-    m.served += rate * static_cast<double>((now_ - m.served_at).count());
-  }
+  return std::min(1.0, static_cast<double>(m.cores.size()) / static_cast<double>(m.jobs.size()));
+}
+
+void World::share_advance(Machine& m) {
+  if (!m.jobs.empty() && now_ > m.served_at) m.served += share_rate(m) * static_cast<double>((now_ - m.served_at).count());
   m.served_at = now_;
 }
 
@@ -220,9 +221,7 @@ void World::share_reschedule(std::size_t m) {
   if (machine.jobs.empty()) return;
   double first = machine.jobs.front().tag;
   for (const Job& job : machine.jobs) first = std::min(first, job.tag);
-  const double rate =
-      std::min(1.0, static_cast<double>(machine.cores.size()) / static_cast<double>(machine.jobs.size()));
-  const double wait = std::max(0.0, std::ceil((first - machine.served) / rate));
+  const double wait = std::max(0.0, std::ceil((first - machine.served) / share_rate(machine)));
   schedule(now_ + Duration(static_cast<Duration::rep>(wait)),
            [m, generation](World& w) { w.share_complete(m, generation); });
 }

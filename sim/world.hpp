@@ -353,6 +353,7 @@ class World {
   /// again; the items done by now finished; a killed node's items dropped.
   std::uint64_t share_add(std::size_t m, std::size_t node, Duration work, std::function<void(World&)> done);
   void share_grow(std::size_t m, std::uint64_t job, Duration more);
+  [[nodiscard]] static double share_rate(const Machine& m);  ///< each item's share of a core (items running)
   void share_advance(Machine& m);
   void share_reschedule(std::size_t m);
   void share_complete(std::size_t m, std::uint64_t generation);

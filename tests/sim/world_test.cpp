@@ -212,9 +212,11 @@ TEST_CASE("a node placed on a machine handles one event at a time, its answers l
 
 namespace {
 
-/// Places both nodes of `p` on one machine of `cores` cores, each at request_costs().
-void place_both(Pair& p, std::size_t cores) {
-  REQUIRE(p.world.add_machine("m", cores).ok());
+/// Places both nodes of `p` on one machine of `cores` cores shared as `sharing`, each at
+/// request_costs().
+void place_both(Pair& p, std::size_t cores,
+                apiary::sim::CoreSharing sharing = apiary::sim::CoreSharing::whole_events) {
+  REQUIRE(p.world.add_machine("m", cores, sharing).ok());
   REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
   REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
 }
@@ -239,9 +241,7 @@ TEST_CASE("nodes on one machine share its cores") {
 TEST_CASE("time-sliced cores: every node with work runs at once, each at cores / items running of a core") {
   SECTION("one core") {
     Pair p;
-    REQUIRE(p.world.add_machine("m", 1, apiary::sim::CoreSharing::time_slices).ok());
-    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
-    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    place_both(p, 1, apiary::sim::CoreSharing::time_slices);
     // b works alone on request 1 from 2 ms to 7 (a's answer at 9), on request 2 from 7:
     // from 9 it shares the core with a's 1 ms for the answer (done at 11), so its last 2 ms
     // end at 13 (answer at 15); request 3 from 13, shared from 15 to 17 with a's answer, done
@@ -252,9 +252,7 @@ TEST_CASE("time-sliced cores: every node with work runs at once, each at cores /
   }
   SECTION("two cores: two items run at full speed") {
     Pair p;
-    REQUIRE(p.world.add_machine("m", 2, apiary::sim::CoreSharing::time_slices).ok());
-    REQUIRE(p.world.place(addr_a, "m", request_costs()).ok());
-    REQUIRE(p.world.place(addr_b, "m", request_costs()).ok());
+    place_both(p, 2, apiary::sim::CoreSharing::time_slices);
     CHECK(outcome_times(p) == std::vector<TimePoint>{TimePoint(9ms), TimePoint(14ms), TimePoint(19ms)});
   }
   SECTION("work after the effects and work aside are items too") {

@@ -61,7 +61,7 @@ Status World::restart_node(const PeerAddr& addr, TimePoint at, std::unique_ptr<H
     Node& node = w.nodes_[i];
     node.host = std::move(*holder);
     node.state = NodeState::running;
-    w.execute(i, node.host->on_start(w.now_));
+    w.execute(i, w.in_host([&] { return node.host->on_start(w.now_); }));
   });
   return ok_status();
 }
@@ -570,7 +570,7 @@ void World::process(Event& event) {
         return;
       }
       node.state = NodeState::running;
-      execute(event.node, node.host->on_start(now_));
+      execute(event.node, in_host([&] { return node.host->on_start(now_); }));
       return;
     case EventKind::kill: {
       // A crash: everything the node was waiting for is forgotten.
@@ -595,7 +595,7 @@ void World::process(Event& event) {
         schedule(now_ + *peer_down_after_, [victim](World& w) {
           for (std::size_t i = 0; i < w.nodes_.size(); ++i) {
             if (w.nodes_[i].state != NodeState::running || w.nodes_[i].addr == victim) continue;
-            w.execute(i, w.nodes_[i].host->on_peer_down(w.now_, victim));
+            w.execute(i, w.in_host([&] { return w.nodes_[i].host->on_peer_down(w.now_, victim); }));
           }
         });
       }
@@ -606,7 +606,7 @@ void World::process(Event& event) {
       auto it = node.timers.find(event.timer);
       if (it == node.timers.end() || it->second != event.generation) return;  // re-armed or cancelled
       node.timers.erase(it);
-      execute(event.node, node.host->on_timer(now_, event.timer));
+      execute(event.node, in_host([&] { return node.host->on_timer(now_, event.timer); }));
       return;
     }
     case EventKind::deadline: {
@@ -617,13 +617,11 @@ void World::process(Event& event) {
       node.calls.erase(it);
       stats_.timeouts += 1;
       if (call.stream) cancel_stream_on_deadline(event.node, event, call);
-      execute(event.node,
-              node.host->on_response(
-                  now_, event.call,
-                  make_error(errc::deadline_exceeded,
-                             "expected a reply from '{}' within the call's timeout, got none by "
-                             "{} ns; the peer may be down or the link lossy",
-                             nodes_[event.peer].addr, now_.count())));
+      Error none = make_error(errc::deadline_exceeded,
+                              "expected a reply from '{}' within the call's timeout, got none by {} ns; the peer "
+                              "may be down or the link lossy",
+                              nodes_[event.peer].addr, now_.count());
+      execute(event.node, in_host([&] { return node.host->on_response(now_, event.call, std::move(none)); }));
       return;
     }
     case EventKind::request:

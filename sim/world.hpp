@@ -7,6 +7,7 @@
 /// (Call::stream) carry Send, Reply{last = false} and Cancel as messages over the same
 /// links, in order per call and direction (world_streams.cpp). Nothing here reads a real
 /// clock, so a seed replays exactly, and trace_hash() proves it.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -101,6 +102,14 @@ class World {
   /// Host misbehaviour seen so far (reply to an unknown request, reused call id, ...),
   /// one Error each; empty in a correct run.
   [[nodiscard]] const std::vector<Error>& anomalies() const { return anomalies_; }
+  /// From now on, times every call into a host on the wall clock (host_wall()); off by
+  /// default. A measurement only: nothing the World does depends on it, so trace hashes
+  /// stay as they are. For `apiary sim calibrate`, whose jobs run in this process and
+  /// want the roles' own work (what a real process does) without the World's (joining
+  /// spliced messages, hashing and moving payloads).
+  void time_hosts(bool on) { time_hosts_ = on; }
+  /// Wall time spent in the hosts' handlers while time_hosts() was on.
+  [[nodiscard]] Duration host_wall() const { return host_wall_; }
   /// "seed=42 trace_hash=0x... now_ns=... events=..." for logs and test output.
   [[nodiscard]] std::string summary() const;
 
@@ -342,6 +351,17 @@ class World {
   std::size_t next_process_ = 1;  ///< share_process(): the next process id
   /// True when nodes `a` and `b` (indices) are roles of one process (share_process).
   [[nodiscard]] bool same_process(std::size_t a, std::size_t b) const;
+  bool time_hosts_ = false;  ///< time_hosts()
+  Duration host_wall_{};     ///< host_wall()
+  /// `call()`, a call into a host; with time_hosts() on, its wall time goes to host_wall_.
+  template <class F>
+  core::Effects in_host(F&& call) {
+    if (!time_hosts_) return call();
+    const auto begin = std::chrono::steady_clock::now();
+    core::Effects effects = call();
+    host_wall_ += std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - begin);
+    return effects;
+  }
   bool idle_loads_ = false;    ///< some node has one
   bool idle_ticking_ = false;  ///< the next charge is queued
   /// Spends `work` of node `n`'s process on its machine's earliest free core (from now,

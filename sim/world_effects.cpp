@@ -239,8 +239,10 @@ void World::deliver_request(Event& event) {
     open_stream_request(event, id);
     return;
   }
-  execute(event.node, callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
-                                                   event.payload.value()));
+  execute(event.node, in_host([&] {
+            return callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
+                                                event.payload.value());
+          }));
 }
 
 void World::deliver_response(Event& event) {
@@ -253,7 +255,7 @@ void World::deliver_response(Event& event) {
   }
   caller.calls.erase(it);
   stats_.responses += 1;
-  execute(event.node, caller.host->on_response(now_, event.call, std::move(event.payload)));
+  execute(event.node, in_host([&] { return caller.host->on_response(now_, event.call, std::move(event.payload)); }));
 }
 
 }  // namespace apiary::sim

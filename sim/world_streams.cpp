@@ -51,13 +51,15 @@ void World::open_stream_request(Event& event, core::RequestId id) {
   expiry.serial = event.serial;
   expiry.stream = true;
   push(std::move(expiry));
-  execute(event.node, callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
-                                                   event.payload.value()));
+  execute(event.node, in_host([&] {
+            return callee.host->on_request_from(now_, id, event.handle, nodes_[event.peer].addr,
+                                                event.payload.value());
+          }));
   // A first message that was also the caller's last: say so, unless the host already ended
   // the request.
   if (event.last && callee.state == NodeState::running && callee.inbound.count(id) != 0) {
     stats_.stream_messages += 1;
-    execute(event.node, callee.host->on_request_message(now_, id, std::string{}, true));
+    execute(event.node, in_host([&] { return callee.host->on_request_message(now_, id, std::string{}, true); }));
   }
 }
 
@@ -142,8 +144,9 @@ void World::deliver_call_message(Event& event) {
   const core::RequestId id = it->second;
   if (!event.payload.ok()) end_stream_request(callee, id);  // cancelled or the caller gave up
   stats_.stream_messages += 1;
-  execute(event.node, callee.host->on_request_message(now_, id, event.payload,
-                                                      event.last || !event.payload.ok()));
+  execute(event.node, in_host([&] {
+            return callee.host->on_request_message(now_, id, event.payload, event.last || !event.payload.ok());
+          }));
 }
 
 void World::deliver_reply_message(Event& event) {
@@ -159,12 +162,12 @@ void World::deliver_reply_message(Event& event) {
   if (!event.payload.ok()) {  // the callee's error ends the call
     caller.calls.erase(it);
     stats_.responses += 1;
-    execute(event.node, caller.host->on_response(now_, event.call, std::move(event.payload)));
+    execute(event.node, in_host([&] { return caller.host->on_response(now_, event.call, std::move(event.payload)); }));
     return;
   }
   // An empty last reply ends the call without a message.
   if (!event.last || !event.payload.value().empty()) {
-    execute(event.node, caller.host->on_message(now_, event.call, event.payload.value()));
+    execute(event.node, in_host([&] { return caller.host->on_message(now_, event.call, event.payload.value()); }));
   }
   if (!event.last) return;
   // The callee ended: the call is over, unless the host abandoned it meanwhile.
@@ -175,7 +178,7 @@ void World::deliver_reply_message(Event& event) {
   }
   caller.calls.erase(again);
   stats_.responses += 1;
-  execute(event.node, caller.host->on_response(now_, event.call, std::string{}));
+  execute(event.node, in_host([&] { return caller.host->on_response(now_, event.call, std::string{}); }));
 }
 
 void World::expire_request(Event& event) {
@@ -186,14 +189,11 @@ void World::expire_request(Event& event) {
   const core::RequestId id = it->second;
   end_stream_request(callee, id);
   stats_.stream_messages += 1;
-  execute(event.node,
-          callee.host->on_request_message(
-              now_, id,
-              make_error(errc::deadline_exceeded,
-                         "expected the caller '{}' to finish call {} within its timeout, got no "
-                         "end by {} ns; the caller may be down", nodes_[event.peer].addr,
-                         event.call, now_.count()),
-              true));
+  Result<std::string> late = make_error(errc::deadline_exceeded,
+                                        "expected the caller '{}' to finish call {} within its timeout, got no end by "
+                                        "{} ns; the caller may be down",
+                                        nodes_[event.peer].addr, event.call, now_.count());
+  execute(event.node, in_host([&] { return callee.host->on_request_message(now_, id, late, true); }));
 }
 
 }  // namespace apiary::sim

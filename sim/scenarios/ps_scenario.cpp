@@ -517,6 +517,7 @@ Result<PsScenarioReport> run_ps_scenario(const PsScenarioConfig& c) {
   auto rule = dht_link_rule(c.seed, c.min_latency, c.max_latency, 0.0);
   if (!rule) return rule.error();
   run->world.network().set_rule(std::move(rule.value()));
+  run->world.time_hosts(c.time_hosts);
   if (c.profile) {
     const core::Duration latency = CostProfile::work(1.0, c.profile->latency_us * 1e3);
     run->world.network().set_rule([latency](const core::PeerAddr&, const core::PeerAddr&) {
@@ -605,6 +606,7 @@ void record_world(const World& world, PsScenarioReport& report) {
   report.trace_hash = world.trace_hash();
   report.virtual_time = world.now();
   report.world = world.stats();
+  report.host_wall = world.host_wall();
   report.anomalies = world.anomalies().size();
 }
 

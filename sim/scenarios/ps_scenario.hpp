@@ -92,6 +92,11 @@ struct PsScenarioConfig {
   /// they touch, all-gathered by every replica and averaged, or pushed to their PS as
   /// rows), e.g. "logreg/w:0".
   std::vector<std::string> sparse_variables;
+  /// Times the hosts' handlers on the wall clock (PsScenarioReport::host_wall): the roles'
+  /// own work in this process (the training step, encodings, sums, updates) without the
+  /// World's handling of the messages between them (`apiary sim calibrate`). Changes
+  /// nothing the run does.
+  bool time_hosts = false;
   /// A machine's measured costs (`apiary sim calibrate`): every host runs on the machine
   /// of its device's host name (the profile's cores each; a loopback resource spec's
   /// processes all share one), each message and byte it handles and the step's work (the
@@ -153,6 +158,7 @@ struct PsScenarioReport {
   bool hung = false;                   ///< max_time passed, or nothing was left to happen, with replicas still running
   core::TimePoint virtual_time{};      ///< virtual time at the end of the run
   core::Duration cpu{};                ///< with a profile: processor time charged on every machine, in all
+  core::Duration host_wall{};          ///< with config.time_hosts: wall time spent in the hosts' handlers
   /// With a profile: each node's processor time ("PS DEVICE", "replica R", "proxy HOST").
   std::vector<std::pair<std::string, core::Duration>> cpu_by_node;
   WorldStats world;                    ///< the World's counters at the end

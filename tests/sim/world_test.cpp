@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim/rng.hpp"
@@ -39,11 +40,13 @@ class ScriptHost : public Host {
   std::vector<std::string> requests;
   bool answer = true;
   Effects timer_effects;  ///< what the next timer to fire does
+  Duration nap{};         ///< slept in each request's handler (wall time)
 
   Effects on_start(TimePoint) override { return start_effects; }
   Effects on_request(TimePoint, RequestId id, const std::string& handle,
                      const std::string& req) override {
     requests.push_back(handle + "/" + req);
+    std::this_thread::sleep_for(nap);
     if (!answer) return {};
     return {Reply{id, "echo:" + req}};
   }
@@ -144,6 +147,35 @@ TEST_CASE("host misbehaviour is reported as anomalies") {
   CHECK(p.world.anomalies()[2].code == errc::invalid_argument);
   CHECK_FALSE(p.world.add_node(addr_a, std::make_unique<ScriptHost>()).ok());
   CHECK_FALSE(p.world.start_node(apiary::test::test_addr(26), 0ms).ok());
+}
+
+TEST_CASE("timing the hosts adds up the wall time of their handlers and changes nothing the run does") {
+  const auto run = [](bool timed, Duration nap) {
+    auto p = std::make_unique<Pair>();
+    p->world.time_hosts(timed);
+    p->b->nap = nap;
+    p->a->start_effects = {unary_call(1, addr_b, "svc", "1", 1s), unary_call(2, addr_b, "svc", "2", 1s),
+                           unary_call(3, addr_b, "svc", "3", 1s)};
+    REQUIRE(p->world.start_node(addr_b, 0ms).ok());
+    REQUIRE(p->world.start_node(addr_a, 0ms).ok());
+    p->world.run_until(TimePoint(1s));
+    CHECK(p->a->outcomes.size() == 3);
+    CHECK(p->world.anomalies().empty());
+    return p;
+  };
+  const auto plain = run(false, 2ms);
+  const auto timed = run(true, 2ms);
+  CHECK(plain->world.host_wall() == Duration::zero());
+  CHECK(timed->world.host_wall() >= 6ms);  // b slept 2 ms in each of its three requests
+  CHECK(timed->world.trace_hash() == plain->world.trace_hash());
+  CHECK(timed->world.now() == plain->world.now());
+  // Turned off, the count stays where it was while the world goes on.
+  const Duration before = timed->world.host_wall();
+  timed->world.time_hosts(false);
+  REQUIRE(timed->world.submit(addr_a, {unary_call(4, addr_b, "svc", "4", 1s)}).ok());
+  timed->world.run_until(TimePoint(2s));
+  CHECK(timed->a->outcomes.size() == 4);
+  CHECK(timed->world.host_wall() == before);
 }
 
 TEST_CASE("invalid link models are rejected") {

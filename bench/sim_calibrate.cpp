@@ -46,12 +46,15 @@ double best_of(int runs, F f) {
 /// The median of `runs` timings of `f(thread)` made on each of `threads` threads at once
 /// (every core busy, as a job's processes keep them), in seconds: what one run costs on a
 /// loaded machine, where the best run of one thread on an idle one is 10-15% short of it.
+/// Each thread runs `f` once first, untimed: a first run pays for its memory's first
+/// touch (a 100 MiB gradient's pages zeroed by the kernel), which a job's steps do not.
 template <class F>
 double loaded_median(int runs, std::size_t threads, F f) {
   std::vector<std::vector<double>> seconds(threads);
   std::vector<std::thread> workers;
   for (std::size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&seconds, &f, runs, t] {
+      f(t);
       for (int i = 0; i < runs; ++i) {
         const auto begin = Clock::now();
         f(t);

@@ -185,7 +185,7 @@ Result<std::vector<double>> unexplained_ns(const std::vector<StepJob>& jobs, std
   const std::int64_t few = 2;
   for (int round = 0; round < rounds; ++round) {
     // Into fresh storage each time, as the simulated trainer's gradients are (each step's
-    // is handed to the push): at 100 MiB, the pages' first touch is a tenth of it.
+    // is handed to the push), so that its pages' first touch is not taken for step work.
     const double gradient = best_of(2, [&] {
       grads.clear();
       (void)cps::logistic_loss(data, indices, params, &grads);

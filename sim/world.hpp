@@ -5,8 +5,9 @@
 /// to the callee's on_request; its Reply travels back to the caller's on_response; a
 /// call with no answer by its timeout gets errc::deadline_exceeded. Streaming calls
 /// (Call::stream) carry Send, Reply{last = false} and Cancel as messages over the same
-/// links, in order per call and direction (world_streams.cpp). Nothing here reads a real
-/// clock, so a seed replays exactly, and trace_hash() proves it.
+/// links, in order per call and direction (world_streams.cpp). Nothing the World decides
+/// reads a real clock (time_hosts() only measures the hosts' handlers), so a seed replays
+/// exactly, and trace_hash() proves it.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

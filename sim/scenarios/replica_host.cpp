@@ -27,7 +27,7 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
   if (std::holds_alternative<core::Start>(input)) {
     step_begin_ = now;
     Effects out = ask("watch");
-    auto pull = ask("pull");
+    auto pull = ask("pull", core::Value::of(std::move(spare_)));
     out.insert(out.end(), pull.begin(), pull.end());
     return out;
   }
@@ -58,9 +58,10 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
     return compute(now, pulled_step_, pulled_version_);
   }
   if (method == "push") {
+    if (auto* pushed = reply->result->as<ct::ReplicaGradients>()) gradients_ = std::move(pushed->gradients);
     steps_.back().time = now - step_begin_;
     step_begin_ = now;
-    return ask("pull");
+    return ask("pull", core::Value::of(std::move(spare_)));
   }
   if (method == "leave") {
     finished_ = true;
@@ -70,7 +71,7 @@ Effects LogisticTrainer::on(TimePoint now, core::Input input) {
 }
 
 Effects LogisticTrainer::pulled(TimePoint now, ct::ReplicaParams params) {
-  params_ = std::move(params.params);
+  spare_ = std::exchange(params_, std::move(params.params));
   if (params.step >= settings_.steps) {
     // The final pull: the parameters after every step.
     final_version_ = params.version;
@@ -91,7 +92,6 @@ Effects LogisticTrainer::compute(TimePoint now, std::int64_t step, std::int64_t 
   record.version = version;
   const auto batch = cps::logistic_batch(data, settings_.replicas, static_cast<std::size_t>(replica_), record.step,
                                          settings_.batch);
-  gradients_.clear();
   record.batch_loss = cps::logistic_loss(data, batch, params_, &gradients_);
   if (settings_.full_loss) record.full_loss = cps::logistic_full_loss(data, params_);
   steps_.push_back(record);

@@ -83,7 +83,11 @@ class LogisticTrainer final : public core::Role {
   core::OpId next_op_ = 1;
   std::map<core::OpId, std::string> asked_;  ///< op -> method
   std::map<std::string, std::vector<float>> params_;     ///< as last pulled
-  std::map<std::string, std::vector<float>> gradients_;  ///< this step's, until pushed
+  /// The parameters before those: storage lent to the next pull, which receives into it
+  /// (as a replica process pulls into the memory it holds).
+  std::map<std::string, std::vector<float>> spare_;
+  /// This step's, until pushed; the push gives the storage back for the next step's.
+  std::map<std::string, std::vector<float>> gradients_;
   core::TimePoint step_begin_{};
   std::int64_t pulled_step_ = 0;     ///< the step being checkpointed
   std::int64_t pulled_version_ = 0;

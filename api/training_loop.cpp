@@ -2,6 +2,7 @@
 // job's plans and addresses, and the one training loop of the logistic-regression model.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <thread>
 
@@ -17,6 +18,13 @@ namespace apiary::training_job {
 namespace cps = core::ps;
 
 namespace {
+
+/// Processor time of the calling thread, in milliseconds.
+double thread_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 /// The multiaddrs of "host:port" addresses, by the same keys.
 template <class K>
@@ -154,15 +162,24 @@ Status train(const Job& a, Replica& replica, std::size_t replicas, bool collecti
     if (id == 0 && periodic_checkpoint(a.save_every, step, first + step)) {
       if (auto saved = checkpoint(first + step); !saved) return a.out.fail(saved.error());
     }
+    // The gradient's processor time (this thread's): what a step's arithmetic costs inside
+    // the running job, beside its wall time.
+    const double compute_begin = thread_cpu_ms();
     const double loss = cps::logistic_loss(
         data, cps::logistic_batch(data, replicas, static_cast<std::size_t>(id), first + step, a.batch), params, &grads);
+    const double compute_ms = thread_cpu_ms() - compute_begin;
     if (a.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_delay_ms));
     if (auto pushed = replica.push_lent(grads, static_cast<double>(a.batch)); !pushed) return failed(pushed.error());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     total_ms += ms;
-    const std::string full = id == 0 ? fmt::format(" loss {:.6f}", cps::logistic_full_loss(data, params)) : "";
-    a.out.print(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f}\n", step, id, version,
-                            loss, full, ms));
+    std::string full;
+    if (id == 0) {
+      const double loss_begin = thread_cpu_ms();
+      const double full_loss = cps::logistic_full_loss(data, params);
+      full = fmt::format(" loss {:.6f} loss_cpu_ms {:.3f}", full_loss, thread_cpu_ms() - loss_begin);
+    }
+    a.out.print(fmt::format("step {} replica {} version {} batch_loss {:.6f}{} step_ms {:.3f} gradient_cpu_ms {:.3f}\n",
+                            step, id, version, loss, full, ms, compute_ms));
     next = step + 1;
   }
   // `params` are the parameters after the last step (in BSP: every replica's updates applied).

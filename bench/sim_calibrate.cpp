@@ -43,21 +43,22 @@ double best_of(int runs, F f) {
   return best;
 }
 
-/// The median of `runs` timings of `f(thread)` made on each of `threads` threads at once
-/// (every core busy, as a job's processes keep them), in seconds: what one run costs on a
-/// loaded machine, where the best run of one thread on an idle one is 10-15% short of it.
-/// Each thread runs `f` once first, untimed: a first run pays for its memory's first
-/// touch (a 100 MiB gradient's pages zeroed by the kernel), which a job's steps do not.
+/// The median of `runs` timings of `f(thread, call)` made on each of `threads` threads at
+/// once (every core busy, as a job's processes keep them), in seconds: what one run costs
+/// on a loaded machine, where the best run of one thread on an idle one is 10-15% short of
+/// it. Each thread runs `f` once first (call 0), untimed: a first run pays for its memory's
+/// first touch (a 100 MiB gradient's pages zeroed by the kernel), which a job's steps do
+/// not; the timed calls are 1 to `runs`.
 template <class F>
 double loaded_median(int runs, std::size_t threads, F f) {
   std::vector<std::vector<double>> seconds(threads);
   std::vector<std::thread> workers;
   for (std::size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&seconds, &f, runs, t] {
-      f(t);
-      for (int i = 0; i < runs; ++i) {
+      f(t, 0);
+      for (int i = 1; i <= runs; ++i) {
         const auto begin = Clock::now();
-        f(t);
+        f(t, static_cast<std::size_t>(i));
         seconds[t].push_back(std::chrono::duration<double>(Clock::now() - begin).count());
       }
     });
@@ -67,6 +68,16 @@ double loaded_median(int runs, std::size_t threads, F f) {
   for (const auto& s : seconds) all.insert(all.end(), s.begin(), s.end());
   std::sort(all.begin(), all.end());
   return all[all.size() / 2];
+}
+
+/// The size of this machine's last-level cache in bytes (its L3, else its L2), or 32 MiB
+/// where the system does not say.
+std::size_t last_level_cache_bytes() {
+  for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long bytes = ::sysconf(name);
+    if (bytes > 0) return static_cast<std::size_t>(bytes);
+  }
+  return std::size_t{32} << 20;
 }
 
 /// Seconds of one BSP step of a shard of `n` values with `replicas` replicas, from
@@ -295,25 +306,38 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   p.partition_ns = partition_seconds(n, runs) / static_cast<double>(n) * 1e9;
   // The logistic-regression gradient: per feature once a call (its accumulators) and per
   // sample and feature, from batches of B/8 and B (B = 32, fewer for a model so large
-  // that 64 samples would not fit in 256 MiB); the loss alone over the data set. A data
-  // set larger than the caches, as a training job's is.
+  // that 64 samples would not fit in 256 MiB); the loss alone over the data set.
   const std::size_t samples =
       std::clamp<std::size_t>((std::size_t{64} << 20) / features, std::size_t{8}, std::size_t{64});
   const std::size_t large_batch = std::min<std::size_t>(32, samples), small_batch = large_batch / 8;
-  // Timed on every core at once, each thread with its own gradients and, up to 2 GiB of
-  // them in all, its own data set and parameters, the median of the runs: a job's replicas
-  // are processes that compute theirs with every core busy, each from its own memory
-  // (threads sharing one copy read each other's rows from the cache: about a tenth faster
-  // at 1,000,000 features).
-  const std::size_t copies = std::clamp<std::size_t>(
-      (std::size_t{2} << 30) / ((samples + 1) * features * sizeof(float)), std::size_t{1}, p.cores);
+  // Timed on every core at once, the median of the runs, each thread from its own data
+  // sets and parameters and into its own gradients, as a job's replicas are processes
+  // that compute theirs with every core busy, each from its own memory. A call reads as a
+  // job's step does: the next batch of its data set, from memory. Between two steps of a
+  // job the other processes' data sets and steps and its own transport's buffers pass
+  // through the cache (four replicas of 1,000,000 features hold 256 MiB of data sets), so
+  // each thread cycles through copies enough that all of them together are twice the
+  // last-level cache (up to 2 GiB in all; threads share copies past that). Rows read again
+  // from the cache, a call after another on the same copy, cost about a third less at
+  // 1,000,000 features.
+  const std::size_t copy_bytes = (samples + 1) * features * sizeof(float);
+  const std::size_t cache = last_level_cache_bytes();
+  const std::size_t per_thread =
+      std::max<std::size_t>(1, (2 * cache + p.cores * copy_bytes - 1) / (p.cores * copy_bytes));
+  const std::size_t copies =
+      std::clamp<std::size_t>((std::size_t{2} << 30) / copy_bytes, std::size_t{1}, p.cores * per_thread);
+  std::printf("gradient and loss: %zu copies of a %.1f MiB data set and its parameters (last-level cache %.1f MiB)\n",
+              copies, static_cast<double>(copy_bytes) / (1 << 20), static_cast<double>(cache) / (1 << 20));
   const std::vector<cps::LogisticData> data(copies, cps::make_logistic_data(samples, features, 1));
   const std::vector<std::map<std::string, std::vector<float>>> params(copies, cps::logistic_initial(features));
   std::vector<std::map<std::string, std::vector<float>>> grads(p.cores);
+  // Thread t's call i: its copies in turn (t, t + cores, ...), the batch after the last.
+  const auto copy_of = [&](std::size_t t, std::size_t call) { return (t + call * p.cores) % copies; };
   const auto gradient_seconds = [&](std::size_t batch) {
-    const auto indices = cps::logistic_batch(data[0], 1, 0, 0, batch);
-    return loaded_median(runs, p.cores, [&](std::size_t t) {
-      (void)cps::logistic_loss(data[t % copies], indices, params[t % copies], &grads[t]);
+    return loaded_median(runs, p.cores, [&](std::size_t t, std::size_t call) {
+      const auto& set = data[copy_of(t, call)];
+      (void)cps::logistic_loss(set, cps::logistic_batch(set, 1, 0, static_cast<std::int64_t>(call), batch),
+                               params[copy_of(t, call)], &grads[t]);
     });
   };
   const double f = static_cast<double>(features), of_small = gradient_seconds(small_batch),
@@ -321,8 +345,8 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   const double extra = static_cast<double>(large_batch - small_batch);
   p.gradient_ns = std::max(0.0, (of_large - of_small) / (extra * f) * 1e9);
   p.gradient_call_ns = std::max(0.0, of_small / f * 1e9 - static_cast<double>(small_batch) * p.gradient_ns);
-  const double loss = loaded_median(runs, p.cores, [&](std::size_t t) {
-    (void)cps::logistic_full_loss(data[t % copies], params[t % copies]);
+  const double loss = loaded_median(runs, p.cores, [&](std::size_t t, std::size_t call) {
+    (void)cps::logistic_full_loss(data[copy_of(t, call)], params[copy_of(t, call)]);
   });
   p.loss_ns = loss / (static_cast<double>(samples) * f) * 1e9;
   // A replica's own all-reduce work per value, by compressor; the PS job's wire work per

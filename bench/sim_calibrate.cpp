@@ -43,22 +43,21 @@ double best_of(int runs, F f) {
   return best;
 }
 
-/// The median of `runs` timings of `f(thread, call)` made on each of `threads` threads at
-/// once (every core busy, as a job's processes keep them), in seconds: what one run costs
-/// on a loaded machine, where the best run of one thread on an idle one is 10-15% short of
-/// it. Each thread runs `f` once first (call 0), untimed: a first run pays for its memory's
-/// first touch (a 100 MiB gradient's pages zeroed by the kernel), which a job's steps do
-/// not; the timed calls are 1 to `runs`.
+/// The median of `runs` timings of `f(thread)` made on each of `threads` threads at once
+/// (every core busy, as a job's processes keep them), in seconds: what one run costs on a
+/// loaded machine, where the best run of one thread on an idle one is 10-15% short of it.
+/// Each thread runs `f` once first, untimed: a first run pays for its memory's first
+/// touch (a 100 MiB gradient's pages zeroed by the kernel), which a job's steps do not.
 template <class F>
 double loaded_median(int runs, std::size_t threads, F f) {
   std::vector<std::vector<double>> seconds(threads);
   std::vector<std::thread> workers;
   for (std::size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&seconds, &f, runs, t] {
-      f(t, 0);
-      for (int i = 1; i <= runs; ++i) {
+      f(t);
+      for (int i = 0; i < runs; ++i) {
         const auto begin = Clock::now();
-        f(t, static_cast<std::size_t>(i));
+        f(t);
         seconds[t].push_back(std::chrono::duration<double>(Clock::now() - begin).count());
       }
     });
@@ -310,45 +309,58 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   const std::size_t samples =
       std::clamp<std::size_t>((std::size_t{64} << 20) / features, std::size_t{8}, std::size_t{64});
   const std::size_t large_batch = std::min<std::size_t>(32, samples), small_batch = large_batch / 8;
-  // Timed on every core at once, the median of the runs, each thread from its own data
-  // sets and parameters and into its own gradients, as a job's replicas are processes
-  // that compute theirs with every core busy, each from its own memory. A call reads as a
-  // job's step does: the next batch of its data set, from memory. Between two steps of a
-  // job the other processes' data sets and steps and its own transport's buffers pass
-  // through the cache (four replicas of 1,000,000 features hold 256 MiB of data sets), so
-  // each thread cycles through copies enough that all of them together are twice the
-  // last-level cache (up to 2 GiB in all; threads share copies past that). Rows read again
-  // from the cache, a call after another on the same copy, cost about a third less at
-  // 1,000,000 features.
+  // Timed on every core at once, each thread from its own data sets and parameters and
+  // into its own gradients, as a job's replicas are processes that compute theirs with
+  // every core busy, each from its own memory. A call reads as a job's step does: the next
+  // batch of its data set, from memory. Between two steps of a job the other processes'
+  // data sets and steps and its own transport's buffers pass through the cache (four
+  // replicas of 1,000,000 features hold 256 MiB of data sets), so each thread cycles
+  // through copies enough that all of them together are twice the last-level cache (up to
+  // 2 GiB in all; threads share copies past that). Rows read again from the cache, a call
+  // after another on the same copy, cost about a third less at 1,000,000 features.
   const std::size_t copy_bytes = (samples + 1) * features * sizeof(float);
   const std::size_t cache = last_level_cache_bytes();
   const std::size_t per_thread =
       std::max<std::size_t>(1, (2 * cache + p.cores * copy_bytes - 1) / (p.cores * copy_bytes));
   const std::size_t copies =
       std::clamp<std::size_t>((std::size_t{2} << 30) / copy_bytes, std::size_t{1}, p.cores * per_thread);
-  std::printf("gradient and loss: %zu copies of a %.1f MiB data set and its parameters (last-level cache %.1f MiB)\n",
-              copies, static_cast<double>(copy_bytes) / (1 << 20), static_cast<double>(cache) / (1 << 20));
   const std::vector<cps::LogisticData> data(copies, cps::make_logistic_data(samples, features, 1));
   const std::vector<std::map<std::string, std::vector<float>>> params(copies, cps::logistic_initial(features));
   std::vector<std::map<std::string, std::vector<float>>> grads(p.cores);
-  // Thread t's call i: its copies in turn (t, t + cores, ...), the batch after the last.
-  const auto copy_of = [&](std::size_t t, std::size_t call) { return (t + call * p.cores) % copies; };
+  // Thread t's calls: its copies in turn (t, t + cores, ...), each the batch after its last.
+  std::vector<std::size_t> calls(p.cores, 0);
+  const auto next_copy = [&](std::size_t t) { return (t + calls[t]++ * p.cores) % copies; };
   const auto gradient_seconds = [&](std::size_t batch) {
-    return loaded_median(runs, p.cores, [&](std::size_t t, std::size_t call) {
-      const auto& set = data[copy_of(t, call)];
-      (void)cps::logistic_loss(set, cps::logistic_batch(set, 1, 0, static_cast<std::int64_t>(call), batch),
-                               params[copy_of(t, call)], &grads[t]);
+    return loaded_median(1, p.cores, [&](std::size_t t) {
+      const auto step = static_cast<std::int64_t>(calls[t]);
+      const std::size_t c = next_copy(t);
+      (void)cps::logistic_loss(data[c], cps::logistic_batch(data[c], 1, 0, step, batch), params[c], &grads[t]);
     });
   };
-  const double f = static_cast<double>(features), of_small = gradient_seconds(small_batch),
-               of_large = gradient_seconds(large_batch);
-  const double extra = static_cast<double>(large_batch - small_batch);
-  p.gradient_ns = std::max(0.0, (of_large - of_small) / (extra * f) * 1e9);
-  p.gradient_call_ns = std::max(0.0, of_small / f * 1e9 - static_cast<double>(small_batch) * p.gradient_ns);
-  const double loss = loaded_median(runs, p.cores, [&](std::size_t t, std::size_t call) {
-    (void)cps::logistic_full_loss(data[copy_of(t, call)], params[copy_of(t, call)]);
-  });
-  p.loss_ns = loss / (static_cast<double>(samples) * f) * 1e9;
+  // In rounds, each a call a thread of each batch and of the loss, each figure the median
+  // of the rounds': the machine's memory moves by a third over minutes here, and a slope
+  // taken between two sizes timed minutes apart moves with it.
+  const double f = static_cast<double>(features), extra = static_cast<double>(large_batch - small_batch);
+  std::vector<double> slope_ns, call_ns, loss_ns;
+  const int rounds = quick ? 2 : 7;
+  for (int round = 0; round < rounds; ++round) {
+    const double of_small = gradient_seconds(small_batch), of_large = gradient_seconds(large_batch);
+    slope_ns.push_back((of_large - of_small) / (extra * f) * 1e9);
+    call_ns.push_back(of_small / f * 1e9 - static_cast<double>(small_batch) * slope_ns.back());
+    const double loss = loaded_median(1, p.cores, [&](std::size_t t) {
+      const std::size_t c = next_copy(t);
+      (void)cps::logistic_full_loss(data[c], params[c]);
+    });
+    loss_ns.push_back(loss / (static_cast<double>(samples) * f) * 1e9);
+  }
+  const auto slope = quartiles(slope_ns), per_call = quartiles(call_ns), whole = quartiles(loss_ns);
+  p.gradient_ns = std::max(0.0, slope[1]);
+  p.gradient_call_ns = std::max(0.0, per_call[1]);
+  p.loss_ns = whole[1];
+  std::printf("gradient and loss, %d rounds (median, quartiles; %zu copies of a %.1f MiB data set, last-level cache "
+              "%.1f MiB): gradient_ns %.3f (%.3f-%.3f), gradient_call_ns %.3f (%.3f-%.3f), loss_ns %.3f (%.3f-%.3f)\n",
+              rounds, copies, static_cast<double>(copy_bytes) / (1 << 20), static_cast<double>(cache) / (1 << 20),
+              slope[1], slope[0], slope[2], per_call[1], per_call[0], per_call[2], whole[1], whole[0], whole[2]);
   // A replica's own all-reduce work per value, by compressor; the PS job's wire work per
   // value beyond the shard's sum and update (one shard, SGD, four pushes a step); the same
   // with w's gradient sparse, on the PS (the demo's data is dense: a batch touches every

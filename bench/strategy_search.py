@@ -125,7 +125,9 @@ def main():
     p.add_argument("--replicas", type=int, default=4)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--steps", type=int, default=20, help="steps of each measured job")
+    p.add_argument("--steps", type=int, default=60,
+                   help="steps of each measured job (a job's step time wanders by about a tenth over a few "
+                        "steps on a shared machine: 60 steps average it out)")
     p.add_argument("--sim-steps", type=int, default=8, help="steps of each simulated job")
     p.add_argument("--repeats", type=int, default=3, help="measured runs per candidate (their median counts)")
     p.add_argument("--per-process", action="store_true",

@@ -152,7 +152,8 @@ def main():
     if profile is None:
         profile = os.path.join(work, "profile.json")
         calibrated = run([a.apiary, "sim", "calibrate", "--features", str(a.features), "--out", profile])
-        print("".join(line + "\n" for line in calibrated.splitlines() if line.startswith(("step work", "transport"))), end="")
+        shown = ("gradient and loss", "step work", "transport")
+        print("".join(line + "\n" for line in calibrated.splitlines() if line.startswith(shown)), end="")
     model = ["--features", str(a.features), "--samples", str(a.samples), "--batch", str(a.batch)]
     os.makedirs(os.path.join(work, "candidates"))
     out = run([a.apiary, "strategy", "search", "--graph", graph, "--resource-spec", spec, "--profile", profile,

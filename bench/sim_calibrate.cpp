@@ -316,14 +316,16 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   // data sets and steps and its own transport's buffers pass through the cache (four
   // replicas of 1,000,000 features hold 256 MiB of data sets), so each thread cycles
   // through copies enough that all of them together are twice the last-level cache (up to
-  // 2 GiB in all; threads share copies past that). Rows read again from the cache, a call
-  // after another on the same copy, cost about a third less at 1,000,000 features.
+  // 2 GiB in all, 256 MiB with --quick; threads share copies past that). Rows read again
+  // from the cache, a call after another on the same copy, cost about a third less at
+  // 1,000,000 features.
   const std::size_t copy_bytes = (samples + 1) * features * sizeof(float);
   const std::size_t cache = last_level_cache_bytes();
   const std::size_t per_thread =
       std::max<std::size_t>(1, (2 * cache + p.cores * copy_bytes - 1) / (p.cores * copy_bytes));
   const std::size_t copies =
-      std::clamp<std::size_t>((std::size_t{2} << 30) / copy_bytes, std::size_t{1}, p.cores * per_thread);
+      std::clamp<std::size_t>((quick ? std::size_t{256} << 20 : std::size_t{2} << 30) / copy_bytes, std::size_t{1},
+                              p.cores * per_thread);
   const std::vector<cps::LogisticData> data(copies, cps::make_logistic_data(samples, features, 1));
   const std::vector<std::map<std::string, std::vector<float>>> params(copies, cps::logistic_initial(features));
   std::vector<std::map<std::string, std::vector<float>>> grads(p.cores);

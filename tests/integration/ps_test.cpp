@@ -675,10 +675,11 @@ TEST_CASE("apiary sim calibrate writes a profile sim ps takes, charging encrypti
   REQUIRE(calibrated.rc == 0);
   std::ifstream in(measured);
   const std::string profile((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(calibrated.text, Catch::Contains("gradient and loss, 2 rounds (median, quartiles; "));
   CHECK_THAT(calibrated.text, Catch::Contains("step work, 2 rounds (median, quartiles): allreduce_ns"));
   CHECK_THAT(calibrated.text, Catch::Contains("transport, 2 rounds (median, quartiles): byte_ns"));
-  for (const char* field : {"byte_ns", "secure_byte_ns", "gradient_ns", "ps_ns", "large_message_us", "idle_message_us",
-                            "idle_cpu_us_per_s", "partition_ns"}) {
+  for (const char* field : {"byte_ns", "secure_byte_ns", "gradient_ns", "gradient_call_ns", "loss_ns", "ps_ns",
+                            "large_message_us", "idle_message_us", "idle_cpu_us_per_s", "partition_ns"}) {
     INFO(field << " in " << profile);
     CHECK(number_after(profile, std::string("\"") + field + "\"") >= 0.0);
   }

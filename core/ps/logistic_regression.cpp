@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/rng.hpp"
@@ -17,22 +18,81 @@ float symmetric(SplitMix64& rng) {
 
 }  // namespace
 
-Status check_logistic_data_size(std::size_t samples, std::size_t features) {
-  if (features != 0 && samples > k_max_logistic_data_values / features) {
+std::size_t logistic_nonzeros(std::size_t features, double density) {
+  const auto k = static_cast<std::size_t>(std::llround(density * static_cast<double>(features)));
+  return std::clamp<std::size_t>(k, 1, std::max<std::size_t>(features, 1));
+}
+
+Status check_logistic_data_size(std::size_t samples, std::size_t features, double density) {
+  if (!(density > 0.0 && density <= 1.0)) {
+    return make_error(errc::invalid_argument, "density {}: expected a fraction of the features in (0, 1]", density);
+  }
+  const bool sparse = density < 1.0;
+  if (sparse && features > std::numeric_limits<std::uint32_t>::max()) {
+    return make_error(errc::invalid_argument, "{} features: a sparse data set has at most {} (32-bit columns)",
+                      features, std::numeric_limits<std::uint32_t>::max());
+  }
+  const std::size_t per_sample = sparse ? 2 * logistic_nonzeros(features, density) : features;
+  if (per_sample != 0 && samples > k_max_logistic_data_values / per_sample) {
     return make_error(errc::invalid_argument,
-                      "{} samples x {} features: more data than a replica holds (at most {} values, 4 GiB)",
-                      samples, features, k_max_logistic_data_values);
+                      "{} samples x {} features at density {}: more data than a replica holds (at most {} values, "
+                      "4 GiB; a nonzero of sparse data counts twice)",
+                      samples, features, density, k_max_logistic_data_values);
   }
   return ok_status();
 }
 
-LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed) {
+namespace {
+
+/// `samples` points of k values other than zero each, at k distinct columns drawn by
+/// Floyd's algorithm, ascending, then their values; the labels as dense data's.
+void fill_sparse(LogisticData& d, std::size_t samples, std::size_t k, const std::vector<float>& truth, float bias,
+                 SplitMix64& rng) {
+  const std::size_t f = d.features;
+  d.row_start.reserve(samples + 1);
+  d.row_start.push_back(0);
+  d.columns.reserve(samples * k);
+  d.values.reserve(samples * k);
+  d.y.resize(samples);
+  std::vector<bool> taken(f, false);
+  std::vector<std::uint32_t> row;
+  row.reserve(k);
+  for (std::size_t i = 0; i < samples; ++i) {
+    row.clear();
+    for (std::size_t j = f - k; j < f; ++j) {
+      const auto t = static_cast<std::size_t>(rng.next() % (j + 1));
+      const std::size_t pick = taken[t] ? j : t;
+      taken[pick] = true;
+      row.push_back(static_cast<std::uint32_t>(pick));
+    }
+    std::sort(row.begin(), row.end());
+    double z = bias;
+    for (std::uint32_t c : row) {
+      taken[c] = false;
+      const float v = symmetric(rng);
+      d.columns.push_back(c);
+      d.values.push_back(v);
+      z += static_cast<double>(truth[c]) * v;
+    }
+    d.row_start.push_back(d.columns.size());
+    z += 0.1 * symmetric(rng);
+    d.y[i] = z > 0 ? 1.0F : 0.0F;
+  }
+}
+
+}  // namespace
+
+LogisticData make_logistic_data(std::size_t samples, std::size_t features, std::uint64_t seed, double density) {
   SplitMix64 rng(seed);
   std::vector<float> truth(features);
   for (auto& w : truth) w = 2.0F * symmetric(rng);
   const float bias = 0.5F * symmetric(rng);
   LogisticData d;
   d.features = features;
+  if (density < 1.0) {
+    fill_sparse(d, samples, logistic_nonzeros(features, density), truth, bias, rng);
+    return d;
+  }
   d.x.resize(samples * features);
   d.y.resize(samples);
   for (std::size_t i = 0; i < samples; ++i) {
@@ -74,6 +134,34 @@ std::vector<std::size_t> logistic_batch(const LogisticData& data, std::size_t re
   return out;
 }
 
+namespace {
+
+/// w's mean gradient over sparse samples: zero but at the columns of `indices`' samples,
+/// each column's sum taken in sample order in double, as the dense path's.
+void sparse_gradient(const LogisticData& data, const std::vector<std::size_t>& indices,
+                     const std::vector<double>& errors, double n, std::vector<float>& gw) {
+  gw.assign(data.features, 0.0F);
+  std::vector<std::uint32_t> touched;
+  for (std::size_t i : indices) {
+    touched.insert(touched.end(), data.columns.begin() + static_cast<std::ptrdiff_t>(data.row_start[i]),
+                   data.columns.begin() + static_cast<std::ptrdiff_t>(data.row_start[i + 1]));
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  std::vector<double> acc(touched.size(), 0.0);
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const std::size_t i = indices[k];
+    auto slot = touched.begin();
+    for (std::size_t p = data.row_start[i]; p < data.row_start[i + 1]; ++p) {
+      slot = std::lower_bound(slot, touched.end(), data.columns[p]);  // a row's columns ascend
+      acc[static_cast<std::size_t>(slot - touched.begin())] += errors[k] * data.values[p];
+    }
+  }
+  for (std::size_t u = 0; u < touched.size(); ++u) gw[touched[u]] = static_cast<float>(acc[u] / n);
+}
+
+}  // namespace
+
 double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& indices,
                      const std::map<std::string, std::vector<float>>& params,
                      std::map<std::string, std::vector<float>>* gradients) {
@@ -87,15 +175,23 @@ double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& i
   errors.reserve(indices.size());
   double loss = 0.0;
   for (std::size_t i : indices) {
-    const float* x = &data.x[i * d];
     double z = b;
-    for (std::size_t j = 0; j < d; ++j) z += static_cast<double>(w[j]) * x[j];
+    if (data.sparse()) {
+      for (std::size_t p = data.row_start[i]; p < data.row_start[i + 1]; ++p) {
+        z += static_cast<double>(w[data.columns[p]]) * data.values[p];
+      }
+    } else {
+      const float* x = &data.x[i * d];
+      for (std::size_t j = 0; j < d; ++j) z += static_cast<double>(w[j]) * x[j];
+    }
     // Cross-entropy in a stable form: log(1 + e^z) - y z.
     loss += (z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z))) - data.y[i] * z;
     errors.push_back(1.0 / (1.0 + std::exp(-z)) - data.y[i]);
   }
   const double n = indices.empty() ? 1.0 : static_cast<double>(indices.size());
-  if (gradients != nullptr) {
+  if (gradients != nullptr && data.sparse()) {
+    sparse_gradient(data, indices, errors, n, (*gradients)[k_logreg_weights]);
+  } else if (gradients != nullptr) {
     std::vector<const float*> rows;
     rows.reserve(indices.size());
     for (std::size_t i : indices) rows.push_back(&data.x[i * d]);
@@ -115,6 +211,8 @@ double logistic_loss(const LogisticData& data, const std::vector<std::size_t>& i
       }
       for (std::size_t j = 0; j < m; ++j) gw[j0 + j] = static_cast<float>(acc[j] / n);
     }
+  }
+  if (gradients != nullptr) {
     double gb = 0.0;
     for (double e : errors) gb += e;
     (*gradients)[k_logreg_bias] = {static_cast<float>(gb / n)};

@@ -57,6 +57,7 @@ struct TrainingJobOptions {
   std::size_t batch = 32;                  ///< samples per replica per step
   std::size_t samples = 4096;              ///< samples in the synthetic data set
   std::size_t features = 16;               ///< features per sample
+  double density = 1.0;                    ///< a sample's values other than zero, of the features (< 1: sparse)
   std::uint64_t seed = 1;                  ///< seed of the synthetic data
   std::string optimizer = "sgd";           ///< sgd, momentum or adam
   float learning_rate = 0.5F;              ///< the optimizer's step size

@@ -115,7 +115,7 @@ Result<std::unique_ptr<Replica>> start_replica(const Job& a, caf::actor_system& 
 
 Status train(const Job& a, Replica& replica, std::size_t replicas, bool collectives) {
   const std::int32_t id = replica.id();
-  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed);
+  const auto data = cps::make_logistic_data(a.samples, a.features, a.seed, a.density);
   const std::int64_t first = a.restored ? a.restored->step : 0;  // the data steps go on from the checkpoint's
   const std::chrono::milliseconds timeout(a.timeout_ms);
   if (auto joined = replica.join(timeout); !joined) {

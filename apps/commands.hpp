@@ -64,7 +64,8 @@ int fail(const char* command, const Error& e);
 /// Registers --batch, --samples and --features: the synthetic data set and the
 /// logistic-regression model of `apiary ps` and `apiary sim ps`.
 /// Refuses samples x features beyond 2^30 values, naming both.
-void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features);
+void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features,
+                       double& density);
 
 /// Registers --host: which role host runs the command's node, "actor" or "transport".
 inline void add_host_option(CLI::App& cmd, core::HostKind& kind) {

@@ -49,7 +49,8 @@ void stop_on_signals() {
 
 }  // namespace
 
-void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features) {
+void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, std::size_t& features,
+                       double& density) {
   cmd.add_option("--batch", batch, "Samples per replica per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd.add_option("--samples", samples, "Samples in the synthetic data set")
       ->check(CLI::Range(1, 1 << 24))
@@ -57,10 +58,15 @@ void add_model_options(CLI::App& cmd, std::size_t& batch, std::size_t& samples, 
   cmd.add_option("--features", features, "Features per sample (up to 33,554,432: w of 128 MiB)")
       ->check(CLI::Range(1, 1 << 25))
       ->capture_default_str();
-  // Every replica holds the whole data set: samples x features values.
-  cmd.parse_complete_callback([&samples, &features] {
-    if (auto fits = core::ps::check_logistic_data_size(samples, features); !fits) {
-      throw CLI::ValidationError("--samples, --features", fits.error().message);
+  cmd.add_option("--density", density,
+                 "A sample's values other than zero, as a fraction of the features: below 1 the data is sparse "
+                 "(round(density x features) distinct columns a sample) and a batch's gradient touches only its "
+                 "samples' rows of w, as a wide model's embedding (with --sparse logreg/w:0 only those rows travel)")
+      ->capture_default_str();
+  // Every replica holds the whole data set: samples x features values (dense).
+  cmd.parse_complete_callback([&samples, &features, &density] {
+    if (auto fits = core::ps::check_logistic_data_size(samples, features, density); !fits) {
+      throw CLI::ValidationError("--samples, --features, --density", fits.error().message);
     }
   });
 }
@@ -104,7 +110,7 @@ Command add_ps_command(CLI::App& app) {
   cmd->add_option("--device", a->device, "PS role: the PS device this process serves, e.g. localhost:CPU:0");
   cmd->add_option("--replica", a->replica, "Worker role: replica id 1..R-1 (graph_config.replicas order)");
   cmd->add_option("--steps", a->steps, "Training steps")->check(CLI::Range(0, 1000000))->capture_default_str();
-  add_model_options(*cmd, a->batch, a->samples, a->features);
+  add_model_options(*cmd, a->batch, a->samples, a->features, a->density);
   cmd->add_option("--seed", a->seed, "Seed of the synthetic data")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "PS role, and replicas of all-reduce and mixed strategies (same value everywhere): sgd, momentum or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))

@@ -26,12 +26,17 @@ std::function<int()> add_calibrate_command(CLI::App& cmd) {
                   "Measure the training step's work at this model size (w's values; default 1,048,576, a 4 MB w): "
                   "per value a model far past the caches costs more, so calibrate at the size to be simulated")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 25));
+  auto density = std::make_shared<double>(1.0);
+  sub->add_option("--density", *density,
+                  "The data's density (apiary ps --density): the sparse gradient, loss and sparse variables' work "
+                  "are measured at it (default: at 1 in 1,000, a dense model's)")
+      ->check(CLI::Range(1e-9, 1.0));
   return [=]() {
     if (!sub->parsed()) return -1;
 #if APIARY_HAVE_TRANSPORT_BENCH
     char self[4096];
     const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick, *features);
+    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick, *features, *density);
     if (!p) return fail("sim calibrate", p.error());
     std::ofstream file(*out);
     file << sim::to_json(*p);

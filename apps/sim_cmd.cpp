@@ -234,7 +234,7 @@ std::function<int()> add_ps_sim_command(CLI::App& cmd) {
   add_ms_option(*ps, "--drop-lost-after-ms", config, &sim::scenarios::PsScenarioConfig::drop_lost_after,
                 "The PS devices drop a replica that went down this many ms later and the job goes on without it "
                 "(default: a lost replica ends the synchronous job)");
-  add_model_options(*ps, config->batch, config->samples, config->features);
+  add_model_options(*ps, config->batch, config->samples, config->features, config->density);
   ps->add_option("--learning-rate", config->optimizer.learning_rate, "SGD step size")->capture_default_str();
   ps->add_option("--seed", config->seed, "Seed of the run; the same seed gives the same trace hash")->capture_default_str();
   ps->add_option("--sparse", config->sparse_variables,

@@ -37,7 +37,7 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
   auto item = core::strategy::parse_graph_item_json(*graph, a.graph);
   if (!item) return f(item.error());
   if (auto features = sim::scenarios::logistic_features(*item); features) {
-    if (auto fits = core::ps::check_logistic_data_size(config.samples, *features); !fits) return f(fits.error());
+    if (auto fits = core::ps::check_logistic_data_size(config.samples, *features, config.density); !fits) return f(fits.error());
   }
   auto spec = load_resource_spec(a.resource_spec);
   if (!spec) return f(spec.error());
@@ -124,6 +124,9 @@ Command add_strategy_search_command(CLI::App& strategy) {
       ->capture_default_str();
   cmd->add_option("--samples", config->samples, "Synthetic data set size")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--density", config->density,
+                  "A sample's values other than zero, of the features (apiary ps --density: below 1, sparse data)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Write the best strategy here (binary unless --text)");
   cmd->add_option("--out-dir", a->out_dir, "Write every candidate here as RANK.pb (an existing directory)")

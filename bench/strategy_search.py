@@ -122,6 +122,9 @@ def main():
     p.add_argument("--apiary", default="build/bin/apiary")
     p.add_argument("--features", type=int, default=1_000_000, help="w's length (4 MB at the default)")
     p.add_argument("--sparse", action="store_true", help="w's gradient sparse: the rows a batch touches")
+    p.add_argument("--density", type=float, default=1.0,
+                   help="a sample's values other than zero, of the features (below 1: sparse data, whose batches "
+                        "touch a few of w's rows, a wide model's embedding; with --sparse only those rows travel)")
     p.add_argument("--replicas", type=int, default=4)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--batch", type=int, default=4)
@@ -151,14 +154,17 @@ def main():
     profile = a.profile
     if profile is None:
         profile = os.path.join(work, "profile.json")
-        calibrated = run([a.apiary, "sim", "calibrate", "--features", str(a.features), "--out", profile])
-        shown = ("gradient and loss", "step work", "transport")
+        calibrated = run([a.apiary, "sim", "calibrate", "--features", str(a.features), "--density", str(a.density),
+                          "--out", profile])
+        shown = ("gradient and loss", "sparse gradient and loss", "step work", "transport")
         print("".join(line + "\n" for line in calibrated.splitlines() if line.startswith(shown)), end="")
-    model = ["--features", str(a.features), "--samples", str(a.samples), "--batch", str(a.batch)]
+    model = ["--features", str(a.features), "--samples", str(a.samples), "--batch", str(a.batch),
+             "--density", str(a.density)]
     os.makedirs(os.path.join(work, "candidates"))
     out = run([a.apiary, "strategy", "search", "--graph", graph, "--resource-spec", spec, "--profile", profile,
                "--steps", str(a.sim_steps), "--budget", str(a.budget), "--samples", str(a.samples), "--batch",
-               str(a.batch), "--out-dir", os.path.join(work, "candidates")] + (["--insecure"] if a.insecure else []))
+               str(a.batch), "--density", str(a.density), "--out-dir", os.path.join(work, "candidates")] +
+              (["--insecure"] if a.insecure else []))
     print(out, end="")
     rows = []
     for line in out.splitlines():
@@ -166,7 +172,8 @@ def main():
         if m:
             rows.append((int(m.group(1)), m.group(2).strip(), float(m.group(3)), float(m.group(6))))
     sparse = ["--sparse", "logreg/w:0"] if a.sparse else []
-    print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}, {a.replicas} replicas, batch {a.batch}, "
+    print(f"\n{a.features} features{' (sparse gradient)' if a.sparse else ''}"
+          f"{f', density {a.density:g}' if a.density < 1 else ''}, {a.replicas} replicas, batch {a.batch}, "
           f"{a.steps} measured steps per candidate, median of {a.repeats} runs")
     # Rounds: every candidate runs once a round, in rank order, so that what moves the
     # machine over the sitting moves every candidate alike; each candidate's median counts.

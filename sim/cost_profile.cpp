@@ -31,6 +31,11 @@ constexpr Field k_fields[] = {
     {"large_message_us", &CostProfile::large_message_us},         {"large_message_bytes", &CostProfile::large_message_bytes},
     {"secure_byte_ns", &CostProfile::secure_byte_ns},     {"idle_message_us", &CostProfile::idle_message_us},
     {"idle_cpu_us_per_s", &CostProfile::idle_cpu_us_per_s}, {"partition_ns", &CostProfile::partition_ns},
+    {"sparse_gradient_ns", &CostProfile::sparse_gradient_ns},
+    {"sparse_gradient_call_ns", &CostProfile::sparse_gradient_call_ns},
+    {"sparse_loss_ns", &CostProfile::sparse_loss_ns},
+    {"allreduce_sparse_row_ns", &CostProfile::allreduce_sparse_row_ns},
+    {"ps_sparse_row_ns", &CostProfile::ps_sparse_row_ns},
 };
 
 }  // namespace
@@ -54,6 +59,11 @@ core::Duration CostProfile::sending(const Sent& sent) const {
 core::Duration CostProfile::gradient(std::size_t batch, std::size_t features) const {
   const auto f = static_cast<double>(features);
   return work(f, gradient_call_ns) + work(f * static_cast<double>(batch), gradient_ns);
+}
+
+core::Duration CostProfile::sparse_gradient(std::size_t nonzeros, std::size_t features) const {
+  return work(static_cast<double>(features), sparse_gradient_call_ns) +
+         work(static_cast<double>(nonzeros), sparse_gradient_ns);
 }
 
 core::Duration CostProfile::work(double count, double ns_each) {

@@ -28,6 +28,12 @@ struct CostProfile {
   double gradient_ns = 0.0;        ///< logistic-regression loss and gradient, per sample and feature
   double gradient_call_ns = 0.0;   ///< ... and per feature once a call (its accumulators)
   double loss_ns = 0.0;            ///< the loss alone (the chief's over the data set), per sample and feature
+  /// The same on sparse data (a density below 1): the gradient per value other than zero
+  /// of a batch and per feature once a call (w's gradient cleared), the loss per value
+  /// other than zero of the data set.
+  double sparse_gradient_ns = 0.0;
+  double sparse_gradient_call_ns = 0.0;
+  double sparse_loss_ns = 0.0;
   /// A replica's own work in an all-reduced step, per value of its all-reduced variables
   /// (the synchronizer's compression, the collective's encoding, sums and copies, the
   /// optimizer's update), by compressor: NoneCompressor, HorovodCompressor (float16),
@@ -35,16 +41,20 @@ struct CostProfile {
   double allreduce_ns = 0.0;
   double allreduce_fp16_ns = 0.0;
   double allreduce_fp16_ef_ns = 0.0;
-  /// The same for an all-reduced variable with sparse gradients, per value of the
-  /// variable (its touched rows found, gathered, summed and applied).
+  /// The same for an all-reduced variable with sparse gradients: per value of the variable
+  /// (its touched rows found), and per value of the rows a replica gathers from all of
+  /// them (sent, received, summed and applied).
   double allreduce_sparse_ns = 0.0;
+  double allreduce_sparse_row_ns = 0.0;
   /// The PS job's wire work per value of the dense PS variables, per replica and step
   /// (the push's and the pull's encoding and decoding at both ends, beyond the
   /// transport's per-byte cost and the shard's sum and update), charged to the replica.
   double ps_ns = 0.0;
-  /// The same for a PS variable with sparse gradients, per row value a replica sends (the
-  /// rows its batch touched).
+  /// The same for a PS variable with sparse gradients: per value of the variable (its
+  /// touched rows found, its pull), and per row value a replica sends (the rows its batch
+  /// touched).
   double ps_sparse_ns = 0.0;
+  double ps_sparse_row_ns = 0.0;
   /// An all-reduced partitioned variable's gradient cut into its pieces and their
   /// averages put back together (into fresh buffers, as the synchronizer does), per value,
   /// replica and step; not charged for one that travels whole
@@ -75,6 +85,8 @@ struct CostProfile {
   [[nodiscard]] core::Duration sending(const struct Sent& sent) const;
   /// Processor time of one gradient of `batch` samples of `features`.
   [[nodiscard]] core::Duration gradient(std::size_t batch, std::size_t features) const;
+  /// The same on sparse data, `nonzeros` values other than zero in the batch.
+  [[nodiscard]] core::Duration sparse_gradient(std::size_t nonzeros, std::size_t features) const;
   /// Processor time of `count` values at `ns_each`.
   [[nodiscard]] static core::Duration work(double count, double ns_each);
 };

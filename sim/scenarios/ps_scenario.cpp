@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <set>
@@ -35,6 +36,7 @@ Status validate(const PsScenarioConfig& c) {
   if (c.features < 1) return bad("features", "0", ">= 1");
   if (c.samples < 1) return bad("samples", "0", ">= 1");
   if (c.batch < 1) return bad("batch", "0", ">= 1");
+  if (auto fits = cps::check_logistic_data_size(c.samples, c.features, c.density); !fits) return fits;
   if (c.steps < 0) return bad("steps", std::to_string(c.steps), ">= 0");
   if (c.min_latency < core::Duration::zero() || c.max_latency < c.min_latency) {
     return bad("latencies", ns(c.min_latency) + "-" + ns(c.max_latency), "0 <= min <= max");
@@ -216,7 +218,7 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   }
   const std::size_t n = plans.replicas.size();
   for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(swarm_address(r, k_replica_port));
-  auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed));
+  auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed, c.density));
   std::vector<core::train::ReplicaConfig> configs(n);
   if (plans.ps && !plans.ar) {
     if (auto st = add_proxies(run, c, *plans.ps, servers, configs); !st) return st.error();
@@ -313,6 +315,17 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     if (received && in.woke) charge.aside = CostProfile::work(1.0, p.idle_message_us * 1e3);
     return charge;
   };
+  // Sparse data: the share of w's rows one replica's batch touches, and that of all the
+  // replicas' batches of a step together (each sample's columns drawn uniformly); all of
+  // them on dense data.
+  const double nonzeros = c.density < 1.0 ? static_cast<double>(cps::logistic_nonzeros(c.features, c.density))
+                                          : static_cast<double>(c.features);
+  const auto touched = [&c, nonzeros](std::size_t samples) {
+    return c.density < 1.0 ? 1.0 - std::pow(1.0 - nonzeros / static_cast<double>(c.features),
+                                            static_cast<double>(samples))
+                           : 1.0;
+  };
+  const double touched_one = touched(c.batch), touched_all = touched(c.batch * plans.replicas.size());
   // Each PS and replica process (a proxy lives in its replica's) spends its idle load.
   const core::Duration idle_load = CostProfile::work(1.0, p.idle_cpu_us_per_s * 1e3);
   auto place = [&world, idle_load](const core::PeerAddr& addr, const std::string& m, CpuCost cost) -> Status {
@@ -325,7 +338,7 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
       if (!m) return m.error();
       // The step's work: each update applied since the last event, over its shard.
       auto seen = std::make_shared<std::map<std::string, std::int64_t>>();
-      auto cost = [messages, p, &run, i, seen](const Event& in, const core::Effects& out) {
+      auto cost = [messages, p, &run, i, seen, touched_one, touched_all](const Event& in, const core::Effects& out) {
         CpuCharge cost = messages(in, out);
         const auto& server = run.servers[i]->role();
         for (auto id : run.plan->shards_on(run.plan->servers[i])) {
@@ -337,10 +350,13 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
           const auto updates = static_cast<double>(shard->version() - last);
           last = shard->version();
           if (updates <= 0) continue;
+          // A sparse shard sums and updates the rows the step's pushes touched.
           const double values = static_cast<double>(config.layout.size());
           const double update = config.optimizer.kind == cps::OptimizerKind::adam ? p.adam_ns : p.sgd_ns;
-          cost.before += CostProfile::work(
-              updates * values, update + p.sum_ns * static_cast<double>(config.replica_hosts.size()));
+          const double pushes = static_cast<double>(config.replica_hosts.size());
+          cost.before += config.sparse ? CostProfile::work(updates * values * touched_all, update) +
+                                             CostProfile::work(updates * values * touched_one * pushes, p.sum_ns)
+                                       : CostProfile::work(updates * values, update + p.sum_ns * pushes);
         }
         return cost;
       };
@@ -358,9 +374,11 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                                                                          : p.allreduce_ns;
       own_work += CostProfile::work(static_cast<double>(t.size), ns);
     }
-    for (const auto& sp : plans.ar->sparse) {
-      own_work += CostProfile::work(static_cast<double>(sp.rows) * static_cast<double>(sp.row_width),
-                                    p.allreduce_sparse_ns);
+    for (const auto& sp : plans.ar->sparse) {  // the rows of every replica's batch gathered
+      const double values = static_cast<double>(sp.rows) * static_cast<double>(sp.row_width);
+      own_work += CostProfile::work(values, p.allreduce_sparse_ns) +
+                  CostProfile::work(values * touched_one * static_cast<double>(plans.replicas.size()),
+                                    p.allreduce_sparse_row_ns);
     }
     // A partitioned variable that does not travel whole: cut and put back together.
     auto sync = cc::Synchronizer::create(*plans.ar);
@@ -371,10 +389,12 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
       }
     }
   }
-  if (plans.ps) {  // the PS shards' wire work (a sparse one's rows: all of them), charged to the replica
+  if (plans.ps) {  // the PS shards' wire work (a sparse one's: its batch's rows), charged to the replica
     for (const auto& shard : plans.ps->shards) {
-      own_work += CostProfile::work(static_cast<double>(shard.config.layout.size()),
-                                    shard.config.sparse ? p.ps_sparse_ns : p.ps_ns);
+      const double values = static_cast<double>(shard.config.layout.size());
+      own_work += shard.config.sparse ? CostProfile::work(values, p.ps_sparse_ns) +
+                                            CostProfile::work(values * touched_one, p.ps_sparse_row_ns)
+                                      : CostProfile::work(values, p.ps_ns);
     }
   }
   for (std::size_t r = 0; r < run.replicas.size(); ++r) {
@@ -385,13 +405,19 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     // last one's exchange is answered (the answers this replica owes the others among
     // them), and its work holds only what the replica does next.
     auto steps = std::make_shared<std::size_t>(0);
-    auto cost = [messages, p, &run, r, steps, &c, features, own_work](const Event& in,
-                                                                      const core::Effects& out) -> CpuCharge {
+    // On sparse data the gradient and the loss read the values other than zero.
+    const bool sparse = c.density < 1.0;
+    const core::Duration gradient = sparse ? p.sparse_gradient(c.batch * static_cast<std::size_t>(nonzeros), features)
+                                           : p.gradient(c.batch, features);
+    const core::Duration loss = CostProfile::work(static_cast<double>(c.samples) * nonzeros,
+                                                  sparse ? p.sparse_loss_ns : p.loss_ns);
+    auto cost = [messages, &run, r, steps, gradient, loss, own_work](const Event& in,
+                                                                     const core::Effects& out) -> CpuCharge {
       core::Duration step = core::Duration::zero();
       const std::size_t now = run.replicas[r]->steps().size();
       for (std::size_t s = *steps; s < now; ++s) {
-        step += p.gradient(c.batch, features) + own_work;
-        if (r == 0) step += CostProfile::work(static_cast<double>(c.samples * features), p.loss_ns);
+        step += gradient + own_work;
+        if (r == 0) step += loss;
       }
       *steps = now;
       CpuCharge charge = messages(in, out);

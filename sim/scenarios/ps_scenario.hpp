@@ -44,6 +44,7 @@ struct PsScenarioConfig {
   std::size_t features = 16;        ///< model size (w has `features` values)
   std::size_t samples = 1024;       ///< synthetic data set size
   std::uint64_t data_seed = 1;      ///< seed of the data set
+  double density = 1.0;             ///< a sample's values other than zero, of the features (< 1: sparse data)
   std::size_t batch = 16;           ///< samples per replica per step
   std::int64_t steps = 10;          ///< training steps (>= 0)
   core::ps::OptimizerConfig optimizer = [] {

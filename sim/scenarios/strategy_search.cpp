@@ -159,6 +159,7 @@ Result<std::vector<SearchRow>> search_strategies(const SearchConfig& config) {
     sc.strategy = candidate.strategy;
     sc.features = *features;
     sc.samples = config.samples;
+    sc.density = config.density;
     sc.batch = config.batch;
     sc.steps = config.steps;
     sc.compute = config.compute;

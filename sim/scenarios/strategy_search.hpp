@@ -42,6 +42,7 @@ struct SearchConfig {
   std::int64_t steps = 8;              ///< simulated steps per candidate (>= 2: the first is not timed)
   std::size_t batch = 16;
   std::size_t samples = 1024;
+  double density = 1.0;  ///< the data's (core/ps/logistic_regression.hpp)
   std::uint64_t seed = 1;
   std::size_t budget = 0;     ///< candidates simulated at most (0: all); the builders' defaults first
   bool stale = false;         ///< also SSP (staleness 2) and asynchronous PS candidates

@@ -59,10 +59,40 @@ ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row
   const auto nonzero = [](float v) { return v != 0.0f; };  // NaN counts: it is not zero
   if (row_width == 1) {
     // Counted first, then every value written at the next free place and the place kept
-    // only for a non-zero one: no branch on the data, no growth.
+    // only for a non-zero one: no branch on the data, no growth. Few of them (a batch of
+    // sparse data touches a few rows of an embedding): a block of 64 values at a time,
+    // those without one passed over whole.
     std::size_t count = 0;
     for (std::size_t i = 0; i < n; ++i) count += nonzero(d[i]) ? 1 : 0;
     if (count == 0) return g;
+    if (count < n / 16) {
+      g.rows.reserve(count);
+      g.values.reserve(count);
+      constexpr std::size_t k_block = 64;
+      for (std::size_t b = 0; b < n && g.rows.size() < count; b += k_block) {
+        const std::size_t end = std::min(n, b + k_block);
+        // Any value's bits but the sign set (-0 is zero; NaN is not), two values a word.
+        std::uint64_t bits = 0;
+        std::size_t i = b;
+        for (; i + 2 <= end; i += 2) {
+          std::uint64_t two = 0;
+          std::memcpy(&two, d + i, sizeof two);
+          bits |= two;
+        }
+        if (i < end) {
+          std::uint32_t one = 0;
+          std::memcpy(&one, d + i, sizeof one);
+          bits |= one;
+        }
+        if ((bits & 0x7fffffff7fffffffULL) == 0) continue;
+        for (i = b; i < end; ++i) {
+          if (!nonzero(d[i])) continue;
+          g.rows.push_back(static_cast<std::int64_t>(i));
+          g.values.push_back(d[i]);
+        }
+      }
+      return g;
+    }
     g.rows.resize(count + 1);
     g.values.resize(count + 1);
     std::size_t k = 0;

@@ -227,6 +227,23 @@ TEST_CASE("touched_rows keeps every row holding a value other than zero, in orde
   CHECK(cc::touched_rows(std::vector<float>(64, 0.0f), 1).rows.empty());
   CHECK(cc::touched_rows(std::vector<float>(64, -0.0f), 4).rows.empty());
   CHECK(cc::touched_rows(dense, 0).rows.empty());
+  // Few values touched (the blocks without one passed over): the same rows, at a block's
+  // first and last value, in the short last block, NaN and -0 among them.
+  std::vector<float> few(10000 + 37, 0.0f);
+  for (std::size_t i : {std::size_t{0}, std::size_t{63}, std::size_t{64}, std::size_t{640}, std::size_t{4095},
+                        std::size_t{9999}, std::size_t{10036}}) {
+    few[i] = static_cast<float>(i) + 0.5f;
+  }
+  few[777] = std::nanf("");
+  few[778] = -0.0f;
+  for (std::size_t width : {std::size_t{1}, std::size_t{5}}) {
+    const auto want = expected(few, width);
+    const auto got = cc::touched_rows(few, width);
+    CHECK(got.rows == want.rows);
+    REQUIRE(got.values.size() == want.values.size());
+    CHECK(std::memcmp(got.values.data(), want.values.data(), want.values.size() * sizeof(float)) == 0);
+  }
+  CHECK(cc::touched_rows(few, 1).rows.size() == 8);
   // Every value touched.
   const auto all = cc::touched_rows(std::vector<float>(10, 2.0f), 1);
   CHECK(all.rows.size() == 10);

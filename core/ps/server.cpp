@@ -1,5 +1,8 @@
 #include "core/ps/server.hpp"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <limits>
 #include <optional>
 
@@ -23,6 +26,19 @@ std::size_t replica_count(const std::map<std::string, Shard>& shards) {
 bool parse(google::protobuf::MessageLite& m, std::string_view body) {
   return body.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
          m.ParseFromArray(body.data(), static_cast<int>(body.size()));
+}
+
+/// `m` encoded with its map fields in key order: protobuf's own order of a map's entries
+/// varies from one run to the next, and a replayed simulation must send the same bytes.
+std::string encode_deterministic(const google::protobuf::MessageLite& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
 }
 }  // namespace
 
@@ -222,7 +238,7 @@ Effects ShardServer::rejoin(RequestId id, std::string_view body) {
     res.set_accepted(true);
     res.set_step(req.from_step());
   }
-  out.push_back(Reply{id, res.SerializeAsString(), true});
+  out.push_back(Reply{id, encode_deterministic(res), true});
   return out;
 }
 

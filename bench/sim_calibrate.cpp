@@ -402,10 +402,13 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   time_gradient_and_loss(p, features, quick, density < 1.0 ? density : 0.001);
   // A replica's own all-reduce work per value, by compressor; the PS job's wire work per
   // value beyond the shard's sum and update (one shard, SGD, four pushes a step); the same
-  // with w's gradient sparse, on the PS and all-reduced (its touched rows gathered from
-  // every replica and summed), twice: on sparse data, a batch touching a few of w's rows
-  // (the work per value of w: its touched rows found, its pull), and on dense data, a batch
-  // touching all of them (what that adds is the work per row value sent or gathered).
+  // with w's gradient sparse, on the PS (Parallax's: apiary ps takes --sparse marks on
+  // all-reduce and mixed strategies only) and all-reduced (its touched rows gathered from
+  // every replica and summed): on dense data (a batch touches every row), and on sparse
+  // data at two densities, the model's and 8 times it (a batch of one touches that many
+  // rows), which give the work per value of w (its touched rows found, its pull) and per
+  // row value sent or gathered. (Rows are summed through a table of w's rows when a step
+  // touches many, a hash map when it touches few: the dense data's figure is its own.)
   namespace cs = core::strategy;
   const auto compressed = [](cs::ArCompressor compressor) {
     cs::BuilderOptions options;
@@ -413,7 +416,7 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
     return options;
   };
   using Ar = pb::autodist::AllReduceSynchronizer;
-  const double few_rows = density < 1.0 ? density : 0.001;
+  const double few_rows = density < 1.0 ? density : 0.001, more_rows = std::min(0.5, 8.0 * few_rows);
   const std::vector<StepJob> jobs = {
       {"allreduce_ns", &sim::CostProfile::allreduce_ns, cs::BuilderKind::all_reduce, {}},
       {"allreduce_fp16_ns", &sim::CostProfile::allreduce_fp16_ns, cs::BuilderKind::all_reduce,
@@ -421,23 +424,37 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
       {"allreduce_fp16_ef_ns", &sim::CostProfile::allreduce_fp16_ef_ns, cs::BuilderKind::all_reduce,
        compressed(Ar::HorovodCompressorEF)},
       {"ps_ns", &sim::CostProfile::ps_ns, cs::BuilderKind::ps, {}, false, true},
-      {"allreduce_sparse_ns", &sim::CostProfile::allreduce_sparse_ns, cs::BuilderKind::all_reduce, {}, true,
-       false, few_rows},
-      {"allreduce_sparse_all_rows", &sim::CostProfile::allreduce_sparse_row_ns, cs::BuilderKind::all_reduce, {},
-       true},
-      {"ps_sparse_ns", &sim::CostProfile::ps_sparse_ns, cs::BuilderKind::ps, {}, true, false, few_rows},
-      {"ps_sparse_all_rows", &sim::CostProfile::ps_sparse_row_ns, cs::BuilderKind::ps, {}, true, true},
+      {"allreduce_sparse_ns", &sim::CostProfile::allreduce_sparse_ns, cs::BuilderKind::all_reduce, {}, true},
+      {"ps_sparse_ns", &sim::CostProfile::ps_sparse_ns, cs::BuilderKind::parallax, {}, true, true},
+      {"allreduce_sparse_few_rows", &sim::CostProfile::allreduce_sparse_base_ns, cs::BuilderKind::all_reduce, {},
+       true, false, few_rows},
+      {"allreduce_sparse_more_rows", &sim::CostProfile::allreduce_sparse_row_ns, cs::BuilderKind::all_reduce, {},
+       true, false, more_rows},
+      {"ps_sparse_few_rows", &sim::CostProfile::ps_sparse_base_ns, cs::BuilderKind::parallax, {}, true, false,
+       few_rows},
+      {"ps_sparse_more_rows", &sim::CostProfile::ps_sparse_row_ns, cs::BuilderKind::parallax, {}, true, false,
+       more_rows},
   };
   // Rounds and the long run's steps: small models (a step of a few tens of milliseconds)
   // get more rounds of longer runs; a large model's steps take seconds.
   auto work = unexplained_ns(jobs, features, quick ? 2 : large ? 3 : 7, quick || large ? 6 : 10);
   if (!work) return work.error();
   for (std::size_t j = 0; j < jobs.size(); ++j) p.*(jobs[j].field) = (*work)[j];
-  // All rows touched, a replica sends its w whole to the PS and gathers all the replicas'
-  // under all-reduce.
-  p.allreduce_sparse_row_ns =
-      std::max(0.0, (p.allreduce_sparse_row_ns - p.allreduce_sparse_ns) / static_cast<double>(k_job_replicas));
-  p.ps_sparse_row_ns = std::max(0.0, p.ps_sparse_row_ns - p.ps_sparse_ns);
+  // Per replica and value of w, a job with a share t of w's rows touched by each batch of
+  // one: a + b R t all-reduced (each replica gathers R batches' rows), a + b t on a PS.
+  const double t_few = static_cast<double>(cps::logistic_nonzeros(features, few_rows)) / static_cast<double>(features);
+  const double t_more = static_cast<double>(cps::logistic_nonzeros(features, more_rows)) / static_cast<double>(features);
+  const double r = static_cast<double>(k_job_replicas);
+  const auto split = [&](double& base, double& row, double share) {
+    const double few = base, more = row;
+    row = t_more > t_few ? std::max(0.0, (more - few) / (share * (t_more - t_few))) : 0.0;
+    base = std::max(0.0, few - row * share * t_few);
+  };
+  split(p.allreduce_sparse_base_ns, p.allreduce_sparse_row_ns, r);
+  split(p.ps_sparse_base_ns, p.ps_sparse_row_ns, 1.0);
+  std::printf("sparse data: allreduce_sparse_base_ns %.3f, allreduce_sparse_row_ns %.3f, ps_sparse_base_ns %.3f, "
+              "ps_sparse_row_ns %.3f\n",
+              p.allreduce_sparse_base_ns, p.allreduce_sparse_row_ns, p.ps_sparse_base_ns, p.ps_sparse_row_ns);
   // The transport between two processes over loopback tcp (plaintext, as a trusted
   // cluster runs): 64 B round trips and calls/s with 64 in flight here, 16 MiB one way
   // below.

@@ -34,7 +34,9 @@ constexpr Field k_fields[] = {
     {"sparse_gradient_ns", &CostProfile::sparse_gradient_ns},
     {"sparse_gradient_call_ns", &CostProfile::sparse_gradient_call_ns},
     {"sparse_loss_ns", &CostProfile::sparse_loss_ns},
+    {"allreduce_sparse_base_ns", &CostProfile::allreduce_sparse_base_ns},
     {"allreduce_sparse_row_ns", &CostProfile::allreduce_sparse_row_ns},
+    {"ps_sparse_base_ns", &CostProfile::ps_sparse_base_ns},
     {"ps_sparse_row_ns", &CostProfile::ps_sparse_row_ns},
 };
 

@@ -41,19 +41,24 @@ struct CostProfile {
   double allreduce_ns = 0.0;
   double allreduce_fp16_ns = 0.0;
   double allreduce_fp16_ef_ns = 0.0;
-  /// The same for an all-reduced variable with sparse gradients: per value of the variable
-  /// (its touched rows found), and per value of the rows a replica gathers from all of
-  /// them (sent, received, summed and applied).
+  /// The same for an all-reduced variable with sparse gradients, per value of the variable,
+  /// on dense data (a batch touches every row: its rows found, gathered, summed, applied).
   double allreduce_sparse_ns = 0.0;
+  /// ... and on sparse data (a density below 1): per value of the variable (its touched rows
+  /// found), and per value of the rows a replica gathers from all of them (sent, received,
+  /// summed and applied).
+  double allreduce_sparse_base_ns = 0.0;
   double allreduce_sparse_row_ns = 0.0;
   /// The PS job's wire work per value of the dense PS variables, per replica and step
   /// (the push's and the pull's encoding and decoding at both ends, beyond the
   /// transport's per-byte cost and the shard's sum and update), charged to the replica.
   double ps_ns = 0.0;
-  /// The same for a PS variable with sparse gradients: per value of the variable (its
-  /// touched rows found, its pull), and per row value a replica sends (the rows its batch
-  /// touched).
+  /// The same for a PS variable with sparse gradients, per value of the variable, on dense
+  /// data (a batch touches every row, all of them sent).
   double ps_sparse_ns = 0.0;
+  /// ... and on sparse data: per value of the variable (its touched rows found, its pull),
+  /// and per row value a replica sends (the rows its batch touched).
+  double ps_sparse_base_ns = 0.0;
   double ps_sparse_row_ns = 0.0;
   /// An all-reduced partitioned variable's gradient cut into its pieces and their
   /// averages put back together (into fresh buffers, as the synchronizer does), per value,

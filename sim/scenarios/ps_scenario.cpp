@@ -376,9 +376,11 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     }
     for (const auto& sp : plans.ar->sparse) {  // the rows of every replica's batch gathered
       const double values = static_cast<double>(sp.rows) * static_cast<double>(sp.row_width);
-      own_work += CostProfile::work(values, p.allreduce_sparse_ns) +
-                  CostProfile::work(values * touched_one * static_cast<double>(plans.replicas.size()),
-                                    p.allreduce_sparse_row_ns);
+      own_work += c.density < 1.0
+                      ? CostProfile::work(values, p.allreduce_sparse_base_ns) +
+                            CostProfile::work(values * touched_one * static_cast<double>(plans.replicas.size()),
+                                              p.allreduce_sparse_row_ns)
+                      : CostProfile::work(values, p.allreduce_sparse_ns);
     }
     // A partitioned variable that does not travel whole: cut and put back together.
     auto sync = cc::Synchronizer::create(*plans.ar);
@@ -392,9 +394,14 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
   if (plans.ps) {  // the PS shards' wire work (a sparse one's: its batch's rows), charged to the replica
     for (const auto& shard : plans.ps->shards) {
       const double values = static_cast<double>(shard.config.layout.size());
-      own_work += shard.config.sparse ? CostProfile::work(values, p.ps_sparse_ns) +
-                                            CostProfile::work(values * touched_one, p.ps_sparse_row_ns)
-                                      : CostProfile::work(values, p.ps_ns);
+      if (!shard.config.sparse) {
+        own_work += CostProfile::work(values, p.ps_ns);
+      } else if (c.density < 1.0) {
+        own_work += CostProfile::work(values, p.ps_sparse_base_ns) +
+                    CostProfile::work(values * touched_one, p.ps_sparse_row_ns);
+      } else {
+        own_work += CostProfile::work(values, p.ps_sparse_ns);
+      }
     }
   }
   for (std::size_t r = 0; r < run.replicas.size(); ++r) {

@@ -4,6 +4,7 @@
 // (never a hang), a seed replays its trace hash, and local_replication makes the
 // replicas of a node pull each proxied variable once per step.
 #include <algorithm>
+#include <cmath>
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -412,15 +413,22 @@ sim::CostProfile round_profile(std::size_t cores) {
 }
 
 /// A job of `kind` over 16,384 features (64 samples, batches of 4; w's gradient sparse
-/// with `sparse_w`) on round_profile(2) as `tweak` changes it, run twice (the same trace)
-/// and finished by every replica.
+/// with `sparse_w`, all-reduced or on a PS; the data at `density`) on round_profile(2) as
+/// `tweak` changes it, run twice (the same trace) and finished by every replica.
 sim::scenarios::PsScenarioReport profiled_run(cs::BuilderKind kind, const cs::BuilderOptions& options,
                                               const std::function<void(sim::CostProfile&)>& tweak,
-                                              bool sparse_w = false) {
-  auto c = make_config(core::ps::logistic_graph_item(16384), kind, options);
+                                              bool sparse_w = false, double density = 1.0) {
+  auto item = core::ps::logistic_graph_item(16384);
+  if (sparse_w) {
+    item.variables[0].sparse = true;
+    item.grad_target_pairs = {{"g/w/indices:0;g/w/values:0;g/w/shape:0", core::ps::k_logreg_weights},
+                              {"gradients/logreg/b_grad:0", core::ps::k_logreg_bias}};
+  }
+  auto c = make_config(item, kind, options);
   c.features = 16384;
   c.samples = 64;
   c.batch = 4;
+  c.density = density;
   if (sparse_w) c.sparse_variables = {core::ps::k_logreg_weights};
   auto p = round_profile(2);
   tweak(p);
@@ -444,6 +452,19 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->secure_byte_ns == 0.5);
   CHECK(back->allreduce_sparse_ns == 3.0);
   CHECK(back->idle_message_us == 0.0);
+  auto sparse = p;
+  sparse.sparse_gradient_ns = 7.5;
+  sparse.sparse_gradient_call_ns = 0.25;
+  sparse.sparse_loss_ns = 1.5;
+  sparse.allreduce_sparse_row_ns = 4.0;
+  sparse.ps_sparse_row_ns = 2.0;
+  auto sparse_back = sim::parse_cost_profile(sim::to_json(sparse), "p.json");
+  REQUIRE(sparse_back.ok());
+  CHECK(sparse_back->sparse_gradient_ns == 7.5);
+  CHECK(sparse_back->sparse_gradient_call_ns == 0.25);
+  CHECK(sparse_back->sparse_loss_ns == 1.5);
+  CHECK(sparse_back->allreduce_sparse_row_ns == 4.0);
+  CHECK(sparse_back->ps_sparse_row_ns == 2.0);
   auto idle = p;
   idle.idle_message_us = 40;
   idle.idle_cpu_us_per_s = 12000;
@@ -560,6 +581,54 @@ TEST_CASE("a sparse all-reduced variable's work is charged to the replicas at th
   // 16,384 values at 50 ns: 0.82 ms a step more for each of the 4 replicas.
   CHECK(charged.steps.back().chief_time > free.steps.back().chief_time);
   CHECK(charged.replicas.front().final_parameters == free.replicas.front().final_parameters);
+}
+
+TEST_CASE("on sparse data the gradient and the loss are charged per value other than zero, a sparse variable's "
+          "rows per row value gathered or sent", "[sim][ps]") {
+  // 16,384 features at density 0.01: 164 values a sample; 4 replicas, batches of 4.
+  const double k = 164, d = 16384, batch = 4, replicas = 4, samples = 64;
+  const double touched_one = 1.0 - std::pow(1.0 - k / d, batch);
+  const auto run = [](cs::BuilderKind kind, const std::function<void(sim::CostProfile&)>& tweak) {
+    return profiled_run(kind, {}, tweak, true, 0.01);
+  };
+  const auto none = [](sim::CostProfile&) {};
+  const auto base = run(cs::BuilderKind::all_reduce, none);
+  const double steps = static_cast<double>(base.steps.size());
+  REQUIRE(base.replicas.size() == 4);
+  // The dense figures do not apply.
+  CHECK(run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) { p.gradient_ns = 50; p.loss_ns = 50; }).cpu ==
+        base.cpu);
+  // Each replica's gradient: 4 x 164 values at 50 ns a step, and w cleared at 1 ns a value.
+  const auto gradient = run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) {
+    p.sparse_gradient_ns = 50;
+    p.sparse_gradient_call_ns = 1;
+  });
+  const double gradient_s = steps * replicas * (batch * k * 50e-9 + d * 1e-9);
+  CHECK(core::to_seconds(gradient.cpu - base.cpu) >= 0.99 * gradient_s);
+  CHECK(core::to_seconds(gradient.cpu - base.cpu) <= 1.01 * gradient_s + 1e-6);
+  // The chief's loss: 64 x 164 values at 50 ns a step.
+  const auto loss = run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) { p.sparse_loss_ns = 50; });
+  CHECK(core::to_seconds(loss.cpu - base.cpu) >= 0.99 * steps * samples * k * 50e-9);
+  CHECK(core::to_seconds(loss.cpu - base.cpu) <= 1.01 * steps * samples * k * 50e-9 + 1e-6);
+  // All-reduced: every replica gathers the 4 replicas' touched rows, 100 ns a value.
+  const auto gathered = run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) { p.allreduce_sparse_row_ns = 100; });
+  const double gathered_s = steps * replicas * d * touched_one * replicas * 100e-9;
+  CHECK(core::to_seconds(gathered.cpu - base.cpu) >= 0.99 * gathered_s);
+  CHECK(core::to_seconds(gathered.cpu - base.cpu) <= 1.01 * gathered_s + 1e-6);
+  // On a PS (Parallax puts a sparse variable there, b all-reduced): a replica sends its
+  // touched rows, 100 ns a value; the shard sums and updates only the step's touched rows.
+  const auto ps = run(cs::BuilderKind::parallax, none);
+  const auto sent = run(cs::BuilderKind::parallax, [](sim::CostProfile& p) { p.ps_sparse_row_ns = 100; });
+  const double sent_s = static_cast<double>(ps.steps.size()) * replicas * d * touched_one * 100e-9;
+  CHECK(core::to_seconds(sent.cpu - ps.cpu) >= 0.99 * sent_s);
+  CHECK(core::to_seconds(sent.cpu - ps.cpu) <= 1.01 * sent_s + 1e-6);
+  const auto updated = run(cs::BuilderKind::parallax, [](sim::CostProfile& p) { p.sgd_ns = 100; });
+  const auto dense_updated =
+      profiled_run(cs::BuilderKind::parallax, {}, [](sim::CostProfile& p) { p.sgd_ns = 100; }, true);
+  const auto dense_ps = profiled_run(cs::BuilderKind::parallax, {}, none, true);
+  CHECK(updated.cpu - ps.cpu < (dense_updated.cpu - dense_ps.cpu) / 5);
+  // What is charged changes the time, not the training.
+  CHECK(gathered.replicas.front().final_parameters == base.replicas.front().final_parameters);
 }
 
 TEST_CASE("a partitioned all-reduced variable is charged its cut and reassembly at partition_ns, unless it travels "

@@ -254,6 +254,9 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
     // With a profile the gradient's work is charged as processor time instead.
     t.compute = (c.profile ? core::Duration::zero() : c.compute) + (r + 1 == n ? c.straggler : core::Duration::zero());
     t.full_loss = r == 0;
+    t.count_touched = c.profile && ((plans.ar && !plans.ar->sparse.empty()) ||
+                                    (plans.ps && std::any_of(plans.ps->shards.begin(), plans.ps->shards.end(),
+                                                             [](const auto& s) { return s.config.sparse; })));
     if (r == 0) {
       t.save_every = c.save_every;
       t.checkpoint = run.checkpoint;
@@ -365,8 +368,12 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
   }
   const std::size_t features = c.features;
   // A replica's own work each step on its all-reduced tensors, by their compressors, and
-  // on its dense PS variables.
+  // on its dense PS variables; on its sparse one (w), a part per value and one per value
+  // its step's gradient touched (sparse data: of every replica's batch, all-reduced),
+  // which the simulated trainer counts (a fitted sample's error is exactly 0, and a
+  // gradient of such samples touches nothing).
   core::Duration own_work = core::Duration::zero();
+  double sparse_per_value = 0.0, per_touched = 0.0;
   if (plans.ar) {
     for (const auto& t : plans.ar->tensors) {
       const double ns = t.compressor == cc::CompressorKind::horovod      ? p.allreduce_fp16_ns
@@ -374,13 +381,11 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                                                                          : p.allreduce_ns;
       own_work += CostProfile::work(static_cast<double>(t.size), ns);
     }
-    for (const auto& sp : plans.ar->sparse) {  // the rows of every replica's batch gathered
+    for (const auto& sp : plans.ar->sparse) {  // the rows it touched, of every replica's batch gathered
       const double values = static_cast<double>(sp.rows) * static_cast<double>(sp.row_width);
-      own_work += c.density < 1.0
-                      ? CostProfile::work(values, p.allreduce_sparse_base_ns) +
-                            CostProfile::work(values * touched_one * static_cast<double>(plans.replicas.size()),
-                                              p.allreduce_sparse_row_ns)
-                      : CostProfile::work(values, p.allreduce_sparse_ns);
+      sparse_per_value += c.density < 1.0 ? values * p.allreduce_sparse_base_ns : 0.0;
+      per_touched += c.density < 1.0 ? static_cast<double>(plans.replicas.size()) * p.allreduce_sparse_row_ns
+                                     : p.allreduce_sparse_ns;
     }
     // A partitioned variable that does not travel whole: cut and put back together.
     auto sync = cc::Synchronizer::create(*plans.ar);
@@ -396,11 +401,10 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
       const double values = static_cast<double>(shard.config.layout.size());
       if (!shard.config.sparse) {
         own_work += CostProfile::work(values, p.ps_ns);
-      } else if (c.density < 1.0) {
-        own_work += CostProfile::work(values, p.ps_sparse_base_ns) +
-                    CostProfile::work(values * touched_one, p.ps_sparse_row_ns);
-      } else {
-        own_work += CostProfile::work(values, p.ps_sparse_ns);
+      } else {  // a shard's share of w's touched rows
+        const double share = values / static_cast<double>(features);
+        sparse_per_value += c.density < 1.0 ? values * p.ps_sparse_base_ns : 0.0;
+        per_touched += share * (c.density < 1.0 ? p.ps_sparse_row_ns : p.ps_sparse_ns);
       }
     }
   }
@@ -418,15 +422,16 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
                                            : p.gradient(c.batch, features);
     const core::Duration loss = CostProfile::work(static_cast<double>(c.samples) * nonzeros,
                                                   sparse ? p.sparse_loss_ns : p.loss_ns);
-    auto cost = [messages, &run, r, steps, gradient, loss, own_work](const Event& in,
-                                                                     const core::Effects& out) -> CpuCharge {
+    const core::Duration fixed = own_work + CostProfile::work(1.0, sparse_per_value);
+    auto cost = [messages, &run, r, steps, gradient, loss, fixed, per_touched](const Event& in,
+                                                                               const core::Effects& out) -> CpuCharge {
       core::Duration step = core::Duration::zero();
-      const std::size_t now = run.replicas[r]->steps().size();
-      for (std::size_t s = *steps; s < now; ++s) {
-        step += gradient + own_work;
+      const auto& records = run.replicas[r]->steps();
+      for (std::size_t s = *steps; s < records.size(); ++s) {
+        step += gradient + fixed + CostProfile::work(static_cast<double>(records[s].touched), per_touched);
         if (r == 0) step += loss;
       }
-      *steps = now;
+      *steps = records.size();
       CpuCharge charge = messages(in, out);
       charge.after += step;
       return charge;

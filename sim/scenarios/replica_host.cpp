@@ -1,5 +1,6 @@
 #include "sim/scenarios/replica_host.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/train/allreduce_role.hpp"
@@ -93,6 +94,10 @@ Effects LogisticTrainer::compute(TimePoint now, std::int64_t step, std::int64_t 
   const auto batch = cps::logistic_batch(data, settings_.replicas, static_cast<std::size_t>(replica_), record.step,
                                          settings_.batch);
   record.batch_loss = cps::logistic_loss(data, batch, params_, &gradients_);
+  if (settings_.count_touched) {
+    const auto& w = gradients_.at(cps::k_logreg_weights);
+    record.touched = static_cast<std::size_t>(std::count_if(w.begin(), w.end(), [](float v) { return v != 0.0F; }));
+  }
   if (settings_.full_loss) record.full_loss = cps::logistic_full_loss(data, params_);
   steps_.push_back(record);
   return {core::SetTimer{k_compute_timer, now + settings_.compute}};

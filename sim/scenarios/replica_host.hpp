@@ -31,6 +31,9 @@ struct PsReplicaStep {
   double batch_loss = 0.0;   ///< loss of its batch at the pulled parameters
   double full_loss = -1.0;   ///< loss over the whole data set (settings.full_loss), else -1
   core::Duration time{};     ///< virtual time from the pull to the end of the push
+  /// With TrainerSettings::count_touched: w's values its gradient holds other than zero
+  /// (the rows a sparse w sends), for what they cost.
+  std::size_t touched = 0;
 };
 
 /// A simulated job's latest checkpoint, written by the chief as `apiary ps --save` does:
@@ -49,6 +52,7 @@ struct TrainerSettings {
   std::int64_t steps = 10;                                 ///< training steps
   core::Duration compute = std::chrono::milliseconds(10);  ///< virtual compute time per step
   bool full_loss = false;  ///< also compute the loss over the whole data set each step
+  bool count_touched = false;  ///< count w's gradient values other than zero each step (PsReplicaStep::touched)
   /// > 0 with `checkpoint`: at the start of every step that is a multiple of it (step 0
   /// aside), the trainer reads the optimizer states and writes the checkpoint there.
   std::int64_t save_every = 0;

@@ -610,18 +610,19 @@ TEST_CASE("on sparse data the gradient and the loss are charged per value other 
   const auto loss = run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) { p.sparse_loss_ns = 50; });
   CHECK(core::to_seconds(loss.cpu - base.cpu) >= 0.99 * steps * samples * k * 50e-9);
   CHECK(core::to_seconds(loss.cpu - base.cpu) <= 1.01 * steps * samples * k * 50e-9 + 1e-6);
-  // All-reduced: every replica gathers the 4 replicas' touched rows, 100 ns a value.
+  // All-reduced: every replica gathers the 4 replicas' touched rows, 100 ns a value (the
+  // distinct columns of a batch, which the trainer counts, vary about their expectation).
   const auto gathered = run(cs::BuilderKind::all_reduce, [](sim::CostProfile& p) { p.allreduce_sparse_row_ns = 100; });
   const double gathered_s = steps * replicas * d * touched_one * replicas * 100e-9;
-  CHECK(core::to_seconds(gathered.cpu - base.cpu) >= 0.99 * gathered_s);
-  CHECK(core::to_seconds(gathered.cpu - base.cpu) <= 1.01 * gathered_s + 1e-6);
+  CHECK(core::to_seconds(gathered.cpu - base.cpu) >= 0.9 * gathered_s);
+  CHECK(core::to_seconds(gathered.cpu - base.cpu) <= 1.1 * gathered_s);
   // On a PS (Parallax puts a sparse variable there, b all-reduced): a replica sends its
   // touched rows, 100 ns a value; the shard sums and updates only the step's touched rows.
   const auto ps = run(cs::BuilderKind::parallax, none);
   const auto sent = run(cs::BuilderKind::parallax, [](sim::CostProfile& p) { p.ps_sparse_row_ns = 100; });
   const double sent_s = static_cast<double>(ps.steps.size()) * replicas * d * touched_one * 100e-9;
-  CHECK(core::to_seconds(sent.cpu - ps.cpu) >= 0.99 * sent_s);
-  CHECK(core::to_seconds(sent.cpu - ps.cpu) <= 1.01 * sent_s + 1e-6);
+  CHECK(core::to_seconds(sent.cpu - ps.cpu) >= 0.9 * sent_s);
+  CHECK(core::to_seconds(sent.cpu - ps.cpu) <= 1.1 * sent_s);
   const auto updated = run(cs::BuilderKind::parallax, [](sim::CostProfile& p) { p.sgd_ns = 100; });
   const auto dense_updated =
       profiled_run(cs::BuilderKind::parallax, {}, [](sim::CostProfile& p) { p.sgd_ns = 100; }, true);

@@ -1,5 +1,7 @@
 #include "core/ps/logistic_regression.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,9 +38,11 @@ Status check_logistic_data_size(std::size_t samples, std::size_t features, doubl
   const std::size_t per_sample = sparse ? 2 * logistic_nonzeros(features, density) : features;
   if (per_sample != 0 && samples > k_max_logistic_data_values / per_sample) {
     return make_error(errc::invalid_argument,
-                      "{} samples x {} features at density {}: more data than a replica holds (at most {} values, "
-                      "4 GiB; a nonzero of sparse data counts twice)",
-                      samples, features, density, k_max_logistic_data_values);
+                      "{} samples x {} features: more data than a replica holds (at most {} values, 4 GiB{})", samples,
+                      features, k_max_logistic_data_values,
+                      sparse ? fmt::format("; at density {} each of a sample's {} values other than zero counts twice",
+                                           density, per_sample / 2)
+                             : std::string());
   }
   return ok_status();
 }

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <optional>
+#include <utility>
 #include <chrono>
 
 #include "core/ps/logistic_regression.hpp"
@@ -452,31 +453,21 @@ TEST_CASE("a cost profile is written and read back, and a bad one is refused nam
   CHECK(back->secure_byte_ns == 0.5);
   CHECK(back->allreduce_sparse_ns == 3.0);
   CHECK(back->idle_message_us == 0.0);
-  auto sparse = p;
-  sparse.sparse_gradient_ns = 7.5;
-  sparse.sparse_gradient_call_ns = 0.25;
-  sparse.sparse_loss_ns = 1.5;
-  sparse.allreduce_sparse_row_ns = 4.0;
-  sparse.ps_sparse_row_ns = 2.0;
-  auto sparse_back = sim::parse_cost_profile(sim::to_json(sparse), "p.json");
-  REQUIRE(sparse_back.ok());
-  CHECK(sparse_back->sparse_gradient_ns == 7.5);
-  CHECK(sparse_back->sparse_gradient_call_ns == 0.25);
-  CHECK(sparse_back->sparse_loss_ns == 1.5);
-  CHECK(sparse_back->allreduce_sparse_row_ns == 4.0);
-  CHECK(sparse_back->ps_sparse_row_ns == 2.0);
-  auto idle = p;
-  idle.idle_message_us = 40;
-  idle.idle_cpu_us_per_s = 12000;
-  auto idle_back = sim::parse_cost_profile(sim::to_json(idle), "p.json");
-  REQUIRE(idle_back.ok());
-  CHECK(idle_back->idle_message_us == 40);
-  CHECK(idle_back->idle_cpu_us_per_s == 12000);
-  auto cut = p;
-  cut.partition_ns = 1.5;
-  auto cut_back = sim::parse_cost_profile(sim::to_json(cut), "p.json");
-  REQUIRE(cut_back.ok());
-  CHECK(cut_back->partition_ns == 1.5);
+  // Each field set to its own value in turn is read back.
+  const std::pair<double sim::CostProfile::*, double> fields[] = {
+      {&sim::CostProfile::idle_message_us, 40},         {&sim::CostProfile::idle_cpu_us_per_s, 12000},
+      {&sim::CostProfile::partition_ns, 1.5},            {&sim::CostProfile::sparse_gradient_ns, 7.5},
+      {&sim::CostProfile::sparse_gradient_call_ns, 0.25}, {&sim::CostProfile::sparse_loss_ns, 1.5},
+      {&sim::CostProfile::allreduce_sparse_base_ns, 0.5}, {&sim::CostProfile::allreduce_sparse_row_ns, 4.0},
+      {&sim::CostProfile::ps_sparse_base_ns, 0.75},       {&sim::CostProfile::ps_sparse_row_ns, 2.0},
+  };
+  for (const auto& [field, value] : fields) {
+    auto changed = p;
+    changed.*field = value;
+    auto changed_back = sim::parse_cost_profile(sim::to_json(changed), "p.json");
+    REQUIRE(changed_back.ok());
+    CHECK((*changed_back).*field == value);
+  }
   // Encrypted connections: each byte costs plaintext's and the encryption's.
   const auto encrypted = p.encrypted();
   CHECK(encrypted.byte_ns == 0.75);

@@ -58,41 +58,60 @@ ps::SparseGradient touched_rows(const std::vector<float>& dense, std::size_t row
   const std::size_t n = dense.size();
   const auto nonzero = [](float v) { return v != 0.0f; };  // NaN counts: it is not zero
   if (row_width == 1) {
-    // Counted first, then every value written at the next free place and the place kept
-    // only for a non-zero one: no branch on the data, no growth. Few of them (a batch of
-    // sparse data touches a few rows of an embedding): a block of 64 values at a time,
-    // those without one passed over whole.
-    std::size_t count = 0;
-    for (std::size_t i = 0; i < n; ++i) count += nonzero(d[i]) ? 1 : 0;
-    if (count == 0) return g;
-    if (count < n / 16) {
-      g.rows.reserve(count);
-      g.values.reserve(count);
-      constexpr std::size_t k_block = 64;
-      for (std::size_t b = 0; b < n && g.rows.size() < count; b += k_block) {
+    // First the blocks of 64 values that hold one other than zero: any bits but the sign
+    // set (-0 is zero, NaN is not), two values a word. Few of them (a batch of sparse data
+    // touches a few rows of an embedding): only those blocks are read again. Many: counted,
+    // then every value written at the next free place and the place kept only for a
+    // non-zero one: no branch on the data, no growth.
+    constexpr std::size_t k_block = 64;
+    const auto any_in = [d](std::size_t b, std::size_t end) {
+      std::uint64_t bits = 0;
+      std::size_t i = b;
+      for (; i + 2 <= end; i += 2) {
+        std::uint64_t two = 0;
+        std::memcpy(&two, d + i, sizeof two);
+        bits |= two;
+      }
+      if (i < end) {
+        std::uint32_t one = 0;
+        std::memcpy(&one, d + i, sizeof one);
+        bits |= one;
+      }
+      return (bits & 0x7fffffff7fffffffULL) != 0;
+    };
+    std::vector<std::size_t> hit;  // the first value of each block with one
+    const std::size_t whole = n - n % k_block;
+    for (std::size_t b = 0; b < whole; b += k_block) {
+      std::uint64_t words[k_block / 2];
+      std::memcpy(words, d + b, sizeof words);
+      std::uint64_t bits = 0;
+      for (std::uint64_t w : words) bits |= w;
+      if ((bits & 0x7fffffff7fffffffULL) != 0) hit.push_back(b);
+    }
+    if (whole < n && any_in(whole, n)) hit.push_back(whole);
+    if (hit.empty()) return g;
+    if (hit.size() < (n / k_block) / 4) {
+      g.rows.reserve(2 * hit.size());
+      g.values.reserve(2 * hit.size());
+      for (std::size_t b : hit) {
+        // A bit a value other than zero, then the set bits in order: no branch per value.
         const std::size_t end = std::min(n, b + k_block);
-        // Any value's bits but the sign set (-0 is zero; NaN is not), two values a word.
-        std::uint64_t bits = 0;
-        std::size_t i = b;
-        for (; i + 2 <= end; i += 2) {
-          std::uint64_t two = 0;
-          std::memcpy(&two, d + i, sizeof two);
-          bits |= two;
+        std::uint64_t mask = 0;
+        for (std::size_t i = b; i < end; ++i) {
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, d + i, sizeof bits);
+          mask |= static_cast<std::uint64_t>((bits & 0x7fffffffU) != 0) << (i - b);
         }
-        if (i < end) {
-          std::uint32_t one = 0;
-          std::memcpy(&one, d + i, sizeof one);
-          bits |= one;
-        }
-        if ((bits & 0x7fffffff7fffffffULL) == 0) continue;
-        for (i = b; i < end; ++i) {
-          if (!nonzero(d[i])) continue;
+        for (; mask != 0; mask &= mask - 1) {
+          const std::size_t i = b + static_cast<std::size_t>(__builtin_ctzll(mask));
           g.rows.push_back(static_cast<std::int64_t>(i));
           g.values.push_back(d[i]);
         }
       }
       return g;
     }
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < n; ++i) count += nonzero(d[i]) ? 1 : 0;
     g.rows.resize(count + 1);
     g.values.resize(count + 1);
     std::size_t k = 0;

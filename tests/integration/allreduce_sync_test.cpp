@@ -197,6 +197,31 @@ TEST_CASE("a sparse variable is all-gathered as rows by 4 replica processes and 
   CHECK(bad_run.text.find("nope:0") != std::string::npos);
 }
 
+TEST_CASE("4 replica processes with w sparse train on sparse data (a sample's one value of 16): equal to SGD",
+          "[allreduce][integration]") {
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  const Job job = make_ar_job(o, "sparse_data");
+  const std::int64_t steps = 10;
+  const std::string args = fmt::format("--steps {} --density 0.0625 --sparse {}", steps, cps::k_logreg_weights);
+  const auto runs = finish_all(start_ar_replicas(job, args));
+  const auto expected = reference_sgd(steps, k_replicas, 0.0625);
+  // Dense data's SGD is another model: the data did change.
+  const auto dense = reference_sgd(steps);
+  CHECK(expected.at(cps::k_logreg_weights) != dense.at(cps::k_logreg_weights));
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    CHECK(runs[r].text.find("gather [logreg/w:0 sparse]") != std::string::npos);
+    check_close(runs[r], expected, 1e-5);
+  }
+  auto bad = spawn_ps("--embedded " + common_args(job) + " --density 0");
+  const auto bad_run = finish(*bad);
+  INFO(bad_run.text);
+  CHECK(bad_run.rc == 2);
+  CHECK(bad_run.text.find("density 0: expected a fraction of the features in (0, 1]") != std::string::npos);
+}
+
 TEST_CASE("an all-reduce strategy has no PS role, and replicas need every replica's address",
           "[allreduce][integration]") {
   const Job job = make_ar_job({}, "usage");

@@ -202,8 +202,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run)
   return out;
 }
 
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas) {
-  const auto data = cps::make_logistic_data(k_samples, k_features, 1);
+std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas, double density) {
+  const auto data = cps::make_logistic_data(k_samples, k_features, 1, density);
   auto params = cps::logistic_initial(k_features);
   for (std::int64_t s = 0; s < steps; ++s) {
     std::map<std::string, std::vector<float>> grads;

@@ -130,7 +130,9 @@ void check_close(const Run& run, const std::map<std::string, std::vector<float>>
 /// (step, version) of every "step S replica R version V ..." line of `run`.
 std::vector<std::pair<std::int64_t, std::int64_t>> step_versions(const Run& run);
 
-/// Single-process SGD on the concatenated batch of `replicas` replicas, `steps` steps.
-std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas = k_replicas);
+/// Single-process SGD on the concatenated batch of `replicas` replicas, `steps` steps (the
+/// data at `density`).
+std::map<std::string, std::vector<float>> reference_sgd(std::int64_t steps, int replicas = k_replicas,
+                                                        double density = 1.0);
 
 }  // namespace apiary::testing::ps_job

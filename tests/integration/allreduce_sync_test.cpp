@@ -41,6 +41,28 @@ std::vector<std::unique_ptr<testing::Process>> start_ar_replicas(const Job& job,
   return start_replicas(job, loopback_peers("localhost:CPU"), extra);
 }
 
+/// Four replica processes of `job`, w sparse, `steps` steps with
+/// `extra` arguments: each exits 0, gathers w as rows and ends at `expected`. Their runs.
+std::vector<Run> sparse_ar_runs(const Job& job, std::int64_t steps, const std::string& extra,
+                                const std::map<std::string, std::vector<float>>& expected) {
+  const auto runs = finish_all(start_ar_replicas(
+      job, fmt::format("--steps {} --sparse {} {}", steps, cps::k_logreg_weights, extra)));
+  for (int r = 0; r < k_replicas; ++r) {
+    INFO("replica " << r << " printed:\n" << runs[r].text);
+    REQUIRE(runs[r].rc == 0);
+    CHECK(runs[r].text.find("gather [logreg/w:0 sparse]") != std::string::npos);
+    check_close(runs[r], expected, 1e-5);
+  }
+  return runs;
+}
+
+/// A RING all-reduce job named `name`.
+Job ring_job(const std::string& name) {
+  cs::BuilderOptions o;
+  o.all_reduce_spec = Sync::RING;
+  return make_ar_job(o, name);
+}
+
 }  // namespace
 
 TEST_CASE("AllReduce over 4 replica processes equals single-process SGD on the concatenated batch",
@@ -170,19 +192,13 @@ TEST_CASE("partitioned all-reduce strategies reassemble their pieces: an embedde
 
 TEST_CASE("a sparse variable is all-gathered as rows by 4 replica processes and embedded: equal to SGD",
           "[allreduce][integration]") {
-  cs::BuilderOptions o;
-  o.all_reduce_spec = Sync::RING;
-  const Job job = make_ar_job(o, "sparse");
+  const Job job = ring_job("sparse");
   const std::int64_t steps = 10;
   const std::string sparse = std::string(" --sparse ") + cps::k_logreg_weights;
-  const auto runs = finish_all(start_ar_replicas(job, "--steps " + std::to_string(steps) + sparse));
   const auto expected = reference_sgd(steps);
+  const auto runs = sparse_ar_runs(job, steps, "", expected);
   for (int r = 0; r < k_replicas; ++r) {
-    INFO("replica " << r << " printed:\n" << runs[r].text);
-    REQUIRE(runs[r].rc == 0);
-    CHECK(runs[r].text.find("gather [logreg/w:0 sparse]") != std::string::npos);
     CHECK(runs[r].text.find(fmt::format("collectives {}", steps * 2)) != std::string::npos);
-    check_close(runs[r], expected, 1e-5);
   }
   auto p = spawn_ps("--embedded " + common_args(job) + " --steps " + std::to_string(steps) + sparse + " --sparse " +
                     cps::k_logreg_bias);
@@ -199,22 +215,13 @@ TEST_CASE("a sparse variable is all-gathered as rows by 4 replica processes and 
 
 TEST_CASE("4 replica processes with w sparse train on sparse data (a sample's one value of 16): equal to SGD",
           "[allreduce][integration]") {
-  cs::BuilderOptions o;
-  o.all_reduce_spec = Sync::RING;
-  const Job job = make_ar_job(o, "sparse_data");
+  const Job job = ring_job("sparse_data");
   const std::int64_t steps = 10;
-  const std::string args = fmt::format("--steps {} --density 0.0625 --sparse {}", steps, cps::k_logreg_weights);
-  const auto runs = finish_all(start_ar_replicas(job, args));
   const auto expected = reference_sgd(steps, k_replicas, 0.0625);
   // Dense data's SGD is another model: the data did change.
   const auto dense = reference_sgd(steps);
   CHECK(expected.at(cps::k_logreg_weights) != dense.at(cps::k_logreg_weights));
-  for (int r = 0; r < k_replicas; ++r) {
-    INFO("replica " << r << " printed:\n" << runs[r].text);
-    REQUIRE(runs[r].rc == 0);
-    CHECK(runs[r].text.find("gather [logreg/w:0 sparse]") != std::string::npos);
-    check_close(runs[r], expected, 1e-5);
-  }
+  (void)sparse_ar_runs(job, steps, "--density 0.0625", expected);
   auto bad = spawn_ps("--embedded " + common_args(job) + " --density 0");
   const auto bad_run = finish(*bad);
   INFO(bad_run.text);

@@ -36,7 +36,8 @@ std::function<int()> add_calibrate_command(CLI::App& cmd) {
 #if APIARY_HAVE_TRANSPORT_BENCH
     char self[4096];
     const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick, *features, *density);
+    auto p = bench::calibrate(len > 0 ? std::string(self, static_cast<std::size_t>(len)) : "apiary", *quick, *features,
+                              *density);
     if (!p) return fail("sim calibrate", p.error());
     std::ofstream file(*out);
     file << sim::to_json(*p);

@@ -37,7 +37,8 @@ int run_search(const SearchArgs& a, sim::scenarios::SearchConfig config) {
   auto item = core::strategy::parse_graph_item_json(*graph, a.graph);
   if (!item) return f(item.error());
   if (auto features = sim::scenarios::logistic_features(*item); features) {
-    if (auto fits = core::ps::check_logistic_data_size(config.samples, *features, config.density); !fits) return f(fits.error());
+    auto fits = core::ps::check_logistic_data_size(config.samples, *features, config.density);
+    if (!fits) return f(fits.error());
   }
   auto spec = load_resource_spec(a.resource_spec);
   if (!spec) return f(spec.error());

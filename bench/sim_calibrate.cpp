@@ -196,7 +196,9 @@ Result<std::vector<double>> unexplained_ns(const std::vector<StepJob>& jobs, std
   // Each density's data set, as the jobs' trainers make theirs.
   std::map<double, cps::LogisticData> data;
   for (const auto& job : jobs) {
-    if (data.count(job.density) == 0) data.emplace(job.density, cps::make_logistic_data(k_job_samples, features, 1, job.density));
+    if (data.count(job.density) == 0) {
+      data.emplace(job.density, cps::make_logistic_data(k_job_samples, features, 1, job.density));
+    }
   }
   const auto params = cps::logistic_initial(features);
   std::map<std::string, std::vector<float>> grads;
@@ -384,7 +386,8 @@ void time_gradient_and_loss(sim::CostProfile& p, std::size_t features, bool quic
 
 }  // namespace
 
-Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t model_features, double density) {
+Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std::size_t model_features,
+                                   double density) {
   const std::size_t features = model_features > 0 ? model_features : quick ? 65536 : 1048576;
   // A large model's simulated jobs take seconds a step: fewer runs of each.
   const bool large = features > (std::size_t{1} << 22);
@@ -451,13 +454,15 @@ Result<sim::CostProfile> calibrate(const std::string& self_exe, bool quick, std:
   for (std::size_t j = 0; j < jobs.size(); ++j) p.*(jobs[j].field) = (*work)[j];
   // Per replica and value of w, a job with a share t of w's rows touched by each batch of
   // one: a + b R t all-reduced (each replica gathers R batches' rows), a + b t on a PS.
-  const double t_few = static_cast<double>(cps::logistic_nonzeros(features, few_rows)) / static_cast<double>(features);
-  const double t_more = static_cast<double>(cps::logistic_nonzeros(features, more_rows)) / static_cast<double>(features);
+  const auto share = [features](double density) {
+    return static_cast<double>(cps::logistic_nonzeros(features, density)) / static_cast<double>(features);
+  };
+  const double t_few = share(few_rows), t_more = share(more_rows);
   const double r = static_cast<double>(k_job_replicas);
-  const auto split = [&](double& base, double& row, double share) {
+  const auto split = [&](double& base, double& row, double times) {
     const double few = base, more = row;
-    row = t_more > t_few ? std::max(0.0, (more - few) / (share * (t_more - t_few))) : 0.0;
-    base = std::max(0.0, few - row * share * t_few);
+    row = t_more > t_few ? std::max(0.0, (more - few) / (times * (t_more - t_few))) : 0.0;
+    base = std::max(0.0, few - row * times * t_few);
   };
   split(p.allreduce_sparse_base_ns, p.allreduce_sparse_row_ns, r);
   split(p.ps_sparse_base_ns, p.ps_sparse_row_ns, 1.0);

@@ -218,7 +218,8 @@ Status add_hosts(Run& run, const PsScenarioConfig& c, const Plans& plans) {
   }
   const std::size_t n = plans.replicas.size();
   for (std::size_t r = 0; r < n; ++r) run.replica_addrs.push_back(swarm_address(r, k_replica_port));
-  auto data = std::make_shared<const cps::LogisticData>(cps::make_logistic_data(c.samples, c.features, c.data_seed, c.density));
+  auto data = std::make_shared<const cps::LogisticData>(
+      cps::make_logistic_data(c.samples, c.features, c.data_seed, c.density));
   std::vector<core::train::ReplicaConfig> configs(n);
   if (plans.ps && !plans.ar) {
     if (auto st = add_proxies(run, c, *plans.ps, servers, configs); !st) return st.error();
@@ -318,15 +319,12 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     if (received && in.woke) charge.aside = CostProfile::work(1.0, p.idle_message_us * 1e3);
     return charge;
   };
-  // Sparse data: the share of w's rows one replica's batch touches, and that of all the
-  // replicas' batches of a step together (each sample's columns drawn uniformly); all of
-  // them on dense data.
+  // The share of w's rows one replica's batch touches, and that of all the replicas'
+  // batches of a step together (each sample's columns drawn uniformly; dense data: all).
   const double nonzeros = c.density < 1.0 ? static_cast<double>(cps::logistic_nonzeros(c.features, c.density))
                                           : static_cast<double>(c.features);
   const auto touched = [&c, nonzeros](std::size_t samples) {
-    return c.density < 1.0 ? 1.0 - std::pow(1.0 - nonzeros / static_cast<double>(c.features),
-                                            static_cast<double>(samples))
-                           : 1.0;
+    return 1.0 - std::pow(1.0 - nonzeros / static_cast<double>(c.features), static_cast<double>(samples));
   };
   const double touched_one = touched(c.batch), touched_all = touched(c.batch * plans.replicas.size());
   // Each PS and replica process (a proxy lives in its replica's) spends its idle load.
@@ -408,6 +406,13 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
       }
     }
   }
+  // On sparse data the gradient and the loss read the values other than zero.
+  const bool sparse = c.density < 1.0;
+  const core::Duration gradient = sparse ? p.sparse_gradient(c.batch * static_cast<std::size_t>(nonzeros), features)
+                                         : p.gradient(c.batch, features);
+  const core::Duration loss =
+      CostProfile::work(static_cast<double>(c.samples) * nonzeros, sparse ? p.sparse_loss_ns : p.loss_ns);
+  const core::Duration fixed = own_work + CostProfile::work(1.0, sparse_per_value);
   for (std::size_t r = 0; r < run.replicas.size(); ++r) {
     auto m = machine(plans.replicas[r]);
     if (!m) return m.error();
@@ -416,13 +421,6 @@ Status place_on_machines(Run& run, const PsScenarioConfig& c, const Plans& plans
     // last one's exchange is answered (the answers this replica owes the others among
     // them), and its work holds only what the replica does next.
     auto steps = std::make_shared<std::size_t>(0);
-    // On sparse data the gradient and the loss read the values other than zero.
-    const bool sparse = c.density < 1.0;
-    const core::Duration gradient = sparse ? p.sparse_gradient(c.batch * static_cast<std::size_t>(nonzeros), features)
-                                           : p.gradient(c.batch, features);
-    const core::Duration loss = CostProfile::work(static_cast<double>(c.samples) * nonzeros,
-                                                  sparse ? p.sparse_loss_ns : p.loss_ns);
-    const core::Duration fixed = own_work + CostProfile::work(1.0, sparse_per_value);
     auto cost = [messages, &run, r, steps, gradient, loss, fixed, per_touched](const Event& in,
                                                                                const core::Effects& out) -> CpuCharge {
       core::Duration step = core::Duration::zero();
